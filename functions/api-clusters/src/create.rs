@@ -1,0 +1,240 @@
+use axum::{extract::State, response::Response};
+use serde::{Deserialize, Serialize};
+use shared::{
+    db::{
+        clusters::{self, Cluster, NewCluster},
+        jobs::{self, NewJob, Operation},
+    },
+    domain::{ClusterName, JobType, KubernetesVersion, PublicAccessMode},
+    error::{ApiError, FieldError, unique_violation},
+    extract::AppJson,
+    http::{AppState, Caller, accepted},
+    jobs::enqueue_and_publish_after_commit,
+};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// Bounds that hold until plans set tighter ones.
+const WORKLOAD_CPU_MILLI: std::ops::RangeInclusive<i64> = 100..=256_000;
+const WORKLOAD_MEMORY_MIB: std::ops::RangeInclusive<i64> = 128..=1_048_576;
+const CONTROL_PLANE_CPU_MILLI: std::ops::RangeInclusive<i64> = 100..=8_000;
+const CONTROL_PLANE_MEMORY_MIB: std::ops::RangeInclusive<i64> = 256..=32_768;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateClusterRequest {
+    /// RFC 1123 label, 1–40 characters, unique among the owner's live clusters.
+    pub name: String,
+    /// Kubernetes minor version, e.g. `1.33` (default).
+    pub kubernetes_version: Option<String>,
+    /// CPU the tenant's workloads may use in total, in millicores (100–256000).
+    pub workload_cpu_limit_milli_cores: i64,
+    /// Memory the tenant's workloads may use in total, in MiB (128–1048576).
+    pub workload_memory_limit_mib: i64,
+    /// Control-plane CPU request in millicores (100–8000, default 500).
+    pub control_plane_cpu_request_milli_cores: Option<i64>,
+    /// Control-plane memory request in MiB (256–32768, default 1024).
+    pub control_plane_memory_request_mib: Option<i64>,
+    /// How nodes reach the control plane (default `loadbalancer`).
+    pub public_access_mode: Option<PublicAccessMode>,
+    #[serde(default)]
+    pub managed_workload_ingress_enabled: bool,
+    #[serde(default)]
+    pub tailscale_enabled: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OperationAccepted {
+    pub operation: Operation,
+    pub cluster: Cluster,
+}
+
+struct ValidCluster {
+    name: ClusterName,
+    kubernetes_version: KubernetesVersion,
+    workload_cpu: i32,
+    workload_memory: i32,
+    control_plane_cpu: i32,
+    control_plane_memory: i32,
+    public_access_mode: PublicAccessMode,
+}
+
+fn in_range(
+    errors: &mut Vec<FieldError>,
+    field: &str,
+    value: i64,
+    range: std::ops::RangeInclusive<i64>,
+) -> i32 {
+    if !range.contains(&value) {
+        errors.push(FieldError {
+            field: field.into(),
+            message: format!("must be between {} and {}", range.start(), range.end()),
+        });
+    }
+    value.clamp(*range.start(), *range.end()) as i32
+}
+
+impl CreateClusterRequest {
+    fn validate(&self) -> Result<ValidCluster, ApiError> {
+        let mut errors = Vec::new();
+        let name = ClusterName::parse(&self.name).map_err(|message| {
+            errors.push(FieldError {
+                field: "name".into(),
+                message,
+            })
+        });
+        let version = KubernetesVersion::parse(self.kubernetes_version.as_deref().unwrap_or(KubernetesVersion::DEFAULT))
+            .map_err(|message| {
+                errors.push(FieldError {
+                    field: "kubernetes_version".into(),
+                    message,
+                })
+            });
+        let workload_cpu = in_range(&mut errors, "workload_cpu_limit_milli_cores", self.workload_cpu_limit_milli_cores, WORKLOAD_CPU_MILLI);
+        let workload_memory = in_range(&mut errors, "workload_memory_limit_mib", self.workload_memory_limit_mib, WORKLOAD_MEMORY_MIB);
+        let control_plane_cpu = in_range(
+            &mut errors,
+            "control_plane_cpu_request_milli_cores",
+            self.control_plane_cpu_request_milli_cores.unwrap_or(500),
+            CONTROL_PLANE_CPU_MILLI,
+        );
+        let control_plane_memory = in_range(
+            &mut errors,
+            "control_plane_memory_request_mib",
+            self.control_plane_memory_request_mib.unwrap_or(1024),
+            CONTROL_PLANE_MEMORY_MIB,
+        );
+        match (name, version) {
+            (Ok(name), Ok(kubernetes_version)) if errors.is_empty() => Ok(ValidCluster {
+                name,
+                kubernetes_version,
+                workload_cpu,
+                workload_memory,
+                control_plane_cpu,
+                control_plane_memory,
+                public_access_mode: self.public_access_mode.unwrap_or(PublicAccessMode::Loadbalancer),
+            }),
+            _ => Err(ApiError::Validation(errors)),
+        }
+    }
+}
+
+/// Create a cluster
+///
+/// Validates the request, writes the cluster, its `create` operation and the
+/// job in one transaction, and answers 202; the control plane is built by the
+/// `cluster_create` job.
+#[utoipa::path(
+    post,
+    path = "/api/console/clusters",
+    tag = "clusters",
+    request_body = CreateClusterRequest,
+    responses(
+        (status = 202, description = "Accepted; the operation tracks the work", body = OperationAccepted),
+        (status = 400, description = "Malformed body", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Not authenticated", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A live cluster of this name exists (`cluster_name_taken`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppJson(request): AppJson<CreateClusterRequest>,
+) -> Result<Response, ApiError> {
+    let valid = request.validate()?;
+    let id = Uuid::new_v4();
+    let namespace = format!("kb-{}", id.simple());
+    let new = NewCluster {
+        id,
+        owner_user_id: caller.user_id,
+        name: valid.name.as_str(),
+        vcluster_name: valid.name.as_str(),
+        namespace: &namespace,
+        kubernetes_version: valid.kubernetes_version.as_str(),
+        workload_cpu_limit_milli_cores: valid.workload_cpu,
+        workload_memory_limit_mib: valid.workload_memory,
+        control_plane_cpu_request_milli_cores: valid.control_plane_cpu,
+        control_plane_memory_request_mib: valid.control_plane_memory,
+        public_access_mode: valid.public_access_mode.as_str(),
+        managed_workload_ingress_enabled: request.managed_workload_ingress_enabled,
+        tailscale_enabled: request.tailscale_enabled,
+    };
+    let mut tx = state.pool.begin().await?;
+    let cluster = clusters::insert(&mut tx, &new).await.map_err(|err| match unique_violation(&err) {
+        Some("idx_clusters_owner_name_active") => ApiError::Conflict {
+            code: "cluster_name_taken",
+            detail: format!("you already have a cluster named {:?}", valid.name.as_str()),
+        },
+        _ => err.into(),
+    })?;
+    let payload = serde_json::to_value(&cluster).map_err(anyhow::Error::from)?;
+    let enqueued = enqueue_and_publish_after_commit(
+        &state.pool,
+        state.publisher.as_ref(),
+        tx,
+        NewJob {
+            cluster_id: cluster.id,
+            job_type: JobType::ClusterCreate,
+            requested_by: Some(caller.user_id),
+            payload: &payload,
+            max_attempts: state.settings.jobs.max_attempts,
+        },
+    )
+    .await?;
+    tracing::info!(cluster_id = %cluster.id, operation_id = %enqueued.operation_id, "cluster create accepted");
+    let operation = jobs::get_operation(&state.pool, enqueued.operation_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
+    Ok(accepted(OperationAccepted { operation, cluster }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(json: serde_json::Value) -> CreateClusterRequest {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn every_invalid_field_is_reported_at_once() {
+        let err = request(serde_json::json!({
+            "name": "Bad_Name",
+            "kubernetes_version": "1.2",
+            "workload_cpu_limit_milli_cores": 0,
+            "workload_memory_limit_mib": 10_000_000,
+            "control_plane_memory_request_mib": 1,
+        }))
+        .validate()
+        .err()
+        .unwrap();
+        let ApiError::Validation(errors) = err else { panic!("{err:?}") };
+        let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "name",
+                "kubernetes_version",
+                "workload_cpu_limit_milli_cores",
+                "workload_memory_limit_mib",
+                "control_plane_memory_request_mib"
+            ]
+        );
+    }
+
+    #[test]
+    fn defaults_fill_optional_fields() {
+        let valid = request(serde_json::json!({
+            "name": "demo",
+            "workload_cpu_limit_milli_cores": 2000,
+            "workload_memory_limit_mib": 4096,
+        }))
+        .validate()
+        .unwrap();
+        assert_eq!(valid.kubernetes_version.as_str(), KubernetesVersion::DEFAULT);
+        assert_eq!(valid.control_plane_cpu, 500);
+        assert_eq!(valid.control_plane_memory, 1024);
+        assert_eq!(valid.public_access_mode, PublicAccessMode::Loadbalancer);
+    }
+}

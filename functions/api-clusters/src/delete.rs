@@ -1,0 +1,68 @@
+use axum::{extract::State, response::Response};
+use shared::{
+    db::{clusters, jobs::{self, NewJob}},
+    domain::JobType,
+    error::{ApiError, unique_violation},
+    extract::AppPath,
+    http::{AppState, Caller, accepted},
+    jobs::enqueue_and_publish_after_commit,
+};
+use uuid::Uuid;
+
+use crate::create::OperationAccepted;
+
+/// Delete a cluster
+///
+/// Marks the cluster `deleting` and enqueues the `cluster_delete` job, which
+/// removes its host namespace and soft-deletes it. Only one job may be active
+/// per cluster: while another operation is pending or running, 409.
+#[utoipa::path(
+    delete,
+    path = "/api/console/clusters/{cluster_id}",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path)),
+    responses(
+        (status = 202, body = OperationAccepted),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Another operation is active (`cluster_job_active`)", body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+) -> Result<Response, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    let cluster = clusters::get_owned(&mut *tx, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    clusters::mark_deleting(&mut tx, cluster.id).await?;
+    let payload = serde_json::json!({ "namespace": cluster.namespace, "vcluster_name": cluster.vcluster_name });
+    let enqueued = enqueue_and_publish_after_commit(
+        &state.pool,
+        state.publisher.as_ref(),
+        tx,
+        NewJob {
+            cluster_id: cluster.id,
+            job_type: JobType::ClusterDelete,
+            requested_by: Some(caller.user_id),
+            payload: &payload,
+            max_attempts: state.settings.jobs.max_attempts,
+        },
+    )
+    .await
+    .map_err(|err| match unique_violation(&err) {
+        Some("idx_cluster_jobs_active_cluster") => ApiError::Conflict {
+            code: "cluster_job_active",
+            detail: "another operation on this cluster is still pending or running; try again when it has finished".into(),
+        },
+        _ => err.into(),
+    })?;
+    let operation = jobs::get_operation(&state.pool, enqueued.operation_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
+    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster.id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    Ok(accepted(OperationAccepted { operation, cluster }))
+}

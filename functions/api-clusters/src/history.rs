@@ -1,0 +1,72 @@
+use axum::extract::State;
+use serde::Deserialize;
+use shared::{
+    db::jobs::{self, JobRecord, Operation},
+    error::ApiError,
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AppState, Caller},
+};
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+use crate::read::owned;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// Entries to return, 1–500 (default 100), newest first.
+    pub limit: Option<i64>,
+}
+
+fn limit(query: &HistoryQuery) -> Result<i64, ApiError> {
+    let limit = query.limit.unwrap_or(100);
+    if (1..=500).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::invalid("limit", "must be between 1 and 500"))
+    }
+}
+
+/// Operation history of a cluster
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/operations",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path), HistoryQuery),
+    responses(
+        (status = 200, body = Vec<Operation>),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn operations(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppQuery(query): AppQuery<HistoryQuery>,
+) -> Result<AppJson<Vec<Operation>>, ApiError> {
+    let limit = limit(&query)?;
+    let cluster = owned(&state, caller, cluster_id).await?;
+    Ok(AppJson(jobs::list_operations(&state.pool, cluster.id, limit).await?))
+}
+
+/// Job history of a cluster, with every attempt's error
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/jobs",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path), HistoryQuery),
+    responses(
+        (status = 200, body = Vec<JobRecord>),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn jobs(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppQuery(query): AppQuery<HistoryQuery>,
+) -> Result<AppJson<Vec<JobRecord>>, ApiError> {
+    let limit = limit(&query)?;
+    let cluster = owned(&state, caller, cluster_id).await?;
+    Ok(AppJson(jobs::list_for_cluster(&state.pool, cluster.id, limit).await?))
+}

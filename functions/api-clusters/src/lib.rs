@@ -1,0 +1,33 @@
+//! `api-clusters`: create, list, read and delete clusters, and their operation
+//! and job history. Lifecycle changes are answered 202 with the operation; the
+//! work is done by the cluster job functions.
+
+mod create;
+mod delete;
+mod history;
+mod read;
+
+use axum::{
+    Router,
+    routing::{get, post},
+};
+use shared::http::AppState;
+use utoipa::OpenApi;
+
+pub use create::{CreateClusterRequest, OperationAccepted};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/console/clusters", post(create::create).get(read::list))
+        .route("/api/console/clusters/{cluster_id}", get(read::get).delete(delete::delete))
+        .route("/api/console/clusters/{cluster_id}/operations", get(history::operations))
+        .route("/api/console/clusters/{cluster_id}/jobs", get(history::jobs))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(create::create, read::list, read::get, delete::delete, history::operations, history::jobs),
+    components(schemas(shared::error::Problem, shared::error::FieldError)),
+    tags((name = "clusters", description = "Cluster lifecycle"))
+)]
+pub struct ApiDoc;

@@ -1,0 +1,120 @@
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::{
+    db::clusters::{self, Cluster},
+    error::ApiError,
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AppState, Caller},
+};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Page size, 1–200 (default 50).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterPage {
+    pub items: Vec<Cluster>,
+    /// Pass as `cursor` to read the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+fn parse_cursor(raw: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
+    let invalid = || ApiError::BadRequest {
+        code: "invalid_cursor",
+        detail: "cursor is not one this API returned".into(),
+    };
+    let (at, id) = raw.split_once('_').ok_or_else(invalid)?;
+    let micros: i64 = at.parse().map_err(|_| invalid())?;
+    Ok((
+        DateTime::from_timestamp_micros(micros).ok_or_else(invalid)?,
+        id.parse().map_err(|_| invalid())?,
+    ))
+}
+
+fn cursor_of(cluster: &Cluster) -> String {
+    format!("{}_{}", cluster.created_at.timestamp_micros(), cluster.id)
+}
+
+/// List clusters
+///
+/// The caller's live clusters, newest first, paginated by cursor.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters",
+    tag = "clusters",
+    params(ListQuery),
+    responses(
+        (status = 200, body = ClusterPage),
+        (status = 400, description = "Bad limit or cursor", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppQuery(query): AppQuery<ListQuery>,
+) -> Result<AppJson<ClusterPage>, ApiError> {
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        return Err(ApiError::invalid("limit", "must be between 1 and 200"));
+    }
+    let before = query.cursor.as_deref().map(parse_cursor).transpose()?;
+    let mut items = clusters::list_owned(&state.pool, caller.user_id, before, limit + 1).await?;
+    let next_cursor = if items.len() as i64 > limit {
+        items.truncate(limit as usize);
+        items.last().map(cursor_of)
+    } else {
+        None
+    };
+    Ok(AppJson(ClusterPage { items, next_cursor }))
+}
+
+/// Get a cluster
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Cluster),
+        (status = 404, description = "No such live cluster of the caller", body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+) -> Result<AppJson<Cluster>, ApiError> {
+    owned(&state, caller, cluster_id).await.map(AppJson)
+}
+
+/// The caller's live cluster, or 404 (also for another user's cluster).
+pub(crate) async fn owned(state: &AppState, caller: Caller, cluster_id: Uuid) -> Result<Cluster, ApiError> {
+    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let at = DateTime::from_timestamp_micros(1_700_000_000_123_456).unwrap();
+        let id = Uuid::new_v4();
+        let raw = format!("{}_{}", at.timestamp_micros(), id);
+        assert_eq!(parse_cursor(&raw).unwrap(), (at, id));
+        for bad in ["", "abc", "12_notauuid", "x_00000000-0000-0000-0000-000000000000"] {
+            assert!(parse_cursor(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! `local`: the whole platform in one process. Every HTTP function's router is
+//! mounted under its route prefix, every job handler runs, and `sweep` runs on
+//! its interval. With `AMQP_URL` the jobs travel through RabbitMQ; without it
+//! they are dispatched in-process through the same claim/lease/finish code.
+//! Without `DATABASE_URL` a private PostgreSQL is started from the installed
+//! server binaries.
+//!
+//! Commands: `local` (run), `local migrate` (apply migrations and exit),
+//! `local openapi` (print the OpenAPI document).
+
+mod postgres;
+
+use std::{path::PathBuf, sync::Arc};
+
+use anyhow::Context;
+use axum::{Router, routing::get};
+use queues::{AmqpPublisher, Consumer, Topology, inprocess, runtime::identity};
+use secrecy::SecretString;
+use shared::{
+    config::{AuthMode, Settings},
+    db,
+    http::{AppState, with_common_layers},
+    jobs::{self, JobHandler, JobPublisher, Worker},
+    runtime::{serve_http, shutdown_signal},
+    telemetry,
+};
+use tokio::sync::watch;
+use utoipa::OpenApi;
+
+pub use postgres::EmbeddedPostgres;
+
+/// The OpenAPI document of every HTTP function.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    shared::openapi::document([api_clusters::ApiDoc::openapi()])
+}
+
+/// Every HTTP function's routes, as the API gateway would mount them.
+pub fn routes() -> Router<AppState> {
+    api_clusters::router().route("/api/openapi.json", get(|| async { axum::Json(openapi()) }))
+}
+
+/// Every job handler.
+pub fn handlers() -> Vec<Arc<dyn JobHandler>> {
+    vec![
+        Arc::new(job_cluster_create::CreateCluster),
+        Arc::new(job_cluster_delete::DeleteCluster),
+    ]
+}
+
+pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
+    let command = args.first().map(String::as_str).unwrap_or("run");
+    if command == "openapi" {
+        #[allow(clippy::print_stdout)]
+        {
+            println!("{}", openapi().to_pretty_json()?);
+        }
+        return Ok(());
+    }
+    let settings = Settings::from_env()?;
+    telemetry::init(settings.log_format);
+    let (database_url, embedded) = match &settings.database_url {
+        Some(url) => (url.clone(), None),
+        None => {
+            let data_dir = std::env::var_os("KUBEBYON_DATA_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(".kubebyon"));
+            let port = std::env::var("KUBEBYON_EMBEDDED_PG_PORT")
+                .ok()
+                .map(|p| p.parse().context("KUBEBYON_EMBEDDED_PG_PORT must be a port number"))
+                .transpose()?
+                .unwrap_or(55432);
+            let pg = EmbeddedPostgres::start(&data_dir.join("postgres"), port).await?;
+            (SecretString::from(pg.url()), Some(pg))
+        }
+    };
+    let result = match command {
+        "run" => serve(settings, database_url).await,
+        "migrate" => migrate(&database_url, settings.database_max_connections).await.map(|_| ()),
+        other => Err(anyhow::anyhow!("unknown command {other:?}; expected run, migrate or openapi")),
+    };
+    if let Some(pg) = embedded {
+        pg.stop().await;
+    }
+    result
+}
+
+async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sqlx::PgPool> {
+    let pool = db::lazy_pool(url, max_connections)?;
+    db::MIGRATOR.run(&pool).await.context("applying migrations")?;
+    tracing::info!("migrations applied");
+    Ok(pool)
+}
+
+async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result<()> {
+    let pool = migrate(&database_url, settings.database_max_connections).await?;
+    let settings = Arc::new(settings);
+    let worker = Worker::new(pool.clone(), settings.jobs.clone(), settings.worker_id.clone(), handlers());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    let mut background = tokio::task::JoinSet::new();
+
+    let publisher: Arc<dyn JobPublisher> = match &settings.amqp_url {
+        Some(url) => {
+            let topology = Topology::new(settings.amqp_exchange.clone());
+            tracing::info!(exchange = %topology.exchange, "jobs travel through RabbitMQ");
+            let consumer = Consumer::new(url.clone(), topology.clone(), worker);
+            background.spawn(consumer.run(stopped()));
+            Arc::new(AmqpPublisher::new(url.clone(), topology))
+        }
+        None => {
+            tracing::info!("AMQP_URL not set: jobs are dispatched in-process");
+            let (dispatcher, runner) = inprocess::channel(worker, settings.jobs.prefetch as usize);
+            background.spawn(Arc::new(runner).run(stopped()));
+            Arc::new(dispatcher)
+        }
+    };
+
+    {
+        let pool = pool.clone();
+        let publisher = publisher.clone();
+        let settings = settings.clone();
+        let stop = stopped();
+        background.spawn(async move {
+            let mut ticker = tokio::time::interval(settings.sweep_interval);
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    () = &mut stop => return,
+                    _ = ticker.tick() => {
+                        if let Err(err) = jobs::sweep(&pool, publisher.as_ref(), &settings.jobs).await {
+                            tracing::error!(error = %err, "sweep failed");
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    let state = AppState {
+        identity: identity(settings.auth_mode.unwrap_or(AuthMode::Development), &pool).await?,
+        pool,
+        publisher,
+        settings: settings.clone(),
+    };
+    let served = serve_http(with_common_layers(routes(), state), settings.port).await;
+    let _ = stop_tx.send(true);
+    background.join_all().await;
+    tracing::info!("stopped");
+    served
+}
+
+/// Re-exported for the all-in-one runner's callers that stop it themselves.
+pub async fn wait_for_shutdown() {
+    shutdown_signal().await
+}

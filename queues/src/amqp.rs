@@ -1,0 +1,293 @@
+//! RabbitMQ through lapin: topology, a publisher with confirms, and a consumer
+//! with prefetch and manual ack that reconnects after a broker restart.
+
+use std::{future::Future, time::Duration};
+
+use async_trait::async_trait;
+use backon::{BackoffBuilder, ExponentialBuilder};
+use futures_util::{StreamExt, stream::select_all};
+use lapin::{
+    BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind,
+    options::{
+        BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+        ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    },
+    types::FieldTable,
+};
+use secrecy::{ExposeSecret, SecretString};
+use shared::{
+    domain::JobType,
+    jobs::{JobMessage, JobPublisher, Processed, PublishError, Worker},
+};
+use tokio::{sync::Mutex, task::JoinSet};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Names of the exchange and the per-job-type queues.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    pub exchange: String,
+}
+
+impl Topology {
+    pub fn new(exchange: impl Into<String>) -> Self {
+        Self {
+            exchange: exchange.into(),
+        }
+    }
+
+    pub fn queue(&self, job_type: JobType) -> String {
+        format!("{}.{}", self.exchange, job_type.as_str())
+    }
+
+    /// Declares the durable direct exchange and one durable queue per job type,
+    /// bound by the job type. Idempotent.
+    pub async fn declare(&self, channel: &Channel) -> lapin::Result<()> {
+        channel
+            .exchange_declare(
+                self.exchange.as_str().into(),
+                ExchangeKind::Direct,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await?;
+        for job_type in JobType::ALL {
+            let queue = self.queue(job_type);
+            channel
+                .queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), FieldTable::default())
+                .await?;
+            channel
+                .queue_bind(
+                    queue.as_str().into(),
+                    self.exchange.as_str().into(),
+                    job_type.as_str().into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+async fn connect(url: &SecretString) -> Result<Connection, String> {
+    let properties = ConnectionProperties::default().with_connection_name("kubebyon".into());
+    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url.expose_secret(), properties)).await {
+        Ok(Ok(connection)) => Ok(connection),
+        Ok(Err(err)) => Err(format!("cannot connect to the broker: {err}")),
+        Err(_) => Err("cannot connect to the broker: timed out".into()),
+    }
+}
+
+/// Publishes wake-ups as persistent messages and waits for the broker's confirms.
+/// Reconnects on the next publish after any failure.
+pub struct AmqpPublisher {
+    url: SecretString,
+    topology: Topology,
+    session: Mutex<Option<(Connection, Channel)>>,
+}
+
+impl AmqpPublisher {
+    pub fn new(url: SecretString, topology: Topology) -> Self {
+        Self {
+            url,
+            topology,
+            session: Mutex::new(None),
+        }
+    }
+
+    async fn open(&self) -> Result<(Connection, Channel), String> {
+        let connection = connect(&self.url).await?;
+        let channel = connection.create_channel().await.map_err(|e| e.to_string())?;
+        self.topology.declare(&channel).await.map_err(|e| e.to_string())?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((connection, channel))
+    }
+
+    async fn publish_on(&self, channel: &Channel, messages: &[JobMessage]) -> Result<(), String> {
+        let mut confirms = Vec::with_capacity(messages.len());
+        for message in messages {
+            let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+            let properties = BasicProperties::default()
+                .with_delivery_mode(2)
+                .with_content_type("application/json".into())
+                .with_message_id(message.job_id.to_string().into());
+            let confirm = channel
+                .basic_publish(
+                    self.topology.exchange.as_str().into(),
+                    message.job_type.as_str().into(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..Default::default()
+                    },
+                    &body,
+                    properties,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            confirms.push(confirm);
+        }
+        for confirm in confirms {
+            let confirmation = tokio::time::timeout(CONFIRM_TIMEOUT, confirm)
+                .await
+                .map_err(|_| "timed out waiting for the broker's confirm".to_string())?
+                .map_err(|e| e.to_string())?;
+            if !confirmation.is_ack() {
+                return Err("the broker refused a message".into());
+            }
+            if confirmation.take_message().is_some() {
+                return Err("the broker could not route a message to its queue".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl JobPublisher for AmqpPublisher {
+    async fn publish(&self, messages: &[JobMessage]) -> Result<(), PublishError> {
+        let mut session = self.session.lock().await;
+        if session.as_ref().is_none_or(|(c, _)| !c.status().connected()) {
+            *session = Some(self.open().await.map_err(PublishError)?);
+        }
+        let (_, channel) = session.as_ref().expect("session was just opened");
+        let result = self.publish_on(channel, messages).await;
+        if result.is_err() {
+            *session = None;
+        }
+        result.map_err(PublishError)
+    }
+}
+
+/// Consumes the queues of the worker's job types and runs each delivery through
+/// the worker. Acks after the job's outcome is recorded; on a database outage it
+/// negatively acknowledges with requeue after a pause. Reconnects with backoff
+/// when the broker goes away.
+pub struct Consumer {
+    url: SecretString,
+    topology: Topology,
+    worker: Worker,
+    prefetch: u16,
+    outcomes: Option<tokio::sync::mpsc::UnboundedSender<(JobMessage, Processed)>>,
+}
+
+impl Consumer {
+    pub fn new(url: SecretString, topology: Topology, worker: Worker) -> Self {
+        let prefetch = worker.settings().prefetch;
+        Self {
+            url,
+            topology,
+            worker,
+            prefetch,
+            outcomes: None,
+        }
+    }
+
+    /// Reports every processed delivery on a channel (metrics, tests).
+    pub fn with_outcomes(mut self, tx: tokio::sync::mpsc::UnboundedSender<(JobMessage, Processed)>) -> Self {
+        self.outcomes = Some(tx);
+        self
+    }
+
+    /// Runs until `shutdown` resolves, reconnecting as needed.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut backoff = reconnect_backoff();
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                result = self.session() => {
+                    match result {
+                        Ok(()) => backoff = reconnect_backoff(),
+                        Err(err) => tracing::warn!(error = %err, "consumer lost the broker; reconnecting"),
+                    }
+                }
+            }
+            let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// One connection's life: consume until the connection ends.
+    async fn session(&self) -> Result<(), String> {
+        let connection = connect(&self.url).await?;
+        let channel = connection.create_channel().await.map_err(|e| e.to_string())?;
+        self.topology.declare(&channel).await.map_err(|e| e.to_string())?;
+        channel
+            .basic_qos(self.prefetch, BasicQosOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut consumers = Vec::new();
+        for job_type in self.worker.job_types() {
+            let queue = self.topology.queue(job_type);
+            let consumer = channel
+                .basic_consume(
+                    queue.as_str().into(),
+                    "".into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            consumers.push(consumer);
+        }
+        tracing::info!(job_types = ?self.worker.job_types(), "consuming");
+        let mut deliveries = select_all(consumers);
+        let mut in_flight = JoinSet::new();
+        while let Some(delivery) = deliveries.next().await {
+            let delivery = delivery.map_err(|e| e.to_string())?;
+            let worker = self.worker.clone();
+            let outcomes = self.outcomes.clone();
+            in_flight.spawn(async move {
+                let Ok(message) = serde_json::from_slice::<JobMessage>(&delivery.data) else {
+                    tracing::warn!("undecodable message dropped");
+                    let _ = delivery.ack(BasicAckOptions::default()).await;
+                    return;
+                };
+                match worker.process(message).await {
+                    Ok(processed) => {
+                        if let Err(err) = delivery.ack(BasicAckOptions::default()).await {
+                            tracing::warn!(error = %err, "ack failed; the wake-up will be redelivered and dropped");
+                        }
+                        if let Some(tx) = outcomes {
+                            let _ = tx.send((message, processed));
+                        }
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, job_id = %message.job_id, "database unavailable; requeueing wake-up");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        let _ = delivery
+                            .nack(BasicNackOptions {
+                                requeue: true,
+                                ..Default::default()
+                            })
+                            .await;
+                    }
+                }
+            });
+            while in_flight.try_join_next().is_some() {}
+        }
+        in_flight.join_all().await;
+        Err("the broker closed the connection".into())
+    }
+}
+
+fn reconnect_backoff() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(30))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+

@@ -1,0 +1,123 @@
+//! The three entry points every function's `main` calls. Each reads the typed
+//! settings once, sets up tracing and the database pool, and picks its runtime:
+//! Lambda when `AWS_LAMBDA_RUNTIME_API` is set, a long-running process otherwise.
+
+use std::{future::Future, sync::Arc};
+
+use anyhow::Context;
+use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
+use axum::Router;
+use lambda_runtime::{LambdaEvent, service_fn};
+use shared::{
+    config::{AuthMode, Settings},
+    db,
+    http::{AppState, Identity, with_common_layers},
+    jobs::{JobHandler, JobPublisher, Worker},
+    runtime::{ScheduleMode, run_schedule, serve_http, shutdown_signal, under_lambda},
+    telemetry,
+};
+use sqlx::PgPool;
+
+use crate::{AmqpPublisher, Consumer, Topology, lambda::handle_batch};
+
+/// What a standalone function has to work with.
+#[derive(Clone)]
+pub struct Platform {
+    pub settings: Arc<Settings>,
+    pub pool: PgPool,
+}
+
+impl Platform {
+    pub fn from_env() -> anyhow::Result<Self> {
+        let settings = Settings::from_env()?;
+        telemetry::init(settings.log_format);
+        let pool = db::lazy_pool(settings.require_database_url()?, settings.database_max_connections)
+            .context("DATABASE_URL")?;
+        Ok(Self {
+            settings: Arc::new(settings),
+            pool,
+        })
+    }
+
+    pub fn topology(&self) -> Topology {
+        Topology::new(self.settings.amqp_exchange.clone())
+    }
+
+    /// The RabbitMQ publisher; standalone functions need `AMQP_URL`.
+    pub fn publisher(&self) -> anyhow::Result<Arc<dyn JobPublisher>> {
+        let url = self
+            .settings
+            .amqp_url
+            .clone()
+            .context("environment variable AMQP_URL is required")?;
+        Ok(Arc::new(AmqpPublisher::new(url, self.topology())))
+    }
+}
+
+/// Resolves who console requests act as.
+pub async fn identity(mode: AuthMode, pool: &PgPool) -> anyhow::Result<Identity> {
+    Ok(match mode {
+        AuthMode::Development => {
+            let user_id = db::users::ensure_development_user(pool)
+                .await
+                .context("creating the development user")?;
+            tracing::warn!("KUBEBYON_AUTH_MODE=development: every console request acts as {}", db::users::DEVELOPMENT_EMAIL);
+            Identity::Development(user_id)
+        }
+        AuthMode::Disabled => Identity::Disabled,
+    })
+}
+
+/// An HTTP function: its routes behind API Gateway or on `PORT`.
+pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<()> {
+    let platform = Platform::from_env()?;
+    let state = AppState {
+        publisher: platform.publisher()?,
+        identity: identity(
+            platform.settings.auth_mode.unwrap_or(AuthMode::Disabled),
+            &platform.pool,
+        )
+        .await?,
+        pool: platform.pool.clone(),
+        settings: platform.settings.clone(),
+    };
+    serve_http(with_common_layers(routes(), state), platform.settings.port).await
+}
+
+/// A job function: Amazon MQ event batches under Lambda, or a RabbitMQ consumer.
+pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
+    let platform = Platform::from_env()?;
+    let worker = Worker::new(
+        platform.pool.clone(),
+        platform.settings.jobs.clone(),
+        platform.settings.worker_id.clone(),
+        vec![handler],
+    );
+    if under_lambda() {
+        return lambda_runtime::run(service_fn(move |event: LambdaEvent<RabbitMqEvent>| {
+            let worker = worker.clone();
+            async move { Ok::<_, lambda_runtime::Error>(handle_batch(&worker, event.payload).await) }
+        }))
+        .await
+        .map_err(|err| anyhow::anyhow!("lambda runtime: {err}"));
+    }
+    let url = platform
+        .settings
+        .amqp_url
+        .clone()
+        .context("environment variable AMQP_URL is required")?;
+    Consumer::new(url, platform.topology(), worker).run(shutdown_signal()).await;
+    Ok(())
+}
+
+/// A schedule function: EventBridge under Lambda, `--once`, or a loop.
+pub async fn schedule_function<F, Fut>(name: &'static str, task: F) -> anyhow::Result<()>
+where
+    F: Fn(Platform, Arc<dyn JobPublisher>) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = anyhow::Result<serde_json::Value>> + Send,
+{
+    let platform = Platform::from_env()?;
+    let publisher = platform.publisher()?;
+    let mode = ScheduleMode::from_process(platform.settings.sweep_interval);
+    run_schedule(name, mode, move || task(platform.clone(), publisher.clone())).await
+}

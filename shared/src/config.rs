@@ -1,0 +1,310 @@
+//! Typed settings read once from the environment at start.
+//!
+//! A missing or malformed variable stops the process with an error that names it.
+//! Secrets are wrapped in [`SecretString`] so they cannot be printed by accident.
+
+use std::{collections::HashMap, fmt, str::FromStr, time::Duration};
+
+use secrecy::SecretString;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {name} is required")]
+    Missing { name: &'static str },
+    #[error("environment variable {name} is invalid: {reason}")]
+    Invalid { name: &'static str, reason: String },
+}
+
+/// Where variables come from: the process environment in production, a map in tests.
+pub trait Source {
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+pub struct ProcessEnv;
+
+impl Source for ProcessEnv {
+    fn get(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl Source for HashMap<&str, &str> {
+    fn get(&self, name: &str) -> Option<String> {
+        HashMap::get(self, name).map(|v| v.to_string())
+    }
+}
+
+fn parse<T>(source: &dyn Source, name: &'static str) -> Result<Option<T>, ConfigError>
+where
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    source
+        .get(name)
+        .map(|raw| {
+            raw.parse().map_err(|e: T::Err| ConfigError::Invalid {
+                name,
+                reason: e.to_string(),
+            })
+        })
+        .transpose()
+}
+
+fn parse_or<T>(source: &dyn Source, name: &'static str, default: T) -> Result<T, ConfigError>
+where
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    Ok(parse(source, name)?.unwrap_or(default))
+}
+
+fn positive_millis(
+    source: &dyn Source,
+    name: &'static str,
+    default: u64,
+) -> Result<Duration, ConfigError> {
+    let value: u64 = parse_or(source, name, default)?;
+    if value == 0 {
+        return Err(ConfigError::Invalid {
+            name,
+            reason: "must be greater than zero".into(),
+        });
+    }
+    Ok(Duration::from_millis(value))
+}
+
+fn secret(source: &dyn Source, name: &'static str) -> Option<SecretString> {
+    source.get(name).map(SecretString::from)
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line, for deployments.
+    Json,
+    /// Human-readable lines, for a terminal.
+    Pretty,
+}
+
+impl FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "json" => Ok(Self::Json),
+            "pretty" => Ok(Self::Pretty),
+            other => Err(format!("expected json or pretty, got {other:?}")),
+        }
+    }
+}
+
+/// Who the caller of a console route is, until accounts exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Every console request acts as one development user (`dev@kubebyon.local`).
+    /// Only for `local` on a developer's machine.
+    Development,
+    /// No identity is configured: console routes answer 401.
+    Disabled,
+}
+
+impl FromStr for AuthMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "development" => Ok(Self::Development),
+            "disabled" => Ok(Self::Disabled),
+            other => Err(format!("expected development or disabled, got {other:?}")),
+        }
+    }
+}
+
+/// Tuning of the job backbone.
+#[derive(Debug, Clone)]
+pub struct JobSettings {
+    /// How long a claim is valid before `sweep` may hand the job to another worker.
+    pub lease: Duration,
+    /// Attempts before a retryable failure becomes final.
+    pub max_attempts: i32,
+    /// First retry delay; doubled for each further attempt.
+    pub retry_base: Duration,
+    /// Ceiling of the retry delay.
+    pub retry_max: Duration,
+    /// A pending job published this long ago without being claimed is published again.
+    pub republish_after: Duration,
+    /// Deliveries a consumer works on at once (RabbitMQ prefetch).
+    pub prefetch: u16,
+}
+
+impl JobSettings {
+    pub fn from_source(source: &dyn Source) -> Result<Self, ConfigError> {
+        let max_attempts: i32 = parse_or(source, "JOB_MAX_ATTEMPTS", 5)?;
+        if !(1..=100).contains(&max_attempts) {
+            return Err(ConfigError::Invalid {
+                name: "JOB_MAX_ATTEMPTS",
+                reason: "must be between 1 and 100".into(),
+            });
+        }
+        let prefetch: u16 = parse_or(source, "AMQP_PREFETCH", 16)?;
+        if prefetch == 0 {
+            return Err(ConfigError::Invalid {
+                name: "AMQP_PREFETCH",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        Ok(Self {
+            lease: positive_millis(source, "JOB_LEASE_MS", 60_000)?,
+            max_attempts,
+            retry_base: positive_millis(source, "JOB_RETRY_BASE_MS", 2_000)?,
+            retry_max: positive_millis(source, "JOB_RETRY_MAX_MS", 300_000)?,
+            republish_after: positive_millis(source, "JOB_REPUBLISH_AFTER_MS", 300_000)?,
+            prefetch,
+        })
+    }
+}
+
+impl Default for JobSettings {
+    fn default() -> Self {
+        Self::from_source(&HashMap::new()).expect("defaults are valid")
+    }
+}
+
+/// Settings every function shares.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub database_url: Option<SecretString>,
+    pub database_max_connections: u32,
+    pub amqp_url: Option<SecretString>,
+    /// Name of the durable exchange; queues are named `<exchange>.<job type>`.
+    pub amqp_exchange: String,
+    pub port: u16,
+    pub log_format: LogFormat,
+    /// `KUBEBYON_AUTH_MODE`; each runner picks its own default when unset.
+    pub auth_mode: Option<AuthMode>,
+    pub worker_id: String,
+    pub sweep_interval: Duration,
+    pub jobs: JobSettings,
+}
+
+impl Settings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_source(&ProcessEnv)
+    }
+
+    pub fn from_source(source: &dyn Source) -> Result<Self, ConfigError> {
+        let database_max_connections = parse_or(source, "DATABASE_MAX_CONNECTIONS", 10u32)?;
+        if database_max_connections == 0 {
+            return Err(ConfigError::Invalid {
+                name: "DATABASE_MAX_CONNECTIONS",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        let amqp_exchange = source
+            .get("AMQP_EXCHANGE")
+            .unwrap_or_else(|| "kubebyon.jobs".into());
+        if !amqp_exchange
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        {
+            return Err(ConfigError::Invalid {
+                name: "AMQP_EXCHANGE",
+                reason: "only letters, digits, '.', '-' and '_' are allowed".into(),
+            });
+        }
+        let deployed = source.get("AWS_LAMBDA_RUNTIME_API").is_some();
+        let default_format = if deployed {
+            LogFormat::Json
+        } else {
+            LogFormat::Pretty
+        };
+        Ok(Self {
+            database_url: secret(source, "DATABASE_URL"),
+            database_max_connections,
+            amqp_url: secret(source, "AMQP_URL"),
+            amqp_exchange,
+            port: parse_or(source, "PORT", 8080)?,
+            log_format: parse_or(source, "LOG_FORMAT", default_format)?,
+            auth_mode: parse(source, "KUBEBYON_AUTH_MODE")?,
+            worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
+            sweep_interval: positive_millis(source, "SWEEP_INTERVAL_MS", 5_000)?,
+            jobs: JobSettings::from_source(source)?,
+        })
+    }
+
+    /// The database URL, or the error naming the variable when a function needs it.
+    pub fn require_database_url(&self) -> Result<&SecretString, ConfigError> {
+        self.database_url
+            .as_ref()
+            .ok_or(ConfigError::Missing { name: "DATABASE_URL" })
+    }
+}
+
+fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "worker".into());
+    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    #[test]
+    fn defaults_apply_when_nothing_is_set() {
+        let settings = Settings::from_source(&HashMap::new()).unwrap();
+        assert_eq!(settings.port, 8080);
+        assert_eq!(settings.auth_mode, None);
+        assert_eq!(settings.jobs.max_attempts, 5);
+        assert_eq!(settings.jobs.lease, Duration::from_secs(60));
+        assert!(settings.database_url.is_none());
+        assert_eq!(settings.log_format, LogFormat::Pretty);
+    }
+
+    #[test]
+    fn a_bad_value_names_its_variable() {
+        let env = HashMap::from([("PORT", "eighty")]);
+        let err = Settings::from_source(&env).unwrap_err();
+        assert!(err.to_string().contains("PORT"), "{err}");
+
+        let env = HashMap::from([("JOB_MAX_ATTEMPTS", "0")]);
+        let err = Settings::from_source(&env).unwrap_err();
+        assert!(err.to_string().contains("JOB_MAX_ATTEMPTS"), "{err}");
+
+        let env = HashMap::from([("AMQP_EXCHANGE", "bad name")]);
+        let err = Settings::from_source(&env).unwrap_err();
+        assert!(err.to_string().contains("AMQP_EXCHANGE"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_database_url_names_the_variable() {
+        let settings = Settings::from_source(&HashMap::new()).unwrap();
+        let err = settings.require_database_url().unwrap_err();
+        assert_eq!(err.to_string(), "environment variable DATABASE_URL is required");
+    }
+
+    #[test]
+    fn secrets_are_not_printed() {
+        let env = HashMap::from([
+            ("DATABASE_URL", "postgres://app:hunter2@db/kubebyon"),
+            ("AMQP_URL", "amqp://guest:s3cret@mq:5672/%2f"),
+        ]);
+        let settings = Settings::from_source(&env).unwrap();
+        let printed = format!("{settings:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(!printed.contains("s3cret"), "{printed}");
+        assert_eq!(
+            settings.database_url.unwrap().expose_secret(),
+            "postgres://app:hunter2@db/kubebyon"
+        );
+    }
+
+    #[test]
+    fn lambda_deployments_log_json_by_default() {
+        let env = HashMap::from([("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001")]);
+        assert_eq!(
+            Settings::from_source(&env).unwrap().log_format,
+            LogFormat::Json
+        );
+    }
+}

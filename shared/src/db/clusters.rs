@@ -1,0 +1,166 @@
+//! The `clusters` snapshot.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgExecutor};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A cluster as the console shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Cluster {
+    pub id: Uuid,
+    pub owner_user_id: Uuid,
+    pub name: String,
+    pub vcluster_name: String,
+    pub namespace: String,
+    pub kubernetes_version: String,
+    pub workload_cpu_limit_milli_cores: i32,
+    pub workload_memory_limit_mib: i32,
+    pub control_plane_cpu_request_milli_cores: i32,
+    pub control_plane_memory_request_mib: i32,
+    pub public_access_enabled: bool,
+    /// `nodeport` or `loadbalancer`.
+    pub public_access_mode: String,
+    pub public_access_port: Option<i32>,
+    pub managed_workload_ingress_enabled: bool,
+    /// `disabled`, `provisioning`, `ready` or `error`.
+    pub managed_workload_ingress_status: String,
+    pub managed_workload_ingress_class: String,
+    pub tailscale_enabled: bool,
+    pub api_endpoint: Option<String>,
+    /// `pending`, `provisioning`, `ready`, `updating`, `deleting`, `deleted` or `failed`.
+    pub status: String,
+    /// `unknown`, `connected` or `unreachable`.
+    pub connection_status: String,
+    pub kubeconfig_available: bool,
+    pub kubeconfig_available_at: Option<DateTime<Utc>>,
+    pub last_observed_at: Option<DateTime<Utc>>,
+    /// The last failure, in words the owner can act on.
+    pub last_error_message: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The validated snapshot a create request writes.
+#[derive(Debug)]
+pub struct NewCluster<'a> {
+    pub id: Uuid,
+    pub owner_user_id: Uuid,
+    pub name: &'a str,
+    pub vcluster_name: &'a str,
+    pub namespace: &'a str,
+    pub kubernetes_version: &'a str,
+    pub workload_cpu_limit_milli_cores: i32,
+    pub workload_memory_limit_mib: i32,
+    pub control_plane_cpu_request_milli_cores: i32,
+    pub control_plane_memory_request_mib: i32,
+    pub public_access_mode: &'a str,
+    pub managed_workload_ingress_enabled: bool,
+    pub tailscale_enabled: bool,
+}
+
+/// Inserts the cluster. The unique index `idx_clusters_owner_name_active` rejects a
+/// second active cluster of the same name for the same owner.
+pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Cluster, sqlx::Error> {
+    sqlx::query_as!(
+        Cluster,
+        r#"INSERT INTO clusters (
+               id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+               public_access_mode, managed_workload_ingress_enabled, tailscale_enabled, status)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'provisioning')
+           RETURNING id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+               public_access_enabled, public_access_mode, public_access_port,
+               managed_workload_ingress_enabled, managed_workload_ingress_status,
+               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               connection_status, kubeconfig_available, kubeconfig_available_at,
+               last_observed_at, last_error_message, created_at, updated_at"#,
+        new.id,
+        new.owner_user_id,
+        new.name,
+        new.vcluster_name,
+        new.namespace,
+        new.kubernetes_version,
+        new.workload_cpu_limit_milli_cores,
+        new.workload_memory_limit_mib,
+        new.control_plane_cpu_request_milli_cores,
+        new.control_plane_memory_request_mib,
+        new.public_access_mode,
+        new.managed_workload_ingress_enabled,
+        new.tailscale_enabled,
+    )
+    .fetch_one(tx)
+    .await
+}
+
+/// A live (not deleted) cluster of this owner.
+pub async fn get_owned(
+    db: impl PgExecutor<'_>,
+    owner_user_id: Uuid,
+    cluster_id: Uuid,
+) -> Result<Option<Cluster>, sqlx::Error> {
+    sqlx::query_as!(
+        Cluster,
+        r#"SELECT id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+               public_access_enabled, public_access_mode, public_access_port,
+               managed_workload_ingress_enabled, managed_workload_ingress_status,
+               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               connection_status, kubeconfig_available, kubeconfig_available_at,
+               last_observed_at, last_error_message, created_at, updated_at
+           FROM clusters
+           WHERE id = $1 AND owner_user_id = $2 AND deleted_at IS NULL"#,
+        cluster_id,
+        owner_user_id,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Live clusters of this owner, newest first, after an optional keyset cursor.
+pub async fn list_owned(
+    db: impl PgExecutor<'_>,
+    owner_user_id: Uuid,
+    before: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<Cluster>, sqlx::Error> {
+    let (before_at, before_id) = before.unzip();
+    sqlx::query_as!(
+        Cluster,
+        r#"SELECT id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+               public_access_enabled, public_access_mode, public_access_port,
+               managed_workload_ingress_enabled, managed_workload_ingress_status,
+               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               connection_status, kubeconfig_available, kubeconfig_available_at,
+               last_observed_at, last_error_message, created_at, updated_at
+           FROM clusters
+           WHERE owner_user_id = $1 AND deleted_at IS NULL
+             AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+           ORDER BY created_at DESC, id DESC
+           LIMIT $4"#,
+        owner_user_id,
+        before_at,
+        before_id,
+        limit,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Moves a live cluster to `deleting`; the delete job does the rest.
+pub async fn mark_deleting(tx: &mut PgConnection, cluster_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE clusters SET status = 'deleting' WHERE id = $1 AND deleted_at IS NULL",
+        cluster_id
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}

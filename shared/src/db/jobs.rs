@@ -1,0 +1,471 @@
+//! The `cluster_jobs` queue and the `cluster_operations` it drives.
+//!
+//! State machine (enforced by CHECK constraints and the fenced updates below):
+//!
+//! ```text
+//!            claim (attempt + 1, lease)            complete (fenced)
+//! pending ───────────────────────────────▶ running ───────────────────▶ succeeded
+//!    ▲  │                                  │  │
+//!    │  │ cancel                           │  │ fatal error or attempts exhausted (fenced)
+//!    │  ▼                                  │  └────────────────────────▶ failed
+//! cancelled          retryable error,      │
+//!    ▲               attempts left,        │ lease expired (sweep rescue)
+//!    └─ pending ◀────── due later ─────────┘
+//! ```
+//!
+//! Every update that ends or extends a running job is conditioned on the job id
+//! and the attempt number it claimed: a worker whose lease expired and whose job
+//! was claimed again cannot finish it.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{PgConnection, PgExecutor, PgPool};
+use uuid::Uuid;
+
+use crate::domain::JobType;
+
+/// What travels on the queue: only the id and the type. The row is the truth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobMessage {
+    pub job_id: Uuid,
+    pub job_type: JobType,
+}
+
+/// A new job, written in the caller's transaction.
+#[derive(Debug)]
+pub struct NewJob<'a> {
+    pub cluster_id: Uuid,
+    pub job_type: JobType,
+    pub requested_by: Option<Uuid>,
+    pub payload: &'a serde_json::Value,
+    pub max_attempts: i32,
+}
+
+/// The identifiers of an enqueued job and its operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Enqueued {
+    pub job: JobMessage,
+    pub operation_id: Uuid,
+}
+
+/// Writes the operation and its pending job. Fails with the unique violation
+/// `idx_cluster_jobs_active_cluster` when the cluster already has an active job.
+pub async fn enqueue(tx: &mut PgConnection, new: NewJob<'_>) -> Result<Enqueued, sqlx::Error> {
+    let operation_id = sqlx::query_scalar!(
+        r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id)
+           VALUES ($1, $2, $3) RETURNING id"#,
+        new.cluster_id,
+        new.job_type.operation(),
+        new.requested_by,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let job_id = sqlx::query_scalar!(
+        r#"INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
+           VALUES ($1, $2, $3, $4, $5) RETURNING id"#,
+        new.cluster_id,
+        operation_id,
+        new.job_type.as_str(),
+        new.payload,
+        new.max_attempts,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(Enqueued {
+        job: JobMessage {
+            job_id,
+            job_type: new.job_type,
+        },
+        operation_id,
+    })
+}
+
+/// Records that a wake-up for the job was accepted by the transport.
+pub async fn mark_published(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE cluster_jobs SET published_at = now()
+         WHERE id = $1 AND status = 'pending' AND published_at IS NULL",
+        job_id
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// A job this worker holds the lease on.
+#[derive(Debug, Clone)]
+pub struct ClaimedJob {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub operation_id: Uuid,
+    pub job_type: JobType,
+    pub payload: serde_json::Value,
+    /// The fencing token: every later write is conditioned on it.
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub worker_id: String,
+}
+
+/// Takes the lease on a due pending job of the given type, in one statement.
+/// `None` means a duplicate or stale wake-up: the caller acknowledges and drops it.
+pub async fn claim(
+    pool: &PgPool,
+    message: JobMessage,
+    worker_id: &str,
+    lease: Duration,
+) -> Result<Option<ClaimedJob>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH claimed AS (
+               UPDATE cluster_jobs
+               SET status = 'running',
+                   attempt_count = attempt_count + 1,
+                   worker_id = $3,
+                   leased_until = now() + make_interval(secs => $4),
+                   started_at = coalesce(started_at, now())
+               WHERE id = $1 AND type = $2 AND status = 'pending'
+                 AND run_after <= now() AND attempt_count < max_attempts
+               RETURNING id, cluster_id, operation_id, payload, attempt_count, max_attempts
+           ), operation AS (
+               UPDATE cluster_operations o
+               SET status = 'running', started_at = coalesce(o.started_at, now())
+               FROM claimed WHERE o.id = claimed.operation_id
+           )
+           SELECT id, cluster_id, operation_id, payload, attempt_count, max_attempts FROM claimed"#,
+        message.job_id,
+        message.job_type.as_str(),
+        worker_id,
+        lease.as_secs_f64(),
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| ClaimedJob {
+        id: r.id,
+        cluster_id: r.cluster_id,
+        operation_id: r.operation_id,
+        job_type: message.job_type,
+        payload: r.payload,
+        attempt: r.attempt_count,
+        max_attempts: r.max_attempts,
+        worker_id: worker_id.to_string(),
+    }))
+}
+
+/// Extends the lease. `false` means the lease is no longer ours.
+pub async fn heartbeat(pool: &PgPool, job: &ClaimedJob, lease: Duration) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query!(
+        "UPDATE cluster_jobs SET leased_until = now() + make_interval(secs => $3)
+         WHERE id = $1 AND attempt_count = $2 AND status = 'running'",
+        job.id,
+        job.attempt,
+        lease.as_secs_f64(),
+    )
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Records the current step on the operation, if the lease is still ours.
+pub async fn record_stage(pool: &PgPool, job: &ClaimedJob, stage: &str) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query!(
+        "UPDATE cluster_operations o SET stage = $3
+         FROM cluster_jobs j
+         WHERE j.id = $1 AND j.attempt_count = $2 AND j.status = 'running' AND o.id = j.operation_id",
+        job.id,
+        job.attempt,
+        stage,
+    )
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Marks the job and its operation succeeded, inside the handler's transaction
+/// (together with its business state). `false` means the lease was lost: roll back.
+pub async fn complete(tx: &mut PgConnection, job: &ClaimedJob) -> Result<bool, sqlx::Error> {
+    let row = sqlx::query_scalar!(
+        r#"WITH done AS (
+               UPDATE cluster_jobs
+               SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL
+               WHERE id = $1 AND attempt_count = $2 AND status = 'running'
+               RETURNING operation_id
+           )
+           UPDATE cluster_operations o
+           SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL
+           FROM done WHERE o.id = done.operation_id
+           RETURNING o.id"#,
+        job.id,
+        job.attempt,
+    )
+    .fetch_optional(tx)
+    .await?;
+    Ok(row.is_some())
+}
+
+/// Sends the job back to pending, due after `delay`, keeping the error in its history.
+pub async fn schedule_retry(
+    pool: &PgPool,
+    job: &ClaimedJob,
+    error: &str,
+    delay: Duration,
+) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"WITH retried AS (
+               UPDATE cluster_jobs
+               SET status = 'pending', leased_until = NULL, published_at = NULL,
+                   run_after = now() + make_interval(secs => $4),
+                   last_error = $3,
+                   error_history = error_history || jsonb_build_array(jsonb_build_object(
+                       'attempt', attempt_count, 'worker_id', worker_id, 'error', $3::text,
+                       'at', now(), 'retry_at', now() + make_interval(secs => $4)))
+               WHERE id = $1 AND attempt_count = $2 AND status = 'running'
+               RETURNING operation_id, run_after
+           ), operation AS (
+               UPDATE cluster_operations o
+               SET status = 'pending', stage = 'waiting to retry', error_message = $3
+               FROM retried WHERE o.id = retried.operation_id
+           )
+           SELECT run_after AS "run_after!" FROM retried"#,
+        job.id,
+        job.attempt,
+        error,
+        delay.as_secs_f64(),
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Ends the job as failed with a reason written for the user, and moves the
+/// operation and the cluster with it. `false` means the lease was lost.
+pub async fn fail(pool: &PgPool, job: &ClaimedJob, reason: &str) -> Result<bool, sqlx::Error> {
+    let row = sqlx::query_scalar!(
+        r#"WITH failed AS (
+               UPDATE cluster_jobs
+               SET status = 'failed', finished_at = now(), leased_until = NULL, last_error = $3,
+                   error_history = error_history || jsonb_build_array(jsonb_build_object(
+                       'attempt', attempt_count, 'worker_id', worker_id, 'error', $3::text, 'at', now()))
+               WHERE id = $1 AND attempt_count = $2 AND status = 'running'
+               RETURNING id, operation_id, cluster_id, type
+           ), operation AS (
+               UPDATE cluster_operations o
+               SET status = 'failed', finished_at = now(), error_message = $3
+               FROM failed WHERE o.id = failed.operation_id
+           ), cluster AS (
+               UPDATE clusters c
+               SET status = CASE WHEN failed.type = 'cluster_update' THEN 'ready' ELSE 'failed' END,
+                   last_error_message = $3
+               FROM failed WHERE c.id = failed.cluster_id AND c.deleted_at IS NULL
+           )
+           SELECT id FROM failed"#,
+        job.id,
+        job.attempt,
+        reason,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.is_some())
+}
+
+/// Outcome of one rescue pass.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Rescued {
+    /// Returned to pending for another worker.
+    pub requeued: u64,
+    /// Lease expired on the last allowed attempt: failed.
+    pub failed: u64,
+}
+
+/// Returns running jobs whose lease expired to pending (or to failed when that was
+/// their last attempt), recording the lost attempt in the history.
+pub async fn rescue_expired(pool: &PgPool) -> Result<Rescued, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"WITH expired AS (
+               SELECT id FROM cluster_jobs
+               WHERE status = 'running' AND leased_until < now()
+               FOR UPDATE SKIP LOCKED
+           ), rescued AS (
+               UPDATE cluster_jobs j
+               SET status = CASE WHEN j.attempt_count >= j.max_attempts THEN 'failed' ELSE 'pending' END,
+                   finished_at = CASE WHEN j.attempt_count >= j.max_attempts THEN now() END,
+                   leased_until = NULL, published_at = NULL, run_after = now(),
+                   last_error = 'the worker ' || j.worker_id || ' stopped before finishing (lease expired)',
+                   error_history = j.error_history || jsonb_build_array(jsonb_build_object(
+                       'attempt', j.attempt_count, 'worker_id', j.worker_id,
+                       'error', 'lease expired', 'at', now()))
+               FROM expired WHERE j.id = expired.id
+               RETURNING j.id, j.status, j.operation_id, j.cluster_id, j.type, j.last_error
+           ), operation AS (
+               UPDATE cluster_operations o
+               SET status = rescued.status,
+                   stage = CASE WHEN rescued.status = 'pending' THEN 'waiting to retry' ELSE o.stage END,
+                   finished_at = CASE WHEN rescued.status = 'failed' THEN now() END,
+                   error_message = rescued.last_error
+               FROM rescued WHERE o.id = rescued.operation_id
+           ), cluster AS (
+               UPDATE clusters c
+               SET status = CASE WHEN rescued.type = 'cluster_update' THEN 'ready' ELSE 'failed' END,
+                   last_error_message = rescued.last_error
+               FROM rescued
+               WHERE rescued.status = 'failed' AND c.id = rescued.cluster_id AND c.deleted_at IS NULL
+           )
+           SELECT status AS "status!" FROM rescued"#
+    )
+    .fetch_all(pool)
+    .await?;
+    let failed = rows.iter().filter(|r| r.status == "failed").count() as u64;
+    Ok(Rescued {
+        requeued: rows.len() as u64 - failed,
+        failed,
+    })
+}
+
+/// Takes up to `limit` due pending jobs that were never published (or whose
+/// wake-up is older than `republish_after`) and stamps them published. The caller
+/// publishes them and calls [`unmark_published`] for any the transport refused.
+pub async fn take_due_unpublished(
+    pool: &PgPool,
+    republish_after: Duration,
+    limit: i64,
+) -> Result<Vec<JobMessage>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"UPDATE cluster_jobs SET published_at = now()
+           WHERE id IN (
+               SELECT id FROM cluster_jobs
+               WHERE status = 'pending' AND run_after <= now()
+                 AND (published_at IS NULL OR published_at < now() - make_interval(secs => $1))
+               ORDER BY run_after
+               LIMIT $2
+               FOR UPDATE SKIP LOCKED
+           )
+           RETURNING id, type"#,
+        republish_after.as_secs_f64(),
+        limit,
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(JobMessage {
+                job_id: r.id,
+                job_type: r.r#type.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+            })
+        })
+        .collect()
+}
+
+/// Clears `published_at` of jobs whose wake-up could not be delivered.
+pub async fn unmark_published(pool: &PgPool, job_ids: &[Uuid]) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE cluster_jobs SET published_at = NULL WHERE id = ANY($1) AND status = 'pending'",
+        job_ids
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The full record of one job, for history views and tests.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct JobRecord {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub operation_id: Uuid,
+    #[serde(rename = "type")]
+    pub job_type: String,
+    pub status: String,
+    pub attempt_count: i32,
+    pub max_attempts: i32,
+    pub run_after: DateTime<Utc>,
+    pub published_at: Option<DateTime<Utc>>,
+    pub leased_until: Option<DateTime<Utc>>,
+    pub worker_id: Option<String>,
+    pub last_error: Option<String>,
+    /// One entry per failed attempt: attempt, worker_id, error, at, retry_at.
+    #[schema(value_type = Vec<Object>)]
+    pub error_history: serde_json::Value,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn get(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<Option<JobRecord>, sqlx::Error> {
+    sqlx::query_as!(
+        JobRecord,
+        r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
+                  run_after, published_at, leased_until, worker_id, last_error, error_history,
+                  started_at, finished_at, created_at
+           FROM cluster_jobs WHERE id = $1"#,
+        job_id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn list_for_cluster(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    limit: i64,
+) -> Result<Vec<JobRecord>, sqlx::Error> {
+    sqlx::query_as!(
+        JobRecord,
+        r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
+                  run_after, published_at, leased_until, worker_id, last_error, error_history,
+                  started_at, finished_at, created_at
+           FROM cluster_jobs WHERE cluster_id = $1
+           ORDER BY created_at DESC, id DESC LIMIT $2"#,
+        cluster_id,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// The business view of one lifecycle operation.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Operation {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    #[serde(rename = "type")]
+    pub operation_type: String,
+    pub status: String,
+    pub stage: String,
+    pub requested_by_user_id: Option<Uuid>,
+    pub error_message: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn get_operation(
+    db: impl PgExecutor<'_>,
+    operation_id: Uuid,
+) -> Result<Option<Operation>, sqlx::Error> {
+    sqlx::query_as!(
+        Operation,
+        r#"SELECT id, cluster_id, type AS operation_type, status, stage, requested_by_user_id,
+                  error_message, started_at, finished_at, created_at
+           FROM cluster_operations WHERE id = $1"#,
+        operation_id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn list_operations(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    limit: i64,
+) -> Result<Vec<Operation>, sqlx::Error> {
+    sqlx::query_as!(
+        Operation,
+        r#"SELECT id, cluster_id, type AS operation_type, status, stage, requested_by_user_id,
+                  error_message, started_at, finished_at, created_at
+           FROM cluster_operations WHERE cluster_id = $1
+           ORDER BY created_at DESC, id DESC LIMIT $2"#,
+        cluster_id,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}

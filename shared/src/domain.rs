@@ -1,0 +1,164 @@
+//! Domain types in the product's words. Input is parsed into these once, at the edge.
+
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A cluster name: an RFC 1123 label of at most 40 characters, starting with a letter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterName(String);
+
+impl ClusterName {
+    pub const MAX_LEN: usize = 40;
+
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.is_empty() || raw.len() > Self::MAX_LEN {
+            return Err(format!("must be 1 to {} characters", Self::MAX_LEN));
+        }
+        if !raw
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Err("may contain only lowercase letters, digits and '-'".into());
+        }
+        if !raw.as_bytes()[0].is_ascii_lowercase() {
+            return Err("must start with a lowercase letter".into());
+        }
+        if raw.ends_with('-') {
+            return Err("must not end with '-'".into());
+        }
+        Ok(Self(raw.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A Kubernetes minor version the platform can run as a vCluster control plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubernetesVersion(String);
+
+impl KubernetesVersion {
+    pub const SUPPORTED: [&'static str; 4] = ["1.31", "1.32", "1.33", "1.34"];
+    pub const DEFAULT: &'static str = "1.33";
+
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let trimmed = raw.strip_prefix('v').unwrap_or(raw);
+        if Self::SUPPORTED.contains(&trimmed) {
+            Ok(Self(trimmed.to_string()))
+        } else {
+            Err(format!(
+                "unsupported version {raw:?}; supported: {}",
+                Self::SUPPORTED.join(", ")
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// How the control plane is exposed to the user's nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PublicAccessMode {
+    Nodeport,
+    Loadbalancer,
+}
+
+impl PublicAccessMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Nodeport => "nodeport",
+            Self::Loadbalancer => "loadbalancer",
+        }
+    }
+}
+
+impl FromStr for PublicAccessMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "nodeport" => Ok(Self::Nodeport),
+            "loadbalancer" => Ok(Self::Loadbalancer),
+            other => Err(format!("unknown public access mode {other:?}")),
+        }
+    }
+}
+
+/// The kinds of work on the job backbone; each has its own queue and function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobType {
+    ClusterCreate,
+    ClusterUpdate,
+    ClusterDelete,
+}
+
+impl JobType {
+    pub const ALL: [JobType; 3] = [Self::ClusterCreate, Self::ClusterUpdate, Self::ClusterDelete];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClusterCreate => "cluster_create",
+            Self::ClusterUpdate => "cluster_update",
+            Self::ClusterDelete => "cluster_delete",
+        }
+    }
+
+    /// The operation a job of this type carries out.
+    pub fn operation(self) -> &'static str {
+        match self {
+            Self::ClusterCreate => "create",
+            Self::ClusterUpdate => "update",
+            Self::ClusterDelete => "delete",
+        }
+    }
+}
+
+impl fmt::Display for JobType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| format!("unknown job type {s:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_follow_rfc_1123_labels() {
+        assert!(ClusterName::parse("prod-eu-1").is_ok());
+        for bad in ["", "Prod", "1abc", "abc-", "a_b", "a.b", &"a".repeat(41)] {
+            assert!(ClusterName::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn kubernetes_versions_are_limited_to_supported_minors() {
+        assert_eq!(KubernetesVersion::parse("v1.33").unwrap().as_str(), "1.33");
+        assert!(KubernetesVersion::parse("1.20").is_err());
+        assert!(KubernetesVersion::parse("latest").is_err());
+    }
+
+    #[test]
+    fn job_types_round_trip_through_their_names() {
+        for t in JobType::ALL {
+            assert_eq!(t.as_str().parse::<JobType>().unwrap(), t);
+        }
+        assert!("node_sync".parse::<JobType>().is_err());
+    }
+}

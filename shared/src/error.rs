@@ -1,0 +1,197 @@
+//! The one HTTP error type: every failure answers `application/problem+json`
+//! with a stable machine `code`. Internal errors are logged with their cause chain
+//! and never echoed to the client.
+
+use axum::{
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// RFC 9457 problem details, plus our stable `code` and optional field errors.
+#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the problem type: `https://kubebyon.dev/problems/<code>`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Stable machine-readable code; clients switch on this.
+    pub code: String,
+    /// Per-field validation messages, when the input was invalid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body or a parameter could not be read at all.
+    #[error("{detail}")]
+    BadRequest { code: &'static str, detail: String },
+    /// The input was read but breaks a rule.
+    #[error("the request has invalid fields")]
+    Validation(Vec<FieldError>),
+    #[error("authentication is required")]
+    Unauthenticated,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{what} not found")]
+    NotFound { what: &'static str },
+    #[error("{detail}")]
+    Conflict { code: &'static str, detail: String },
+    #[error("unsupported media type: {0}")]
+    UnsupportedMediaType(String),
+    #[error("the service is not ready")]
+    Unavailable,
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(err: sqlx::Error) -> Self {
+        Self::Internal(err.into())
+    }
+}
+
+impl ApiError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Self::Validation(vec![FieldError {
+            field: field.into(),
+            message: message.into(),
+        }])
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        match self {
+            Self::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code, "Bad request"),
+            Self::Validation(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation_failed",
+                "Validation failed",
+            ),
+            Self::Unauthenticated => (
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "Authentication required",
+            ),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
+            Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", "Not found"),
+            Self::Conflict { code, .. } => (StatusCode::CONFLICT, code, "Conflict"),
+            Self::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Unsupported media type",
+            ),
+            Self::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+            ),
+            Self::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "Internal error",
+            ),
+        }
+    }
+
+    pub fn problem(&self) -> Problem {
+        let (status, code, title) = self.parts();
+        let detail = match self {
+            Self::Internal(_) => "an internal error occurred; it has been logged".to_string(),
+            other => other.to_string(),
+        };
+        let errors = match self {
+            Self::Validation(errors) => errors.clone(),
+            _ => Vec::new(),
+        };
+        Problem {
+            type_: format!("https://kubebyon.dev/problems/{code}"),
+            title: title.into(),
+            status: status.as_u16(),
+            detail,
+            code: code.into(),
+            errors,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(err) = &self {
+            tracing::error!(error = format!("{err:#}"), "request failed");
+        }
+        let problem = self.problem();
+        let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, axum::Json(problem)).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    }
+}
+
+/// The name of the unique or exclusion constraint a database error broke, if any.
+pub fn unique_violation(err: &sqlx::Error) -> Option<&str> {
+    match err {
+        sqlx::Error::Database(db) if db.is_unique_violation() => db.constraint(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    async fn render(err: ApiError) -> (StatusCode, String, serde_json::Value) {
+        let response = err.into_response();
+        let status = response.status();
+        let content_type = response.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, content_type, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn validation_errors_list_their_fields() {
+        let (status, content_type, body) =
+            render(ApiError::invalid("name", "must be lowercase")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(content_type, "application/problem+json");
+        assert_eq!(body["code"], "validation_failed");
+        assert_eq!(body["errors"][0]["field"], "name");
+        assert_eq!(body["type"], "https://kubebyon.dev/problems/validation_failed");
+    }
+
+    #[tokio::test]
+    async fn internal_errors_do_not_leak_their_cause() {
+        let err = ApiError::Internal(anyhow::anyhow!("password authentication failed for user app"));
+        let (status, _, body) = render(err).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["code"], "internal_error");
+        assert!(!body.to_string().contains("password"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn conflicts_keep_their_specific_code() {
+        let (status, _, body) = render(ApiError::Conflict {
+            code: "cluster_job_active",
+            detail: "another operation is running".into(),
+        })
+        .await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(body["code"], "cluster_job_active");
+    }
+}

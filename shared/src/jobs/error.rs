@@ -1,0 +1,47 @@
+use std::fmt::Display;
+
+/// How a job step failed, decided where the failure happens.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// Worth another attempt later (a network blip, a busy API, a lost connection).
+    #[error("{0}")]
+    Retryable(String),
+    /// Another attempt would fail the same way; the message is for the user.
+    #[error("{0}")]
+    Fatal(String),
+    /// The lease was lost: another worker owns the job now. Nothing may be written.
+    #[error("the lease on this job was lost to another worker")]
+    LeaseLost,
+}
+
+impl JobError {
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self::Fatal(message.into())
+    }
+
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Self::Retryable(message.into())
+    }
+}
+
+impl From<sqlx::Error> for JobError {
+    fn from(err: sqlx::Error) -> Self {
+        Self::Retryable(format!("database error: {err}"))
+    }
+}
+
+/// `.retryable("step")?` and `.fatal("step")?` at call sites.
+pub trait ResultExt<T> {
+    fn retryable(self, step: &str) -> Result<T, JobError>;
+    fn fatal(self, step: &str) -> Result<T, JobError>;
+}
+
+impl<T, E: Display> ResultExt<T> for Result<T, E> {
+    fn retryable(self, step: &str) -> Result<T, JobError> {
+        self.map_err(|e| JobError::Retryable(format!("{step}: {e}")))
+    }
+
+    fn fatal(self, step: &str) -> Result<T, JobError> {
+        self.map_err(|e| JobError::Fatal(format!("{step}: {e}")))
+    }
+}

@@ -1,0 +1,16 @@
+//! The job backbone: handlers, the worker that claims, runs and finishes jobs,
+//! the transport-neutral publisher contract, and the sweep.
+
+mod error;
+mod publish;
+mod retry;
+mod sweep;
+mod worker;
+
+pub use error::{JobError, ResultExt};
+pub use publish::{JobPublisher, PublishError, enqueue_and_publish_after_commit, publish_after_commit};
+pub use retry::retry_delay;
+pub use sweep::{SweepReport, sweep};
+pub use worker::{Completed, JobContext, JobHandler, Processed, Worker};
+
+pub use crate::db::jobs::{ClaimedJob, JobMessage};

@@ -1,0 +1,46 @@
+use async_trait::async_trait;
+use sqlx::{PgPool, Postgres, Transaction};
+
+use crate::db::jobs::{self, Enqueued, JobMessage, NewJob};
+
+#[derive(Debug, thiserror::Error)]
+#[error("could not publish job wake-ups: {0}")]
+pub struct PublishError(pub String);
+
+/// Carries job wake-ups to workers: RabbitMQ in deployments, a channel in
+/// single-node mode. Only ids travel; `cluster_jobs` stays the truth.
+#[async_trait]
+pub trait JobPublisher: Send + Sync + 'static {
+    /// Publishes every message, returning once the transport has accepted all of
+    /// them (publisher confirms), or an error when any was not accepted.
+    async fn publish(&self, messages: &[JobMessage]) -> Result<(), PublishError>;
+}
+
+/// After the enqueuing transaction committed: publish the wake-up and stamp
+/// `published_at`. A failure is logged and left to `sweep`, which publishes
+/// every due unpublished job.
+pub async fn publish_after_commit(pool: &PgPool, publisher: &dyn JobPublisher, message: JobMessage) {
+    match publisher.publish(&[message]).await {
+        Ok(()) => {
+            if let Err(err) = jobs::mark_published(pool, message.job_id).await {
+                tracing::warn!(job_id = %message.job_id, error = %err, "could not stamp published_at; sweep will publish again");
+            }
+        }
+        Err(err) => {
+            tracing::warn!(job_id = %message.job_id, error = %err, "publish after commit failed; sweep will publish it");
+        }
+    }
+}
+
+/// Enqueues in the caller's transaction, commits it, then publishes.
+pub async fn enqueue_and_publish_after_commit(
+    pool: &PgPool,
+    publisher: &dyn JobPublisher,
+    mut tx: Transaction<'_, Postgres>,
+    new: NewJob<'_>,
+) -> Result<Enqueued, sqlx::Error> {
+    let enqueued = jobs::enqueue(&mut tx, new).await?;
+    tx.commit().await?;
+    publish_after_commit(pool, publisher, enqueued.job).await;
+    Ok(enqueued)
+}

@@ -1,0 +1,54 @@
+use sqlx::PgPool;
+
+use super::JobPublisher;
+use crate::{config::JobSettings, db::jobs};
+
+/// What one sweep did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SweepReport {
+    pub requeued: u64,
+    pub failed: u64,
+    pub published: u64,
+    pub publish_failed: u64,
+}
+
+const PUBLISH_BATCH: i64 = 500;
+
+/// Rescues expired leases, then publishes every due job that has no live wake-up.
+/// Safe to run from several places at once (`SKIP LOCKED`, idempotent claims).
+pub async fn sweep(
+    pool: &PgPool,
+    publisher: &dyn JobPublisher,
+    settings: &JobSettings,
+) -> Result<SweepReport, sqlx::Error> {
+    let rescued = jobs::rescue_expired(pool).await?;
+    let mut report = SweepReport {
+        requeued: rescued.requeued,
+        failed: rescued.failed,
+        ..SweepReport::default()
+    };
+    loop {
+        let batch = jobs::take_due_unpublished(pool, settings.republish_after, PUBLISH_BATCH).await?;
+        if batch.is_empty() {
+            break;
+        }
+        let full = batch.len() as i64 == PUBLISH_BATCH;
+        match publisher.publish(&batch).await {
+            Ok(()) => report.published += batch.len() as u64,
+            Err(err) => {
+                tracing::warn!(error = %err, jobs = batch.len(), "sweep could not publish; will try again next run");
+                let ids: Vec<_> = batch.iter().map(|m| m.job_id).collect();
+                jobs::unmark_published(pool, &ids).await?;
+                report.publish_failed += batch.len() as u64;
+                break;
+            }
+        }
+        if !full {
+            break;
+        }
+    }
+    if report != SweepReport::default() {
+        tracing::info!(?report, "sweep");
+    }
+    Ok(report)
+}

@@ -1,0 +1,14 @@
+//! KubeBYON's shared library: everything the functions have in common.
+
+pub mod config;
+pub mod db;
+pub mod domain;
+pub mod error;
+pub mod extract;
+pub mod http;
+pub mod jobs;
+pub mod openapi;
+pub mod runtime;
+pub mod telemetry;
+
+pub use db::MIGRATOR;

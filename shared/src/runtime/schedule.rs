@@ -1,0 +1,65 @@
+use std::{future::Future, time::Duration};
+
+use lambda_runtime::{LambdaEvent, service_fn};
+
+/// How a schedule function was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScheduleMode {
+    /// Invoked by EventBridge Scheduler through the Lambda runtime.
+    Lambda,
+    /// `--once`: one run, then exit (a Kubernetes CronJob).
+    Once,
+    /// A long-running loop on an interval.
+    Loop(Duration),
+}
+
+impl ScheduleMode {
+    pub fn from_process(interval: Duration) -> Self {
+        if super::under_lambda() {
+            Self::Lambda
+        } else if std::env::args().any(|a| a == "--once") {
+            Self::Once
+        } else {
+            Self::Loop(interval)
+        }
+    }
+}
+
+/// Runs a scheduled task in the given mode. The task returns a JSON summary,
+/// which is the Lambda response and is logged otherwise. A failed run is logged
+/// and the loop goes on; under `--once` or Lambda the failure is returned.
+pub async fn run_schedule<F, Fut>(name: &'static str, mode: ScheduleMode, task: F) -> anyhow::Result<()>
+where
+    F: Fn() -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = anyhow::Result<serde_json::Value>> + Send,
+{
+    match mode {
+        ScheduleMode::Lambda => lambda_runtime::run(service_fn(move |_event: LambdaEvent<serde_json::Value>| {
+            let task = task.clone();
+            async move { task().await.map_err(|e| lambda_runtime::Error::from(format!("{e:#}"))) }
+        }))
+        .await
+        .map_err(|err| anyhow::anyhow!("lambda runtime: {err}")),
+        ScheduleMode::Once => {
+            let summary = task().await?;
+            tracing::info!(schedule = name, %summary, "run finished");
+            Ok(())
+        }
+        ScheduleMode::Loop(interval) => {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let shutdown = super::shutdown_signal();
+            tokio::pin!(shutdown);
+            loop {
+                tokio::select! {
+                    () = &mut shutdown => return Ok(()),
+                    _ = ticker.tick() => {
+                        if let Err(err) = task().await {
+                            tracing::error!(schedule = name, error = format!("{err:#}"), "scheduled run failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
