@@ -9,8 +9,9 @@ use futures_util::{StreamExt, stream::select_all};
 use lapin::{
     BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind,
     options::{
-        BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-        ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+        BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions,
+        BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
+        QueueDeclareOptions,
     },
     types::FieldTable,
 };
@@ -58,7 +59,11 @@ impl Topology {
         for job_type in JobType::ALL {
             let queue = self.queue(job_type);
             channel
-                .queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), FieldTable::default())
+                .queue_declare(
+                    queue.as_str().into(),
+                    QueueDeclareOptions::durable(),
+                    FieldTable::default(),
+                )
                 .await?;
             channel
                 .queue_bind(
@@ -76,7 +81,12 @@ impl Topology {
 
 async fn connect(url: &SecretString) -> Result<Connection, String> {
     let properties = ConnectionProperties::default().with_connection_name("kubebyon".into());
-    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url.expose_secret(), properties)).await {
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        Connection::connect(url.expose_secret(), properties),
+    )
+    .await
+    {
         Ok(Ok(connection)) => Ok(connection),
         Ok(Err(err)) => Err(format!("cannot connect to the broker: {err}")),
         Err(_) => Err("cannot connect to the broker: timed out".into()),
@@ -102,8 +112,14 @@ impl AmqpPublisher {
 
     async fn open(&self) -> Result<(Connection, Channel), String> {
         let connection = connect(&self.url).await?;
-        let channel = connection.create_channel().await.map_err(|e| e.to_string())?;
-        self.topology.declare(&channel).await.map_err(|e| e.to_string())?;
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(|e| e.to_string())?;
+        self.topology
+            .declare(&channel)
+            .await
+            .map_err(|e| e.to_string())?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await
@@ -154,7 +170,10 @@ impl AmqpPublisher {
 impl JobPublisher for AmqpPublisher {
     async fn publish(&self, messages: &[JobMessage]) -> Result<(), PublishError> {
         let mut session = self.session.lock().await;
-        if session.as_ref().is_none_or(|(c, _)| !c.status().connected()) {
+        if session
+            .as_ref()
+            .is_none_or(|(c, _)| !c.status().connected())
+        {
             *session = Some(self.open().await.map_err(PublishError)?);
         }
         let (_, channel) = session.as_ref().expect("session was just opened");
@@ -191,7 +210,10 @@ impl Consumer {
     }
 
     /// Reports every processed delivery on a channel (metrics, tests).
-    pub fn with_outcomes(mut self, tx: tokio::sync::mpsc::UnboundedSender<(JobMessage, Processed)>) -> Self {
+    pub fn with_outcomes(
+        mut self,
+        tx: tokio::sync::mpsc::UnboundedSender<(JobMessage, Processed)>,
+    ) -> Self {
         self.outcomes = Some(tx);
         self
     }
@@ -221,8 +243,14 @@ impl Consumer {
     /// One connection's life: consume until the connection ends.
     async fn session(&self) -> Result<(), String> {
         let connection = connect(&self.url).await?;
-        let channel = connection.create_channel().await.map_err(|e| e.to_string())?;
-        self.topology.declare(&channel).await.map_err(|e| e.to_string())?;
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(|e| e.to_string())?;
+        self.topology
+            .declare(&channel)
+            .await
+            .map_err(|e| e.to_string())?;
         channel
             .basic_qos(self.prefetch, BasicQosOptions::default())
             .await
@@ -290,4 +318,3 @@ fn reconnect_backoff() -> impl Iterator<Item = Duration> {
         .without_max_times()
         .build()
 }
-

@@ -67,7 +67,11 @@ impl InProcessRunner {
                     None => break,
                 },
             };
-            let permit = permits.clone().acquire_owned().await.expect("semaphore is never closed");
+            let permit = permits
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("semaphore is never closed");
             let this = self.clone();
             in_flight.spawn(async move {
                 this.handle(message).await;

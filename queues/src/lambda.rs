@@ -51,7 +51,8 @@ pub async fn handle_batch(worker: &Worker, event: RabbitMqEvent) -> BatchRespons
                         .map_err(|e| format!("data is not base64: {e}"))
                 })
                 .and_then(|bytes| {
-                    serde_json::from_slice::<JobMessage>(&bytes).map_err(|e| format!("not a job wake-up: {e}"))
+                    serde_json::from_slice::<JobMessage>(&bytes)
+                        .map_err(|e| format!("not a job wake-up: {e}"))
                 });
             let job = match decoded {
                 Ok(job) => job,

@@ -31,8 +31,11 @@ impl Platform {
     pub fn from_env() -> anyhow::Result<Self> {
         let settings = Settings::from_env()?;
         telemetry::init(settings.log_format);
-        let pool = db::lazy_pool(settings.require_database_url()?, settings.database_max_connections)
-            .context("DATABASE_URL")?;
+        let pool = db::lazy_pool(
+            settings.require_database_url()?,
+            settings.database_max_connections,
+        )
+        .context("DATABASE_URL")?;
         Ok(Self {
             settings: Arc::new(settings),
             pool,
@@ -61,7 +64,10 @@ pub async fn identity(mode: AuthMode, pool: &PgPool) -> anyhow::Result<Identity>
             let user_id = db::users::ensure_development_user(pool)
                 .await
                 .context("creating the development user")?;
-            tracing::warn!("KUBEBYON_AUTH_MODE=development: every console request acts as {}", db::users::DEVELOPMENT_EMAIL);
+            tracing::warn!(
+                "KUBEBYON_AUTH_MODE=development: every console request acts as {}",
+                db::users::DEVELOPMENT_EMAIL
+            );
             Identity::Development(user_id)
         }
         AuthMode::Disabled => Identity::Disabled,
@@ -106,7 +112,9 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
         .amqp_url
         .clone()
         .context("environment variable AMQP_URL is required")?;
-    Consumer::new(url, platform.topology(), worker).run(shutdown_signal()).await;
+    Consumer::new(url, platform.topology(), worker)
+        .run(shutdown_signal())
+        .await;
     Ok(())
 }
 
@@ -119,5 +127,8 @@ where
     let platform = Platform::from_env()?;
     let publisher = platform.publisher()?;
     let mode = ScheduleMode::from_process(platform.settings.sweep_interval);
-    run_schedule(name, mode, move || task(platform.clone(), publisher.clone())).await
+    run_schedule(name, mode, move || {
+        task(platform.clone(), publisher.clone())
+    })
+    .await
 }

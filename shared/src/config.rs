@@ -232,9 +232,9 @@ impl Settings {
 
     /// The database URL, or the error naming the variable when a function needs it.
     pub fn require_database_url(&self) -> Result<&SecretString, ConfigError> {
-        self.database_url
-            .as_ref()
-            .ok_or(ConfigError::Missing { name: "DATABASE_URL" })
+        self.database_url.as_ref().ok_or(ConfigError::Missing {
+            name: "DATABASE_URL",
+        })
     }
 }
 
@@ -280,7 +280,10 @@ mod tests {
     fn a_missing_database_url_names_the_variable() {
         let settings = Settings::from_source(&HashMap::new()).unwrap();
         let err = settings.require_database_url().unwrap_err();
-        assert_eq!(err.to_string(), "environment variable DATABASE_URL is required");
+        assert_eq!(
+            err.to_string(),
+            "environment variable DATABASE_URL is required"
+        );
     }
 
     #[test]

@@ -99,7 +99,11 @@ pub enum JobType {
 }
 
 impl JobType {
-    pub const ALL: [JobType; 3] = [Self::ClusterCreate, Self::ClusterUpdate, Self::ClusterDelete];
+    pub const ALL: [JobType; 3] = [
+        Self::ClusterCreate,
+        Self::ClusterUpdate,
+        Self::ClusterDelete,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {

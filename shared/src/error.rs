@@ -130,7 +130,8 @@ impl IntoResponse for ApiError {
             tracing::error!(error = format!("{err:#}"), "request failed");
         }
         let problem = self.problem();
-        let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status =
+            StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (status, axum::Json(problem)).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -172,12 +173,17 @@ mod tests {
         assert_eq!(content_type, "application/problem+json");
         assert_eq!(body["code"], "validation_failed");
         assert_eq!(body["errors"][0]["field"], "name");
-        assert_eq!(body["type"], "https://kubebyon.dev/problems/validation_failed");
+        assert_eq!(
+            body["type"],
+            "https://kubebyon.dev/problems/validation_failed"
+        );
     }
 
     #[tokio::test]
     async fn internal_errors_do_not_leak_their_cause() {
-        let err = ApiError::Internal(anyhow::anyhow!("password authentication failed for user app"));
+        let err = ApiError::Internal(anyhow::anyhow!(
+            "password authentication failed for user app"
+        ));
         let (status, _, body) = render(err).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body["code"], "internal_error");

@@ -44,7 +44,10 @@ pub struct Caller {
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(_parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        _parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         match state.identity {
             Identity::Development(user_id) => Ok(Self { user_id }),
             Identity::Disabled => Err(ApiError::Unauthenticated),

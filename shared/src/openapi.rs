@@ -5,7 +5,9 @@ use utoipa::openapi::{InfoBuilder, OpenApi};
 /// Merges the functions' documents under one title.
 pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     let mut parts = parts.into_iter();
-    let mut doc = parts.next().unwrap_or_else(|| OpenApi::new(InfoBuilder::new().build(), utoipa::openapi::Paths::new()));
+    let mut doc = parts
+        .next()
+        .unwrap_or_else(|| OpenApi::new(InfoBuilder::new().build(), utoipa::openapi::Paths::new()));
     for part in parts {
         doc.merge(part);
     }

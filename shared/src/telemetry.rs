@@ -11,7 +11,12 @@ pub fn init(format: LogFormat) {
     let registry = tracing_subscriber::registry().with(filter);
     let _ = match format {
         LogFormat::Json => registry
-            .with(fmt::layer().json().with_current_span(true).with_span_list(false))
+            .with(
+                fmt::layer()
+                    .json()
+                    .with_current_span(true)
+                    .with_span_list(false),
+            )
             .try_init(),
         LogFormat::Pretty => registry.with(fmt::layer().compact()).try_init(),
     };

@@ -1,1 +1,54 @@
+//! Support for the end-to-end tests: a fresh database per test, an isolated
+//! RabbitMQ topology per test, a TCP proxy that can take the broker away, a
+//! loopback Lambda Runtime API, and handlers whose behaviour the test chooses.
 
+pub mod broker;
+pub mod database;
+pub mod handlers;
+pub mod lambda_runtime_api;
+pub mod proxy;
+
+use std::path::PathBuf;
+
+/// A binary of the workspace, built by `cargo build --workspace` beforehand.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace binaries first (cargo build --workspace --bins)",
+        path.display()
+    );
+    path
+}
+
+/// A port on the loopback interface that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, for at most `seconds`.
+pub async fn eventually<T, F, Fut>(seconds: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

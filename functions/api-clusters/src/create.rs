@@ -83,15 +83,29 @@ impl CreateClusterRequest {
                 message,
             })
         });
-        let version = KubernetesVersion::parse(self.kubernetes_version.as_deref().unwrap_or(KubernetesVersion::DEFAULT))
-            .map_err(|message| {
-                errors.push(FieldError {
-                    field: "kubernetes_version".into(),
-                    message,
-                })
-            });
-        let workload_cpu = in_range(&mut errors, "workload_cpu_limit_milli_cores", self.workload_cpu_limit_milli_cores, WORKLOAD_CPU_MILLI);
-        let workload_memory = in_range(&mut errors, "workload_memory_limit_mib", self.workload_memory_limit_mib, WORKLOAD_MEMORY_MIB);
+        let version = KubernetesVersion::parse(
+            self.kubernetes_version
+                .as_deref()
+                .unwrap_or(KubernetesVersion::DEFAULT),
+        )
+        .map_err(|message| {
+            errors.push(FieldError {
+                field: "kubernetes_version".into(),
+                message,
+            })
+        });
+        let workload_cpu = in_range(
+            &mut errors,
+            "workload_cpu_limit_milli_cores",
+            self.workload_cpu_limit_milli_cores,
+            WORKLOAD_CPU_MILLI,
+        );
+        let workload_memory = in_range(
+            &mut errors,
+            "workload_memory_limit_mib",
+            self.workload_memory_limit_mib,
+            WORKLOAD_MEMORY_MIB,
+        );
         let control_plane_cpu = in_range(
             &mut errors,
             "control_plane_cpu_request_milli_cores",
@@ -112,7 +126,9 @@ impl CreateClusterRequest {
                 workload_memory,
                 control_plane_cpu,
                 control_plane_memory,
-                public_access_mode: self.public_access_mode.unwrap_or(PublicAccessMode::Loadbalancer),
+                public_access_mode: self
+                    .public_access_mode
+                    .unwrap_or(PublicAccessMode::Loadbalancer),
             }),
             _ => Err(ApiError::Validation(errors)),
         }
@@ -161,13 +177,16 @@ pub async fn create(
         tailscale_enabled: request.tailscale_enabled,
     };
     let mut tx = state.pool.begin().await?;
-    let cluster = clusters::insert(&mut tx, &new).await.map_err(|err| match unique_violation(&err) {
-        Some("idx_clusters_owner_name_active") => ApiError::Conflict {
-            code: "cluster_name_taken",
-            detail: format!("you already have a cluster named {:?}", valid.name.as_str()),
-        },
-        _ => err.into(),
-    })?;
+    let cluster =
+        clusters::insert(&mut tx, &new)
+            .await
+            .map_err(|err| match unique_violation(&err) {
+                Some("idx_clusters_owner_name_active") => ApiError::Conflict {
+                    code: "cluster_name_taken",
+                    detail: format!("you already have a cluster named {:?}", valid.name.as_str()),
+                },
+                _ => err.into(),
+            })?;
     let payload = serde_json::to_value(&cluster).map_err(anyhow::Error::from)?;
     let enqueued = enqueue_and_publish_after_commit(
         &state.pool,
@@ -209,7 +228,9 @@ mod tests {
         .validate()
         .err()
         .unwrap();
-        let ApiError::Validation(errors) = err else { panic!("{err:?}") };
+        let ApiError::Validation(errors) = err else {
+            panic!("{err:?}")
+        };
         let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
@@ -232,7 +253,10 @@ mod tests {
         }))
         .validate()
         .unwrap();
-        assert_eq!(valid.kubernetes_version.as_str(), KubernetesVersion::DEFAULT);
+        assert_eq!(
+            valid.kubernetes_version.as_str(),
+            KubernetesVersion::DEFAULT
+        );
         assert_eq!(valid.control_plane_cpu, 500);
         assert_eq!(valid.control_plane_memory, 1024);
         assert_eq!(valid.public_access_mode, PublicAccessMode::Loadbalancer);

@@ -1,6 +1,9 @@
 use axum::{extract::State, response::Response};
 use shared::{
-    db::{clusters, jobs::{self, NewJob}},
+    db::{
+        clusters,
+        jobs::{self, NewJob},
+    },
     domain::JobType,
     error::{ApiError, unique_violation},
     extract::AppPath,

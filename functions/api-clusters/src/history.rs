@@ -46,7 +46,9 @@ pub async fn operations(
 ) -> Result<AppJson<Vec<Operation>>, ApiError> {
     let limit = limit(&query)?;
     let cluster = owned(&state, caller, cluster_id).await?;
-    Ok(AppJson(jobs::list_operations(&state.pool, cluster.id, limit).await?))
+    Ok(AppJson(
+        jobs::list_operations(&state.pool, cluster.id, limit).await?,
+    ))
 }
 
 /// Job history of a cluster, with every attempt's error
@@ -68,5 +70,7 @@ pub async fn jobs(
 ) -> Result<AppJson<Vec<JobRecord>>, ApiError> {
     let limit = limit(&query)?;
     let cluster = owned(&state, caller, cluster_id).await?;
-    Ok(AppJson(jobs::list_for_cluster(&state.pool, cluster.id, limit).await?))
+    Ok(AppJson(
+        jobs::list_for_cluster(&state.pool, cluster.id, limit).await?,
+    ))
 }

@@ -18,10 +18,22 @@ pub use create::{CreateClusterRequest, OperationAccepted};
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/console/clusters", post(create::create).get(read::list))
-        .route("/api/console/clusters/{cluster_id}", get(read::get).delete(delete::delete))
-        .route("/api/console/clusters/{cluster_id}/operations", get(history::operations))
-        .route("/api/console/clusters/{cluster_id}/jobs", get(history::jobs))
+        .route(
+            "/api/console/clusters",
+            post(create::create).get(read::list),
+        )
+        .route(
+            "/api/console/clusters/{cluster_id}",
+            get(read::get).delete(delete::delete),
+        )
+        .route(
+            "/api/console/clusters/{cluster_id}/operations",
+            get(history::operations),
+        )
+        .route(
+            "/api/console/clusters/{cluster_id}/jobs",
+            get(history::jobs),
+        )
 }
 
 #[derive(OpenApi)]

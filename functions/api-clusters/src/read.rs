@@ -97,7 +97,11 @@ pub async fn get(
 }
 
 /// The caller's live cluster, or 404 (also for another user's cluster).
-pub(crate) async fn owned(state: &AppState, caller: Caller, cluster_id: Uuid) -> Result<Cluster, ApiError> {
+pub(crate) async fn owned(
+    state: &AppState,
+    caller: Caller,
+    cluster_id: Uuid,
+) -> Result<Cluster, ApiError> {
     clusters::get_owned(&state.pool, caller.user_id, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })
@@ -113,7 +117,12 @@ mod tests {
         let id = Uuid::new_v4();
         let raw = format!("{}_{}", at.timestamp_micros(), id);
         assert_eq!(parse_cursor(&raw).unwrap(), (at, id));
-        for bad in ["", "abc", "12_notauuid", "x_00000000-0000-0000-0000-000000000000"] {
+        for bad in [
+            "",
+            "abc",
+            "12_notauuid",
+            "x_00000000-0000-0000-0000-000000000000",
+        ] {
             assert!(parse_cursor(bad).is_err(), "{bad:?}");
         }
     }

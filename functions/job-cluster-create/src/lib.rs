@@ -12,7 +12,8 @@ use shared::{
 };
 
 /// The reason a create fails while no host adapter is configured.
-pub const NO_HOST_ADAPTER: &str = "cannot create the control plane: no host cluster adapter is configured on this platform";
+pub const NO_HOST_ADAPTER: &str =
+    "cannot create the control plane: no host cluster adapter is configured on this platform";
 
 pub struct CreateCluster;
 

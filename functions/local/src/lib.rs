@@ -66,7 +66,10 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
                 .unwrap_or_else(|| PathBuf::from(".kubebyon"));
             let port = std::env::var("KUBEBYON_EMBEDDED_PG_PORT")
                 .ok()
-                .map(|p| p.parse().context("KUBEBYON_EMBEDDED_PG_PORT must be a port number"))
+                .map(|p| {
+                    p.parse()
+                        .context("KUBEBYON_EMBEDDED_PG_PORT must be a port number")
+                })
                 .transpose()?
                 .unwrap_or(55432);
             let pg = EmbeddedPostgres::start(&data_dir.join("postgres"), port).await?;
@@ -75,8 +78,12 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
     };
     let result = match command {
         "run" => serve(settings, database_url).await,
-        "migrate" => migrate(&database_url, settings.database_max_connections).await.map(|_| ()),
-        other => Err(anyhow::anyhow!("unknown command {other:?}; expected run, migrate or openapi")),
+        "migrate" => migrate(&database_url, settings.database_max_connections)
+            .await
+            .map(|_| ()),
+        other => Err(anyhow::anyhow!(
+            "unknown command {other:?}; expected run, migrate or openapi"
+        )),
     };
     if let Some(pg) = embedded {
         pg.stop().await;
@@ -86,7 +93,10 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
 
 async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sqlx::PgPool> {
     let pool = db::lazy_pool(url, max_connections)?;
-    db::MIGRATOR.run(&pool).await.context("applying migrations")?;
+    db::MIGRATOR
+        .run(&pool)
+        .await
+        .context("applying migrations")?;
     tracing::info!("migrations applied");
     Ok(pool)
 }
@@ -94,7 +104,12 @@ async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sql
 async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result<()> {
     let pool = migrate(&database_url, settings.database_max_connections).await?;
     let settings = Arc::new(settings);
-    let worker = Worker::new(pool.clone(), settings.jobs.clone(), settings.worker_id.clone(), handlers());
+    let worker = Worker::new(
+        pool.clone(),
+        settings.jobs.clone(),
+        settings.worker_id.clone(),
+        handlers(),
+    );
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();

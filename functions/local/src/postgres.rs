@@ -75,17 +75,25 @@ impl EmbeddedPostgres {
     pub async fn start(data_dir: &Path, port: u16) -> anyhow::Result<Self> {
         let bin = bin_dir()?;
         let user = run_as()?;
-        std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("creating {}", data_dir.display()))?;
         let data_dir = data_dir.canonicalize()?;
         if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&data_dir, Some(uid), Some(gid)).context("giving the data directory to postgres")?;
+            std::os::unix::fs::chown(&data_dir, Some(uid), Some(gid))
+                .context("giving the data directory to postgres")?;
         }
         if !data_dir.join("PG_VERSION").exists() {
             tracing::info!(dir = %data_dir.display(), "initialising a private PostgreSQL");
             let output = command(bin.join("initdb"), user)
                 .args(["-D"])
                 .arg(&data_dir)
-                .args(["-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-sync"])
+                .args([
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--no-sync",
+                ])
                 .output()
                 .await
                 .context("running initdb")?;
@@ -96,7 +104,13 @@ impl EmbeddedPostgres {
         let child = command(bin.join("postgres"), user)
             .arg("-D")
             .arg(&data_dir)
-            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
+            .args([
+                "-p",
+                &port.to_string(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-k",
+            ])
             .arg(&data_dir)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -119,14 +133,21 @@ impl EmbeddedPostgres {
     async fn wait_ready(&mut self) -> anyhow::Result<()> {
         for _ in 0..150 {
             if let Some(status) = self.child.try_wait()? {
-                bail!("postgres exited during start ({status}); is port {} already in use?", self.port);
+                bail!(
+                    "postgres exited during start ({status}); is port {} already in use?",
+                    self.port
+                );
             }
             if let Ok(mut conn) = PgConnection::connect(&self.admin_url()).await {
-                let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'kubebyon')")
-                    .fetch_one(&mut conn)
-                    .await?;
+                let exists: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'kubebyon')",
+                )
+                .fetch_one(&mut conn)
+                .await?;
                 if !exists {
-                    sqlx::query("CREATE DATABASE kubebyon").execute(&mut conn).await?;
+                    sqlx::query("CREATE DATABASE kubebyon")
+                        .execute(&mut conn)
+                        .await?;
                 }
                 tracing::info!(port = self.port, "private PostgreSQL ready");
                 return Ok(());
@@ -139,8 +160,14 @@ impl EmbeddedPostgres {
     /// Fast shutdown (SIGINT), waiting for the server to exit.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
-            let _ = Command::new("kill").args(["-INT", &pid.to_string()]).status().await;
-            if tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.is_ok() {
+            let _ = Command::new("kill")
+                .args(["-INT", &pid.to_string()])
+                .status()
+                .await;
+            if tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+                .await
+                .is_ok()
+            {
                 tracing::info!("private PostgreSQL stopped");
                 return;
             }

@@ -153,7 +153,11 @@ pub async fn claim(
 }
 
 /// Extends the lease. `false` means the lease is no longer ours.
-pub async fn heartbeat(pool: &PgPool, job: &ClaimedJob, lease: Duration) -> Result<bool, sqlx::Error> {
+pub async fn heartbeat(
+    pool: &PgPool,
+    job: &ClaimedJob,
+    lease: Duration,
+) -> Result<bool, sqlx::Error> {
     let result = sqlx::query!(
         "UPDATE cluster_jobs SET leased_until = now() + make_interval(secs => $3)
          WHERE id = $1 AND attempt_count = $2 AND status = 'running'",
@@ -167,7 +171,11 @@ pub async fn heartbeat(pool: &PgPool, job: &ClaimedJob, lease: Duration) -> Resu
 }
 
 /// Records the current step on the operation, if the lease is still ours.
-pub async fn record_stage(pool: &PgPool, job: &ClaimedJob, stage: &str) -> Result<bool, sqlx::Error> {
+pub async fn record_stage(
+    pool: &PgPool,
+    job: &ClaimedJob,
+    stage: &str,
+) -> Result<bool, sqlx::Error> {
     let result = sqlx::query!(
         "UPDATE cluster_operations o SET stage = $3
          FROM cluster_jobs j
@@ -348,7 +356,10 @@ pub async fn take_due_unpublished(
         .map(|r| {
             Ok(JobMessage {
                 job_id: r.id,
-                job_type: r.r#type.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+                job_type: r
+                    .r#type
+                    .parse()
+                    .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
             })
         })
         .collect()

@@ -8,7 +8,9 @@ mod sweep;
 mod worker;
 
 pub use error::{JobError, ResultExt};
-pub use publish::{JobPublisher, PublishError, enqueue_and_publish_after_commit, publish_after_commit};
+pub use publish::{
+    JobPublisher, PublishError, enqueue_and_publish_after_commit, publish_after_commit,
+};
 pub use retry::retry_delay;
 pub use sweep::{SweepReport, sweep};
 pub use worker::{Completed, JobContext, JobHandler, Processed, Worker};

@@ -19,7 +19,11 @@ pub trait JobPublisher: Send + Sync + 'static {
 /// After the enqueuing transaction committed: publish the wake-up and stamp
 /// `published_at`. A failure is logged and left to `sweep`, which publishes
 /// every due unpublished job.
-pub async fn publish_after_commit(pool: &PgPool, publisher: &dyn JobPublisher, message: JobMessage) {
+pub async fn publish_after_commit(
+    pool: &PgPool,
+    publisher: &dyn JobPublisher,
+    message: JobMessage,
+) {
     match publisher.publish(&[message]).await {
         Ok(()) => {
             if let Err(err) = jobs::mark_published(pool, message.job_id).await {

@@ -28,7 +28,8 @@ pub async fn sweep(
         ..SweepReport::default()
     };
     loop {
-        let batch = jobs::take_due_unpublished(pool, settings.republish_after, PUBLISH_BATCH).await?;
+        let batch =
+            jobs::take_due_unpublished(pool, settings.republish_after, PUBLISH_BATCH).await?;
         if batch.is_empty() {
             break;
         }

@@ -115,7 +115,9 @@ impl Worker {
             tracing::warn!(job_id = %message.job_id, job_type = %message.job_type, "no handler for job type");
             return Ok(Processed::NoHandler);
         };
-        let Some(job) = jobs::claim(&self.pool, message, &self.worker_id, self.settings.lease).await? else {
+        let Some(job) =
+            jobs::claim(&self.pool, message, &self.worker_id, self.settings.lease).await?
+        else {
             tracing::debug!(job_id = %message.job_id, "wake-up for a job that is not claimable; dropped");
             return Ok(Processed::Skipped);
         };
@@ -129,20 +131,32 @@ impl Worker {
         self.run_claimed(handler, job).instrument(span).await
     }
 
-    async fn run_claimed(&self, handler: Arc<dyn JobHandler>, job: ClaimedJob) -> Result<Processed, sqlx::Error> {
+    async fn run_claimed(
+        &self,
+        handler: Arc<dyn JobHandler>,
+        job: ClaimedJob,
+    ) -> Result<Processed, sqlx::Error> {
         let started = std::time::Instant::now();
         let ctx = JobContext {
             pool: self.pool.clone(),
             job: job.clone(),
         };
-        let heartbeat = tokio::spawn(heartbeat(self.pool.clone(), job.clone(), self.settings.lease));
+        let heartbeat = tokio::spawn(heartbeat(
+            self.pool.clone(),
+            job.clone(),
+            self.settings.lease,
+        ));
         let result = handler.handle(&ctx).await;
         heartbeat.abort();
         let outcome = match result {
             Ok(Completed(())) => Processed::Succeeded,
             Err(JobError::LeaseLost) => Processed::LeaseLost,
             Err(JobError::Retryable(error)) if job.attempt < job.max_attempts => {
-                let delay = retry_delay(job.attempt, self.settings.retry_base, self.settings.retry_max);
+                let delay = retry_delay(
+                    job.attempt,
+                    self.settings.retry_base,
+                    self.settings.retry_max,
+                );
                 match jobs::schedule_retry(&self.pool, &job, &error, delay).await? {
                     Some(at) => {
                         tracing::warn!(error, retry_at = %at, "job attempt failed; retry scheduled");
@@ -157,7 +171,11 @@ impl Worker {
             }
             Err(JobError::Fatal(reason)) => self.fail(&job, &reason).await?,
         };
-        tracing::info!(?outcome, elapsed_ms = started.elapsed().as_millis() as u64, "job attempt finished");
+        tracing::info!(
+            ?outcome,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "job attempt finished"
+        );
         Ok(outcome)
     }
 

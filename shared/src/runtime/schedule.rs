@@ -28,18 +28,28 @@ impl ScheduleMode {
 /// Runs a scheduled task in the given mode. The task returns a JSON summary,
 /// which is the Lambda response and is logged otherwise. A failed run is logged
 /// and the loop goes on; under `--once` or Lambda the failure is returned.
-pub async fn run_schedule<F, Fut>(name: &'static str, mode: ScheduleMode, task: F) -> anyhow::Result<()>
+pub async fn run_schedule<F, Fut>(
+    name: &'static str,
+    mode: ScheduleMode,
+    task: F,
+) -> anyhow::Result<()>
 where
     F: Fn() -> Fut + Send + Sync + Clone + 'static,
     Fut: Future<Output = anyhow::Result<serde_json::Value>> + Send,
 {
     match mode {
-        ScheduleMode::Lambda => lambda_runtime::run(service_fn(move |_event: LambdaEvent<serde_json::Value>| {
-            let task = task.clone();
-            async move { task().await.map_err(|e| lambda_runtime::Error::from(format!("{e:#}"))) }
-        }))
-        .await
-        .map_err(|err| anyhow::anyhow!("lambda runtime: {err}")),
+        ScheduleMode::Lambda => {
+            lambda_runtime::run(service_fn(move |_event: LambdaEvent<serde_json::Value>| {
+                let task = task.clone();
+                async move {
+                    task()
+                        .await
+                        .map_err(|e| lambda_runtime::Error::from(format!("{e:#}")))
+                }
+            }))
+            .await
+            .map_err(|err| anyhow::anyhow!("lambda runtime: {err}"))
+        }
         ScheduleMode::Once => {
             let summary = task().await?;
             tracing::info!(schedule = name, %summary, "run finished");

@@ -1,0 +1,140 @@
+//! Job handlers whose behaviour the test chooses, and seed data for them.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicU32, Ordering},
+};
+
+use async_trait::async_trait;
+use shared::{
+    db::{
+        clusters::{self, NewCluster},
+        jobs::{self, JobMessage, NewJob},
+        users,
+    },
+    domain::JobType,
+    jobs::{Completed, JobContext, JobError, JobHandler},
+};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Marks the cluster ready and completes, in one transaction.
+    Succeed,
+    /// Fails with a retryable error every time.
+    Retryable,
+    /// Fails with a fatal error.
+    Fatal,
+}
+
+/// Counts its runs and does what it was told.
+pub struct ScriptedHandler {
+    pub job_type: JobType,
+    pub behaviour: Behaviour,
+    pub runs: Arc<AtomicU32>,
+}
+
+impl ScriptedHandler {
+    pub fn new(job_type: JobType, behaviour: Behaviour) -> Arc<Self> {
+        Arc::new(Self {
+            job_type,
+            behaviour,
+            runs: Arc::new(AtomicU32::new(0)),
+        })
+    }
+
+    pub fn runs(&self) -> u32 {
+        self.runs.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl JobHandler for ScriptedHandler {
+    fn job_type(&self) -> JobType {
+        self.job_type
+    }
+
+    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+        let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        ctx.stage("scripted step").await?;
+        match self.behaviour {
+            Behaviour::Succeed => {
+                let mut tx = ctx.pool.begin().await?;
+                sqlx::query("UPDATE clusters SET status = 'ready' WHERE id = $1")
+                    .bind(ctx.job.cluster_id)
+                    .execute(&mut *tx)
+                    .await?;
+                let completed = ctx.complete(&mut tx).await?;
+                tx.commit().await?;
+                Ok(completed)
+            }
+            Behaviour::Retryable => Err(JobError::retryable(format!("host API busy (run {run})"))),
+            Behaviour::Fatal => Err(JobError::fatal("the chart values are invalid")),
+        }
+    }
+}
+
+/// A user and a cluster in `provisioning`, to hang jobs on.
+pub async fn seed_cluster(pool: &PgPool) -> Uuid {
+    let owner = users::ensure_development_user(pool).await.expect("user");
+    let id = Uuid::new_v4();
+    let name = format!("c{}", &id.simple().to_string()[..12]);
+    let namespace = format!("kb-{}", id.simple());
+    let mut tx = pool.begin().await.expect("tx");
+    clusters::insert(
+        &mut tx,
+        &NewCluster {
+            id,
+            owner_user_id: owner,
+            name: &name,
+            vcluster_name: &name,
+            namespace: &namespace,
+            kubernetes_version: "1.33",
+            workload_cpu_limit_milli_cores: 1000,
+            workload_memory_limit_mib: 1024,
+            control_plane_cpu_request_milli_cores: 500,
+            control_plane_memory_request_mib: 1024,
+            public_access_mode: "nodeport",
+            managed_workload_ingress_enabled: false,
+            tailscale_enabled: false,
+        },
+    )
+    .await
+    .expect("insert cluster");
+    tx.commit().await.expect("commit");
+    id
+}
+
+/// Enqueues and commits a job for the cluster, without publishing it.
+pub async fn enqueue(
+    pool: &PgPool,
+    cluster_id: Uuid,
+    job_type: JobType,
+    max_attempts: i32,
+) -> JobMessage {
+    let mut tx = pool.begin().await.expect("tx");
+    let enqueued = jobs::enqueue(
+        &mut tx,
+        NewJob {
+            cluster_id,
+            job_type,
+            requested_by: None,
+            payload: &serde_json::json!({}),
+            max_attempts,
+        },
+    )
+    .await
+    .expect("enqueue");
+    tx.commit().await.expect("commit");
+    enqueued.job
+}
+
+/// The job's status column.
+pub async fn job_status(pool: &PgPool, job_id: Uuid) -> String {
+    jobs::get(pool, job_id)
+        .await
+        .expect("read job")
+        .expect("job exists")
+        .status
+}

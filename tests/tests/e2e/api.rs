@@ -1,0 +1,387 @@
+//! The cluster routes through the router, as the gateway would call them, with
+//! real PostgreSQL behind them.
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use http_body_util::BodyExt;
+use queues::inprocess::{self, InProcessRunner};
+use shared::{
+    config::{JobSettings, Settings},
+    db::users,
+    http::{AppState, Identity, with_common_layers},
+    jobs::Worker,
+};
+use tests::database::TestDb;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+struct Api {
+    db: TestDb,
+    runner: InProcessRunner,
+    state: AppState,
+}
+
+impl Api {
+    async fn new() -> Self {
+        let db = TestDb::new().await;
+        let user = users::ensure_development_user(&db.pool).await.unwrap();
+        let worker = Worker::new(
+            db.pool.clone(),
+            JobSettings::default(),
+            "api-test",
+            local::handlers(),
+        );
+        let (dispatcher, runner) = inprocess::channel(worker, 1);
+        let settings = Settings::from_source(&std::collections::HashMap::new()).unwrap();
+        let state = AppState {
+            pool: db.pool.clone(),
+            publisher: Arc::new(dispatcher),
+            settings: Arc::new(settings),
+            identity: Identity::Development(user),
+        };
+        Self { db, runner, state }
+    }
+
+    fn router_as(&self, identity: Identity) -> Router {
+        let state = AppState {
+            identity,
+            ..self.state.clone()
+        };
+        with_common_layers(api_clusters::router(), state)
+    }
+
+    async fn call_as(
+        &self,
+        identity: Identity,
+        request: Request<Body>,
+    ) -> (StatusCode, String, serde_json::Value) {
+        let response = self.router_as(identity).oneshot(request).await.unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
+            String::from_utf8_lossy(&bytes).into(),
+        ));
+        (status, content_type, body)
+    }
+
+    async fn call(&self, request: Request<Body>) -> (StatusCode, String, serde_json::Value) {
+        self.call_as(self.state.identity, request).await
+    }
+
+    async fn count(&self, table: &str) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+}
+
+fn post(path: &str, body: serde_json::Value) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).unwrap()
+}
+
+fn delete(path: &str) -> Request<Body> {
+    Request::delete(path).body(Body::empty()).unwrap()
+}
+
+fn cluster(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": name,
+        "workload_cpu_limit_milli_cores": 2000,
+        "workload_memory_limit_mib": 4096,
+        "public_access_mode": "nodeport",
+    })
+}
+
+#[tokio::test]
+async fn create_answers_202_with_the_operation_and_writes_cluster_operation_and_job_together() {
+    let api = Api::new().await;
+    let (status, _, body) = api
+        .call(post("/api/console/clusters", cluster("demo")))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["operation"]["type"], "create");
+    assert_eq!(body["operation"]["status"], "pending");
+    assert_eq!(body["cluster"]["status"], "provisioning");
+    assert_eq!(body["cluster"]["public_access_mode"], "nodeport");
+    assert_eq!(body["cluster"]["kubernetes_version"], "1.33");
+    assert_eq!(
+        (
+            api.count("clusters").await,
+            api.count("cluster_operations").await,
+            api.count("cluster_jobs").await
+        ),
+        (1, 1, 1)
+    );
+    let payload: serde_json::Value = sqlx::query_scalar("SELECT payload FROM cluster_jobs")
+        .fetch_one(&api.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        payload["name"], "demo",
+        "the job carries the target snapshot"
+    );
+
+    let id = body["cluster"]["id"].as_str().unwrap();
+    let (status, _, fetched) = api.call(get(&format!("/api/console/clusters/{id}"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(fetched["name"], "demo");
+}
+
+#[tokio::test]
+async fn bad_input_gets_problem_json_and_writes_nothing() {
+    let api = Api::new().await;
+    let (status, content_type, body) = api
+        .call(post(
+            "/api/console/clusters",
+            serde_json::json!({"name": "Bad Name", "workload_cpu_limit_milli_cores": 0, "workload_memory_limit_mib": 4096}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(content_type, "application/problem+json");
+    assert_eq!(body["code"], "validation_failed");
+    assert_eq!(body["errors"].as_array().unwrap().len(), 2, "{body}");
+
+    let malformed = Request::post("/api/console/clusters")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{\"name\":"))
+        .unwrap();
+    let (status, _, body) = api.call(malformed).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("malformed_json"))
+    );
+
+    let unknown_field = post(
+        "/api/console/clusters",
+        serde_json::json!({"name": "x", "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024, "colour": "red"}),
+    );
+    let (status, _, body) = api.call(unknown_field).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_body"))
+    );
+
+    let no_type = Request::post("/api/console/clusters")
+        .body(Body::from("{}"))
+        .unwrap();
+    let (status, _, body) = api.call(no_type).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Some("unsupported_media_type")
+        )
+    );
+
+    let (status, _, body) = api.call(get("/api/console/clusters/not-a-uuid")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_path"))
+    );
+    let (status, _, body) = api.call(get("/api/console/clusters?limit=0")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
+    );
+    let (status, _, body) = api.call(get("/api/console/clusters?cursor=nonsense")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_cursor"))
+    );
+
+    assert_eq!(
+        (api.count("clusters").await, api.count("cluster_jobs").await),
+        (0, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_second_live_cluster_with_the_same_name_is_409_and_leaves_nothing_behind() {
+    let api = Api::new().await;
+    assert_eq!(
+        api.call(post("/api/console/clusters", cluster("dup")))
+            .await
+            .0,
+        StatusCode::ACCEPTED
+    );
+    let (status, _, body) = api
+        .call(post("/api/console/clusters", cluster("dup")))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(body["code"], "cluster_name_taken");
+    assert_eq!(
+        (
+            api.count("clusters").await,
+            api.count("cluster_operations").await,
+            api.count("cluster_jobs").await
+        ),
+        (1, 1, 1)
+    );
+}
+
+#[tokio::test]
+async fn delete_is_409_while_another_job_is_active_and_202_once_it_finished() {
+    let api = Api::new().await;
+    let (_, _, body) = api
+        .call(post("/api/console/clusters", cluster("busy")))
+        .await;
+    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+
+    let (status, _, body) = api
+        .call(delete(&format!("/api/console/clusters/{id}")))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(body["code"], "cluster_job_active");
+    let (_, _, fetched) = api.call(get(&format!("/api/console/clusters/{id}"))).await;
+    assert_eq!(
+        fetched["status"], "provisioning",
+        "the refused delete changed nothing"
+    );
+    assert_eq!(api.count("cluster_operations").await, 1);
+
+    // The create job runs (and fails honestly: no host adapter yet).
+    let done = api.runner.run_until_idle().await;
+    assert_eq!(done.len(), 1);
+    let (status, _, body) = api
+        .call(delete(&format!("/api/console/clusters/{id}")))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["operation"]["type"], "delete");
+    assert_eq!(body["cluster"]["status"], "deleting");
+
+    let (_, _, operations) = api
+        .call(get(&format!("/api/console/clusters/{id}/operations")))
+        .await;
+    let types: Vec<_> = operations
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["delete", "create"], "newest first");
+}
+
+#[tokio::test]
+async fn clusters_are_private_to_their_owner_and_routes_need_an_identity() {
+    let api = Api::new().await;
+    let (_, _, body) = api
+        .call(post("/api/console/clusters", cluster("mine")))
+        .await;
+    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+
+    let stranger: Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name) VALUES ('eve@example.com', 'Eve') RETURNING id",
+    )
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    let as_stranger = Identity::Development(stranger);
+    for path in [
+        format!("/api/console/clusters/{id}"),
+        format!("/api/console/clusters/{id}/jobs"),
+        format!("/api/console/clusters/{id}/operations"),
+    ] {
+        let (status, _, body) = api.call_as(as_stranger, get(&path)).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::NOT_FOUND, Some("not_found")),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        api.call_as(as_stranger, delete(&format!("/api/console/clusters/{id}")))
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    let (_, _, list) = api.call_as(as_stranger, get("/api/console/clusters")).await;
+    assert_eq!(list["items"], serde_json::json!([]));
+
+    let (status, _, body) = api
+        .call_as(Identity::Disabled, get("/api/console/clusters"))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthenticated"))
+    );
+}
+
+#[tokio::test]
+async fn the_list_pages_newest_first_by_cursor() {
+    let api = Api::new().await;
+    for name in ["one", "two", "three"] {
+        assert_eq!(
+            api.call(post("/api/console/clusters", cluster(name)))
+                .await
+                .0,
+            StatusCode::ACCEPTED
+        );
+    }
+    let (_, _, page) = api.call(get("/api/console/clusters?limit=2")).await;
+    let names: Vec<_> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["three", "two"]);
+    let cursor = page["next_cursor"].as_str().expect("a next page");
+    let (_, _, page) = api
+        .call(get(&format!(
+            "/api/console/clusters?limit=2&cursor={cursor}"
+        )))
+        .await;
+    let names: Vec<_> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["one"]);
+    assert!(page["next_cursor"].is_null());
+}
+
+#[tokio::test]
+async fn health_readiness_and_unknown_routes() {
+    let api = Api::new().await;
+    let (status, _, body) = api.call(get("/healthz")).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, serde_json::Value::String("ok".into()))
+    );
+    assert_eq!(api.call(get("/readyz")).await.0, StatusCode::OK);
+    let (status, content_type, body) = api.call(get("/api/nothing-here")).await;
+    assert_eq!(
+        (status, content_type.as_str(), body["code"].as_str()),
+        (
+            StatusCode::NOT_FOUND,
+            "application/problem+json",
+            Some("not_found")
+        )
+    );
+
+    api.db.pool.close().await;
+    let (status, _, body) = api.call(get("/readyz")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable"))
+    );
+}

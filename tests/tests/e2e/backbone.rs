@@ -1,0 +1,351 @@
+//! The job backbone against real PostgreSQL, with the in-process transport:
+//! enqueue, claim, lease, fencing, retries and the sweep.
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use queues::inprocess;
+use shared::{
+    config::JobSettings,
+    db::jobs,
+    domain::JobType,
+    jobs::{JobPublisher, Processed, Worker, enqueue_and_publish_after_commit, sweep},
+};
+use tests::{
+    database::TestDb,
+    handlers::{Behaviour, ScriptedHandler, enqueue, job_status, seed_cluster},
+};
+
+fn settings() -> JobSettings {
+    JobSettings {
+        lease: Duration::from_secs(30),
+        max_attempts: 4,
+        retry_base: Duration::from_millis(40),
+        retry_max: Duration::from_secs(10),
+        republish_after: Duration::from_secs(300),
+        prefetch: 4,
+    }
+}
+
+fn worker(db: &TestDb, id: &str, handler: Arc<ScriptedHandler>) -> Worker {
+    Worker::new(db.pool.clone(), settings(), id, vec![handler])
+}
+
+#[tokio::test]
+async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_delivered_once() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let (dispatcher, runner) = inprocess::channel(worker(&db, "w1", handler.clone()), 1);
+
+    let mut tx = db.pool.begin().await.unwrap();
+    jobs::enqueue(
+        &mut tx,
+        jobs::NewJob {
+            cluster_id: cluster,
+            job_type: JobType::ClusterCreate,
+            requested_by: None,
+            payload: &serde_json::json!({}),
+            max_attempts: 3,
+        },
+    )
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    let report = sweep(&db.pool, &dispatcher, &settings()).await.unwrap();
+    assert_eq!(report.published, 0);
+    assert!(runner.run_until_idle().await.is_empty());
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM cluster_jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let operations: i64 = sqlx::query_scalar("SELECT count(*) FROM cluster_operations")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        (jobs, operations),
+        (0, 0),
+        "a rolled-back enqueue leaves nothing behind"
+    );
+
+    let tx = db.pool.begin().await.unwrap();
+    let enqueued = enqueue_and_publish_after_commit(
+        &db.pool,
+        &dispatcher,
+        tx,
+        jobs::NewJob {
+            cluster_id: cluster,
+            job_type: JobType::ClusterCreate,
+            requested_by: None,
+            payload: &serde_json::json!({}),
+            max_attempts: 3,
+        },
+    )
+    .await
+    .unwrap();
+    let record = jobs::get(&db.pool, enqueued.job.job_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        record.published_at.is_some(),
+        "publish after commit stamps published_at"
+    );
+    // A sweep now finds nothing to publish: the wake-up is already out.
+    assert_eq!(
+        sweep(&db.pool, &dispatcher, &settings())
+            .await
+            .unwrap()
+            .published,
+        0
+    );
+
+    let done = runner.run_until_idle().await;
+    assert_eq!(done, vec![(enqueued.job, Processed::Succeeded)]);
+    assert_eq!(handler.runs(), 1);
+    assert_eq!(job_status(&db.pool, enqueued.job.job_id).await, "succeeded");
+    let operation = jobs::get_operation(&db.pool, enqueued.operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (operation.status.as_str(), operation.stage.as_str()),
+        ("succeeded", "done")
+    );
+    let cluster_status: String = sqlx::query_scalar("SELECT status FROM clusters WHERE id = $1")
+        .bind(cluster)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        cluster_status, "ready",
+        "business state committed with the completion"
+    );
+}
+
+#[tokio::test]
+async fn the_same_wake_up_delivered_twice_runs_the_handler_once() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let (dispatcher, runner) = inprocess::channel(worker(&db, "w1", handler.clone()), 1);
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    dispatcher.publish(&[message, message]).await.unwrap();
+    let done = runner.run_until_idle().await;
+    assert_eq!(
+        done,
+        vec![
+            (message, Processed::Succeeded),
+            (message, Processed::Skipped)
+        ]
+    );
+    assert_eq!(handler.runs(), 1);
+}
+
+#[tokio::test]
+async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+
+    // Worker A claims with a short lease, then dies without a word.
+    let dead = jobs::claim(&db.pool, message, "worker-a", Duration::from_millis(1))
+        .await
+        .unwrap()
+        .expect("claimable");
+    assert_eq!(dead.attempt, 1);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let (dispatcher, runner) = inprocess::channel(worker(&db, "worker-b", handler.clone()), 1);
+    let report = sweep(&db.pool, &dispatcher, &settings()).await.unwrap();
+    assert_eq!(
+        (report.requeued, report.failed, report.published),
+        (1, 0, 1)
+    );
+
+    assert_eq!(
+        runner.run_until_idle().await,
+        vec![(message, Processed::Succeeded)]
+    );
+    let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+    assert_eq!(record.status, "succeeded");
+    assert_eq!(record.attempt_count, 2);
+    assert_eq!(record.worker_id.as_deref(), Some("worker-b"));
+    assert_eq!(record.error_history[0]["error"], "lease expired");
+    assert_eq!(record.error_history[0]["worker_id"], "worker-a");
+
+    // The dead worker wakes up: every write it tries is fenced off.
+    let mut tx = db.pool.begin().await.unwrap();
+    assert!(!jobs::complete(&mut tx, &dead).await.unwrap());
+    tx.rollback().await.unwrap();
+    assert!(!jobs::fail(&db.pool, &dead, "late failure").await.unwrap());
+    assert!(
+        jobs::schedule_retry(&db.pool, &dead, "late", Duration::ZERO)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        !jobs::heartbeat(&db.pool, &dead, Duration::from_secs(30))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !jobs::record_stage(&db.pool, &dead, "late stage")
+            .await
+            .unwrap()
+    );
+    let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+    assert_eq!(record.status, "succeeded");
+    assert_eq!(record.last_error, None);
+}
+
+#[tokio::test]
+async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 1).await;
+    jobs::claim(&db.pool, message, "worker-a", Duration::from_millis(1))
+        .await
+        .unwrap()
+        .expect("claimable");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (dispatcher, _runner) = inprocess::channel(
+        worker(
+            &db,
+            "w",
+            ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed),
+        ),
+        1,
+    );
+    let report = sweep(&db.pool, &dispatcher, &settings()).await.unwrap();
+    assert_eq!(
+        (report.requeued, report.failed, report.published),
+        (0, 1, 0)
+    );
+    let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+    assert_eq!(record.status, "failed");
+    let (status, error): (String, Option<String>) =
+        sqlx::query_as("SELECT status, last_error_message FROM clusters WHERE id = $1")
+            .bind(cluster)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "failed");
+    assert!(error.unwrap().contains("lease expired"));
+}
+
+fn at(value: &serde_json::Value) -> DateTime<Utc> {
+    value.as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn retryable_failures_back_off_and_end_failed_with_every_error_kept() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Retryable);
+    let worker = worker(&db, "w1", handler.clone());
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 4).await;
+
+    for attempt in 1..=3 {
+        assert_eq!(
+            worker.process(message).await.unwrap(),
+            Processed::RetryScheduled,
+            "attempt {attempt}"
+        );
+        // Not due yet: an early wake-up is dropped.
+        assert_eq!(worker.process(message).await.unwrap(), Processed::Skipped);
+        let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+        assert_eq!(record.status, "pending");
+        assert!(
+            record.published_at.is_none(),
+            "sweep will publish the retry when due"
+        );
+        // Make it due now instead of sleeping through the delay.
+        sqlx::query("UPDATE cluster_jobs SET run_after = now() WHERE id = $1")
+            .bind(message.job_id)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    assert_eq!(worker.process(message).await.unwrap(), Processed::Failed);
+    assert_eq!(handler.runs(), 4);
+
+    let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+    assert_eq!(record.status, "failed");
+    assert_eq!(record.attempt_count, 4);
+    assert_eq!(
+        record.last_error.as_deref(),
+        Some("gave up after 4 attempts: host API busy (run 4)")
+    );
+    let history = record.error_history.as_array().unwrap();
+    assert_eq!(history.len(), 4, "one entry per attempt: {history:?}");
+    for (i, entry) in history.iter().enumerate() {
+        assert_eq!(entry["attempt"], i as i64 + 1);
+    }
+    let delays: Vec<i64> = history[..3]
+        .iter()
+        .map(|e| (at(&e["retry_at"]) - at(&e["at"])).num_milliseconds())
+        .collect();
+    for (i, delay) in delays.iter().enumerate() {
+        let full = 40 << i;
+        assert!(
+            *delay >= full / 2 - 1 && *delay <= full + 1,
+            "delay {i} = {delay} ms outside [{}, {full}]",
+            full / 2
+        );
+    }
+    assert!(
+        delays.windows(2).all(|w| w[0] <= w[1]),
+        "delays grow: {delays:?}"
+    );
+
+    let operation = jobs::get_operation(&db.pool, record.operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(operation.status, "failed");
+    assert_eq!(operation.error_message, record.last_error);
+}
+
+#[tokio::test]
+async fn a_fatal_failure_fails_at_once_and_tells_the_user_why() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Fatal);
+    let worker = worker(&db, "w1", handler.clone());
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 5).await;
+    assert_eq!(worker.process(message).await.unwrap(), Processed::Failed);
+    assert_eq!(handler.runs(), 1);
+    let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status.as_str(), record.attempt_count),
+        ("failed", 1)
+    );
+    let (status, error): (String, Option<String>) =
+        sqlx::query_as("SELECT status, last_error_message FROM clusters WHERE id = $1")
+            .bind(cluster)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "failed");
+    assert_eq!(error.as_deref(), Some("the chart values are invalid"));
+    // A finished job is never claimed again.
+    assert_eq!(worker.process(message).await.unwrap(), Processed::Skipped);
+}
+
+#[tokio::test]
+async fn a_wake_up_for_a_type_this_worker_does_not_run_is_left_alone() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let worker = worker(
+        &db,
+        "w1",
+        ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed),
+    );
+    let message = enqueue(&db.pool, cluster, JobType::ClusterDelete, 3).await;
+    assert_eq!(worker.process(message).await.unwrap(), Processed::NoHandler);
+    assert_eq!(job_status(&db.pool, message.job_id).await, "pending");
+}

@@ -1,0 +1,258 @@
+//! The backbone through a real RabbitMQ: publisher confirms, the consumer with
+//! manual ack, duplicate deliveries, an outage after commit, and reconnection.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use queues::{AmqpPublisher, Consumer};
+use secrecy::SecretString;
+use shared::{
+    config::JobSettings,
+    db::jobs::{self, JobMessage, NewJob},
+    domain::JobType,
+    jobs::{JobPublisher, Processed, Worker, enqueue_and_publish_after_commit, sweep},
+};
+use tests::{
+    broker::{TestBroker, amqp_url},
+    database::TestDb,
+    handlers::{Behaviour, ScriptedHandler, enqueue, job_status, seed_cluster},
+    proxy::TcpProxy,
+};
+use tokio::sync::{mpsc, oneshot};
+
+type Outcomes = mpsc::UnboundedReceiver<(JobMessage, Processed)>;
+
+fn start_consumer(
+    url: SecretString,
+    broker: &TestBroker,
+    worker: Worker,
+) -> (Outcomes, oneshot::Sender<()>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let consumer = Consumer::new(url, broker.topology.clone(), worker).with_outcomes(tx);
+    tokio::spawn(consumer.run(async {
+        let _ = stop_rx.await;
+    }));
+    (rx, stop_tx)
+}
+
+async fn next_outcome(outcomes: &mut Outcomes) -> (JobMessage, Processed) {
+    tokio::time::timeout(Duration::from_secs(30), outcomes.recv())
+        .await
+        .expect("a delivery was processed within 30 s")
+        .expect("consumer is running")
+}
+
+fn broker_addr() -> SocketAddr {
+    let url = amqp_url();
+    let host_port = url
+        .split('@')
+        .nth(1)
+        .unwrap_or("127.0.0.1:5672")
+        .split('/')
+        .next()
+        .unwrap();
+    let host_port = if host_port.contains(':') {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:5672")
+    };
+    let host_port = host_port.replace("localhost", "127.0.0.1");
+    host_port.parse().expect("AMQP_URL host:port")
+}
+
+fn worker(db: &TestDb, handler: Arc<ScriptedHandler>) -> Worker {
+    Worker::new(
+        db.pool.clone(),
+        JobSettings::default(),
+        "consumer-1",
+        vec![handler],
+    )
+}
+
+fn new_job(cluster_id: uuid::Uuid) -> NewJob<'static> {
+    static PAYLOAD: std::sync::LazyLock<serde_json::Value> =
+        std::sync::LazyLock::new(|| serde_json::json!({}));
+    NewJob {
+        cluster_id,
+        job_type: JobType::ClusterCreate,
+        requested_by: None,
+        payload: &PAYLOAD,
+        max_attempts: 3,
+    }
+}
+
+#[tokio::test]
+async fn a_committed_job_is_delivered_once_through_rabbitmq_and_a_rolled_back_one_never() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let (mut outcomes, _stop) =
+        start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
+
+    let rolled_back_cluster = seed_cluster(&db.pool).await;
+    let mut tx = db.pool.begin().await.unwrap();
+    jobs::enqueue(&mut tx, new_job(rolled_back_cluster))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+
+    let cluster = seed_cluster(&db.pool).await;
+    let tx = db.pool.begin().await.unwrap();
+    let enqueued = enqueue_and_publish_after_commit(&db.pool, &publisher, tx, new_job(cluster))
+        .await
+        .unwrap();
+    assert_eq!(
+        next_outcome(&mut outcomes).await,
+        (enqueued.job, Processed::Succeeded)
+    );
+    assert_eq!(job_status(&db.pool, enqueued.job.job_id).await, "succeeded");
+
+    // The sweep finds nothing to publish: the rolled-back job does not exist.
+    let report = sweep(&db.pool, &publisher, &JobSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(report.published, 0);
+    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 0);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), outcomes.recv())
+            .await
+            .is_err(),
+        "no other delivery arrives"
+    );
+    assert_eq!(handler.runs(), 1);
+}
+
+#[tokio::test]
+async fn the_same_message_delivered_twice_by_rabbitmq_runs_the_handler_once() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let cluster = seed_cluster(&db.pool).await;
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    publisher.publish(&[message, message]).await.unwrap();
+    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 2);
+
+    let (mut outcomes, _stop) =
+        start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
+    let mut seen = vec![
+        next_outcome(&mut outcomes).await.1,
+        next_outcome(&mut outcomes).await.1,
+    ];
+    seen.sort_by_key(|p| format!("{p:?}"));
+    assert_eq!(seen, vec![Processed::Skipped, Processed::Succeeded]);
+    assert_eq!(handler.runs(), 1);
+}
+
+#[tokio::test]
+async fn a_publish_lost_to_a_broker_outage_after_commit_is_published_by_sweep_when_it_returns() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let proxy = TcpProxy::start(broker_addr()).await;
+    let publisher = AmqpPublisher::new(
+        SecretString::from(proxy.amqp_url()),
+        broker.topology.clone(),
+    );
+    // Connect once through the proxy so the outage cuts a live connection.
+    let warm_cluster = seed_cluster(&db.pool).await;
+    let warm = enqueue(&db.pool, warm_cluster, JobType::ClusterCreate, 3).await;
+    publisher
+        .publish(&[warm])
+        .await
+        .expect("broker reachable through the proxy");
+    jobs::mark_published(&db.pool, warm.job_id).await.unwrap();
+
+    proxy.down();
+    let cluster = seed_cluster(&db.pool).await;
+    let tx = db.pool.begin().await.unwrap();
+    let enqueued = enqueue_and_publish_after_commit(&db.pool, &publisher, tx, new_job(cluster))
+        .await
+        .expect("the request still succeeds: the job is committed");
+    let record = jobs::get(&db.pool, enqueued.job.job_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        record.published_at.is_none(),
+        "the failed publish is not recorded as published"
+    );
+
+    let report = sweep(&db.pool, &publisher, &JobSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(report.published, 0);
+    assert_eq!(report.publish_failed, 1);
+    assert!(
+        jobs::get(&db.pool, enqueued.job.job_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .published_at
+            .is_none()
+    );
+
+    proxy.up();
+    let report = sweep(&db.pool, &publisher, &JobSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(report.published, 1);
+
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let (mut outcomes, _stop) =
+        start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
+    let mut results = [
+        next_outcome(&mut outcomes).await,
+        next_outcome(&mut outcomes).await,
+    ];
+    results.sort_by_key(|(m, _)| m.job_id != enqueued.job.job_id);
+    assert_eq!(results[0], (enqueued.job, Processed::Succeeded));
+    assert_eq!(job_status(&db.pool, enqueued.job.job_id).await, "succeeded");
+}
+
+#[tokio::test]
+async fn the_consumer_reconnects_after_the_broker_goes_away_and_comes_back() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let proxy = TcpProxy::start(broker_addr()).await;
+    let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let (mut outcomes, _stop) = start_consumer(
+        SecretString::from(proxy.amqp_url()),
+        &broker,
+        worker(&db, handler.clone()),
+    );
+
+    let first = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterCreate,
+        3,
+    )
+    .await;
+    publisher.publish(&[first]).await.unwrap();
+    assert_eq!(
+        next_outcome(&mut outcomes).await,
+        (first, Processed::Succeeded)
+    );
+
+    proxy.down();
+    let second = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterCreate,
+        3,
+    )
+    .await;
+    publisher.publish(&[second]).await.unwrap();
+    proxy.up();
+    // An ack cut off by the outage makes the broker redeliver the first message:
+    // it must be dropped as a duplicate, never run again.
+    loop {
+        match next_outcome(&mut outcomes).await {
+            (message, Processed::Succeeded) if message == second => break,
+            other => assert_eq!(other, (first, Processed::Skipped)),
+        }
+    }
+    assert_eq!(handler.runs(), 2);
+}

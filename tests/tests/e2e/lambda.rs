@@ -1,0 +1,136 @@
+//! The function binaries under their real Lambda adapters, fed recorded events
+//! through a loopback Lambda Runtime API.
+
+use std::process::Stdio;
+
+use base64::Engine;
+use shared::{db::jobs, domain::JobType};
+use tests::{
+    broker::TestBroker,
+    database::TestDb,
+    handlers::{enqueue, seed_cluster},
+    lambda_runtime_api::{Invocation, RuntimeApi},
+    workspace_binary,
+};
+use tokio::process::{Child, Command};
+
+fn fixture(name: &str) -> serde_json::Value {
+    let path = format!("{}/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture exists"))
+        .expect("fixture is JSON")
+}
+
+fn spawn_function(name: &str, api: &RuntimeApi, env: &[(&str, &str)]) -> Child {
+    let mut command = Command::new(workspace_binary(name));
+    command
+        .envs(api.env(name))
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    command.spawn().expect("function starts")
+}
+
+fn response(invocation: Invocation) -> serde_json::Value {
+    match invocation {
+        Invocation::Response(value) => value,
+        Invocation::Error(error) => panic!("the function reported an error: {error}"),
+    }
+}
+
+#[tokio::test]
+async fn api_clusters_answers_a_recorded_api_gateway_http_api_event() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let api = RuntimeApi::start().await;
+    let amqp_url = tests::broker::amqp_url();
+    let _function = spawn_function(
+        "api-clusters",
+        &api,
+        &[
+            ("DATABASE_URL", &db.url),
+            ("AMQP_URL", &amqp_url),
+            ("AMQP_EXCHANGE", &broker.topology.exchange),
+            ("KUBEBYON_AUTH_MODE", "development"),
+        ],
+    );
+
+    let answer = response(
+        api.invoke(fixture("apigw-http-v2-create-cluster.json"))
+            .await,
+    );
+    assert_eq!(answer["statusCode"], 202, "{answer}");
+    let body: serde_json::Value =
+        serde_json::from_str(answer["body"].as_str().expect("text body")).unwrap();
+    assert_eq!(body["cluster"]["name"], "lambda-demo");
+    assert_eq!(body["operation"]["type"], "create");
+    assert_eq!(body["operation"]["status"], "pending");
+
+    let job_id: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM cluster_jobs WHERE cluster_id = $1::uuid")
+            .bind(body["cluster"]["id"].as_str().unwrap())
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    let record = jobs::get(&db.pool, job_id).await.unwrap().unwrap();
+    assert!(
+        record.published_at.is_some(),
+        "the wake-up went to RabbitMQ after commit"
+    );
+    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
+
+    // A malformed body through the same path gets problem+json.
+    let mut bad = fixture("apigw-http-v2-create-cluster.json");
+    bad["body"] = serde_json::Value::String("{\"name\":".into());
+    let answer = response(api.invoke(bad).await);
+    assert_eq!(answer["statusCode"], 400);
+    assert_eq!(
+        answer["headers"]["content-type"],
+        "application/problem+json"
+    );
+}
+
+#[tokio::test]
+async fn job_cluster_create_handles_a_recorded_amazon_mq_batch() {
+    let db = TestDb::new().await;
+    let api = RuntimeApi::start().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let _function = spawn_function("job-cluster-create", &api, &[("DATABASE_URL", &db.url)]);
+
+    let mut event = fixture("amazon-mq-rabbitmq-batch.json");
+    let item = &mut event["rmqMessagesByQueue"]["kubebyon.jobs.cluster_create::/"][0];
+    item["data"] = base64::engine::general_purpose::STANDARD
+        .encode(serde_json::to_vec(&message).unwrap())
+        .into();
+    item["basicProperties"]["messageId"] = message.job_id.to_string().into();
+
+    let answer = response(api.invoke(event.clone()).await);
+    assert_eq!(
+        answer["batchItemFailures"],
+        serde_json::json!([]),
+        "{answer}"
+    );
+    assert_eq!(answer["processed"][0]["job_id"], message.job_id.to_string());
+    assert_eq!(answer["processed"][0]["outcome"], "failed");
+    let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+    assert_eq!(record.status, "failed");
+    assert_eq!(
+        record.last_error.as_deref(),
+        Some(job_cluster_create::NO_HOST_ADAPTER)
+    );
+
+    // The broker redelivers the same batch: the job is not run again.
+    let answer = response(api.invoke(event.clone()).await);
+    assert_eq!(answer["processed"][0]["outcome"], "skipped");
+
+    // An undecodable message is reported per item, not by failing the batch.
+    event["rmqMessagesByQueue"]["kubebyon.jobs.cluster_create::/"][0]["data"] =
+        "bm90IGpzb24=".into();
+    let answer = response(api.invoke(event).await);
+    assert_eq!(
+        answer["batchItemFailures"][0]["itemIdentifier"],
+        message.job_id.to_string()
+    );
+}

@@ -1,0 +1,143 @@
+//! `local` started as a process, the way the README runs it.
+
+use std::{process::Stdio, time::Duration};
+
+use tests::{broker::TestBroker, database::TestDb, eventually, free_port, workspace_binary};
+use tokio::process::{Child, Command};
+
+struct Local {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Local {
+    async fn start(env: &[(&str, &str)]) -> Self {
+        let port = free_port();
+        let child = Command::new(workspace_binary("local"))
+            .env("PORT", port.to_string())
+            .env("SWEEP_INTERVAL_MS", "200")
+            .env_remove("AMQP_URL")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("local starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        eventually(30, "local to answer /healthz", || {
+            let http = http.clone();
+            let url = format!("{base}/healthz");
+            async move {
+                http.get(url)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status().is_success())
+            }
+        })
+        .await;
+        Self { child, base, http }
+    }
+
+    async fn get(&self, path: &str) -> serde_json::Value {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn stop(mut self) {
+        let pid = self.child.id().expect("running");
+        Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .await
+            .unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("local stops within 20 s of Ctrl-C")
+            .unwrap();
+        assert!(status.success(), "local exited with {status}");
+    }
+}
+
+async fn create_and_watch_it_fail_honestly(local: &Local) {
+    assert_eq!(
+        local
+            .http
+            .get(format!("{}/readyz", local.base))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let response = local
+        .http
+        .post(format!("{}/api/console/clusters", local.base))
+        .json(&serde_json::json!({
+            "name": "first",
+            "workload_cpu_limit_milli_cores": 2000,
+            "workload_memory_limit_mib": 4096,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let accepted: serde_json::Value = response.json().await.unwrap();
+    let id = accepted["cluster"]["id"].as_str().unwrap().to_string();
+
+    let cluster = eventually(30, "the create job to finish", || {
+        let path = format!("/api/console/clusters/{id}");
+        async move {
+            let cluster = local.get(&path).await;
+            (cluster["status"] == "failed").then_some(cluster)
+        }
+    })
+    .await;
+    assert_eq!(
+        cluster["last_error_message"],
+        job_cluster_create::NO_HOST_ADAPTER
+    );
+    assert_eq!(cluster["kubeconfig_available"], false);
+    let jobs = local.get(&format!("/api/console/clusters/{id}/jobs")).await;
+    assert_eq!(jobs[0]["status"], "failed");
+    assert_eq!(jobs[0]["attempt_count"], 1, "a fatal error is not retried");
+    let operations = local
+        .get(&format!("/api/console/clusters/{id}/operations"))
+        .await;
+    assert_eq!(operations[0]["status"], "failed");
+    assert_eq!(operations[0]["stage"], "connecting to the host cluster");
+
+    let openapi = local.get("/api/openapi.json").await;
+    assert!(openapi["paths"]["/api/console/clusters"].is_object());
+}
+
+#[tokio::test]
+async fn local_runs_the_platform_with_in_process_jobs() {
+    let db = TestDb::new().await;
+    let local = Local::start(&[("DATABASE_URL", &db.url)]).await;
+    create_and_watch_it_fail_honestly(&local).await;
+    local.stop().await;
+}
+
+#[tokio::test]
+async fn local_runs_the_platform_through_rabbitmq() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let amqp_url = tests::broker::amqp_url();
+    let local = Local::start(&[
+        ("DATABASE_URL", &db.url),
+        ("AMQP_URL", &amqp_url),
+        ("AMQP_EXCHANGE", &broker.topology.exchange),
+    ])
+    .await;
+    create_and_watch_it_fail_honestly(&local).await;
+    local.stop().await;
+}

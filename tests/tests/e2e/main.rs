@@ -1,0 +1,10 @@
+//! End-to-end tests: real PostgreSQL (`DATABASE_URL`), real RabbitMQ
+//! (`AMQP_URL`), and the workspace's own binaries.
+
+mod api;
+mod backbone;
+mod broker;
+mod lambda;
+mod local_process;
+mod openapi;
+mod schema;

@@ -1,0 +1,190 @@
+//! The migrations apply to an empty database and the database enforces the
+//! invariants the application relies on.
+
+use shared::domain::JobType;
+use tests::{
+    database::TestDb,
+    handlers::{enqueue, seed_cluster},
+};
+
+const TABLES: [&str; 19] = [
+    "users",
+    "external_identities",
+    "sessions",
+    "login_events",
+    "email_verification_codes",
+    "notification_settings",
+    "api_keys",
+    "clusters",
+    "cluster_operations",
+    "cluster_jobs",
+    "tokens",
+    "nodes",
+    "node_events",
+    "control_plane_metrics_snapshots",
+    "workload_ingress_hostname_bindings",
+    "audit_events",
+    "plans",
+    "orders",
+    "system_settings",
+];
+
+const NAMED_INDEXES: [&str; 19] = [
+    "idx_clusters_owner_user_id_created_at",
+    "idx_clusters_status",
+    "idx_clusters_namespace_vcluster_name_active",
+    "idx_cluster_operations_cluster_created_at",
+    "idx_cluster_jobs_status_created_at",
+    "idx_cluster_jobs_cluster_created_at",
+    "idx_cluster_jobs_pending_publish",
+    "idx_cluster_jobs_active_cluster",
+    "idx_tokens_cluster_created_at",
+    "idx_tokens_cluster_status",
+    "idx_nodes_cluster_created_at",
+    "idx_nodes_cluster_deleted_at",
+    "idx_node_events_cluster_observed_at",
+    "idx_control_plane_metrics_cluster_collected_at",
+    "idx_workload_ingress_hostname_bindings_hostname",
+    "idx_workload_ingress_hostname_bindings_cluster_created_at",
+    "idx_api_keys_user_id_created_at",
+    "idx_orders_user_created_at",
+    "idx_orders_user_status_paid_at",
+];
+
+fn constraint_of(err: sqlx::Error) -> String {
+    match err {
+        sqlx::Error::Database(db) => db.constraint().unwrap_or_default().to_string(),
+        other => panic!("expected a constraint violation, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn migrations_create_every_table_and_named_index_on_an_empty_database() {
+    let db = TestDb::empty().await;
+    shared::MIGRATOR
+        .run(&db.pool)
+        .await
+        .expect("migrations apply");
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    for table in TABLES {
+        assert!(tables.iter().any(|t| t == table), "missing table {table}");
+    }
+    let indexes: Vec<String> =
+        sqlx::query_scalar("SELECT indexname::text FROM pg_indexes WHERE schemaname = 'public'")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    for index in NAMED_INDEXES {
+        assert!(indexes.iter().any(|i| i == index), "missing index {index}");
+    }
+    // Running them again is a no-op.
+    shared::MIGRATOR
+        .run(&db.pool)
+        .await
+        .expect("migrations are idempotent");
+}
+
+#[tokio::test]
+async fn a_second_active_job_for_one_cluster_is_rejected() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let err = shared::db::jobs::enqueue(
+        &mut tx,
+        shared::db::jobs::NewJob {
+            cluster_id: cluster,
+            job_type: JobType::ClusterDelete,
+            requested_by: None,
+            payload: &serde_json::json!({}),
+            max_attempts: 3,
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(constraint_of(err), "idx_cluster_jobs_active_cluster");
+}
+
+#[tokio::test]
+async fn status_columns_only_take_known_values() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let job = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let err = sqlx::query("UPDATE cluster_jobs SET status = 'exploded' WHERE id = $1")
+        .bind(job.job_id)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert_eq!(constraint_of(err), "cluster_jobs_status_check");
+    let err = sqlx::query("UPDATE clusters SET status = 'happy' WHERE id = $1")
+        .bind(cluster)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert_eq!(constraint_of(err), "clusters_status_check");
+    // A running job must hold a lease; a finished one must say when it finished.
+    let err = sqlx::query("UPDATE cluster_jobs SET status = 'running' WHERE id = $1")
+        .bind(job.job_id)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert!(constraint_of(err).starts_with("cluster_jobs_"));
+    let err = sqlx::query("UPDATE cluster_jobs SET status = 'succeeded' WHERE id = $1")
+        .bind(job.job_id)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert!(constraint_of(err).starts_with("cluster_jobs_"));
+}
+
+#[tokio::test]
+async fn live_cluster_names_are_unique_per_owner_and_free_again_after_deletion() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let copy = "INSERT INTO clusters (owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+                    workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+                    control_plane_cpu_request_milli_cores, control_plane_memory_request_mib, public_access_mode)
+                SELECT owner_user_id, name, vcluster_name, namespace || '-2', kubernetes_version, 1, 1, 1, 1, 'nodeport'
+                FROM clusters WHERE id = $1";
+    let err = sqlx::query(copy)
+        .bind(cluster)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert_eq!(constraint_of(err), "idx_clusters_owner_name_active");
+    sqlx::query("UPDATE clusters SET status = 'deleted', deleted_at = now() WHERE id = $1")
+        .bind(cluster)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(copy)
+        .bind(cluster)
+        .execute(&db.pool)
+        .await
+        .expect("name is free after soft delete");
+}
+
+#[tokio::test]
+async fn updated_at_moves_on_every_update() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let before: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT updated_at FROM clusters WHERE id = $1")
+            .bind(cluster)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    let after: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "UPDATE clusters SET connection_status = 'connected' WHERE id = $1 RETURNING updated_at",
+    )
+    .bind(cluster)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(after > before, "{after} should be after {before}");
+}
