@@ -52,3 +52,9 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Sends SIGINT to a child process, as Ctrl-C would.
+pub fn interrupt(pid: u32) {
+    use nix::{sys::signal, unistd::Pid};
+    signal::kill(Pid::from_raw(pid as i32), signal::Signal::SIGINT).expect("signal the process");
+}

@@ -160,10 +160,7 @@ impl EmbeddedPostgres {
     /// Fast shutdown (SIGINT), waiting for the server to exit.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
-            let _ = Command::new("kill")
-                .args(["-INT", &pid.to_string()])
-                .status()
-                .await;
+            let _ = interrupt(pid);
             if tokio::time::timeout(Duration::from_secs(20), self.child.wait())
                 .await
                 .is_ok()
@@ -174,4 +171,10 @@ impl EmbeddedPostgres {
         }
         let _ = self.child.kill().await;
     }
+}
+
+/// Sends SIGINT: PostgreSQL's fast shutdown.
+fn interrupt(pid: u32) -> nix::Result<()> {
+    use nix::{sys::signal, unistd::Pid};
+    signal::kill(Pid::from_raw(pid as i32), signal::Signal::SIGINT)
 }

@@ -54,11 +54,7 @@ impl Local {
 
     async fn stop(mut self) {
         let pid = self.child.id().expect("running");
-        Command::new("kill")
-            .args(["-INT", &pid.to_string()])
-            .status()
-            .await
-            .unwrap();
+        tests::interrupt(pid);
         let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
             .expect("local stops within 20 s of Ctrl-C")

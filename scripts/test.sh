@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against real PostgreSQL and RabbitMQ.
+#
+# Where a service is not reachable it is started, and installed from Debian's
+# packages first when we are root; otherwise the script says what to run.
+# Environment: DATABASE_URL (any database on the server the tests may create
+# databases on), AMQP_URL. Both default to the local servers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+is_root() { [ "$(id -u)" = 0 ]; }
+apt_install() {
+    is_root || die "missing $*: run 'sudo apt-get install -y $*' and try again"
+    log "installing $* from Debian packages"
+    if [ -z "${APT_UPDATED:-}" ]; then apt-get update -qq; APT_UPDATED=1; fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+command -v cargo >/dev/null || die "cargo is missing: install Rust with rustup (https://rustup.rs), then try again"
+command -v cc >/dev/null || apt_install gcc libc6-dev
+command -v mold >/dev/null || apt_install mold
+
+export AMQP_URL="${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
+
+# PostgreSQL ---------------------------------------------------------------
+if [ -z "${DATABASE_URL:-}" ]; then
+    export DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres"
+    if ! port_open 127.0.0.1 5432; then
+        command -v pg_ctlcluster >/dev/null || apt_install postgresql
+        version=$(ls /etc/postgresql | sort -V | tail -n1)
+        log "starting PostgreSQL $version"
+        pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null \
+            || pg_ctlcluster "$version" main start \
+            || die "could not start PostgreSQL: run 'pg_ctlcluster $version main start'"
+        for _ in $(seq 1 60); do port_open 127.0.0.1 5432 && break; sleep 0.5; done
+    fi
+    if ! psql "$DATABASE_URL" -Atqc 'SELECT 1' >/dev/null 2>&1; then
+        # A packaged server asks for a password over TCP: give the tests one.
+        is_root && command -v runuser >/dev/null \
+            || die "cannot log in to PostgreSQL as postgres; set DATABASE_URL to a role that may create databases"
+        log "setting a password for the postgres role (test servers only)"
+        runuser -u postgres -- psql -qc "ALTER ROLE postgres PASSWORD 'postgres'" >/dev/null
+        export DATABASE_URL="postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    fi
+fi
+command -v psql >/dev/null || apt_install postgresql-client
+psql "$DATABASE_URL" -Atqc 'SELECT 1' >/dev/null || die "PostgreSQL at DATABASE_URL does not answer"
+
+# RabbitMQ -----------------------------------------------------------------
+amqp_hostport=$(printf '%s' "$AMQP_URL" | sed -E 's#^amqps?://([^@/]*@)?([^/]+).*#\2#')
+amqp_host=${amqp_hostport%%:*}
+amqp_port=${amqp_hostport##*:}
+[ "$amqp_port" = "$amqp_hostport" ] && amqp_port=5672
+if ! port_open "$amqp_host" "$amqp_port"; then
+    case "$amqp_host" in
+        127.0.0.1|localhost)
+            command -v rabbitmq-server >/dev/null || apt_install rabbitmq-server
+            log "starting RabbitMQ"
+            rabbitmq-server -detached >/dev/null 2>&1 || true
+            for _ in $(seq 1 120); do port_open 127.0.0.1 5672 && break; sleep 0.5; done
+            port_open 127.0.0.1 5672 || die "RabbitMQ did not start: run 'rabbitmq-server -detached' and check 'rabbitmqctl status'"
+            ;;
+        *) die "RabbitMQ at $amqp_hostport is not reachable" ;;
+    esac
+fi
+
+# Build and test -------------------------------------------------------------
+log "building the workspace"
+cargo build --workspace --bins --locked
+if cargo nextest --version >/dev/null 2>&1; then
+    log "running the tests with cargo-nextest"
+    cargo nextest run --workspace --locked --no-fail-fast
+else
+    log "cargo-nextest not installed ('cargo install cargo-nextest --locked'); using cargo test"
+    cargo test --workspace --locked --no-fail-fast
+fi
