@@ -1,0 +1,412 @@
+//! The REST surface: discovery, CRUD, apply and merge patch, the status
+//! subresource, and watch streams, answered with Kubernetes `Status` errors.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::State,
+    http::{HeaderMap, Method, StatusCode, Uri, header},
+    response::{IntoResponse, Response},
+};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio_stream::wrappers::BroadcastStream;
+
+use crate::{
+    Shared,
+    registry::{self, ResourceType},
+    store::{ApiError, Event, fields_match, index_of, labels_match},
+};
+
+fn respond(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn error(err: ApiError) -> Response {
+    respond(
+        StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &err.status(),
+    )
+}
+
+/// What a path names.
+struct Target {
+    resource: &'static ResourceType,
+    namespace: Option<String>,
+    name: Option<String>,
+    status: bool,
+}
+
+enum Route {
+    Json(Value),
+    Resource(Target),
+}
+
+fn route(path: &str) -> Result<Route, ApiError> {
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let not_found = || ApiError {
+        code: 404,
+        reason: "NotFound",
+        message: "the server could not find the requested resource".into(),
+    };
+    let (group, version, rest) = match segments.as_slice() {
+        ["version"] => {
+            return Ok(Route::Json(
+                json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-kube-sim",
+                "platform": "linux/amd64", "goVersion": "go1.24", "compiler": "gc",
+                "buildDate": "2026-01-01T00:00:00Z", "gitCommit": "kube-sim", "gitTreeState": "clean"}),
+            ));
+        }
+        ["api"] => return Ok(Route::Json(registry::api_versions())),
+        ["apis"] => return Ok(Route::Json(registry::api_group_list())),
+        ["api", version] => {
+            return registry::api_resource_list("", version)
+                .map(Route::Json)
+                .ok_or_else(not_found);
+        }
+        ["apis", group, version] => {
+            return registry::api_resource_list(group, version)
+                .map(Route::Json)
+                .ok_or_else(not_found);
+        }
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(not_found()),
+    };
+    let find = |plural: &str| registry::find(group, version, plural).ok_or_else(not_found);
+    let target = match rest {
+        ["namespaces", ns, plural, tail @ ..]
+            if registry::find(group, version, plural).is_some_and(|r| r.namespaced) =>
+        {
+            let (name, status) = match tail {
+                [] => (None, false),
+                [name] => (Some(name.to_string()), false),
+                [name, "status"] => (Some(name.to_string()), true),
+                _ => return Err(not_found()),
+            };
+            Target {
+                resource: find(plural)?,
+                namespace: Some(ns.to_string()),
+                name,
+                status,
+            }
+        }
+        [plural] => Target {
+            resource: find(plural)?,
+            namespace: None,
+            name: None,
+            status: false,
+        },
+        [plural, name] => Target {
+            resource: find(plural)?,
+            namespace: None,
+            name: Some(name.to_string()),
+            status: false,
+        },
+        [plural, name, "status"] => Target {
+            resource: find(plural)?,
+            namespace: None,
+            name: Some(name.to_string()),
+            status: true,
+        },
+        _ => return Err(not_found()),
+    };
+    if target.name.is_some() && target.resource.namespaced && target.namespace.is_none() {
+        return Err(not_found());
+    }
+    Ok(Route::Resource(target))
+}
+
+fn query(uri: &Uri) -> HashMap<String, String> {
+    uri.query()
+        .map(|q| {
+            q.split('&')
+                .filter_map(|pair| {
+                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                    Some((decode(k)?, decode(v)?))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn decode(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                out.push(
+                    u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?, 16).ok()?,
+                );
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+pub async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if shared.faults.lock().expect("lock").api_down {
+        return error(ApiError {
+            code: 503,
+            reason: "ServiceUnavailable",
+            message: "the server is currently unable to handle the request".into(),
+        });
+    }
+    if let Some(token) = &shared.token {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if presented != Some(token.as_str()) {
+            return error(ApiError {
+                code: 401,
+                reason: "Unauthorized",
+                message: "Unauthorized".into(),
+            });
+        }
+    }
+    let target = match route(uri.path()) {
+        Ok(Route::Json(value)) if method == Method::GET => return respond(StatusCode::OK, &value),
+        Ok(Route::Json(_)) => {
+            return error(ApiError {
+                code: 405,
+                reason: "MethodNotAllowed",
+                message: "method not allowed".into(),
+            });
+        }
+        Ok(Route::Resource(target)) => target,
+        Err(err) => return error(err),
+    };
+    let params = query(&uri);
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let result = match (&method, &target.name) {
+        (&Method::GET, None) if matches!(params.get("watch").map(String::as_str), Some("true" | "1")) => {
+            return watch(&shared, &target, &params);
+        }
+        (&Method::GET, None) => list(&shared, &target, &params),
+        (&Method::GET, Some(name)) => {
+            let store = shared.store.lock().expect("lock");
+            store.get(target.resource, target.namespace.as_deref().unwrap_or(""), name).map(|o| (StatusCode::OK, o))
+        }
+        (&Method::POST, None) => parse(&body).and_then(|object| {
+            let namespace = target.namespace.clone().unwrap_or_default();
+            if let Some(body_ns) = object.pointer("/metadata/namespace").and_then(Value::as_str)
+                && target.resource.namespaced
+                && body_ns != namespace
+            {
+                return Err(ApiError::bad_request(format!(
+                    "the namespace of the provided object ({body_ns}) does not match the namespace sent on the request ({namespace})"
+                )));
+            }
+            let mut store = shared.store.lock().expect("lock");
+            store.create(target.resource, &namespace, object).map(|o| (StatusCode::CREATED, o))
+        }),
+        (&Method::PUT, Some(name)) => parse(&body).and_then(|object| {
+            let mut store = shared.store.lock().expect("lock");
+            store
+                .replace(target.resource, target.namespace.as_deref().unwrap_or(""), name, object, target.status)
+                .map(|o| (StatusCode::OK, o))
+        }),
+        (&Method::PATCH, Some(name)) => parse(&body).and_then(|patch| {
+            let namespace = target.namespace.clone().unwrap_or_default();
+            let mut store = shared.store.lock().expect("lock");
+            match content_type.as_str() {
+                "application/apply-patch+yaml" => {
+                    let manager = params
+                        .get("fieldManager")
+                        .filter(|m| !m.is_empty())
+                        .ok_or_else(|| ApiError::bad_request("PATCH with apply-patch requires fieldManager"))?;
+                    let existed = store.get(target.resource, &namespace, name).is_ok();
+                    store
+                        .apply(target.resource, &namespace, name, &patch, manager, target.status)
+                        .map(|o| (if existed { StatusCode::OK } else { StatusCode::CREATED }, o))
+                }
+                "application/merge-patch+json" | "application/strategic-merge-patch+json" => store
+                    .merge_patch(target.resource, &namespace, name, &patch, target.status)
+                    .map(|o| (StatusCode::OK, o)),
+                other => Err(ApiError {
+                    code: 415,
+                    reason: "UnsupportedMediaType",
+                    message: format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {other})"),
+                }),
+            }
+        }),
+        (&Method::DELETE, Some(name)) => {
+            let mut store = shared.store.lock().expect("lock");
+            store
+                .delete(target.resource, target.namespace.as_deref().unwrap_or(""), name)
+                .map(|o| (StatusCode::OK, o))
+        }
+        _ => Err(ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: format!("{method} is not supported on this path"),
+        }),
+    };
+    match result {
+        Ok((code, object)) => {
+            shared.wake.notify_waiters();
+            respond(code, &object)
+        }
+        Err(err) => error(err),
+    }
+}
+
+fn parse(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not JSON: {e}")))
+}
+
+fn list(
+    shared: &Shared,
+    target: &Target,
+    params: &HashMap<String, String>,
+) -> Result<(StatusCode, Value), ApiError> {
+    let store = shared.store.lock().expect("lock");
+    let items = store.list(
+        target.resource,
+        target.namespace.as_deref(),
+        params.get("labelSelector").map(String::as_str),
+        params.get("fieldSelector").map(String::as_str),
+    )?;
+    Ok((
+        StatusCode::OK,
+        json!({
+            "apiVersion": target.resource.api_version(),
+            "kind": format!("{}List", target.resource.kind),
+            "metadata": {"resourceVersion": store.resource_version().to_string()},
+            "items": items,
+        }),
+    ))
+}
+
+fn matches(
+    event: &Event,
+    resource: usize,
+    target: &Target,
+    params: &HashMap<String, String>,
+) -> bool {
+    event.resource == resource
+        && target
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| ns == event.namespace)
+        && params
+            .get("labelSelector")
+            .is_none_or(|s| labels_match(s, &event.object).unwrap_or(false))
+        && params
+            .get("fieldSelector")
+            .is_none_or(|s| fields_match(s, &event.object).unwrap_or(false))
+}
+
+fn line(kind: &str, object: &Value) -> Result<Bytes, std::io::Error> {
+    Ok(Bytes::from(format!(
+        "{}\n",
+        json!({"type": kind, "object": object})
+    )))
+}
+
+fn watch(shared: &Arc<Shared>, target: &Target, params: &HashMap<String, String>) -> Response {
+    let resource = index_of(target.resource);
+    let since: Option<u64> = params
+        .get("resourceVersion")
+        .and_then(|rv| rv.parse().ok())
+        .filter(|rv| *rv != 0);
+    let timeout = params
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(shared.default_watch_timeout);
+    let (initial, receiver, after) = {
+        let store = shared.store.lock().expect("lock");
+        let receiver = store.subscribe();
+        let after = since.unwrap_or(0).max(store.resource_version());
+        let initial: Vec<Result<Bytes, std::io::Error>> = match since {
+            Some(rv) => match store.events_since(rv) {
+                Some(events) => events
+                    .iter()
+                    .filter(|e| matches(e, resource, target, params))
+                    .map(|e| line(e.kind, &e.object))
+                    .collect(),
+                None => vec![line(
+                    "ERROR",
+                    &ApiError {
+                        code: 410,
+                        reason: "Expired",
+                        message: format!("too old resource version: {rv}"),
+                    }
+                    .status(),
+                )],
+            },
+            None => match store.list(
+                target.resource,
+                target.namespace.as_deref(),
+                params.get("labelSelector").map(String::as_str),
+                params.get("fieldSelector").map(String::as_str),
+            ) {
+                Ok(items) => items.iter().map(|o| line("ADDED", o)).collect(),
+                Err(err) => return error(err),
+            },
+        };
+        (initial, receiver, after)
+    };
+    let target = Target {
+        resource: target.resource,
+        namespace: target.namespace.clone(),
+        name: None,
+        status: false,
+    };
+    let params = params.clone();
+    let live = BroadcastStream::new(receiver).filter_map(move |event| {
+        let out = match event {
+            Ok(event) if event.rv > after && matches(&event, resource, &target, &params) => {
+                Some(line(event.kind, &event.object))
+            }
+            _ => None,
+        };
+        async move { out }
+    });
+    let stream = futures_util::stream::iter(initial)
+        .chain(live)
+        .take_until(tokio::time::sleep(timeout));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(stream))
+        .expect("response")
+}

@@ -1,0 +1,301 @@
+//! What the simulated cluster does by itself: the k3s helm controller for the
+//! vCluster chart, the service port allocator, and the namespace controller.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::{Options, Role, Shared, Simulator, registry, store::Store};
+
+fn resource(api_version: &str, kind: &str) -> &'static registry::ResourceType {
+    registry::find_kind(api_version, kind).expect("registered kind")
+}
+
+/// Objects every cluster starts with.
+pub fn seed(shared: &Shared) {
+    let mut store = shared.store.lock().expect("lock");
+    let namespaces = resource("v1", "Namespace");
+    let mut names = vec!["default", "kube-system", "kube-public", "kube-node-lease"];
+    if shared.options.role == Role::Host {
+        names.push("kubebyon-system");
+    }
+    for name in names {
+        let _ = store.create(namespaces, "", json!({"metadata": {"name": name}}));
+    }
+}
+
+pub async fn run(shared: Arc<Shared>) {
+    let mut events = shared.store.lock().expect("lock").subscribe();
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => return,
+        };
+        let kind = event.object["kind"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let namespace = event.namespace.clone();
+        let name = event
+            .object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        match (kind.as_str(), event.kind) {
+            ("Namespace", "MODIFIED")
+                if event
+                    .object
+                    .pointer("/metadata/deletionTimestamp")
+                    .is_some() =>
+            {
+                tokio::spawn(terminate_namespace(shared.clone(), name));
+            }
+            ("HelmChart", "ADDED")
+                if shared.options.role == Role::Host && is_vcluster_chart(&event.object) =>
+            {
+                tokio::spawn(install_chart(shared.clone(), namespace, name));
+            }
+            ("HelmChart", "DELETED") if shared.options.role == Role::Host => {
+                uninstall_chart(&shared, &namespace, &name);
+            }
+            ("Service", "ADDED" | "MODIFIED") => {
+                let mut store = shared.store.lock().expect("lock");
+                allocate_service_ports(&shared, &mut store, &namespace, &name);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn is_vcluster_chart(chart: &Value) -> bool {
+    chart
+        .pointer("/spec/chart")
+        .and_then(Value::as_str)
+        .is_some_and(|c| c.contains("vcluster"))
+}
+
+fn chart_namespace(chart: &Value, namespace: &str) -> String {
+    chart
+        .pointer("/spec/targetNamespace")
+        .and_then(Value::as_str)
+        .unwrap_or(namespace)
+        .to_string()
+}
+
+async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
+    let charts = resource("helm.cattle.io/v1", "HelmChart");
+    let faults = shared.faults.lock().expect("lock").clone();
+    let job = format!("helm-install-{name}");
+    if let Some(message) = faults.chart_install_error {
+        let mut store = shared.store.lock().expect("lock");
+        let status = json!({"status": {"jobName": job, "conditions": [
+            {"type": "JobCreated", "status": "True", "reason": "", "message": ""},
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": message},
+        ]}});
+        let _ = store.merge_patch(charts, &namespace, &name, &status, true);
+        return;
+    }
+    {
+        let mut store = shared.store.lock().expect("lock");
+        let status = json!({"status": {"jobName": job, "conditions": [
+            {"type": "JobCreated", "status": "True", "reason": "", "message": ""}]}});
+        let _ = store.merge_patch(charts, &namespace, &name, &status, true);
+    }
+    tokio::time::sleep(faults.ready_delay.unwrap_or(shared.options.ready_delay)).await;
+    let Some(chart) = shared
+        .store
+        .lock()
+        .expect("lock")
+        .get(charts, &namespace, &name)
+        .ok()
+    else {
+        return;
+    };
+    let target = chart_namespace(&chart, &namespace);
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let Ok(child) = Simulator::start(Options::vcluster(token.clone())).await else {
+        return;
+    };
+    let port = child.addr().port();
+    shared
+        .children
+        .lock()
+        .expect("lock")
+        .insert((target.clone(), name.clone()), child);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://{name}.{target}:443\n    insecure-skip-tls-verify: true\n  name: {name}\ncontexts:\n- context:\n    cluster: {name}\n    user: admin\n  name: {name}\ncurrent-context: {name}\nusers:\n- name: admin\n  user:\n    token: {token}\n"
+    );
+    let labels = json!({"app": "vcluster", "release": name});
+    let mut store = shared.store.lock().expect("lock");
+    let objects = [
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": name, "namespace": target, "labels": labels},
+               "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "serviceName": format!("{name}-headless"),
+                        "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "syncer", "image": "ghcr.io/loft-sh/vcluster-pro"}]}}}}),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": target, "labels": labels},
+               "spec": {"type": "ClusterIP", "selector": labels, "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+               "metadata": {"name": format!("vc-{name}"), "namespace": target, "labels": labels},
+               "data": {"config": base64::engine::general_purpose::STANDARD.encode(kubeconfig)}}),
+    ];
+    for object in objects {
+        let r = resource(
+            object["apiVersion"].as_str().unwrap_or_default(),
+            object["kind"].as_str().unwrap_or_default(),
+        );
+        if store.create(r, &target, object.clone()).is_err() {
+            // The namespace is gone or terminating: the install fails quietly, as helm would.
+            return;
+        }
+    }
+    let statefulsets = resource("apps/v1", "StatefulSet");
+    let _ = store.merge_patch(
+        statefulsets,
+        &target,
+        &name,
+        &json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "currentReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1}}),
+        true,
+    );
+    let status = json!({"status": {"jobName": format!("helm-install-{name}"), "conditions": [
+        {"type": "JobCreated", "status": "True", "reason": "", "message": ""}]}});
+    let _ = store.merge_patch(charts, &namespace, &name, &status, true);
+    let services = store
+        .list(resource("v1", "Service"), Some(&target), None, None)
+        .unwrap_or_default();
+    for service in services {
+        let service_name = service
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        assign(&mut store, &target, &service_name, &service, Some(port));
+    }
+}
+
+fn uninstall_chart(shared: &Shared, namespace: &str, name: &str) {
+    let Some(chart_target) = shared
+        .children
+        .lock()
+        .expect("lock")
+        .keys()
+        .find(|(_, release)| release == name)
+        .map(|(ns, _)| ns.clone())
+    else {
+        return;
+    };
+    let _ = namespace;
+    shared
+        .children
+        .lock()
+        .expect("lock")
+        .remove(&(chart_target.clone(), name.to_string()));
+    let mut store = shared.store.lock().expect("lock");
+    store.remove(resource("apps/v1", "StatefulSet"), &chart_target, name);
+    store.remove(resource("v1", "Service"), &chart_target, name);
+    store.remove(
+        resource("v1", "Secret"),
+        &chart_target,
+        &format!("vc-{name}"),
+    );
+}
+
+/// Allocates node ports and load-balancer addresses. A Service that selects a
+/// running vCluster is given that vCluster API's loopback port, so the public
+/// endpoint the platform computes really reaches it.
+fn allocate_service_ports(shared: &Shared, store: &mut Store, namespace: &str, name: &str) {
+    let Ok(service) = store.get(resource("v1", "Service"), namespace, name) else {
+        return;
+    };
+    let release = service
+        .pointer("/spec/selector/release")
+        .and_then(Value::as_str);
+    let child_port = release.and_then(|release| {
+        shared
+            .children
+            .lock()
+            .expect("lock")
+            .get(&(namespace.to_string(), release.to_string()))
+            .map(|c| c.addr().port())
+    });
+    assign(store, namespace, name, &service, child_port);
+}
+
+fn assign(
+    store: &mut Store,
+    namespace: &str,
+    name: &str,
+    service: &Value,
+    child_port: Option<u16>,
+) {
+    let services = resource("v1", "Service");
+    let service_type = service
+        .pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP");
+    if !matches!(service_type, "NodePort" | "LoadBalancer") {
+        return;
+    }
+    let mut ports = service
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut changed = false;
+    for (i, port) in ports.iter_mut().enumerate() {
+        let wanted = match child_port {
+            Some(p) if i == 0 => Some(p as i64),
+            _ => None,
+        };
+        let current = port.get("nodePort").and_then(Value::as_i64);
+        let next = wanted.or(current).unwrap_or(30000 + fastrand_port(name, i));
+        if current != Some(next) {
+            port["nodePort"] = json!(next);
+            changed = true;
+        }
+    }
+    if changed {
+        let _ = store.merge_patch(
+            services,
+            namespace,
+            name,
+            &json!({"spec": {"ports": ports}}),
+            false,
+        );
+    }
+    if service_type == "LoadBalancer" {
+        let ingress_port = child_port.map(|p| p as i64).or_else(|| {
+            service
+                .pointer("/spec/ports/0/port")
+                .and_then(Value::as_i64)
+        });
+        let wanted = json!({"loadBalancer": {"ingress": [{"ip": "127.0.0.1", "ports": [{"port": ingress_port, "protocol": "TCP"}]}]}});
+        if service.get("status") != Some(&wanted) {
+            let _ = store.merge_patch(services, namespace, name, &json!({"status": wanted}), true);
+        }
+    }
+}
+
+fn fastrand_port(name: &str, index: usize) -> i64 {
+    let hash = name
+        .bytes()
+        .fold(index as i64 * 31, |h, b| (h * 31 + b as i64) % 2767);
+    hash.abs()
+}
+
+async fn terminate_namespace(shared: Arc<Shared>, name: String) {
+    tokio::time::sleep(shared.options.namespace_delete_delay).await;
+    shared
+        .children
+        .lock()
+        .expect("lock")
+        .retain(|(ns, _), _| ns != &name);
+    let mut store = shared.store.lock().expect("lock");
+    for (resource, object) in store.contents_of(&name) {
+        store.remove(resource, &name, &object);
+    }
+    store.remove(resource("v1", "Namespace"), "", &name);
+}

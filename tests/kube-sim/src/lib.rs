@@ -1,0 +1,227 @@
+//! A Kubernetes API simulator: a test and demo tool, never on the production
+//! path. It serves the REST surface kube-rs and kubectl use (discovery, CRUD,
+//! resourceVersion and optimistic concurrency, generateName, label and field
+//! selectors, server-side apply, merge patch, the status subresource, watch,
+//! finalizers and namespace deletion, `Status` errors) from memory, and can play
+//! the parts KubeBYON needs: a k3s host whose helm controller turns a vCluster
+//! `HelmChart` into a ready control plane with a kubeconfig Secret pointing at a
+//! second simulator (the vCluster's own API).
+//!
+//! Simplifications, on purpose: server-side apply merges maps and replaces lists
+//! and does not detect field-ownership conflicts; strategic merge patch is
+//! treated as JSON merge patch; no admission, no RBAC, no defaulting beyond
+//! metadata; the vCluster API is plain HTTP with a bearer token.
+
+mod api;
+mod behaviour;
+pub mod registry;
+pub mod store;
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::Router;
+use serde_json::Value;
+use tokio::{net::TcpListener, sync::Notify, task::AbortHandle};
+
+use crate::store::{ApiError, Store};
+
+/// What the simulator plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A k3s host: `HelmChart`s of the vCluster chart become control planes.
+    Host,
+    /// A vCluster's own API.
+    VCluster,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub role: Role,
+    /// How long a vCluster chart takes to become ready.
+    pub ready_delay: Duration,
+    /// How long a terminating namespace takes to disappear.
+    pub namespace_delete_delay: Duration,
+    /// Bearer token every request must present, if any.
+    pub token: Option<String>,
+}
+
+impl Options {
+    pub fn host() -> Self {
+        Self {
+            role: Role::Host,
+            ready_delay: Duration::from_millis(300),
+            namespace_delete_delay: Duration::from_millis(200),
+            token: None,
+        }
+    }
+
+    pub fn vcluster(token: String) -> Self {
+        Self {
+            role: Role::VCluster,
+            ready_delay: Duration::ZERO,
+            namespace_delete_delay: Duration::from_millis(50),
+            token: Some(token),
+        }
+    }
+}
+
+/// Failures a test can inject.
+#[derive(Debug, Default, Clone)]
+pub struct Faults {
+    /// Every request answers 503.
+    pub api_down: bool,
+    /// vCluster chart installs fail with this message.
+    pub chart_install_error: Option<String>,
+    /// Overrides `Options::ready_delay`.
+    pub ready_delay: Option<Duration>,
+}
+
+pub(crate) struct Shared {
+    pub store: Mutex<Store>,
+    pub faults: Mutex<Faults>,
+    pub token: Option<String>,
+    pub options: Options,
+    pub default_watch_timeout: Duration,
+    pub wake: Notify,
+    /// vCluster APIs started for charts, by (namespace, release).
+    pub children: Mutex<HashMap<(String, String), Arc<Simulator>>>,
+}
+
+/// A simulator being started.
+pub type Starting =
+    std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<Arc<Simulator>>> + Send>>;
+
+pub struct Simulator {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    tasks: Vec<AbortHandle>,
+}
+
+impl Simulator {
+    /// Starts on a free loopback port.
+    pub fn start(options: Options) -> Starting {
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), options)
+    }
+
+    /// Boxed rather than `async fn`: a host's controller starts further
+    /// simulators, whose controllers would otherwise make the future's type recursive.
+    pub fn start_on(addr: SocketAddr, options: Options) -> Starting {
+        Box::pin(Self::boot(addr, options))
+    }
+
+    async fn boot(addr: SocketAddr, options: Options) -> std::io::Result<Arc<Self>> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::new()),
+            faults: Mutex::new(Faults::default()),
+            token: options.token.clone(),
+            options: options.clone(),
+            default_watch_timeout: Duration::from_secs(300),
+            wake: Notify::new(),
+            children: Mutex::new(HashMap::new()),
+        });
+        behaviour::seed(&shared);
+        let app = Router::new()
+            .fallback(api::handle)
+            .with_state(shared.clone());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        })
+        .abort_handle();
+        let controller = tokio::spawn(behaviour::run(shared.clone())).abort_handle();
+        Ok(Arc::new(Self {
+            shared,
+            addr,
+            tasks: vec![server, controller],
+        }))
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.shared.faults.lock().expect("lock").clone()
+    }
+
+    pub fn set_faults(&self, faults: Faults) {
+        *self.shared.faults.lock().expect("lock") = faults;
+    }
+
+    /// The vCluster API started for a chart release, once it is ready.
+    pub fn vcluster(&self, namespace: &str, release: &str) -> Option<Arc<Simulator>> {
+        self.shared
+            .children
+            .lock()
+            .expect("lock")
+            .get(&(namespace.to_string(), release.to_string()))
+            .cloned()
+    }
+
+    /// Reads an object, as a test would with a client.
+    pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        let resource = registry::find_kind(api_version, kind)?;
+        self.shared
+            .store
+            .lock()
+            .expect("lock")
+            .get(resource, namespace, name)
+            .ok()
+    }
+
+    /// Creates or merges an object, as a controller of the simulated cluster would.
+    pub fn put(&self, object: Value) -> Result<Value, ApiError> {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let resource = registry::find_kind(api_version, kind)
+            .ok_or_else(|| ApiError::bad_request(format!("unknown kind {api_version}/{kind}")))?;
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut store = self.shared.store.lock().expect("lock");
+        let result = store.apply(resource, &namespace, &name, &object, "kube-sim", false)?;
+        if let Some(status) = object.get("status") {
+            let patch = serde_json::json!({ "status": status });
+            return store.merge_patch(resource, &namespace, &name, &patch, true);
+        }
+        Ok(result)
+    }
+
+    /// Removes an object outright (a node that disappears, say).
+    pub fn remove(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> bool {
+        let Some(resource) = registry::find_kind(api_version, kind) else {
+            return false;
+        };
+        self.shared
+            .store
+            .lock()
+            .expect("lock")
+            .remove(resource, namespace, name)
+            .is_some()
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
