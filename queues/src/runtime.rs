@@ -86,6 +86,7 @@ pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<(
         .await?,
         pool: platform.pool.clone(),
         settings: platform.settings.clone(),
+        host: shared::host::from_env().await?,
     };
     serve_http(with_common_layers(routes(), state), platform.settings.port).await
 }

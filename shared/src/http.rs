@@ -15,7 +15,7 @@ use sqlx::PgPool;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::{config::Settings, error::ApiError, jobs::JobPublisher};
+use crate::{config::Settings, error::ApiError, host::HostCluster, jobs::JobPublisher};
 
 /// Who console requests act as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +33,8 @@ pub struct AppState {
     pub publisher: Arc<dyn JobPublisher>,
     pub settings: Arc<Settings>,
     pub identity: Identity,
+    /// The host cluster, for reads that need it (kubeconfig); `None` when not configured.
+    pub host: Option<Arc<HostCluster>>,
 }
 
 /// The authenticated caller of a console route.

@@ -5,6 +5,7 @@ pub mod db;
 pub mod domain;
 pub mod error;
 pub mod extract;
+pub mod host;
 pub mod http;
 pub mod jobs;
 pub mod openapi;

@@ -15,10 +15,10 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// Bounds that hold until plans set tighter ones.
-const WORKLOAD_CPU_MILLI: std::ops::RangeInclusive<i64> = 100..=256_000;
-const WORKLOAD_MEMORY_MIB: std::ops::RangeInclusive<i64> = 128..=1_048_576;
-const CONTROL_PLANE_CPU_MILLI: std::ops::RangeInclusive<i64> = 100..=8_000;
-const CONTROL_PLANE_MEMORY_MIB: std::ops::RangeInclusive<i64> = 256..=32_768;
+pub(crate) const WORKLOAD_CPU_MILLI: std::ops::RangeInclusive<i64> = 100..=256_000;
+pub(crate) const WORKLOAD_MEMORY_MIB: std::ops::RangeInclusive<i64> = 128..=1_048_576;
+pub(crate) const CONTROL_PLANE_CPU_MILLI: std::ops::RangeInclusive<i64> = 100..=8_000;
+pub(crate) const CONTROL_PLANE_MEMORY_MIB: std::ops::RangeInclusive<i64> = 256..=32_768;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -59,7 +59,7 @@ struct ValidCluster {
     public_access_mode: PublicAccessMode,
 }
 
-fn in_range(
+pub(crate) fn in_range(
     errors: &mut Vec<FieldError>,
     field: &str,
     value: i64,

@@ -54,13 +54,7 @@ pub async fn delete(
         },
     )
     .await
-    .map_err(|err| match unique_violation(&err) {
-        Some("idx_cluster_jobs_active_cluster") => ApiError::Conflict {
-            code: "cluster_job_active",
-            detail: "another operation on this cluster is still pending or running; try again when it has finished".into(),
-        },
-        _ => err.into(),
-    })?;
+    .map_err(job_conflict)?;
     let operation = jobs::get_operation(&state.pool, enqueued.operation_id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
@@ -68,4 +62,15 @@ pub async fn delete(
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
     Ok(accepted(OperationAccepted { operation, cluster }))
+}
+
+/// 409 `cluster_job_active` when the cluster already has a pending or running job.
+pub(crate) fn job_conflict(err: sqlx::Error) -> ApiError {
+    match unique_violation(&err) {
+        Some("idx_cluster_jobs_active_cluster") => ApiError::Conflict {
+            code: "cluster_job_active",
+            detail: "another operation on this cluster is still pending or running; try again when it has finished".into(),
+        },
+        _ => err.into(),
+    }
 }

@@ -5,7 +5,9 @@
 mod create;
 mod delete;
 mod history;
+mod kubeconfig;
 mod read;
+mod update;
 
 use axum::{
     Router,
@@ -24,7 +26,7 @@ pub fn router() -> Router<AppState> {
         )
         .route(
             "/api/console/clusters/{cluster_id}",
-            get(read::get).delete(delete::delete),
+            get(read::get).patch(update::update).delete(delete::delete),
         )
         .route(
             "/api/console/clusters/{cluster_id}/operations",
@@ -34,11 +36,15 @@ pub fn router() -> Router<AppState> {
             "/api/console/clusters/{cluster_id}/jobs",
             get(history::jobs),
         )
+        .route(
+            "/api/console/clusters/{cluster_id}/kubeconfig",
+            get(kubeconfig::download),
+        )
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(create::create, read::list, read::get, delete::delete, history::operations, history::jobs),
+    paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, history::jobs, kubeconfig::download),
     components(schemas(shared::error::Problem, shared::error::FieldError)),
     tags((name = "clusters", description = "Cluster lifecycle"))
 )]

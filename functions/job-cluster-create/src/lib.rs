@@ -1,13 +1,16 @@
-//! `job-cluster-create`: builds a cluster's control plane on the host Kubernetes.
-//!
-//! The host cluster adapter (namespace, quota, the vCluster HelmChart, the public
-//! endpoint, readiness and kubeconfig) is not part of this build yet. Until it
-//! is, the job fails at once with a reason that says so: a cluster is never
-//! reported ready without a control plane behind it.
+//! `job-cluster-create`: builds a cluster's control plane on the host Kubernetes:
+//! namespace, quota and limits, the vCluster `HelmChart`, the public endpoint
+//! Service; then waits (the lease heartbeats meanwhile) until the control plane
+//! is ready and its kubeconfig Secret exists, and records the endpoint. Every
+//! step is a server-side apply: a rerun after a crash picks up where it was.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use shared::{
+    db::clusters::{self, Cluster},
     domain::JobType,
+    host::HostCluster,
     jobs::{Completed, JobContext, JobError, JobHandler},
 };
 
@@ -15,7 +18,15 @@ use shared::{
 pub const NO_HOST_ADAPTER: &str =
     "cannot create the control plane: no host cluster adapter is configured on this platform";
 
-pub struct CreateCluster;
+pub struct CreateCluster {
+    host: Option<Arc<HostCluster>>,
+}
+
+impl CreateCluster {
+    pub fn new(host: Option<Arc<HostCluster>>) -> Self {
+        Self { host }
+    }
+}
 
 #[async_trait]
 impl JobHandler for CreateCluster {
@@ -24,7 +35,50 @@ impl JobHandler for CreateCluster {
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
-        ctx.stage("connecting to the host cluster").await?;
-        Err(JobError::fatal(NO_HOST_ADAPTER))
+        let Some(host) = &self.host else {
+            ctx.stage("connecting to the host cluster").await?;
+            return Err(JobError::fatal(NO_HOST_ADAPTER));
+        };
+        let cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
+            .await?
+            .ok_or_else(|| JobError::fatal("the cluster was deleted before it was created"))?;
+        create(ctx, host, &cluster).await
     }
+}
+
+async fn create(
+    ctx: &JobContext,
+    host: &HostCluster,
+    cluster: &Cluster,
+) -> Result<Completed, JobError> {
+    ctx.stage("creating the namespace").await?;
+    host.ensure_namespace(cluster)
+        .await
+        .map_err(|e| e.at_step("creating the namespace"))?;
+    ctx.stage("applying the resource quota and limits").await?;
+    host.ensure_limits(cluster)
+        .await
+        .map_err(|e| e.at_step("applying the resource quota and limits"))?;
+    ctx.stage("installing the control plane").await?;
+    host.ensure_control_plane(cluster)
+        .await
+        .map_err(|e| e.at_step("installing the control plane"))?;
+    ctx.stage("exposing the control plane").await?;
+    host.ensure_public_endpoint(cluster)
+        .await
+        .map_err(|e| e.at_step("exposing the control plane"))?;
+
+    ctx.stage("waiting for the control plane to become ready")
+        .await?;
+    let endpoint = host
+        .await_control_plane(cluster, "installing the control plane")
+        .await?;
+
+    let url = host.endpoint_url(&endpoint);
+    let mut tx = ctx.pool.begin().await?;
+    clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;
+    let completed = ctx.complete(&mut tx).await?;
+    tx.commit().await?;
+    tracing::info!(api_endpoint = url, "control plane ready");
+    Ok(completed)
 }

@@ -1,4 +1,8 @@
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    queues::runtime::job_function(std::sync::Arc::new(job_cluster_create::CreateCluster)).await
+    let host = shared::host::from_env().await?;
+    queues::runtime::job_function(std::sync::Arc::new(job_cluster_create::CreateCluster::new(
+        host,
+    )))
+    .await
 }

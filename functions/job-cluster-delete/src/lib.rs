@@ -1,19 +1,29 @@
-//! `job-cluster-delete`: removes a cluster's host namespace and soft-deletes it.
-//!
-//! Like create, it needs the host cluster adapter, which is not part of this
-//! build yet: until it is, the job fails at once and says why, and the cluster
-//! row is kept (nothing is reported deleted that may still run somewhere).
+//! `job-cluster-delete`: deletes a cluster's host namespace (the control plane,
+//! its data and its endpoint go with it), waits until it is gone, then
+//! soft-deletes the cluster.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use shared::{
+    db::clusters,
     domain::JobType,
+    host::HostCluster,
     jobs::{Completed, JobContext, JobError, JobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
     "cannot delete the control plane: no host cluster adapter is configured on this platform";
 
-pub struct DeleteCluster;
+pub struct DeleteCluster {
+    host: Option<Arc<HostCluster>>,
+}
+
+impl DeleteCluster {
+    pub fn new(host: Option<Arc<HostCluster>>) -> Self {
+        Self { host }
+    }
+}
 
 #[async_trait]
 impl JobHandler for DeleteCluster {
@@ -22,7 +32,42 @@ impl JobHandler for DeleteCluster {
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
-        ctx.stage("connecting to the host cluster").await?;
-        Err(JobError::fatal(NO_HOST_ADAPTER))
+        let Some(host) = &self.host else {
+            ctx.stage("connecting to the host cluster").await?;
+            return Err(JobError::fatal(NO_HOST_ADAPTER));
+        };
+        let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
+            // Already deleted by an earlier attempt that lost its lease after committing.
+            let mut tx = ctx.pool.begin().await?;
+            let completed = ctx.complete(&mut tx).await?;
+            tx.commit().await?;
+            return Ok(completed);
+        };
+        ctx.stage("deleting the namespace").await?;
+        host.delete_namespace(&cluster)
+            .await
+            .map_err(|e| e.at_step("deleting the namespace"))?;
+        ctx.stage("waiting for the namespace to be gone").await?;
+        let settings = host.settings();
+        let deadline = tokio::time::Instant::now() + settings.ready_timeout;
+        while host
+            .namespace_exists(&cluster)
+            .await
+            .map_err(|e| e.at_step("checking the namespace"))?
+        {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(JobError::retryable(format!(
+                    "the namespace {} was still terminating after {} s",
+                    cluster.namespace,
+                    settings.ready_timeout.as_secs()
+                )));
+            }
+            tokio::time::sleep(settings.poll_interval).await;
+        }
+        let mut tx = ctx.pool.begin().await?;
+        clusters::mark_deleted(&mut tx, cluster.id).await?;
+        let completed = ctx.complete(&mut tx).await?;
+        tx.commit().await?;
+        Ok(completed)
     }
 }

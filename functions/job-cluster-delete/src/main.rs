@@ -1,4 +1,8 @@
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    queues::runtime::job_function(std::sync::Arc::new(job_cluster_delete::DeleteCluster)).await
+    let host = shared::host::from_env().await?;
+    queues::runtime::job_function(std::sync::Arc::new(job_cluster_delete::DeleteCluster::new(
+        host,
+    )))
+    .await
 }

@@ -17,11 +17,12 @@ use axum::{Router, routing::get};
 use queues::{AmqpPublisher, Consumer, Topology, inprocess, runtime::identity};
 use secrecy::SecretString;
 use shared::{
-    config::{AuthMode, Settings},
+    config::{AuthMode, ProcessEnv, Settings},
     db,
+    host::{HostCluster, HostSettings},
     http::{AppState, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
-    runtime::{serve_http, shutdown_signal},
+    runtime::serve_http,
     telemetry,
 };
 use tokio::sync::watch;
@@ -39,12 +40,32 @@ pub fn routes() -> Router<AppState> {
     api_clusters::router().route("/api/openapi.json", get(|| async { axum::Json(openapi()) }))
 }
 
-/// Every job handler.
-pub fn handlers() -> Vec<Arc<dyn JobHandler>> {
+/// Every job handler, acting on `host`.
+pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {
     vec![
-        Arc::new(job_cluster_create::CreateCluster),
-        Arc::new(job_cluster_delete::DeleteCluster),
+        Arc::new(job_cluster_create::CreateCluster::new(host.clone())),
+        Arc::new(job_cluster_update::UpdateCluster::new(host.clone())),
+        Arc::new(job_cluster_delete::DeleteCluster::new(host)),
     ]
+}
+
+/// The host cluster: the one `KUBEBYON_HOST_KUBECONFIG` names, or else a
+/// Kubernetes API simulator started in this process playing a k3s host (a demo
+/// and test tool: its control planes are simulated, not real).
+pub async fn host() -> anyhow::Result<(Arc<HostCluster>, Option<Arc<kube_sim::Simulator>>)> {
+    if let Some(host) = shared::host::from_env().await? {
+        return Ok((host, None));
+    }
+    let simulator = kube_sim::Simulator::start(kube_sim::Options::host()).await?;
+    tracing::warn!(url = %simulator.url(), "KUBEBYON_HOST_KUBECONFIG not set: using the Kubernetes API simulator as the host cluster");
+    let mut settings = HostSettings::from_source(&ProcessEnv)?;
+    settings.endpoint_scheme = "http".into();
+    settings.node_address = "127.0.0.1".into();
+    settings.poll_interval = settings
+        .poll_interval
+        .min(std::time::Duration::from_millis(200));
+    let host = HostCluster::from_url(&simulator.url(), settings)?;
+    Ok((Arc::new(host), Some(simulator)))
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
@@ -104,11 +125,12 @@ async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sql
 async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result<()> {
     let pool = migrate(&database_url, settings.database_max_connections).await?;
     let settings = Arc::new(settings);
+    let (host, _simulator) = host().await?;
     let worker = Worker::new(
         pool.clone(),
         settings.jobs.clone(),
         settings.worker_id.clone(),
-        handlers(),
+        handlers(Some(host.clone())),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
@@ -161,15 +183,11 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
         pool,
         publisher,
         settings: settings.clone(),
+        host: Some(host),
     };
     let served = serve_http(with_common_layers(routes(), state), settings.port).await;
     let _ = stop_tx.send(true);
     background.join_all().await;
     tracing::info!("stopped");
     served
-}
-
-/// Re-exported for the all-in-one runner's callers that stop it themselves.
-pub async fn wait_for_shutdown() {
-    shutdown_signal().await
 }

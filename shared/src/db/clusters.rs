@@ -164,3 +164,99 @@ pub async fn mark_deleting(tx: &mut PgConnection, cluster_id: Uuid) -> Result<()
     .await?;
     Ok(())
 }
+
+/// A live cluster by id, for the jobs that act on it.
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+) -> Result<Option<Cluster>, sqlx::Error> {
+    sqlx::query_as!(
+        Cluster,
+        r#"SELECT id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+               public_access_enabled, public_access_mode, public_access_port,
+               managed_workload_ingress_enabled, managed_workload_ingress_status,
+               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               connection_status, kubeconfig_available, kubeconfig_available_at,
+               last_observed_at, last_error_message, created_at, updated_at
+           FROM clusters WHERE id = $1 AND deleted_at IS NULL"#,
+        cluster_id,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// The control plane answers on its public endpoint: the cluster is ready.
+pub async fn mark_ready(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    api_endpoint: &str,
+    host: &str,
+    port: i32,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE clusters
+         SET status = 'ready', api_endpoint = $2, control_plane_host = $3, public_access_port = $4,
+             kubeconfig_available = true, kubeconfig_available_at = coalesce(kubeconfig_available_at, now()),
+             connection_status = 'connected', last_observed_at = now(), last_error_message = NULL
+         WHERE id = $1 AND deleted_at IS NULL",
+        cluster_id,
+        api_endpoint,
+        host,
+        port,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// The host namespace is gone: the cluster is deleted (soft).
+pub async fn mark_deleted(tx: &mut PgConnection, cluster_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE clusters
+         SET status = 'deleted', deleted_at = now(), kubeconfig_available = false,
+             kubeconfig_available_at = NULL, connection_status = 'unknown'
+         WHERE id = $1 AND deleted_at IS NULL",
+        cluster_id,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// The changeable part of a cluster, as an update request leaves it.
+#[derive(Debug)]
+pub struct ClusterChanges<'a> {
+    pub workload_cpu_limit_milli_cores: i32,
+    pub workload_memory_limit_mib: i32,
+    pub control_plane_cpu_request_milli_cores: i32,
+    pub control_plane_memory_request_mib: i32,
+    pub public_access_mode: &'a str,
+    pub managed_workload_ingress_enabled: bool,
+}
+
+/// Writes the new target snapshot and moves the cluster to `updating`.
+pub async fn apply_changes(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    changes: &ClusterChanges<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE clusters
+         SET workload_cpu_limit_milli_cores = $2, workload_memory_limit_mib = $3,
+             control_plane_cpu_request_milli_cores = $4, control_plane_memory_request_mib = $5,
+             public_access_mode = $6, managed_workload_ingress_enabled = $7, status = 'updating'
+         WHERE id = $1 AND deleted_at IS NULL",
+        cluster_id,
+        changes.workload_cpu_limit_milli_cores,
+        changes.workload_memory_limit_mib,
+        changes.control_plane_cpu_request_milli_cores,
+        changes.control_plane_memory_request_mib,
+        changes.public_access_mode,
+        changes.managed_workload_ingress_enabled,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}

@@ -141,13 +141,14 @@ impl Worker {
             pool: self.pool.clone(),
             job: job.clone(),
         };
-        let heartbeat = tokio::spawn(heartbeat(
+        // Stops with the attempt, however it ends (even when its task is aborted).
+        let heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
             self.pool.clone(),
             job.clone(),
             self.settings.lease,
-        ));
+        )));
         let result = handler.handle(&ctx).await;
-        heartbeat.abort();
+        drop(heartbeat);
         let outcome = match result {
             Ok(Completed(())) => Processed::Succeeded,
             Err(JobError::LeaseLost) => Processed::LeaseLost,
@@ -186,6 +187,14 @@ impl Worker {
         } else {
             Ok(Processed::LeaseLost)
         }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -1,0 +1,143 @@
+use axum::{extract::State, response::Response};
+use serde::Deserialize;
+use shared::{
+    db::{
+        clusters::{self, ClusterChanges},
+        jobs::{self, NewJob},
+    },
+    domain::{JobType, PublicAccessMode},
+    error::ApiError,
+    extract::{AppJson, AppPath},
+    http::{AppState, Caller, accepted},
+    jobs::enqueue_and_publish_after_commit,
+};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::create::{
+    CONTROL_PLANE_CPU_MILLI, CONTROL_PLANE_MEMORY_MIB, OperationAccepted, WORKLOAD_CPU_MILLI,
+    WORKLOAD_MEMORY_MIB, in_range,
+};
+
+/// Fields to change; absent fields keep their value.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateClusterRequest {
+    pub workload_cpu_limit_milli_cores: Option<i64>,
+    pub workload_memory_limit_mib: Option<i64>,
+    pub control_plane_cpu_request_milli_cores: Option<i64>,
+    pub control_plane_memory_request_mib: Option<i64>,
+    /// Changing it moves the public endpoint: download the kubeconfig again afterwards.
+    pub public_access_mode: Option<PublicAccessMode>,
+    pub managed_workload_ingress_enabled: Option<bool>,
+}
+
+/// Update a cluster
+///
+/// Writes the new snapshot, moves the cluster to `updating` and enqueues the
+/// `cluster_update` job, in one transaction. Only a `ready` cluster can be
+/// updated, and only one job may be active per cluster.
+#[utoipa::path(
+    patch,
+    path = "/api/console/clusters/{cluster_id}",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path)),
+    request_body = UpdateClusterRequest,
+    responses(
+        (status = 202, body = OperationAccepted),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not ready (`cluster_not_ready`) or another operation is active (`cluster_job_active`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppJson(request): AppJson<UpdateClusterRequest>,
+) -> Result<Response, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    let cluster = clusters::get_owned(&mut *tx, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    let mut errors = Vec::new();
+    let mut pick = |field: &str, value: Option<i64>, current: i32, range| match value {
+        Some(v) => in_range(&mut errors, field, v, range),
+        None => current,
+    };
+    let changes = ClusterChanges {
+        workload_cpu_limit_milli_cores: pick(
+            "workload_cpu_limit_milli_cores",
+            request.workload_cpu_limit_milli_cores,
+            cluster.workload_cpu_limit_milli_cores,
+            WORKLOAD_CPU_MILLI,
+        ),
+        workload_memory_limit_mib: pick(
+            "workload_memory_limit_mib",
+            request.workload_memory_limit_mib,
+            cluster.workload_memory_limit_mib,
+            WORKLOAD_MEMORY_MIB,
+        ),
+        control_plane_cpu_request_milli_cores: pick(
+            "control_plane_cpu_request_milli_cores",
+            request.control_plane_cpu_request_milli_cores,
+            cluster.control_plane_cpu_request_milli_cores,
+            CONTROL_PLANE_CPU_MILLI,
+        ),
+        control_plane_memory_request_mib: pick(
+            "control_plane_memory_request_mib",
+            request.control_plane_memory_request_mib,
+            cluster.control_plane_memory_request_mib,
+            CONTROL_PLANE_MEMORY_MIB,
+        ),
+        public_access_mode: request
+            .public_access_mode
+            .map(PublicAccessMode::as_str)
+            .unwrap_or(&cluster.public_access_mode),
+        managed_workload_ingress_enabled: request
+            .managed_workload_ingress_enabled
+            .unwrap_or(cluster.managed_workload_ingress_enabled),
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    if cluster.status != "ready" {
+        return Err(ApiError::Conflict {
+            code: "cluster_not_ready",
+            detail: format!(
+                "the cluster is {}; only a ready cluster can be updated",
+                cluster.status
+            ),
+        });
+    }
+    clusters::apply_changes(&mut tx, cluster.id, &changes).await?;
+    let payload = serde_json::json!({
+        "public_access_mode": changes.public_access_mode,
+        "workload_cpu_limit_milli_cores": changes.workload_cpu_limit_milli_cores,
+        "workload_memory_limit_mib": changes.workload_memory_limit_mib,
+        "control_plane_cpu_request_milli_cores": changes.control_plane_cpu_request_milli_cores,
+        "control_plane_memory_request_mib": changes.control_plane_memory_request_mib,
+        "managed_workload_ingress_enabled": changes.managed_workload_ingress_enabled,
+    });
+    let enqueued = enqueue_and_publish_after_commit(
+        &state.pool,
+        state.publisher.as_ref(),
+        tx,
+        NewJob {
+            cluster_id: cluster.id,
+            job_type: JobType::ClusterUpdate,
+            requested_by: Some(caller.user_id),
+            payload: &payload,
+            max_attempts: state.settings.jobs.max_attempts,
+        },
+    )
+    .await
+    .map_err(crate::delete::job_conflict)?;
+    let operation = jobs::get_operation(&state.pool, enqueued.operation_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
+    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster.id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    Ok(accepted(OperationAccepted { operation, cluster }))
+}

@@ -1,0 +1,71 @@
+//! `job-cluster-update`: converges the host to the cluster's updated snapshot:
+//! quota and limits, the control plane's values, and the public endpoint
+//! Service (a change of public access mode changes its type, and so the
+//! endpoint, the kubeconfig server and the join command). The managed ingress
+//! switch is recorded on the cluster; installing the ingress controller is the
+//! ingress capability's job.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use shared::{
+    db::clusters,
+    domain::JobType,
+    host::HostCluster,
+    jobs::{Completed, JobContext, JobError, JobHandler},
+};
+
+pub const NO_HOST_ADAPTER: &str =
+    "cannot update the control plane: no host cluster adapter is configured on this platform";
+
+pub struct UpdateCluster {
+    host: Option<Arc<HostCluster>>,
+}
+
+impl UpdateCluster {
+    pub fn new(host: Option<Arc<HostCluster>>) -> Self {
+        Self { host }
+    }
+}
+
+#[async_trait]
+impl JobHandler for UpdateCluster {
+    fn job_type(&self) -> JobType {
+        JobType::ClusterUpdate
+    }
+
+    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+        let Some(host) = &self.host else {
+            ctx.stage("connecting to the host cluster").await?;
+            return Err(JobError::fatal(NO_HOST_ADAPTER));
+        };
+        let cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
+            .await?
+            .ok_or_else(|| JobError::fatal("the cluster was deleted before it could be updated"))?;
+        ctx.stage("applying the resource quota and limits").await?;
+        host.ensure_limits(&cluster)
+            .await
+            .map_err(|e| e.at_step("applying the resource quota and limits"))?;
+        ctx.stage("updating the control plane").await?;
+        host.ensure_control_plane(&cluster)
+            .await
+            .map_err(|e| e.at_step("updating the control plane"))?;
+        ctx.stage("updating the public endpoint").await?;
+        host.ensure_public_endpoint(&cluster)
+            .await
+            .map_err(|e| e.at_step("updating the public endpoint"))?;
+
+        ctx.stage("waiting for the control plane and its endpoint")
+            .await?;
+        let endpoint = host
+            .await_control_plane(&cluster, "updating the control plane")
+            .await?;
+        let url = host.endpoint_url(&endpoint);
+        let mut tx = ctx.pool.begin().await?;
+        clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;
+        let completed = ctx.complete(&mut tx).await?;
+        tx.commit().await?;
+        tracing::info!(api_endpoint = url, "cluster updated");
+        Ok(completed)
+    }
+}

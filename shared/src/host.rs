@@ -1,0 +1,532 @@
+//! The host Kubernetes: where each cluster's namespace, quota, vCluster control
+//! plane (a k3s `HelmChart`) and public endpoint live. Every write is a
+//! server-side apply with one field manager, so every step is safe to rerun.
+
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+
+use k8s_openapi::{
+    api::{
+        apps::v1::StatefulSet,
+        core::v1::{LimitRange, Namespace, ResourceQuota, Secret, Service},
+    },
+    serde_json::{Value, json},
+};
+use kube::{
+    Api, Client, Config,
+    api::{DeleteParams, DynamicObject, Patch, PatchParams},
+    config::{KubeConfigOptions, Kubeconfig},
+    core::{ApiResource, GroupVersionKind},
+};
+
+use crate::{
+    config::{ConfigError, Source},
+    db::clusters::Cluster,
+};
+
+/// The field manager of every object the platform applies.
+pub const FIELD_MANAGER: &str = "kubebyon";
+
+/// Settings of the host cluster adapter.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// `KUBEBYON_HOST_KUBECONFIG`: a kubeconfig file for the host cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// `KUBEBYON_CONTROL_PLANE_STORAGE_CLASS` (default `longhorn`).
+    pub storage_class: String,
+    /// `KUBEBYON_VCLUSTER_CHART_REPO` (default `https://charts.loft.sh`).
+    pub chart_repo: String,
+    /// `KUBEBYON_VCLUSTER_CHART_VERSION` (default `0.29.1`).
+    pub chart_version: String,
+    /// `KUBEBYON_HOST_NODE_ADDRESS`: the address nodes reach NodePort endpoints on.
+    pub node_address: String,
+    /// `KUBEBYON_HOST_ENDPOINT_SCHEME` (default `https`).
+    pub endpoint_scheme: String,
+    /// `KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS` (default 15 minutes).
+    pub ready_timeout: Duration,
+    /// `KUBEBYON_HOST_POLL_MS` (default 2000): how often waits look again.
+    pub poll_interval: Duration,
+}
+
+impl HostSettings {
+    pub fn from_source(source: &dyn Source) -> Result<Self, ConfigError> {
+        let millis = |name: &'static str, default: u64| -> Result<Duration, ConfigError> {
+            match source.get(name) {
+                None => Ok(Duration::from_millis(default)),
+                Some(raw) => raw
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|v| *v > 0)
+                    .map(Duration::from_millis)
+                    .ok_or(ConfigError::Invalid {
+                        name,
+                        reason: "must be a positive number of milliseconds".into(),
+                    }),
+            }
+        };
+        let scheme = source
+            .get("KUBEBYON_HOST_ENDPOINT_SCHEME")
+            .unwrap_or_else(|| "https".into());
+        if !matches!(scheme.as_str(), "https" | "http") {
+            return Err(ConfigError::Invalid {
+                name: "KUBEBYON_HOST_ENDPOINT_SCHEME",
+                reason: "expected https or http".into(),
+            });
+        }
+        Ok(Self {
+            kubeconfig: source.get("KUBEBYON_HOST_KUBECONFIG").map(PathBuf::from),
+            storage_class: source
+                .get("KUBEBYON_CONTROL_PLANE_STORAGE_CLASS")
+                .unwrap_or_else(|| "longhorn".into()),
+            chart_repo: source
+                .get("KUBEBYON_VCLUSTER_CHART_REPO")
+                .unwrap_or_else(|| "https://charts.loft.sh".into()),
+            chart_version: source
+                .get("KUBEBYON_VCLUSTER_CHART_VERSION")
+                .unwrap_or_else(|| "0.29.1".into()),
+            node_address: source
+                .get("KUBEBYON_HOST_NODE_ADDRESS")
+                .unwrap_or_else(|| "127.0.0.1".into()),
+            endpoint_scheme: scheme,
+            ready_timeout: millis("KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS", 15 * 60 * 1000)?,
+            poll_interval: millis("KUBEBYON_HOST_POLL_MS", 2000)?,
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("cannot read the host kubeconfig: {0}")]
+    Kubeconfig(String),
+    /// The host API answered with an error.
+    #[error("{message} ({code})")]
+    Api { code: u16, message: String },
+    /// The host API could not be reached or answered garbage.
+    #[error("{0}")]
+    Transport(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl HostError {
+    /// Worth another attempt: the API is down, busy, or lost a race.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Api { code, .. } => *code >= 500 || *code == 429 || *code == 409,
+            Self::Transport(_) => true,
+            Self::Kubeconfig(_) | Self::Invalid(_) => false,
+        }
+    }
+
+    /// The job error for a failure at `step`, in words for the user:
+    /// retryable when transient, fatal otherwise.
+    pub fn at_step(self, step: &str) -> crate::jobs::JobError {
+        if self.is_transient() {
+            crate::jobs::JobError::retryable(format!("{step}: {self}"))
+        } else {
+            crate::jobs::JobError::fatal(format!("{step} failed: {self}"))
+        }
+    }
+
+    fn is_not_found(&self) -> bool {
+        matches!(self, Self::Api { code: 404, .. })
+    }
+}
+
+impl From<kube::Error> for HostError {
+    fn from(err: kube::Error) -> Self {
+        match err {
+            kube::Error::Api(status) => Self::Api {
+                code: status.code,
+                message: status.message,
+            },
+            other => Self::Transport(other.to_string()),
+        }
+    }
+}
+
+/// Where a cluster's control plane is in its installation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlPlaneState {
+    Installing,
+    Failed(String),
+    Ready,
+}
+
+fn helm_chart() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("helm.cattle.io", "v1", "HelmChart"),
+        "helmcharts",
+    )
+}
+
+/// The Kubernetes patch release each supported minor runs.
+pub fn kubernetes_image_tag(minor: &str) -> String {
+    let patch = match minor {
+        "1.31" => "13",
+        "1.32" => "9",
+        "1.33" => "5",
+        _ => "1",
+    };
+    format!("v{minor}.{patch}")
+}
+
+/// The public endpoint Service of a cluster.
+pub fn public_service_name(cluster: &Cluster) -> String {
+    format!("{}-public", cluster.vcluster_name)
+}
+
+/// Labels every object of a cluster carries.
+fn labels(cluster: &Cluster) -> Value {
+    json!({
+        "app.kubernetes.io/managed-by": "kubebyon",
+        "kubebyon.dev/cluster-id": cluster.id.to_string(),
+        "kubebyon.dev/owner": cluster.owner_user_id.to_string(),
+    })
+}
+
+/// The vCluster chart values (vcluster.yaml) for a cluster.
+pub fn vcluster_values(cluster: &Cluster, settings: &HostSettings) -> Value {
+    json!({
+        "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},
+        "controlPlane": {
+            "distro": {"k8s": {"image": {"tag": kubernetes_image_tag(&cluster.kubernetes_version)}}},
+            "statefulSet": {
+                "persistence": {"volumeClaim": {
+                    "enabled": true, "size": "5Gi", "storageClass": settings.storage_class,
+                    "accessModes": ["ReadWriteOnce"]}},
+                "resources": {"requests": {
+                    "cpu": format!("{}m", cluster.control_plane_cpu_request_milli_cores),
+                    "memory": format!("{}Mi", cluster.control_plane_memory_request_mib)}},
+            },
+            "service": {"spec": {"type": "ClusterIP"}},
+        },
+        "networking": {"podCIDR": "10.64.0.0/16", "serviceCIDR": "10.128.0.0/16"},
+        "policies": {"resourceQuota": {"enabled": false}, "limitRange": {"enabled": false}},
+    })
+}
+
+pub struct HostCluster {
+    client: Client,
+    settings: HostSettings,
+}
+
+impl HostCluster {
+    /// Connects with the kubeconfig file in the settings.
+    pub async fn from_kubeconfig_file(settings: HostSettings) -> Result<Self, HostError> {
+        let path = settings
+            .kubeconfig
+            .clone()
+            .ok_or_else(|| HostError::Kubeconfig("KUBEBYON_HOST_KUBECONFIG is not set".into()))?;
+        let kubeconfig =
+            Kubeconfig::read_from(&path).map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        Self::with_config(config, settings)
+    }
+
+    /// Connects to an API server URL without credentials (a local simulator).
+    pub fn from_url(url: &str, settings: HostSettings) -> Result<Self, HostError> {
+        let uri = url
+            .parse()
+            .map_err(|e| HostError::Kubeconfig(format!("{url}: {e}")))?;
+        Self::with_config(Config::new(uri), settings)
+    }
+
+    fn with_config(mut config: Config, settings: HostSettings) -> Result<Self, HostError> {
+        // The job backbone retries with backoff and keeps the lease meanwhile; the
+        // client's own retry layer would hold a job for minutes on a 503.
+        config.default_retry = false;
+        let client = Client::try_from(config).map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        Ok(Self { client, settings })
+    }
+
+    pub fn settings(&self) -> &HostSettings {
+        &self.settings
+    }
+
+    fn apply_params() -> PatchParams {
+        PatchParams::apply(FIELD_MANAGER).force()
+    }
+
+    pub async fn ensure_namespace(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let object = json!({"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": cluster.namespace, "labels": labels(cluster)}});
+        api.patch(
+            &cluster.namespace,
+            &Self::apply_params(),
+            &Patch::Apply(object),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Bounds what the control plane may take from the host. With private nodes
+    /// the tenant's workloads run on the tenant's machines, not here.
+    pub async fn ensure_limits(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let ns = &cluster.namespace;
+        let quotas: Api<ResourceQuota> = Api::namespaced(self.client.clone(), ns);
+        let cpu = cluster.control_plane_cpu_request_milli_cores * 2;
+        let memory = cluster.control_plane_memory_request_mib * 2;
+        let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "kubebyon-control-plane", "namespace": ns, "labels": labels(cluster)},
+            "spec": {"hard": {
+                "requests.cpu": format!("{cpu}m"), "requests.memory": format!("{memory}Mi"),
+                "limits.cpu": format!("{}m", cpu * 2), "limits.memory": format!("{}Mi", memory * 2),
+                "pods": "10", "persistentvolumeclaims": "2",
+                "services.loadbalancers": "1", "services.nodeports": "2"}}});
+        quotas
+            .patch(
+                "kubebyon-control-plane",
+                &Self::apply_params(),
+                &Patch::Apply(quota),
+            )
+            .await?;
+        let ranges: Api<LimitRange> = Api::namespaced(self.client.clone(), ns);
+        let range = json!({"apiVersion": "v1", "kind": "LimitRange",
+            "metadata": {"name": "kubebyon-defaults", "namespace": ns, "labels": labels(cluster)},
+            "spec": {"limits": [{"type": "Container",
+                "defaultRequest": {"cpu": "50m", "memory": "64Mi"},
+                "default": {"cpu": "500m", "memory": "512Mi"}}]}});
+        ranges
+            .patch(
+                "kubebyon-defaults",
+                &Self::apply_params(),
+                &Patch::Apply(range),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's namespace.
+    pub async fn ensure_control_plane(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+        let values = vcluster_values(cluster, &self.settings);
+        let chart = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+        "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
+        "spec": {
+            "repo": self.settings.chart_repo, "chart": "vcluster", "version": self.settings.chart_version,
+            "targetNamespace": cluster.namespace,
+            // JSON is YAML: the helm controller reads it as vcluster.yaml.
+            "valuesContent": values.to_string(),
+        }});
+        api.patch(
+            &cluster.vcluster_name,
+            &Self::apply_params(),
+            &Patch::Apply(chart),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The Service nodes dial: NodePort or LoadBalancer, by the cluster's mode.
+    pub async fn ensure_public_endpoint(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let service_type = match cluster.public_access_mode.as_str() {
+            "nodeport" => "NodePort",
+            "loadbalancer" => "LoadBalancer",
+            other => {
+                return Err(HostError::Invalid(format!(
+                    "unknown public access mode {other:?}"
+                )));
+            }
+        };
+        let name = public_service_name(cluster);
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
+            "spec": {"type": service_type,
+                     "selector": {"app": "vcluster", "release": cluster.vcluster_name},
+                     "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}});
+        api.patch(&name, &Self::apply_params(), &Patch::Apply(service))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn control_plane_state(
+        &self,
+        cluster: &Cluster,
+    ) -> Result<ControlPlaneState, HostError> {
+        let charts: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+        let chart = charts.get(&cluster.vcluster_name).await?;
+        let failed = chart
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Failed" && c["status"] == "True");
+        if let Some(condition) = failed {
+            let message = condition["message"]
+                .as_str()
+                .unwrap_or("the chart install job failed");
+            return Ok(ControlPlaneState::Failed(message.to_string()));
+        }
+        let statefulsets: Api<StatefulSet> =
+            Api::namespaced(self.client.clone(), &cluster.namespace);
+        let ready = match statefulsets.get_opt(&cluster.vcluster_name).await? {
+            Some(set) => set.status.and_then(|s| s.ready_replicas).unwrap_or(0) >= 1,
+            None => false,
+        };
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let secret = secrets
+            .get_opt(&format!("vc-{}", cluster.vcluster_name))
+            .await?;
+        Ok(if ready && secret.is_some() {
+            ControlPlaneState::Ready
+        } else {
+            ControlPlaneState::Installing
+        })
+    }
+
+    /// The endpoint nodes and users reach the control plane on, once allocated.
+    pub async fn public_endpoint(&self, cluster: &Cluster) -> Result<Option<Endpoint>, HostError> {
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let Some(service) = api.get_opt(&public_service_name(cluster)).await? else {
+            return Ok(None);
+        };
+        let spec = service.spec.unwrap_or_default();
+        let port = spec.ports.unwrap_or_default().into_iter().next();
+        let endpoint = match spec.type_.as_deref() {
+            Some("NodePort") => port.and_then(|p| p.node_port).map(|node_port| Endpoint {
+                host: self.settings.node_address.clone(),
+                port: node_port,
+            }),
+            Some("LoadBalancer") => service
+                .status
+                .and_then(|s| s.load_balancer)
+                .and_then(|lb| lb.ingress)
+                .and_then(|ingress| ingress.into_iter().next())
+                .and_then(|ingress| {
+                    let host = ingress.hostname.or(ingress.ip)?;
+                    let port = ingress
+                        .ports
+                        .and_then(|ports| ports.first().map(|p| p.port))
+                        .or(port.map(|p| p.port))?;
+                    Some(Endpoint { host, port })
+                }),
+            _ => None,
+        };
+        Ok(endpoint)
+    }
+
+    /// Waits, polling, until the control plane is ready and its public endpoint
+    /// allocated. A failed chart install is fatal ("`action` failed: …"); running
+    /// out of `ready_timeout` is retryable. The caller's lease heartbeats meanwhile.
+    pub async fn await_control_plane(
+        &self,
+        cluster: &Cluster,
+        action: &str,
+    ) -> Result<Endpoint, crate::jobs::JobError> {
+        use crate::jobs::JobError;
+        let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
+        loop {
+            let state = self
+                .control_plane_state(cluster)
+                .await
+                .map_err(|e| e.at_step("checking the control plane"))?;
+            match state {
+                ControlPlaneState::Failed(message) => {
+                    return Err(JobError::fatal(format!("{action} failed: {message}")));
+                }
+                ControlPlaneState::Ready => {
+                    let endpoint = self
+                        .public_endpoint(cluster)
+                        .await
+                        .map_err(|e| e.at_step("reading the public endpoint"))?;
+                    if let Some(endpoint) = endpoint {
+                        return Ok(endpoint);
+                    }
+                }
+                ControlPlaneState::Installing => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(JobError::retryable(format!(
+                    "the control plane was not ready within {} s",
+                    self.settings.ready_timeout.as_secs()
+                )));
+            }
+            tokio::time::sleep(self.settings.poll_interval).await;
+        }
+    }
+
+    pub fn endpoint_url(&self, endpoint: &Endpoint) -> String {
+        format!(
+            "{}://{}:{}",
+            self.settings.endpoint_scheme, endpoint.host, endpoint.port
+        )
+    }
+
+    /// The admin kubeconfig vCluster wrote, with its server rewritten to the public
+    /// endpoint. Returned as JSON, which every kubeconfig reader accepts as YAML.
+    pub async fn kubeconfig(
+        &self,
+        cluster: &Cluster,
+        server: &str,
+    ) -> Result<Option<String>, HostError> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let Some(secret) = secrets
+            .get_opt(&format!("vc-{}", cluster.vcluster_name))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let data: BTreeMap<_, _> = secret.data.unwrap_or_default();
+        let raw = data.get("config").ok_or_else(|| {
+            HostError::Invalid("the kubeconfig Secret has no `config` key".into())
+        })?;
+        let text = std::str::from_utf8(&raw.0)
+            .map_err(|e| HostError::Invalid(format!("the kubeconfig is not UTF-8: {e}")))?;
+        let mut kubeconfig = Kubeconfig::from_yaml(text)
+            .map_err(|e| HostError::Invalid(format!("the kubeconfig does not parse: {e}")))?;
+        for named in &mut kubeconfig.clusters {
+            if let Some(cluster) = named.cluster.as_mut() {
+                cluster.server = Some(server.to_string());
+            }
+        }
+        serde_json::to_string_pretty(&kubeconfig)
+            .map(Some)
+            .map_err(|e| HostError::Invalid(e.to_string()))
+    }
+
+    /// Starts deleting the cluster's namespace; everything in it goes with it.
+    pub async fn delete_namespace(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        match api
+            .delete(&cluster.namespace, &DeleteParams::foreground())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(err) => {
+                let err = HostError::from(err);
+                if err.is_not_found() { Ok(()) } else { Err(err) }
+            }
+        }
+    }
+
+    pub async fn namespace_exists(&self, cluster: &Cluster) -> Result<bool, HostError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        Ok(api.get_opt(&cluster.namespace).await?.is_some())
+    }
+}
+
+/// A host and port the control plane is reachable on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: i32,
+}
+
+/// The host adapter configured by `KUBEBYON_HOST_KUBECONFIG`, or `None` when
+/// no host cluster is configured (cluster jobs then fail and say so).
+pub async fn from_env() -> anyhow::Result<Option<std::sync::Arc<HostCluster>>> {
+    let settings = HostSettings::from_source(&crate::config::ProcessEnv)?;
+    if settings.kubeconfig.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(std::sync::Arc::new(
+        HostCluster::from_kubeconfig_file(settings).await?,
+    )))
+}
