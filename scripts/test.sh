@@ -22,6 +22,8 @@ port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 command -v cargo >/dev/null || die "cargo is missing: install Rust with rustup (https://rustup.rs), then try again"
 command -v cc >/dev/null || apt_install gcc libc6-dev
 command -v mold >/dev/null || apt_install mold
+# An independent client the simulator's faithfulness test drives.
+command -v kubectl >/dev/null || apt_install kubernetes-client
 
 export AMQP_URL="${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
 

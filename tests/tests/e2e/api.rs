@@ -34,7 +34,7 @@ impl Api {
             db.pool.clone(),
             JobSettings::default(),
             "api-test",
-            local::handlers(),
+            local::handlers(None),
         );
         let (dispatcher, runner) = inprocess::channel(worker, 1);
         let settings = Settings::from_source(&std::collections::HashMap::new()).unwrap();
@@ -43,6 +43,7 @@ impl Api {
             publisher: Arc::new(dispatcher),
             settings: Arc::new(settings),
             identity: Identity::Development(user),
+            host: None,
         };
         Self { db, runner, state }
     }

@@ -26,7 +26,7 @@ fn spawn_function(name: &str, api: &RuntimeApi, env: &[(&str, &str)]) -> Child {
         .envs(api.env(name))
         .envs(env.iter().copied())
         .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
+        .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);
     command.spawn().expect("function starts")

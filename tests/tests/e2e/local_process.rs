@@ -19,7 +19,7 @@ impl Local {
             .env("SWEEP_INTERVAL_MS", "200")
             .env_remove("AMQP_URL")
             .envs(env.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
@@ -63,7 +63,9 @@ impl Local {
     }
 }
 
-async fn create_and_watch_it_fail_honestly(local: &Local) {
+/// With no host kubeconfig, `local` runs the simulator as its host: a create
+/// goes from `provisioning` to `ready` with a kubeconfig.
+async fn create_and_watch_it_become_ready(local: &Local) {
     assert_eq!(
         local
             .http
@@ -89,27 +91,54 @@ async fn create_and_watch_it_fail_honestly(local: &Local) {
     let accepted: serde_json::Value = response.json().await.unwrap();
     let id = accepted["cluster"]["id"].as_str().unwrap().to_string();
 
+    assert_eq!(accepted["cluster"]["status"], "provisioning");
     let cluster = eventually(30, "the create job to finish", || {
         let path = format!("/api/console/clusters/{id}");
         async move {
             let cluster = local.get(&path).await;
-            (cluster["status"] == "failed").then_some(cluster)
+            (cluster["status"] != "provisioning").then_some(cluster)
         }
     })
     .await;
-    assert_eq!(
-        cluster["last_error_message"],
-        job_cluster_create::NO_HOST_ADAPTER
-    );
-    assert_eq!(cluster["kubeconfig_available"], false);
+    assert_eq!(cluster["status"], "ready", "{cluster}");
+    assert_eq!(cluster["kubeconfig_available"], true);
     let jobs = local.get(&format!("/api/console/clusters/{id}/jobs")).await;
-    assert_eq!(jobs[0]["status"], "failed");
-    assert_eq!(jobs[0]["attempt_count"], 1, "a fatal error is not retried");
+    assert_eq!(jobs[0]["status"], "succeeded");
     let operations = local
         .get(&format!("/api/console/clusters/{id}/operations"))
         .await;
-    assert_eq!(operations[0]["status"], "failed");
-    assert_eq!(operations[0]["stage"], "connecting to the host cluster");
+    assert_eq!(operations[0]["stage"], "done");
+
+    let response = local
+        .http
+        .get(format!(
+            "{}/api/console/clusters/{id}/kubeconfig",
+            local.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let kubeconfig: serde_json::Value = response.json().await.unwrap();
+    let server = kubeconfig["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap();
+    assert_eq!(server, cluster["api_endpoint"].as_str().unwrap());
+    let token = kubeconfig["users"][0]["user"]["token"].as_str().unwrap();
+    let namespaces: serde_json::Value = local
+        .http
+        .get(format!("{server}/api/v1/namespaces"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        namespaces["kind"], "NamespaceList",
+        "the kubeconfig reaches the vCluster API"
+    );
 
     let openapi = local.get("/api/openapi.json").await;
     assert!(openapi["paths"]["/api/console/clusters"].is_object());
@@ -119,7 +148,7 @@ async fn create_and_watch_it_fail_honestly(local: &Local) {
 async fn local_runs_the_platform_with_in_process_jobs() {
     let db = TestDb::new().await;
     let local = Local::start(&[("DATABASE_URL", &db.url)]).await;
-    create_and_watch_it_fail_honestly(&local).await;
+    create_and_watch_it_become_ready(&local).await;
     local.stop().await;
 }
 
@@ -134,6 +163,6 @@ async fn local_runs_the_platform_through_rabbitmq() {
         ("AMQP_EXCHANGE", &broker.topology.exchange),
     ])
     .await;
-    create_and_watch_it_fail_honestly(&local).await;
+    create_and_watch_it_become_ready(&local).await;
     local.stop().await;
 }

@@ -4,7 +4,9 @@
 mod api;
 mod backbone;
 mod broker;
+mod clusters;
 mod lambda;
 mod local_process;
 mod openapi;
 mod schema;
+mod simulator;

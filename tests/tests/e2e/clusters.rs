@@ -1,0 +1,571 @@
+//! The cluster lifecycle end to end: the HTTP API, real PostgreSQL, the job
+//! backbone, the host adapter (kube-rs) and the Kubernetes API simulator as the
+//! k3s host.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use kube_sim::{Faults, Options, Simulator};
+use queues::inprocess::{self, InProcessDispatcher, InProcessRunner};
+use shared::{
+    config::{JobSettings, Settings},
+    db::{jobs, users},
+    domain::JobType,
+    host::{HostCluster, HostSettings},
+    http::{AppState, Identity, with_common_layers},
+    jobs::{JobMessage, Processed, Worker, sweep},
+};
+use tests::database::TestDb;
+use tower::ServiceExt;
+
+struct Platform {
+    db: TestDb,
+    sim: Arc<Simulator>,
+    host: Arc<HostCluster>,
+    dispatcher: InProcessDispatcher,
+    runner: InProcessRunner,
+    router: Router,
+}
+
+fn host_settings() -> HostSettings {
+    let mut settings = HostSettings::from_source(&std::collections::HashMap::new()).unwrap();
+    settings.endpoint_scheme = "http".into();
+    // NodePort endpoints use this name, load balancers the simulator's 127.0.0.1.
+    settings.node_address = "localhost".into();
+    settings.poll_interval = Duration::from_millis(20);
+    settings.ready_timeout = Duration::from_secs(30);
+    settings
+}
+
+fn job_settings() -> JobSettings {
+    JobSettings {
+        lease: Duration::from_millis(600),
+        ..JobSettings::default()
+    }
+}
+
+impl Platform {
+    async fn new() -> Self {
+        let db = TestDb::new().await;
+        let sim = Simulator::start(Options {
+            ready_delay: Duration::from_millis(100),
+            namespace_delete_delay: Duration::from_millis(100),
+            ..Options::host()
+        })
+        .await
+        .unwrap();
+        let host = Arc::new(HostCluster::from_url(&sim.url(), host_settings()).unwrap());
+        let user = users::ensure_development_user(&db.pool).await.unwrap();
+        let (dispatcher, runner) = inprocess::channel(self_worker(&db, &host, "worker-b"), 1);
+        let state = AppState {
+            pool: db.pool.clone(),
+            publisher: Arc::new(dispatcher.clone()),
+            settings: Arc::new(Settings::from_source(&std::collections::HashMap::new()).unwrap()),
+            identity: Identity::Development(user),
+            host: Some(host.clone()),
+        };
+        let router = with_common_layers(api_clusters::router(), state);
+        Self {
+            db,
+            sim,
+            host,
+            dispatcher,
+            runner,
+            router,
+        }
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (StatusCode, serde_json::Value) {
+        let mut request = Request::builder().method(method).uri(path);
+        let body = match body {
+            Some(json) => {
+                request = request.header(header::CONTENT_TYPE, "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(body).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
+            String::from_utf8_lossy(&bytes).into(),
+        ));
+        (status, json)
+    }
+
+    async fn create(&self, name: &str, mode: &str) -> String {
+        let (status, body) = self
+            .call(
+                "POST",
+                "/api/console/clusters",
+                Some(serde_json::json!({
+                    "name": name, "workload_cpu_limit_milli_cores": 4000, "workload_memory_limit_mib": 8192,
+                    "control_plane_cpu_request_milli_cores": 750, "public_access_mode": mode,
+                })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        body["cluster"]["id"].as_str().unwrap().to_string()
+    }
+
+    async fn cluster(&self, id: &str) -> serde_json::Value {
+        let (status, body) = self
+            .call("GET", &format!("/api/console/clusters/{id}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    async fn drive(&self) -> Vec<(JobMessage, Processed)> {
+        self.runner.run_until_idle().await
+    }
+
+    async fn kube_client_from_kubeconfig(&self, id: &str) -> kube::Client {
+        let (status, body) = self
+            .call(
+                "GET",
+                &format!("/api/console/clusters/{id}/kubeconfig"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let text = match body {
+            serde_json::Value::String(text) => text,
+            json => json.to_string(),
+        };
+        let kubeconfig = Kubeconfig::from_yaml(&text).expect("the kubeconfig parses");
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+fn self_worker(db: &TestDb, host: &Arc<HostCluster>, id: &str) -> Worker {
+    Worker::new(
+        db.pool.clone(),
+        job_settings(),
+        id,
+        local::handlers(Some(host.clone())),
+    )
+}
+
+async fn namespace_names(client: kube::Client) -> Vec<String> {
+    let namespaces: Api<Namespace> = Api::all(client);
+    namespaces
+        .list(&Default::default())
+        .await
+        .expect("the vCluster API answers with the kubeconfig's credentials")
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster() {
+    let platform = Platform::new().await;
+    let id = platform.create("alpha", "nodeport").await;
+
+    let (status, body) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/kubeconfig"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("kubeconfig_unavailable"))
+    );
+
+    let done = platform.drive().await;
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].1, Processed::Succeeded);
+
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(cluster["status"], "ready");
+    assert_eq!(cluster["connection_status"], "connected");
+    assert_eq!(cluster["kubeconfig_available"], true);
+    let namespace = cluster["namespace"].as_str().unwrap();
+    let vcluster = platform
+        .sim
+        .vcluster(namespace, "alpha")
+        .expect("the vCluster API runs");
+    assert_eq!(
+        cluster["api_endpoint"],
+        format!("http://localhost:{}", vcluster.addr().port())
+    );
+
+    // What the host got, read back from the simulated API.
+    let ns = platform.sim.get("v1", "Namespace", "", namespace).unwrap();
+    assert_eq!(
+        ns["metadata"]["labels"]["kubebyon.dev/cluster-id"],
+        id.as_str()
+    );
+    assert!(
+        platform
+            .sim
+            .get("v1", "ResourceQuota", namespace, "kubebyon-control-plane")
+            .is_some()
+    );
+    assert!(
+        platform
+            .sim
+            .get("v1", "LimitRange", namespace, "kubebyon-defaults")
+            .is_some()
+    );
+    let chart = platform
+        .sim
+        .get("helm.cattle.io/v1", "HelmChart", namespace, "alpha")
+        .unwrap();
+    assert_eq!(chart["spec"]["chart"], "vcluster");
+    assert_eq!(chart["metadata"]["managedFields"][0]["manager"], "kubebyon");
+    let values: serde_json::Value =
+        serde_json::from_str(chart["spec"]["valuesContent"].as_str().unwrap()).unwrap();
+    assert_eq!(values["privateNodes"]["enabled"], true);
+    assert_eq!(
+        values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]["storageClass"],
+        "longhorn"
+    );
+    assert_eq!(
+        values["controlPlane"]["statefulSet"]["resources"]["requests"]["cpu"],
+        "750m"
+    );
+    assert_eq!(
+        values["controlPlane"]["distro"]["k8s"]["image"]["tag"],
+        "v1.33.5"
+    );
+    let service = platform
+        .sim
+        .get("v1", "Service", namespace, "alpha-public")
+        .unwrap();
+    assert_eq!(service["spec"]["type"], "NodePort");
+
+    // The kubeconfig works against the vCluster with a real kube-rs client.
+    let client = platform.kube_client_from_kubeconfig(&id).await;
+    let names = namespace_names(client).await;
+    assert!(
+        names.contains(&"default".to_string()) && names.contains(&"kube-system".to_string()),
+        "{names:?}"
+    );
+
+    let (_, operations) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
+        .await;
+    assert_eq!(operations[0]["status"], "succeeded");
+    let (_, job_list) = platform
+        .call("GET", &format!("/api/console/clusters/{id}/jobs"), None)
+        .await;
+    assert_eq!(job_list[0]["attempt_count"], 1);
+}
+
+#[tokio::test]
+async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig() {
+    let platform = Platform::new().await;
+    let id = platform.create("beta", "nodeport").await;
+    platform.drive().await;
+    let before = platform.cluster(&id).await;
+    assert!(
+        before["api_endpoint"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://localhost:")
+    );
+
+    let (status, body) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(serde_json::json!({"public_access_mode": "loadbalancer"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["operation"]["type"], "update");
+    assert_eq!(body["cluster"]["status"], "updating");
+    assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
+
+    let after = platform.cluster(&id).await;
+    assert_eq!(after["status"], "ready");
+    assert_eq!(after["public_access_mode"], "loadbalancer");
+    let endpoint = after["api_endpoint"].as_str().unwrap();
+    assert!(endpoint.starts_with("http://127.0.0.1:"), "{endpoint}");
+    assert_ne!(after["api_endpoint"], before["api_endpoint"]);
+    let namespace = after["namespace"].as_str().unwrap();
+    let service = platform
+        .sim
+        .get("v1", "Service", namespace, "beta-public")
+        .unwrap();
+    assert_eq!(service["spec"]["type"], "LoadBalancer");
+
+    let (_, text) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/kubeconfig"),
+            None,
+        )
+        .await;
+    assert!(
+        text.to_string().contains(endpoint),
+        "the kubeconfig follows the endpoint"
+    );
+    let names = namespace_names(platform.kube_client_from_kubeconfig(&id).await).await;
+    assert!(names.contains(&"default".to_string()));
+
+    let (status, body) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(serde_json::json!({"workload_cpu_limit_milli_cores": 1})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
+    );
+}
+
+#[tokio::test]
+async fn delete_removes_the_namespace_and_soft_deletes_the_cluster() {
+    let platform = Platform::new().await;
+    let id = platform.create("gamma", "nodeport").await;
+    platform.drive().await;
+    let namespace = platform.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let (status, body) = platform
+        .call("DELETE", &format!("/api/console/clusters/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
+
+    assert!(
+        platform
+            .sim
+            .get("v1", "Namespace", "", &namespace)
+            .is_none(),
+        "the namespace is gone"
+    );
+    assert!(
+        platform
+            .sim
+            .get("helm.cattle.io/v1", "HelmChart", &namespace, "gamma")
+            .is_none()
+    );
+    assert!(
+        platform.sim.vcluster(&namespace, "gamma").is_none(),
+        "the control plane stopped"
+    );
+    let (status, _) = platform
+        .call("GET", &format!("/api/console/clusters/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (deleted_at, cluster_status): (Option<chrono::DateTime<chrono::Utc>>, String) =
+        sqlx::query_as("SELECT deleted_at, status FROM clusters WHERE id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&platform.db.pool)
+            .await
+            .unwrap();
+    assert!(deleted_at.is_some());
+    assert_eq!(cluster_status, "deleted");
+    // The name is free again.
+    platform.create("gamma", "nodeport").await;
+}
+
+#[tokio::test]
+async fn a_failed_chart_install_fails_the_create_and_names_the_step() {
+    let platform = Platform::new().await;
+    platform.sim.set_faults(Faults {
+        chart_install_error: Some(
+            "Error: INSTALLATION FAILED: storageclass \"longhorn\" not found".into(),
+        ),
+        ..Faults::default()
+    });
+    let id = platform.create("delta", "nodeport").await;
+    assert_eq!(platform.drive().await[0].1, Processed::Failed);
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(cluster["status"], "failed");
+    assert_eq!(
+        cluster["last_error_message"],
+        "installing the control plane failed: Error: INSTALLATION FAILED: storageclass \"longhorn\" not found"
+    );
+    let (_, operations) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
+        .await;
+    assert_eq!(operations[0]["status"], "failed");
+    assert_eq!(
+        operations[0]["stage"],
+        "waiting for the control plane to become ready"
+    );
+    assert_eq!(
+        operations[0]["error_message"],
+        cluster["last_error_message"]
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_host_api_is_retried_not_failed() {
+    let platform = Platform::new().await;
+    platform.sim.set_faults(Faults {
+        api_down: true,
+        ..Faults::default()
+    });
+    let id = platform.create("eps", "nodeport").await;
+    assert_eq!(platform.drive().await[0].1, Processed::RetryScheduled);
+    let (_, job_list) = platform
+        .call("GET", &format!("/api/console/clusters/{id}/jobs"), None)
+        .await;
+    assert_eq!(job_list[0]["status"], "pending");
+    assert!(
+        job_list[0]["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("creating the namespace:"),
+        "{job_list}"
+    );
+    assert_eq!(platform.cluster(&id).await["status"], "provisioning");
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_create_is_resumed_by_another_and_the_cluster_becomes_ready_once() {
+    let platform = Platform::new().await;
+    platform.sim.set_faults(Faults {
+        ready_delay: Some(Duration::from_millis(1500)),
+        ..Faults::default()
+    });
+    let id = platform.create("zeta", "nodeport").await;
+    let job_id: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM cluster_jobs WHERE cluster_id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&platform.db.pool)
+            .await
+            .unwrap();
+    let message = JobMessage {
+        job_id,
+        job_type: JobType::ClusterCreate,
+    };
+
+    // Worker A gets as far as waiting for the control plane, then dies.
+    let worker_a = self_worker(&platform.db, &platform.host, "worker-a");
+    let a = tokio::spawn(async move { worker_a.process(message).await });
+    tests::eventually(20, "worker A to reach the wait", || async {
+        let operation: String =
+            sqlx::query_scalar("SELECT stage FROM cluster_operations WHERE cluster_id = $1::uuid")
+                .bind(&id)
+                .fetch_one(&platform.db.pool)
+                .await
+                .unwrap();
+        (operation == "waiting for the control plane to become ready").then_some(())
+    })
+    .await;
+    a.abort();
+    let _ = a.await;
+
+    // Its lease runs out; the sweep hands the job on; worker B finishes it.
+    tests::eventually(20, "the lease to expire", || async {
+        let expired: bool =
+            sqlx::query_scalar("SELECT leased_until < now() FROM cluster_jobs WHERE id = $1")
+                .bind(job_id)
+                .fetch_one(&platform.db.pool)
+                .await
+                .unwrap();
+        expired.then_some(())
+    })
+    .await;
+    let report = sweep(&platform.db.pool, &platform.dispatcher, &job_settings())
+        .await
+        .unwrap();
+    assert_eq!((report.requeued, report.published), (1, 1));
+    let done = platform.drive().await;
+    assert_eq!(
+        done.iter()
+            .filter(|(_, p)| *p == Processed::Succeeded)
+            .count(),
+        1,
+        "{done:?}"
+    );
+
+    let record = jobs::get(&platform.db.pool, job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status.as_str(), record.attempt_count),
+        ("succeeded", 2)
+    );
+    assert_eq!(record.worker_id.as_deref(), Some("worker-b"));
+    assert_eq!(record.error_history[0]["worker_id"], "worker-a");
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(cluster["status"], "ready");
+    let namespace = cluster["namespace"].as_str().unwrap();
+    assert!(
+        platform
+            .sim
+            .get("helm.cattle.io/v1", "HelmChart", namespace, "zeta")
+            .is_some()
+    );
+    let operations: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM cluster_operations WHERE cluster_id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&platform.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(operations, 1);
+}
+
+#[tokio::test]
+async fn of_two_concurrent_deletes_one_is_accepted_and_one_is_409() {
+    let platform = Platform::new().await;
+    let id = platform.create("eta", "nodeport").await;
+    platform.drive().await;
+    let path = format!("/api/console/clusters/{id}");
+    let (first, second) = tokio::join!(
+        platform.call("DELETE", &path, None),
+        platform.call("DELETE", &path, None)
+    );
+    let mut statuses = [first.0, second.0];
+    statuses.sort();
+    assert_eq!(statuses, [StatusCode::ACCEPTED, StatusCode::CONFLICT]);
+    let conflict = if first.0 == StatusCode::CONFLICT {
+        first.1
+    } else {
+        second.1
+    };
+    assert_eq!(conflict["code"], "cluster_job_active");
+    let jobs: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM cluster_jobs WHERE cluster_id = $1::uuid AND type = 'cluster_delete'",
+    )
+    .bind(&id)
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(jobs, 1);
+}
