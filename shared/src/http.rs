@@ -57,6 +57,35 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// An authenticated caller whose role is `admin`; anyone else gets 403.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminCaller {
+    pub user_id: Uuid,
+}
+
+impl FromRequestParts<AppState> for AdminCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        match crate::db::users::active_role(&state.pool, caller.user_id)
+            .await?
+            .as_deref()
+        {
+            Some("admin") => Ok(Self {
+                user_id: caller.user_id,
+            }),
+            Some(_) => Err(ApiError::Forbidden(
+                "this route is for administrators".into(),
+            )),
+            None => Err(ApiError::Unauthenticated),
+        }
+    }
+}
+
 /// Wraps a function's routes with the health routes and one span per request.
 pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
     routes

@@ -32,12 +32,17 @@ pub use postgres::EmbeddedPostgres;
 
 /// The OpenAPI document of every HTTP function.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    shared::openapi::document([api_clusters::ApiDoc::openapi()])
+    shared::openapi::document([
+        api_clusters::ApiDoc::openapi(),
+        api_admin::ApiDoc::openapi(),
+    ])
 }
 
 /// Every HTTP function's routes, as the API gateway would mount them.
 pub fn routes() -> Router<AppState> {
-    api_clusters::router().route("/api/openapi.json", get(|| async { axum::Json(openapi()) }))
+    api_clusters::router()
+        .merge(api_admin::router())
+        .route("/api/openapi.json", get(|| async { axum::Json(openapi()) }))
 }
 
 /// Every job handler, acting on `host`.

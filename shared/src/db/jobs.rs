@@ -480,3 +480,104 @@ pub async fn list_operations(
     .fetch_all(db)
     .await
 }
+
+/// The admin view of the queue: newest first, optionally by status and cluster.
+pub async fn list_all(
+    db: impl PgExecutor<'_>,
+    status: Option<&str>,
+    cluster_id: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<JobRecord>, sqlx::Error> {
+    sqlx::query_as!(
+        JobRecord,
+        r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
+                  run_after, published_at, leased_until, worker_id, last_error, error_history,
+                  started_at, finished_at, created_at
+           FROM cluster_jobs
+           WHERE ($1::text IS NULL OR status = $1) AND ($2::uuid IS NULL OR cluster_id = $2)
+           ORDER BY created_at DESC, id DESC LIMIT $3"#,
+        status,
+        cluster_id,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Gives a failed job `extra_attempts` more attempts, due now, and moves its
+/// operation and cluster back in progress. `None` when the job is not failed.
+/// Fails with `idx_cluster_jobs_active_cluster` when the cluster has another active job.
+pub async fn retry_failed(
+    tx: &mut PgConnection,
+    job_id: Uuid,
+    extra_attempts: i32,
+) -> Result<Option<JobMessage>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH retried AS (
+               UPDATE cluster_jobs
+               SET status = 'pending', max_attempts = attempt_count + $2, run_after = now(),
+                   published_at = NULL, finished_at = NULL, leased_until = NULL
+               WHERE id = $1 AND status = 'failed'
+               RETURNING id, type, operation_id, cluster_id
+           ), operation AS (
+               UPDATE cluster_operations o
+               SET status = 'pending', stage = 'queued for retry', finished_at = NULL
+               FROM retried WHERE o.id = retried.operation_id
+           ), cluster AS (
+               UPDATE clusters c
+               SET status = CASE retried.type WHEN 'cluster_create' THEN 'provisioning'
+                                              WHEN 'cluster_update' THEN 'updating'
+                                              ELSE 'deleting' END
+               FROM retried WHERE c.id = retried.cluster_id AND c.deleted_at IS NULL
+           )
+           SELECT id, type FROM retried"#,
+        job_id,
+        extra_attempts,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    row.map(|r| {
+        Ok(JobMessage {
+            job_id: r.id,
+            job_type: r
+                .r#type
+                .parse()
+                .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+        })
+    })
+    .transpose()
+}
+
+/// Cancels a pending job; its operation is cancelled and the cluster goes back
+/// to what it was (`failed` for a create that never ran). `false` when the job
+/// is not pending.
+pub async fn cancel_pending(
+    tx: &mut PgConnection,
+    job_id: Uuid,
+    reason: &str,
+) -> Result<bool, sqlx::Error> {
+    let row = sqlx::query_scalar!(
+        r#"WITH cancelled AS (
+               UPDATE cluster_jobs
+               SET status = 'cancelled', finished_at = now(), last_error = $2
+               WHERE id = $1 AND status = 'pending'
+               RETURNING id, type, operation_id, cluster_id
+           ), operation AS (
+               UPDATE cluster_operations o
+               SET status = 'cancelled', finished_at = now(), error_message = $2
+               FROM cancelled WHERE o.id = cancelled.operation_id
+           ), cluster AS (
+               UPDATE clusters c
+               SET status = CASE WHEN cancelled.type <> 'cluster_create' AND c.kubeconfig_available
+                                 THEN 'ready' ELSE 'failed' END,
+                   last_error_message = $2
+               FROM cancelled WHERE c.id = cancelled.cluster_id AND c.deleted_at IS NULL
+           )
+           SELECT id FROM cancelled"#,
+        job_id,
+        reason,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.is_some())
+}

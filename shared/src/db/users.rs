@@ -18,3 +18,16 @@ pub async fn ensure_development_user(db: impl PgExecutor<'_>) -> Result<Uuid, sq
     .fetch_one(db)
     .await
 }
+
+/// The role of an active user, or `None` when there is no such active user.
+pub async fn active_role(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT role FROM users WHERE id = $1 AND status = 'active'",
+        user_id
+    )
+    .fetch_optional(db)
+    .await
+}

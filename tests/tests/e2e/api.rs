@@ -53,7 +53,7 @@ impl Api {
             identity,
             ..self.state.clone()
         };
-        with_common_layers(api_clusters::router(), state)
+        with_common_layers(api_clusters::router().merge(api_admin::router()), state)
     }
 
     async fn call_as(
@@ -385,4 +385,142 @@ async fn health_readiness_and_unknown_routes() {
         (status, body["code"].as_str()),
         (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable"))
     );
+}
+
+#[tokio::test]
+async fn admins_read_the_job_queue_and_retry_or_cancel_jobs() {
+    let api = Api::new().await;
+    let (_, _, body) = api
+        .call(post("/api/console/clusters", cluster("failing")))
+        .await;
+    let failing = body["cluster"]["id"].as_str().unwrap().to_string();
+    // No host adapter here: the create job fails at once.
+    api.runner.run_until_idle().await;
+    let (_, _, body) = api
+        .call(post("/api/console/clusters", cluster("waiting")))
+        .await;
+    let waiting = body["cluster"]["id"].as_str().unwrap().to_string();
+
+    let (status, _, failed) = api
+        .call(get("/api/console/admin/cluster-jobs?status=failed"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(failed.as_array().unwrap().len(), 1);
+    assert_eq!(failed[0]["cluster_id"], failing.as_str());
+    assert_eq!(failed[0]["last_error"], job_cluster_create::NO_HOST_ADAPTER);
+    let (_, _, by_cluster) = api
+        .call(get(&format!(
+            "/api/console/admin/cluster-jobs?cluster_id={waiting}"
+        )))
+        .await;
+    assert_eq!(by_cluster[0]["status"], "pending");
+    let (status, _, body) = api
+        .call(get("/api/console/admin/cluster-jobs?status=exploded"))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
+    );
+
+    // Retry the failed one: pending again with fresh attempts, the cluster back in progress.
+    let failed_id = failed[0]["id"].as_str().unwrap().to_string();
+    let (status, _, retried) = api
+        .call(post(
+            &format!("/api/console/admin/cluster-jobs/{failed_id}/retry"),
+            serde_json::json!({}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
+    assert_eq!(retried["status"], "pending");
+    assert_eq!(retried["max_attempts"], 1 + 5);
+    let (_, _, cluster) = api
+        .call(get(&format!("/api/console/clusters/{failing}")))
+        .await;
+    assert_eq!(cluster["status"], "provisioning");
+    let (status, _, body) = api
+        .call(post(
+            &format!("/api/console/admin/cluster-jobs/{failed_id}/retry"),
+            serde_json::json!({}),
+        ))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("job_not_failed"))
+    );
+
+    // Cancel the waiting one: it never runs.
+    let waiting_job = by_cluster[0]["id"].as_str().unwrap().to_string();
+    let (status, _, cancelled) = api
+        .call(post(
+            &format!("/api/console/admin/cluster-jobs/{waiting_job}/cancel"),
+            serde_json::json!({}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled");
+    let (_, _, cluster) = api
+        .call(get(&format!("/api/console/clusters/{waiting}")))
+        .await;
+    assert_eq!(cluster["status"], "failed");
+    assert_eq!(
+        cluster["last_error_message"],
+        "cancelled by an administrator"
+    );
+    let (status, _, body) = api
+        .call(post(
+            &format!("/api/console/admin/cluster-jobs/{waiting_job}/cancel"),
+            serde_json::json!({}),
+        ))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("job_not_pending"))
+    );
+
+    let done = api.runner.run_until_idle().await;
+    let outcomes: Vec<_> = done
+        .iter()
+        .map(|(m, p)| (m.job_id.to_string(), p.clone()))
+        .collect();
+    assert!(
+        outcomes.contains(&(failed_id.clone(), shared::jobs::Processed::Failed)),
+        "the retry ran: {outcomes:?}"
+    );
+    assert!(
+        !outcomes
+            .iter()
+            .any(|(id, p)| id == &waiting_job && *p != shared::jobs::Processed::Skipped),
+        "{outcomes:?}"
+    );
+
+    let actions: Vec<String> = sqlx::query_scalar("SELECT action FROM audit_events ORDER BY id")
+        .fetch_all(&api.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(actions, ["cluster_job.retry", "cluster_job.cancel"]);
+}
+
+#[tokio::test]
+async fn the_job_queue_is_for_administrators_only() {
+    let api = Api::new().await;
+    let user: Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name) VALUES ('bob@example.com', 'Bob') RETURNING id",
+    )
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    let (status, _, body) = api
+        .call_as(
+            Identity::Development(user),
+            get("/api/console/admin/cluster-jobs"),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden"))
+    );
+    let (status, _, _) = api
+        .call_as(Identity::Disabled, get("/api/console/admin/cluster-jobs"))
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
