@@ -25,6 +25,7 @@ use crate::{AmqpPublisher, Consumer, Topology, lambda::handle_batch};
 pub struct Platform {
     pub settings: Arc<Settings>,
     pub pool: PgPool,
+    publisher: Arc<std::sync::OnceLock<Arc<dyn JobPublisher>>>,
 }
 
 impl Platform {
@@ -39,6 +40,7 @@ impl Platform {
         Ok(Self {
             settings: Arc::new(settings),
             pool,
+            publisher: Arc::default(),
         })
     }
 
@@ -46,14 +48,18 @@ impl Platform {
         Topology::new(self.settings.amqp_exchange.clone())
     }
 
-    /// The RabbitMQ publisher; standalone functions need `AMQP_URL`.
+    /// The RabbitMQ publisher, made on first use; publishing functions need `AMQP_URL`.
     pub fn publisher(&self) -> anyhow::Result<Arc<dyn JobPublisher>> {
+        if let Some(publisher) = self.publisher.get() {
+            return Ok(publisher.clone());
+        }
         let url = self
             .settings
             .amqp_url
             .clone()
             .context("environment variable AMQP_URL is required")?;
-        Ok(Arc::new(AmqpPublisher::new(url, self.topology())))
+        let publisher: Arc<dyn JobPublisher> = Arc::new(AmqpPublisher::new(url, self.topology()));
+        Ok(self.publisher.get_or_init(|| publisher).clone())
     }
 }
 
@@ -119,17 +125,18 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A schedule function: EventBridge under Lambda, `--once`, or a loop.
-pub async fn schedule_function<F, Fut>(name: &'static str, task: F) -> anyhow::Result<()>
+/// A schedule function: EventBridge under Lambda, `--once`, or a loop every
+/// `interval` (read from the settings).
+pub async fn schedule_function<F, Fut>(
+    name: &'static str,
+    interval: fn(&Settings) -> std::time::Duration,
+    task: F,
+) -> anyhow::Result<()>
 where
-    F: Fn(Platform, Arc<dyn JobPublisher>) -> Fut + Send + Sync + Clone + 'static,
+    F: Fn(Platform) -> Fut + Send + Sync + Clone + 'static,
     Fut: Future<Output = anyhow::Result<serde_json::Value>> + Send,
 {
     let platform = Platform::from_env()?;
-    let publisher = platform.publisher()?;
-    let mode = ScheduleMode::from_process(platform.settings.sweep_interval);
-    run_schedule(name, mode, move || {
-        task(platform.clone(), publisher.clone())
-    })
-    .await
+    let mode = ScheduleMode::from_process(interval(&platform.settings));
+    run_schedule(name, mode, move || task(platform.clone())).await
 }

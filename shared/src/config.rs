@@ -182,6 +182,8 @@ pub struct Settings {
     pub auth_mode: Option<AuthMode>,
     pub worker_id: String,
     pub sweep_interval: Duration,
+    /// How often `sync-clusters` checks each control plane.
+    pub observe_interval: Duration,
     pub jobs: JobSettings,
 }
 
@@ -226,6 +228,7 @@ impl Settings {
             auth_mode: parse(source, "KUBEBYON_AUTH_MODE")?,
             worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
             sweep_interval: positive_millis(source, "SWEEP_INTERVAL_MS", 5_000)?,
+            observe_interval: positive_millis(source, "SYNC_CLUSTERS_INTERVAL_MS", 30_000)?,
             jobs: JobSettings::from_source(source)?,
         })
     }

@@ -491,6 +491,28 @@ impl HostCluster {
             .map_err(|e| HostError::Invalid(e.to_string()))
     }
 
+    /// A client for the cluster's own API (the vCluster), through its public
+    /// endpoint with the admin credentials. No retries: callers decide.
+    pub async fn vcluster_client(
+        &self,
+        cluster: &Cluster,
+        server: &str,
+    ) -> Result<Client, HostError> {
+        let text = self
+            .kubeconfig(cluster, server)
+            .await?
+            .ok_or_else(|| HostError::Invalid("the kubeconfig Secret does not exist".into()))?;
+        let kubeconfig =
+            Kubeconfig::from_yaml(&text).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        config.default_retry = false;
+        config.connect_timeout = Some(Duration::from_secs(5));
+        config.read_timeout = Some(Duration::from_secs(10));
+        Client::try_from(config).map_err(|e| HostError::Kubeconfig(e.to_string()))
+    }
+
     /// Starts deleting the cluster's namespace; everything in it goes with it.
     pub async fn delete_namespace(&self, cluster: &Cluster) -> Result<(), HostError> {
         let api: Api<Namespace> = Api::all(self.client.clone());

@@ -22,6 +22,7 @@ use shared::{
     host::{HostCluster, HostSettings},
     http::{AppState, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
+    observe::observe_clusters,
     runtime::serve_http,
     telemetry,
 };
@@ -162,26 +163,28 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
         }
     };
 
-    {
-        let pool = pool.clone();
-        let publisher = publisher.clone();
-        let settings = settings.clone();
-        let stop = stopped();
-        background.spawn(async move {
-            let mut ticker = tokio::time::interval(settings.sweep_interval);
-            tokio::pin!(stop);
-            loop {
-                tokio::select! {
-                    () = &mut stop => return,
-                    _ = ticker.tick() => {
-                        if let Err(err) = jobs::sweep(&pool, publisher.as_ref(), &settings.jobs).await {
-                            tracing::error!(error = %err, "sweep failed");
-                        }
-                    }
+    background.spawn(every(settings.sweep_interval, stopped(), {
+        let (pool, publisher, settings) = (pool.clone(), publisher.clone(), settings.clone());
+        move || {
+            let (pool, publisher, settings) = (pool.clone(), publisher.clone(), settings.clone());
+            async move {
+                if let Err(err) = jobs::sweep(&pool, publisher.as_ref(), &settings.jobs).await {
+                    tracing::error!(error = %err, "sweep failed");
                 }
             }
-        });
-    }
+        }
+    }));
+    background.spawn(every(settings.observe_interval, stopped(), {
+        let (pool, host) = (pool.clone(), host.clone());
+        move || {
+            let (pool, host) = (pool.clone(), host.clone());
+            async move {
+                if let Err(err) = observe_clusters(&pool, &host, 16).await {
+                    tracing::error!(error = %err, "cluster observation failed");
+                }
+            }
+        }
+    }));
 
     let state = AppState {
         identity: identity(settings.auth_mode.unwrap_or(AuthMode::Development), &pool).await?,
@@ -195,4 +198,24 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
     background.join_all().await;
     tracing::info!("stopped");
     served
+}
+
+/// Runs `task` every `interval` until `stop` resolves.
+async fn every<F, Fut>(
+    interval: std::time::Duration,
+    stop: impl std::future::Future<Output = ()>,
+    task: F,
+) where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = ticker.tick() => task().await,
+        }
+    }
 }

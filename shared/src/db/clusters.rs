@@ -260,3 +260,43 @@ pub async fn apply_changes(
     .await?;
     Ok(())
 }
+
+/// Clusters whose control plane should answer: ready or being updated.
+pub async fn list_observable(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sqlx::Error> {
+    sqlx::query_as!(
+        Cluster,
+        r#"SELECT id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+               public_access_enabled, public_access_mode, public_access_port,
+               managed_workload_ingress_enabled, managed_workload_ingress_status,
+               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               connection_status, kubeconfig_available, kubeconfig_available_at,
+               last_observed_at, last_error_message, created_at, updated_at
+           FROM clusters
+           WHERE deleted_at IS NULL AND status IN ('ready', 'updating') AND kubeconfig_available
+           ORDER BY id"#
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Records whether the control plane answered; `last_observed_at` is the last
+/// time it did.
+pub async fn record_observation(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    connected: bool,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE clusters
+         SET connection_status = CASE WHEN $2 THEN 'connected' ELSE 'unreachable' END,
+             last_observed_at = CASE WHEN $2 THEN now() ELSE last_observed_at END
+         WHERE id = $1 AND deleted_at IS NULL",
+        cluster_id,
+        connected,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}

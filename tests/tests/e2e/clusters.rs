@@ -569,3 +569,46 @@ async fn of_two_concurrent_deletes_one_is_accepted_and_one_is_409() {
     .unwrap();
     assert_eq!(jobs, 1);
 }
+
+#[tokio::test]
+async fn observation_records_whether_each_control_plane_answers() {
+    let platform = Platform::new().await;
+    let id = platform.create("theta", "nodeport").await;
+    platform.drive().await;
+    let namespace = platform.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let vcluster = platform.sim.vcluster(&namespace, "theta").unwrap();
+
+    let report = shared::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
+        .await
+        .unwrap();
+    assert_eq!((report.connected, report.unreachable), (1, 0));
+    let seen = platform.cluster(&id).await;
+    assert_eq!(seen["connection_status"], "connected");
+
+    vcluster.set_faults(Faults {
+        api_down: true,
+        ..Faults::default()
+    });
+    let report = shared::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
+        .await
+        .unwrap();
+    assert_eq!((report.connected, report.unreachable), (0, 1));
+    let lost = platform.cluster(&id).await;
+    assert_eq!(lost["connection_status"], "unreachable");
+    assert_eq!(
+        lost["last_observed_at"], seen["last_observed_at"],
+        "last seen stays when it was last seen"
+    );
+
+    vcluster.set_faults(Faults::default());
+    shared::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
+        .await
+        .unwrap();
+    assert_eq!(
+        platform.cluster(&id).await["connection_status"],
+        "connected"
+    );
+}
