@@ -45,6 +45,22 @@ pub struct HostSettings {
     pub ready_timeout: Duration,
     /// `KUBEBYON_HOST_POLL_MS` (default 2000): how often waits look again.
     pub poll_interval: Duration,
+    /// How `loadbalancer` clusters are exposed (`KUBEBYON_LOADBALANCER_PROVIDER`).
+    pub load_balancer: LoadBalancerProvider,
+}
+
+/// How a `loadbalancer` cluster's control plane is exposed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadBalancerProvider {
+    /// A Service of type LoadBalancer per cluster (`service`, the default).
+    Service,
+    /// A TLS-passthrough `TLSRoute` per cluster on one shared Gateway, routed by
+    /// SNI host name `<vcluster>-<id prefix>.<base domain>` (`gatewayapi`).
+    GatewayApi {
+        gateway_name: String,
+        gateway_namespace: String,
+        base_domain: String,
+    },
 }
 
 impl HostSettings {
@@ -89,6 +105,30 @@ impl HostSettings {
             endpoint_scheme: scheme,
             ready_timeout: millis("KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS", 15 * 60 * 1000)?,
             poll_interval: millis("KUBEBYON_HOST_POLL_MS", 2000)?,
+            load_balancer: match source.get("KUBEBYON_LOADBALANCER_PROVIDER").as_deref() {
+                None | Some("service") => LoadBalancerProvider::Service,
+                Some("gatewayapi") => LoadBalancerProvider::GatewayApi {
+                    gateway_name: source.get("KUBEBYON_GATEWAY_NAME").ok_or(
+                        ConfigError::Missing {
+                            name: "KUBEBYON_GATEWAY_NAME",
+                        },
+                    )?,
+                    gateway_namespace: source
+                        .get("KUBEBYON_GATEWAY_NAMESPACE")
+                        .unwrap_or_else(|| "kubebyon-system".into()),
+                    base_domain: source.get("KUBEBYON_GATEWAY_BASE_DOMAIN").ok_or(
+                        ConfigError::Missing {
+                            name: "KUBEBYON_GATEWAY_BASE_DOMAIN",
+                        },
+                    )?,
+                },
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "KUBEBYON_LOADBALANCER_PROVIDER",
+                        reason: format!("expected service or gatewayapi, got {other:?}"),
+                    });
+                }
+            },
         })
     }
 }
@@ -170,6 +210,22 @@ pub fn kubernetes_image_tag(minor: &str) -> String {
     format!("v{minor}.{patch}")
 }
 
+fn tls_route() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1alpha2", "TLSRoute"),
+        "tlsroutes",
+    )
+}
+
+/// The SNI host name of a cluster behind the shared Gateway.
+pub fn sni_host(cluster: &Cluster, base_domain: &str) -> String {
+    format!(
+        "{}-{}.{base_domain}",
+        cluster.vcluster_name,
+        &cluster.id.simple().to_string()[..8]
+    )
+}
+
 /// The public endpoint Service of a cluster.
 pub fn public_service_name(cluster: &Cluster) -> String {
     format!("{}-public", cluster.vcluster_name)
@@ -186,6 +242,13 @@ fn labels(cluster: &Cluster) -> Value {
 
 /// The vCluster chart values (vcluster.yaml) for a cluster.
 pub fn vcluster_values(cluster: &Cluster, settings: &HostSettings) -> Value {
+    let extra_sans: Vec<String> =
+        match (&settings.load_balancer, cluster.public_access_mode.as_str()) {
+            (LoadBalancerProvider::GatewayApi { base_domain, .. }, "loadbalancer") => {
+                vec![sni_host(cluster, base_domain)]
+            }
+            _ => Vec::new(),
+        };
     json!({
         "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},
         "controlPlane": {
@@ -199,6 +262,7 @@ pub fn vcluster_values(cluster: &Cluster, settings: &HostSettings) -> Value {
                     "memory": format!("{}Mi", cluster.control_plane_memory_request_mib)}},
             },
             "service": {"spec": {"type": "ClusterIP"}},
+            "proxy": {"extraSANs": extra_sans},
         },
         "networking": {"podCIDR": "10.64.0.0/16", "serviceCIDR": "10.128.0.0/16"},
         "policies": {"resourceQuota": {"enabled": false}, "limitRange": {"enabled": false}},
@@ -321,27 +385,70 @@ impl HostCluster {
         Ok(())
     }
 
-    /// The Service nodes dial: NodePort or LoadBalancer, by the cluster's mode.
+    /// What nodes dial: a NodePort or LoadBalancer Service by the cluster's mode,
+    /// or, for `loadbalancer` behind the shared Gateway, a TLS-passthrough
+    /// `TLSRoute`. The other kind is removed, so a mode change leaves nothing behind.
     pub async fn ensure_public_endpoint(&self, cluster: &Cluster) -> Result<(), HostError> {
-        let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        let service_type = match cluster.public_access_mode.as_str() {
-            "nodeport" => "NodePort",
-            "loadbalancer" => "LoadBalancer",
-            other => {
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let routes: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
+        let name = public_service_name(cluster);
+        let service_type = match (
+            cluster.public_access_mode.as_str(),
+            &self.settings.load_balancer,
+        ) {
+            ("nodeport", _) => "NodePort",
+            ("loadbalancer", LoadBalancerProvider::Service) => "LoadBalancer",
+            (
+                "loadbalancer",
+                LoadBalancerProvider::GatewayApi {
+                    gateway_name,
+                    gateway_namespace,
+                    base_domain,
+                },
+            ) => {
+                let route = json!({"apiVersion": "gateway.networking.k8s.io/v1alpha2", "kind": "TLSRoute",
+                "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
+                "spec": {
+                    "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                    "name": gateway_name, "namespace": gateway_namespace}],
+                    "hostnames": [sni_host(cluster, base_domain)],
+                    "rules": [{"backendRefs": [{"name": cluster.vcluster_name, "port": 443}]}],
+                }});
+                routes
+                    .patch(
+                        &cluster.vcluster_name,
+                        &Self::apply_params(),
+                        &Patch::Apply(route),
+                    )
+                    .await?;
+                return ignore_not_found(
+                    services
+                        .delete(&name, &DeleteParams::default())
+                        .await
+                        .map(|_| ()),
+                );
+            }
+            (other, _) => {
                 return Err(HostError::Invalid(format!(
                     "unknown public access mode {other:?}"
                 )));
             }
         };
-        let name = public_service_name(cluster);
         let service = json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
             "spec": {"type": service_type,
                      "selector": {"app": "vcluster", "release": cluster.vcluster_name},
                      "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}});
-        api.patch(&name, &Self::apply_params(), &Patch::Apply(service))
+        services
+            .patch(&name, &Self::apply_params(), &Patch::Apply(service))
             .await?;
-        Ok(())
+        ignore_not_found(
+            routes
+                .delete(&cluster.vcluster_name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        )
     }
 
     pub async fn control_plane_state(
@@ -383,6 +490,33 @@ impl HostCluster {
 
     /// The endpoint nodes and users reach the control plane on, once allocated.
     pub async fn public_endpoint(&self, cluster: &Cluster) -> Result<Option<Endpoint>, HostError> {
+        if let ("loadbalancer", LoadBalancerProvider::GatewayApi { base_domain, .. }) = (
+            cluster.public_access_mode.as_str(),
+            &self.settings.load_balancer,
+        ) {
+            // Ready once the Gateway accepted the route.
+            let routes: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
+            let accepted = routes
+                .get_opt(&cluster.vcluster_name)
+                .await?
+                .is_some_and(|route| {
+                    route
+                        .data
+                        .pointer("/status/parents")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|parent| {
+                            parent["conditions"].as_array().cloned().unwrap_or_default()
+                        })
+                        .any(|c| c["type"] == "Accepted" && c["status"] == "True")
+                });
+            return Ok(accepted.then(|| Endpoint {
+                host: sni_host(cluster, base_domain),
+                port: 443,
+            }));
+        }
         let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
         let Some(service) = api.get_opt(&public_service_name(cluster)).await? else {
             return Ok(None);
@@ -516,21 +650,23 @@ impl HostCluster {
     /// Starts deleting the cluster's namespace; everything in it goes with it.
     pub async fn delete_namespace(&self, cluster: &Cluster) -> Result<(), HostError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
-        match api
-            .delete(&cluster.namespace, &DeleteParams::foreground())
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(err) => {
-                let err = HostError::from(err);
-                if err.is_not_found() { Ok(()) } else { Err(err) }
-            }
-        }
+        ignore_not_found(
+            api.delete(&cluster.namespace, &DeleteParams::foreground())
+                .await
+                .map(|_| ()),
+        )
     }
 
     pub async fn namespace_exists(&self, cluster: &Cluster) -> Result<bool, HostError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         Ok(api.get_opt(&cluster.namespace).await?.is_some())
+    }
+}
+
+fn ignore_not_found(result: Result<(), kube::Error>) -> Result<(), HostError> {
+    match result.map_err(HostError::from) {
+        Err(err) if err.is_not_found() => Ok(()),
+        other => other,
     }
 }
 

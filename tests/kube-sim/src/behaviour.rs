@@ -61,6 +61,21 @@ pub async fn run(shared: Arc<Shared>) {
             ("HelmChart", "DELETED") if shared.options.role == Role::Host => {
                 uninstall_chart(&shared, &namespace, &name);
             }
+            ("TLSRoute", "ADDED") if shared.options.role == Role::Host => {
+                // A gateway controller accepts every route on its listeners.
+                let status = json!({"status": {"parents": [{
+                    "parentRef": event.object.pointer("/spec/parentRefs/0").cloned().unwrap_or(Value::Null),
+                    "controllerName": "kube-sim/gateway",
+                    "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}]}]}});
+                let mut store = shared.store.lock().expect("lock");
+                let _ = store.merge_patch(
+                    resource("gateway.networking.k8s.io/v1alpha2", "TLSRoute"),
+                    &namespace,
+                    &name,
+                    &status,
+                    true,
+                );
+            }
             ("Service", "ADDED" | "MODIFIED") => {
                 let mut store = shared.store.lock().expect("lock");
                 allocate_service_ports(&shared, &mut store, &namespace, &name);

@@ -56,6 +56,10 @@ fn job_settings() -> JobSettings {
 
 impl Platform {
     async fn new() -> Self {
+        Self::with_host_settings(host_settings()).await
+    }
+
+    async fn with_host_settings(settings: HostSettings) -> Self {
         let db = TestDb::new().await;
         let sim = Simulator::start(Options {
             ready_delay: Duration::from_millis(100),
@@ -64,7 +68,7 @@ impl Platform {
         })
         .await
         .unwrap();
-        let host = Arc::new(HostCluster::from_url(&sim.url(), host_settings()).unwrap());
+        let host = Arc::new(HostCluster::from_url(&sim.url(), settings).unwrap());
         let user = users::ensure_development_user(&db.pool).await.unwrap();
         let (dispatcher, runner) = inprocess::channel(self_worker(&db, &host, "worker-b"), 1);
         let state = AppState {
@@ -610,5 +614,88 @@ async fn observation_records_whether_each_control_plane_answers() {
     assert_eq!(
         platform.cluster(&id).await["connection_status"],
         "connected"
+    );
+}
+
+#[tokio::test]
+async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
+    let mut settings = host_settings();
+    settings.load_balancer = shared::host::LoadBalancerProvider::GatewayApi {
+        gateway_name: "kubebyon-edge".into(),
+        gateway_namespace: "kubebyon-system".into(),
+        base_domain: "clusters.example.test".into(),
+    };
+    let platform = Platform::with_host_settings(settings).await;
+    let id = platform.create("iota", "loadbalancer").await;
+    assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
+
+    let cluster = platform.cluster(&id).await;
+    let namespace = cluster["namespace"].as_str().unwrap();
+    let host = format!("iota-{}.clusters.example.test", &id.replace('-', "")[..8]);
+    assert_eq!(cluster["api_endpoint"], format!("http://{host}:443"));
+    let route = platform
+        .sim
+        .get(
+            "gateway.networking.k8s.io/v1alpha2",
+            "TLSRoute",
+            namespace,
+            "iota",
+        )
+        .unwrap();
+    assert_eq!(route["spec"]["hostnames"][0], host.as_str());
+    assert_eq!(route["spec"]["parentRefs"][0]["name"], "kubebyon-edge");
+    assert_eq!(route["spec"]["rules"][0]["backendRefs"][0]["name"], "iota");
+    assert!(
+        platform
+            .sim
+            .get("v1", "Service", namespace, "iota-public")
+            .is_none(),
+        "no per-cluster load balancer"
+    );
+    let chart = platform
+        .sim
+        .get("helm.cattle.io/v1", "HelmChart", namespace, "iota")
+        .unwrap();
+    let values: serde_json::Value =
+        serde_json::from_str(chart["spec"]["valuesContent"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        values["controlPlane"]["proxy"]["extraSANs"][0],
+        host.as_str(),
+        "the certificate names the SNI host"
+    );
+
+    // Back to nodeport: the route goes, a NodePort Service comes.
+    let (status, _) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(serde_json::json!({"public_access_mode": "nodeport"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
+    assert!(
+        platform
+            .sim
+            .get(
+                "gateway.networking.k8s.io/v1alpha2",
+                "TLSRoute",
+                namespace,
+                "iota"
+            )
+            .is_none()
+    );
+    assert_eq!(
+        platform
+            .sim
+            .get("v1", "Service", namespace, "iota-public")
+            .unwrap()["spec"]["type"],
+        "NodePort"
+    );
+    assert!(
+        platform.cluster(&id).await["api_endpoint"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://localhost:")
     );
 }
