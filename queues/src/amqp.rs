@@ -93,6 +93,23 @@ async fn connect(url: &SecretString) -> Result<Connection, String> {
     }
 }
 
+/// A connection and a channel on it with the topology declared.
+async fn open_channel(
+    url: &SecretString,
+    topology: &Topology,
+) -> Result<(Connection, Channel), String> {
+    let connection = connect(url).await?;
+    let channel = connection
+        .create_channel()
+        .await
+        .map_err(|e| e.to_string())?;
+    topology
+        .declare(&channel)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((connection, channel))
+}
+
 /// Publishes wake-ups as persistent messages and waits for the broker's confirms.
 /// Reconnects on the next publish after any failure.
 pub struct AmqpPublisher {
@@ -111,15 +128,7 @@ impl AmqpPublisher {
     }
 
     async fn open(&self) -> Result<(Connection, Channel), String> {
-        let connection = connect(&self.url).await?;
-        let channel = connection
-            .create_channel()
-            .await
-            .map_err(|e| e.to_string())?;
-        self.topology
-            .declare(&channel)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (connection, channel) = open_channel(&self.url, &self.topology).await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await
@@ -242,15 +251,8 @@ impl Consumer {
 
     /// One connection's life: consume until the connection ends.
     async fn session(&self) -> Result<(), String> {
-        let connection = connect(&self.url).await?;
-        let channel = connection
-            .create_channel()
-            .await
-            .map_err(|e| e.to_string())?;
-        self.topology
-            .declare(&channel)
-            .await
-            .map_err(|e| e.to_string())?;
+        // Kept alive for the whole session: dropping the connection closes the channel.
+        let (_connection, channel) = open_channel(&self.url, &self.topology).await?;
         channel
             .basic_qos(self.prefetch, BasicQosOptions::default())
             .await

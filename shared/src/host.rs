@@ -677,6 +677,22 @@ pub struct Endpoint {
     pub port: i32,
 }
 
+/// The host adapter a job acts on, or the honest failure `reason` when none is
+/// configured (recorded at the stage "connecting to the host cluster").
+pub async fn require<'a>(
+    host: &'a Option<std::sync::Arc<HostCluster>>,
+    ctx: &crate::jobs::JobContext,
+    reason: &str,
+) -> Result<&'a HostCluster, crate::jobs::JobError> {
+    match host {
+        Some(host) => Ok(host),
+        None => {
+            ctx.stage("connecting to the host cluster").await?;
+            Err(crate::jobs::JobError::fatal(reason))
+        }
+    }
+}
+
 /// The host adapter configured by `KUBEBYON_HOST_KUBECONFIG`, or `None` when
 /// no host cluster is configured (cluster jobs then fail and say so).
 pub async fn from_env() -> anyhow::Result<Option<std::sync::Arc<HostCluster>>> {

@@ -113,19 +113,8 @@ pub async fn retry(
                 job.status
             ),
         })?;
-    audit::record(
-        &mut *tx,
-        AuditEvent {
-            actor_user_id: Some(admin.user_id),
-            actor_kind: "admin",
-            action: "cluster_job.retry",
-            target_kind: "cluster_job",
-            target_id: job_id.to_string(),
-            cluster_id: Some(job.cluster_id),
-            metadata: serde_json::json!({ "previous_error": job.last_error, "attempts_so_far": job.attempt_count }),
-        },
-    )
-    .await?;
+    let metadata = serde_json::json!({ "previous_error": job.last_error, "attempts_so_far": job.attempt_count });
+    audit_job_action(&mut tx, admin, &job, "cluster_job.retry", metadata).await?;
     tx.commit().await?;
     publish_after_commit(&state.pool, state.publisher.as_ref(), message).await;
     Ok(AppJson(job_or_404(&state, job_id).await?))
@@ -159,19 +148,30 @@ pub async fn cancel(
             ),
         });
     }
+    let metadata = serde_json::json!({ "type": job.job_type });
+    audit_job_action(&mut tx, admin, &job, "cluster_job.cancel", metadata).await?;
+    tx.commit().await?;
+    Ok(AppJson(job_or_404(&state, job_id).await?))
+}
+
+async fn audit_job_action(
+    tx: &mut sqlx::PgConnection,
+    admin: AdminCaller,
+    job: &JobRecord,
+    action: &str,
+    metadata: serde_json::Value,
+) -> Result<(), sqlx::Error> {
     audit::record(
-        &mut *tx,
+        tx,
         AuditEvent {
             actor_user_id: Some(admin.user_id),
             actor_kind: "admin",
-            action: "cluster_job.cancel",
+            action,
             target_kind: "cluster_job",
-            target_id: job_id.to_string(),
+            target_id: job.id.to_string(),
             cluster_id: Some(job.cluster_id),
-            metadata: serde_json::json!({ "type": job.job_type }),
+            metadata,
         },
     )
-    .await?;
-    tx.commit().await?;
-    Ok(AppJson(job_or_404(&state, job_id).await?))
+    .await
 }

@@ -32,10 +32,7 @@ impl JobHandler for DeleteCluster {
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
-        let Some(host) = &self.host else {
-            ctx.stage("connecting to the host cluster").await?;
-            return Err(JobError::fatal(NO_HOST_ADAPTER));
-        };
+        let host = shared::host::require(&self.host, ctx, NO_HOST_ADAPTER).await?;
         let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
             // Already deleted by an earlier attempt that lost its lease after committing.
             let mut tx = ctx.pool.begin().await?;

@@ -35,10 +35,7 @@ impl JobHandler for UpdateCluster {
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
-        let Some(host) = &self.host else {
-            ctx.stage("connecting to the host cluster").await?;
-            return Err(JobError::fatal(NO_HOST_ADAPTER));
-        };
+        let host = shared::host::require(&self.host, ctx, NO_HOST_ADAPTER).await?;
         let cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
             .await?
             .ok_or_else(|| JobError::fatal("the cluster was deleted before it could be updated"))?;
