@@ -17,8 +17,10 @@ use crate::create::OperationAccepted;
 /// Delete a cluster
 ///
 /// Marks the cluster `deleting` and enqueues the `cluster_delete` job, which
-/// removes its host namespace and soft-deletes it. Only one job may be active
-/// per cluster: while another operation is pending or running, 409.
+/// removes its host namespace and soft-deletes it. While a create or update is
+/// still pending or running, the delete is accepted and waits its turn: its
+/// operation is queued and its job starts once the other one has finished.
+/// A second delete is 409.
 #[utoipa::path(
     delete,
     path = "/api/console/clusters/{cluster_id}",
@@ -27,7 +29,7 @@ use crate::create::OperationAccepted;
     responses(
         (status = 202, body = OperationAccepted),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Another operation is active (`cluster_job_active`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A delete is already pending or running (`cluster_delete_in_progress`)", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn delete(
@@ -36,9 +38,35 @@ pub async fn delete(
     AppPath(cluster_id): AppPath<Uuid>,
 ) -> Result<Response, ApiError> {
     let mut tx = state.pool.begin().await?;
+    clusters::lock_owned(&mut tx, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
     let cluster = clusters::get_owned(&mut *tx, caller.user_id, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
+    let activity = jobs::activity(&mut tx, cluster.id).await?;
+    if activity.active_job.as_deref() == Some(JobType::ClusterDelete.as_str())
+        || activity.queued_operation.as_deref() == Some(JobType::ClusterDelete.operation())
+    {
+        return Err(ApiError::Conflict {
+            code: "cluster_delete_in_progress",
+            detail: "this cluster is already being deleted".into(),
+        });
+    }
+    if activity.active_job.is_some() {
+        let operation_id = jobs::queue_operation(
+            &mut tx,
+            cluster.id,
+            JobType::ClusterDelete,
+            Some(caller.user_id),
+        )
+        .await?;
+        tx.commit().await?;
+        let operation = jobs::get_operation(&state.pool, operation_id)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
+        return Ok(accepted(OperationAccepted { operation, cluster }));
+    }
     clusters::mark_deleting(&mut tx, cluster.id).await?;
     let payload = serde_json::json!({ "namespace": cluster.namespace, "vcluster_name": cluster.vcluster_name });
     let enqueued = enqueue_and_publish_after_commit(

@@ -300,3 +300,19 @@ pub async fn record_observation(
     .await?;
     Ok(())
 }
+
+/// Locks the owner's live cluster row for the rest of the transaction, so
+/// lifecycle requests on one cluster are decided one at a time.
+pub async fn lock_owned(
+    tx: &mut PgConnection,
+    owner_user_id: Uuid,
+    cluster_id: Uuid,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT id FROM clusters WHERE id = $1 AND owner_user_id = $2 AND deleted_at IS NULL FOR UPDATE",
+        cluster_id,
+        owner_user_id,
+    )
+    .fetch_optional(tx)
+    .await
+}

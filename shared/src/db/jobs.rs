@@ -581,3 +581,83 @@ pub async fn cancel_pending(
     .await?;
     Ok(row.is_some())
 }
+
+/// What a cluster has going on: the type of its active job, and the type of an
+/// operation queued behind it (accepted, but without a job yet).
+#[derive(Debug, Clone, Default)]
+pub struct Activity {
+    pub active_job: Option<String>,
+    pub queued_operation: Option<String>,
+}
+
+pub async fn activity(tx: &mut PgConnection, cluster_id: Uuid) -> Result<Activity, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT
+               (SELECT type FROM cluster_jobs
+                WHERE cluster_id = $1 AND status IN ('pending', 'running') LIMIT 1) AS active_job,
+               (SELECT o.type FROM cluster_operations o
+                WHERE o.cluster_id = $1 AND o.status = 'pending'
+                  AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
+                LIMIT 1) AS queued_operation"#,
+        cluster_id
+    )
+    .fetch_one(tx)
+    .await?;
+    Ok(Activity {
+        active_job: row.active_job,
+        queued_operation: row.queued_operation,
+    })
+}
+
+/// Accepts an operation that must wait for the cluster's active job: the
+/// operation is recorded now, its job is created by [`promote_queued`] once the
+/// cluster has no active job.
+pub async fn queue_operation(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    job_type: JobType,
+    requested_by: Option<Uuid>,
+) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, stage)
+           VALUES ($1, $2, $3, 'queued behind the running operation') RETURNING id"#,
+        cluster_id,
+        job_type.operation(),
+        requested_by,
+    )
+    .fetch_one(tx)
+    .await
+}
+
+/// Creates the job of every queued operation whose cluster has no active job
+/// (oldest first, one per cluster; the active-job index settles races). A queued
+/// delete moves its cluster to `deleting`. Returns how many jobs were created;
+/// they are unpublished, so the same sweep publishes them.
+pub async fn promote_queued(pool: &PgPool, max_attempts: i32) -> Result<u64, sqlx::Error> {
+    let rows = sqlx::query_scalar!(
+        r#"WITH promoted AS (
+               INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
+               SELECT DISTINCT ON (o.cluster_id) o.cluster_id, o.id, 'cluster_' || o.type, '{}'::jsonb, $1
+               FROM cluster_operations o
+               WHERE o.status = 'pending'
+                 AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
+                 AND NOT EXISTS (SELECT 1 FROM cluster_jobs j
+                                 WHERE j.cluster_id = o.cluster_id AND j.status IN ('pending', 'running'))
+               ORDER BY o.cluster_id, o.created_at
+               ON CONFLICT DO NOTHING
+               RETURNING cluster_id, operation_id, type
+           ), operation AS (
+               UPDATE cluster_operations o SET stage = 'queued'
+               FROM promoted WHERE o.id = promoted.operation_id
+           ), cluster AS (
+               UPDATE clusters c SET status = 'deleting'
+               FROM promoted
+               WHERE promoted.type = 'cluster_delete' AND c.id = promoted.cluster_id AND c.deleted_at IS NULL
+           )
+           SELECT operation_id AS "operation_id!" FROM promoted"#,
+        max_attempts
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.len() as u64)
+}

@@ -7,6 +7,8 @@ use crate::{config::JobSettings, db::jobs};
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct SweepReport {
     pub requeued: u64,
+    /// Jobs created for operations that were queued behind another job.
+    pub promoted: u64,
     pub failed: u64,
     pub published: u64,
     pub publish_failed: u64,
@@ -14,7 +16,8 @@ pub struct SweepReport {
 
 const PUBLISH_BATCH: i64 = 500;
 
-/// Rescues expired leases, then publishes every due job that has no live wake-up.
+/// Rescues expired leases, creates the jobs of operations queued behind a
+/// finished job, then publishes every due job that has no live wake-up.
 /// Safe to run from several places at once (`SKIP LOCKED`, idempotent claims).
 pub async fn sweep(
     pool: &PgPool,
@@ -25,6 +28,7 @@ pub async fn sweep(
     let mut report = SweepReport {
         requeued: rescued.requeued,
         failed: rescued.failed,
+        promoted: jobs::promote_queued(pool, settings.max_attempts).await?,
         ..SweepReport::default()
     };
     loop {

@@ -239,34 +239,54 @@ async fn a_second_live_cluster_with_the_same_name_is_409_and_leaves_nothing_behi
 }
 
 #[tokio::test]
-async fn delete_is_409_while_another_job_is_active_and_202_once_it_finished() {
+async fn a_delete_during_a_create_waits_its_turn_and_a_second_delete_is_409() {
     let api = Api::new().await;
     let (_, _, body) = api
         .call(post("/api/console/clusters", cluster("busy")))
         .await;
     let id = body["cluster"]["id"].as_str().unwrap().to_string();
 
-    let (status, _, body) = api
-        .call(delete(&format!("/api/console/clusters/{id}")))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
-    assert_eq!(body["code"], "cluster_job_active");
-    let (_, _, fetched) = api.call(get(&format!("/api/console/clusters/{id}"))).await;
-    assert_eq!(
-        fetched["status"], "provisioning",
-        "the refused delete changed nothing"
-    );
-    assert_eq!(api.count("cluster_operations").await, 1);
-
-    // The create job runs (and fails honestly: no host adapter yet).
-    let done = api.runner.run_until_idle().await;
-    assert_eq!(done.len(), 1);
+    // The create job has not run yet: the delete is accepted and queued behind it.
     let (status, _, body) = api
         .call(delete(&format!("/api/console/clusters/{id}")))
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(body["operation"]["type"], "delete");
-    assert_eq!(body["cluster"]["status"], "deleting");
+    assert_eq!(body["operation"]["status"], "pending");
+    assert_eq!(
+        body["operation"]["stage"],
+        "queued behind the running operation"
+    );
+    let delete_jobs: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM cluster_jobs WHERE type = 'cluster_delete'")
+            .fetch_one(&api.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(delete_jobs, 0, "no delete job while the create is active");
+
+    let (status, _, body) = api
+        .call(delete(&format!("/api/console/clusters/{id}")))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("cluster_delete_in_progress"))
+    );
+
+    // The create runs (and fails: no host here); the sweep then starts the delete.
+    assert_eq!(api.runner.run_until_idle().await.len(), 1);
+    let report = shared::jobs::sweep(
+        &api.db.pool,
+        api.state.publisher.as_ref(),
+        &JobSettings::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((report.promoted, report.published), (1, 1));
+    let (_, _, fetched) = api.call(get(&format!("/api/console/clusters/{id}"))).await;
+    assert_eq!(fetched["status"], "deleting");
+    let done = api.runner.run_until_idle().await;
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].0.job_type, shared::domain::JobType::ClusterDelete);
 
     let (_, _, operations) = api
         .call(get(&format!("/api/console/clusters/{id}/operations")))

@@ -563,7 +563,7 @@ async fn of_two_concurrent_deletes_one_is_accepted_and_one_is_409() {
     } else {
         second.1
     };
-    assert_eq!(conflict["code"], "cluster_job_active");
+    assert_eq!(conflict["code"], "cluster_delete_in_progress");
     let jobs: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM cluster_jobs WHERE cluster_id = $1::uuid AND type = 'cluster_delete'",
     )
