@@ -184,6 +184,10 @@ pub struct Settings {
     pub sweep_interval: Duration,
     /// How often `sync-clusters` checks each control plane.
     pub observe_interval: Duration,
+    /// How often `sync-nodes` lists each cluster's nodes.
+    pub node_sync_interval: Duration,
+    /// A node whose kubelet has not posted status for this long is offline.
+    pub node_offline_after: Duration,
     pub jobs: JobSettings,
 }
 
@@ -229,6 +233,8 @@ impl Settings {
             worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
             sweep_interval: positive_millis(source, "SWEEP_INTERVAL_MS", 5_000)?,
             observe_interval: positive_millis(source, "SYNC_CLUSTERS_INTERVAL_MS", 30_000)?,
+            node_sync_interval: positive_millis(source, "SYNC_NODES_INTERVAL_MS", 15_000)?,
+            node_offline_after: positive_millis(source, "NODE_OFFLINE_AFTER_MS", 120_000)?,
             jobs: JobSettings::from_source(source)?,
         })
     }

@@ -22,6 +22,7 @@ use shared::{
     host::{HostCluster, HostSettings},
     http::{AppState, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
+    nodesync::sync_all,
     observe::observe_clusters,
     runtime::serve_http,
     telemetry,
@@ -35,6 +36,7 @@ pub use postgres::EmbeddedPostgres;
 pub fn openapi() -> utoipa::openapi::OpenApi {
     shared::openapi::document([
         api_clusters::ApiDoc::openapi(),
+        api_nodes::ApiDoc::openapi(),
         api_admin::ApiDoc::openapi(),
     ])
 }
@@ -42,6 +44,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// Every HTTP function's routes, as the API gateway would mount them.
 pub fn routes() -> Router<AppState> {
     api_clusters::router()
+        .merge(api_nodes::router())
         .merge(api_admin::router())
         .route("/api/openapi.json", get(|| async { axum::Json(openapi()) }))
 }
@@ -170,6 +173,17 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
             async move {
                 if let Err(err) = jobs::sweep(&pool, publisher.as_ref(), &settings.jobs).await {
                     tracing::error!(error = %err, "sweep failed");
+                }
+            }
+        }
+    }));
+    background.spawn(every(settings.node_sync_interval, stopped(), {
+        let (pool, host, offline_after) = (pool.clone(), host.clone(), settings.node_offline_after);
+        move || {
+            let (pool, host) = (pool.clone(), host.clone());
+            async move {
+                if let Err(err) = sync_all(&pool, &host, 16, offline_after).await {
+                    tracing::error!(error = %err, "node sync failed");
                 }
             }
         }

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod clusters;
 pub mod jobs;
+pub mod nodes;
 pub mod users;
 
 use std::time::Duration;

@@ -78,7 +78,7 @@ impl Platform {
             identity: Identity::Development(user),
             host: Some(host.clone()),
         };
-        let router = with_common_layers(api_clusters::router(), state);
+        let router = with_common_layers(api_clusters::router().merge(api_nodes::router()), state);
         Self {
             db,
             sim,
@@ -698,4 +698,137 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
             .unwrap()
             .starts_with("http://localhost:")
     );
+}
+
+fn node(name: &str, ready: &str, heartbeat: chrono::DateTime<chrono::Utc>) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": "",
+                            "lastHeartbeatTime": heartbeat.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                            "lastTransitionTime": heartbeat.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)}],
+            "addresses": [{"type": "InternalIP", "address": "192.0.2.10"}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {"osImage": "Debian GNU/Linux 12 (bookworm)", "kubeletVersion": "v1.33.5",
+                         "containerRuntimeVersion": "containerd://1.7.27", "architecture": "amd64",
+                         "bootID": "", "kernelVersion": "6.1.0", "kubeProxyVersion": "", "machineID": "",
+                         "operatingSystem": "linux", "systemUUID": ""},
+            "allocatable": {"cpu": "3800m", "memory": "16384Ki", "ephemeral-storage": "20Gi", "pods": "110"},
+        },
+    })
+}
+
+#[tokio::test]
+async fn node_sync_keeps_the_snapshot_and_appends_each_transition_once() {
+    let platform = Platform::new().await;
+    let id = platform.create("kappa", "nodeport").await;
+    platform.drive().await;
+    let namespace = platform.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let vcluster = platform.sim.vcluster(&namespace, "kappa").unwrap();
+    let offline_after = Duration::from_secs(60);
+    let sync = || shared::nodesync::sync_all(&platform.db.pool, &platform.host, 4, offline_after);
+    let events = |query: String| {
+        let platform = &platform;
+        async move {
+            let (status, body) = platform
+                .call("GET", &format!("/api/console/node-events?{query}"), None)
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body.as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["type"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    let now = chrono::Utc::now();
+
+    vcluster.put(node("worker-1", "True", now)).unwrap();
+    let report = sync().await.unwrap();
+    assert_eq!((report.nodes, report.written, report.events), (1, 1, 2));
+    assert_eq!(
+        events(format!("cluster_id={id}")).await,
+        ["ready", "joined"]
+    );
+    let (status, ip, cpu, memory): (String, String, i64, i64) = sqlx::query_as(
+        "SELECT status, host(internal_ip), cpu_allocatable_milli_cores, memory_allocatable_bytes FROM nodes WHERE name = 'worker-1'",
+    )
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (status.as_str(), ip.as_str(), cpu, memory),
+        ("ready", "192.0.2.10", 3800, 16 * 1024 * 1024)
+    );
+
+    // Nothing changed: nothing is written.
+    let report = sync().await.unwrap();
+    assert_eq!((report.written, report.events), (0, 0));
+
+    // The kubelet stops posting: offline once the heartbeat is older than the threshold.
+    vcluster
+        .put(node(
+            "worker-1",
+            "True",
+            now - chrono::Duration::seconds(120),
+        ))
+        .unwrap();
+    sync().await.unwrap();
+    // It comes back.
+    vcluster
+        .put(node("worker-1", "True", chrono::Utc::now()))
+        .unwrap();
+    sync().await.unwrap();
+    // NotReady, then removed from the cluster.
+    vcluster
+        .put(node("worker-1", "False", chrono::Utc::now()))
+        .unwrap();
+    sync().await.unwrap();
+    assert!(vcluster.remove("v1", "Node", "", "worker-1"));
+    sync().await.unwrap();
+    assert_eq!(
+        events(format!("cluster_id={id}")).await,
+        [
+            "deleted",
+            "not_ready",
+            "ready",
+            "offline",
+            "ready",
+            "joined"
+        ],
+        "newest first"
+    );
+    assert_eq!(
+        events(format!("cluster_id={id}&type=ready")).await,
+        ["ready", "ready"]
+    );
+    assert_eq!(
+        events(format!("cluster_id={id}&limit=2")).await,
+        ["deleted", "not_ready"]
+    );
+    let (status, body) = platform
+        .call(
+            "GET",
+            &format!("/api/console/node-events?cluster_id={id}&limit=501"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
+    );
+    let (status, _) = platform
+        .call(
+            "GET",
+            &format!(
+                "/api/console/node-events?cluster_id={}",
+                uuid::Uuid::new_v4()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }

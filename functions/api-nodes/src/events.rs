@@ -1,0 +1,81 @@
+use axum::extract::State;
+use serde::Deserialize;
+use shared::{
+    db::{
+        clusters,
+        nodes::{self, NodeEvent},
+    },
+    error::ApiError,
+    extract::{AppJson, AppQuery},
+    http::{AppState, Caller},
+};
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+const TYPES: [&str; 6] = [
+    "joined",
+    "ready",
+    "not_ready",
+    "pending",
+    "offline",
+    "deleted",
+];
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    pub cluster_id: Uuid,
+    pub node_id: Option<Uuid>,
+    /// `joined`, `ready`, `not_ready`, `pending`, `offline` or `deleted`.
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    pub event_type: Option<String>,
+    /// 1–500, default 100.
+    pub limit: Option<i64>,
+}
+
+/// Node events of a cluster
+///
+/// Newest first (`observed_at DESC, id DESC`), optionally for one node and of one type.
+#[utoipa::path(
+    get,
+    path = "/api/console/node-events",
+    tag = "nodes",
+    params(EventsQuery),
+    responses(
+        (status = 200, body = Vec<NodeEvent>),
+        (status = 400, description = "Missing or malformed parameters", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster of the caller", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppQuery(query): AppQuery<EventsQuery>,
+) -> Result<AppJson<Vec<NodeEvent>>, ApiError> {
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::invalid("limit", "must be between 1 and 500"));
+    }
+    if let Some(event_type) = query.event_type.as_deref()
+        && !TYPES.contains(&event_type)
+    {
+        return Err(ApiError::invalid(
+            "type",
+            format!("must be one of {}", TYPES.join(", ")),
+        ));
+    }
+    clusters::get_owned(&state.pool, caller.user_id, query.cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    let events = nodes::list_events(
+        &state.pool,
+        query.cluster_id,
+        query.node_id,
+        query.event_type.as_deref(),
+        limit,
+    )
+    .await?;
+    Ok(AppJson(events))
+}

@@ -1,0 +1,280 @@
+//! Node observation: list each ready cluster's Node objects once per cycle,
+//! keep the `nodes` snapshot and append `node_events` for every transition.
+//! A cycle with no change writes nothing.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{
+    db::{
+        clusters::{self, Cluster},
+        nodes::{self, NewNodeEvent, NodeSnapshot, StoredNode},
+    },
+    host::HostCluster,
+};
+
+/// Parses a Kubernetes quantity into base units, scaled by `scale` (1000 for
+/// millicores). `None` for anything unparseable.
+pub fn quantity(raw: &str, scale: f64) -> Option<i64> {
+    let raw = raw.trim();
+    let split = raw
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(raw.len());
+    let (number, suffix) = raw.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
+        _ => return None,
+    };
+    Some((number * factor * scale).round() as i64)
+}
+
+/// The platform's view of one Node object at `now`.
+pub fn snapshot_of(
+    node: &Node,
+    now: DateTime<Utc>,
+    offline_after: Duration,
+) -> Option<NodeSnapshot> {
+    let name = node.metadata.name.clone()?;
+    let status = node.status.clone().unwrap_or_default();
+    let ready = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready");
+    let last_seen_at = ready
+        .as_ref()
+        .and_then(|c| c.last_heartbeat_time.as_ref())
+        .and_then(|t| DateTime::from_timestamp_micros(t.0.as_microsecond()));
+    let stale = last_seen_at.is_some_and(|seen| {
+        now.signed_duration_since(seen)
+            .to_std()
+            .is_ok_and(|age| age > offline_after)
+    });
+    let state = match ready.as_ref().map(|c| c.status.as_str()) {
+        None => "pending",
+        Some("Unknown") => "offline",
+        Some(_) if stale => "offline",
+        Some("True") => "ready",
+        Some(_) => "not_ready",
+    };
+    let info = status.node_info;
+    let allocatable = status.allocatable.unwrap_or_default();
+    let amount = |key: &str, scale: f64| allocatable.get(key).and_then(|q| quantity(&q.0, scale));
+    Some(NodeSnapshot {
+        name,
+        status: state.into(),
+        internal_ip: status
+            .addresses
+            .unwrap_or_default()
+            .into_iter()
+            .find(|a| a.type_ == "InternalIP")
+            .map(|a| a.address),
+        os_image: info.as_ref().map(|i| i.os_image.clone()),
+        kubelet_version: info.as_ref().map(|i| i.kubelet_version.clone()),
+        container_runtime_version: info.as_ref().map(|i| i.container_runtime_version.clone()),
+        cpu_allocatable_milli_cores: amount("cpu", 1000.0),
+        memory_allocatable_bytes: amount("memory", 1.0),
+        ephemeral_storage_allocatable_bytes: amount("ephemeral-storage", 1.0),
+        last_seen_at,
+    })
+}
+
+/// What one cluster's cycle changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NodeSyncReport {
+    pub clusters: u64,
+    pub failed_clusters: u64,
+    pub nodes: u64,
+    pub written: u64,
+    pub events: u64,
+}
+
+/// Applies the observed nodes of one cluster: one transaction, only when
+/// something changed.
+pub async fn apply(
+    pool: &PgPool,
+    cluster_id: Uuid,
+    observed: &[NodeSnapshot],
+) -> Result<NodeSyncReport, sqlx::Error> {
+    let stored = nodes::list_live(pool, cluster_id).await?;
+    let mut report = NodeSyncReport {
+        nodes: observed.len() as u64,
+        ..NodeSyncReport::default()
+    };
+    let find = |name: &str| stored.iter().find(|s| s.snapshot.name == name);
+    let changed: Vec<(&NodeSnapshot, Option<&StoredNode>)> = observed
+        .iter()
+        .map(|node| (node, find(&node.name)))
+        .filter(|(node, old)| old.is_none_or(|old| old.snapshot != **node))
+        .collect();
+    let gone: Vec<&StoredNode> = stored
+        .iter()
+        .filter(|s| !observed.iter().any(|o| o.name == s.snapshot.name))
+        .collect();
+    if changed.is_empty() && gone.is_empty() {
+        return Ok(report);
+    }
+    let mut tx = pool.begin().await?;
+    for (node, old) in changed {
+        let id = nodes::upsert(&mut tx, cluster_id, node).await?;
+        report.written += 1;
+        let event = |event_type: &'static str, old_status: Option<String>| NewNodeEvent {
+            cluster_id,
+            node_id: id,
+            node_name: &node.name,
+            event_type,
+            old_status,
+            new_status: if event_type == "joined" {
+                "pending"
+            } else {
+                &node.status
+            },
+            message: None,
+        };
+        let mut events = Vec::new();
+        match old {
+            None => {
+                events.push(event("joined", None));
+                if node.status != "pending" {
+                    events.push(event(status_event(&node.status), Some("pending".into())));
+                }
+            }
+            Some(old) if old.snapshot.status != node.status => {
+                events.push(event(
+                    status_event(&node.status),
+                    Some(old.snapshot.status.clone()),
+                ));
+            }
+            Some(_) => {}
+        }
+        for event in events {
+            nodes::insert_event(&mut tx, &event).await?;
+            report.events += 1;
+        }
+    }
+    for node in gone {
+        nodes::mark_deleted(&mut tx, node.id).await?;
+        nodes::insert_event(
+            &mut tx,
+            &NewNodeEvent {
+                cluster_id,
+                node_id: node.id,
+                node_name: &node.snapshot.name,
+                event_type: "deleted",
+                old_status: Some(node.snapshot.status.clone()),
+                new_status: "deleted",
+                message: Some("the Node object is gone from the cluster".into()),
+            },
+        )
+        .await?;
+        report.written += 1;
+        report.events += 1;
+    }
+    tx.commit().await?;
+    Ok(report)
+}
+
+fn status_event(status: &str) -> &'static str {
+    match status {
+        "ready" => "ready",
+        "not_ready" => "not_ready",
+        "offline" => "offline",
+        _ => "pending",
+    }
+}
+
+async fn observe(
+    host: &HostCluster,
+    cluster: &Cluster,
+    offline_after: Duration,
+) -> Result<Vec<NodeSnapshot>, String> {
+    let server = cluster
+        .api_endpoint
+        .as_deref()
+        .ok_or("the cluster has no endpoint")?;
+    let client = host
+        .vcluster_client(cluster, server)
+        .await
+        .map_err(|e| e.to_string())?;
+    let list = Api::<Node>::all(client)
+        .list(&Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let now = Utc::now();
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|n| snapshot_of(n, now, offline_after))
+        .collect())
+}
+
+/// One cycle over every ready cluster, `concurrency` clusters at a time.
+pub async fn sync_all(
+    pool: &PgPool,
+    host: &HostCluster,
+    concurrency: usize,
+    offline_after: Duration,
+) -> Result<NodeSyncReport, sqlx::Error> {
+    let clusters = clusters::list_observable(pool).await?;
+    let results: Vec<_> = stream::iter(clusters)
+        .map(|cluster| async move {
+            let observed = observe(host, &cluster, offline_after).await;
+            (cluster, observed)
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut total = NodeSyncReport::default();
+    for (cluster, observed) in results {
+        total.clusters += 1;
+        match observed {
+            Ok(observed) => {
+                let report = apply(pool, cluster.id, &observed).await?;
+                total.nodes += report.nodes;
+                total.written += report.written;
+                total.events += report.events;
+            }
+            Err(error) => {
+                tracing::info!(cluster_id = %cluster.id, error, "could not list nodes");
+                total.failed_clusters += 1;
+            }
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_in_every_suffix() {
+        assert_eq!(quantity("4", 1000.0), Some(4000));
+        assert_eq!(quantity("3800m", 1000.0), Some(3800));
+        assert_eq!(quantity("16Gi", 1.0), Some(16 * 1024 * 1024 * 1024));
+        assert_eq!(quantity("16384Ki", 1.0), Some(16 * 1024 * 1024));
+        assert_eq!(quantity("1e3", 1.0), Some(1000));
+        assert_eq!(quantity("2G", 1.0), Some(2_000_000_000));
+        assert_eq!(quantity("lots", 1.0), None);
+    }
+}
