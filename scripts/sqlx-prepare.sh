@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 server=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
-db=kubebyon_sqlx_prepare
+db="kubebyon_sqlx_prepare_$$"
 url="${server%/*}/$db"
 psql "$server" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
 trap 'psql "$server" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
