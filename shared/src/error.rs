@@ -141,6 +141,18 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// 409 `cluster_job_active` when a write broke the one-active-job-per-cluster
+/// index; any other error stays internal.
+pub fn active_job_conflict(err: sqlx::Error) -> ApiError {
+    match unique_violation(&err) {
+        Some("idx_cluster_jobs_active_cluster") => ApiError::Conflict {
+            code: "cluster_job_active",
+            detail: "another operation on this cluster is still pending or running; try again when it has finished".into(),
+        },
+        _ => err.into(),
+    }
+}
+
 /// The name of the unique or exclusion constraint a database error broke, if any.
 pub fn unique_violation(err: &sqlx::Error) -> Option<&str> {
     match err {

@@ -5,7 +5,7 @@ use shared::{
         audit::{self, AuditEvent},
         jobs::{self, JobRecord},
     },
-    error::{ApiError, unique_violation},
+    error::{ApiError, active_job_conflict},
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
     jobs::publish_after_commit,
@@ -99,13 +99,7 @@ pub async fn retry(
     let mut tx = state.pool.begin().await?;
     let message = jobs::retry_failed(&mut tx, job_id, state.settings.jobs.max_attempts)
         .await
-        .map_err(|err| match unique_violation(&err) {
-            Some("idx_cluster_jobs_active_cluster") => ApiError::Conflict {
-                code: "cluster_job_active",
-                detail: "the cluster has another pending or running job".into(),
-            },
-            _ => err.into(),
-        })?
+        .map_err(active_job_conflict)?
         .ok_or_else(|| ApiError::Conflict {
             code: "job_not_failed",
             detail: format!(

@@ -5,9 +5,9 @@ use shared::{
         jobs::{self, NewJob},
     },
     domain::JobType,
-    error::{ApiError, unique_violation},
+    error::{ApiError, active_job_conflict},
     extract::AppPath,
-    http::{AppState, Caller, accepted},
+    http::{AppState, Caller},
     jobs::enqueue_and_publish_after_commit,
 };
 use uuid::Uuid;
@@ -62,10 +62,7 @@ pub async fn delete(
         )
         .await?;
         tx.commit().await?;
-        let operation = jobs::get_operation(&state.pool, operation_id)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
-        return Ok(accepted(OperationAccepted { operation, cluster }));
+        return crate::accepted_operation(&state, caller, operation_id, cluster.id).await;
     }
     clusters::mark_deleting(&mut tx, cluster.id).await?;
     let payload = serde_json::json!({ "namespace": cluster.namespace, "vcluster_name": cluster.vcluster_name });
@@ -82,23 +79,6 @@ pub async fn delete(
         },
     )
     .await
-    .map_err(job_conflict)?;
-    let operation = jobs::get_operation(&state.pool, enqueued.operation_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
-    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster.id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
-    Ok(accepted(OperationAccepted { operation, cluster }))
-}
-
-/// 409 `cluster_job_active` when the cluster already has a pending or running job.
-pub(crate) fn job_conflict(err: sqlx::Error) -> ApiError {
-    match unique_violation(&err) {
-        Some("idx_cluster_jobs_active_cluster") => ApiError::Conflict {
-            code: "cluster_job_active",
-            detail: "another operation on this cluster is still pending or running; try again when it has finished".into(),
-        },
-        _ => err.into(),
-    }
+    .map_err(active_job_conflict)?;
+    crate::accepted_operation(&state, caller, enqueued.operation_id, cluster.id).await
 }

@@ -42,6 +42,26 @@ pub fn router() -> Router<AppState> {
         )
 }
 
+/// 202 with the operation and the cluster as they are after the commit.
+pub(crate) async fn accepted_operation(
+    state: &AppState,
+    caller: shared::http::Caller,
+    operation_id: uuid::Uuid,
+    cluster_id: uuid::Uuid,
+) -> Result<axum::response::Response, shared::error::ApiError> {
+    use shared::{db, error::ApiError};
+    let operation = db::jobs::get_operation(&state.pool, operation_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
+    let cluster = db::clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    Ok(shared::http::accepted(OperationAccepted {
+        operation,
+        cluster,
+    }))
+}
+
 #[derive(OpenApi)]
 #[openapi(
     paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, history::jobs, kubeconfig::download),

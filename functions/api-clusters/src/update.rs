@@ -3,12 +3,12 @@ use serde::Deserialize;
 use shared::{
     db::{
         clusters::{self, ClusterChanges},
-        jobs::{self, NewJob},
+        jobs::NewJob,
     },
     domain::{JobType, PublicAccessMode},
-    error::ApiError,
+    error::{ApiError, active_job_conflict},
     extract::{AppJson, AppPath},
-    http::{AppState, Caller, accepted},
+    http::{AppState, Caller},
     jobs::enqueue_and_publish_after_commit,
 };
 use utoipa::ToSchema;
@@ -132,12 +132,6 @@ pub async fn update(
         },
     )
     .await
-    .map_err(crate::delete::job_conflict)?;
-    let operation = jobs::get_operation(&state.pool, enqueued.operation_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
-    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster.id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
-    Ok(accepted(OperationAccepted { operation, cluster }))
+    .map_err(active_job_conflict)?;
+    crate::accepted_operation(&state, caller, enqueued.operation_id, cluster.id).await
 }
