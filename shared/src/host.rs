@@ -647,6 +647,50 @@ impl HostCluster {
         Client::try_from(config).map_err(|e| HostError::Kubeconfig(e.to_string()))
     }
 
+    /// Calls `call` with a client for the own API of every ready cluster,
+    /// `concurrency` clusters at a time, each within `timeout` when given
+    /// (building the client included). The shared loop of the observation
+    /// schedules; a cluster whose call failed comes back with the reason.
+    pub async fn across_ready_clusters<T, F, Fut>(
+        &self,
+        pool: &sqlx::PgPool,
+        concurrency: usize,
+        timeout: Option<Duration>,
+        call: F,
+    ) -> Result<Vec<(Cluster, Result<T, String>)>, sqlx::Error>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, String>>,
+    {
+        use futures_util::{StreamExt, stream};
+        let clusters = crate::db::clusters::list_observable(pool).await?;
+        let call = &call;
+        Ok(stream::iter(clusters)
+            .map(|cluster| async move {
+                let attempt = async {
+                    let server = cluster
+                        .api_endpoint
+                        .as_deref()
+                        .ok_or("the cluster has no endpoint")?;
+                    let client = self
+                        .vcluster_client(&cluster, server)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    call(client).await
+                };
+                let result = match timeout {
+                    Some(limit) => tokio::time::timeout(limit, attempt)
+                        .await
+                        .unwrap_or_else(|_| Err("the control plane did not answer in time".into())),
+                    None => attempt.await,
+                };
+                (cluster, result)
+            })
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await)
+    }
+
     /// Starts deleting the cluster's namespace; everything in it goes with it.
     pub async fn delete_namespace(&self, cluster: &Cluster) -> Result<(), HostError> {
         let api: Api<Namespace> = Api::all(self.client.clone());

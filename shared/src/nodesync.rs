@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use serde::Serialize;
@@ -13,10 +12,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{
-    db::{
-        clusters::{self, Cluster},
-        nodes::{self, NewNodeEvent, NodeSnapshot, StoredNode},
-    },
+    db::nodes::{self, NewNodeEvent, NodeSnapshot, StoredNode},
     host::HostCluster,
 };
 
@@ -203,31 +199,6 @@ fn status_event(status: &str) -> &'static str {
     }
 }
 
-async fn observe(
-    host: &HostCluster,
-    cluster: &Cluster,
-    offline_after: Duration,
-) -> Result<Vec<NodeSnapshot>, String> {
-    let server = cluster
-        .api_endpoint
-        .as_deref()
-        .ok_or("the cluster has no endpoint")?;
-    let client = host
-        .vcluster_client(cluster, server)
-        .await
-        .map_err(|e| e.to_string())?;
-    let list = Api::<Node>::all(client)
-        .list(&Default::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    let now = Utc::now();
-    Ok(list
-        .items
-        .iter()
-        .filter_map(|n| snapshot_of(n, now, offline_after))
-        .collect())
-}
-
 /// One cycle over every ready cluster, `concurrency` clusters at a time.
 pub async fn sync_all(
     pool: &PgPool,
@@ -235,15 +206,20 @@ pub async fn sync_all(
     concurrency: usize,
     offline_after: Duration,
 ) -> Result<NodeSyncReport, sqlx::Error> {
-    let clusters = clusters::list_observable(pool).await?;
-    let results: Vec<_> = stream::iter(clusters)
-        .map(|cluster| async move {
-            let observed = observe(host, &cluster, offline_after).await;
-            (cluster, observed)
+    let results = host
+        .across_ready_clusters(pool, concurrency, None, |client| async move {
+            let list = Api::<Node>::all(client)
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let now = Utc::now();
+            Ok(list
+                .items
+                .iter()
+                .filter_map(|n| snapshot_of(n, now, offline_after))
+                .collect::<Vec<_>>())
         })
-        .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await;
+        .await?;
     let mut total = NodeSyncReport::default();
     for (cluster, observed) in results {
         total.clusters += 1;

@@ -4,14 +4,10 @@
 
 use std::time::Duration;
 
-use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::{
-    db::clusters::{self, Cluster},
-    host::HostCluster,
-};
+use crate::{db::clusters, host::HostCluster};
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ObservationReport {
@@ -27,17 +23,20 @@ pub async fn observe_clusters(
     host: &HostCluster,
     concurrency: usize,
 ) -> Result<ObservationReport, sqlx::Error> {
-    let clusters = clusters::list_observable(pool).await?;
-    let results: Vec<(Cluster, bool)> = stream::iter(clusters)
-        .map(|cluster| async move {
-            let reachable = reachable(host, &cluster).await;
-            (cluster, reachable)
+    let results = host
+        .across_ready_clusters(pool, concurrency, Some(CALL_TIMEOUT), |client| async move {
+            client.apiserver_version().await.map_err(|e| e.to_string())
         })
-        .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await;
+        .await?;
     let mut report = ObservationReport::default();
-    for (cluster, connected) in results {
+    for (cluster, result) in results {
+        let connected = match result {
+            Ok(_) => true,
+            Err(error) => {
+                tracing::info!(cluster_id = %cluster.id, error, "control plane unreachable");
+                false
+            }
+        };
         clusters::record_observation(pool, cluster.id, connected).await?;
         if connected {
             report.connected += 1;
@@ -46,28 +45,4 @@ pub async fn observe_clusters(
         }
     }
     Ok(report)
-}
-
-async fn reachable(host: &HostCluster, cluster: &Cluster) -> bool {
-    let Some(server) = cluster.api_endpoint.as_deref() else {
-        return false;
-    };
-    let attempt = async {
-        let client = host
-            .vcluster_client(cluster, server)
-            .await
-            .map_err(|e| e.to_string())?;
-        client.apiserver_version().await.map_err(|e| e.to_string())
-    };
-    match tokio::time::timeout(CALL_TIMEOUT, attempt).await {
-        Ok(Ok(_)) => true,
-        Ok(Err(error)) => {
-            tracing::info!(cluster_id = %cluster.id, error, "control plane unreachable");
-            false
-        }
-        Err(_) => {
-            tracing::info!(cluster_id = %cluster.id, "control plane did not answer in time");
-            false
-        }
-    }
 }
