@@ -188,6 +188,12 @@ pub struct Settings {
     pub node_sync_interval: Duration,
     /// A node whose kubelet has not posted status for this long is offline.
     pub node_offline_after: Duration,
+    /// Base URL of the public `join` function; join commands point under it.
+    pub join_base_url: String,
+    /// Lifetime of a join token created without `ttl_seconds`.
+    pub join_token_default_ttl: Duration,
+    /// Longest lifetime a join token may be given.
+    pub join_token_max_ttl: Duration,
     pub jobs: JobSettings,
 }
 
@@ -222,12 +228,33 @@ impl Settings {
         } else {
             LogFormat::Pretty
         };
+        let port = parse_or(source, "PORT", 8080)?;
+        let join_base_url = source
+            .get("KUBEBYON_JOIN_BASE_URL")
+            .unwrap_or_else(|| format!("http://localhost:{port}"))
+            .trim_end_matches('/')
+            .to_string();
+        if !(join_base_url.starts_with("https://") || join_base_url.starts_with("http://")) {
+            return Err(ConfigError::Invalid {
+                name: "KUBEBYON_JOIN_BASE_URL",
+                reason: "must be an http:// or https:// URL".into(),
+            });
+        }
+        let join_token_default_ttl =
+            positive_millis(source, "JOIN_TOKEN_DEFAULT_TTL_MS", 3_600_000)?;
+        let join_token_max_ttl = positive_millis(source, "JOIN_TOKEN_MAX_TTL_MS", 7 * 86_400_000)?;
+        if join_token_default_ttl > join_token_max_ttl {
+            return Err(ConfigError::Invalid {
+                name: "JOIN_TOKEN_DEFAULT_TTL_MS",
+                reason: "must not exceed JOIN_TOKEN_MAX_TTL_MS".into(),
+            });
+        }
         Ok(Self {
             database_url: secret(source, "DATABASE_URL"),
             database_max_connections,
             amqp_url: secret(source, "AMQP_URL"),
             amqp_exchange,
-            port: parse_or(source, "PORT", 8080)?,
+            port,
             log_format: parse_or(source, "LOG_FORMAT", default_format)?,
             auth_mode: parse(source, "KUBEBYON_AUTH_MODE")?,
             worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
@@ -235,6 +262,9 @@ impl Settings {
             observe_interval: positive_millis(source, "SYNC_CLUSTERS_INTERVAL_MS", 30_000)?,
             node_sync_interval: positive_millis(source, "SYNC_NODES_INTERVAL_MS", 15_000)?,
             node_offline_after: positive_millis(source, "NODE_OFFLINE_AFTER_MS", 120_000)?,
+            join_base_url,
+            join_token_default_ttl,
+            join_token_max_ttl,
             jobs: JobSettings::from_source(source)?,
         })
     }

@@ -51,6 +51,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("the service is not ready")]
     Unavailable,
+    /// A system we depend on (a cluster's API) failed or could not be reached.
+    #[error("{detail}")]
+    Upstream { code: &'static str, detail: String },
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -95,6 +98,7 @@ impl ApiError {
                 "unavailable",
                 "Service unavailable",
             ),
+            Self::Upstream { code, .. } => (StatusCode::BAD_GATEWAY, code, "Bad gateway"),
             Self::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal_error",

@@ -593,13 +593,8 @@ impl HostCluster {
         )
     }
 
-    /// The admin kubeconfig vCluster wrote, with its server rewritten to the public
-    /// endpoint. Returned as JSON, which every kubeconfig reader accepts as YAML.
-    pub async fn kubeconfig(
-        &self,
-        cluster: &Cluster,
-        server: &str,
-    ) -> Result<Option<String>, HostError> {
+    /// The admin kubeconfig vCluster wrote into its Secret, parsed.
+    async fn stored_kubeconfig(&self, cluster: &Cluster) -> Result<Option<Kubeconfig>, HostError> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
         let Some(secret) = secrets
             .get_opt(&format!("vc-{}", cluster.vcluster_name))
@@ -613,8 +608,21 @@ impl HostCluster {
         })?;
         let text = std::str::from_utf8(&raw.0)
             .map_err(|e| HostError::Invalid(format!("the kubeconfig is not UTF-8: {e}")))?;
-        let mut kubeconfig = Kubeconfig::from_yaml(text)
-            .map_err(|e| HostError::Invalid(format!("the kubeconfig does not parse: {e}")))?;
+        Kubeconfig::from_yaml(text)
+            .map(Some)
+            .map_err(|e| HostError::Invalid(format!("the kubeconfig does not parse: {e}")))
+    }
+
+    /// The admin kubeconfig vCluster wrote, with its server rewritten to the public
+    /// endpoint. Returned as JSON, which every kubeconfig reader accepts as YAML.
+    pub async fn kubeconfig(
+        &self,
+        cluster: &Cluster,
+        server: &str,
+    ) -> Result<Option<String>, HostError> {
+        let Some(mut kubeconfig) = self.stored_kubeconfig(cluster).await? else {
+            return Ok(None);
+        };
         for named in &mut kubeconfig.clusters {
             if let Some(cluster) = named.cluster.as_mut() {
                 cluster.server = Some(server.to_string());
@@ -623,6 +631,33 @@ impl HostCluster {
         serde_json::to_string_pretty(&kubeconfig)
             .map(Some)
             .map_err(|e| HostError::Invalid(e.to_string()))
+    }
+
+    /// The PEM of the CA the cluster's API certificate is signed by, when its
+    /// kubeconfig carries one (what a joining node pins).
+    pub async fn certificate_authority(
+        &self,
+        cluster: &Cluster,
+    ) -> Result<Option<String>, HostError> {
+        use base64::Engine;
+        let Some(kubeconfig) = self.stored_kubeconfig(cluster).await? else {
+            return Ok(None);
+        };
+        let Some(data) = kubeconfig
+            .clusters
+            .iter()
+            .find_map(|c| c.cluster.as_ref()?.certificate_authority_data.clone())
+        else {
+            return Ok(None);
+        };
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| {
+                HostError::Invalid(format!("certificate-authority-data is not base64: {e}"))
+            })?;
+        String::from_utf8(pem)
+            .map(Some)
+            .map_err(|e| HostError::Invalid(format!("the CA is not PEM text: {e}")))
     }
 
     /// A client for the cluster's own API (the vCluster), through its public
@@ -647,7 +682,7 @@ impl HostCluster {
         Client::try_from(config).map_err(|e| HostError::Kubeconfig(e.to_string()))
     }
 
-    /// Calls `call` with a client for the own API of every ready cluster,
+    /// Calls `call` with the id of, and a client for the own API of, every ready cluster,
     /// `concurrency` clusters at a time, each within `timeout` when given
     /// (building the client included). The shared loop of the observation
     /// schedules; a cluster whose call failed comes back with the reason.
@@ -659,7 +694,7 @@ impl HostCluster {
         call: F,
     ) -> Result<Vec<(Cluster, Result<T, String>)>, sqlx::Error>
     where
-        F: Fn(Client) -> Fut,
+        F: Fn(uuid::Uuid, Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, String>>,
     {
         use futures_util::{StreamExt, stream};
@@ -676,7 +711,7 @@ impl HostCluster {
                         .vcluster_client(&cluster, server)
                         .await
                         .map_err(|e| e.to_string())?;
-                    call(client).await
+                    call(cluster.id, client).await
                 };
                 let result = match timeout {
                     Some(limit) => tokio::time::timeout(limit, attempt)

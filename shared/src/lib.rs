@@ -8,6 +8,7 @@ pub mod extract;
 pub mod host;
 pub mod http;
 pub mod jobs;
+pub mod jointoken;
 pub mod nodesync;
 pub mod observe;
 pub mod openapi;

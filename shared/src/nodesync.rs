@@ -6,15 +6,26 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
-use kube::Api;
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
 use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{
-    db::nodes::{self, NewNodeEvent, NodeSnapshot, StoredNode},
+    db::{
+        nodes::{self, NewNodeEvent, NodeSnapshot, StoredNode},
+        tokens::{self, StaleSecret},
+    },
     host::HostCluster,
+    jointoken,
 };
+
+/// How long a used token's bootstrap Secret may outlive a join that never
+/// reported its end.
+pub const JOIN_GRACE: Duration = Duration::from_secs(15 * 60);
 
 /// Parses a Kubernetes quantity into base units, scaled by `scale` (1000 for
 /// millicores). `None` for anything unparseable.
@@ -103,6 +114,17 @@ pub struct NodeSyncReport {
     pub nodes: u64,
     pub written: u64,
     pub events: u64,
+    /// New nodes linked to the join attempt (and token) that brought them.
+    pub linked: u64,
+    /// Bootstrap Secrets of unusable tokens deleted.
+    pub secrets_deleted: u64,
+}
+
+/// Labels a join token asks for, to put on the node it joined.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelRequest {
+    pub node_name: String,
+    pub labels: serde_json::Value,
 }
 
 /// Applies the observed nodes of one cluster: one transaction, only when
@@ -111,8 +133,9 @@ pub async fn apply(
     pool: &PgPool,
     cluster_id: Uuid,
     observed: &[NodeSnapshot],
-) -> Result<NodeSyncReport, sqlx::Error> {
+) -> Result<(NodeSyncReport, Vec<LabelRequest>), sqlx::Error> {
     let stored = nodes::list_live(pool, cluster_id).await?;
+    let mut labels = Vec::new();
     let mut report = NodeSyncReport {
         nodes: observed.len() as u64,
         ..NodeSyncReport::default()
@@ -128,7 +151,7 @@ pub async fn apply(
         .filter(|s| !observed.iter().any(|o| o.name == s.snapshot.name))
         .collect();
     if changed.is_empty() && gone.is_empty() {
-        return Ok(report);
+        return Ok((report, labels));
     }
     let mut tx = pool.begin().await?;
     for (node, old) in changed {
@@ -150,6 +173,17 @@ pub async fn apply(
         let mut events = Vec::new();
         match old {
             None => {
+                if let Some(wanted) =
+                    tokens::link_joined_node(&mut tx, cluster_id, id, &node.name).await?
+                {
+                    report.linked += 1;
+                    if wanted.as_object().is_some_and(|m| !m.is_empty()) {
+                        labels.push(LabelRequest {
+                            node_name: node.name.clone(),
+                            labels: wanted,
+                        });
+                    }
+                }
                 events.push(event("joined", None));
                 if node.status != "pending" {
                     events.push(event(status_event(&node.status), Some("pending".into())));
@@ -187,7 +221,7 @@ pub async fn apply(
         report.events += 1;
     }
     tx.commit().await?;
-    Ok(report)
+    Ok((report, labels))
 }
 
 fn status_event(status: &str) -> &'static str {
@@ -199,39 +233,75 @@ fn status_event(status: &str) -> &'static str {
     }
 }
 
-/// One cycle over every ready cluster, `concurrency` clusters at a time.
+/// One cycle over every ready cluster, `concurrency` clusters at a time: one
+/// Node list per cluster, the snapshot and events written where something
+/// changed, token labels put on newly joined nodes, and the bootstrap Secrets
+/// of tokens that can no longer be used deleted.
 pub async fn sync_all(
     pool: &PgPool,
     host: &HostCluster,
     concurrency: usize,
     offline_after: Duration,
 ) -> Result<NodeSyncReport, sqlx::Error> {
+    let mut stale: std::collections::HashMap<Uuid, Vec<StaleSecret>> = Default::default();
+    for secret in tokens::stale_secrets(pool, JOIN_GRACE).await? {
+        stale.entry(secret.cluster_id).or_default().push(secret);
+    }
+    let stale = &stale;
     let results = host
-        .across_ready_clusters(pool, concurrency, None, |client| async move {
-            let list = Api::<Node>::all(client)
+        .across_ready_clusters(pool, concurrency, None, |cluster_id, client| async move {
+            let api = Api::<Node>::all(client.clone());
+            let list = api
                 .list(&Default::default())
                 .await
                 .map_err(|e| e.to_string())?;
             let now = Utc::now();
-            Ok(list
+            let observed: Vec<_> = list
                 .items
                 .iter()
                 .filter_map(|n| snapshot_of(n, now, offline_after))
-                .collect::<Vec<_>>())
+                .collect();
+            let (mut report, labels) = apply(pool, cluster_id, &observed)
+                .await
+                .map_err(|e| format!("recording the nodes: {e}"))?;
+            for request in labels {
+                let patch = serde_json::json!({ "metadata": { "labels": request.labels } });
+                if let Err(error) = api
+                    .patch(&request.node_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    tracing::warn!(%cluster_id, node = %request.node_name, %error, "could not label a joined node");
+                }
+            }
+            for secret in stale.get(&cluster_id).into_iter().flatten() {
+                match jointoken::delete_bootstrap_secret(client.clone(), &secret.name).await {
+                    Ok(()) => {
+                        tokens::mark_secret_deleted(pool, secret.token_id)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        report.secrets_deleted += 1;
+                    }
+                    Err(error) => {
+                        tracing::info!(%cluster_id, token_id = %secret.token_id, %error, "bootstrap Secret not deleted yet");
+                    }
+                }
+            }
+            Ok(report)
         })
         .await?;
     let mut total = NodeSyncReport::default();
-    for (cluster, observed) in results {
+    for (cluster, result) in results {
         total.clusters += 1;
-        match observed {
-            Ok(observed) => {
-                let report = apply(pool, cluster.id, &observed).await?;
+        match result {
+            Ok(report) => {
                 total.nodes += report.nodes;
                 total.written += report.written;
                 total.events += report.events;
+                total.linked += report.linked;
+                total.secrets_deleted += report.secrets_deleted;
             }
             Err(error) => {
-                tracing::info!(cluster_id = %cluster.id, error, "could not list nodes");
+                tracing::info!(cluster_id = %cluster.id, error, "could not sync nodes");
                 total.failed_clusters += 1;
             }
         }

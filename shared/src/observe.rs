@@ -24,9 +24,12 @@ pub async fn observe_clusters(
     concurrency: usize,
 ) -> Result<ObservationReport, sqlx::Error> {
     let results = host
-        .across_ready_clusters(pool, concurrency, Some(CALL_TIMEOUT), |client| async move {
-            client.apiserver_version().await.map_err(|e| e.to_string())
-        })
+        .across_ready_clusters(
+            pool,
+            concurrency,
+            Some(CALL_TIMEOUT),
+            |_, client| async move { client.apiserver_version().await.map_err(|e| e.to_string()) },
+        )
         .await?;
     let mut report = ObservationReport::default();
     for (cluster, result) in results {

@@ -38,6 +38,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         api_clusters::ApiDoc::openapi(),
         api_nodes::ApiDoc::openapi(),
         api_admin::ApiDoc::openapi(),
+        join::ApiDoc::openapi(),
     ])
 }
 
@@ -46,6 +47,7 @@ pub fn routes() -> Router<AppState> {
     api_clusters::router()
         .merge(api_nodes::router())
         .merge(api_admin::router())
+        .merge(join::router())
         .route("/api/openapi.json", get(|| async { axum::Json(openapi()) }))
 }
 

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod clusters;
 pub mod jobs;
 pub mod nodes;
+pub mod tokens;
 pub mod users;
 
 use std::time::Duration;

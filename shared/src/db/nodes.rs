@@ -142,7 +142,24 @@ pub async fn insert_event(
         event.new_status,
         event.message,
     )
-    .execute(tx)
+    .execute(&mut *tx)
+    .await?;
+    // The notification hook: a joined or offline node is news for the owner,
+    // delivered by the notification capability as their settings say.
+    sqlx::query!(
+        "INSERT INTO notification_outbox (user_id, kind, cluster_id, payload)
+         SELECT owner_user_id, 'node_' || $2, id,
+                jsonb_build_object('cluster_name', name, 'node_id', $3::uuid, 'node_name', $4::text,
+                                   'old_status', $5::text, 'new_status', $6::text)
+         FROM clusters WHERE id = $1 AND $2 IN ('joined', 'offline')",
+        event.cluster_id,
+        event.event_type,
+        event.node_id,
+        event.node_name,
+        event.old_status,
+        event.new_status,
+    )
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
@@ -182,6 +199,83 @@ pub async fn list_events(
         node_id,
         event_type,
         limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// A node of a cluster as the console shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Node {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub name: String,
+    /// `pending`, `ready`, `not_ready`, `offline` or `deleted`.
+    pub status: String,
+    pub internal_ip: Option<String>,
+    pub os_image: Option<String>,
+    pub kubelet_version: Option<String>,
+    pub container_runtime_version: Option<String>,
+    pub cpu_allocatable_milli_cores: Option<i64>,
+    pub memory_allocatable_bytes: Option<i64>,
+    pub ephemeral_storage_allocatable_bytes: Option<i64>,
+    /// `sync` (seen by the node sync) or `join`.
+    pub source: String,
+    pub last_seen_at: Option<DateTime<Utc>>,
+    pub ready_at: Option<DateTime<Utc>>,
+    pub offline_at: Option<DateTime<Utc>>,
+    pub deleted_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A cluster's nodes by name; deleted ones only when asked for.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    node_id: Option<Uuid>,
+    include_deleted: bool,
+) -> Result<Vec<Node>, sqlx::Error> {
+    sqlx::query_as!(
+        Node,
+        r#"SELECT id, cluster_id, name, status, host(internal_ip) AS internal_ip, os_image, kubelet_version,
+                  container_runtime_version, cpu_allocatable_milli_cores, memory_allocatable_bytes,
+                  ephemeral_storage_allocatable_bytes, source, last_seen_at, ready_at, offline_at,
+                  deleted_at, created_at
+           FROM nodes
+           WHERE cluster_id = $1 AND ($2::uuid IS NULL OR id = $2) AND ($3 OR deleted_at IS NULL)
+           ORDER BY name"#,
+        cluster_id,
+        node_id,
+        include_deleted
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// A node's events between `from` and `to`, oldest first, preceded by the last
+/// event before `from` (the state the period starts in), if any.
+pub async fn events_for_timeline(
+    db: impl PgExecutor<'_>,
+    node_id: Uuid,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<NodeEvent>, sqlx::Error> {
+    sqlx::query_as!(
+        NodeEvent,
+        r#"SELECT id AS "id!", cluster_id AS "cluster_id!", node_id, node_name AS "node_name!",
+                  event_type AS "event_type!", old_status, new_status, message, observed_at AS "observed_at!"
+           FROM (
+               (SELECT id, cluster_id, node_id, node_name, type AS event_type, old_status, new_status, message, observed_at
+                FROM node_events WHERE node_id = $1 AND observed_at < $2
+                ORDER BY observed_at DESC, id DESC LIMIT 1)
+               UNION ALL
+               (SELECT id, cluster_id, node_id, node_name, type, old_status, new_status, message, observed_at
+                FROM node_events WHERE node_id = $1 AND observed_at >= $2 AND observed_at <= $3)
+           ) e
+           ORDER BY observed_at, id"#,
+        node_id,
+        from,
+        to
     )
     .fetch_all(db)
     .await

@@ -12,11 +12,13 @@ pub struct SweepReport {
     pub failed: u64,
     pub published: u64,
     pub publish_failed: u64,
+    /// Join tokens whose expiry was recorded.
+    pub tokens_expired: u64,
 }
 
 const PUBLISH_BATCH: i64 = 500;
 
-/// Rescues expired leases, creates the jobs of operations queued behind a
+/// Rescues expired leases, records expired join tokens, creates the jobs of operations queued behind a
 /// finished job, then publishes every due job that has no live wake-up.
 /// Safe to run from several places at once (`SKIP LOCKED`, idempotent claims).
 pub async fn sweep(
@@ -29,6 +31,7 @@ pub async fn sweep(
         requeued: rescued.requeued,
         failed: rescued.failed,
         promoted: jobs::promote_queued(pool, settings.max_attempts).await?,
+        tokens_expired: crate::db::tokens::expire_due(pool).await?,
         ..SweepReport::default()
     };
     loop {

@@ -14,8 +14,11 @@ pub async fn serve_http(router: Router, port: u16) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on port {port} (PORT)"))?;
     tracing::info!(addr = %listener.local_addr()?, "listening");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(super::shutdown_signal())
-        .await
-        .context("http server")
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(super::shutdown_signal())
+    .await
+    .context("http server")
 }

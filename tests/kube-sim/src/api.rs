@@ -127,7 +127,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
     Ok(Route::Resource(target))
 }
 
-fn query(uri: &Uri) -> HashMap<String, String> {
+pub(crate) fn query(uri: &Uri) -> HashMap<String, String> {
     uri.query()
         .map(|q| {
             q.split('&')
@@ -178,6 +178,11 @@ pub async fn handle(
             reason: "ServiceUnavailable",
             message: "the server is currently unable to handle the request".into(),
         });
+    }
+    if shared.options.role == crate::Role::VCluster
+        && let Some(response) = crate::join::handle(&shared, &method, &uri, &headers)
+    {
+        return response;
     }
     if let Some(token) = &shared.token {
         let presented = headers

@@ -10,10 +10,13 @@
 //! Simplifications, on purpose: server-side apply merges maps and replaces lists
 //! and does not detect field-ownership conflicts; strategic merge patch is
 //! treated as JSON merge patch; no admission, no RBAC, no defaulting beyond
-//! metadata; the vCluster API is plain HTTP with a bearer token.
+//! metadata; the vCluster API is plain HTTP with a bearer token. A vCluster
+//! also serves the private-node join endpoint (`/node/join`), whose script
+//! registers the joining machine as a Ready Node.
 
 mod api;
 mod behaviour;
+mod join;
 pub mod registry;
 pub mod store;
 

@@ -7,6 +7,8 @@ mod broker;
 mod clusters;
 mod lambda;
 mod local_process;
+mod nodes;
 mod openapi;
+mod platform;
 mod schema;
 mod simulator;

@@ -1,0 +1,202 @@
+//! A cluster's nodes and each node's timeline with its uptime.
+
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::{
+    db::{
+        clusters,
+        nodes::{self, Node, NodeEvent},
+    },
+    error::ApiError,
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AppState, Caller},
+};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct NodesQuery {
+    /// Also list removed nodes.
+    #[serde(default)]
+    pub include_deleted: bool,
+}
+
+/// List a cluster's nodes
+///
+/// The snapshot the node sync keeps: status, addresses, versions, allocatable
+/// resources, and when the node was last seen, became ready or went offline.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/nodes",
+    tag = "nodes",
+    params(("cluster_id" = Uuid, Path), NodesQuery),
+    responses(
+        (status = 200, body = Vec<Node>),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppQuery(query): AppQuery<NodesQuery>,
+) -> Result<AppJson<Vec<Node>>, ApiError> {
+    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    Ok(AppJson(
+        nodes::list(&state.pool, cluster_id, None, query.include_deleted).await?,
+    ))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineQuery {
+    /// Start of the period (RFC 3339); default 24 hours before `to`.
+    pub from: Option<DateTime<Utc>>,
+    /// End of the period (RFC 3339); default now.
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// One node's history over a period.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Timeline {
+    pub node: Node,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// Events of the period, oldest first, preceded by the last one before it.
+    pub events: Vec<NodeEvent>,
+    /// Seconds of the period the node existed for.
+    pub observed_seconds: i64,
+    /// Seconds of those it was `ready`.
+    pub ready_seconds: i64,
+    /// `ready_seconds / observed_seconds`; absent when the node did not exist in the period.
+    pub uptime_ratio: Option<f64>,
+}
+
+/// A node's timeline and uptime
+///
+/// Its events over a period (at most 90 days) and the share of the period it
+/// was ready, derived from the recorded transitions.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/nodes/{node_id}/timeline",
+    tag = "nodes",
+    params(("cluster_id" = Uuid, Path), ("node_id" = Uuid, Path), TimelineQuery),
+    responses(
+        (status = 200, body = Timeline),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn timeline(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath((cluster_id, node_id)): AppPath<(Uuid, Uuid)>,
+    AppQuery(query): AppQuery<TimelineQuery>,
+) -> Result<AppJson<Timeline>, ApiError> {
+    let now = Utc::now();
+    let to = query.to.unwrap_or(now).min(now);
+    let from = query.from.unwrap_or(to - chrono::Duration::hours(24));
+    if from >= to {
+        return Err(ApiError::invalid(
+            "from",
+            "must be before `to` and in the past",
+        ));
+    }
+    if to - from > chrono::Duration::days(90) {
+        return Err(ApiError::invalid("from", "the period is at most 90 days"));
+    }
+    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    let node = nodes::list(&state.pool, cluster_id, Some(node_id), true)
+        .await?
+        .pop()
+        .ok_or(ApiError::NotFound { what: "node" })?;
+    let events = nodes::events_for_timeline(&state.pool, node_id, from, to).await?;
+    let (observed, ready) = uptime(&events, from, to);
+    Ok(AppJson(Timeline {
+        node,
+        from,
+        to,
+        observed_seconds: observed,
+        ready_seconds: ready,
+        uptime_ratio: (observed > 0).then(|| ready as f64 / observed as f64),
+        events,
+    }))
+}
+
+/// Seconds within `[from, to]` the node existed, and of those it was ready,
+/// from its transitions in time order (the first may precede `from`).
+fn uptime(events: &[NodeEvent], from: DateTime<Utc>, to: DateTime<Utc>) -> (i64, i64) {
+    let mut observed = 0;
+    let mut ready = 0;
+    for (i, event) in events.iter().enumerate() {
+        let start = event.observed_at.max(from);
+        let end = events
+            .get(i + 1)
+            .map_or(to, |next| next.observed_at)
+            .min(to);
+        if end <= start {
+            continue;
+        }
+        let seconds = (end - start).num_seconds();
+        match event.new_status.as_deref() {
+            Some("deleted") => {}
+            Some("ready") => {
+                observed += seconds;
+                ready += seconds;
+            }
+            _ => observed += seconds,
+        }
+    }
+    (observed, ready)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(minute: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + minute * 60, 0).unwrap()
+    }
+
+    fn event(minute: i64, status: &str) -> NodeEvent {
+        NodeEvent {
+            id: minute,
+            cluster_id: Uuid::nil(),
+            node_id: None,
+            node_name: "n".into(),
+            event_type: status.into(),
+            old_status: None,
+            new_status: Some(status.into()),
+            message: None,
+            observed_at: at(minute),
+        }
+    }
+
+    #[test]
+    fn uptime_counts_ready_time_inside_the_period() {
+        // Ready before the period, offline for 15 of its 60 minutes, then ready.
+        let events = [
+            event(-10, "ready"),
+            event(20, "offline"),
+            event(35, "ready"),
+        ];
+        assert_eq!(uptime(&events, at(0), at(60)), (3600, 2700));
+    }
+
+    #[test]
+    fn time_before_joining_and_after_deletion_is_not_observed() {
+        let events = [
+            event(30, "pending"),
+            event(40, "ready"),
+            event(50, "deleted"),
+        ];
+        assert_eq!(uptime(&events, at(0), at(60)), (1200, 600));
+        assert_eq!(uptime(&[], at(0), at(60)), (0, 0));
+    }
+}

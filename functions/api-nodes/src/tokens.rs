@@ -1,0 +1,397 @@
+//! Join tokens: create (the plaintext is shown once), list, revoke, and the
+//! ledger of join attempts.
+
+use std::collections::BTreeMap;
+
+use axum::{
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde::{Deserialize, Serialize};
+use shared::{
+    db::{
+        audit::{self, AuditEvent},
+        clusters::{self, Cluster},
+        tokens::{self, Attempt, NewToken, Token},
+    },
+    error::ApiError,
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AppState, Caller},
+    jointoken::{self, JoinToken},
+};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+/// What a new token is for.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    /// Lifetime in seconds: 60 up to the platform's maximum (7 days by
+    /// default); the platform default (1 hour) when absent.
+    pub ttl_seconds: Option<i64>,
+    /// How many nodes may join with it: 1–100, default 1.
+    pub max_uses: Option<i32>,
+    /// Labels put on each node it joins.
+    #[serde(default)]
+    pub node_labels: BTreeMap<String, String>,
+    /// A note for the owner, up to 200 characters.
+    pub description: Option<String>,
+}
+
+/// A created token: the only response that ever carries its plaintext.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedToken {
+    pub token: Token,
+    /// `<id>.<secret>`; shown once, stored only as a hash.
+    pub plaintext: String,
+    /// Where the join script for this token is served.
+    pub join_url: String,
+    /// The command to run as root on the machine that should join.
+    pub join_command: String,
+}
+
+/// A cluster of the caller that can take tokens now.
+async fn ready_cluster(
+    state: &AppState,
+    caller: Caller,
+    cluster_id: Uuid,
+) -> Result<(Cluster, String), ApiError> {
+    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    match (cluster.status.as_str(), cluster.api_endpoint.clone()) {
+        ("ready", Some(endpoint)) => Ok((cluster, endpoint)),
+        (status, _) => Err(ApiError::Conflict {
+            code: "cluster_not_ready",
+            detail: format!("join tokens can be made once the cluster is ready; it is {status}"),
+        }),
+    }
+}
+
+async fn cluster_client(
+    state: &AppState,
+    cluster: &Cluster,
+    endpoint: &str,
+) -> Result<kube::Client, ApiError> {
+    let host = state.host.as_ref().ok_or(ApiError::Unavailable)?;
+    host.vcluster_client(cluster, endpoint)
+        .await
+        .map_err(|err| unreachable_cluster(&err))
+}
+
+fn unreachable_cluster(err: &dyn std::fmt::Display) -> ApiError {
+    ApiError::Upstream {
+        code: "cluster_unreachable",
+        detail: format!("the cluster's control plane could not be reached: {err}"),
+    }
+}
+
+/// The join URL of a token under `join_base_url`.
+fn join_url(base: &str, plaintext: &str) -> String {
+    format!("{base}/join/{plaintext}")
+}
+
+/// Create a join token
+///
+/// Makes a kubeadm bootstrap token, creates its bootstrap Secret in the
+/// cluster's `kube-system` with the same expiry, and returns the plaintext and
+/// the join command once. The cluster must be ready.
+#[utoipa::path(
+    post,
+    path = "/api/console/clusters/{cluster_id}/tokens",
+    tag = "nodes",
+    params(("cluster_id" = Uuid, Path)),
+    request_body = CreateToken,
+    responses(
+        (status = 201, body = CreatedToken),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The cluster is not ready (`cluster_not_ready`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's API could not be reached (`cluster_unreachable`)", body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppJson(body): AppJson<CreateToken>,
+) -> Result<Response, ApiError> {
+    let max_ttl = state.settings.join_token_max_ttl.as_secs() as i64;
+    let ttl = body
+        .ttl_seconds
+        .unwrap_or(state.settings.join_token_default_ttl.as_secs() as i64);
+    let mut errors = Vec::new();
+    if !(60..=max_ttl).contains(&ttl) {
+        errors.push(("ttl_seconds", format!("must be between 60 and {max_ttl}")));
+    }
+    let max_uses = body.max_uses.unwrap_or(1);
+    if !(1..=100).contains(&max_uses) {
+        errors.push(("max_uses", "must be between 1 and 100".into()));
+    }
+    if let Err(message) = jointoken::validate_labels(&body.node_labels) {
+        errors.push(("node_labels", message));
+    }
+    if body
+        .description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > 200)
+    {
+        errors.push(("description", "must be at most 200 characters".into()));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(
+            errors
+                .into_iter()
+                .map(|(field, message)| shared::error::FieldError {
+                    field: field.into(),
+                    message,
+                })
+                .collect(),
+        ));
+    }
+    let (cluster, endpoint) = ready_cluster(&state, caller, cluster_id).await?;
+    let client = cluster_client(&state, &cluster, &endpoint).await?;
+    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(ttl);
+    let labels = serde_json::to_value(&body.node_labels).map_err(anyhow::Error::from)?;
+
+    // A token id is 6 characters: a collision with an existing Secret is rare,
+    // and answered by making another token.
+    let mut created = None;
+    for _ in 0..3 {
+        let token = JoinToken::generate();
+        let secret = token.bootstrap_secret(expires_at);
+        if jointoken::create_bootstrap_secret(client.clone(), &secret)
+            .await
+            .map_err(|err| unreachable_cluster(&err))?
+        {
+            created = Some(token);
+            break;
+        }
+    }
+    let token = created.ok_or_else(|| {
+        ApiError::Internal(anyhow::anyhow!("three token ids in a row were taken"))
+    })?;
+    let secret_name = jointoken::bootstrap_secret_name(token.id());
+    let stored = async {
+        let mut tx = state.pool.begin().await?;
+        let token_id = tokens::insert(
+            &mut tx,
+            &NewToken {
+                cluster_id,
+                token_hash: &token.hash(),
+                display_prefix: token.id(),
+                description: body.description.as_deref(),
+                max_uses,
+                node_labels: &labels,
+                created_by: caller.user_id,
+                bootstrap_secret_name: &secret_name,
+                expires_at,
+            },
+        )
+        .await?;
+        audit::record(
+            &mut *tx,
+            AuditEvent {
+                actor_user_id: Some(caller.user_id),
+                actor_kind: "user",
+                action: "token.create",
+                target_kind: "token",
+                target_id: token_id.to_string(),
+                cluster_id: Some(cluster_id),
+                metadata: serde_json::json!({ "display_prefix": token.id(), "max_uses": max_uses, "ttl_seconds": ttl }),
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(token_id)
+    }
+    .await;
+    let token_id = match stored {
+        Ok(id) => id,
+        Err(err) => {
+            // Nothing half-made stays behind: the Secret goes with the row.
+            if let Err(cleanup) = jointoken::delete_bootstrap_secret(client, &secret_name).await {
+                tracing::warn!(cluster_id = %cluster_id, error = %cleanup, "could not remove the bootstrap Secret of an unsaved token");
+            }
+            return Err(err.into());
+        }
+    };
+    let stored = tokens::get(&state.pool, cluster_id, token_id)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the token just created is gone")))?;
+    let plaintext = token.plaintext();
+    let url = join_url(&state.settings.join_base_url, &plaintext);
+    Ok((
+        StatusCode::CREATED,
+        AppJson(CreatedToken {
+            token: stored,
+            join_command: format!("curl -sSL {url} | sudo sh"),
+            join_url: url,
+            plaintext,
+        }),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// 1–500, default 100.
+    pub limit: Option<i64>,
+}
+
+fn limit(raw: Option<i64>) -> Result<i64, ApiError> {
+    let limit = raw.unwrap_or(100);
+    if (1..=500).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::invalid("limit", "must be between 1 and 500"))
+    }
+}
+
+async fn owned_cluster(state: &AppState, caller: Caller, cluster_id: Uuid) -> Result<(), ApiError> {
+    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })
+        .map(|_| ())
+}
+
+/// List a cluster's join tokens
+///
+/// Newest first. The plaintext is never returned again.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/tokens",
+    tag = "nodes",
+    params(("cluster_id" = Uuid, Path), ListQuery),
+    responses(
+        (status = 200, body = Vec<Token>),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppQuery(query): AppQuery<ListQuery>,
+) -> Result<AppJson<Vec<Token>>, ApiError> {
+    let limit = limit(query.limit)?;
+    owned_cluster(&state, caller, cluster_id).await?;
+    Ok(AppJson(tokens::list(&state.pool, cluster_id, limit).await?))
+}
+
+/// Revoke a join token
+///
+/// An active token becomes `revoked` and its bootstrap Secret is deleted at
+/// once, so no node can join with it any more. When the cluster's API cannot
+/// be reached the token is revoked all the same (`bootstrap_secret_deleted`
+/// stays false) and the node sync deletes the Secret as soon as it can.
+/// Revoking a revoked token changes nothing; a used or expired one is 409.
+#[utoipa::path(
+    delete,
+    path = "/api/console/clusters/{cluster_id}/tokens/{token_id}",
+    tag = "nodes",
+    params(("cluster_id" = Uuid, Path), ("token_id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Token),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The token is used or expired (`token_not_active`)", body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn revoke(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath((cluster_id, token_id)): AppPath<(Uuid, Uuid)>,
+) -> Result<AppJson<Token>, ApiError> {
+    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    let mut tx = state.pool.begin().await?;
+    let secret_name = tokens::revoke(&mut tx, cluster_id, token_id, caller.user_id).await?;
+    let Some(secret_name) = secret_name else {
+        drop(tx);
+        let token = tokens::get(&state.pool, cluster_id, token_id)
+            .await?
+            .ok_or(ApiError::NotFound { what: "token" })?;
+        return match token.status.as_str() {
+            "revoked" => Ok(AppJson(token)),
+            status => Err(ApiError::Conflict {
+                code: "token_not_active",
+                detail: format!("the token is {status}; only an active token can be revoked"),
+            }),
+        };
+    };
+    audit::record(
+        &mut *tx,
+        AuditEvent {
+            actor_user_id: Some(caller.user_id),
+            actor_kind: "user",
+            action: "token.revoke",
+            target_kind: "token",
+            target_id: token_id.to_string(),
+            cluster_id: Some(cluster_id),
+            metadata: serde_json::json!({}),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    let deleted = match cluster.api_endpoint.as_deref() {
+        Some(endpoint) => match cluster_client(&state, &cluster, endpoint).await {
+            Ok(client) => jointoken::delete_bootstrap_secret(client, &secret_name)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(err) => Err(err.to_string()),
+        },
+        None => Err("the cluster has no endpoint".into()),
+    };
+    match deleted {
+        Ok(()) => tokens::mark_secret_deleted(&state.pool, token_id).await?,
+        Err(error) => {
+            tracing::warn!(%cluster_id, %token_id, error, "bootstrap Secret not deleted yet; the node sync will retry");
+        }
+    }
+    tokens::get(&state.pool, cluster_id, token_id)
+        .await?
+        .map(AppJson)
+        .ok_or(ApiError::NotFound { what: "token" })
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptsQuery {
+    /// Only the attempts with this token.
+    pub token_id: Option<Uuid>,
+    /// 1–500, default 100.
+    pub limit: Option<i64>,
+}
+
+/// Join attempts of a cluster
+///
+/// The ledger of every use of the cluster's join tokens, newest first: when,
+/// from where, which machine, the outcome and its reason, and each step the
+/// join script reported.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/join-attempts",
+    tag = "nodes",
+    params(("cluster_id" = Uuid, Path), AttemptsQuery),
+    responses(
+        (status = 200, body = Vec<Attempt>),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn attempts(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppQuery(query): AppQuery<AttemptsQuery>,
+) -> Result<AppJson<Vec<Attempt>>, ApiError> {
+    let limit = limit(query.limit)?;
+    owned_cluster(&state, caller, cluster_id).await?;
+    Ok(AppJson(
+        tokens::list_attempts(&state.pool, cluster_id, query.token_id, limit).await?,
+    ))
+}

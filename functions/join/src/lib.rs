@@ -1,0 +1,477 @@
+//! `join`: the public function machines talk to while they join. No account is
+//! involved: the join token is the credential.
+//!
+//! - `GET /join/{token}` serves the POSIX shell script for one join attempt,
+//!   or a plain 404 (unknown token) / 410 (used, expired or revoked token).
+//!   Tokens are looked up by hash only, so an answer says nothing about any
+//!   other token.
+//! - `POST /join/steps` takes the steps the script reports
+//!   (`Authorization: Bearer <token>`); reporting `join` as `running` is what
+//!   takes a use of the token.
+//!
+//! The token is part of the script's URL: request spans name the route
+//! template, never the path, so it does not reach the logs.
+
+use std::net::SocketAddr;
+
+use axum::{
+    Router,
+    extract::{ConnectInfo, Request, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::{Deserialize, Serialize};
+use shared::{
+    db::{
+        clusters,
+        tokens::{self, NewAttempt, Presented},
+    },
+    extract::AppPath,
+    http::AppState,
+    jointoken::{self, ScriptParams},
+};
+use utoipa::{OpenApi, ToSchema};
+use uuid::Uuid;
+
+/// How far a joining machine's clock may be from the platform's.
+pub const MAX_CLOCK_SKEW_SECS: u64 = 60;
+/// Steps one attempt may report.
+const MAX_STEPS: i64 = 100;
+const STATUSES: [&str; 5] = ["running", "ok", "warning", "failed", "skipped"];
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/join/steps", post(report))
+        .route("/join/{token}", get(script))
+}
+
+#[derive(OpenApi)]
+#[openapi(paths(script, report), tags((name = "join", description = "Public endpoints joining machines use")))]
+pub struct ApiDoc;
+
+/// A refusal: a plain message that is also a two-line shell script, so that
+/// `curl -sSL <url> | sudo sh` prints it and exits 1 instead of running nothing.
+fn plain(status: StatusCode, message: &str) -> Response {
+    let quoted = message.replace('\'', r"'\''");
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        format!("echo '{quoted}' >&2\nexit 1\n"),
+    )
+        .into_response()
+}
+
+const UNKNOWN: &str = "kubebyon: this join token is not valid";
+
+/// The address the request came from: the entry the nearest proxy appended to
+/// `X-Forwarded-For` (API Gateway, a load balancer), else the peer address.
+fn source_ip(headers: &HeaderMap, peer: Option<SocketAddr>) -> Option<String> {
+    headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .map(str::trim)
+        .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok())
+        .map(str::to_string)
+        .or_else(|| peer.map(|p| p.ip().to_string()))
+}
+
+fn peer(request: &Request) -> Option<SocketAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0)
+}
+
+/// Records a refused attempt in the ledger and answers with its reason.
+async fn refuse(
+    pool: &sqlx::PgPool,
+    attempt: NewAttempt<'_>,
+    status: StatusCode,
+    reason: String,
+) -> Response {
+    let attempt = NewAttempt {
+        refused: Some(&reason),
+        ..attempt
+    };
+    match tokens::insert_attempt(pool, &attempt).await {
+        Ok(_) => plain(status, &format!("kubebyon: {reason}")),
+        Err(err) => internal(err),
+    }
+}
+
+async fn lookup(state: &AppState, token: &str) -> Result<Option<Presented>, Response> {
+    if !jointoken::well_formed(token) {
+        return Ok(None);
+    }
+    tokens::find_presented(&state.pool, &jointoken::hash(token))
+        .await
+        .map_err(internal)
+}
+
+fn internal(err: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %err, "join request failed");
+    plain(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "kubebyon: the platform failed to answer; try again",
+    )
+}
+
+/// The join script for a token
+///
+/// A POSIX shell script, to be piped into `sudo sh`, that checks the machine,
+/// reports each step and joins the cluster. Each fetch starts a join attempt
+/// in the cluster's ledger.
+#[utoipa::path(
+    get,
+    path = "/join/{token}",
+    tag = "join",
+    params(("token" = String, Path, description = "The join token, `<id>.<secret>`")),
+    responses(
+        (status = 200, description = "The script", content_type = "text/x-shellscript", body = String),
+        (status = 404, description = "Unknown token", content_type = "text/plain", body = String),
+        (status = 410, description = "The token is used, expired or revoked", content_type = "text/plain", body = String),
+        (status = 503, description = "The cluster is not ready", content_type = "text/plain", body = String),
+    )
+)]
+pub async fn script(
+    State(state): State<AppState>,
+    AppPath(token): AppPath<String>,
+    request: Request,
+) -> Response {
+    let presented = match lookup(&state, &token).await {
+        Ok(Some(presented)) => presented,
+        Ok(None) => return plain(StatusCode::NOT_FOUND, UNKNOWN),
+        Err(response) => return response,
+    };
+    let headers = request.headers();
+    let mut attempt = NewAttempt {
+        token_id: presented.token_id,
+        cluster_id: presented.cluster_id,
+        source_ip: source_ip(headers, peer(&request)),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+        refused: None,
+    };
+    if let Some(reason) = presented.refusal.clone() {
+        return refuse(&state.pool, attempt, StatusCode::GONE, reason).await;
+    }
+    let cluster = match clusters::get(&state.pool, presented.cluster_id).await {
+        Ok(Some(cluster)) => cluster,
+        Ok(None) => return plain(StatusCode::NOT_FOUND, UNKNOWN),
+        Err(err) => return internal(err),
+    };
+    let endpoint = match (presented.cluster_ready, presented.api_endpoint.as_deref()) {
+        (true, Some(endpoint)) => endpoint.to_string(),
+        _ => {
+            let reason = format!(
+                "the cluster is {}; run the command again once it is ready",
+                cluster.status
+            );
+            return refuse(
+                &state.pool,
+                attempt,
+                StatusCode::SERVICE_UNAVAILABLE,
+                reason,
+            )
+            .await;
+        }
+    };
+    let ca = match state.host.as_ref() {
+        Some(host) => match host.certificate_authority(&cluster).await {
+            Ok(ca) => ca,
+            Err(err) => {
+                tracing::warn!(cluster_id = %cluster.id, error = %err, "could not read the cluster's CA");
+                let reason = "the platform could not read the cluster's certificate authority; try again shortly".to_string();
+                return refuse(
+                    &state.pool,
+                    attempt,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    reason,
+                )
+                .await;
+            }
+        },
+        None => None,
+    };
+    if endpoint.starts_with("https://") && ca.is_none() {
+        let reason =
+            "the cluster's certificate authority is not known yet; try again shortly".to_string();
+        return refuse(
+            &state.pool,
+            attempt,
+            StatusCode::SERVICE_UNAVAILABLE,
+            reason,
+        )
+        .await;
+    }
+    attempt.refused = None;
+    let attempt_id = match tokens::insert_attempt(&state.pool, &attempt).await {
+        Ok(id) => id,
+        Err(err) => return internal(err),
+    };
+    let report_url = format!("{}/join/steps", state.settings.join_base_url);
+    let body = jointoken::render_script(&ScriptParams {
+        cluster_name: &presented.cluster_name,
+        token: &token,
+        attempt_id,
+        report_url: &report_url,
+        endpoint: &endpoint,
+        ca_pem: ca.as_deref(),
+        max_clock_skew_secs: MAX_CLOCK_SKEW_SECS,
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/x-shellscript; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// One step a join script reports.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepReport {
+    pub attempt_id: Uuid,
+    /// Lowercase letters, digits and `_`, up to 32: `os`, `arch`, `root`,
+    /// `cgroups`, `swap`, `existing_kubelet`, `ports`, `clock`, `dns`, `api`,
+    /// `join`, `done`.
+    pub step: String,
+    /// `running`, `ok`, `warning`, `failed` or `skipped`.
+    pub status: String,
+    pub detail: Option<String>,
+    /// The machine's host name (its node name, lowercased).
+    pub hostname: Option<String>,
+}
+
+/// The platform's answer to a step report.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StepReply {
+    /// The platform's clock (Unix seconds), for the clock check.
+    pub server_epoch: i64,
+    /// Why the report was refused, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+fn reply(status: StatusCode, message: Option<String>) -> Response {
+    (
+        status,
+        axum::Json(StepReply {
+            server_epoch: chrono::Utc::now().timestamp(),
+            message,
+        }),
+    )
+        .into_response()
+}
+
+fn valid_step(step: &str) -> bool {
+    (1..=32).contains(&step.len())
+        && step.as_bytes()[0].is_ascii_lowercase()
+        && step
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+fn valid_hostname(hostname: &str) -> bool {
+    (1..=253).contains(&hostname.len())
+        && hostname
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+/// Report a join step
+///
+/// Called by the join script with its token as bearer credential. Reporting
+/// `join` as `running` takes one use of the token (410 when none is left, or
+/// the token expired or was revoked in the meantime); `failed` ends the
+/// attempt with the step's detail as its reason; `done` as `ok` ends it as
+/// succeeded.
+#[utoipa::path(
+    post,
+    path = "/join/steps",
+    tag = "join",
+    request_body = StepReport,
+    responses(
+        (status = 200, body = StepReply),
+        (status = 401, description = "No token", body = StepReply),
+        (status = 404, description = "Unknown token or attempt", body = StepReply),
+        (status = 409, description = "The attempt has ended", body = StepReply),
+        (status = 410, description = "The token cannot be used any more", body = StepReply),
+        (status = 422, description = "Malformed report", body = StepReply),
+        (status = 429, description = "Too many reports for one attempt", body = StepReply),
+    )
+)]
+pub async fn report(State(state): State<AppState>, request: Request) -> Response {
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let Some(token) = bearer else {
+        return reply(
+            StatusCode::UNAUTHORIZED,
+            Some("the join token is required as bearer credential".into()),
+        );
+    };
+    let body = match axum::body::to_bytes(request.into_body(), 16 * 1024).await {
+        Ok(body) => body,
+        Err(_) => {
+            return reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Some("the report is too large".into()),
+            );
+        }
+    };
+    let report: StepReport = match serde_json::from_slice(&body) {
+        Ok(report) => report,
+        Err(err) => {
+            return reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some(format!("malformed report: {err}")),
+            );
+        }
+    };
+    let invalid = if !valid_step(&report.step) {
+        Some("step must be 1–32 lowercase letters, digits or '_', starting with a letter")
+    } else if !STATUSES.contains(&report.status.as_str()) {
+        Some("status must be running, ok, warning, failed or skipped")
+    } else if report
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > 1000)
+    {
+        Some("detail must be at most 1000 characters")
+    } else if report
+        .hostname
+        .as_deref()
+        .is_some_and(|h| !valid_hostname(h))
+    {
+        Some("hostname must be a lowercase DNS name")
+    } else {
+        None
+    };
+    if let Some(message) = invalid {
+        return reply(StatusCode::UNPROCESSABLE_ENTITY, Some(message.into()));
+    }
+    let presented = match lookup(&state, &token).await {
+        Ok(Some(presented)) => presented,
+        Ok(None) => return reply(StatusCode::NOT_FOUND, Some(UNKNOWN.into())),
+        Err(response) => return response,
+    };
+    match record_step(&state, &presented, &report).await {
+        Ok(Ok(())) => reply(StatusCode::OK, None),
+        Ok(Err((status, message))) => reply(status, Some(message)),
+        Err(err) => {
+            tracing::error!(error = %err, "recording a join step failed");
+            reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some("the platform failed to record the step; try again".into()),
+            )
+        }
+    }
+}
+
+type Refusal = (StatusCode, String);
+
+async fn record_step(
+    state: &AppState,
+    presented: &Presented,
+    report: &StepReport,
+) -> Result<Result<(), Refusal>, sqlx::Error> {
+    let mut tx = state.pool.begin().await?;
+    let Some(attempt) =
+        tokens::lock_attempt(&mut tx, report.attempt_id, presented.token_id).await?
+    else {
+        return Ok(Err((
+            StatusCode::NOT_FOUND,
+            "no such join attempt for this token".into(),
+        )));
+    };
+    if matches!(attempt.outcome.as_str(), "refused" | "succeeded" | "failed") {
+        return Ok(Err((
+            StatusCode::CONFLICT,
+            format!(
+                "this join attempt has ended ({}); fetch the script again",
+                attempt.outcome
+            ),
+        )));
+    }
+    if attempt.steps >= MAX_STEPS {
+        return Ok(Err((
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many steps for one attempt".into(),
+        )));
+    }
+    tokens::insert_step(
+        &mut tx,
+        report.attempt_id,
+        &report.step,
+        &report.status,
+        report.detail.as_deref(),
+        report.hostname.as_deref(),
+    )
+    .await?;
+    let mut refusal = None;
+    match (report.step.as_str(), report.status.as_str()) {
+        ("join", "running") => {
+            if let Err(reason) =
+                tokens::take_use(&mut tx, presented.token_id, report.attempt_id).await?
+            {
+                tokens::finish_attempt(&mut tx, report.attempt_id, "refused", Some(&reason))
+                    .await?;
+                refusal = Some((StatusCode::GONE, reason));
+            }
+        }
+        (step, "failed") => {
+            let reason = match report.detail.as_deref() {
+                Some(detail) => format!("{step}: {detail}"),
+                None => format!("{step} failed"),
+            };
+            tokens::finish_attempt(&mut tx, report.attempt_id, "failed", Some(&reason)).await?;
+        }
+        ("done", "ok") => {
+            tokens::finish_attempt(&mut tx, report.attempt_id, "succeeded", None).await?;
+        }
+        _ => {}
+    }
+    tx.commit().await?;
+    Ok(refusal.map_or(Ok(()), Err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_proxy_names_the_source() {
+        let mut headers = HeaderMap::new();
+        let peer: SocketAddr = "10.0.0.9:5000".parse().unwrap();
+        assert_eq!(source_ip(&headers, Some(peer)).as_deref(), Some("10.0.0.9"));
+        headers.insert("x-forwarded-for", "1.2.3.4, 203.0.113.7".parse().unwrap());
+        assert_eq!(
+            source_ip(&headers, Some(peer)).as_deref(),
+            Some("203.0.113.7")
+        );
+        headers.insert("x-forwarded-for", "not an address".parse().unwrap());
+        assert_eq!(source_ip(&headers, None), None);
+    }
+
+    #[test]
+    fn steps_and_hostnames_are_checked() {
+        assert!(valid_step("existing_kubelet"));
+        assert!(!valid_step("Join"));
+        assert!(!valid_step("9lives"));
+        assert!(!valid_step(""));
+        assert!(valid_hostname("worker-1.example"));
+        assert!(!valid_hostname("Worker_1"));
+    }
+}

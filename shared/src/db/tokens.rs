@@ -1,0 +1,478 @@
+//! Join tokens, the join-attempt ledger and the steps join scripts report.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgExecutor, PgPool};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A join token as its owner sees it; the plaintext is never stored.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Token {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    /// The token's public id: the first six characters of the token.
+    pub display_prefix: String,
+    /// `active`, `used`, `expired` or `revoked`. An active token past its
+    /// expiry reads `expired` even before the sweep has recorded it.
+    pub status: String,
+    pub description: Option<String>,
+    pub max_uses: i32,
+    pub use_count: i32,
+    /// Labels put on the nodes this token joins.
+    #[schema(value_type = Object)]
+    pub node_labels: serde_json::Value,
+    pub used_by_node_id: Option<Uuid>,
+    /// Name of the bootstrap token Secret in the cluster's `kube-system`.
+    pub bootstrap_secret_name: Option<String>,
+    /// Whether that Secret is known to be gone (revoked, used or expired tokens).
+    pub bootstrap_secret_deleted: bool,
+    pub expires_at: DateTime<Utc>,
+    pub used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+macro_rules! select_token {
+    ($tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            Token,
+            r#"SELECT id, cluster_id, display_prefix,
+                      CASE WHEN status = 'active' AND expires_at <= now() THEN 'expired' ELSE status END AS "status!",
+                      description, max_uses, use_count, node_labels, used_by_node_id, bootstrap_secret_name,
+                      bootstrap_secret_deleted_at IS NOT NULL AS "bootstrap_secret_deleted!",
+                      expires_at, used_at, revoked_at, created_at
+               FROM tokens "# + $tail,
+            $($arg),*
+        )
+    };
+}
+
+pub struct NewToken<'a> {
+    pub cluster_id: Uuid,
+    pub token_hash: &'a [u8],
+    pub display_prefix: &'a str,
+    pub description: Option<&'a str>,
+    pub max_uses: i32,
+    pub node_labels: &'a serde_json::Value,
+    pub created_by: Uuid,
+    pub bootstrap_secret_name: &'a str,
+    pub expires_at: DateTime<Utc>,
+}
+
+pub async fn insert(tx: &mut PgConnection, new: &NewToken<'_>) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar!(
+        "INSERT INTO tokens (cluster_id, token_hash, display_prefix, description, max_uses, node_labels,
+                             created_by_user_id, bootstrap_secret_name, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        new.cluster_id,
+        new.token_hash,
+        new.display_prefix,
+        new.description,
+        new.max_uses,
+        new.node_labels,
+        new.created_by,
+        new.bootstrap_secret_name,
+        new.expires_at,
+    )
+    .fetch_one(tx)
+    .await
+}
+
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    token_id: Uuid,
+) -> Result<Option<Token>, sqlx::Error> {
+    select_token!("WHERE cluster_id = $1 AND id = $2", cluster_id, token_id)
+        .fetch_optional(db)
+        .await
+}
+
+/// A cluster's tokens, newest first.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    limit: i64,
+) -> Result<Vec<Token>, sqlx::Error> {
+    select_token!(
+        "WHERE cluster_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+        cluster_id,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Revokes an active token. `None` when it was not active.
+pub async fn revoke(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    token_id: Uuid,
+    by: Uuid,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"UPDATE tokens SET status = 'revoked', revoked_at = now(), revoked_by_user_id = $3
+           WHERE cluster_id = $1 AND id = $2 AND status = 'active'
+           RETURNING bootstrap_secret_name AS "name!""#,
+        cluster_id,
+        token_id,
+        by
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+pub async fn mark_secret_deleted(
+    db: impl PgExecutor<'_>,
+    token_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE tokens SET bootstrap_secret_deleted_at = now()
+         WHERE id = $1 AND bootstrap_secret_deleted_at IS NULL",
+        token_id
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Records the expiry of every active token past its time. Returns how many.
+pub async fn expire_due(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE tokens SET status = 'expired' WHERE status = 'active' AND expires_at <= now()"
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
+/// A bootstrap Secret that should no longer exist.
+#[derive(Debug, Clone)]
+pub struct StaleSecret {
+    pub token_id: Uuid,
+    pub cluster_id: Uuid,
+    pub name: String,
+}
+
+/// Bootstrap Secrets of tokens that can no longer be used: revoked or expired
+/// ones at once, used ones once no join that took a use is still under way
+/// (or `join_grace` after their last use, for a script that never reported back).
+pub async fn stale_secrets(
+    db: impl PgExecutor<'_>,
+    join_grace: std::time::Duration,
+) -> Result<Vec<StaleSecret>, sqlx::Error> {
+    let grace_secs = join_grace.as_secs_f64();
+    sqlx::query_as!(
+        StaleSecret,
+        r#"SELECT t.id AS token_id, t.cluster_id, t.bootstrap_secret_name AS "name!"
+           FROM tokens t JOIN clusters c ON c.id = t.cluster_id
+           WHERE t.status <> 'active' AND t.bootstrap_secret_deleted_at IS NULL
+             AND t.bootstrap_secret_name IS NOT NULL AND c.deleted_at IS NULL
+             AND (t.status <> 'used'
+                  OR t.used_at < now() - make_interval(secs => $1)
+                  OR NOT EXISTS (SELECT 1 FROM join_attempts a
+                                 WHERE a.token_id = t.id AND a.outcome = 'joining'))
+           ORDER BY t.cluster_id"#,
+        grace_secs
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// What a presented token resolves to for the join endpoints.
+#[derive(Debug, Clone)]
+pub struct Presented {
+    pub token_id: Uuid,
+    pub cluster_id: Uuid,
+    pub cluster_name: String,
+    pub api_endpoint: Option<String>,
+    pub cluster_ready: bool,
+    /// Why the token cannot be used now, if it cannot.
+    pub refusal: Option<String>,
+}
+
+/// Looks a presented token up by its hash, and records an expiry found on the way.
+pub async fn find_presented(
+    pool: &PgPool,
+    token_hash: &[u8],
+) -> Result<Option<Presented>, sqlx::Error> {
+    sqlx::query!(
+        "UPDATE tokens SET status = 'expired'
+         WHERE token_hash = $1 AND status = 'active' AND expires_at <= now()",
+        token_hash
+    )
+    .execute(pool)
+    .await?;
+    let row = sqlx::query!(
+        r#"SELECT t.id, t.cluster_id, t.status, c.name AS cluster_name, c.api_endpoint,
+                  c.status = 'ready' AS "cluster_ready!", c.deleted_at IS NOT NULL AS "cluster_deleted!"
+           FROM tokens t JOIN clusters c ON c.id = t.cluster_id
+           WHERE t.token_hash = $1"#,
+        token_hash
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| Presented {
+        token_id: r.id,
+        cluster_id: r.cluster_id,
+        cluster_name: r.cluster_name,
+        api_endpoint: r.api_endpoint,
+        cluster_ready: r.cluster_ready,
+        refusal: refusal(&r.status, r.cluster_deleted),
+    }))
+}
+
+fn refusal(status: &str, cluster_deleted: bool) -> Option<String> {
+    if cluster_deleted {
+        return Some("the cluster of this join token was deleted".into());
+    }
+    match status {
+        "active" => None,
+        "used" => Some("this join token has been used up".into()),
+        "expired" => Some("this join token has expired".into()),
+        "revoked" => Some("this join token was revoked".into()),
+        other => Some(format!("this join token is {other}")),
+    }
+}
+
+pub struct NewAttempt<'a> {
+    pub token_id: Uuid,
+    pub cluster_id: Uuid,
+    pub source_ip: Option<String>,
+    pub user_agent: Option<&'a str>,
+    /// `Some(reason)` records a refused attempt.
+    pub refused: Option<&'a str>,
+}
+
+pub async fn insert_attempt(
+    db: impl PgExecutor<'_>,
+    new: &NewAttempt<'_>,
+) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"INSERT INTO join_attempts (token_id, cluster_id, source_ip, user_agent, outcome, reason, finished_at)
+           VALUES ($1, $2, $3::text::inet, left($4, 300),
+                   CASE WHEN $5::text IS NULL THEN 'started' ELSE 'refused' END, $5,
+                   CASE WHEN $5::text IS NULL THEN NULL ELSE now() END)
+           RETURNING id"#,
+        new.token_id,
+        new.cluster_id,
+        new.source_ip,
+        new.user_agent,
+        new.refused,
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// An attempt's state, locked for a step report.
+#[derive(Debug, Clone)]
+pub struct OpenAttempt {
+    pub outcome: String,
+    pub steps: i64,
+}
+
+pub async fn lock_attempt(
+    tx: &mut PgConnection,
+    attempt_id: Uuid,
+    token_id: Uuid,
+) -> Result<Option<OpenAttempt>, sqlx::Error> {
+    sqlx::query_as!(
+        OpenAttempt,
+        r#"SELECT outcome, (SELECT count(*) FROM join_attempt_steps s WHERE s.attempt_id = a.id) AS "steps!"
+           FROM join_attempts a WHERE id = $1 AND token_id = $2 FOR UPDATE"#,
+        attempt_id,
+        token_id
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+pub async fn insert_step(
+    tx: &mut PgConnection,
+    attempt_id: Uuid,
+    step: &str,
+    status: &str,
+    detail: Option<&str>,
+    hostname: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO join_attempt_steps (attempt_id, step, status, detail) VALUES ($1, $2, $3, $4)",
+        attempt_id,
+        step,
+        status,
+        detail
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE join_attempts SET hostname = COALESCE(hostname, $2) WHERE id = $1",
+        attempt_id,
+        hostname
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Takes one use of an active, unexpired token for an attempt: the moment a
+/// join really starts. `Err(reason)` when the token cannot be used.
+pub async fn take_use(
+    tx: &mut PgConnection,
+    token_id: Uuid,
+    attempt_id: Uuid,
+) -> Result<Result<(), String>, sqlx::Error> {
+    let taken = sqlx::query!(
+        "UPDATE tokens
+         SET use_count = use_count + 1, used_at = now(),
+             status = CASE WHEN use_count + 1 >= max_uses THEN 'used' ELSE status END
+         WHERE id = $1 AND status = 'active' AND expires_at > now() AND use_count < max_uses",
+        token_id
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if taken == 0 {
+        let row = sqlx::query!(
+            r#"SELECT CASE WHEN status = 'active' AND expires_at <= now() THEN 'expired' ELSE status END AS "status!"
+               FROM tokens WHERE id = $1"#,
+            token_id
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        return Ok(Err(
+            refusal(&row.status, false).unwrap_or_else(|| "this join token cannot be used".into())
+        ));
+    }
+    sqlx::query!(
+        "UPDATE join_attempts SET outcome = 'joining', counted_use = true WHERE id = $1",
+        attempt_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(Ok(()))
+}
+
+/// Ends an attempt: `succeeded`, `failed` or `refused`, with the reason.
+pub async fn finish_attempt(
+    tx: &mut PgConnection,
+    attempt_id: Uuid,
+    outcome: &str,
+    reason: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE join_attempts SET outcome = $2, reason = $3, finished_at = now()
+         WHERE id = $1 AND finished_at IS NULL",
+        attempt_id,
+        outcome,
+        reason
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// A node seen for the first time is the one the latest join attempt from a
+/// machine of that host name brought in: link both, and the token.
+/// Returns the labels the token asks for, to put on the node.
+pub async fn link_joined_node(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    node_id: Uuid,
+    node_name: &str,
+) -> Result<Option<serde_json::Value>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH attempt AS (
+               UPDATE join_attempts SET node_id = $2,
+                      outcome = CASE WHEN outcome = 'joining' THEN 'succeeded' ELSE outcome END,
+                      finished_at = COALESCE(finished_at, now())
+               WHERE id = (SELECT id FROM join_attempts
+                           WHERE cluster_id = $1 AND hostname = $3 AND counted_use AND node_id IS NULL
+                           ORDER BY created_at DESC LIMIT 1)
+               RETURNING token_id)
+           UPDATE tokens t SET used_by_node_id = COALESCE(t.used_by_node_id, $2)
+           FROM attempt WHERE t.id = attempt.token_id
+           RETURNING t.node_labels"#,
+        cluster_id,
+        node_id,
+        node_name
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.map(|r| r.node_labels))
+}
+
+/// One join attempt with the steps its script reported.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Attempt {
+    pub id: Uuid,
+    pub token_id: Uuid,
+    pub token_prefix: String,
+    pub source_ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub hostname: Option<String>,
+    /// `refused`, `started`, `joining`, `succeeded` or `failed`.
+    pub outcome: String,
+    pub reason: Option<String>,
+    /// Whether the attempt took a use of its token.
+    pub counted_use: bool,
+    pub node_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub steps: Vec<Step>,
+}
+
+/// One step a join script reported.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
+pub struct Step {
+    pub step: String,
+    /// `running`, `ok`, `warning`, `failed` or `skipped`.
+    pub status: String,
+    pub detail: Option<String>,
+    pub reported_at: DateTime<Utc>,
+}
+
+/// A cluster's join attempts, newest first, optionally of one token.
+pub async fn list_attempts(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    token_id: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<Attempt>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT a.id, a.token_id, t.display_prefix, host(a.source_ip) AS source_ip, a.user_agent,
+                  a.hostname, a.outcome, a.reason, a.counted_use, a.node_id, a.created_at, a.finished_at,
+                  COALESCE((SELECT jsonb_agg(jsonb_build_object('step', s.step, 'status', s.status,
+                                                                'detail', s.detail, 'reported_at', s.reported_at)
+                                             ORDER BY s.id)
+                            FROM join_attempt_steps s WHERE s.attempt_id = a.id), '[]'::jsonb) AS "steps!"
+           FROM join_attempts a JOIN tokens t ON t.id = a.token_id
+           WHERE a.cluster_id = $1 AND ($2::uuid IS NULL OR a.token_id = $2)
+           ORDER BY a.created_at DESC, a.id DESC LIMIT $3"#,
+        cluster_id,
+        token_id,
+        limit
+    )
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(Attempt {
+                id: r.id,
+                token_id: r.token_id,
+                token_prefix: r.display_prefix,
+                source_ip: r.source_ip,
+                user_agent: r.user_agent,
+                hostname: r.hostname,
+                outcome: r.outcome,
+                reason: r.reason,
+                counted_use: r.counted_use,
+                node_id: r.node_id,
+                created_at: r.created_at,
+                finished_at: r.finished_at,
+                steps: serde_json::from_value(r.steps)
+                    .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,222 @@
+#!/bin/sh
+# KubeBYON join script for cluster @cluster_name@, made for one join attempt.
+#
+# It checks this machine first and stops with a clear message when a check
+# fails, then joins the cluster through its control plane's private-node join
+# endpoint. Every step is reported to the platform, where the console shows it.
+#
+# Usage: curl -sSL <join url> | sudo sh [-s -- --force-join]
+#   --force-join   leave the cluster this machine's kubelet is joined to, and
+#                  join this one instead
+#
+# KUBEBYON_JOIN_ROOT (optional) is prefixed to every file the checks read; it
+# lets the script be tested in a sandbox directory.
+set -u
+
+KB_CLUSTER=@cluster_name@
+KB_TOKEN=@token@
+KB_ATTEMPT=@attempt_id@
+KB_REPORT_URL=@report_url@
+KB_ENDPOINT=@endpoint@
+KB_CA_PEM=@ca_pem@
+KB_MAX_SKEW=@max_clock_skew@
+KB_ROOT="${KUBEBYON_JOIN_ROOT:-}"
+KB_FORCE_JOIN=0
+
+for arg in "$@"; do
+    case "$arg" in
+        --force-join) KB_FORCE_JOIN=1 ;;
+        *) printf 'kubebyon-join: unknown option %s (only --force-join is known)\n' "$arg" >&2; exit 2 ;;
+    esac
+done
+
+KB_TMP=$(mktemp -d 2>/dev/null || echo "/tmp/kubebyon-join.$$")
+mkdir -p "$KB_TMP" && chmod 700 "$KB_TMP"
+trap 'rm -rf "$KB_TMP"' EXIT
+umask 077
+printf 'Authorization: Bearer %s\n' "$KB_TOKEN" > "$KB_TMP/auth"
+KB_CA_OPT=""
+if [ -n "$KB_CA_PEM" ]; then
+    printf '%s\n' "$KB_CA_PEM" > "$KB_TMP/ca.crt"
+    KB_CA_OPT="--cacert $KB_TMP/ca.crt"
+fi
+KB_HOSTNAME=$(uname -n 2>/dev/null | tr '[:upper:]' '[:lower:]')
+
+say() { printf '%s\n' "$*"; }
+
+# Text safe inside a JSON string: no quotes, backslashes or control characters.
+# shellcheck disable=SC1003
+json_text() { printf '%s' "$1" | tr -d '\000-\037"\\' | cut -c1-900; }
+
+# report STEP STATUS DETAIL: posts one step; the response lands in $KB_TMP/response.
+report() {
+    body=$(printf '{"attempt_id":"%s","step":"%s","status":"%s","detail":"%s","hostname":"%s"}' \
+        "$KB_ATTEMPT" "$1" "$2" "$(json_text "$3")" "$(json_text "$KB_HOSTNAME")")
+    curl -sS -m 15 -o "$KB_TMP/response" -w '%{http_code}' -X POST \
+        -H @"$KB_TMP/auth" -H 'Content-Type: application/json' \
+        --data "$body" "$KB_REPORT_URL" 2>"$KB_TMP/report.err"
+}
+
+# A reply's "message", for a refusal.
+reply_message() { sed -n 's/.*"message":"\([^"]*\)".*/\1/p' "$KB_TMP/response" 2>/dev/null; }
+
+ok() { report "$1" ok "$2" >/dev/null || true; say "  ok    $1: $2"; }
+warn() { report "$1" warning "$2" >/dev/null || true; say "  warn  $1: $2"; }
+skip() { report "$1" skipped "$2" >/dev/null || true; say "  skip  $1: $2"; }
+fail() {
+    report "$1" failed "$2" >/dev/null || true
+    say "  FAIL  $1: $2" >&2
+    say "kubebyon-join: this machine did not join $KB_CLUSTER: $2" >&2
+    exit 1
+}
+
+say "Joining this machine ($KB_HOSTNAME) to KubeBYON cluster $KB_CLUSTER"
+
+# The platform must hear us, or nothing of this join would be visible.
+command -v curl >/dev/null 2>&1 || { say "kubebyon-join: curl is required" >&2; exit 1; }
+code=$(report os running "checking the operating system")
+case "$code" in
+    2??) ;;
+    *) say "kubebyon-join: the platform refused this join ($code): $(reply_message)$(cat "$KB_TMP/report.err" 2>/dev/null)" >&2; exit 1 ;;
+esac
+KB_SERVER_EPOCH=$(sed -n 's/.*"server_epoch":\([0-9]*\).*/\1/p' "$KB_TMP/response")
+
+# Operating system and architecture -------------------------------------------
+kernel=$(uname -s)
+[ "$kernel" = Linux ] || fail os "Linux is required; this machine runs $kernel"
+pretty="Linux"
+if [ -r "$KB_ROOT/etc/os-release" ]; then
+    pretty=$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$KB_ROOT/etc/os-release")
+fi
+ok os "${pretty:-Linux} (kernel $(uname -r))"
+
+machine=$(uname -m)
+case "$machine" in
+    x86_64 | amd64) ok arch "amd64" ;;
+    aarch64 | arm64) ok arch "arm64" ;;
+    *) fail arch "amd64 or arm64 is required; this machine is $machine" ;;
+esac
+
+[ "$(id -u)" = 0 ] || fail root "run the script as root: curl -sSL <join url> | sudo sh"
+ok root "running as root"
+
+# Control groups: kubelet needs the cpu and memory controllers -----------------
+if [ -r "$KB_ROOT/sys/fs/cgroup/cgroup.controllers" ]; then
+    controllers=$(cat "$KB_ROOT/sys/fs/cgroup/cgroup.controllers")
+    for c in cpu memory; do
+        case " $controllers " in
+            *" $c "*) ;;
+            *) fail cgroups "the $c cgroup controller is not enabled (cgroup v2 controllers: $controllers)" ;;
+        esac
+    done
+    ok cgroups "cgroup v2 with cpu and memory"
+elif [ -r "$KB_ROOT/proc/cgroups" ]; then
+    memory=$(awk '$1 == "memory" { print $4 }' "$KB_ROOT/proc/cgroups")
+    [ "$memory" = 1 ] || fail cgroups "the memory cgroup is disabled; add cgroup_enable=memory to the kernel command line and reboot"
+    ok cgroups "cgroup v1 with memory"
+else
+    fail cgroups "no cgroup filesystem found under /sys/fs/cgroup"
+fi
+
+# Swap: kubelet refuses to start with swap on by default -----------------------
+swaps=0
+[ -r "$KB_ROOT/proc/swaps" ] && swaps=$(awk 'NR > 1' "$KB_ROOT/proc/swaps" | wc -l | tr -d ' ')
+[ "$swaps" = 0 ] || fail swap "swap is on ($swaps device(s)); turn it off with 'swapoff -a' and remove it from /etc/fstab"
+ok swap "off"
+
+# A kubelet already joined somewhere ------------------------------------------
+if [ -r "$KB_ROOT/etc/kubernetes/kubelet.conf" ]; then
+    joined=$(sed -n 's/^ *server: *//p' "$KB_ROOT/etc/kubernetes/kubelet.conf" | head -n 1)
+    if [ "$joined" = "$KB_ENDPOINT" ]; then
+        ok existing_kubelet "this machine is already a node of $KB_CLUSTER"
+        report "done" ok "already joined" >/dev/null || true
+        say "Nothing to do: this machine is already a node of $KB_CLUSTER."
+        exit 0
+    elif [ "$KB_FORCE_JOIN" = 1 ]; then
+        warn existing_kubelet "leaving the cluster at ${joined:-an unknown server} (--force-join)"
+    else
+        fail existing_kubelet "this machine is joined to ${joined:-another cluster}; to leave it and join $KB_CLUSTER, run the command again with: | sudo sh -s -- --force-join"
+    fi
+else
+    ok existing_kubelet "no kubelet is joined here"
+fi
+
+# Ports the node's components listen on ---------------------------------------
+listening=$(cat "$KB_ROOT/proc/net/tcp" "$KB_ROOT/proc/net/tcp6" 2>/dev/null \
+    | awk '$4 == "0A" { split($2, a, ":"); print a[length(a)] }')
+busy=""
+for pair in 280A:10250:kubelet 2810:10256:kube-proxy; do
+    hex=${pair%%:*}; rest=${pair#*:}
+    if printf '%s\n' "$listening" | grep -qx "$hex"; then
+        [ "$KB_FORCE_JOIN" = 1 ] || busy="$busy ${rest%%:*} (${rest#*:})"
+    fi
+done
+[ -z "$busy" ] || fail ports "already in use:$busy; stop what listens there or use another machine"
+ok ports "10250 and 10256 are free"
+
+# Clock -----------------------------------------------------------------------
+if [ -n "$KB_SERVER_EPOCH" ]; then
+    now=$(date +%s)
+    skew=$((now - KB_SERVER_EPOCH))
+    [ "$skew" -lt 0 ] && skew=$((0 - skew))
+    [ "$skew" -le "$KB_MAX_SKEW" ] || fail clock "this machine's clock is ${skew}s off the platform's (at most ${KB_MAX_SKEW}s); enable NTP (timedatectl set-ntp true)"
+    ok clock "within ${skew}s of the platform"
+else
+    warn clock "the platform did not send its time"
+fi
+
+# Reaching the control plane --------------------------------------------------
+hostport=${KB_ENDPOINT#*://}
+hostport=${hostport%%/*}
+host=${hostport%:*}
+case "$host" in
+    *[!0-9.]* | "")
+        case "$host" in
+            \[*) skip dns "the endpoint is an IP address" ;;
+            *)
+                if command -v getent >/dev/null 2>&1; then
+                    addr=$(getent hosts "$host" | awk '{ print $1; exit }')
+                    [ -n "$addr" ] || fail dns "cannot resolve $host; check this machine's DNS servers"
+                    ok dns "$host is $addr"
+                else
+                    skip dns "getent is not available; resolution is checked by the next step"
+                fi
+                ;;
+        esac
+        ;;
+    *) skip dns "the endpoint is an IP address" ;;
+esac
+
+# shellcheck disable=SC2086
+curl -sS -o /dev/null -m 15 $KB_CA_OPT "$KB_ENDPOINT/version" 2>"$KB_TMP/api.err"
+case $? in
+    0) ok api "reached $KB_ENDPOINT" ;;
+    6) fail api "cannot resolve the control plane host of $KB_ENDPOINT" ;;
+    7) fail api "the control plane at $KB_ENDPOINT refused the connection; is a firewall in the way?" ;;
+    28) fail api "no answer from the control plane at $KB_ENDPOINT within 15s; is outbound traffic to it allowed?" ;;
+    35 | 51 | 53 | 54 | 58 | 59 | 60 | 77 | 80 | 82 | 83 | 90 | 91)
+        fail api "TLS with $KB_ENDPOINT failed: the server did not prove it is this cluster's control plane ($(cat "$KB_TMP/api.err"))" ;;
+    *) fail api "could not reach $KB_ENDPOINT: $(cat "$KB_TMP/api.err")" ;;
+esac
+
+# Join ------------------------------------------------------------------------
+# Taking a use of the token happens here, after every check has passed.
+code=$(report join running "taking a use of the join token")
+case "$code" in
+    2??) ;;
+    *) fail join "the platform refused the token: $(reply_message)" ;;
+esac
+# shellcheck disable=SC2086
+curl -fsSL -m 60 $KB_CA_OPT -o "$KB_TMP/vcluster-join.sh" \
+    "$KB_ENDPOINT/node/join?token=$KB_TOKEN" 2>"$KB_TMP/fetch.err" \
+    || fail join "the control plane did not hand out its join script: $(cat "$KB_TMP/fetch.err")"
+set --
+[ "$KB_FORCE_JOIN" = 1 ] && set -- --force-join
+sh "$KB_TMP/vcluster-join.sh" "$@" > "$KB_TMP/join.log" 2>&1
+status=$?
+cat "$KB_TMP/join.log"
+[ "$status" = 0 ] || fail join "the control plane's join script failed ($status): $(tail -n 3 "$KB_TMP/join.log" | tr '\n' ' ')"
+ok join "kubelet registered with the control plane"
+
+report "done" ok "joined as $KB_HOSTNAME" >/dev/null || true
+say "Done: $KB_HOSTNAME joined $KB_CLUSTER. It shows up in the console once its kubelet reports ready."

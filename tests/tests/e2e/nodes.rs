@@ -1,0 +1,652 @@
+//! Bring your own node, end to end: join tokens and their bootstrap Secrets in
+//! the simulated vCluster, the join script run for real by a POSIX shell
+//! (`sh`, dash on Debian) in a sandbox directory, the steps it reports, the
+//! attempt ledger, and the node sync linking the node that appeared.
+
+use std::{path::Path, process::Output, time::Duration};
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use shared::nodesync::sync_all;
+
+use crate::platform::Platform;
+
+/// A machine to join: a directory whose `root/` the script's checks read
+/// (`KUBEBYON_JOIN_ROOT`) and whose `bin/` shims the commands that would
+/// otherwise describe the test machine (`uname`, `id`).
+struct Machine {
+    dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A directory removed when dropped.
+    pub struct Dir(pub std::path::PathBuf);
+
+    impl Dir {
+        pub fn new() -> Self {
+            let path = std::env::temp_dir().join(format!("kubebyon-join-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&path).unwrap();
+            Self(path)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    write(path, text);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+impl Machine {
+    /// A healthy amd64 Debian machine called `hostname`, running as root.
+    fn healthy(hostname: &str) -> Self {
+        let dir = tempdir::Dir::new();
+        let root = dir.0.join("root");
+        write(
+            &root.join("etc/os-release"),
+            "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n",
+        );
+        write(
+            &root.join("sys/fs/cgroup/cgroup.controllers"),
+            "cpuset cpu io memory hugetlb pids rdma misc\n",
+        );
+        write(
+            &root.join("proc/swaps"),
+            "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+        );
+        // sshd listening on 22 (0x0016); nothing on the kubelet's ports.
+        write(
+            &root.join("proc/net/tcp"),
+            "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0\n",
+        );
+        executable(
+            &dir.0.join("bin/uname"),
+            &format!(
+                "#!/bin/sh\ncase \"$1\" in\n  -n) echo {hostname} ;;\n  -m) echo x86_64 ;;\n  -r) echo 6.1.0-28-amd64 ;;\n  *) echo Linux ;;\nesac\n"
+            ),
+        );
+        executable(&dir.0.join("bin/id"), "#!/bin/sh\necho 0\n");
+        Self { dir }
+    }
+
+    fn root(&self) -> std::path::PathBuf {
+        self.dir.0.join("root")
+    }
+
+    /// Runs a join command as the console shows it, without `sudo`.
+    async fn run(&self, join_command: &str) -> Output {
+        let command = join_command.replace("| sudo sh", "| sh");
+        let path = format!(
+            "{}:{}",
+            self.dir.0.join("bin").display(),
+            std::env::var("PATH").unwrap()
+        );
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(&command)
+                .env("PATH", path)
+                .env("KUBEBYON_JOIN_ROOT", self.root())
+                .output(),
+        )
+        .await
+        .expect("the join command finished")
+        .unwrap()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+async fn ready_cluster(
+    platform: &Platform,
+    name: &str,
+) -> (String, std::sync::Arc<kube_sim::Simulator>) {
+    let id = platform.create(name, "nodeport").await;
+    platform.drive().await;
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(cluster["status"], "ready", "{cluster}");
+    let vcluster = platform
+        .sim
+        .vcluster(cluster["namespace"].as_str().unwrap(), name)
+        .unwrap();
+    (id, vcluster)
+}
+
+async fn create_token(platform: &Platform, cluster_id: &str, body: Value) -> Value {
+    let (status, created) = platform
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    created
+}
+
+async fn attempts(platform: &Platform, cluster_id: &str) -> Vec<Value> {
+    let (status, body) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/join-attempts"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body.as_array().unwrap().clone()
+}
+
+fn bootstrap_secret(vcluster: &kube_sim::Simulator, created: &Value) -> Option<Value> {
+    let prefix = created["token"]["display_prefix"].as_str().unwrap();
+    vcluster.get(
+        "v1",
+        "Secret",
+        "kube-system",
+        &format!("bootstrap-token-{prefix}"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
+    let platform = Platform::new().await;
+    let (cluster_id, vcluster) = ready_cluster(&platform, "nu").await;
+
+    let created = create_token(
+        &platform,
+        &cluster_id,
+        json!({ "ttl_seconds": 1800, "node_labels": { "zone": "eu-1" }, "description": "rack 7" }),
+    )
+    .await;
+    let plaintext = created["plaintext"].as_str().unwrap().to_string();
+    assert!(shared::jointoken::well_formed(&plaintext), "{plaintext}");
+    let url = format!("{}/join/{plaintext}", platform.base_url);
+    assert_eq!(created["join_url"], url.as_str());
+    assert_eq!(
+        created["join_command"],
+        format!("curl -sSL {url} | sudo sh")
+    );
+    assert_eq!(created["token"]["status"], "active");
+    assert_eq!(created["token"]["max_uses"], 1);
+
+    // The bootstrap Secret kubeadm reads is in the vCluster, expiring with the token.
+    let secret = bootstrap_secret(&vcluster, &created).expect("the bootstrap Secret exists");
+    assert_eq!(secret["type"], "bootstrap.kubernetes.io/token");
+    let expiration = base64_field(&secret, "expiration");
+    let expires_at: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(created["token"]["expires_at"].clone()).unwrap();
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(&expiration)
+            .unwrap()
+            .timestamp(),
+        expires_at.timestamp()
+    );
+    // The plaintext is shown once: never in a listing, never in the database.
+    let (_, listed) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            None,
+        )
+        .await;
+    assert!(!listed.to_string().contains(&plaintext));
+    let (stored,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM tokens t WHERE t::text LIKE '%' || $1 || '%'")
+            .bind(plaintext.split_once('.').unwrap().1)
+            .fetch_one(&platform.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, 0, "the token's secret half is stored nowhere");
+
+    // The machine runs the command: its checks pass, it joins.
+    let machine = Machine::healthy("Worker-7");
+    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    assert!(
+        out.status.success(),
+        "stdout: {}\nstderr: {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("kube-sim: node worker-7 registered"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let ledger = attempts(&platform, &cluster_id).await;
+    assert_eq!(ledger.len(), 1);
+    let attempt = &ledger[0];
+    assert_eq!(attempt["outcome"], "succeeded", "{attempt}");
+    assert_eq!(attempt["hostname"], "worker-7");
+    assert_eq!(attempt["counted_use"], true);
+    assert_eq!(attempt["source_ip"], "127.0.0.1");
+    let steps: Vec<(String, String)> = attempt["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["step"].as_str().unwrap().into(),
+                s["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("os", "running"),
+        ("os", "ok"),
+        ("arch", "ok"),
+        ("root", "ok"),
+        ("cgroups", "ok"),
+        ("swap", "ok"),
+        ("existing_kubelet", "ok"),
+        ("ports", "ok"),
+        ("clock", "ok"),
+        ("dns", "ok"),
+        ("api", "ok"),
+        ("join", "running"),
+        ("join", "ok"),
+        ("done", "ok"),
+    ]
+    .map(|(a, b)| (a.to_string(), b.to_string()));
+    assert_eq!(steps, expected);
+
+    let (_, token) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            None,
+        )
+        .await;
+    assert_eq!(token[0]["status"], "used");
+    assert_eq!(token[0]["use_count"], 1);
+
+    // The node the script registered is observed, linked and labelled, and
+    // the used token's bootstrap Secret is removed.
+    let report = sync_all(
+        &platform.db.pool,
+        &platform.host,
+        4,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (report.linked, report.secrets_deleted),
+        (1, 1),
+        "{report:?}"
+    );
+    let (_, nodes) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/nodes"),
+            None,
+        )
+        .await;
+    assert_eq!(nodes.as_array().unwrap().len(), 1, "{nodes}");
+    assert_eq!(
+        (nodes[0]["name"].as_str(), nodes[0]["status"].as_str()),
+        (Some("worker-7"), Some("ready"))
+    );
+    let node_id = nodes[0]["id"].as_str().unwrap();
+    let (_, token) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            None,
+        )
+        .await;
+    assert_eq!(token[0]["used_by_node_id"], node_id);
+    assert_eq!(token[0]["bootstrap_secret_deleted"], true);
+    assert!(bootstrap_secret(&vcluster, &created).is_none());
+    assert_eq!(
+        attempts(&platform, &cluster_id).await[0]["node_id"],
+        node_id
+    );
+    let node = vcluster.get("v1", "Node", "", "worker-7").unwrap();
+    assert_eq!(node["metadata"]["labels"]["zone"], "eu-1");
+    // The owner hears of it: a node_joined notification waits for delivery.
+    let (kind,): (String,) = sqlx::query_as("SELECT kind FROM notification_outbox")
+        .fetch_one(&platform.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(kind, "node_joined");
+
+    // The timeline covers the node's life so far, all of it ready.
+    let (status, timeline) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/nodes/{node_id}/timeline"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{timeline}");
+    assert_eq!(
+        timeline["events"].as_array().unwrap().len(),
+        2,
+        "{timeline}"
+    );
+    assert_eq!(timeline["ready_seconds"], timeline["observed_seconds"]);
+
+    // A one-time token does not join a second machine.
+    let second = Machine::healthy("worker-8");
+    let out = second.run(created["join_command"].as_str().unwrap()).await;
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("kubebyon: this join token has been used up"),
+        "{}",
+        text(&out.stderr)
+    );
+    let ledger = attempts(&platform, &cluster_id).await;
+    assert_eq!(
+        (ledger[0]["outcome"].as_str(), ledger[0]["reason"].as_str()),
+        (Some("refused"), Some("this join token has been used up"))
+    );
+    assert!(vcluster.get("v1", "Node", "", "worker-8").is_none());
+}
+
+fn base64_field(secret: &Value, key: &str) -> String {
+    use base64::Engine;
+    let raw = secret["data"][key].as_str().unwrap();
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(raw)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_check_stops_the_script_with_its_reason_and_keeps_the_token() {
+    let platform = Platform::new().await;
+    let (cluster_id, vcluster) = ready_cluster(&platform, "xi").await;
+    let created = create_token(&platform, &cluster_id, json!({})).await;
+
+    let machine = Machine::healthy("worker-1");
+    write(
+        &machine.root().join("proc/swaps"),
+        "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1048572 0 -2\n",
+    );
+    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("FAIL  swap: swap is on (1 device(s))"),
+        "{stderr}"
+    );
+    assert!(
+        !text(&out.stdout).contains("ports"),
+        "the script stopped at the failing check"
+    );
+
+    let ledger = attempts(&platform, &cluster_id).await;
+    assert_eq!(ledger[0]["outcome"], "failed");
+    assert!(
+        ledger[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("swap: swap is on"),
+        "{}",
+        ledger[0]
+    );
+    assert_eq!(ledger[0]["counted_use"], false);
+    let last = ledger[0]["steps"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (last["step"].as_str(), last["status"].as_str()),
+        (Some("swap"), Some("failed"))
+    );
+
+    // A machine joined to another cluster is stopped too, and told how to move.
+    write(
+        &machine.root().join("proc/swaps"),
+        "Filename\tType\tSize\tUsed\tPriority\n",
+    );
+    write(
+        &machine.root().join("etc/kubernetes/kubelet.conf"),
+        "apiVersion: v1\nclusters:\n- cluster:\n    server: https://elsewhere.example:6443\n  name: default\n",
+    );
+    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("joined to https://elsewhere.example:6443"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stderr).contains("--force-join"));
+
+    // The failed checks did not use the one-time token up.
+    let (_, tokens) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (
+            tokens[0]["status"].as_str(),
+            tokens[0]["use_count"].as_i64()
+        ),
+        (Some("active"), Some(0))
+    );
+    assert!(bootstrap_secret(&vcluster, &created).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
+    let platform = Platform::new().await;
+    let (cluster_id, vcluster) = ready_cluster(&platform, "omicron").await;
+    let client = reqwest::Client::new();
+    let fetch = |plaintext: String| {
+        let (client, base) = (client.clone(), platform.base_url.clone());
+        async move {
+            let response = client
+                .get(format!("{base}/join/{plaintext}"))
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+
+    // Revoked: the Secret is deleted at once and the script is refused.
+    let revoked = create_token(&platform, &cluster_id, json!({ "max_uses": 3 })).await;
+    let token_id = revoked["token"]["id"].as_str().unwrap();
+    let (status, body) = platform
+        .call(
+            "DELETE",
+            &format!("/api/console/clusters/{cluster_id}/tokens/{token_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (
+            body["status"].as_str(),
+            body["bootstrap_secret_deleted"].as_bool()
+        ),
+        (Some("revoked"), Some(true))
+    );
+    assert!(bootstrap_secret(&vcluster, &revoked).is_none());
+    let (status, body) = fetch(revoked["plaintext"].as_str().unwrap().into()).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            410,
+            "echo 'kubebyon: this join token was revoked' >&2\nexit 1\n"
+        )
+    );
+    // Revoking again changes nothing.
+    let (status, _) = platform
+        .call(
+            "DELETE",
+            &format!("/api/console/clusters/{cluster_id}/tokens/{token_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Expired: refused at use even before the sweep records it, then recorded.
+    let expired = create_token(&platform, &cluster_id, json!({ "ttl_seconds": 60 })).await;
+    let expiring = create_token(&platform, &cluster_id, json!({ "ttl_seconds": 60 })).await;
+    sqlx::query("UPDATE tokens SET expires_at = now() - interval '1 second' WHERE id IN ($1::uuid, $2::uuid)")
+        .bind(expired["token"]["id"].as_str().unwrap())
+        .bind(expiring["token"]["id"].as_str().unwrap())
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
+    let (status, body) = fetch(expired["plaintext"].as_str().unwrap().into()).await;
+    assert_eq!(
+        (status, body.contains("this join token has expired")),
+        (410, true),
+        "{body}"
+    );
+    let report = shared::jobs::sweep(
+        &platform.db.pool,
+        &platform.dispatcher,
+        &shared::config::JobSettings::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report.tokens_expired, 1,
+        "the other one was recorded at its use"
+    );
+    // The node sync deletes the expired tokens' Secrets.
+    let report = sync_all(
+        &platform.db.pool,
+        &platform.host,
+        4,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.secrets_deleted, 2, "{report:?}");
+    assert!(bootstrap_secret(&vcluster, &expired).is_none());
+    let (status, _) = platform
+        .call(
+            "DELETE",
+            &format!(
+                "/api/console/clusters/{cluster_id}/tokens/{}",
+                expired["token"]["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // Unknown and malformed tokens get the same answer.
+    for unknown in ["abcdef.0123456789abcdef", "not-a-token"] {
+        let (status, body) = fetch(unknown.into()).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (
+                404,
+                "echo 'kubebyon: this join token is not valid' >&2\nexit 1\n"
+            )
+        );
+    }
+    // A step report needs the attempt's own token.
+    let other = create_token(&platform, &cluster_id, json!({})).await;
+    let attempt = attempts(&platform, &cluster_id).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let response = client
+        .post(format!("{}/join/steps", platform.base_url))
+        .bearer_auth(other["plaintext"].as_str().unwrap())
+        .json(&json!({ "attempt_id": attempt, "step": "os", "status": "ok" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+    let response = client
+        .post(format!("{}/join/steps", platform.base_url))
+        .bearer_auth(other["plaintext"].as_str().unwrap())
+        .json(&json!({ "attempt_id": attempt, "step": "Bad Step", "status": "ok" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 422);
+}
+
+#[tokio::test]
+async fn token_input_is_validated_and_other_clusters_are_not_found() {
+    let platform = Platform::new().await;
+    let (cluster_id, _) = ready_cluster(&platform, "pi").await;
+    let (status, body) = platform
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            Some(json!({ "ttl_seconds": 10, "max_uses": 0, "node_labels": { "kubernetes.io/hostname": "x" } })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["ttl_seconds", "max_uses", "node_labels"]);
+    let (status, body) = platform
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            Some(json!({ "uses": 2 })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // A cluster of another user, and one that does not exist, are both 404.
+    let other_user = uuid::Uuid::new_v4();
+    sqlx::query("INSERT INTO users (id, email, display_name, password_hash, status, role) VALUES ($1, 'other@example.com', 'Other', NULL, 'active', 'user')")
+        .bind(other_user)
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
+    let (others,): (uuid::Uuid,) = sqlx::query_as(
+        "INSERT INTO clusters (owner_user_id, name, namespace, vcluster_name, status, kubernetes_version,
+                               public_access_mode, workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+                               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib)
+         SELECT $1, name, 'kb-other', 'other', status, kubernetes_version, public_access_mode,
+                workload_cpu_limit_milli_cores, workload_memory_limit_mib, control_plane_cpu_request_milli_cores,
+                control_plane_memory_request_mib
+         FROM clusters WHERE id = $2::uuid RETURNING id",
+    )
+    .bind(other_user)
+    .bind(&cluster_id)
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    for id in [others, uuid::Uuid::new_v4()] {
+        for (method, path) in [
+            ("POST", format!("/api/console/clusters/{id}/tokens")),
+            ("GET", format!("/api/console/clusters/{id}/tokens")),
+            ("GET", format!("/api/console/clusters/{id}/join-attempts")),
+            ("GET", format!("/api/console/clusters/{id}/nodes")),
+        ] {
+            let (status, body) = platform
+                .call(method, &path, (method == "POST").then(|| json!({})))
+                .await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {body}");
+        }
+    }
+}

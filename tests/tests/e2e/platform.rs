@@ -1,0 +1,190 @@
+//! The platform under test: the HTTP functions over real PostgreSQL, the
+//! in-process job backbone, and the Kubernetes API simulator as the k3s host.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use http_body_util::BodyExt;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube_sim::{Options, Simulator};
+use queues::inprocess::{self, InProcessDispatcher, InProcessRunner};
+use shared::{
+    config::{JobSettings, Settings},
+    db::users,
+    host::{HostCluster, HostSettings},
+    http::{AppState, Identity, with_common_layers},
+    jobs::{JobMessage, Processed, Worker},
+};
+use tests::database::TestDb;
+use tower::ServiceExt;
+
+pub struct Platform {
+    pub db: TestDb,
+    pub sim: Arc<Simulator>,
+    pub host: Arc<HostCluster>,
+    pub dispatcher: InProcessDispatcher,
+    pub runner: InProcessRunner,
+    pub router: Router,
+    /// Where the router is also served over TCP (the join function's base URL).
+    pub base_url: String,
+}
+
+pub fn host_settings() -> HostSettings {
+    let mut settings = HostSettings::from_source(&std::collections::HashMap::new()).unwrap();
+    settings.endpoint_scheme = "http".into();
+    // NodePort endpoints use this name, load balancers the simulator's 127.0.0.1.
+    settings.node_address = "localhost".into();
+    settings.poll_interval = Duration::from_millis(20);
+    settings.ready_timeout = Duration::from_secs(30);
+    settings
+}
+
+pub fn job_settings() -> JobSettings {
+    JobSettings {
+        lease: Duration::from_millis(600),
+        ..JobSettings::default()
+    }
+}
+
+impl Platform {
+    pub async fn new() -> Self {
+        Self::with_host_settings(host_settings()).await
+    }
+
+    pub async fn with_host_settings(settings: HostSettings) -> Self {
+        let db = TestDb::new().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}", listener.local_addr().unwrap());
+        let sim = Simulator::start(Options {
+            ready_delay: Duration::from_millis(100),
+            namespace_delete_delay: Duration::from_millis(100),
+            ..Options::host()
+        })
+        .await
+        .unwrap();
+        let host = Arc::new(HostCluster::from_url(&sim.url(), settings).unwrap());
+        let user = users::ensure_development_user(&db.pool).await.unwrap();
+        let (dispatcher, runner) = inprocess::channel(self_worker(&db, &host, "worker-b"), 1);
+        let state = AppState {
+            pool: db.pool.clone(),
+            publisher: Arc::new(dispatcher.clone()),
+            settings: Arc::new(
+                Settings::from_source(&std::collections::HashMap::from([(
+                    "KUBEBYON_JOIN_BASE_URL",
+                    base_url.as_str(),
+                )]))
+                .unwrap(),
+            ),
+            identity: Identity::Development(user),
+            host: Some(host.clone()),
+        };
+        let router = with_common_layers(
+            api_clusters::router()
+                .merge(api_nodes::router())
+                .merge(join::router()),
+            state,
+        );
+        let served = router
+            .clone()
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        tokio::spawn(async move { axum::serve(listener, served).await });
+        Self {
+            base_url,
+            db,
+            sim,
+            host,
+            dispatcher,
+            runner,
+            router,
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (StatusCode, serde_json::Value) {
+        let mut request = Request::builder().method(method).uri(path);
+        let body = match body {
+            Some(json) => {
+                request = request.header(header::CONTENT_TYPE, "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(body).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
+            String::from_utf8_lossy(&bytes).into(),
+        ));
+        (status, json)
+    }
+
+    pub async fn create(&self, name: &str, mode: &str) -> String {
+        let (status, body) = self
+            .call(
+                "POST",
+                "/api/console/clusters",
+                Some(serde_json::json!({
+                    "name": name, "workload_cpu_limit_milli_cores": 4000, "workload_memory_limit_mib": 8192,
+                    "control_plane_cpu_request_milli_cores": 750, "public_access_mode": mode,
+                })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        body["cluster"]["id"].as_str().unwrap().to_string()
+    }
+
+    pub async fn cluster(&self, id: &str) -> serde_json::Value {
+        let (status, body) = self
+            .call("GET", &format!("/api/console/clusters/{id}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    pub async fn drive(&self) -> Vec<(JobMessage, Processed)> {
+        self.runner.run_until_idle().await
+    }
+
+    pub async fn kube_client_from_kubeconfig(&self, id: &str) -> kube::Client {
+        let (status, body) = self
+            .call(
+                "GET",
+                &format!("/api/console/clusters/{id}/kubeconfig"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let text = match body {
+            serde_json::Value::String(text) => text,
+            json => json.to_string(),
+        };
+        let kubeconfig = Kubeconfig::from_yaml(&text).expect("the kubeconfig parses");
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+pub fn self_worker(db: &TestDb, host: &Arc<HostCluster>, id: &str) -> Worker {
+    Worker::new(
+        db.pool.clone(),
+        job_settings(),
+        id,
+        local::handlers(Some(host.clone())),
+    )
+}
