@@ -96,13 +96,15 @@ pub enum JobType {
     ClusterCreate,
     ClusterUpdate,
     ClusterDelete,
+    NodeRemove,
 }
 
 impl JobType {
-    pub const ALL: [JobType; 3] = [
+    pub const ALL: [JobType; 4] = [
         Self::ClusterCreate,
         Self::ClusterUpdate,
         Self::ClusterDelete,
+        Self::NodeRemove,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +112,7 @@ impl JobType {
             Self::ClusterCreate => "cluster_create",
             Self::ClusterUpdate => "cluster_update",
             Self::ClusterDelete => "cluster_delete",
+            Self::NodeRemove => "node_remove",
         }
     }
 
@@ -119,6 +122,7 @@ impl JobType {
             Self::ClusterCreate => "create",
             Self::ClusterUpdate => "update",
             Self::ClusterDelete => "delete",
+            Self::NodeRemove => "node_remove",
         }
     }
 }

@@ -272,6 +272,9 @@ pub fn vcluster_values(cluster: &Cluster, settings: &HostSettings) -> Value {
 pub struct HostCluster {
     client: Client,
     settings: HostSettings,
+    /// Clients for clusters' own APIs kept between observation cycles, by
+    /// cluster, with the endpoint they were built for.
+    cluster_clients: std::sync::Mutex<std::collections::HashMap<uuid::Uuid, (String, Config)>>,
 }
 
 impl HostCluster {
@@ -302,7 +305,11 @@ impl HostCluster {
         // client's own retry layer would hold a job for minutes on a 503.
         config.default_retry = false;
         let client = Client::try_from(config).map_err(|e| HostError::Kubeconfig(e.to_string()))?;
-        Ok(Self { client, settings })
+        Ok(Self {
+            client,
+            settings,
+            cluster_clients: Default::default(),
+        })
     }
 
     pub fn settings(&self) -> &HostSettings {
@@ -667,6 +674,12 @@ impl HostCluster {
         cluster: &Cluster,
         server: &str,
     ) -> Result<Client, HostError> {
+        Client::try_from(self.vcluster_config(cluster, server).await?)
+            .map_err(|e| HostError::Kubeconfig(e.to_string()))
+    }
+
+    /// The client configuration for the cluster's own API, from its kubeconfig Secret.
+    async fn vcluster_config(&self, cluster: &Cluster, server: &str) -> Result<Config, HostError> {
         let text = self
             .kubeconfig(cluster, server)
             .await?
@@ -679,13 +692,15 @@ impl HostCluster {
         config.default_retry = false;
         config.connect_timeout = Some(Duration::from_secs(5));
         config.read_timeout = Some(Duration::from_secs(10));
-        Client::try_from(config).map_err(|e| HostError::Kubeconfig(e.to_string()))
+        Ok(config)
     }
 
     /// Calls `call` with the id of, and a client for the own API of, every ready cluster,
     /// `concurrency` clusters at a time, each within `timeout` when given
     /// (building the client included). The shared loop of the observation
     /// schedules; a cluster whose call failed comes back with the reason.
+    /// Clients are kept between calls (so a cycle reads no kubeconfig Secret),
+    /// and rebuilt after a failure or when the endpoint changed.
     pub async fn across_ready_clusters<T, F, Fut>(
         &self,
         pool: &sqlx::PgPool,
@@ -699,6 +714,10 @@ impl HostCluster {
     {
         use futures_util::{StreamExt, stream};
         let clusters = crate::db::clusters::list_observable(pool).await?;
+        self.cluster_clients
+            .lock()
+            .expect("lock")
+            .retain(|id, _| clusters.iter().any(|c| c.id == *id));
         let call = &call;
         Ok(stream::iter(clusters)
             .map(|cluster| async move {
@@ -708,7 +727,7 @@ impl HostCluster {
                         .as_deref()
                         .ok_or("the cluster has no endpoint")?;
                     let client = self
-                        .vcluster_client(&cluster, server)
+                        .cached_cluster_client(&cluster, server)
                         .await
                         .map_err(|e| e.to_string())?;
                     call(cluster.id, client).await
@@ -719,11 +738,43 @@ impl HostCluster {
                         .unwrap_or_else(|_| Err("the control plane did not answer in time".into())),
                     None => attempt.await,
                 };
+                if result.is_err() {
+                    // Next time, read the kubeconfig again: it may have changed.
+                    self.cluster_clients
+                        .lock()
+                        .expect("lock")
+                        .remove(&cluster.id);
+                }
                 (cluster, result)
             })
             .buffer_unordered(concurrency.max(1))
             .collect()
             .await)
+    }
+
+    /// The kept client for the cluster's own API, or a new one (kept) when
+    /// there is none for this endpoint.
+    async fn cached_cluster_client(
+        &self,
+        cluster: &Cluster,
+        server: &str,
+    ) -> Result<Client, HostError> {
+        let kept = match self.cluster_clients.lock().expect("lock").get(&cluster.id) {
+            Some((kept_for, config)) if kept_for == server => Some(config.clone()),
+            _ => None,
+        };
+        let config = match kept {
+            Some(config) => config,
+            None => {
+                let config = self.vcluster_config(cluster, server).await?;
+                self.cluster_clients
+                    .lock()
+                    .expect("lock")
+                    .insert(cluster.id, (server.to_string(), config.clone()));
+                config
+            }
+        };
+        Client::try_from(config).map_err(|e| HostError::Kubeconfig(e.to_string()))
     }
 
     /// Starts deleting the cluster's namespace; everything in it goes with it.

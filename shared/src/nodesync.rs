@@ -23,6 +23,9 @@ use crate::{
     jointoken,
 };
 
+/// Clusters listed at once by default.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+
 /// How long a used token's bootstrap Secret may outlive a join that never
 /// reported its end.
 pub const JOIN_GRACE: Duration = Duration::from_secs(15 * 60);

@@ -59,6 +59,7 @@ pub async fn delete(
             cluster.id,
             JobType::ClusterDelete,
             Some(caller.user_id),
+            &serde_json::json!({}),
         )
         .await?;
         tx.commit().await?;

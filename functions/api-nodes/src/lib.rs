@@ -3,6 +3,7 @@
 
 mod events;
 mod nodes;
+mod remove;
 mod tokens;
 
 use axum::{
@@ -29,6 +30,10 @@ pub fn router() -> Router<AppState> {
         )
         .route("/api/console/clusters/{cluster_id}/nodes", get(nodes::list))
         .route(
+            "/api/console/clusters/{cluster_id}/nodes/{node_id}",
+            delete(remove::remove),
+        )
+        .route(
             "/api/console/clusters/{cluster_id}/nodes/{node_id}/timeline",
             get(nodes::timeline),
         )
@@ -43,7 +48,8 @@ pub fn router() -> Router<AppState> {
         tokens::revoke,
         tokens::attempts,
         nodes::list,
-        nodes::timeline
+        nodes::timeline,
+        remove::remove
     ),
     tags((name = "nodes", description = "Join tokens, nodes and their history"))
 )]

@@ -56,7 +56,8 @@ pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {
     vec![
         Arc::new(job_cluster_create::CreateCluster::new(host.clone())),
         Arc::new(job_cluster_update::UpdateCluster::new(host.clone())),
-        Arc::new(job_cluster_delete::DeleteCluster::new(host)),
+        Arc::new(job_cluster_delete::DeleteCluster::new(host.clone())),
+        Arc::new(job_node_remove::RemoveNode::new(host)),
     ]
 }
 
@@ -184,7 +185,14 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
         move || {
             let (pool, host) = (pool.clone(), host.clone());
             async move {
-                if let Err(err) = sync_all(&pool, &host, 16, offline_after).await {
+                if let Err(err) = sync_all(
+                    &pool,
+                    &host,
+                    shared::nodesync::DEFAULT_CONCURRENCY,
+                    offline_after,
+                )
+                .await
+                {
                     tracing::error!(error = %err, "node sync failed");
                 }
             }

@@ -5,17 +5,14 @@
 use queues::runtime::Platform;
 use shared::{
     host::HostCluster,
-    nodesync::{NodeSyncReport, sync_all},
+    nodesync::{DEFAULT_CONCURRENCY, NodeSyncReport, sync_all},
 };
-
-/// Clusters listed at once.
-pub const CONCURRENCY: usize = 16;
 
 pub async fn run(platform: &Platform, host: &HostCluster) -> anyhow::Result<NodeSyncReport> {
     Ok(sync_all(
         &platform.pool,
         host,
-        CONCURRENCY,
+        DEFAULT_CONCURRENCY,
         platform.settings.node_offline_after,
     )
     .await?)

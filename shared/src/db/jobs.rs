@@ -54,11 +54,12 @@ pub struct Enqueued {
 /// `idx_cluster_jobs_active_cluster` when the cluster already has an active job.
 pub async fn enqueue(tx: &mut PgConnection, new: NewJob<'_>) -> Result<Enqueued, sqlx::Error> {
     let operation_id = sqlx::query_scalar!(
-        r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id)
-           VALUES ($1, $2, $3) RETURNING id"#,
+        r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, payload)
+           VALUES ($1, $2, $3, $4) RETURNING id"#,
         new.cluster_id,
         new.job_type.operation(),
         new.requested_by,
+        new.payload,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -245,7 +246,8 @@ pub async fn schedule_retry(
 }
 
 /// Ends the job as failed with a reason written for the user, and moves the
-/// operation and the cluster with it. `false` means the lease was lost.
+/// operation and the cluster with it (a failed node removal leaves the
+/// cluster as it is). `false` means the lease was lost.
 pub async fn fail(pool: &PgPool, job: &ClaimedJob, reason: &str) -> Result<bool, sqlx::Error> {
     let row = sqlx::query_scalar!(
         r#"WITH failed AS (
@@ -263,7 +265,8 @@ pub async fn fail(pool: &PgPool, job: &ClaimedJob, reason: &str) -> Result<bool,
                UPDATE clusters c
                SET status = CASE WHEN failed.type = 'cluster_update' THEN 'ready' ELSE 'failed' END,
                    last_error_message = $3
-               FROM failed WHERE c.id = failed.cluster_id AND c.deleted_at IS NULL
+               FROM failed
+               WHERE c.id = failed.cluster_id AND c.deleted_at IS NULL AND failed.type <> 'node_remove'
            )
            SELECT id FROM failed"#,
         job.id,
@@ -316,6 +319,7 @@ pub async fn rescue_expired(pool: &PgPool) -> Result<Rescued, sqlx::Error> {
                    last_error_message = rescued.last_error
                FROM rescued
                WHERE rescued.status = 'failed' AND c.id = rescued.cluster_id AND c.deleted_at IS NULL
+                 AND rescued.type <> 'node_remove'
            )
            SELECT status AS "status!" FROM rescued"#
     )
@@ -571,7 +575,8 @@ pub async fn cancel_pending(
                SET status = CASE WHEN cancelled.type <> 'cluster_create' AND c.kubeconfig_available
                                  THEN 'ready' ELSE 'failed' END,
                    last_error_message = $2
-               FROM cancelled WHERE c.id = cancelled.cluster_id AND c.deleted_at IS NULL
+               FROM cancelled
+               WHERE c.id = cancelled.cluster_id AND c.deleted_at IS NULL AND cancelled.type <> 'node_remove'
            )
            SELECT id FROM cancelled"#,
         job_id,
@@ -583,7 +588,8 @@ pub async fn cancel_pending(
 }
 
 /// What a cluster has going on: the type of its active job, and the type of an
-/// operation queued behind it (accepted, but without a job yet).
+/// operation queued behind it (accepted, but without a job yet; a queued
+/// delete shows before anything else).
 #[derive(Debug, Clone, Default)]
 pub struct Activity {
     pub active_job: Option<String>,
@@ -598,7 +604,7 @@ pub async fn activity(tx: &mut PgConnection, cluster_id: Uuid) -> Result<Activit
                (SELECT o.type FROM cluster_operations o
                 WHERE o.cluster_id = $1 AND o.status = 'pending'
                   AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
-                LIMIT 1) AS queued_operation"#,
+                ORDER BY o.type = 'delete' DESC, o.created_at LIMIT 1) AS queued_operation"#,
         cluster_id
     )
     .fetch_one(tx)
@@ -617,13 +623,15 @@ pub async fn queue_operation(
     cluster_id: Uuid,
     job_type: JobType,
     requested_by: Option<Uuid>,
+    payload: &serde_json::Value,
 ) -> Result<Uuid, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, stage)
-           VALUES ($1, $2, $3, 'queued behind the running operation') RETURNING id"#,
+        r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, stage, payload)
+           VALUES ($1, $2, $3, 'queued behind the running operation', $4) RETURNING id"#,
         cluster_id,
         job_type.operation(),
         requested_by,
+        payload,
     )
     .fetch_one(tx)
     .await
@@ -637,7 +645,9 @@ pub async fn promote_queued(pool: &PgPool, max_attempts: i32) -> Result<u64, sql
     let rows = sqlx::query_scalar!(
         r#"WITH promoted AS (
                INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
-               SELECT DISTINCT ON (o.cluster_id) o.cluster_id, o.id, 'cluster_' || o.type, '{}'::jsonb, $1
+               SELECT DISTINCT ON (o.cluster_id) o.cluster_id, o.id,
+                      CASE WHEN o.type = 'node_remove' THEN o.type ELSE 'cluster_' || o.type END,
+                      o.payload, $1
                FROM cluster_operations o
                WHERE o.status = 'pending'
                  AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)

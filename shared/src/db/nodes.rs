@@ -105,14 +105,21 @@ pub async fn upsert(
 }
 
 /// A node that is no longer in the cluster's API.
-pub async fn mark_deleted(tx: &mut PgConnection, node_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE nodes SET status = 'deleted', deleted_at = now() WHERE id = $1 AND deleted_at IS NULL",
+/// Soft-deletes a node. Returns its status before, or `None` when it was
+/// already deleted.
+pub async fn mark_deleted(
+    tx: &mut PgConnection,
+    node_id: Uuid,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"UPDATE nodes n SET status = 'deleted', deleted_at = now()
+           FROM (SELECT id, status FROM nodes WHERE id = $1 FOR UPDATE) old
+           WHERE n.id = old.id AND n.deleted_at IS NULL
+           RETURNING old.status"#,
         node_id
     )
-    .execute(tx)
-    .await?;
-    Ok(())
+    .fetch_optional(tx)
+    .await
 }
 
 /// One node transition.

@@ -41,6 +41,8 @@ struct Target {
     namespace: Option<String>,
     name: Option<String>,
     status: bool,
+    /// `POST pods/<name>/eviction`.
+    eviction: bool,
 }
 
 enum Route {
@@ -88,10 +90,11 @@ fn route(path: &str) -> Result<Route, ApiError> {
         ["namespaces", ns, plural, tail @ ..]
             if registry::find(group, version, plural).is_some_and(|r| r.namespaced) =>
         {
-            let (name, status) = match tail {
-                [] => (None, false),
-                [name] => (Some(name.to_string()), false),
-                [name, "status"] => (Some(name.to_string()), true),
+            let (name, status, eviction) = match tail {
+                [] => (None, false, false),
+                [name] => (Some(name.to_string()), false, false),
+                [name, "status"] => (Some(name.to_string()), true, false),
+                [name, "eviction"] if *plural == "pods" => (Some(name.to_string()), false, true),
                 _ => return Err(not_found()),
             };
             Target {
@@ -99,6 +102,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
                 namespace: Some(ns.to_string()),
                 name,
                 status,
+                eviction,
             }
         }
         [plural] => Target {
@@ -106,18 +110,21 @@ fn route(path: &str) -> Result<Route, ApiError> {
             namespace: None,
             name: None,
             status: false,
+            eviction: false,
         },
         [plural, name] => Target {
             resource: find(plural)?,
             namespace: None,
             name: Some(name.to_string()),
             status: false,
+            eviction: false,
         },
         [plural, name, "status"] => Target {
             resource: find(plural)?,
             namespace: None,
             name: Some(name.to_string()),
             status: true,
+            eviction: false,
         },
         _ => return Err(not_found()),
     };
@@ -228,6 +235,7 @@ pub async fn handle(
             let store = shared.store.lock().expect("lock");
             store.get(target.resource, target.namespace.as_deref().unwrap_or(""), name).map(|o| (StatusCode::OK, o))
         }
+        (&Method::POST, Some(name)) if target.eviction => evict(&shared, &target, name),
         (&Method::POST, None) => parse(&body).and_then(|object| {
             let namespace = target.namespace.clone().unwrap_or_default();
             if let Some(body_ns) = object.pointer("/metadata/namespace").and_then(Value::as_str)
@@ -290,6 +298,28 @@ pub async fn handle(
         }
         Err(err) => error(err),
     }
+}
+
+/// The Eviction API: deletes the pod unless evictions are blocked, as a
+/// PodDisruptionBudget would block them (429).
+fn evict(shared: &Shared, target: &Target, name: &str) -> Result<(StatusCode, Value), ApiError> {
+    if shared.faults.lock().expect("lock").evictions_blocked {
+        return Err(ApiError {
+            code: 429,
+            reason: "TooManyRequests",
+            message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+        });
+    }
+    let mut store = shared.store.lock().expect("lock");
+    store.delete(
+        target.resource,
+        target.namespace.as_deref().unwrap_or(""),
+        name,
+    )?;
+    Ok((
+        StatusCode::CREATED,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }
 
 fn parse(body: &Bytes) -> Result<Value, ApiError> {
@@ -395,6 +425,7 @@ fn watch(shared: &Arc<Shared>, target: &Target, params: &HashMap<String, String>
         namespace: target.namespace.clone(),
         name: None,
         status: false,
+        eviction: false,
     };
     let params = params.clone();
     let live = BroadcastStream::new(receiver).filter_map(move |event| {

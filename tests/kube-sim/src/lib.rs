@@ -82,6 +82,8 @@ pub struct Faults {
     pub chart_install_error: Option<String>,
     /// Overrides `Options::ready_delay`.
     pub ready_delay: Option<Duration>,
+    /// Pod evictions answer 429, as when a PodDisruptionBudget forbids them.
+    pub evictions_blocked: bool,
 }
 
 pub(crate) struct Shared {

@@ -14,7 +14,7 @@ use shared::{
     jobs::{JobMessage, Processed, sweep},
 };
 
-use crate::platform::{Platform, host_settings, job_settings, self_worker};
+use crate::platform::{Platform, host_settings, job_settings, node, self_worker};
 
 async fn namespace_names(client: kube::Client) -> Vec<String> {
     let namespaces: Api<Namespace> = Api::all(client);
@@ -539,24 +539,6 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
             .unwrap()
             .starts_with("http://localhost:")
     );
-}
-
-fn node(name: &str, ready: &str, heartbeat: chrono::DateTime<chrono::Utc>) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name},
-        "status": {
-            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": "",
-                            "lastHeartbeatTime": heartbeat.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                            "lastTransitionTime": heartbeat.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)}],
-            "addresses": [{"type": "InternalIP", "address": "192.0.2.10"}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"osImage": "Debian GNU/Linux 12 (bookworm)", "kubeletVersion": "v1.33.5",
-                         "containerRuntimeVersion": "containerd://1.7.27", "architecture": "amd64",
-                         "bootID": "", "kernelVersion": "6.1.0", "kubeProxyVersion": "", "machineID": "",
-                         "operatingSystem": "linux", "systemUUID": ""},
-            "allocatable": {"cpu": "3800m", "memory": "16384Ki", "ephemeral-storage": "20Gi", "pods": "110"},
-        },
-    })
 }
 
 #[tokio::test]

@@ -650,3 +650,361 @@ async fn token_input_is_validated_and_other_clusters_are_not_found() {
         }
     }
 }
+
+fn pod(name: &str, node: &str, daemon_set: bool) -> Value {
+    let owners = if daemon_set {
+        json!([{ "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "kube-flannel", "uid": "u1", "controller": true }])
+    } else {
+        json!([{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u2", "controller": true }])
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name, "namespace": "default", "ownerReferences": owners },
+        "spec": { "nodeName": node, "containers": [{ "name": "c", "image": "nginx" }] },
+    })
+}
+
+#[tokio::test]
+async fn removing_a_node_cordons_drains_and_deletes_it() {
+    let platform = Platform::new().await;
+    let (cluster_id, vcluster) = ready_cluster(&platform, "rho").await;
+    let now = chrono::Utc::now();
+    for name in ["worker-1", "worker-2"] {
+        vcluster
+            .put(crate::platform::node(name, "True", now))
+            .unwrap();
+        vcluster
+            .put(pod(&format!("web-{name}"), name, false))
+            .unwrap();
+        vcluster
+            .put(pod(&format!("flannel-{name}"), name, true))
+            .unwrap();
+    }
+    sync_all(
+        &platform.db.pool,
+        &platform.host,
+        4,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let (_, nodes) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/nodes"),
+            None,
+        )
+        .await;
+    let id_of = |name: &str| {
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (one, two) = (id_of("worker-1"), id_of("worker-2"));
+    let remove = |node: String, query: &'static str| {
+        let platform = &platform;
+        let cluster_id = cluster_id.clone();
+        async move {
+            platform
+                .call(
+                    "DELETE",
+                    &format!("/api/console/clusters/{cluster_id}/nodes/{node}{query}"),
+                    None,
+                )
+                .await
+        }
+    };
+
+    let (status, accepted) = remove(one.clone(), "").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(accepted["operation"]["type"], "node_remove");
+    // A second request while the first is pending is refused.
+    let (status, body) = remove(one.clone(), "").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("node_removal_in_progress"))
+    );
+    platform.drive().await;
+    assert!(vcluster.get("v1", "Node", "", "worker-1").is_none());
+    assert!(
+        vcluster
+            .get("v1", "Pod", "default", "web-worker-1")
+            .is_none(),
+        "evicted"
+    );
+    assert!(
+        vcluster
+            .get("v1", "Pod", "default", "flannel-worker-1")
+            .is_some(),
+        "DaemonSet pods stay"
+    );
+    let (_, events) = platform
+        .call(
+            "GET",
+            &format!("/api/console/node-events?cluster_id={cluster_id}&node_id={one}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (events[0]["type"].as_str(), events[0]["message"].as_str()),
+        (
+            Some("deleted"),
+            Some("removed: cordoned, drained and deleted")
+        )
+    );
+    let (status, _) = remove(one.clone(), "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a removed node is gone");
+    // The next sync agrees and writes nothing more.
+    let report = sync_all(
+        &platform.db.pool,
+        &platform.host,
+        4,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.events, 0, "{report:?}");
+
+    // A disruption budget blocks the drain: the removal fails within its
+    // timeout, naming the pod, and the node stays cordoned; the cluster is fine.
+    vcluster.set_faults(kube_sim::Faults {
+        evictions_blocked: true,
+        ..Default::default()
+    });
+    let (status, accepted) = remove(two.clone(), "?drain_timeout_seconds=1").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    platform.drive().await;
+    let (_, operations) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/operations"),
+            None,
+        )
+        .await;
+    let failed = &operations[0];
+    assert_eq!(failed["status"], "failed", "{operations}");
+    let reason = failed["error_message"].as_str().unwrap();
+    assert!(
+        reason.contains("did not finish within 1 s") && reason.contains("default/web-worker-2"),
+        "{reason}"
+    );
+    assert!(reason.contains("disruption budget"), "{reason}");
+    let node = vcluster.get("v1", "Node", "", "worker-2").unwrap();
+    assert_eq!(node["spec"]["unschedulable"], true);
+    assert_eq!(platform.cluster(&cluster_id).await["status"], "ready");
+
+    // Forced: no drain, the Node object goes.
+    let (status, _) = remove(two.clone(), "?force=true").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    platform.drive().await;
+    assert!(vcluster.get("v1", "Node", "", "worker-2").is_none());
+    assert!(
+        vcluster
+            .get("v1", "Pod", "default", "web-worker-2")
+            .is_some(),
+        "not drained"
+    );
+    let (_, nodes) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/nodes?include_deleted=true"),
+            None,
+        )
+        .await;
+    assert!(
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["status"] == "deleted"),
+        "{nodes}"
+    );
+    let (status, body) = remove(uuid::Uuid::new_v4().to_string(), "?drain_timeout_seconds=0").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+}
+
+#[tokio::test]
+async fn a_removal_asked_during_an_update_waits_its_turn() {
+    let platform = Platform::new().await;
+    let (cluster_id, vcluster) = ready_cluster(&platform, "sigma").await;
+    vcluster
+        .put(crate::platform::node(
+            "worker-q",
+            "True",
+            chrono::Utc::now(),
+        ))
+        .unwrap();
+    sync_all(
+        &platform.db.pool,
+        &platform.host,
+        4,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let (_, nodes) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/nodes"),
+            None,
+        )
+        .await;
+    let node_id = nodes[0]["id"].as_str().unwrap().to_string();
+
+    let (status, body) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{cluster_id}"),
+            Some(json!({ "workload_cpu_limit_milli_cores": 6000 })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (status, accepted) = platform
+        .call(
+            "DELETE",
+            &format!("/api/console/clusters/{cluster_id}/nodes/{node_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(
+        accepted["operation"]["stage"],
+        "queued behind the running operation"
+    );
+    platform.drive().await;
+    assert!(
+        vcluster.get("v1", "Node", "", "worker-q").is_some(),
+        "not before its turn"
+    );
+
+    let report = shared::jobs::sweep(
+        &platform.db.pool,
+        &platform.dispatcher,
+        &shared::config::JobSettings::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.promoted, 1);
+    platform.drive().await;
+    assert!(vcluster.get("v1", "Node", "", "worker-q").is_none());
+    let (_, operations) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/operations"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (
+            operations[0]["type"].as_str(),
+            operations[0]["status"].as_str()
+        ),
+        (Some("node_remove"), Some("succeeded")),
+        "{operations}"
+    );
+    assert_eq!(platform.cluster(&cluster_id).await["status"], "ready");
+}
+
+/// Log lines, captured.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_join_token_never_reaches_the_logs() {
+    use axum::{body::Body, http::Request};
+    use tower::ServiceExt;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    // Everything, at every level, from every crate, on this (only) thread.
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let platform = Platform::new().await;
+    let (cluster_id, _) = ready_cluster(&platform, "tau").await;
+    let created = create_token(&platform, &cluster_id, json!({})).await;
+    let plaintext = created["plaintext"].as_str().unwrap().to_string();
+    let send = |request: Request<Body>| platform.router.clone().oneshot(request);
+    let response = send(
+        Request::get(format!("/join/{plaintext}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let attempt = attempts(&platform, &cluster_id).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (step, status) in [("os", "running"), ("swap", "failed")] {
+        let response = send(
+            Request::post("/join/steps")
+                .header("authorization", format!("Bearer {plaintext}"))
+                .header("content-type", "application/json")
+                .body(Body::from(
+                    json!({ "attempt_id": attempt, "step": step, "status": status, "detail": "x" })
+                        .to_string(),
+                ))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let token_id = created["token"]["id"].as_str().unwrap();
+    let (status, _) = platform
+        .call(
+            "DELETE",
+            &format!("/api/console/clusters/{cluster_id}/tokens/{token_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // A refused fetch, logged as such, still without the token.
+    let response = send(
+        Request::get(format!("/join/{plaintext}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::GONE);
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("/join/{token}"),
+        "the requests were logged: {} bytes",
+        logs.len()
+    );
+    let secret = plaintext.split_once('.').unwrap().1;
+    assert!(
+        !logs.contains(secret),
+        "the token's secret half is in the logs"
+    );
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(secret);
+    assert!(
+        !logs.contains(&encoded),
+        "the bootstrap Secret's data is in the logs"
+    );
+}

@@ -188,3 +188,26 @@ pub fn self_worker(db: &TestDb, host: &Arc<HostCluster>, id: &str) -> Worker {
         local::handlers(Some(host.clone())),
     )
 }
+
+/// A Node object as a kubelet would post it.
+pub fn node(
+    name: &str,
+    ready: &str,
+    heartbeat: chrono::DateTime<chrono::Utc>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": "",
+                            "lastHeartbeatTime": heartbeat.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                            "lastTransitionTime": heartbeat.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)}],
+            "addresses": [{"type": "InternalIP", "address": "192.0.2.10"}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {"osImage": "Debian GNU/Linux 12 (bookworm)", "kubeletVersion": "v1.33.5",
+                         "containerRuntimeVersion": "containerd://1.7.27", "architecture": "amd64",
+                         "bootID": "", "kernelVersion": "6.1.0", "kubeProxyVersion": "", "machineID": "",
+                         "operatingSystem": "linux", "systemUUID": ""},
+            "allocatable": {"cpu": "3800m", "memory": "16384Ki", "ephemeral-storage": "20Gi", "pods": "110"},
+        },
+    })
+}

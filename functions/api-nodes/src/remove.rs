@@ -1,0 +1,164 @@
+//! Removing a node: accepted here, carried out by the `node_remove` job.
+
+use axum::{extract::State, response::Response};
+use serde::{Deserialize, Serialize};
+use shared::{
+    db::{
+        audit::{self, AuditEvent},
+        clusters,
+        jobs::{self, NewJob, Operation},
+        nodes::{self, Node},
+    },
+    domain::JobType,
+    error::{ApiError, active_job_conflict, unique_violation},
+    extract::{AppPath, AppQuery},
+    http::{AppState, Caller, accepted},
+    jobs::enqueue_and_publish_after_commit,
+};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+/// Longest drain a removal may wait for.
+const MAX_DRAIN_TIMEOUT_SECS: u64 = 3600;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveQuery {
+    /// Skip draining: for a node that is unreachable or whose pods may be cut
+    /// off. Default false.
+    #[serde(default)]
+    pub force: bool,
+    /// How long to wait for the node's pods to be evicted: 1–3600 s, default 300.
+    pub drain_timeout_seconds: Option<u64>,
+}
+
+/// A removal accepted: its operation, and the node as it is now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodeRemovalAccepted {
+    pub operation: Operation,
+    pub node: Node,
+}
+
+/// Remove a node
+///
+/// Cordons the node, drains it (evicting its pods through the Eviction API,
+/// so disruption budgets are respected; DaemonSet and mirror pods stay) and
+/// deletes its Node object; the node is then soft-deleted with a `deleted`
+/// event. A drain that does not finish within the timeout fails the removal
+/// and leaves the node cordoned; `force=true` skips the drain. While another
+/// operation of the cluster runs, the removal waits its turn.
+///
+/// The machine itself is not touched: its kubelet, if still running, would
+/// register again; stop it or reset the machine.
+#[utoipa::path(
+    delete,
+    path = "/api/console/clusters/{cluster_id}/nodes/{node_id}",
+    tag = "nodes",
+    params(("cluster_id" = Uuid, Path), ("node_id" = Uuid, Path), RemoveQuery),
+    responses(
+        (status = 202, body = NodeRemovalAccepted),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The node is already being removed (`node_removal_in_progress`), or the cluster is being deleted or not ready (`cluster_not_ready`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn remove(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath((cluster_id, node_id)): AppPath<(Uuid, Uuid)>,
+    AppQuery(query): AppQuery<RemoveQuery>,
+) -> Result<Response, ApiError> {
+    let drain_timeout = query.drain_timeout_seconds.unwrap_or(300);
+    if !(1..=MAX_DRAIN_TIMEOUT_SECS).contains(&drain_timeout) {
+        return Err(ApiError::invalid(
+            "drain_timeout_seconds",
+            format!("must be between 1 and {MAX_DRAIN_TIMEOUT_SECS}"),
+        ));
+    }
+    let mut tx = state.pool.begin().await?;
+    let cluster = clusters::lock_owned(&mut tx, caller.user_id, cluster_id)
+        .await?
+        .and(clusters::get_owned(&mut *tx, caller.user_id, cluster_id).await?)
+        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    let node = nodes::list(&mut *tx, cluster_id, Some(node_id), false)
+        .await?
+        .pop()
+        .ok_or(ApiError::NotFound { what: "node" })?;
+    if !matches!(cluster.status.as_str(), "ready" | "updating") {
+        return Err(ApiError::Conflict {
+            code: "cluster_not_ready",
+            detail: format!(
+                "nodes can be removed while the cluster is ready; it is {}",
+                cluster.status
+            ),
+        });
+    }
+    let activity = jobs::activity(&mut tx, cluster_id).await?;
+    if activity.active_job.as_deref() == Some(JobType::ClusterDelete.as_str())
+        || activity.queued_operation.as_deref() == Some(JobType::ClusterDelete.operation())
+    {
+        return Err(ApiError::Conflict {
+            code: "cluster_not_ready",
+            detail: "the cluster is being deleted, and its nodes with it".into(),
+        });
+    }
+    let payload = serde_json::json!({
+        "node_id": node.id,
+        "node_name": node.name,
+        "force": query.force,
+        "drain_timeout_seconds": drain_timeout,
+    });
+    audit::record(
+        &mut *tx,
+        AuditEvent {
+            actor_user_id: Some(caller.user_id),
+            actor_kind: "user",
+            action: "node.remove",
+            target_kind: "node",
+            target_id: node.id.to_string(),
+            cluster_id: Some(cluster_id),
+            metadata: payload.clone(),
+        },
+    )
+    .await?;
+    let in_progress = |err: sqlx::Error| match unique_violation(&err) {
+        Some("idx_cluster_operations_node_removal_active") => ApiError::Conflict {
+            code: "node_removal_in_progress",
+            detail: format!("node {} is already being removed", node.name),
+        },
+        _ => active_job_conflict(err),
+    };
+    let operation_id = if activity.active_job.is_some() || activity.queued_operation.is_some() {
+        let id = jobs::queue_operation(
+            &mut tx,
+            cluster_id,
+            JobType::NodeRemove,
+            Some(caller.user_id),
+            &payload,
+        )
+        .await
+        .map_err(in_progress)?;
+        tx.commit().await?;
+        id
+    } else {
+        enqueue_and_publish_after_commit(
+            &state.pool,
+            state.publisher.as_ref(),
+            tx,
+            NewJob {
+                cluster_id,
+                job_type: JobType::NodeRemove,
+                requested_by: Some(caller.user_id),
+                payload: &payload,
+                max_attempts: state.settings.jobs.max_attempts,
+            },
+        )
+        .await
+        .map_err(in_progress)?
+        .operation_id
+    };
+    let operation = jobs::get_operation(&state.pool, operation_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
+    Ok(accepted(NodeRemovalAccepted { operation, node }))
+}

@@ -1,0 +1,267 @@
+//! Benchmark of one `sync-nodes` cycle at fleet scale.
+//!
+//! A child process (this program with `serve`) plays the fleet: a simulated
+//! host cluster holding every cluster's kubeconfig Secret, and one simulated
+//! vCluster API per cluster with its nodes, each on its own loopback port. The
+//! parent is the schedule: a fresh PostgreSQL database with the clusters as
+//! ready, and `shared::nodesync::sync_all` — the code `sync-nodes` runs —
+//! timed over a first cycle (every node is new: snapshot rows and events
+//! written) and further cycles with nothing changed. The parent's peak RSS
+//! (VmHWM) covers only the sync, not the simulated fleet.
+//!
+//! Usage: `sync-nodes [--clusters N] [--nodes M] [--cycles K]`; prints one JSON line.
+//! Needs `DATABASE_URL` (a server where it may create a database).
+
+// A benchmark's output is its result line.
+#![allow(clippy::print_stdout)]
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use sqlx::{Connection, Executor};
+
+/// A CA certificate (self-signed, its key thrown away) for the fleet's
+/// kubeconfigs: real vCluster kubeconfigs always carry their CA, and a client
+/// built with one does not load the system's trust store.
+const FLEET_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBjjCCATOgAwIBAgIUYKVcsjRMAtBPt+68IGCauLimGLAwCgYIKoZIzj0EAwIw\nHDEaMBgGA1UEAwwRa3ViZS1zaW0tYmVuY2gtY2EwHhcNMjYxMTI5MTE0NzU3WhcN\nMzYxMTI2MTE0NzU3WjAcMRowGAYDVQQDDBFrdWJlLXNpbS1iZW5jaC1jYTBZMBMG\nByqGSM49AgEGCCqGSM49AwEHA0IABETQaxG3TYDWpjp5HKS1rClT1R2j4pPe3U8N\nAFPQrhBI86yT7SDIuub4kq2G7Bfm08T4E2Jcw4uOhpKUVrzZtNujUzBRMB0GA1Ud\nDgQWBBSYv2Z5CVWa6zPHu2AZlzMNIhZzSzAfBgNVHSMEGDAWgBSYv2Z5CVWa6zPH\nu2AZlzMNIhZzSzAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0kAMEYCIQDV\nrUkdOIBwlWt1meArfw+8PYcEmqvGllwipgiCKOOJiAIhALJtNvMhEZ+M1TaPyfMy\nut+LO2vjwY0N+acnEkk1gKp5\n-----END CERTIFICATE-----\n";
+
+fn arg(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
+    match args.iter().position(|a| a == name) {
+        Some(i) => args
+            .get(i + 1)
+            .with_context(|| format!("{name} needs a value"))?
+            .parse()
+            .with_context(|| format!("{name} must be a number")),
+        None => Ok(default),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let clusters = arg(&args, "--clusters", 1000)?;
+    let nodes = arg(&args, "--nodes", 20)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    if args.first().map(String::as_str) == Some("serve") {
+        return runtime.block_on(serve(clusters, nodes));
+    }
+    let cycles = arg(&args, "--cycles", 5)?;
+    runtime.block_on(measure(clusters, nodes, cycles))
+}
+
+/// The child: the simulated fleet, described on stdout, alive until stdin closes.
+async fn serve(clusters: usize, nodes: usize) -> anyhow::Result<()> {
+    use base64::Engine;
+    let host = kube_sim::Simulator::start(kube_sim::Options::host()).await?;
+    let heartbeat = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut fleet = Vec::with_capacity(clusters);
+    let mut keep = Vec::with_capacity(clusters);
+    for i in 0..clusters {
+        let name = format!("bench-{i}");
+        let namespace = format!("kb-{name}");
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let vcluster =
+            kube_sim::Simulator::start(kube_sim::Options::vcluster(token.clone())).await?;
+        for n in 0..nodes {
+            vcluster
+                .put(json!({
+                    "apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{n}")},
+                    "status": {
+                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                        "lastHeartbeatTime": heartbeat, "lastTransitionTime": heartbeat}],
+                        "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{}", i / 250, i % 250, n + 1)}],
+                        "nodeInfo": {"osImage": "Debian GNU/Linux 12 (bookworm)", "kubeletVersion": "v1.33.5",
+                                     "containerRuntimeVersion": "containerd://1.7.27"},
+                        "allocatable": {"cpu": "3800m", "memory": "16Gi", "ephemeral-storage": "100Gi"}
+                    }
+                }))
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        }
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: {url}\n    certificate-authority-data: {ca}\n  name: c\ncontexts:\n- context:\n    cluster: c\n    user: admin\n  name: c\ncurrent-context: c\nusers:\n- name: admin\n  user:\n    token: {token}\n",
+            url = vcluster.url(),
+            ca = base64::engine::general_purpose::STANDARD.encode(FLEET_CA_PEM),
+        );
+        host.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}))
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        host.put(json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": format!("vc-{name}"), "namespace": namespace},
+            "data": {"config": base64::engine::general_purpose::STANDARD.encode(kubeconfig)}
+        }))
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        fleet.push(json!({"name": name, "namespace": namespace, "url": vcluster.url()}));
+        keep.push(vcluster);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", json!({"host": host.url(), "clusters": fleet}))?;
+    out.flush()?;
+    drop(out);
+    // Serve until the parent closes our stdin.
+    tokio::task::spawn_blocking(|| {
+        let mut sink = String::new();
+        while std::io::stdin()
+            .read_line(&mut sink)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {}
+    })
+    .await?;
+    drop(keep);
+    Ok(())
+}
+
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result<()> {
+    let load_before = loadavg();
+    let started = Instant::now();
+    let mut child = Command::new(std::env::current_exe()?)
+        .args([
+            "serve",
+            "--clusters",
+            &clusters.to_string(),
+            "--nodes",
+            &nodes.to_string(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("child stdout")?).read_line(&mut line)?;
+    let fleet: Value = serde_json::from_str(&line).context("the fleet description")?;
+    let fleet_ready_s = started.elapsed().as_secs_f64();
+
+    let server = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let database = format!("kubebyon_bench_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = sqlx::PgConnection::connect(&server).await?;
+    admin
+        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .await?;
+    let url = format!(
+        "{}/{database}",
+        server.rsplit_once('/').context("DATABASE_URL path")?.0
+    );
+    let result = run_cycles(&url, &fleet, cycles).await;
+    admin
+        .execute(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE {database} WITH (FORCE)"
+        )))
+        .await?;
+    drop(child.stdin.take());
+    child.wait()?;
+    let (first, steady, report) = result?;
+    let mut sorted = steady.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+    println!(
+        "{}",
+        json!({
+            "bench": "sync-nodes",
+            "clusters": clusters,
+            "nodes_per_cluster": nodes,
+            "nodes": clusters * nodes,
+            "concurrency": sync_nodes_concurrency(),
+            "fleet_setup_s": (fleet_ready_s * 10.0).round() / 10.0,
+            "first_cycle_ms": (first * 1000.0).round(),
+            "first_cycle_written": report.0,
+            "first_cycle_events": report.1,
+            "steady_cycle_ms_median": (median * 1000.0).round(),
+            "steady_cycle_ms_min": (sorted.first().copied().unwrap_or(f64::NAN) * 1000.0).round(),
+            "steady_cycle_ms_max": (sorted.last().copied().unwrap_or(f64::NAN) * 1000.0).round(),
+            "steady_cycles": steady.len(),
+            "peak_rss_mib": status_kib("VmHWM:") / 1024,
+            "loadavg_before": load_before,
+            "loadavg_after": loadavg(),
+        })
+    );
+    Ok(())
+}
+
+fn sync_nodes_concurrency() -> usize {
+    shared::nodesync::DEFAULT_CONCURRENCY
+}
+
+type Cycles = (f64, Vec<f64>, (u64, u64));
+
+async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<Cycles> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(10)
+        .connect(url)
+        .await?;
+    shared::MIGRATOR.run(&pool).await?;
+    let owner = shared::db::users::ensure_development_user(&pool).await?;
+    let list = fleet["clusters"].as_array().context("clusters")?;
+    let field = |key: &str| -> Vec<String> {
+        list.iter()
+            .map(|c| c[key].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    sqlx::query(
+        "INSERT INTO clusters (owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+                               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+                               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+                               public_access_mode, api_endpoint, status, kubeconfig_available, kubeconfig_available_at)
+         SELECT $1, name, name, namespace, '1.33', 4000, 8192, 500, 1024, 'nodeport', url, 'ready', true, now()
+         FROM unnest($2::text[], $3::text[], $4::text[]) AS f(name, namespace, url)",
+    )
+    .bind(owner)
+    .bind(field("name"))
+    .bind(field("namespace"))
+    .bind(field("url"))
+    .execute(&pool)
+    .await?;
+    let mut settings = shared::host::HostSettings::from_source(&std::collections::HashMap::new())?;
+    settings.endpoint_scheme = "http".into();
+    let host =
+        shared::host::HostCluster::from_url(fleet["host"].as_str().context("host url")?, settings)?;
+    let offline_after = Duration::from_secs(24 * 3600);
+    let sync = || {
+        shared::nodesync::sync_all(
+            &pool,
+            &host,
+            shared::nodesync::DEFAULT_CONCURRENCY,
+            offline_after,
+        )
+    };
+    let started = Instant::now();
+    let report = sync().await?;
+    let first = started.elapsed().as_secs_f64();
+    anyhow::ensure!(report.failed_clusters == 0, "clusters failed: {report:?}");
+    let mut steady = Vec::with_capacity(cycles);
+    for _ in 0..cycles {
+        let started = Instant::now();
+        let again = sync().await?;
+        steady.push(started.elapsed().as_secs_f64());
+        anyhow::ensure!(
+            again.written == 0 && again.failed_clusters == 0,
+            "a cycle with nothing changed wrote: {again:?}"
+        );
+    }
+    pool.close().await;
+    Ok((first, steady, (report.written, report.events)))
+}
