@@ -157,9 +157,28 @@ pub async fn apply(
         return Ok((report, labels));
     }
     let mut tx = pool.begin().await?;
-    for (node, old) in changed {
-        let id = nodes::upsert(&mut tx, cluster_id, node).await?;
-        report.written += 1;
+    let changed_nodes: Vec<&NodeSnapshot> = changed.iter().map(|(node, _)| *node).collect();
+    let ids: std::collections::HashMap<String, Uuid> =
+        nodes::upsert_all(&mut tx, cluster_id, &changed_nodes)
+            .await?
+            .into_iter()
+            .collect();
+    report.written += changed.len() as u64;
+    let new_names: Vec<String> = changed
+        .iter()
+        .filter(|(_, old)| old.is_none())
+        .map(|(node, _)| node.name.clone())
+        .collect();
+    let joining = if new_names.is_empty() {
+        Vec::new()
+    } else {
+        tokens::joining_hostnames(&mut tx, cluster_id, &new_names).await?
+    };
+    let mut events = Vec::new();
+    for (node, old) in &changed {
+        let id = *ids
+            .get(&node.name)
+            .ok_or_else(|| sqlx::Error::RowNotFound)?;
         let event = |event_type: &'static str, old_status: Option<String>| NewNodeEvent {
             cluster_id,
             node_id: id,
@@ -173,11 +192,11 @@ pub async fn apply(
             },
             message: None,
         };
-        let mut events = Vec::new();
         match old {
             None => {
-                if let Some(wanted) =
-                    tokens::link_joined_node(&mut tx, cluster_id, id, &node.name).await?
+                if joining.contains(&node.name)
+                    && let Some(wanted) =
+                        tokens::link_joined_node(&mut tx, cluster_id, id, &node.name).await?
                 {
                     report.linked += 1;
                     if wanted.as_object().is_some_and(|m| !m.is_empty()) {
@@ -200,29 +219,22 @@ pub async fn apply(
             }
             Some(_) => {}
         }
-        for event in events {
-            nodes::insert_event(&mut tx, &event).await?;
-            report.events += 1;
-        }
     }
     for node in gone {
         nodes::mark_deleted(&mut tx, node.id).await?;
-        nodes::insert_event(
-            &mut tx,
-            &NewNodeEvent {
-                cluster_id,
-                node_id: node.id,
-                node_name: &node.snapshot.name,
-                event_type: "deleted",
-                old_status: Some(node.snapshot.status.clone()),
-                new_status: "deleted",
-                message: Some("the Node object is gone from the cluster".into()),
-            },
-        )
-        .await?;
+        events.push(NewNodeEvent {
+            cluster_id,
+            node_id: node.id,
+            node_name: &node.snapshot.name,
+            event_type: "deleted",
+            old_status: Some(node.snapshot.status.clone()),
+            new_status: "deleted",
+            message: Some("the Node object is gone from the cluster".into()),
+        });
         report.written += 1;
-        report.events += 1;
     }
+    nodes::insert_events(&mut tx, &events).await?;
+    report.events += events.len() as u64;
     tx.commit().await?;
     Ok((report, labels))
 }

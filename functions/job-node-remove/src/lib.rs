@@ -115,9 +115,9 @@ impl JobHandler for RemoveNode {
 
         let mut tx = ctx.pool.begin().await?;
         if let Some(old_status) = nodes::mark_deleted(&mut tx, removal.node_id).await? {
-            nodes::insert_event(
+            nodes::insert_events(
                 &mut tx,
-                &NewNodeEvent {
+                &[NewNodeEvent {
                     cluster_id: cluster.id,
                     node_id: removal.node_id,
                     node_name: name,
@@ -125,7 +125,7 @@ impl JobHandler for RemoveNode {
                     old_status: Some(old_status),
                     new_status: "deleted",
                     message: Some(format!("removed: {how}")),
-                },
+                }],
             )
             .await?;
         }

@@ -62,20 +62,30 @@ pub async fn list_live(
         .collect())
 }
 
-/// Inserts a node seen for the first time, or revives a deleted one of the same
-/// name. Returns its id.
-pub async fn upsert(
+/// Inserts the nodes seen for the first time and updates the others (reviving
+/// deleted ones of the same name), in one statement. Returns each node's id
+/// by name.
+pub async fn upsert_all(
     tx: &mut PgConnection,
     cluster_id: Uuid,
-    node: &NodeSnapshot,
-) -> Result<Uuid, sqlx::Error> {
-    sqlx::query_scalar!(
+    nodes: &[&NodeSnapshot],
+) -> Result<Vec<(String, Uuid)>, sqlx::Error> {
+    macro_rules! column {
+        ($field:ident) => {
+            nodes.iter().map(|n| n.$field.clone()).collect::<Vec<_>>()
+        };
+    }
+    let rows = sqlx::query!(
         r#"INSERT INTO nodes (cluster_id, name, status, internal_ip, os_image, kubelet_version,
                               container_runtime_version, cpu_allocatable_milli_cores, memory_allocatable_bytes,
                               ephemeral_storage_allocatable_bytes, last_seen_at, source,
                               ready_at, offline_at)
-           VALUES ($1, $2, $3, $4::text::inet, $5, $6, $7, $8, $9, $10, $11, 'sync',
-                   CASE WHEN $3 = 'ready' THEN now() END, CASE WHEN $3 = 'offline' THEN now() END)
+           SELECT $1, name, status, ip::inet, os_image, kubelet_version, runtime_version, cpu, memory, storage,
+                  last_seen_at, 'sync',
+                  CASE WHEN status = 'ready' THEN now() END, CASE WHEN status = 'offline' THEN now() END
+           FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                       $8::bigint[], $9::bigint[], $10::bigint[], $11::timestamptz[])
+                AS n(name, status, ip, os_image, kubelet_version, runtime_version, cpu, memory, storage, last_seen_at)
            ON CONFLICT (cluster_id, name) DO UPDATE
            SET status = EXCLUDED.status, internal_ip = EXCLUDED.internal_ip, os_image = EXCLUDED.os_image,
                kubelet_version = EXCLUDED.kubelet_version,
@@ -87,24 +97,24 @@ pub async fn upsert(
                ready_at = CASE WHEN EXCLUDED.status = 'ready' AND nodes.status <> 'ready' THEN now() ELSE nodes.ready_at END,
                offline_at = CASE WHEN EXCLUDED.status = 'offline' AND nodes.status <> 'offline' THEN now() ELSE nodes.offline_at END,
                deleted_at = NULL
-           RETURNING id"#,
+           RETURNING name, id"#,
         cluster_id,
-        node.name,
-        node.status,
-        node.internal_ip,
-        node.os_image,
-        node.kubelet_version,
-        node.container_runtime_version,
-        node.cpu_allocatable_milli_cores,
-        node.memory_allocatable_bytes,
-        node.ephemeral_storage_allocatable_bytes,
-        node.last_seen_at,
+        &column!(name),
+        &column!(status),
+        &column!(internal_ip) as &[Option<String>],
+        &column!(os_image) as &[Option<String>],
+        &column!(kubelet_version) as &[Option<String>],
+        &column!(container_runtime_version) as &[Option<String>],
+        &column!(cpu_allocatable_milli_cores) as &[Option<i64>],
+        &column!(memory_allocatable_bytes) as &[Option<i64>],
+        &column!(ephemeral_storage_allocatable_bytes) as &[Option<i64>],
+        &column!(last_seen_at) as &[Option<DateTime<Utc>>],
     )
-    .fetch_one(tx)
-    .await
+    .fetch_all(tx)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.name, r.id)).collect())
 }
 
-/// A node that is no longer in the cluster's API.
 /// Soft-deletes a node. Returns its status before, or `None` when it was
 /// already deleted.
 pub async fn mark_deleted(
@@ -134,39 +144,43 @@ pub struct NewNodeEvent<'a> {
     pub message: Option<String>,
 }
 
-pub async fn insert_event(
+/// Appends node events in one statement. The notification hook rides along:
+/// a joined or offline node is news for the cluster's owner, written to the
+/// outbox in the same statement for the notification capability to deliver
+/// as their settings say.
+pub async fn insert_events(
     tx: &mut PgConnection,
-    event: &NewNodeEvent<'_>,
+    events: &[NewNodeEvent<'_>],
 ) -> Result<(), sqlx::Error> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    macro_rules! column {
+        ($e:ident => $value:expr) => {
+            events.iter().map(|$e| $value).collect::<Vec<_>>()
+        };
+    }
     sqlx::query!(
-        "INSERT INTO node_events (cluster_id, node_id, node_name, type, old_status, new_status, message)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        event.cluster_id,
-        event.node_id,
-        event.node_name,
-        event.event_type,
-        event.old_status,
-        event.new_status,
-        event.message,
+        r#"WITH appended AS (
+               INSERT INTO node_events (cluster_id, node_id, node_name, type, old_status, new_status, message)
+               SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+               RETURNING cluster_id, node_id, node_name, type, old_status, new_status
+           )
+           INSERT INTO notification_outbox (user_id, kind, cluster_id, payload)
+           SELECT c.owner_user_id, 'node_' || a.type, c.id,
+                  jsonb_build_object('cluster_name', c.name, 'node_id', a.node_id, 'node_name', a.node_name,
+                                     'old_status', a.old_status, 'new_status', a.new_status)
+           FROM appended a JOIN clusters c ON c.id = a.cluster_id
+           WHERE a.type IN ('joined', 'offline')"#,
+        &column!(e => e.cluster_id),
+        &column!(e => e.node_id),
+        &column!(e => e.node_name.to_string()),
+        &column!(e => e.event_type.to_string()),
+        &column!(e => e.old_status.clone()) as &[Option<String>],
+        &column!(e => e.new_status.to_string()),
+        &column!(e => e.message.clone()) as &[Option<String>],
     )
-    .execute(&mut *tx)
-    .await?;
-    // The notification hook: a joined or offline node is news for the owner,
-    // delivered by the notification capability as their settings say.
-    sqlx::query!(
-        "INSERT INTO notification_outbox (user_id, kind, cluster_id, payload)
-         SELECT owner_user_id, 'node_' || $2, id,
-                jsonb_build_object('cluster_name', name, 'node_id', $3::uuid, 'node_name', $4::text,
-                                   'old_status', $5::text, 'new_status', $6::text)
-         FROM clusters WHERE id = $1 AND $2 IN ('joined', 'offline')",
-        event.cluster_id,
-        event.event_type,
-        event.node_id,
-        event.node_name,
-        event.old_status,
-        event.new_status,
-    )
-    .execute(&mut *tx)
+    .execute(tx)
     .await?;
     Ok(())
 }

@@ -372,6 +372,23 @@ pub async fn finish_attempt(
     Ok(())
 }
 
+/// Of the given node names, those a join attempt that took a token use reported
+/// as its host name and that no node was linked to yet.
+pub async fn joining_hostnames(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    names: &[String],
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT DISTINCT hostname AS "hostname!" FROM join_attempts
+           WHERE cluster_id = $1 AND counted_use AND node_id IS NULL AND hostname = ANY($2)"#,
+        cluster_id,
+        names
+    )
+    .fetch_all(tx)
+    .await
+}
+
 /// A node seen for the first time is the one the latest join attempt from a
 /// machine of that host name brought in: link both, and the token.
 /// Returns the labels the token asks for, to put on the node.
