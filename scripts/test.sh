@@ -69,6 +69,17 @@ if ! port_open "$amqp_host" "$amqp_port"; then
     esac
 fi
 
+# An SMTP sink for the account tests: aiosmtpd from PyPI, in a venv of its own.
+if ! target/test-venv/bin/python -c 'import aiosmtpd' 2>/dev/null; then
+    command -v python3 >/dev/null || apt_install python3
+    python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+    log "installing aiosmtpd into target/test-venv"
+    rm -rf target/test-venv
+    python3 -m venv target/test-venv
+    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6
+fi
+export KUBEBYON_TEST_PYTHON="$PWD/target/test-venv/bin/python"
+
 # Build and test -------------------------------------------------------------
 log "building the workspace"
 cargo build --workspace --bins --locked

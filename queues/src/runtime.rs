@@ -76,7 +76,7 @@ pub async fn identity(mode: AuthMode, pool: &PgPool) -> anyhow::Result<Identity>
             );
             Identity::Development(user_id)
         }
-        AuthMode::Disabled => Identity::Disabled,
+        AuthMode::Accounts => Identity::Accounts,
     })
 }
 
@@ -86,7 +86,7 @@ pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<(
     let state = AppState {
         publisher: platform.publisher()?,
         identity: identity(
-            platform.settings.auth_mode.unwrap_or(AuthMode::Disabled),
+            platform.settings.auth_mode.unwrap_or(AuthMode::Accounts),
             &platform.pool,
         )
         .await?,

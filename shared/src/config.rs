@@ -103,8 +103,8 @@ pub enum AuthMode {
     /// Every console request acts as one development user (`dev@kubebyon.local`).
     /// Only for `local` on a developer's machine.
     Development,
-    /// No identity is configured: console routes answer 401.
-    Disabled,
+    /// Accounts: requests authenticate with a session cookie or an API key.
+    Accounts,
 }
 
 impl FromStr for AuthMode {
@@ -112,8 +112,8 @@ impl FromStr for AuthMode {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "development" => Ok(Self::Development),
-            "disabled" => Ok(Self::Disabled),
-            other => Err(format!("expected development or disabled, got {other:?}")),
+            "accounts" => Ok(Self::Accounts),
+            other => Err(format!("expected development or accounts, got {other:?}")),
         }
     }
 }
@@ -194,6 +194,16 @@ pub struct Settings {
     pub join_token_default_ttl: Duration,
     /// Longest lifetime a join token may be given.
     pub join_token_max_ttl: Duration,
+    /// `SMTP_URL`: where mail (email codes) is sent.
+    pub smtp_url: Option<SecretString>,
+    /// `MAIL_FROM`: the sender of the platform's mail.
+    pub mail_from: String,
+    /// `KUBEBYON_INSECURE_COOKIES=true` drops `Secure` from cookies: only for
+    /// local HTTP.
+    pub insecure_cookies: bool,
+    /// `KUBEBYON_ADMIN_EMAIL`: the account with this address is an admin once
+    /// its address is verified.
+    pub admin_email: Option<String>,
     pub jobs: JobSettings,
 }
 
@@ -265,6 +275,15 @@ impl Settings {
             join_base_url,
             join_token_default_ttl,
             join_token_max_ttl,
+            smtp_url: secret(source, "SMTP_URL"),
+            mail_from: source
+                .get("MAIL_FROM")
+                .unwrap_or_else(|| "KubeBYON <noreply@kubebyon.local>".into()),
+            insecure_cookies: parse_or(source, "KUBEBYON_INSECURE_COOKIES", false)?,
+            admin_email: source
+                .get("KUBEBYON_ADMIN_EMAIL")
+                .map(|e| e.trim().to_lowercase())
+                .filter(|e| !e.is_empty()),
             jobs: JobSettings::from_source(source)?,
         })
     }

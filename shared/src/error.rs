@@ -41,6 +41,9 @@ pub enum ApiError {
     Validation(Vec<FieldError>),
     #[error("authentication is required")]
     Unauthenticated,
+    /// Credentials were presented and refused.
+    #[error("{detail}")]
+    Unauthorized { code: &'static str, detail: String },
     #[error("{0}")]
     Forbidden(String),
     #[error("{what} not found")]
@@ -51,6 +54,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("the service is not ready")]
     Unavailable,
+    /// Too many attempts: wait `retry_after_secs` (sent as `Retry-After`).
+    #[error("too many attempts; try again in {retry_after_secs} s")]
+    TooManyRequests { retry_after_secs: u64 },
     /// A system we depend on (a cluster's API) failed or could not be reached.
     #[error("{detail}")]
     Upstream { code: &'static str, detail: String },
@@ -85,6 +91,7 @@ impl ApiError {
                 "unauthenticated",
                 "Authentication required",
             ),
+            Self::Unauthorized { code, .. } => (StatusCode::UNAUTHORIZED, code, "Unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", "Not found"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code, "Conflict"),
@@ -97,6 +104,11 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Service unavailable",
+            ),
+            Self::TooManyRequests { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "Too many requests",
             ),
             Self::Upstream { code, .. } => (StatusCode::BAD_GATEWAY, code, "Bad gateway"),
             Self::Internal(_) => (
@@ -133,6 +145,10 @@ impl IntoResponse for ApiError {
         if let Self::Internal(err) = &self {
             tracing::error!(error = format!("{err:#}"), "request failed");
         }
+        let retry_after = match &self {
+            Self::TooManyRequests { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
+        };
         let problem = self.problem();
         let status =
             StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -141,6 +157,11 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
 }

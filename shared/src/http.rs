@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::{
     Router,
     extract::{FromRequestParts, MatchedPath, Request, State},
-    http::{StatusCode, request::Parts},
+    http::{Method, StatusCode, request::Parts},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::get,
@@ -22,8 +22,8 @@ use crate::{config::Settings, error::ApiError, host::HostCluster, jobs::JobPubli
 pub enum Identity {
     /// Development mode: every request is this user.
     Development(Uuid),
-    /// No authentication is configured: console routes answer 401.
-    Disabled,
+    /// Accounts: a session cookie (with its CSRF token on writes) or an API key.
+    Accounts,
 }
 
 /// State shared by every route of every HTTP function.
@@ -41,20 +41,77 @@ pub struct AppState {
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
     pub user_id: Uuid,
+    /// The session the request came with, when it came with one.
+    pub session_id: Option<Uuid>,
+}
+
+fn is_safe(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(
-        _parts: &mut Parts,
+        parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        match state.identity {
-            Identity::Development(user_id) => Ok(Self { user_id }),
-            Identity::Disabled => Err(ApiError::Unauthenticated),
+        if let Some(caller) = parts.extensions.get::<Caller>() {
+            return Ok(*caller);
+        }
+        let caller = match state.identity {
+            Identity::Development(user_id) => Self {
+                user_id,
+                session_id: None,
+            },
+            Identity::Accounts => authenticate(parts, state).await?,
+        };
+        parts.extensions.insert(caller);
+        Ok(caller)
+    }
+}
+
+/// An API key in `Authorization: Bearer`, else the session cookie; a cookie
+/// write must echo the CSRF cookie in `X-CSRF-Token` (double submit).
+async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
+    use crate::{auth, db::accounts};
+    let bearer = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if let Some(key) = bearer {
+        return match accounts::api_key_user(&state.pool, &auth::hash_secret(key)).await? {
+            Some((_, user_id)) => Ok(Caller {
+                user_id,
+                session_id: None,
+            }),
+            None => Err(ApiError::Unauthenticated),
+        };
+    }
+    let token =
+        auth::cookie(&parts.headers, auth::SESSION_COOKIE).ok_or(ApiError::Unauthenticated)?;
+    let (session_id, user_id) =
+        accounts::session_user(&state.pool, &auth::hash_secret(token), auth::SESSION_IDLE)
+            .await?
+            .ok_or(ApiError::Unauthenticated)?;
+    if !is_safe(&parts.method) {
+        let cookie = auth::cookie(&parts.headers, auth::CSRF_COOKIE).unwrap_or_default();
+        let header = parts
+            .headers
+            .get(auth::CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if cookie.is_empty() || !auth::constant_time_eq(cookie.as_bytes(), header.as_bytes()) {
+            return Err(ApiError::Forbidden(
+                "a write with a session cookie must carry the kb_csrf cookie's value in X-CSRF-Token".into(),
+            ));
         }
     }
+    Ok(Caller {
+        user_id,
+        session_id: Some(session_id),
+    })
 }
 
 /// An authenticated caller whose role is `admin`; anyone else gets 403.
@@ -126,7 +183,75 @@ async fn request_span(request: Request, next: Next) -> Response {
     response
 }
 
+/// The address a request came from: the entry the nearest proxy appended to
+/// `X-Forwarded-For` (API Gateway, a load balancer), else the peer address.
+pub fn client_ip(
+    headers: &axum::http::HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Option<String> {
+    headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .map(str::trim)
+        .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok())
+        .map(str::to_string)
+        .or_else(|| {
+            extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip().to_string())
+        })
+}
+
+/// Where a request came from, for rate limits and records.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Origin {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            ip: client_ip(&parts.headers, &parts.extensions),
+            user_agent: parts
+                .headers
+                .get(axum::http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        })
+    }
+}
+
 /// 202 Accepted with a JSON body.
 pub fn accepted<T: serde::Serialize>(body: T) -> Response {
     (StatusCode::ACCEPTED, axum::Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_proxy_names_the_client() {
+        let mut headers = axum::http::HeaderMap::new();
+        let mut extensions = axum::http::Extensions::new();
+        extensions.insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+            [10, 0, 0, 9],
+            5000,
+        ))));
+        assert_eq!(
+            client_ip(&headers, &extensions).as_deref(),
+            Some("10.0.0.9")
+        );
+        headers.insert("x-forwarded-for", "1.2.3.4, 203.0.113.7".parse().unwrap());
+        assert_eq!(
+            client_ip(&headers, &extensions).as_deref(),
+            Some("203.0.113.7")
+        );
+        headers.insert("x-forwarded-for", "not an address".parse().unwrap());
+        assert_eq!(client_ip(&headers, &axum::http::Extensions::new()), None);
+    }
 }

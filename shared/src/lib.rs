@@ -1,5 +1,6 @@
 //! KubeBYON's shared library: everything the functions have in common.
 
+pub mod auth;
 pub mod config;
 pub mod db;
 pub mod domain;
@@ -9,6 +10,7 @@ pub mod host;
 pub mod http;
 pub mod jobs;
 pub mod jointoken;
+pub mod mail;
 pub mod nodesync;
 pub mod observe;
 pub mod openapi;

@@ -1,12 +1,15 @@
 //! Support for the end-to-end tests: a fresh database per test, an isolated
 //! RabbitMQ topology per test, a TCP proxy that can take the broker away, a
-//! loopback Lambda Runtime API, and handlers whose behaviour the test chooses.
+//! loopback Lambda Runtime API, handlers whose behaviour the test chooses, and
+//! a real SMTP sink.
 
 pub mod broker;
 pub mod database;
 pub mod handlers;
 pub mod lambda_runtime_api;
+pub mod logs;
 pub mod proxy;
+pub mod smtp;
 
 use std::path::PathBuf;
 

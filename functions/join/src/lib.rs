@@ -12,12 +12,10 @@
 //! The token is part of the script's URL: request spans name the route
 //! template, never the path, so it does not reach the logs.
 
-use std::net::SocketAddr;
-
 use axum::{
     Router,
-    extract::{ConnectInfo, Request, State},
-    http::{HeaderMap, StatusCode, header},
+    extract::{Request, State},
+    http::{StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -66,26 +64,6 @@ fn plain(status: StatusCode, message: &str) -> Response {
 }
 
 const UNKNOWN: &str = "kubebyon: this join token is not valid";
-
-/// The address the request came from: the entry the nearest proxy appended to
-/// `X-Forwarded-For` (API Gateway, a load balancer), else the peer address.
-fn source_ip(headers: &HeaderMap, peer: Option<SocketAddr>) -> Option<String> {
-    headers
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.rsplit(',').next())
-        .map(str::trim)
-        .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok())
-        .map(str::to_string)
-        .or_else(|| peer.map(|p| p.ip().to_string()))
-}
-
-fn peer(request: &Request) -> Option<SocketAddr> {
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0)
-}
 
 /// Records a refused attempt in the ledger and answers with its reason.
 async fn refuse(
@@ -152,7 +130,7 @@ pub async fn script(
     let mut attempt = NewAttempt {
         token_id: presented.token_id,
         cluster_id: presented.cluster_id,
-        source_ip: source_ip(headers, peer(&request)),
+        source_ip: shared::http::client_ip(headers, request.extensions()),
         user_agent: headers
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok()),
@@ -450,20 +428,6 @@ async fn record_step(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_nearest_proxy_names_the_source() {
-        let mut headers = HeaderMap::new();
-        let peer: SocketAddr = "10.0.0.9:5000".parse().unwrap();
-        assert_eq!(source_ip(&headers, Some(peer)).as_deref(), Some("10.0.0.9"));
-        headers.insert("x-forwarded-for", "1.2.3.4, 203.0.113.7".parse().unwrap());
-        assert_eq!(
-            source_ip(&headers, Some(peer)).as_deref(),
-            Some("203.0.113.7")
-        );
-        headers.insert("x-forwarded-for", "not an address".parse().unwrap());
-        assert_eq!(source_ip(&headers, None), None);
-    }
 
     #[test]
     fn steps_and_hostnames_are_checked() {

@@ -35,6 +35,8 @@ pub use postgres::EmbeddedPostgres;
 /// The OpenAPI document of every HTTP function.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     shared::openapi::document([
+        api_auth::ApiDoc::openapi(),
+        api_account::ApiDoc::openapi(),
         api_clusters::ApiDoc::openapi(),
         api_nodes::ApiDoc::openapi(),
         api_admin::ApiDoc::openapi(),
@@ -45,6 +47,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// Every HTTP function's routes, as the API gateway would mount them.
 pub fn routes() -> Router<AppState> {
     api_clusters::router()
+        .merge(api_auth::router())
+        .merge(api_account::router())
         .merge(api_nodes::router())
         .merge(api_admin::router())
         .merge(join::router())

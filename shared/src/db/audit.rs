@@ -32,3 +32,42 @@ pub async fn record(db: impl PgExecutor<'_>, event: AuditEvent<'_>) -> Result<()
     .await?;
     Ok(())
 }
+
+/// One audited action as it is read back.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct AuditRecord {
+    pub id: i64,
+    pub actor_user_id: Option<Uuid>,
+    pub actor_kind: String,
+    pub action: String,
+    pub target_kind: Option<String>,
+    pub target_id: Option<String>,
+    pub cluster_id: Option<Uuid>,
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Value,
+    pub ip: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Audit events newest first, of one actor or of everyone, older than
+/// `before_id` when paging.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    actor: Option<Uuid>,
+    before_id: Option<i64>,
+    limit: i64,
+) -> Result<Vec<AuditRecord>, sqlx::Error> {
+    sqlx::query_as!(
+        AuditRecord,
+        "SELECT id, actor_user_id, actor_kind, action, target_kind, target_id, cluster_id, metadata,
+                host(ip) AS ip, created_at
+         FROM audit_events
+         WHERE ($1::uuid IS NULL OR actor_user_id = $1) AND ($2::bigint IS NULL OR id < $2)
+         ORDER BY created_at DESC, id DESC LIMIT $3",
+        actor,
+        before_id,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}

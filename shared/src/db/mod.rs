@@ -1,6 +1,7 @@
 //! PostgreSQL access: the pool, the one migrator, and one module per table family.
 //! Repository functions take an executor so callers choose the transaction.
 
+pub mod accounts;
 pub mod audit;
 pub mod clusters;
 pub mod jobs;

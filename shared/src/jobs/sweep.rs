@@ -14,11 +14,14 @@ pub struct SweepReport {
     pub publish_failed: u64,
     /// Join tokens whose expiry was recorded.
     pub tokens_expired: u64,
+    /// Expired sessions and old rate-limit windows removed.
+    pub pruned: u64,
 }
 
 const PUBLISH_BATCH: i64 = 500;
 
-/// Rescues expired leases, records expired join tokens, creates the jobs of operations queued behind a
+/// Rescues expired leases, records expired join tokens, prunes dead sessions
+/// and rate-limit windows, creates the jobs of operations queued behind a
 /// finished job, then publishes every due job that has no live wake-up.
 /// Safe to run from several places at once (`SKIP LOCKED`, idempotent claims).
 pub async fn sweep(
@@ -32,6 +35,8 @@ pub async fn sweep(
         failed: rescued.failed,
         promoted: jobs::promote_queued(pool, settings.max_attempts).await?,
         tokens_expired: crate::db::tokens::expire_due(pool).await?,
+        pruned: crate::db::accounts::prune_sessions(pool).await?
+            + crate::auth::prune_rate_limits(pool).await?,
         ..SweepReport::default()
     };
     loop {

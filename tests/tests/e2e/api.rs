@@ -337,7 +337,7 @@ async fn clusters_are_private_to_their_owner_and_routes_need_an_identity() {
     assert_eq!(list["items"], serde_json::json!([]));
 
     let (status, _, body) = api
-        .call_as(Identity::Disabled, get("/api/console/clusters"))
+        .call_as(Identity::Accounts, get("/api/console/clusters"))
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -540,7 +540,7 @@ async fn the_job_queue_is_for_administrators_only() {
         (StatusCode::FORBIDDEN, Some("forbidden"))
     );
     let (status, _, _) = api
-        .call_as(Identity::Disabled, get("/api/console/admin/cluster-jobs"))
+        .call_as(Identity::Accounts, get("/api/console/admin/cluster-jobs"))
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }

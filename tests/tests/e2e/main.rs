@@ -1,6 +1,7 @@
 //! End-to-end tests: real PostgreSQL (`DATABASE_URL`), real RabbitMQ
 //! (`AMQP_URL`), and the workspace's own binaries.
 
+mod accounts;
 mod api;
 mod backbone;
 mod broker;

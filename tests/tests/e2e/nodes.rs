@@ -911,33 +911,11 @@ async fn a_removal_asked_during_an_update_waits_its_turn() {
     assert_eq!(platform.cluster(&cluster_id).await["status"], "ready");
 }
 
-/// Log lines, captured.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_join_token_never_reaches_the_logs() {
     use axum::{body::Body, http::Request};
     use tower::ServiceExt;
-    let captured = Captured::default();
-    let writer = captured.clone();
-    // Everything, at every level, from every crate, on this (only) thread.
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = tests::logs::capture();
 
     let platform = Platform::new().await;
     let (cluster_id, _) = ready_cluster(&platform, "tau").await;
@@ -990,7 +968,7 @@ async fn a_join_token_never_reaches_the_logs() {
     .unwrap();
     assert_eq!(response.status(), StatusCode::GONE);
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert!(
         logs.contains("/join/{token}"),
         "the requests were logged: {} bytes",

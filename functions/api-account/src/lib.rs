@@ -1,0 +1,221 @@
+//! `api-account`: the caller's own account — API keys, login history,
+//! notification settings and activity (their audit events).
+
+use axum::{
+    Router,
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{delete, get},
+};
+use serde::{Deserialize, Serialize};
+use shared::{
+    auth,
+    db::{
+        accounts::{self, ApiKey, Login, NotificationSettings},
+        audit::{self, AuditEvent, AuditRecord},
+    },
+    error::ApiError,
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AppState, Caller},
+};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+use uuid::Uuid;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/console/account/api-keys",
+            get(list_keys).post(create_key),
+        )
+        .route("/api/console/account/api-keys/{key_id}", delete(revoke_key))
+        .route("/api/console/account/logins", get(logins))
+        .route(
+            "/api/console/account/notifications",
+            get(notifications).put(save_notifications),
+        )
+        .route("/api/console/account/activity", get(activity))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(list_keys, create_key, revoke_key, logins, notifications, save_notifications, activity),
+    tags((name = "account", description = "The caller's own account"))
+)]
+pub struct ApiDoc;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateKey {
+    /// 1–100 characters, to tell keys apart.
+    pub name: String,
+}
+
+/// A new API key: the only response that carries it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedKey {
+    pub api_key: ApiKey,
+    /// Send it as `Authorization: Bearer <key>`; it is not shown again.
+    pub key: String,
+}
+
+fn record<'a>(caller: Caller, action: &'a str, key: &ApiKey) -> AuditEvent<'a> {
+    AuditEvent {
+        actor_user_id: Some(caller.user_id),
+        actor_kind: "user",
+        action,
+        target_kind: "api_key",
+        target_id: key.id.to_string(),
+        cluster_id: None,
+        metadata: serde_json::json!({ "name": key.name, "prefix": key.prefix }),
+    }
+}
+
+/// Create an API key
+#[utoipa::path(post, path = "/api/console/account/api-keys", tag = "account", request_body = CreateKey,
+    responses((status = 201, body = CreatedKey), (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn create_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppJson(body): AppJson<CreateKey>,
+) -> Result<Response, ApiError> {
+    let name = body.name.trim();
+    if !(1..=100).contains(&name.chars().count()) {
+        return Err(ApiError::invalid("name", "must be 1 to 100 characters"));
+    }
+    let (key, prefix) = auth::new_api_key();
+    let mut tx = state.pool.begin().await?;
+    let api_key = accounts::insert_api_key(
+        &mut *tx,
+        caller.user_id,
+        name,
+        &prefix,
+        &auth::hash_secret(&key),
+    )
+    .await?;
+    audit::record(&mut *tx, record(caller, "api_key.create", &api_key)).await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, AppJson(CreatedKey { api_key, key })).into_response())
+}
+
+/// List API keys
+#[utoipa::path(get, path = "/api/console/account/api-keys", tag = "account", responses((status = 200, body = Vec<ApiKey>)))]
+pub async fn list_keys(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<AppJson<Vec<ApiKey>>, ApiError> {
+    Ok(AppJson(
+        accounts::list_api_keys(&state.pool, caller.user_id).await?,
+    ))
+}
+
+/// Revoke an API key
+///
+/// It stops working at once. Revoking a revoked key changes nothing.
+#[utoipa::path(delete, path = "/api/console/account/api-keys/{key_id}", tag = "account", params(("key_id" = Uuid, Path)),
+    responses((status = 200, body = ApiKey), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn revoke_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(key_id): AppPath<Uuid>,
+) -> Result<AppJson<ApiKey>, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    let key = accounts::revoke_api_key(&mut *tx, caller.user_id, key_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "API key" })?;
+    audit::record(&mut *tx, record(caller, "api_key.revoke", &key)).await?;
+    tx.commit().await?;
+    Ok(AppJson(key))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct Page {
+    /// 1–500, default 100.
+    pub limit: Option<i64>,
+    /// Only entries older than this id (the last id of the previous page).
+    pub before_id: Option<i64>,
+}
+
+fn limit(raw: Option<i64>) -> Result<i64, ApiError> {
+    let limit = raw.unwrap_or(100);
+    if (1..=500).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::invalid("limit", "must be between 1 and 500"))
+    }
+}
+
+/// Login history
+///
+/// The caller's logins, successful or not, newest first.
+#[utoipa::path(get, path = "/api/console/account/logins", tag = "account", params(Page),
+    responses((status = 200, body = Vec<Login>)))]
+pub async fn logins(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppQuery(page): AppQuery<Page>,
+) -> Result<AppJson<Vec<Login>>, ApiError> {
+    Ok(AppJson(
+        accounts::list_logins(&state.pool, caller.user_id, limit(page.limit)?).await?,
+    ))
+}
+
+/// Notification settings
+#[utoipa::path(get, path = "/api/console/account/notifications", tag = "account", responses((status = 200, body = NotificationSettings)))]
+pub async fn notifications(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<AppJson<NotificationSettings>, ApiError> {
+    Ok(AppJson(
+        accounts::notification_settings(&state.pool, caller.user_id).await?,
+    ))
+}
+
+/// Save notification settings
+#[utoipa::path(put, path = "/api/console/account/notifications", tag = "account", request_body = NotificationSettings,
+    responses((status = 200, body = NotificationSettings)))]
+pub async fn save_notifications(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppJson(body): AppJson<NotificationSettings>,
+) -> Result<AppJson<NotificationSettings>, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    accounts::save_notification_settings(&mut *tx, caller.user_id, &body).await?;
+    audit::record(
+        &mut *tx,
+        AuditEvent {
+            actor_user_id: Some(caller.user_id),
+            actor_kind: "user",
+            action: "notifications.update",
+            target_kind: "user",
+            target_id: caller.user_id.to_string(),
+            cluster_id: None,
+            metadata: serde_json::to_value(&body).map_err(anyhow::Error::from)?,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(AppJson(body))
+}
+
+/// Activity
+///
+/// The caller's own audit events, newest first; page with `before_id`.
+#[utoipa::path(get, path = "/api/console/account/activity", tag = "account", params(Page),
+    responses((status = 200, body = Vec<AuditRecord>)))]
+pub async fn activity(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppQuery(page): AppQuery<Page>,
+) -> Result<AppJson<Vec<AuditRecord>>, ApiError> {
+    Ok(AppJson(
+        audit::list(
+            &state.pool,
+            Some(caller.user_id),
+            page.before_id,
+            limit(page.limit)?,
+        )
+        .await?,
+    ))
+}

@@ -1,0 +1,585 @@
+//! `api-auth`: `/api/auth/*`. Registration with an emailed code, login and
+//! logout (session cookie + CSRF cookie), password reset by emailed code,
+//! password change, and `me`. Rate limited per address and per account.
+
+use axum::{
+    Router,
+    extract::State,
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::{Deserialize, Serialize};
+use shared::{
+    auth::{self, CODE_LIFETIME, CODE_MAX_ATTEMPTS},
+    db::{
+        accounts::{self, CodeCheck, LoginEvent, NewSession, User},
+        audit::{self, AuditEvent},
+    },
+    error::{ApiError, FieldError},
+    extract::AppJson,
+    http::{AppState, Caller, Origin},
+};
+use utoipa::{OpenApi, ToSchema};
+use uuid::Uuid;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/auth/register", post(register))
+        .route("/api/auth/verify-email", post(verify_email))
+        .route("/api/auth/resend-code", post(resend_code))
+        .route("/api/auth/login", post(login))
+        .route("/api/auth/logout", post(logout))
+        .route("/api/auth/password-reset", post(request_reset))
+        .route("/api/auth/password-reset/confirm", post(confirm_reset))
+        .route("/api/auth/change-password", post(change_password))
+        .route("/api/auth/me", get(me))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(register, verify_email, resend_code, login, logout, request_reset, confirm_reset, change_password, me),
+    tags((name = "auth", description = "Registration, login, sessions and passwords"))
+)]
+pub struct ApiDoc;
+
+const VERIFY: &str = "verify_email";
+const RESET: &str = "reset_password";
+
+fn check_email(raw: &str) -> Result<String, String> {
+    let email = raw.trim().to_string();
+    let valid = email.len() <= 320
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !domain.contains('@')
+        });
+    if valid {
+        Ok(email)
+    } else {
+        Err("must be an email address".into())
+    }
+}
+
+fn validation(errors: Vec<(&str, String)>) -> Result<(), ApiError> {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::Validation(
+        errors
+            .into_iter()
+            .map(|(field, message)| FieldError {
+                field: field.into(),
+                message,
+            })
+            .collect(),
+    ))
+}
+
+/// Sends a fresh code for `purpose`; the old one dies.
+async fn send_code(state: &AppState, email: &str, purpose: &str) -> Result<(), ApiError> {
+    let code = auth::new_email_code();
+    let mut tx = state.pool.begin().await?;
+    accounts::replace_code(
+        &mut tx,
+        email,
+        purpose,
+        &auth::hash_secret(&code),
+        CODE_LIFETIME,
+    )
+    .await?;
+    tx.commit().await?;
+    let (subject, what) = match purpose {
+        VERIFY => (
+            "Confirm your KubeBYON account",
+            "confirm your email address",
+        ),
+        _ => ("Reset your KubeBYON password", "reset your password"),
+    };
+    let body = format!(
+        "Your code to {what} is {code}\n\nIt is valid for {} minutes. If you did not ask for it, ignore this message.\n",
+        CODE_LIFETIME.as_secs() / 60
+    );
+    shared::mail::send(&state.settings, email, subject, body)
+        .await
+        .map_err(|err| {
+            tracing::error!(error = %err, "could not send an email code");
+            ApiError::Unavailable
+        })
+}
+
+/// A 202 that says the same whatever the address: nothing to learn about accounts from it.
+fn code_sent() -> Response {
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({ "status": "code_sent" })),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Register {
+    pub email: String,
+    /// 10–200 characters.
+    pub password: String,
+    pub display_name: String,
+}
+
+/// Register
+///
+/// Creates the account, unverified, and emails a 6-digit code (valid 15
+/// minutes, 5 guesses) to confirm the address; the account can log in once it
+/// is confirmed. The answer is the same whether or not the address is taken.
+#[utoipa::path(post, path = "/api/auth/register", tag = "auth", request_body = Register,
+    responses((status = 202, description = "A code was sent if the address can register"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn register(
+    State(state): State<AppState>,
+    origin: Origin,
+    AppJson(body): AppJson<Register>,
+) -> Result<Response, ApiError> {
+    let mut errors = Vec::new();
+    let email = check_email(&body.email)
+        .map_err(|m| errors.push(("email", m)))
+        .ok();
+    if let Some(email) = &email
+        && let Err(m) = auth::check_password_policy(&body.password, email)
+    {
+        errors.push(("password", m));
+    }
+    let name = body.display_name.trim();
+    if !(1..=200).contains(&name.chars().count()) {
+        errors.push(("display_name", "must be 1 to 200 characters".into()));
+    }
+    validation(errors)?;
+    let email = email.unwrap_or_default();
+    limit_codes(&state, &origin, &email).await?;
+    let hash = auth::hash_password(body.password).await?;
+    let mut tx = state.pool.begin().await?;
+    let Some(user_id) = accounts::register(&mut tx, &email, name, &hash).await? else {
+        // A verified account has this address: say nothing, send nothing.
+        return Ok(code_sent());
+    };
+    audit::record(
+        &mut *tx,
+        user_event(user_id, "user.register", serde_json::json!({})),
+    )
+    .await?;
+    tx.commit().await?;
+    send_code(&state, &email, VERIFY).await?;
+    Ok(code_sent())
+}
+
+fn user_event(user_id: Uuid, action: &str, metadata: serde_json::Value) -> AuditEvent<'_> {
+    AuditEvent {
+        actor_user_id: Some(user_id),
+        actor_kind: "user",
+        action,
+        target_kind: "user",
+        target_id: user_id.to_string(),
+        cluster_id: None,
+        metadata,
+    }
+}
+
+async fn limit_codes(state: &AppState, origin: &Origin, email: &str) -> Result<(), ApiError> {
+    if let Some(ip) = &origin.ip {
+        auth::rate_limit(&state.pool, auth::CODES_PER_IP, ip).await?;
+    }
+    auth::rate_limit(&state.pool, auth::CODES_PER_ACCOUNT, email).await
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyEmail {
+    pub email: String,
+    pub code: String,
+}
+
+/// The body of a new session; the token itself travels only in its cookie.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionStarted {
+    pub user: User,
+    /// Echo it in `X-CSRF-Token` on writes (it is also the `kb_csrf` cookie).
+    pub csrf_token: String,
+}
+
+async fn start_session(
+    state: &AppState,
+    user_id: Uuid,
+    origin: &Origin,
+    method: &str,
+    email: &str,
+) -> Result<Response, ApiError> {
+    let token = auth::new_session_token();
+    let csrf = auth::new_csrf_token();
+    let mut tx = state.pool.begin().await?;
+    accounts::insert_session(
+        &mut *tx,
+        &NewSession {
+            user_id,
+            token_hash: &auth::hash_secret(&token),
+            lifetime: auth::SESSION_LIFETIME,
+            ip: origin.ip.clone(),
+            user_agent: origin.user_agent.as_deref(),
+        },
+    )
+    .await?;
+    accounts::record_login(
+        &mut *tx,
+        &LoginEvent {
+            user_id: Some(user_id),
+            email: Some(email),
+            method,
+            failure_reason: None,
+            ip: origin.ip.clone(),
+            user_agent: origin.user_agent.as_deref(),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    let user = accounts::get_user(&state.pool, user_id)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    let mut response = AppJson(SessionStarted {
+        user,
+        csrf_token: csrf.clone(),
+    })
+    .into_response();
+    for cookie in auth::session_cookies(&token, &csrf, !state.settings.insecure_cookies) {
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            HeaderValue::from_str(&cookie).map_err(anyhow::Error::from)?,
+        );
+    }
+    Ok(response)
+}
+
+/// Confirm an email address
+///
+/// With the emailed code: the account is active and a session starts. Five
+/// wrong codes kill the code; ask for a new one.
+#[utoipa::path(post, path = "/api/auth/verify-email", tag = "auth", request_body = VerifyEmail,
+    responses((status = 200, body = SessionStarted),
+              (status = 400, description = "Wrong, expired or dead code (`invalid_code`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn verify_email(
+    State(state): State<AppState>,
+    origin: Origin,
+    AppJson(body): AppJson<VerifyEmail>,
+) -> Result<Response, ApiError> {
+    let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
+    if let Some(ip) = &origin.ip {
+        auth::rate_limit(&state.pool, auth::VERIFY_PER_IP, ip).await?;
+    }
+    let mut tx = state.pool.begin().await?;
+    match accounts::check_code(
+        &mut tx,
+        &email,
+        VERIFY,
+        &auth::hash_secret(body.code.trim()),
+        CODE_MAX_ATTEMPTS,
+    )
+    .await?
+    {
+        CodeCheck::Accepted => {}
+        outcome => {
+            tx.commit().await?;
+            return Err(invalid_code(outcome));
+        }
+    }
+    let user_id = accounts::mark_email_verified(&mut tx, &email)
+        .await?
+        .ok_or(ApiError::BadRequest {
+            code: "invalid_code",
+            detail: "no account waits for this code".into(),
+        })?;
+    if state.settings.admin_email.as_deref() == Some(email.to_lowercase().as_str()) {
+        accounts::set_role(&mut tx, user_id, "admin").await?;
+    }
+    audit::record(
+        &mut *tx,
+        user_event(user_id, "user.verify_email", serde_json::json!({})),
+    )
+    .await?;
+    tx.commit().await?;
+    start_session(&state, user_id, &origin, "password", &email).await
+}
+
+fn invalid_code(outcome: CodeCheck) -> ApiError {
+    ApiError::BadRequest {
+        code: "invalid_code",
+        detail: match outcome {
+            CodeCheck::Wrong => "the code is wrong".into(),
+            _ => "there is no valid code: it expired, was used, or had too many wrong guesses; ask for a new one".into(),
+        },
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResendCode {
+    pub email: String,
+}
+
+/// Send a new confirmation code
+#[utoipa::path(post, path = "/api/auth/resend-code", tag = "auth", request_body = ResendCode,
+    responses((status = 202, description = "A code was sent if an unconfirmed account has the address"),
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn resend_code(
+    State(state): State<AppState>,
+    origin: Origin,
+    AppJson(body): AppJson<ResendCode>,
+) -> Result<Response, ApiError> {
+    let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
+    limit_codes(&state, &origin, &email).await?;
+    if accounts::credentials(&state.pool, &email)
+        .await?
+        .is_some_and(|c| !c.email_verified && c.status == "active")
+    {
+        send_code(&state, &email, VERIFY).await?;
+    }
+    Ok(code_sent())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Login {
+    pub email: String,
+    pub password: String,
+}
+
+/// Log in
+///
+/// With email and password: a session starts (cookies `kb_session`, HttpOnly,
+/// and `kb_csrf`). Every attempt is in the login history; too many from one
+/// address or for one account answer 429 with `Retry-After`.
+#[utoipa::path(post, path = "/api/auth/login", tag = "auth", request_body = Login,
+    responses((status = 200, body = SessionStarted),
+              (status = 401, description = "Wrong email or password, or the account cannot log in (`invalid_credentials`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn login(
+    State(state): State<AppState>,
+    origin: Origin,
+    AppJson(body): AppJson<Login>,
+) -> Result<Response, ApiError> {
+    let email = body.email.trim().to_string();
+    if let Some(ip) = &origin.ip {
+        auth::rate_limit(&state.pool, auth::LOGIN_PER_IP, ip).await?;
+    }
+    auth::rate_limit(&state.pool, auth::LOGIN_PER_ACCOUNT, &email).await?;
+    let account = accounts::credentials(&state.pool, &email).await?;
+    let password_ok = auth::verify_password(
+        body.password,
+        account.as_ref().and_then(|a| a.password_hash.clone()),
+    )
+    .await;
+    let failure = match &account {
+        None => Some("unknown email"),
+        Some(_) if !password_ok => Some("wrong password"),
+        Some(a) if a.status != "active" => Some("account disabled"),
+        Some(a) if !a.email_verified => Some("email not verified"),
+        Some(_) => None,
+    };
+    if let Some(reason) = failure {
+        accounts::record_login(
+            &state.pool,
+            &LoginEvent {
+                user_id: account.as_ref().map(|a| a.user_id),
+                email: Some(&email),
+                method: "password",
+                failure_reason: Some(reason),
+                ip: origin.ip.clone(),
+                user_agent: origin.user_agent.as_deref(),
+            },
+        )
+        .await?;
+        let detail = if reason == "email not verified" {
+            "confirm your email address first: enter the code we sent, or ask for a new one"
+        } else {
+            "the email or the password is wrong, or the account cannot log in"
+        };
+        return Err(ApiError::Unauthorized {
+            code: "invalid_credentials",
+            detail: detail.into(),
+        });
+    }
+    let user_id = account.map(|a| a.user_id).unwrap_or_default();
+    start_session(&state, user_id, &origin, "password", &email).await
+}
+
+/// Log out
+///
+/// Ends the session of the request and clears its cookies.
+#[utoipa::path(post, path = "/api/auth/logout", tag = "auth",
+    responses((status = 204, description = "Logged out"),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn logout(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    if let Some(session_id) = caller.session_id {
+        accounts::delete_session(&state.pool, session_id).await?;
+    }
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    for cookie in auth::cleared_cookies(!state.settings.insecure_cookies) {
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            HeaderValue::from_str(&cookie).map_err(anyhow::Error::from)?,
+        );
+    }
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestReset {
+    pub email: String,
+}
+
+/// Ask for a password reset code
+#[utoipa::path(post, path = "/api/auth/password-reset", tag = "auth", request_body = RequestReset,
+    responses((status = 202, description = "A code was sent if an account has the address"),
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn request_reset(
+    State(state): State<AppState>,
+    origin: Origin,
+    AppJson(body): AppJson<RequestReset>,
+) -> Result<Response, ApiError> {
+    let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
+    limit_codes(&state, &origin, &email).await?;
+    if accounts::credentials(&state.pool, &email)
+        .await?
+        .is_some_and(|c| c.status == "active")
+    {
+        send_code(&state, &email, RESET).await?;
+    }
+    Ok(code_sent())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmReset {
+    pub email: String,
+    pub code: String,
+    pub new_password: String,
+}
+
+/// Reset the password with the emailed code
+///
+/// Every session of the account ends.
+#[utoipa::path(post, path = "/api/auth/password-reset/confirm", tag = "auth", request_body = ConfirmReset,
+    responses((status = 204, description = "The password was changed"),
+              (status = 400, description = "`invalid_code`", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn confirm_reset(
+    State(state): State<AppState>,
+    origin: Origin,
+    AppJson(body): AppJson<ConfirmReset>,
+) -> Result<StatusCode, ApiError> {
+    let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
+    auth::check_password_policy(&body.new_password, &email)
+        .map_err(|m| ApiError::invalid("new_password", m))?;
+    if let Some(ip) = &origin.ip {
+        auth::rate_limit(&state.pool, auth::VERIFY_PER_IP, ip).await?;
+    }
+    let hash = auth::hash_password(body.new_password).await?;
+    let mut tx = state.pool.begin().await?;
+    match accounts::check_code(
+        &mut tx,
+        &email,
+        RESET,
+        &auth::hash_secret(body.code.trim()),
+        CODE_MAX_ATTEMPTS,
+    )
+    .await?
+    {
+        CodeCheck::Accepted => {}
+        outcome => {
+            tx.commit().await?;
+            return Err(invalid_code(outcome));
+        }
+    }
+    let account = accounts::credentials(&mut *tx, &email)
+        .await?
+        .ok_or(ApiError::BadRequest {
+            code: "invalid_code",
+            detail: "no account has this address".into(),
+        })?;
+    accounts::set_password(&mut tx, account.user_id, &hash).await?;
+    let ended = accounts::delete_sessions(&mut *tx, account.user_id, None).await?;
+    audit::record(
+        &mut *tx,
+        user_event(
+            account.user_id,
+            "user.password_reset",
+            serde_json::json!({ "sessions_ended": ended }),
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePassword {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+/// Change the password
+///
+/// Needs the current one; the account's other sessions end.
+#[utoipa::path(post, path = "/api/auth/change-password", tag = "auth", request_body = ChangePassword,
+    responses((status = 204, description = "The password was changed"),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn change_password(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppJson(body): AppJson<ChangePassword>,
+) -> Result<StatusCode, ApiError> {
+    let user = accounts::get_user(&state.pool, caller.user_id)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    auth::check_password_policy(&body.new_password, &user.email)
+        .map_err(|m| ApiError::invalid("new_password", m))?;
+    auth::rate_limit(&state.pool, auth::LOGIN_PER_ACCOUNT, &user.email).await?;
+    let stored = accounts::credentials(&state.pool, &user.email)
+        .await?
+        .and_then(|c| c.password_hash);
+    if !auth::verify_password(body.current_password, stored).await {
+        return Err(ApiError::invalid(
+            "current_password",
+            "is not the current password",
+        ));
+    }
+    let hash = auth::hash_password(body.new_password).await?;
+    let mut tx = state.pool.begin().await?;
+    accounts::set_password(&mut tx, user.id, &hash).await?;
+    let ended = accounts::delete_sessions(&mut *tx, user.id, caller.session_id).await?;
+    audit::record(
+        &mut *tx,
+        user_event(
+            user.id,
+            "user.password_change",
+            serde_json::json!({ "sessions_ended": ended }),
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Who am I
+#[utoipa::path(get, path = "/api/auth/me", tag = "auth",
+    responses((status = 200, body = User), (status = 401, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn me(State(state): State<AppState>, caller: Caller) -> Result<AppJson<User>, ApiError> {
+    accounts::get_user(&state.pool, caller.user_id)
+        .await?
+        .map(AppJson)
+        .ok_or(ApiError::Unauthenticated)
+}

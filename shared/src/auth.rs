@@ -1,0 +1,272 @@
+//! Credentials: Argon2id password hashes, random session tokens and API keys
+//! (only their SHA-256 is stored), 6-digit email codes, the session and CSRF
+//! cookies, and fixed-window rate limits kept in PostgreSQL.
+
+use std::time::Duration;
+
+use argon2::{
+    Argon2,
+    password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString},
+};
+use base64::Engine;
+use sqlx::PgPool;
+
+use crate::error::ApiError;
+
+pub const SESSION_COOKIE: &str = "kb_session";
+pub const CSRF_COOKIE: &str = "kb_csrf";
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// A session ends this long after it was made, however much it is used.
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(30 * 86_400);
+/// A session unused for this long ends.
+pub const SESSION_IDLE: Duration = Duration::from_secs(7 * 86_400);
+/// Wrong guesses after which an email code is dead.
+pub const CODE_MAX_ATTEMPTS: i32 = 5;
+/// How long an email code is valid.
+pub const CODE_LIFETIME: Duration = Duration::from_secs(15 * 60);
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+    bytes
+}
+
+/// SHA-256 of a presented secret: what the database keeps and looks up by.
+pub fn hash_secret(secret: &str) -> Vec<u8> {
+    crate::jointoken::hash(secret)
+}
+
+/// A new session token (`kbs_` + 256 random bits, base64url).
+pub fn new_session_token() -> String {
+    format!(
+        "kbs_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>())
+    )
+}
+
+/// A new CSRF token for the double-submit cookie.
+pub fn new_csrf_token() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<24>())
+}
+
+/// A new API key: `kb_<8 hex>_<secret>`, and its display prefix `kb_<8 hex>`.
+pub fn new_api_key() -> (String, String) {
+    let id: String = random_bytes::<4>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>());
+    let prefix = format!("kb_{id}");
+    (format!("{prefix}_{secret}"), prefix)
+}
+
+/// A 6-digit code, uniformly drawn.
+pub fn new_email_code() -> String {
+    loop {
+        let n = u32::from_le_bytes(random_bytes::<4>());
+        // Reject the top sliver so every code is equally likely.
+        if n < u32::MAX - (u32::MAX % 1_000_000) {
+            return format!("{:06}", n % 1_000_000);
+        }
+    }
+}
+
+/// Compares without stopping at the first difference.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Checks a new password: 10–200 characters, not the email address.
+pub fn check_password_policy(password: &str, email: &str) -> Result<(), String> {
+    let length = password.chars().count();
+    if !(10..=200).contains(&length) {
+        return Err("must be 10 to 200 characters long".into());
+    }
+    if password.eq_ignore_ascii_case(email) {
+        return Err("must not be the email address".into());
+    }
+    Ok(())
+}
+
+/// Argon2id (19 MiB, 2 passes, 1 lane: OWASP's baseline), on a blocking thread.
+pub async fn hash_password(password: String) -> Result<String, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        let salt = SaltString::encode_b64(&random_bytes::<16>())
+            .map_err(|e| anyhow::anyhow!("salt: {e}"))?;
+        Argon2::default()
+            .hash_password(password.as_bytes(), &salt)
+            .map(|h| h.to_string())
+            .map_err(|e| anyhow::anyhow!("hashing a password: {e}"))
+    })
+    .await
+    .map_err(anyhow::Error::from)?
+    .map_err(ApiError::Internal)
+}
+
+/// Checks a password against a stored hash, on a blocking thread. A missing
+/// hash (an account without a password) is checked against a dummy, so both
+/// take the same time.
+pub async fn verify_password(password: String, stored: Option<String>) -> bool {
+    tokio::task::spawn_blocking(move || {
+        let dummy = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$1GJbRbRUnWkRh9ZOhTCj9Kcu8dQnH3E16ZC2jYvq3nE";
+        let has_hash = stored.is_some();
+        let stored = stored.unwrap_or_else(|| dummy.to_string());
+        let Ok(parsed) = PasswordHash::new(&stored) else {
+            return false;
+        };
+        Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok()
+            && has_hash
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// The `Set-Cookie` values of a new session: the HttpOnly session cookie and
+/// the CSRF cookie the console echoes in `X-CSRF-Token`.
+pub fn session_cookies(token: &str, csrf: &str, secure: bool) -> [String; 2] {
+    let secure = if secure { "; Secure" } else { "" };
+    let max_age = SESSION_LIFETIME.as_secs();
+    [
+        format!(
+            "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}"
+        ),
+        format!("{CSRF_COOKIE}={csrf}; Path=/; SameSite=Lax; Max-Age={max_age}{secure}"),
+    ]
+}
+
+/// The `Set-Cookie` values that end a session in the browser.
+pub fn cleared_cookies(secure: bool) -> [String; 2] {
+    let secure = if secure { "; Secure" } else { "" };
+    [
+        format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{secure}"),
+        format!("{CSRF_COOKIE}=; Path=/; SameSite=Lax; Max-Age=0{secure}"),
+    ]
+}
+
+/// The value of one cookie of a request.
+pub fn cookie<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
+}
+
+/// A fixed-window limit on attempts of one kind.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    pub name: &'static str,
+    pub max: i32,
+    pub window: Duration,
+}
+
+pub const LOGIN_PER_IP: Limit = Limit {
+    name: "login:ip",
+    max: 30,
+    window: Duration::from_secs(300),
+};
+pub const LOGIN_PER_ACCOUNT: Limit = Limit {
+    name: "login:account",
+    max: 10,
+    window: Duration::from_secs(900),
+};
+pub const CODES_PER_IP: Limit = Limit {
+    name: "codes:ip",
+    max: 20,
+    window: Duration::from_secs(3600),
+};
+pub const CODES_PER_ACCOUNT: Limit = Limit {
+    name: "codes:account",
+    max: 5,
+    window: Duration::from_secs(3600),
+};
+pub const VERIFY_PER_IP: Limit = Limit {
+    name: "verify:ip",
+    max: 30,
+    window: Duration::from_secs(900),
+};
+
+/// Counts one attempt against `limit` for `key` (an address, an email); 429
+/// with the seconds left in the window once the limit is passed.
+pub async fn rate_limit(pool: &PgPool, limit: Limit, key: &str) -> Result<(), ApiError> {
+    let bucket = format!("{}:{}", limit.name, key.to_lowercase());
+    let window = limit.window.as_secs() as f64;
+    let row = sqlx::query!(
+        r#"INSERT INTO rate_limit_hits (bucket, window_start, hits)
+           VALUES ($1, to_timestamp(floor(extract(epoch FROM now())::float8 / $2::float8) * $2::float8), 1)
+           ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_hits.hits + 1
+           RETURNING hits,
+                     ceil(extract(epoch FROM (window_start + make_interval(secs => $2::float8) - now())))::bigint AS "retry_after!""#,
+        bucket,
+        window
+    )
+    .fetch_one(pool)
+    .await?;
+    if row.hits > limit.max {
+        return Err(ApiError::TooManyRequests {
+            retry_after_secs: row.retry_after.max(1) as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Drops counters of windows long gone. Returns how many.
+pub async fn prune_rate_limits(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query!("DELETE FROM rate_limit_hits WHERE window_start < now() - interval '1 day'")
+            .execute(pool)
+            .await?
+            .rows_affected(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_have_their_shapes() {
+        let (key, prefix) = new_api_key();
+        assert!(key.starts_with(&format!("{prefix}_")), "{key}");
+        assert_eq!(prefix.len(), 11);
+        assert!(new_session_token().starts_with("kbs_"));
+        let code = new_email_code();
+        assert_eq!(code.len(), 6);
+        assert!(code.bytes().all(|b| b.is_ascii_digit()));
+        assert_ne!(new_session_token(), new_session_token());
+    }
+
+    #[test]
+    fn passwords_follow_the_policy() {
+        assert!(check_password_policy("short", "a@b.c").is_err());
+        assert!(check_password_policy("alice@example.com", "alice@example.com").is_err());
+        assert!(check_password_policy("correct horse battery", "a@b.c").is_ok());
+    }
+
+    #[tokio::test]
+    async fn passwords_verify_only_against_their_hash() {
+        let hash = hash_password("correct horse battery".into()).await.unwrap();
+        assert!(hash.starts_with("$argon2id$"));
+        assert!(verify_password("correct horse battery".into(), Some(hash.clone())).await);
+        assert!(!verify_password("wrong horse battery".into(), Some(hash)).await);
+        assert!(!verify_password("anything at all".into(), None).await);
+    }
+
+    #[test]
+    fn cookies_are_read_from_every_header() {
+        let mut headers = axum::http::HeaderMap::new();
+        headers.append("cookie", "a=1; kb_session=kbs_x".parse().unwrap());
+        headers.append("cookie", "kb_csrf=y".parse().unwrap());
+        assert_eq!(cookie(&headers, SESSION_COOKIE), Some("kbs_x"));
+        assert_eq!(cookie(&headers, CSRF_COOKIE), Some("y"));
+        assert_eq!(cookie(&headers, "missing"), None);
+        assert!(session_cookies("t", "c", true)[0].contains("HttpOnly; SameSite=Lax"));
+        assert!(!session_cookies("t", "c", false)[0].contains("Secure"));
+    }
+}

@@ -1,0 +1,501 @@
+//! Accounts: users, sessions, API keys, email codes, login history and
+//! notification settings.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{PgConnection, PgExecutor};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A user as they see themselves (and admins see them).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct User {
+    pub id: Uuid,
+    pub email: String,
+    pub display_name: String,
+    /// `user` or `admin`.
+    pub role: String,
+    /// `active` or `disabled`.
+    pub status: String,
+    pub email_verified: bool,
+    pub has_password: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn get_user(db: impl PgExecutor<'_>, user_id: Uuid) -> Result<Option<User>, sqlx::Error> {
+    sqlx::query_as!(
+        User,
+        r#"SELECT id, email::text AS "email!", display_name, role, status,
+                  email_verified_at IS NOT NULL AS "email_verified!",
+                  password_hash IS NOT NULL AS "has_password!", created_at
+           FROM users WHERE id = $1"#,
+        user_id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// What login needs of an account.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub user_id: Uuid,
+    pub password_hash: Option<String>,
+    pub status: String,
+    pub email_verified: bool,
+}
+
+pub async fn credentials(
+    db: impl PgExecutor<'_>,
+    email: &str,
+) -> Result<Option<Credentials>, sqlx::Error> {
+    sqlx::query_as!(
+        Credentials,
+        r#"SELECT id AS user_id, password_hash, status, email_verified_at IS NOT NULL AS "email_verified!"
+           FROM users WHERE email = $1::text::citext"#,
+        email
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Creates an unverified account, or refreshes an unverified one of the same
+/// address (a second registration before the first was confirmed). `None`
+/// when a verified account holds the address.
+pub async fn register(
+    tx: &mut PgConnection,
+    email: &str,
+    display_name: &str,
+    password_hash: &str,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"INSERT INTO users (email, display_name, password_hash)
+           VALUES ($1::text::citext, $2, $3)
+           ON CONFLICT (email) DO UPDATE
+           SET display_name = EXCLUDED.display_name, password_hash = EXCLUDED.password_hash
+           WHERE users.email_verified_at IS NULL
+           RETURNING id"#,
+        email,
+        display_name,
+        password_hash
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+pub async fn mark_email_verified(
+    tx: &mut PgConnection,
+    email: &str,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE users SET email_verified_at = COALESCE(email_verified_at, now())
+         WHERE email = $1::text::citext AND status = 'active' RETURNING id",
+        email
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+pub async fn set_role(tx: &mut PgConnection, user_id: Uuid, role: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!("UPDATE users SET role = $2 WHERE id = $1", user_id, role)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+pub async fn set_password(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+    password_hash: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE users SET password_hash = $2 WHERE id = $1",
+        user_id,
+        password_hash
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Stores a new code for an address and purpose, replacing the live one.
+pub async fn replace_code(
+    tx: &mut PgConnection,
+    email: &str,
+    purpose: &str,
+    code_hash: &[u8],
+    lifetime: std::time::Duration,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE email_verification_codes SET consumed_at = now()
+         WHERE email = $1::text::citext AND purpose = $2 AND consumed_at IS NULL",
+        email,
+        purpose
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO email_verification_codes (email, purpose, code_hash, expires_at)
+         VALUES ($1::text::citext, $2, $3, now() + make_interval(secs => $4))",
+        email,
+        purpose,
+        code_hash,
+        lifetime.as_secs_f64()
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// The result of presenting a code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodeCheck {
+    Accepted,
+    /// Wrong, with guesses left.
+    Wrong,
+    /// No live code: none sent, expired, used, or dead after too many guesses.
+    Dead,
+}
+
+/// Checks a code against the live one for the address and purpose: a match
+/// consumes it, a miss counts a guess and kills it at `max_attempts`.
+pub async fn check_code(
+    tx: &mut PgConnection,
+    email: &str,
+    purpose: &str,
+    code_hash: &[u8],
+    max_attempts: i32,
+) -> Result<CodeCheck, sqlx::Error> {
+    let Some(live) = sqlx::query!(
+        "SELECT id, code_hash, attempts FROM email_verification_codes
+         WHERE email = $1::text::citext AND purpose = $2 AND consumed_at IS NULL AND expires_at > now()
+         FOR UPDATE",
+        email,
+        purpose
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(CodeCheck::Dead);
+    };
+    if crate::auth::constant_time_eq(&live.code_hash, code_hash) {
+        sqlx::query!(
+            "UPDATE email_verification_codes SET consumed_at = now() WHERE id = $1",
+            live.id
+        )
+        .execute(&mut *tx)
+        .await?;
+        return Ok(CodeCheck::Accepted);
+    }
+    let attempts = live.attempts + 1;
+    sqlx::query!(
+        "UPDATE email_verification_codes
+         SET attempts = $2::int4, consumed_at = CASE WHEN $2::int4 >= $3::int4 THEN now() END WHERE id = $1",
+        live.id,
+        attempts,
+        max_attempts
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(if attempts >= max_attempts {
+        CodeCheck::Dead
+    } else {
+        CodeCheck::Wrong
+    })
+}
+
+pub struct NewSession<'a> {
+    pub user_id: Uuid,
+    pub token_hash: &'a [u8],
+    pub lifetime: std::time::Duration,
+    pub ip: Option<String>,
+    pub user_agent: Option<&'a str>,
+}
+
+pub async fn insert_session(
+    db: impl PgExecutor<'_>,
+    new: &NewSession<'_>,
+) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar!(
+        "INSERT INTO sessions (user_id, token_hash, expires_at, ip, user_agent)
+         VALUES ($1, $2, now() + make_interval(secs => $3), $4::text::inet, left($5, 300)) RETURNING id",
+        new.user_id,
+        new.token_hash,
+        new.lifetime.as_secs_f64(),
+        new.ip,
+        new.user_agent
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Who holds a live session (not expired, used within `idle`, user active),
+/// refreshing its `last_used_at` at most once a minute.
+pub async fn session_user(
+    db: impl PgExecutor<'_>,
+    token_hash: &[u8],
+    idle: std::time::Duration,
+) -> Result<Option<(Uuid, Uuid)>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH live AS (
+               SELECT s.id, s.user_id, s.last_used_at FROM sessions s JOIN users u ON u.id = s.user_id
+               WHERE s.token_hash = $1 AND s.expires_at > now()
+                 AND s.last_used_at > now() - make_interval(secs => $2) AND u.status = 'active'
+           ), touched AS (
+               UPDATE sessions s SET last_used_at = now()
+               FROM live WHERE s.id = live.id AND live.last_used_at < now() - interval '1 minute'
+           )
+           SELECT id AS "id!", user_id AS "user_id!" FROM live"#,
+        token_hash,
+        idle.as_secs_f64()
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|r| (r.id, r.user_id)))
+}
+
+pub async fn delete_session(db: impl PgExecutor<'_>, session_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!("DELETE FROM sessions WHERE id = $1", session_id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Ends every session of a user but `keep`. Returns how many.
+pub async fn delete_sessions(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+    keep: Option<Uuid>,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM sessions WHERE user_id = $1 AND ($2::uuid IS NULL OR id <> $2)",
+        user_id,
+        keep
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
+/// Removes sessions that can no longer be used. Returns how many.
+pub async fn prune_sessions(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM sessions WHERE expires_at < now() OR last_used_at < now() - make_interval(secs => $1)",
+        crate::auth::SESSION_IDLE.as_secs_f64()
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
+/// Whose live API key this is (user active), refreshing `last_used_at` at most once a minute.
+pub async fn api_key_user(
+    db: impl PgExecutor<'_>,
+    token_hash: &[u8],
+) -> Result<Option<(Uuid, Uuid)>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH live AS (
+               SELECT k.id, k.user_id, k.last_used_at FROM api_keys k JOIN users u ON u.id = k.user_id
+               WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND u.status = 'active'
+           ), touched AS (
+               UPDATE api_keys k SET last_used_at = now()
+               FROM live WHERE k.id = live.id
+                 AND (live.last_used_at IS NULL OR live.last_used_at < now() - interval '1 minute')
+           )
+           SELECT id AS "id!", user_id AS "user_id!" FROM live"#,
+        token_hash
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|r| (r.id, r.user_id)))
+}
+
+/// An API key as its owner sees it: never the key itself.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub name: String,
+    /// `kb_` and 8 hex digits: the start of the key, to recognise it by.
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+pub async fn insert_api_key(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+    name: &str,
+    prefix: &str,
+    token_hash: &[u8],
+) -> Result<ApiKey, sqlx::Error> {
+    sqlx::query_as!(
+        ApiKey,
+        "INSERT INTO api_keys (user_id, name, prefix, token_hash) VALUES ($1, $2, $3, $4)
+         RETURNING id, name, prefix, created_at, last_used_at, revoked_at",
+        user_id,
+        name,
+        prefix,
+        token_hash
+    )
+    .fetch_one(db)
+    .await
+}
+
+pub async fn list_api_keys(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+) -> Result<Vec<ApiKey>, sqlx::Error> {
+    sqlx::query_as!(
+        ApiKey,
+        "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_keys
+         WHERE user_id = $1 ORDER BY created_at DESC, id DESC",
+        user_id
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Revokes a key of the user; `None` when there is no such key.
+pub async fn revoke_api_key(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+    key_id: Uuid,
+) -> Result<Option<ApiKey>, sqlx::Error> {
+    sqlx::query_as!(
+        ApiKey,
+        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 AND user_id = $2
+         RETURNING id, name, prefix, created_at, last_used_at, revoked_at",
+        key_id,
+        user_id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+pub struct LoginEvent<'a> {
+    pub user_id: Option<Uuid>,
+    pub email: Option<&'a str>,
+    /// `password`, `github`, `google` or `api_key`.
+    pub method: &'a str,
+    /// `None` for a success.
+    pub failure_reason: Option<&'a str>,
+    pub ip: Option<String>,
+    pub user_agent: Option<&'a str>,
+}
+
+pub async fn record_login(
+    db: impl PgExecutor<'_>,
+    event: &LoginEvent<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO login_events (user_id, email, method, success, failure_reason, ip, user_agent)
+         VALUES ($1, $2::text::citext, $3, $4, $5, $6::text::inet, left($7, 300))",
+        event.user_id,
+        event.email,
+        event.method,
+        event.failure_reason.is_none(),
+        event.failure_reason,
+        event.ip,
+        event.user_agent
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// One login, as the user's history shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Login {
+    pub id: i64,
+    pub method: String,
+    pub success: bool,
+    pub failure_reason: Option<String>,
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn list_logins(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+    limit: i64,
+) -> Result<Vec<Login>, sqlx::Error> {
+    sqlx::query_as!(
+        Login,
+        "SELECT id, method, success, failure_reason, host(ip) AS ip, user_agent, created_at
+         FROM login_events WHERE user_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+        user_id,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// A user's notification preferences.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationSettings {
+    pub email_enabled: bool,
+    pub webhook_enabled: bool,
+    pub notify_cluster_ready: bool,
+    pub notify_cluster_failed: bool,
+    pub notify_node_offline: bool,
+    pub notify_node_joined: bool,
+    pub notify_order_paid: bool,
+}
+
+pub async fn notification_settings(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+) -> Result<NotificationSettings, sqlx::Error> {
+    sqlx::query_as!(
+        NotificationSettings,
+        r#"WITH ensured AS (
+               INSERT INTO notification_settings (user_id) VALUES ($1)
+               ON CONFLICT (user_id) DO NOTHING
+               RETURNING email_enabled, webhook_enabled, notify_cluster_ready, notify_cluster_failed,
+                         notify_node_offline, notify_node_joined, notify_order_paid
+           )
+           SELECT email_enabled AS "email_enabled!", webhook_enabled AS "webhook_enabled!",
+                  notify_cluster_ready AS "notify_cluster_ready!", notify_cluster_failed AS "notify_cluster_failed!",
+                  notify_node_offline AS "notify_node_offline!", notify_node_joined AS "notify_node_joined!",
+                  notify_order_paid AS "notify_order_paid!"
+           FROM ensured
+           UNION ALL
+           SELECT email_enabled, webhook_enabled, notify_cluster_ready, notify_cluster_failed,
+                  notify_node_offline, notify_node_joined, notify_order_paid
+           FROM notification_settings WHERE user_id = $1"#,
+        user_id
+    )
+    .fetch_one(db)
+    .await
+}
+
+pub async fn save_notification_settings(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+    s: &NotificationSettings,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO notification_settings (user_id, email_enabled, webhook_enabled, notify_cluster_ready,
+                                            notify_cluster_failed, notify_node_offline, notify_node_joined,
+                                            notify_order_paid)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (user_id) DO UPDATE SET
+             email_enabled = EXCLUDED.email_enabled, webhook_enabled = EXCLUDED.webhook_enabled,
+             notify_cluster_ready = EXCLUDED.notify_cluster_ready, notify_cluster_failed = EXCLUDED.notify_cluster_failed,
+             notify_node_offline = EXCLUDED.notify_node_offline, notify_node_joined = EXCLUDED.notify_node_joined,
+             notify_order_paid = EXCLUDED.notify_order_paid",
+        user_id,
+        s.email_enabled,
+        s.webhook_enabled,
+        s.notify_cluster_ready,
+        s.notify_cluster_failed,
+        s.notify_node_offline,
+        s.notify_node_joined,
+        s.notify_order_paid
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,711 @@
+//! Accounts end to end: real PostgreSQL, a real SMTP exchange (aiosmtpd), and
+//! every route of the platform behind the accounts identity.
+
+use std::{collections::HashMap, sync::Arc};
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use http_body_util::BodyExt;
+use queues::inprocess;
+use serde_json::{Value, json};
+use shared::{
+    config::{JobSettings, Settings},
+    http::{AppState, Identity, with_common_layers},
+    jobs::Worker,
+};
+use tests::{database::TestDb, smtp::SmtpSink};
+use tower::ServiceExt;
+
+struct Accounts {
+    db: TestDb,
+    mail: SmtpSink,
+    router: Router,
+}
+
+/// A browser's cookies and CSRF token, or an API key.
+#[derive(Clone, Default)]
+struct Client {
+    session: Option<String>,
+    csrf: Option<String>,
+    bearer: Option<String>,
+    ip: String,
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: Value,
+}
+
+impl Accounts {
+    async fn new() -> Self {
+        let db = TestDb::new().await;
+        let mail = SmtpSink::start().await;
+        let worker = Worker::new(
+            db.pool.clone(),
+            JobSettings::default(),
+            "accounts-test",
+            local::handlers(None),
+        );
+        let (dispatcher, _runner) = inprocess::channel(worker, 1);
+        let url = mail.url();
+        let settings = Settings::from_source(&HashMap::from([
+            ("SMTP_URL", url.as_str()),
+            ("KUBEBYON_ADMIN_EMAIL", "boss@example.com"),
+        ]))
+        .unwrap();
+        let state = AppState {
+            pool: db.pool.clone(),
+            publisher: Arc::new(dispatcher),
+            settings: Arc::new(settings),
+            identity: Identity::Accounts,
+            host: None,
+        };
+        let router = with_common_layers(local::routes(), state);
+        Self { db, mail, router }
+    }
+
+    async fn call(&self, client: &Client, method: &str, path: &str, body: Option<Value>) -> Reply {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("x-forwarded-for", &client.ip)
+            .header(header::USER_AGENT, "accounts-test/1.0");
+        let mut cookies = Vec::new();
+        if let Some(session) = &client.session {
+            cookies.push(format!("kb_session={session}"));
+        }
+        if let Some(csrf) = &client.csrf {
+            cookies.push(format!("kb_csrf={csrf}"));
+            request = request.header("x-csrf-token", csrf);
+        }
+        if !cookies.is_empty() {
+            request = request.header(header::COOKIE, cookies.join("; "));
+        }
+        if let Some(key) = &client.bearer {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+        }
+        let body = match body {
+            Some(json) => {
+                request = request.header(header::CONTENT_TYPE, "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(body).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// Registers, reads the code from the mail, confirms: a logged-in browser.
+    async fn signed_up(&self, email: &str, password: &str) -> Client {
+        let anonymous = Client {
+            ip: "198.51.100.1".into(),
+            ..Client::default()
+        };
+        let reply = self
+            .call(
+                &anonymous,
+                "POST",
+                "/api/auth/register",
+                Some(json!({ "email": email, "password": password, "display_name": "Alice" })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+        let code = self.mail.code_for(email).await;
+        let reply = self
+            .call(
+                &anonymous,
+                "POST",
+                "/api/auth/verify-email",
+                Some(json!({ "email": email, "code": code })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        session_of(&reply, &anonymous)
+    }
+
+    async fn login(&self, email: &str, password: &str, ip: &str) -> Reply {
+        let anonymous = Client {
+            ip: ip.into(),
+            ..Client::default()
+        };
+        self.call(
+            &anonymous,
+            "POST",
+            "/api/auth/login",
+            Some(json!({ "email": email, "password": password })),
+        )
+        .await
+    }
+}
+
+fn cookie(reply: &Reply, name: &str) -> Option<String> {
+    reply
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| {
+            v.strip_prefix(&format!("{name}="))
+                .map(|rest| rest.split(';').next().unwrap().to_string())
+        })
+}
+
+fn session_of(reply: &Reply, base: &Client) -> Client {
+    Client {
+        session: cookie(reply, "kb_session"),
+        csrf: cookie(reply, "kb_csrf"),
+        bearer: None,
+        ip: base.ip.clone(),
+    }
+}
+
+#[tokio::test]
+async fn register_by_emailed_code_then_log_in_and_out() {
+    let accounts = Accounts::new().await;
+    let browser = accounts
+        .signed_up("alice@example.com", "correct horse battery")
+        .await;
+    let me = accounts.call(&browser, "GET", "/api/auth/me", None).await;
+    assert_eq!(me.status, StatusCode::OK, "{}", me.body);
+    assert_eq!(
+        (me.body["email"].as_str(), me.body["role"].as_str()),
+        (Some("alice@example.com"), Some("user"))
+    );
+    assert_eq!(me.body["email_verified"], true);
+
+    // The session cookie: HttpOnly, Secure, SameSite=Lax; only its hash is stored.
+    let reply = accounts
+        .login("alice@example.com", "correct horse battery", "198.51.100.2")
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let set_cookie: Vec<String> = reply
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert!(
+        set_cookie[0].starts_with("kb_session=kbs_")
+            && set_cookie[0].contains("HttpOnly")
+            && set_cookie[0].contains("Secure")
+            && set_cookie[0].contains("SameSite=Lax"),
+        "{set_cookie:?}"
+    );
+    let token = cookie(&reply, "kb_session").unwrap();
+    let (stored,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM sessions WHERE token_hash = sha256(convert_to($1, 'UTF8'))",
+    )
+    .bind(&token)
+    .fetch_one(&accounts.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, 1);
+
+    // A cookie write without the CSRF header is refused; with it, it goes through.
+    let second = session_of(&reply, &browser);
+    let no_csrf = Client {
+        csrf: None,
+        ..second.clone()
+    };
+    let refused = accounts
+        .call(
+            &no_csrf,
+            "POST",
+            "/api/console/account/api-keys",
+            Some(json!({ "name": "ci" })),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    let made = accounts
+        .call(
+            &second,
+            "POST",
+            "/api/console/account/api-keys",
+            Some(json!({ "name": "ci" })),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+
+    let out = accounts
+        .call(&second, "POST", "/api/auth/logout", None)
+        .await;
+    assert_eq!(out.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        accounts
+            .call(&second, "GET", "/api/auth/me", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        accounts
+            .call(&browser, "GET", "/api/auth/me", None)
+            .await
+            .status,
+        StatusCode::OK,
+        "the other session lives on"
+    );
+
+    // Every login is in the history, failures with their reason.
+    accounts
+        .login("alice@example.com", "wrong password!!", "198.51.100.3")
+        .await;
+    let history = accounts
+        .call(&browser, "GET", "/api/console/account/logins", None)
+        .await;
+    let rows = history.body.as_array().unwrap();
+    assert_eq!(
+        (
+            rows[0]["success"].as_bool(),
+            rows[0]["failure_reason"].as_str(),
+            rows[0]["ip"].as_str()
+        ),
+        (Some(false), Some("wrong password"), Some("198.51.100.3"))
+    );
+    assert_eq!(rows[0]["user_agent"], "accounts-test/1.0");
+    assert!(rows.iter().filter(|r| r["success"] == true).count() >= 2);
+}
+
+#[tokio::test]
+async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_guesses() {
+    let accounts = Accounts::new().await;
+    let anonymous = Client {
+        ip: "198.51.100.7".into(),
+        ..Client::default()
+    };
+    let reply = accounts
+        .call(&anonymous, "POST", "/api/auth/register", Some(json!({ "email": "bob@example.com", "password": "correct horse battery", "display_name": "Bob" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let code = accounts.mail.code_for("bob@example.com").await;
+    let refused = accounts
+        .login("bob@example.com", "correct horse battery", "198.51.100.7")
+        .await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("invalid_credentials"))
+    );
+
+    let wrong = if code == "000000" { "000001" } else { "000000" };
+    for _ in 0..5 {
+        let reply = accounts
+            .call(
+                &anonymous,
+                "POST",
+                "/api/auth/verify-email",
+                Some(json!({ "email": "bob@example.com", "code": wrong })),
+            )
+            .await;
+        assert_eq!(
+            (reply.status, reply.body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_code"))
+        );
+    }
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/verify-email",
+            Some(json!({ "email": "bob@example.com", "code": code })),
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::BAD_REQUEST,
+        "the right code is dead too: {}",
+        reply.body
+    );
+    assert!(
+        reply.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("ask for a new one")
+    );
+
+    // A new code works.
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/resend-code",
+            Some(json!({ "email": "bob@example.com" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let fresh = accounts.mail.code_for("bob@example.com").await;
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/verify-email",
+            Some(json!({ "email": "bob@example.com", "code": fresh })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+
+    // Validation names every bad field.
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/register",
+            Some(json!({ "email": "nope", "password": "short", "display_name": "" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let fields: Vec<&str> = reply.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["email", "display_name"]);
+}
+
+#[tokio::test]
+async fn a_password_reset_ends_every_session() {
+    let accounts = Accounts::new().await;
+    let browser = accounts
+        .signed_up("carol@example.com", "correct horse battery")
+        .await;
+    let reply = accounts
+        .login("carol@example.com", "correct horse battery", "198.51.100.9")
+        .await;
+    let laptop = session_of(&reply, &browser);
+
+    let anonymous = Client {
+        ip: "198.51.100.10".into(),
+        ..Client::default()
+    };
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/password-reset",
+            Some(json!({ "email": "carol@example.com" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let code = accounts.mail.code_for("carol@example.com").await;
+    let reply = accounts
+        .call(&anonymous, "POST", "/api/auth/password-reset/confirm", Some(json!({ "email": "carol@example.com", "code": code, "new_password": "battery staple horse" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+    for client in [&browser, &laptop] {
+        assert_eq!(
+            accounts
+                .call(client, "GET", "/api/auth/me", None)
+                .await
+                .status,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    assert_eq!(
+        accounts
+            .login("carol@example.com", "correct horse battery", "198.51.100.9")
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        accounts
+            .login("carol@example.com", "battery staple horse", "198.51.100.9")
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // An unknown address gets the same answer, and no mail.
+    let before = accounts.mail.messages().len();
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/password-reset",
+            Some(json!({ "email": "nobody@example.com" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    assert_eq!(accounts.mail.messages().len(), before);
+}
+
+#[tokio::test]
+async fn api_keys_authenticate_until_revoked_and_disabled_users_lose_access_at_once() {
+    let accounts = Accounts::new().await;
+    let browser = accounts
+        .signed_up("dave@example.com", "correct horse battery")
+        .await;
+    let made = accounts
+        .call(
+            &browser,
+            "POST",
+            "/api/console/account/api-keys",
+            Some(json!({ "name": "laptop" })),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    let key = made.body["key"].as_str().unwrap().to_string();
+    assert!(key.starts_with(made.body["api_key"]["prefix"].as_str().unwrap()));
+    let cli = Client {
+        bearer: Some(key.clone()),
+        ip: "198.51.100.20".into(),
+        ..Client::default()
+    };
+    let clusters = accounts
+        .call(&cli, "GET", "/api/console/clusters", None)
+        .await;
+    assert_eq!(clusters.status, StatusCode::OK, "{}", clusters.body);
+    let listed = accounts
+        .call(&browser, "GET", "/api/console/account/api-keys", None)
+        .await;
+    assert!(
+        !listed.body.to_string().contains(&key),
+        "the key is shown once"
+    );
+    assert!(
+        listed.body[0]["last_used_at"].is_string(),
+        "{}",
+        listed.body
+    );
+
+    let key_id = made.body["api_key"]["id"].as_str().unwrap();
+    let revoked = accounts
+        .call(
+            &browser,
+            "DELETE",
+            &format!("/api/console/account/api-keys/{key_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    assert_eq!(
+        accounts
+            .call(&cli, "GET", "/api/console/clusters", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // Another key, then the account is disabled: the session and the key stop at once.
+    let made = accounts
+        .call(
+            &browser,
+            "POST",
+            "/api/console/account/api-keys",
+            Some(json!({ "name": "ci" })),
+        )
+        .await;
+    let cli = Client {
+        bearer: made.body["key"].as_str().map(str::to_string),
+        ip: "198.51.100.20".into(),
+        ..Client::default()
+    };
+    sqlx::query("UPDATE users SET status = 'disabled' WHERE email = 'dave@example.com'")
+        .execute(&accounts.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        accounts
+            .call(&browser, "GET", "/api/auth/me", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        accounts
+            .call(&cli, "GET", "/api/console/clusters", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        accounts
+            .login("dave@example.com", "correct horse battery", "198.51.100.21")
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // Unauthenticated console routes are 401, admin routes 403 for a user.
+    let anonymous = Client {
+        ip: "198.51.100.22".into(),
+        ..Client::default()
+    };
+    for path in [
+        "/api/console/clusters",
+        "/api/console/account/api-keys",
+        "/api/console/node-events?cluster_id=00000000-0000-0000-0000-000000000000",
+    ] {
+        assert_eq!(
+            accounts.call(&anonymous, "GET", path, None).await.status,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+    }
+    let erin = accounts
+        .signed_up("erin@example.com", "correct horse battery")
+        .await;
+    assert_eq!(
+        accounts
+            .call(&erin, "GET", "/api/console/admin/cluster-jobs", None)
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+    // The admin named by KUBEBYON_ADMIN_EMAIL is one once confirmed.
+    let boss = accounts
+        .signed_up("boss@example.com", "correct horse battery")
+        .await;
+    assert_eq!(
+        accounts
+            .call(&boss, "GET", "/api/console/admin/cluster-jobs", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // Each user sees their own activity.
+    let activity = accounts
+        .call(&erin, "GET", "/api/console/account/activity", None)
+        .await;
+    let actions: Vec<&str> = activity
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["user.verify_email", "user.register"]);
+}
+
+#[tokio::test]
+async fn login_brute_force_is_answered_429_with_retry_after() {
+    let accounts = Accounts::new().await;
+    accounts
+        .signed_up("frank@example.com", "correct horse battery")
+        .await;
+    let mut statuses = Vec::new();
+    for i in 0..12 {
+        // Different addresses: the per-account limit (10 per 15 minutes) stops it.
+        let reply = accounts
+            .login(
+                "frank@example.com",
+                "guess guess guess",
+                &format!("203.0.113.{i}"),
+            )
+            .await;
+        statuses.push(reply.status);
+        if reply.status == StatusCode::TOO_MANY_REQUESTS {
+            let retry: u64 = reply.headers[header::RETRY_AFTER]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!((1..=900).contains(&retry), "{retry}");
+            assert_eq!(reply.body["code"], "rate_limited");
+        }
+    }
+    assert_eq!(statuses[..10], [StatusCode::UNAUTHORIZED; 10]);
+    assert_eq!(statuses[10..], [StatusCode::TOO_MANY_REQUESTS; 2]);
+    // Even the right password waits now.
+    let reply = accounts
+        .login("frank@example.com", "correct horse battery", "203.0.113.99")
+        .await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn no_password_token_key_or_code_reaches_the_logs() {
+    let (captured, _guard) = tests::logs::capture();
+    let accounts = Accounts::new().await;
+    let password = "correct horse battery";
+    let browser = accounts.signed_up("grace@example.com", password).await;
+    let made = accounts
+        .call(
+            &browser,
+            "POST",
+            "/api/console/account/api-keys",
+            Some(json!({ "name": "ci" })),
+        )
+        .await;
+    let key = made.body["key"].as_str().unwrap().to_string();
+    let cli = Client {
+        bearer: Some(key.clone()),
+        ip: "198.51.100.30".into(),
+        ..Client::default()
+    };
+    assert_eq!(
+        accounts
+            .call(&cli, "GET", "/api/console/clusters", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let wrong = accounts
+        .login(
+            "grace@example.com",
+            "a wrong password here",
+            "198.51.100.31",
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    let anonymous = Client {
+        ip: "198.51.100.32".into(),
+        ..Client::default()
+    };
+    accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/password-reset",
+            Some(json!({ "email": "grace@example.com" })),
+        )
+        .await;
+    let code = accounts.mail.code_for("grace@example.com").await;
+    let new_password = "battery staple horse";
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/password-reset/confirm",
+            Some(
+                json!({ "email": "grace@example.com", "code": code, "new_password": new_password }),
+            ),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+
+    let logs = captured.text();
+    assert!(
+        logs.contains("/api/auth/login"),
+        "the requests were logged ({} bytes)",
+        logs.len()
+    );
+    for (what, secret) in [
+        ("password", password.to_string()),
+        ("wrong password", "a wrong password here".to_string()),
+        ("new password", new_password.to_string()),
+        ("session token", browser.session.clone().unwrap()),
+        ("CSRF token", browser.csrf.clone().unwrap()),
+        ("API key", key),
+        ("mail body with the code", format!("is {code}")),
+    ] {
+        assert!(!logs.contains(&secret), "the {what} is in the logs");
+    }
+}
