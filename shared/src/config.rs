@@ -204,6 +204,8 @@ pub struct Settings {
     /// `KUBEBYON_ADMIN_EMAIL`: the account with this address is an admin once
     /// its address is verified.
     pub admin_email: Option<String>,
+    /// `KUBEBYON_SETTINGS_KEY`: seals the system settings' secrets.
+    pub settings_key: Option<SecretString>,
     pub jobs: JobSettings,
 }
 
@@ -284,6 +286,16 @@ impl Settings {
                 .get("KUBEBYON_ADMIN_EMAIL")
                 .map(|e| e.trim().to_lowercase())
                 .filter(|e| !e.is_empty()),
+            settings_key: match secret(source, "KUBEBYON_SETTINGS_KEY") {
+                Some(key) => {
+                    crate::secretbox::SecretBox::new(&key).map_err(|e| ConfigError::Invalid {
+                        name: "KUBEBYON_SETTINGS_KEY",
+                        reason: e.to_string(),
+                    })?;
+                    Some(key)
+                }
+                None => None,
+            },
             jobs: JobSettings::from_source(source)?,
         })
     }

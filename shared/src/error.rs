@@ -57,6 +57,9 @@ pub enum ApiError {
     /// Too many attempts: wait `retry_after_secs` (sent as `Retry-After`).
     #[error("too many attempts; try again in {retry_after_secs} s")]
     TooManyRequests { retry_after_secs: u64 },
+    /// The platform lacks configuration this request needs.
+    #[error("{detail}")]
+    NotConfigured { code: &'static str, detail: String },
     /// A system we depend on (a cluster's API) failed or could not be reached.
     #[error("{detail}")]
     Upstream { code: &'static str, detail: String },
@@ -110,6 +113,9 @@ impl ApiError {
                 "rate_limited",
                 "Too many requests",
             ),
+            Self::NotConfigured { code, .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, code, "Not configured")
+            }
             Self::Upstream { code, .. } => (StatusCode::BAD_GATEWAY, code, "Bad gateway"),
             Self::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -15,6 +15,7 @@ pub mod nodesync;
 pub mod observe;
 pub mod openapi;
 pub mod runtime;
+pub mod secretbox;
 pub mod telemetry;
 
 pub use db::MIGRATOR;

@@ -1,44 +1,99 @@
-//! Outgoing mail over SMTP (lettre). `SMTP_URL` says where and how:
+//! Outgoing mail over SMTP (lettre). The server is the one in the system
+//! settings (`smtp_host`, port, TLS mode, username, sealed password, sender)
+//! when set there, else `SMTP_URL` from the environment:
 //! `smtps://user:pass@host:465` (TLS), `smtp://user:pass@host:587?tls=required`
 //! (STARTTLS), or `smtp://host:1025` (plain, for a local sink).
 
 use lettre::{
-    AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor, message::header::ContentType,
+    AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
+    message::{Mailbox, header::ContentType},
+    transport::smtp::authentication::Credentials,
 };
 use secrecy::ExposeSecret;
+use sqlx::PgPool;
 
-use crate::config::Settings;
+use crate::{
+    config::Settings,
+    db::settings::{self, column},
+    secretbox::SecretBox,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MailError {
-    #[error("no SMTP server is configured (SMTP_URL)")]
+    #[error("no SMTP server is configured (system settings or SMTP_URL)")]
     NotConfigured,
-    #[error("SMTP_URL is not usable: {0}")]
-    BadUrl(String),
+    #[error("the SMTP settings are not usable: {0}")]
+    BadSettings(String),
     #[error("the message could not be built: {0}")]
     Message(String),
     #[error("the SMTP server did not take the message: {0}")]
     Send(String),
+    #[error("reading the settings: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+type Transport = AsyncSmtpTransport<Tokio1Executor>;
+
+async fn transport(pool: &PgPool, env: &Settings) -> Result<(Transport, String), MailError> {
+    let stored = settings::load(pool).await?;
+    let from = stored
+        .fields
+        .smtp_from
+        .clone()
+        .unwrap_or_else(|| env.mail_from.clone());
+    let bad = |e: lettre::transport::smtp::Error| MailError::BadSettings(e.to_string());
+    if let Some(host) = stored.fields.smtp_host.as_deref() {
+        let mut builder = match stored.fields.smtp_tls.as_str() {
+            "tls" => Transport::relay(host).map_err(bad)?,
+            "starttls" => Transport::starttls_relay(host).map_err(bad)?,
+            _ => Transport::builder_dangerous(host),
+        };
+        if let Some(port) = stored.fields.smtp_port {
+            builder = builder.port(port as u16);
+        }
+        if let Some(username) = stored.fields.smtp_username.clone() {
+            let key = env
+                .settings_key
+                .as_ref()
+                .and_then(|k| SecretBox::new(k).ok());
+            let password = settings::open(
+                key.as_ref(),
+                column::SMTP_PASSWORD,
+                stored.smtp_password.as_deref(),
+            )
+            .map_err(|e| MailError::BadSettings(format!("the SMTP password: {e}")))?
+            .map(|p| p.expose_secret().to_string())
+            .unwrap_or_default();
+            builder = builder.credentials(Credentials::new(username, password));
+        }
+        return Ok((
+            builder
+                .timeout(Some(std::time::Duration::from_secs(15)))
+                .build(),
+            from,
+        ));
+    }
+    let url = env.smtp_url.as_ref().ok_or(MailError::NotConfigured)?;
+    let transport = Transport::from_url(url.expose_secret())
+        .map_err(|e| MailError::BadSettings(format!("SMTP_URL: {e}")))?
+        .timeout(Some(std::time::Duration::from_secs(15)))
+        .build();
+    Ok((transport, from))
 }
 
 /// Sends one plain-text message.
 pub async fn send(
-    settings: &Settings,
+    pool: &PgPool,
+    env: &Settings,
     to: &str,
     subject: &str,
     body: String,
 ) -> Result<(), MailError> {
-    let url = settings.smtp_url.as_ref().ok_or(MailError::NotConfigured)?;
-    let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(url.expose_secret())
-        .map_err(|e| MailError::BadUrl(e.to_string()))?
-        .timeout(Some(std::time::Duration::from_secs(15)))
-        .build();
+    let (transport, from) = transport(pool, env).await?;
     let message = Message::builder()
         .from(
-            settings
-                .mail_from
-                .parse()
-                .map_err(|e| MailError::Message(format!("MAIL_FROM: {e}")))?,
+            from.parse::<Mailbox>()
+                .map_err(|e| MailError::Message(format!("sender: {e}")))?,
         )
         .to(to
             .parse()

@@ -1,11 +1,14 @@
-//! `api-admin`: the back office under `/api/console/admin/*`. So far: the
-//! cluster job queue (read, retry a failed job, cancel a pending one).
+//! `api-admin`: the back office under `/api/console/admin/*`: the cluster job
+//! queue (read, retry a failed job, cancel a pending one), users, the audit
+//! stream, and the system settings.
 
 mod cluster_jobs;
+mod settings;
+mod users;
 
 use axum::{
     Router,
-    routing::{get, post},
+    routing::{get, patch, post},
 };
 use shared::http::AppState;
 use utoipa::OpenApi;
@@ -21,11 +24,21 @@ pub fn router() -> Router<AppState> {
             "/api/console/admin/cluster-jobs/{job_id}/cancel",
             post(cluster_jobs::cancel),
         )
+        .route("/api/console/admin/users", get(users::list))
+        .route(
+            "/api/console/admin/users/{user_id}",
+            patch(users::update).delete(users::delete),
+        )
+        .route("/api/console/admin/audit-events", get(users::audit_events))
+        .route(
+            "/api/console/admin/settings",
+            get(settings::get).put(settings::put),
+        )
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel),
+    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, settings::get, settings::put),
     tags((name = "admin", description = "Back office (administrators only)"))
 )]
 pub struct ApiDoc;

@@ -103,7 +103,7 @@ async fn send_code(state: &AppState, email: &str, purpose: &str) -> Result<(), A
         "Your code to {what} is {code}\n\nIt is valid for {} minutes. If you did not ask for it, ignore this message.\n",
         CODE_LIFETIME.as_secs() / 60
     );
-    shared::mail::send(&state.settings, email, subject, body)
+    shared::mail::send(&state.pool, &state.settings, email, subject, body)
         .await
         .map_err(|err| {
             tracing::error!(error = %err, "could not send an email code");

@@ -499,3 +499,115 @@ pub async fn save_notification_settings(
     .await?;
     Ok(())
 }
+
+/// Users for the back office, newest first, optionally matching `q` in email
+/// or name; deleted users are left out.
+pub async fn list_users(
+    db: impl PgExecutor<'_>,
+    q: Option<&str>,
+    status: Option<&str>,
+    role: Option<&str>,
+    limit: i64,
+) -> Result<Vec<User>, sqlx::Error> {
+    sqlx::query_as!(
+        User,
+        r#"SELECT id, email::text AS "email!", display_name, role, status,
+                  email_verified_at IS NOT NULL AS "email_verified!",
+                  password_hash IS NOT NULL AS "has_password!", created_at
+           FROM users
+           WHERE deleted_at IS NULL
+             AND ($1::text IS NULL OR email::text ILIKE '%' || $1 || '%' OR display_name ILIKE '%' || $1 || '%')
+             AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR role = $3)
+           ORDER BY created_at DESC, id DESC LIMIT $4"#,
+        q,
+        status,
+        role,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Sets a live user's status and/or role. `None` when there is no such user.
+pub async fn update_user(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+    status: Option<&str>,
+    role: Option<&str>,
+) -> Result<Option<()>, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE users SET status = COALESCE($2, status), role = COALESCE($3, role)
+         WHERE id = $1 AND deleted_at IS NULL",
+        user_id,
+        status,
+        role
+    )
+    .execute(tx)
+    .await?
+    .rows_affected()
+    .eq(&1)
+    .then_some(()))
+}
+
+/// Clusters of the user that are not deleted.
+pub async fn live_clusters(db: impl PgExecutor<'_>, user_id: Uuid) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM clusters WHERE owner_user_id = $1 AND deleted_at IS NULL"#,
+        user_id
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Deletes an account: its sessions, keys, identities, codes and settings
+/// go; the row stays (history points at it) with nothing personal left.
+pub async fn scrub_user(tx: &mut PgConnection, user_id: Uuid) -> Result<Option<()>, sqlx::Error> {
+    let Some(email) = sqlx::query_scalar!(
+        r#"SELECT email::text AS "email!" FROM users WHERE id = $1 AND deleted_at IS NULL FOR UPDATE"#,
+        user_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(None);
+    };
+    sqlx::query!("DELETE FROM sessions WHERE user_id = $1", user_id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query!("DELETE FROM api_keys WHERE user_id = $1", user_id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query!(
+        "DELETE FROM external_identities WHERE user_id = $1",
+        user_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "DELETE FROM notification_settings WHERE user_id = $1",
+        user_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "DELETE FROM email_verification_codes WHERE email = $1::text::citext",
+        email
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE login_events SET email = NULL, ip = NULL, user_agent = NULL WHERE user_id = $1",
+        user_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE users SET email = 'deleted-' || id || '@deleted.invalid', display_name = 'Deleted user',
+                password_hash = NULL, email_verified_at = NULL, status = 'disabled', deleted_at = now()
+         WHERE id = $1",
+        user_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(Some(()))
+}

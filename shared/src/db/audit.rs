@@ -49,7 +49,7 @@ pub struct AuditRecord {
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// Audit events newest first, of one actor or of everyone, older than
+/// Audit events newest first, of one actor (or of everyone), older than
 /// `before_id` when paging.
 pub async fn list(
     db: impl PgExecutor<'_>,

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod clusters;
 pub mod jobs;
 pub mod nodes;
+pub mod settings;
 pub mod tokens;
 pub mod users;
 

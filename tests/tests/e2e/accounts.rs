@@ -40,8 +40,14 @@ struct Reply {
     body: Value,
 }
 
+const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
 impl Accounts {
     async fn new() -> Self {
+        Self::with_env(|mail| vec![("SMTP_URL".into(), mail.url())]).await
+    }
+
+    async fn with_env(env: impl FnOnce(&SmtpSink) -> Vec<(String, String)>) -> Self {
         let db = TestDb::new().await;
         let mail = SmtpSink::start().await;
         let worker = Worker::new(
@@ -51,12 +57,11 @@ impl Accounts {
             local::handlers(None),
         );
         let (dispatcher, _runner) = inprocess::channel(worker, 1);
-        let url = mail.url();
-        let settings = Settings::from_source(&HashMap::from([
-            ("SMTP_URL", url.as_str()),
-            ("KUBEBYON_ADMIN_EMAIL", "boss@example.com"),
-        ]))
-        .unwrap();
+        let mut vars = env(&mail);
+        vars.push(("KUBEBYON_ADMIN_EMAIL".into(), "boss@example.com".into()));
+        let source: HashMap<&str, &str> =
+            vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let settings = Settings::from_source(&source).unwrap();
         let state = AppState {
             pool: db.pool.clone(),
             publisher: Arc::new(dispatcher),
@@ -708,4 +713,342 @@ async fn no_password_token_key_or_code_reaches_the_logs() {
     ] {
         assert!(!logs.contains(&secret), "the {what} is in the logs");
     }
+}
+
+#[tokio::test]
+async fn admins_disable_promote_and_delete_users() {
+    let accounts = Accounts::new().await;
+    let boss = accounts
+        .signed_up("boss@example.com", "correct horse battery")
+        .await;
+    let erin = accounts
+        .signed_up("erin@example.com", "correct horse battery")
+        .await;
+    let me = accounts.call(&erin, "GET", "/api/auth/me", None).await;
+    let erin_id = me.body["id"].as_str().unwrap().to_string();
+    let boss_id = accounts.call(&boss, "GET", "/api/auth/me", None).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let found = accounts
+        .call(&boss, "GET", "/api/console/admin/users?q=erin", None)
+        .await;
+    assert_eq!(found.status, StatusCode::OK, "{}", found.body);
+    assert_eq!(found.body.as_array().unwrap().len(), 1);
+    assert_eq!(found.body[0]["email"], "erin@example.com");
+
+    let changed = accounts
+        .call(
+            &boss,
+            "PATCH",
+            &format!("/api/console/admin/users/{erin_id}"),
+            Some(json!({ "status": "disabled" })),
+        )
+        .await;
+    assert_eq!(
+        (changed.status, changed.body["status"].as_str()),
+        (StatusCode::OK, Some("disabled"))
+    );
+    assert_eq!(
+        accounts
+            .call(&erin, "GET", "/api/auth/me", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        accounts
+            .login("erin@example.com", "correct horse battery", "198.51.100.40")
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    let changed = accounts
+        .call(
+            &boss,
+            "PATCH",
+            &format!("/api/console/admin/users/{erin_id}"),
+            Some(json!({ "status": "active", "role": "admin" })),
+        )
+        .await;
+    assert_eq!(
+        (
+            changed.body["status"].as_str(),
+            changed.body["role"].as_str()
+        ),
+        (Some("active"), Some("admin"))
+    );
+    let erin = session_of(
+        &accounts
+            .login("erin@example.com", "correct horse battery", "198.51.100.40")
+            .await,
+        &erin,
+    );
+    assert_eq!(
+        accounts
+            .call(&erin, "GET", "/api/console/admin/users", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let refused = accounts
+        .call(
+            &boss,
+            "PATCH",
+            &format!("/api/console/admin/users/{boss_id}"),
+            Some(json!({ "role": "user" })),
+        )
+        .await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("cannot_change_self"))
+    );
+
+    // A user with a cluster cannot be deleted; one without can, and is gone.
+    let made = accounts
+        .call(&erin, "POST", "/api/console/clusters", Some(json!({ "name": "keep", "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024 })))
+        .await;
+    assert_eq!(made.status, StatusCode::ACCEPTED, "{}", made.body);
+    let refused = accounts
+        .call(
+            &boss,
+            "DELETE",
+            &format!("/api/console/admin/users/{erin_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("user_has_clusters"))
+    );
+    let frank = accounts
+        .signed_up("frank@example.com", "correct horse battery")
+        .await;
+    let key = accounts
+        .call(
+            &frank,
+            "POST",
+            "/api/console/account/api-keys",
+            Some(json!({ "name": "k" })),
+        )
+        .await
+        .body["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let frank_id = accounts
+        .call(&frank, "GET", "/api/auth/me", None)
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deleted = accounts
+        .call(
+            &boss,
+            "DELETE",
+            &format!("/api/console/admin/users/{frank_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.body);
+    let cli = Client {
+        bearer: Some(key),
+        ip: "198.51.100.41".into(),
+        ..Client::default()
+    };
+    assert_eq!(
+        accounts
+            .call(&cli, "GET", "/api/console/clusters", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        accounts
+            .login(
+                "frank@example.com",
+                "correct horse battery",
+                "198.51.100.41"
+            )
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    let all = accounts
+        .call(&boss, "GET", "/api/console/admin/users", None)
+        .await;
+    assert!(!all.body.to_string().contains("frank@example.com"));
+
+    // Admin actions are in everyone's audit stream.
+    let audit = accounts
+        .call(
+            &boss,
+            "GET",
+            &format!("/api/console/admin/audit-events?actor_user_id={boss_id}"),
+            None,
+        )
+        .await;
+    let actions: Vec<&str> = audit
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &actions[..4],
+        [
+            "admin.user.delete",
+            "admin.user.update",
+            "admin.user.update",
+            "user.verify_email"
+        ]
+    );
+}
+
+fn settings_body(sink_port: u16) -> Value {
+    json!({
+        "public_base_url": "https://kubebyon.example.com", "join_base_url": null,
+        "managed_workload_ingress_base_domain": null, "managed_workload_ingress_dns_provider": null,
+        "managed_workload_ingress_dns_zone_id": null, "managed_workload_ingress_dns_endpoint": null,
+        "managed_workload_ingress_dns_access_key_id": null, "managed_workload_ingress_dns_record_ttl": 300,
+        "default_cluster_public_access_mode": "loadbalancer", "github_oauth_client_id": "gh-client",
+        "google_oauth_client_id": null, "captcha_enabled": false, "captcha_verify_url": null,
+        "captcha_site_key": null, "smtp_host": "127.0.0.1", "smtp_port": sink_port, "smtp_username": null,
+        "smtp_from": "KubeBYON <robot@kubebyon.example.com>", "smtp_tls": "none", "outbound_webhook_url": null,
+    })
+}
+
+#[tokio::test]
+async fn system_settings_seal_their_secrets_and_drive_the_mail() {
+    // The environment's SMTP_URL points nowhere: mail can only go through the settings.
+    let accounts = Accounts::with_env(|_| {
+        vec![
+            (
+                "SMTP_URL".into(),
+                format!("smtp://127.0.0.1:{}", tests::free_port()),
+            ),
+            ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
+        ]
+    })
+    .await;
+    let mut body = settings_body(accounts.mail.port);
+    let anonymous = Client {
+        ip: "198.51.100.50".into(),
+        ..Client::default()
+    };
+    // Nobody can confirm an account before the admin sets SMTP up; so seed the admin.
+    sqlx::query(
+        "INSERT INTO users (email, display_name, password_hash, role, email_verified_at) VALUES ('boss@example.com', 'Boss', $1, 'admin', now())",
+    )
+    .bind(shared::auth::hash_password("correct horse battery".into()).await.unwrap())
+    .execute(&accounts.db.pool)
+    .await
+    .unwrap();
+    let boss = session_of(
+        &accounts
+            .login("boss@example.com", "correct horse battery", "198.51.100.50")
+            .await,
+        &anonymous,
+    );
+    body["secrets"] =
+        json!({ "github_oauth_client_secret": "gh-secret-123456", "smtp_password": null });
+    let saved = accounts
+        .call(
+            &boss,
+            "PUT",
+            "/api/console/admin/settings",
+            Some(body.clone()),
+        )
+        .await;
+    assert_eq!(saved.status, StatusCode::OK, "{}", saved.body);
+    assert_eq!(saved.body["secrets"]["github_oauth_client_secret"], true);
+    assert_eq!(saved.body["secrets"]["smtp_password"], false);
+    assert_eq!(saved.body["github_oauth_client_id"], "gh-client");
+    let read = accounts
+        .call(&boss, "GET", "/api/console/admin/settings", None)
+        .await;
+    assert!(!read.body.to_string().contains("gh-secret-123456"));
+    let (sealed,): (Vec<u8>,) =
+        sqlx::query_as("SELECT github_oauth_client_secret_encrypted FROM system_settings")
+            .fetch_one(&accounts.db.pool)
+            .await
+            .unwrap();
+    assert!(
+        !sealed.windows(16).any(|w| w == b"gh-secret-123456"),
+        "sealed at rest"
+    );
+    let audit = accounts
+        .call(&boss, "GET", "/api/console/admin/audit-events", None)
+        .await;
+    assert!(
+        audit
+            .body
+            .to_string()
+            .contains("github_oauth_client_secret")
+    );
+    assert!(!audit.body.to_string().contains("gh-secret-123456"));
+
+    // Absent secrets are kept.
+    body["secrets"] = json!({});
+    let saved = accounts
+        .call(
+            &boss,
+            "PUT",
+            "/api/console/admin/settings",
+            Some(body.clone()),
+        )
+        .await;
+    assert_eq!(saved.body["secrets"]["github_oauth_client_secret"], true);
+
+    // Mail now goes through the settings' SMTP server, from its sender.
+    let reply = accounts
+        .call(&anonymous, "POST", "/api/auth/register", Some(json!({ "email": "henry@example.com", "password": "correct horse battery", "display_name": "Henry" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    accounts.mail.code_for("henry@example.com").await;
+    assert!(
+        accounts
+            .mail
+            .messages()
+            .iter()
+            .any(|m| m.contains("robot@kubebyon.example.com"))
+    );
+
+    // Bad input is named; captcha needs its URL and secret.
+    body["smtp_tls"] = json!("sometimes");
+    body["captcha_enabled"] = json!(true);
+    let refused = accounts
+        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let fields: Vec<&str> = refused.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["smtp_tls", "captcha_enabled"]);
+}
+
+#[tokio::test]
+async fn secrets_cannot_be_stored_without_the_settings_key() {
+    let accounts = Accounts::new().await;
+    let boss = accounts
+        .signed_up("boss@example.com", "correct horse battery")
+        .await;
+    let mut body = settings_body(accounts.mail.port);
+    body["secrets"] = json!({ "captcha_secret": "s3cret" });
+    let refused = accounts
+        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+        .await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("settings_key_missing")
+        )
+    );
 }

@@ -1,0 +1,222 @@
+//! The system settings: one row, its secrets sealed at rest and never returned.
+
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::{
+    db::{
+        audit::{self, AuditEvent},
+        settings::{self, SecretChanges, SecretsSet, SettingsFields},
+    },
+    error::{ApiError, FieldError},
+    extract::AppJson,
+    http::{AdminCaller, AppState},
+    secretbox::SecretBox,
+};
+use utoipa::ToSchema;
+
+/// The settings as the back office sees them.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SettingsView {
+    #[serde(flatten)]
+    pub fields: SettingsFields,
+    /// Which secrets are set; their values are never returned.
+    pub secrets: SecretsSet,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// New settings: every field, and the secrets to change.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsUpdate {
+    #[serde(flatten)]
+    pub fields: SettingsFields,
+    /// Absent: kept; `null`: cleared; a string: set.
+    #[serde(default)]
+    pub secrets: SecretChanges,
+}
+
+fn key(state: &AppState) -> Option<SecretBox> {
+    state
+        .settings
+        .settings_key
+        .as_ref()
+        .and_then(|k| SecretBox::new(k).ok())
+}
+
+async fn view(state: &AppState) -> Result<SettingsView, ApiError> {
+    let stored = settings::load(&state.pool).await?;
+    Ok(SettingsView {
+        secrets: stored.secrets_set(),
+        fields: stored.fields,
+        updated_at: stored.updated_at,
+    })
+}
+
+/// The system settings
+#[utoipa::path(get, path = "/api/console/admin/settings", tag = "admin",
+    responses((status = 200, body = SettingsView), (status = 403, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn get(
+    State(state): State<AppState>,
+    _admin: AdminCaller,
+) -> Result<AppJson<SettingsView>, ApiError> {
+    Ok(AppJson(view(&state).await?))
+}
+
+fn url_ok(value: &Option<String>) -> bool {
+    value.as_deref().is_none_or(|u| {
+        (u.starts_with("https://") || u.starts_with("http://"))
+            && u.len() <= 2000
+            && !u.contains(char::is_whitespace)
+    })
+}
+
+fn validate(
+    f: &SettingsFields,
+    secrets: &SecretChanges,
+    captcha_secret_set: bool,
+) -> Result<(), ApiError> {
+    let mut errors = Vec::new();
+    let mut bad = |field: &str, message: &str| {
+        errors.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        })
+    };
+    for (field, value) in [
+        ("public_base_url", &f.public_base_url),
+        ("join_base_url", &f.join_base_url),
+        (
+            "managed_workload_ingress_dns_endpoint",
+            &f.managed_workload_ingress_dns_endpoint,
+        ),
+        ("captcha_verify_url", &f.captcha_verify_url),
+        ("outbound_webhook_url", &f.outbound_webhook_url),
+    ] {
+        if !url_ok(value) {
+            bad(field, "must be an http:// or https:// URL");
+        }
+    }
+    if !(1..=172_800).contains(&f.managed_workload_ingress_dns_record_ttl) {
+        bad(
+            "managed_workload_ingress_dns_record_ttl",
+            "must be between 1 and 172800",
+        );
+    }
+    if !matches!(
+        f.default_cluster_public_access_mode.as_str(),
+        "nodeport" | "loadbalancer"
+    ) {
+        bad(
+            "default_cluster_public_access_mode",
+            "must be nodeport or loadbalancer",
+        );
+    }
+    if f.managed_workload_ingress_dns_provider
+        .as_deref()
+        .is_some_and(|p| p != "route53")
+    {
+        bad(
+            "managed_workload_ingress_dns_provider",
+            "must be route53 or absent",
+        );
+    }
+    if f.smtp_port.is_some_and(|p| !(1..=65_535).contains(&p)) {
+        bad("smtp_port", "must be between 1 and 65535");
+    }
+    if !matches!(f.smtp_tls.as_str(), "none" | "starttls" | "tls") {
+        bad("smtp_tls", "must be none, starttls or tls");
+    }
+    if f.smtp_from
+        .as_deref()
+        .is_some_and(|from| from.parse::<lettre::message::Mailbox>().is_err())
+    {
+        bad(
+            "smtp_from",
+            "must be a mailbox such as `KubeBYON <noreply@example.com>`",
+        );
+    }
+    let captcha_secret = match &secrets.captcha_secret {
+        None => captcha_secret_set,
+        Some(change) => change.is_some(),
+    };
+    if f.captcha_enabled && (f.captcha_verify_url.is_none() || !captcha_secret) {
+        bad(
+            "captcha_enabled",
+            "needs captcha_verify_url and the captcha secret",
+        );
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(errors))
+    }
+}
+
+/// Replace the system settings
+///
+/// Every field is replaced; secrets change only where given (`null` clears
+/// one). Setting a secret needs `KUBEBYON_SETTINGS_KEY` on the platform (503
+/// `settings_key_missing` otherwise). Audited, without values.
+#[utoipa::path(put, path = "/api/console/admin/settings", tag = "admin", request_body = SettingsUpdate,
+    responses((status = 200, body = SettingsView), (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn put(
+    State(state): State<AppState>,
+    admin: AdminCaller,
+    AppJson(body): AppJson<SettingsUpdate>,
+) -> Result<AppJson<SettingsView>, ApiError> {
+    let before = settings::load(&state.pool).await?;
+    validate(&body.fields, &body.secrets, before.captcha_secret.is_some())?;
+    let key = key(&state);
+    if body.secrets.any_set() && key.is_none() {
+        return Err(ApiError::NotConfigured {
+            code: "settings_key_missing",
+            detail:
+                "secrets cannot be stored: KUBEBYON_SETTINGS_KEY is not configured on the platform"
+                    .into(),
+        });
+    }
+    let mut tx = state.pool.begin().await?;
+    settings::save(&mut *tx, key.as_ref(), &body.fields, &body.secrets).await?;
+    let changed_secrets: Vec<&str> = [
+        (
+            "managed_workload_ingress_dns_secret",
+            &body.secrets.managed_workload_ingress_dns_secret,
+        ),
+        (
+            "github_oauth_client_secret",
+            &body.secrets.github_oauth_client_secret,
+        ),
+        (
+            "google_oauth_client_secret",
+            &body.secrets.google_oauth_client_secret,
+        ),
+        ("captcha_secret", &body.secrets.captcha_secret),
+        ("smtp_password", &body.secrets.smtp_password),
+        (
+            "outbound_webhook_secret",
+            &body.secrets.outbound_webhook_secret,
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, change)| change.is_some())
+    .map(|(name, _)| name)
+    .collect();
+    audit::record(
+        &mut *tx,
+        AuditEvent {
+            actor_user_id: Some(admin.user_id),
+            actor_kind: "admin",
+            action: "admin.settings.update",
+            target_kind: "system_settings",
+            target_id: "system".into(),
+            cluster_id: None,
+            metadata: serde_json::json!({ "fields": body.fields, "secrets_changed": changed_secrets }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(AppJson(view(&state).await?))
+}

@@ -1,0 +1,222 @@
+//! The back office's users: find, disable or enable, change role, delete; and
+//! the audit stream of everyone.
+
+use axum::{extract::State, http::StatusCode};
+use serde::Deserialize;
+use shared::{
+    db::{
+        accounts::{self, User},
+        audit::{self, AuditEvent, AuditRecord},
+    },
+    error::ApiError,
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AdminCaller, AppState},
+};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+fn limit(raw: Option<i64>) -> Result<i64, ApiError> {
+    let limit = raw.unwrap_or(100);
+    if (1..=500).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::invalid("limit", "must be between 1 and 500"))
+    }
+}
+
+fn admin_event(
+    admin: AdminCaller,
+    action: &str,
+    user_id: Uuid,
+    metadata: serde_json::Value,
+) -> AuditEvent<'_> {
+    AuditEvent {
+        actor_user_id: Some(admin.user_id),
+        actor_kind: "admin",
+        action,
+        target_kind: "user",
+        target_id: user_id.to_string(),
+        cluster_id: None,
+        metadata,
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct UsersQuery {
+    /// Part of the email or the display name.
+    pub q: Option<String>,
+    /// `active` or `disabled`.
+    pub status: Option<String>,
+    /// `user` or `admin`.
+    pub role: Option<String>,
+    /// 1–500, default 100.
+    pub limit: Option<i64>,
+}
+
+/// Users
+///
+/// Newest first; deleted users are not listed.
+#[utoipa::path(get, path = "/api/console/admin/users", tag = "admin", params(UsersQuery),
+    responses((status = 200, body = Vec<User>), (status = 403, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    State(state): State<AppState>,
+    _admin: AdminCaller,
+    AppQuery(query): AppQuery<UsersQuery>,
+) -> Result<AppJson<Vec<User>>, ApiError> {
+    let limit = limit(query.limit)?;
+    check_choice("status", query.status.as_deref(), &["active", "disabled"])?;
+    check_choice("role", query.role.as_deref(), &["user", "admin"])?;
+    let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
+    Ok(AppJson(
+        accounts::list_users(
+            &state.pool,
+            q,
+            query.status.as_deref(),
+            query.role.as_deref(),
+            limit,
+        )
+        .await?,
+    ))
+}
+
+fn check_choice(field: &str, value: Option<&str>, allowed: &[&str]) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !allowed.contains(&v) => Err(ApiError::invalid(
+            field,
+            format!("must be one of {}", allowed.join(", ")),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserChange {
+    /// `active` or `disabled`: a disabled user's sessions end and keys stop at once.
+    pub status: Option<String>,
+    /// `user` or `admin`.
+    pub role: Option<String>,
+}
+
+/// Change a user's status or role
+///
+/// An administrator cannot disable or demote themselves (409 `cannot_change_self`).
+#[utoipa::path(patch, path = "/api/console/admin/users/{user_id}", tag = "admin", params(("user_id" = Uuid, Path)), request_body = UserChange,
+    responses((status = 200, body = User), (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn update(
+    State(state): State<AppState>,
+    admin: AdminCaller,
+    AppPath(user_id): AppPath<Uuid>,
+    AppJson(body): AppJson<UserChange>,
+) -> Result<AppJson<User>, ApiError> {
+    check_choice("status", body.status.as_deref(), &["active", "disabled"])?;
+    check_choice("role", body.role.as_deref(), &["user", "admin"])?;
+    if user_id == admin.user_id
+        && (body.status.as_deref() == Some("disabled") || body.role.as_deref() == Some("user"))
+    {
+        return Err(ApiError::Conflict {
+            code: "cannot_change_self",
+            detail: "administrators cannot disable or demote themselves".into(),
+        });
+    }
+    let mut tx = state.pool.begin().await?;
+    accounts::update_user(
+        &mut tx,
+        user_id,
+        body.status.as_deref(),
+        body.role.as_deref(),
+    )
+    .await?
+    .ok_or(ApiError::NotFound { what: "user" })?;
+    let mut ended = 0;
+    if body.status.as_deref() == Some("disabled") {
+        ended = accounts::delete_sessions(&mut *tx, user_id, None).await?;
+    }
+    audit::record(
+        &mut *tx,
+        admin_event(admin, "admin.user.update", user_id, serde_json::json!({ "status": body.status, "role": body.role, "sessions_ended": ended })),
+    )
+    .await?;
+    tx.commit().await?;
+    accounts::get_user(&state.pool, user_id)
+        .await?
+        .map(AppJson)
+        .ok_or(ApiError::NotFound { what: "user" })
+}
+
+/// Delete a user
+///
+/// Sessions, API keys, linked identities, codes and settings go, and the
+/// account keeps nothing personal; its history stays. A user who still has
+/// clusters cannot be deleted (409 `user_has_clusters`): delete the clusters
+/// first, or disable the user.
+#[utoipa::path(delete, path = "/api/console/admin/users/{user_id}", tag = "admin", params(("user_id" = Uuid, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn delete(
+    State(state): State<AppState>,
+    admin: AdminCaller,
+    AppPath(user_id): AppPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    if user_id == admin.user_id {
+        return Err(ApiError::Conflict {
+            code: "cannot_change_self",
+            detail: "administrators cannot delete themselves".into(),
+        });
+    }
+    let clusters = accounts::live_clusters(&state.pool, user_id).await?;
+    if clusters > 0 {
+        return Err(ApiError::Conflict {
+            code: "user_has_clusters",
+            detail: format!(
+                "the user still has {clusters} cluster(s); delete them first, or disable the user"
+            ),
+        });
+    }
+    let mut tx = state.pool.begin().await?;
+    accounts::scrub_user(&mut tx, user_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "user" })?;
+    audit::record(
+        &mut *tx,
+        admin_event(admin, "admin.user.delete", user_id, serde_json::json!({})),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// Only this actor's events.
+    pub actor_user_id: Option<Uuid>,
+    /// Only events older than this id (the last id of the previous page).
+    pub before_id: Option<i64>,
+    /// 1–500, default 100.
+    pub limit: Option<i64>,
+}
+
+/// Audit events of everyone
+///
+/// Newest first; page with `before_id`.
+#[utoipa::path(get, path = "/api/console/admin/audit-events", tag = "admin", params(AuditQuery),
+    responses((status = 200, body = Vec<AuditRecord>), (status = 403, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn audit_events(
+    State(state): State<AppState>,
+    _admin: AdminCaller,
+    AppQuery(query): AppQuery<AuditQuery>,
+) -> Result<AppJson<Vec<AuditRecord>>, ApiError> {
+    Ok(AppJson(
+        audit::list(
+            &state.pool,
+            query.actor_user_id,
+            query.before_id,
+            limit(query.limit)?,
+        )
+        .await?,
+    ))
+}

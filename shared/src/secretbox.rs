@@ -1,0 +1,114 @@
+//! Secrets at rest: the system settings' passwords and client secrets are
+//! sealed with ChaCha20-Poly1305 under a key from the environment
+//! (`KUBEBYON_SETTINGS_KEY`, 32 bytes in base64). The column name is bound in
+//! as associated data, so a sealed value cannot be moved to another column.
+//! Layout: version byte `1`, 12-byte random nonce, ciphertext and tag.
+
+use base64::Engine;
+use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+use secrecy::{ExposeSecret, SecretString};
+
+const VERSION: u8 = 1;
+
+pub struct SecretBox(LessSafeKey);
+
+impl std::fmt::Debug for SecretBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretBox(..)")
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SealError {
+    #[error("KUBEBYON_SETTINGS_KEY must be 32 bytes in base64")]
+    BadKey,
+    #[error("a sealed value is damaged or was sealed under another key")]
+    Unreadable,
+}
+
+impl SecretBox {
+    /// The key from its base64 text.
+    pub fn new(key: &SecretString) -> Result<Self, SealError> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(key.expose_secret().trim())
+            .map_err(|_| SealError::BadKey)?;
+        let key = UnboundKey::new(&CHACHA20_POLY1305, &bytes).map_err(|_| SealError::BadKey)?;
+        Ok(Self(LessSafeKey::new(key)))
+    }
+
+    pub fn seal(&self, column: &str, plaintext: &str) -> Vec<u8> {
+        let mut nonce = [0u8; 12];
+        getrandom::fill(&mut nonce).expect("the operating system's random source failed");
+        let mut data = plaintext.as_bytes().to_vec();
+        self.0
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(column.as_bytes()),
+                &mut data,
+            )
+            .expect("sealing cannot fail for in-memory sizes");
+        let mut out = Vec::with_capacity(1 + 12 + data.len());
+        out.push(VERSION);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&data);
+        out
+    }
+
+    pub fn open(&self, column: &str, sealed: &[u8]) -> Result<SecretString, SealError> {
+        if sealed.len() < 1 + 12 + 16 || sealed[0] != VERSION {
+            return Err(SealError::Unreadable);
+        }
+        let nonce =
+            Nonce::try_assume_unique_for_key(&sealed[1..13]).map_err(|_| SealError::Unreadable)?;
+        let mut data = sealed[13..].to_vec();
+        let plain = self
+            .0
+            .open_in_place(nonce, Aad::from(column.as_bytes()), &mut data)
+            .map_err(|_| SealError::Unreadable)?;
+        String::from_utf8(plain.to_vec())
+            .map(SecretString::from)
+            .map_err(|_| SealError::Unreadable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(byte: u8) -> SecretBox {
+        SecretBox::new(&SecretString::from(
+            base64::engine::general_purpose::STANDARD.encode([byte; 32]),
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_with_its_key_and_column() {
+        let sealed = key(1).seal("smtp_password", "hunter22");
+        assert!(
+            !sealed.windows(8).any(|w| w == b"hunter22"),
+            "the plaintext is not in the sealed bytes"
+        );
+        assert_eq!(
+            key(1)
+                .open("smtp_password", &sealed)
+                .unwrap()
+                .expose_secret(),
+            "hunter22"
+        );
+        assert_eq!(
+            key(2).open("smtp_password", &sealed).unwrap_err(),
+            SealError::Unreadable
+        );
+        assert_eq!(
+            key(1).open("captcha_secret", &sealed).unwrap_err(),
+            SealError::Unreadable
+        );
+        assert_ne!(
+            key(1).seal("smtp_password", "hunter22"),
+            sealed,
+            "a fresh nonce each time"
+        );
+        assert!(SecretBox::new(&SecretString::from("short".to_string())).is_err());
+    }
+}
