@@ -118,6 +118,53 @@ impl FromStr for AuthMode {
     }
 }
 
+/// Where the OAuth providers are.
+#[derive(Debug, Clone)]
+pub struct OAuthEndpoints {
+    pub github_authorize: String,
+    pub github_token: String,
+    /// GitHub's REST API (`/user`, `/user/emails`).
+    pub github_api: String,
+    pub google_authorize: String,
+    pub google_token: String,
+    pub google_userinfo: String,
+}
+
+impl OAuthEndpoints {
+    fn from_source(source: &dyn Source) -> Self {
+        let get = |name: &str, default: &str| {
+            source
+                .get(name)
+                .unwrap_or_else(|| default.to_string())
+                .trim_end_matches('/')
+                .to_string()
+        };
+        Self {
+            github_authorize: get(
+                "KUBEBYON_GITHUB_AUTHORIZE_URL",
+                "https://github.com/login/oauth/authorize",
+            ),
+            github_token: get(
+                "KUBEBYON_GITHUB_TOKEN_URL",
+                "https://github.com/login/oauth/access_token",
+            ),
+            github_api: get("KUBEBYON_GITHUB_API_URL", "https://api.github.com"),
+            google_authorize: get(
+                "KUBEBYON_GOOGLE_AUTHORIZE_URL",
+                "https://accounts.google.com/o/oauth2/v2/auth",
+            ),
+            google_token: get(
+                "KUBEBYON_GOOGLE_TOKEN_URL",
+                "https://oauth2.googleapis.com/token",
+            ),
+            google_userinfo: get(
+                "KUBEBYON_GOOGLE_USERINFO_URL",
+                "https://openidconnect.googleapis.com/v1/userinfo",
+            ),
+        }
+    }
+}
+
 /// Tuning of the job backbone.
 #[derive(Debug, Clone)]
 pub struct JobSettings {
@@ -206,6 +253,11 @@ pub struct Settings {
     pub admin_email: Option<String>,
     /// `KUBEBYON_SETTINGS_KEY`: seals the system settings' secrets.
     pub settings_key: Option<SecretString>,
+    /// `KUBEBYON_PUBLIC_BASE_URL`: where the platform's API is reached, when
+    /// the system settings do not say (OAuth redirect URIs).
+    pub public_base_url: String,
+    /// The OAuth providers' endpoints (configurable, so tests can use loopback servers).
+    pub oauth: OAuthEndpoints,
     pub jobs: JobSettings,
 }
 
@@ -286,6 +338,12 @@ impl Settings {
                 .get("KUBEBYON_ADMIN_EMAIL")
                 .map(|e| e.trim().to_lowercase())
                 .filter(|e| !e.is_empty()),
+            public_base_url: source
+                .get("KUBEBYON_PUBLIC_BASE_URL")
+                .unwrap_or_else(|| format!("http://localhost:{port}"))
+                .trim_end_matches('/')
+                .to_string(),
+            oauth: OAuthEndpoints::from_source(source),
             settings_key: match secret(source, "KUBEBYON_SETTINGS_KEY") {
                 Some(key) => {
                     crate::secretbox::SecretBox::new(&key).map_err(|e| ConfigError::Invalid {

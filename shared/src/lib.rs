@@ -1,6 +1,7 @@
 //! KubeBYON's shared library: everything the functions have in common.
 
 pub mod auth;
+pub mod captcha;
 pub mod config;
 pub mod db;
 pub mod domain;
@@ -12,6 +13,7 @@ pub mod jobs;
 pub mod jointoken;
 pub mod mail;
 pub mod nodesync;
+pub mod oauth;
 pub mod observe;
 pub mod openapi;
 pub mod runtime;

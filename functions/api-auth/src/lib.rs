@@ -1,6 +1,7 @@
 //! `api-auth`: `/api/auth/*`. Registration with an emailed code, login and
 //! logout (session cookie + CSRF cookie), password reset by emailed code,
-//! password change, and `me`. Rate limited per address and per account.
+//! password change, `me`, and login with GitHub or Google. Rate limited per
+//! address and per account.
 
 use axum::{
     Router,
@@ -23,6 +24,8 @@ use shared::{
 use utoipa::{OpenApi, ToSchema};
 use uuid::Uuid;
 
+mod oauth;
+
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/auth/register", post(register))
@@ -34,11 +37,13 @@ pub fn router() -> Router<AppState> {
         .route("/api/auth/password-reset/confirm", post(confirm_reset))
         .route("/api/auth/change-password", post(change_password))
         .route("/api/auth/me", get(me))
+        .route("/api/auth/oauth/{provider}/start", get(oauth::start))
+        .route("/api/auth/oauth/{provider}/callback", get(oauth::callback))
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(register, verify_email, resend_code, login, logout, request_reset, confirm_reset, change_password, me),
+    paths(register, verify_email, resend_code, login, logout, request_reset, confirm_reset, change_password, me, oauth::start, oauth::callback),
     tags((name = "auth", description = "Registration, login, sessions and passwords"))
 )]
 pub struct ApiDoc;
@@ -127,6 +132,8 @@ pub struct Register {
     /// 10–200 characters.
     pub password: String,
     pub display_name: String,
+    /// The captcha's answer, when the platform asks for one.
+    pub captcha_token: Option<String>,
 }
 
 /// Register
@@ -159,6 +166,7 @@ pub async fn register(
     validation(errors)?;
     let email = email.unwrap_or_default();
     limit_codes(&state, &origin, &email).await?;
+    captcha(&state, &origin, body.captcha_token.as_deref()).await?;
     let hash = auth::hash_password(body.password).await?;
     let mut tx = state.pool.begin().await?;
     let Some(user_id) = accounts::register(&mut tx, &email, name, &hash).await? else {
@@ -187,6 +195,10 @@ fn user_event(user_id: Uuid, action: &str, metadata: serde_json::Value) -> Audit
     }
 }
 
+async fn captcha(state: &AppState, origin: &Origin, token: Option<&str>) -> Result<(), ApiError> {
+    shared::captcha::check(&state.pool, &state.settings, token, origin.ip.as_deref()).await
+}
+
 async fn limit_codes(state: &AppState, origin: &Origin, email: &str) -> Result<(), ApiError> {
     if let Some(ip) = &origin.ip {
         auth::rate_limit(&state.pool, auth::CODES_PER_IP, ip).await?;
@@ -209,7 +221,7 @@ pub struct SessionStarted {
     pub csrf_token: String,
 }
 
-async fn start_session(
+pub(crate) async fn start_session(
     state: &AppState,
     user_id: Uuid,
     origin: &Origin,
@@ -325,6 +337,8 @@ fn invalid_code(outcome: CodeCheck) -> ApiError {
 #[serde(deny_unknown_fields)]
 pub struct ResendCode {
     pub email: String,
+    /// The captcha's answer, when the platform asks for one.
+    pub captcha_token: Option<String>,
 }
 
 /// Send a new confirmation code
@@ -338,6 +352,7 @@ pub async fn resend_code(
 ) -> Result<Response, ApiError> {
     let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
     limit_codes(&state, &origin, &email).await?;
+    captcha(&state, &origin, body.captcha_token.as_deref()).await?;
     if accounts::credentials(&state.pool, &email)
         .await?
         .is_some_and(|c| !c.email_verified && c.status == "active")
@@ -352,6 +367,8 @@ pub async fn resend_code(
 pub struct Login {
     pub email: String,
     pub password: String,
+    /// The captcha's answer, when the platform asks for one.
+    pub captcha_token: Option<String>,
 }
 
 /// Log in
@@ -373,6 +390,7 @@ pub async fn login(
         auth::rate_limit(&state.pool, auth::LOGIN_PER_IP, ip).await?;
     }
     auth::rate_limit(&state.pool, auth::LOGIN_PER_ACCOUNT, &email).await?;
+    captcha(&state, &origin, body.captcha_token.as_deref()).await?;
     let account = accounts::credentials(&state.pool, &email).await?;
     let password_ok = auth::verify_password(
         body.password,
@@ -437,6 +455,8 @@ pub async fn logout(State(state): State<AppState>, caller: Caller) -> Result<Res
 #[serde(deny_unknown_fields)]
 pub struct RequestReset {
     pub email: String,
+    /// The captcha's answer, when the platform asks for one.
+    pub captcha_token: Option<String>,
 }
 
 /// Ask for a password reset code
@@ -450,6 +470,7 @@ pub async fn request_reset(
 ) -> Result<Response, ApiError> {
     let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
     limit_codes(&state, &origin, &email).await?;
+    captcha(&state, &origin, body.captcha_token.as_deref()).await?;
     if accounts::credentials(&state.pool, &email)
         .await?
         .is_some_and(|c| c.status == "active")

@@ -611,3 +611,55 @@ pub async fn scrub_user(tx: &mut PgConnection, user_id: Uuid) -> Result<Option<(
     .await?;
     Ok(Some(()))
 }
+
+/// The user an external identity is linked to, and whether it may log in.
+pub async fn identity_user(
+    db: impl PgExecutor<'_>,
+    provider: &str,
+    subject: &str,
+) -> Result<Option<(Uuid, bool)>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT u.id, u.status = 'active' AS "active!" FROM external_identities i JOIN users u ON u.id = i.user_id
+           WHERE i.provider = $1 AND i.subject = $2"#,
+        provider,
+        subject
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|r| (r.id, r.active)))
+}
+
+pub async fn link_identity(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+    provider: &str,
+    subject: &str,
+    email: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO external_identities (user_id, provider, subject, email) VALUES ($1, $2, $3, $4::text::citext)",
+        user_id,
+        provider,
+        subject,
+        email
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// An account made by an OAuth login: its address is verified by the provider
+/// and it has no password.
+pub async fn create_oauth_user(
+    tx: &mut PgConnection,
+    email: &str,
+    display_name: &str,
+) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar!(
+        "INSERT INTO users (email, display_name, email_verified_at) VALUES ($1::text::citext, $2, now()) RETURNING id",
+        email,
+        display_name
+    )
+    .fetch_one(tx)
+    .await
+}

@@ -1052,3 +1052,322 @@ async fn secrets_cannot_be_stored_without_the_settings_key() {
         )
     );
 }
+
+/// The platform with GitHub and Google pointed at one loopback provider.
+async fn with_oauth() -> (Accounts, tests::oauth::OAuthProvider, Client) {
+    let provider = tests::oauth::OAuthProvider::start("kb-client", "kb-client-secret").await;
+    let url = provider.url.clone();
+    let accounts = Accounts::with_env(move |mail| {
+        let mut vars = vec![
+            ("SMTP_URL".to_string(), mail.url()),
+            ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
+            (
+                "KUBEBYON_PUBLIC_BASE_URL".into(),
+                "https://kubebyon.example.com".into(),
+            ),
+        ];
+        for (name, path) in [
+            ("KUBEBYON_GITHUB_AUTHORIZE_URL", "/authorize"),
+            ("KUBEBYON_GITHUB_TOKEN_URL", "/token"),
+            ("KUBEBYON_GITHUB_API_URL", ""),
+            ("KUBEBYON_GOOGLE_AUTHORIZE_URL", "/authorize"),
+            ("KUBEBYON_GOOGLE_TOKEN_URL", "/token"),
+            ("KUBEBYON_GOOGLE_USERINFO_URL", "/userinfo"),
+        ] {
+            vars.push((name.into(), format!("{url}{path}")));
+        }
+        vars
+    })
+    .await;
+    let boss = accounts
+        .signed_up("boss@example.com", "correct horse battery")
+        .await;
+    let mut body = settings_body(accounts.mail.port);
+    body["github_oauth_client_id"] = json!("kb-client");
+    body["google_oauth_client_id"] = json!("kb-client");
+    body["secrets"] = json!({ "github_oauth_client_secret": "kb-client-secret", "google_oauth_client_secret": "kb-client-secret" });
+    let saved = accounts
+        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+        .await;
+    assert_eq!(saved.status, StatusCode::OK, "{}", saved.body);
+    (accounts, provider, boss)
+}
+
+/// A browser going through the provider: our start, the provider's consent,
+/// and the callback as the provider's redirect lands on it. `tamper` may
+/// change the login cookie before the callback.
+async fn oauth_login(
+    accounts: &Accounts,
+    provider: &str,
+    tamper: impl FnOnce(String) -> String,
+) -> Reply {
+    let browser = Client {
+        ip: "198.51.100.60".into(),
+        ..Client::default()
+    };
+    let started = accounts
+        .call(
+            &browser,
+            "GET",
+            &format!("/api/auth/oauth/{provider}/start?return_to=/clusters"),
+            None,
+        )
+        .await;
+    assert_eq!(started.status, StatusCode::SEE_OTHER, "{}", started.body);
+    let cookie = cookie(&started, "kb_oauth").expect("the login cookie");
+    let location = started.headers[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        location.contains("code_challenge_method=S256") && location.contains("state="),
+        "{location}"
+    );
+    let consent = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(&location)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(consent.status().as_u16(), 302);
+    let back = consent.headers()["location"].to_str().unwrap().to_string();
+    let path = back
+        .strip_prefix("https://kubebyon.example.com")
+        .expect("the redirect URI is the platform's callback");
+    let request = Request::get(path)
+        .header(header::COOKIE, format!("kb_oauth={}", tamper(cookie)))
+        .header("x-forwarded-for", "198.51.100.60")
+        .body(Body::empty())
+        .unwrap();
+    let response = accounts.router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+fn person(subject: &str, email: &str, verified: bool) -> tests::oauth::Person {
+    tests::oauth::Person {
+        subject: subject.into(),
+        email: email.into(),
+        email_verified: verified,
+        name: "Octo Cat".into(),
+    }
+}
+
+#[tokio::test]
+async fn oauth_logs_in_new_and_linked_accounts_through_state_and_pkce() {
+    let (accounts, provider, _boss) = with_oauth().await;
+
+    // A new account, made by GitHub.
+    provider.log_in_as(person("4242", "octo@example.com", true));
+    let reply = oauth_login(&accounts, "github", |c| c).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert_eq!(reply.headers[header::LOCATION], "/clusters");
+    let octo = session_of(
+        &reply,
+        &Client {
+            ip: "198.51.100.60".into(),
+            ..Client::default()
+        },
+    );
+    let me = accounts.call(&octo, "GET", "/api/auth/me", None).await;
+    assert_eq!(
+        (me.body["email"].as_str(), me.body["has_password"].as_bool()),
+        (Some("octo@example.com"), Some(false))
+    );
+    // Again: the same account, through the link.
+    let again = oauth_login(&accounts, "github", |c| c).await;
+    let again = session_of(&again, &octo);
+    assert_eq!(
+        accounts
+            .call(&again, "GET", "/api/auth/me", None)
+            .await
+            .body["id"],
+        me.body["id"]
+    );
+
+    // An existing password account is linked through Google's verified email.
+    let alice = accounts
+        .signed_up("alice@example.com", "correct horse battery")
+        .await;
+    let alice_id = accounts
+        .call(&alice, "GET", "/api/auth/me", None)
+        .await
+        .body["id"]
+        .clone();
+    provider.log_in_as(person("google-sub-1", "alice@example.com", true));
+    let reply = oauth_login(&accounts, "google", |c| c).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    let linked = session_of(&reply, &alice);
+    assert_eq!(
+        accounts
+            .call(&linked, "GET", "/api/auth/me", None)
+            .await
+            .body["id"],
+        alice_id
+    );
+    let history = accounts
+        .call(&alice, "GET", "/api/console/account/logins", None)
+        .await;
+    assert_eq!(history.body[0]["method"], "google");
+
+    // An unverified address links to nothing.
+    accounts
+        .signed_up("bob@example.com", "correct horse battery")
+        .await;
+    provider.log_in_as(person("google-sub-2", "bob@example.com", false));
+    let reply = oauth_login(&accounts, "google", |c| c).await;
+    assert_eq!(
+        (reply.status, reply.body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("oauth_email_unverified"))
+    );
+    let (links,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM external_identities WHERE subject = 'google-sub-2'")
+            .fetch_one(&accounts.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(links, 0);
+}
+
+#[tokio::test]
+async fn oauth_refuses_a_foreign_state_and_a_wrong_pkce_verifier() {
+    use base64::Engine;
+    let (accounts, provider, _boss) = with_oauth().await;
+    provider.log_in_as(person("777", "mallory@example.com", true));
+    let decode = |c: &str| -> Value {
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(c)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let encode = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+
+    // The callback arrives with another login's state.
+    let reply = oauth_login(&accounts, "github", |c| {
+        let mut pending = decode(&c);
+        pending["state"] = json!("someone-elses-state");
+        encode(&pending)
+    })
+    .await;
+    assert_eq!(
+        (reply.status, reply.body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("oauth_state_mismatch"))
+    );
+    // No cookie at all.
+    let reply = oauth_login(&accounts, "github", |_| String::new()).await;
+    assert_eq!(reply.body["code"], "oauth_state_mismatch");
+
+    // The code is exchanged with the wrong PKCE verifier: the provider refuses it.
+    let reply = oauth_login(&accounts, "github", |c| {
+        let mut pending = decode(&c);
+        pending["verifier"] = json!("not-the-verifier-that-made-the-challenge-0000000000");
+        encode(&pending)
+    })
+    .await;
+    assert_eq!(
+        (reply.status, reply.body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("oauth_refused")),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("invalid_grant")
+    );
+    let (users,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM users WHERE email = 'mallory@example.com'")
+            .fetch_one(&accounts.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(users, 0, "no account came of it");
+}
+
+/// A captcha provider's verify endpoint: solved when the answer is `human`.
+async fn captcha_provider() -> String {
+    use axum::{Form, routing::post};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/siteverify", listener.local_addr().unwrap());
+    let app = Router::new().route(
+        "/siteverify",
+        post(|Form(form): Form<HashMap<String, String>>| async move {
+            let solved = form.get("secret").map(String::as_str) == Some("captcha-secret")
+                && form.get("response").map(String::as_str) == Some("human");
+            axum::Json(json!({ "success": solved }))
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+#[tokio::test]
+async fn an_enabled_captcha_guards_register_login_and_codes() {
+    let accounts = Accounts::with_env(|mail| {
+        vec![
+            ("SMTP_URL".into(), mail.url()),
+            ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
+        ]
+    })
+    .await;
+    let boss = accounts
+        .signed_up("boss@example.com", "correct horse battery")
+        .await;
+    let mut body = settings_body(accounts.mail.port);
+    body["smtp_host"] = Value::Null;
+    body["captcha_enabled"] = json!(true);
+    body["captcha_verify_url"] = json!(captcha_provider().await);
+    body["secrets"] = json!({ "captcha_secret": "captcha-secret" });
+    let saved = accounts
+        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+        .await;
+    assert_eq!(saved.status, StatusCode::OK, "{}", saved.body);
+
+    let anonymous = Client {
+        ip: "198.51.100.70".into(),
+        ..Client::default()
+    };
+    let register = |token: Option<&str>| {
+        let mut body = json!({ "email": "ivy@example.com", "password": "correct horse battery", "display_name": "Ivy" });
+        if let Some(token) = token {
+            body["captcha_token"] = json!(token);
+        }
+        accounts.call(&anonymous, "POST", "/api/auth/register", Some(body))
+    };
+    for token in [None, Some("robot")] {
+        let reply = register(token).await;
+        assert_eq!(
+            (reply.status, reply.body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("captcha_failed")),
+            "{token:?}"
+        );
+    }
+    assert_eq!(register(Some("human")).await.status, StatusCode::ACCEPTED);
+    let login = |token: Option<&str>| {
+        let mut body = json!({ "email": "boss@example.com", "password": "correct horse battery" });
+        if let Some(token) = token {
+            body["captcha_token"] = json!(token);
+        }
+        accounts.call(&anonymous, "POST", "/api/auth/login", Some(body))
+    };
+    assert_eq!(login(None).await.status, StatusCode::BAD_REQUEST);
+    assert_eq!(login(Some("human")).await.status, StatusCode::OK);
+    let reset = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/password-reset",
+            Some(json!({ "email": "boss@example.com" })),
+        )
+        .await;
+    assert_eq!(reset.body["code"], "captcha_failed");
+}

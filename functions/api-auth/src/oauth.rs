@@ -1,0 +1,323 @@
+//! Login with GitHub or Google: authorization code with `state` and PKCE.
+//! The state, the PKCE verifier and where to return travel in a short-lived
+//! HttpOnly cookie scoped to these routes.
+
+use axum::{
+    extract::State,
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use shared::{
+    auth,
+    db::{
+        accounts::{self, LoginEvent},
+        audit,
+    },
+    error::ApiError,
+    extract::{AppPath, AppQuery},
+    http::{AppState, Origin},
+    oauth::{self, OAuthError, Provider},
+};
+use utoipa::IntoParams;
+
+const COOKIE: &str = "kb_oauth";
+const COOKIE_PATH: &str = "/api/auth/oauth";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Pending {
+    state: String,
+    verifier: String,
+    provider: Provider,
+    return_to: String,
+}
+
+fn provider(raw: &str) -> Result<Provider, ApiError> {
+    Provider::parse(raw).ok_or(ApiError::NotFound {
+        what: "OAuth provider",
+    })
+}
+
+fn not_configured(err: OAuthError) -> ApiError {
+    match err {
+        OAuthError::NotConfigured(p) => ApiError::NotConfigured {
+            code: "oauth_not_configured",
+            detail: format!("{p} login is not configured on this platform"),
+        },
+        OAuthError::Database(e) => e.into(),
+        other => ApiError::Internal(anyhow::anyhow!(other.to_string())),
+    }
+}
+
+/// A relative path on this site, or `/`.
+fn safe_return(raw: Option<&str>) -> String {
+    match raw {
+        Some(path)
+            if path.starts_with('/')
+                && !path.starts_with("//")
+                && !path.contains('\\')
+                && path.len() <= 500 =>
+        {
+            path.to_string()
+        }
+        _ => "/".into(),
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct StartQuery {
+    /// A path on this site to return to after the login (default `/`).
+    pub return_to: Option<String>,
+}
+
+/// Start an OAuth login
+///
+/// Redirects to the provider (`github` or `google`) with a fresh `state` and
+/// PKCE challenge.
+#[utoipa::path(get, path = "/api/auth/oauth/{provider}/start", tag = "auth",
+    params(("provider" = String, Path, description = "`github` or `google`"), StartQuery),
+    responses((status = 303, description = "To the provider"), (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "Not configured (`oauth_not_configured`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn start(
+    State(state): State<AppState>,
+    AppPath(raw): AppPath<String>,
+    AppQuery(query): AppQuery<StartQuery>,
+) -> Result<Response, ApiError> {
+    let provider = provider(&raw)?;
+    let client = oauth::client(&state.pool, &state.settings, provider)
+        .await
+        .map_err(not_configured)?;
+    let pending = Pending {
+        state: oauth::random_token(24),
+        verifier: oauth::random_token(48),
+        provider,
+        return_to: safe_return(query.return_to.as_deref()),
+    };
+    let location = client.authorize_url(&state.settings, &pending.state, &pending.verifier);
+    let value = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&pending).map_err(anyhow::Error::from)?);
+    let secure = if state.settings.insecure_cookies {
+        ""
+    } else {
+        "; Secure"
+    };
+    let cookie = format!(
+        "{COOKIE}={value}; Path={COOKIE_PATH}; HttpOnly; SameSite=Lax; Max-Age=600{secure}"
+    );
+    Ok((
+        StatusCode::SEE_OTHER,
+        [
+            (
+                header::LOCATION,
+                HeaderValue::from_str(&location).map_err(anyhow::Error::from)?,
+            ),
+            (
+                header::SET_COOKIE,
+                HeaderValue::from_str(&cookie).map_err(anyhow::Error::from)?,
+            ),
+        ],
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct CallbackQuery {
+    pub code: Option<String>,
+    pub state: Option<String>,
+    /// Set by the provider when the user declined.
+    pub error: Option<String>,
+}
+
+fn failed(code: &'static str, detail: impl Into<String>) -> ApiError {
+    ApiError::BadRequest {
+        code,
+        detail: detail.into(),
+    }
+}
+
+/// OAuth callback
+///
+/// Checks `state` against the login's cookie, exchanges the code with the
+/// PKCE verifier, and logs in: the account linked to this identity; else the
+/// account with the provider's verified email address, which gets linked;
+/// else a new account. An address the provider has not verified links to
+/// nothing (400 `oauth_email_unverified`).
+#[utoipa::path(get, path = "/api/auth/oauth/{provider}/callback", tag = "auth",
+    params(("provider" = String, Path), CallbackQuery),
+    responses((status = 303, description = "Logged in: to the page the login started from, with the session cookies"),
+              (status = 400, description = "`oauth_state_mismatch`, `oauth_refused` or `oauth_email_unverified`", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 401, description = "The linked account is disabled", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn callback(
+    State(state): State<AppState>,
+    origin: Origin,
+    headers: HeaderMap,
+    AppPath(raw): AppPath<String>,
+    AppQuery(query): AppQuery<CallbackQuery>,
+) -> Result<Response, ApiError> {
+    let provider = provider(&raw)?;
+    let pending: Option<Pending> = auth::cookie(&headers, COOKIE)
+        .and_then(|v| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(v)
+                .ok()
+        })
+        .and_then(|v| serde_json::from_slice(&v).ok());
+    let given = query.state.as_deref().unwrap_or_default();
+    let Some(pending) = pending.filter(|p| {
+        p.provider == provider && auth::constant_time_eq(p.state.as_bytes(), given.as_bytes())
+    }) else {
+        return Err(failed(
+            "oauth_state_mismatch",
+            "this login did not start here, or took too long; start it again",
+        ));
+    };
+    if let Some(error) = query.error {
+        return Err(failed(
+            "oauth_refused",
+            format!("the provider ended the login: {error}"),
+        ));
+    }
+    let code = query
+        .code
+        .ok_or_else(|| failed("oauth_refused", "the provider sent no code"))?;
+    let client = oauth::client(&state.pool, &state.settings, provider)
+        .await
+        .map_err(not_configured)?;
+    let identity = client
+        .identity(&state.settings, &code, &pending.verifier)
+        .await
+        .map_err(|err| match err {
+            OAuthError::Refused(reason) => failed(
+                "oauth_refused",
+                format!("the provider refused the login: {reason}"),
+            ),
+            OAuthError::Unreachable(reason) => ApiError::Upstream {
+                code: "oauth_unreachable",
+                detail: format!("{} could not be reached: {reason}", provider.as_str()),
+            },
+            other => not_configured(other),
+        })?;
+    let method = provider.as_str();
+    let record_failure = |reason: &'static str, user_id| {
+        let pool = state.pool.clone();
+        let (email, origin) = (identity.email.clone(), origin.clone());
+        async move {
+            accounts::record_login(
+                &pool,
+                &LoginEvent {
+                    user_id,
+                    email: email.as_deref(),
+                    method,
+                    failure_reason: Some(reason),
+                    ip: origin.ip.clone(),
+                    user_agent: origin.user_agent.as_deref(),
+                },
+            )
+            .await
+        }
+    };
+    let user_id = match accounts::identity_user(&state.pool, method, &identity.subject).await? {
+        Some((user_id, true)) => user_id,
+        Some((user_id, false)) => {
+            record_failure("account disabled", Some(user_id)).await?;
+            return Err(ApiError::Unauthorized {
+                code: "invalid_credentials",
+                detail: "this account cannot log in".into(),
+            });
+        }
+        None => {
+            let (Some(email), true) = (identity.email.clone(), identity.email_verified) else {
+                record_failure("email not verified by the provider", None).await?;
+                return Err(failed(
+                    "oauth_email_unverified",
+                    format!(
+                        "{method} did not confirm an email address for this account; verify it there, or register with a password"
+                    ),
+                ));
+            };
+            let mut tx = state.pool.begin().await?;
+            let existing = accounts::credentials(&mut *tx, &email).await?;
+            let (user_id, action) = match existing {
+                Some(account) if account.status != "active" => {
+                    drop(tx);
+                    record_failure("account disabled", Some(account.user_id)).await?;
+                    return Err(ApiError::Unauthorized {
+                        code: "invalid_credentials",
+                        detail: "this account cannot log in".into(),
+                    });
+                }
+                Some(account) => (account.user_id, "user.oauth_link"),
+                None => {
+                    let name = identity
+                        .name
+                        .clone()
+                        .filter(|n| !n.trim().is_empty())
+                        .unwrap_or_else(|| email.clone());
+                    let name: String = name.chars().take(200).collect();
+                    (
+                        accounts::create_oauth_user(&mut tx, &email, &name).await?,
+                        "user.register",
+                    )
+                }
+            };
+            accounts::link_identity(&mut tx, user_id, method, &identity.subject, Some(&email))
+                .await?;
+            audit::record(
+                &mut *tx,
+                audit::AuditEvent {
+                    actor_user_id: Some(user_id),
+                    actor_kind: "user",
+                    action,
+                    target_kind: "user",
+                    target_id: user_id.to_string(),
+                    cluster_id: None,
+                    metadata: serde_json::json!({ "provider": method }),
+                },
+            )
+            .await?;
+            tx.commit().await?;
+            user_id
+        }
+    };
+    let email = identity.email.clone().unwrap_or_default();
+    let mut response = crate::start_session(&state, user_id, &origin, method, &email).await?;
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    response.headers_mut().insert(
+        header::LOCATION,
+        HeaderValue::from_str(&pending.return_to).map_err(anyhow::Error::from)?,
+    );
+    let secure = if state.settings.insecure_cookies {
+        ""
+    } else {
+        "; Secure"
+    };
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&format!(
+            "{COOKIE}=; Path={COOKIE_PATH}; HttpOnly; SameSite=Lax; Max-Age=0{secure}"
+        ))
+        .map_err(anyhow::Error::from)?,
+    );
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_returned_to() {
+        assert_eq!(safe_return(Some("/clusters/1")), "/clusters/1");
+        for bad in [
+            "https://evil.example",
+            "//evil.example",
+            "/\\evil",
+            "clusters",
+        ] {
+            assert_eq!(safe_return(Some(bad)), "/", "{bad}");
+        }
+        assert_eq!(safe_return(None), "/");
+    }
+}

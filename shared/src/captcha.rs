@@ -1,0 +1,87 @@
+//! Optional captcha on register, login and code requests: when the system
+//! settings enable it, the request's `captcha_token` is checked with the
+//! provider's verify endpoint (Turnstile and hCaptcha share the protocol: a
+//! form POST of `secret`, `response` and `remoteip`, answered `{"success": …}`).
+
+use secrecy::ExposeSecret;
+use sqlx::PgPool;
+
+use crate::{
+    config::Settings,
+    db::settings::{self, column},
+    error::ApiError,
+    secretbox::SecretBox,
+};
+
+pub async fn check(
+    pool: &PgPool,
+    env: &Settings,
+    token: Option<&str>,
+    ip: Option<&str>,
+) -> Result<(), ApiError> {
+    let stored = settings::load(pool).await?;
+    if !stored.fields.captcha_enabled {
+        return Ok(());
+    }
+    let key = env
+        .settings_key
+        .as_ref()
+        .and_then(|k| SecretBox::new(k).ok());
+    let secret = settings::open(
+        key.as_ref(),
+        column::CAPTCHA_SECRET,
+        stored.captcha_secret.as_deref(),
+    )
+    .ok()
+    .flatten();
+    let (Some(url), Some(secret)) = (stored.fields.captcha_verify_url.as_deref(), secret) else {
+        return Err(ApiError::NotConfigured {
+            code: "captcha_not_configured",
+            detail: "the captcha is enabled but its verify URL or secret is missing".into(),
+        });
+    };
+    let Some(token) = token.filter(|t| !t.is_empty() && t.len() <= 4096) else {
+        return Err(ApiError::BadRequest {
+            code: "captcha_failed",
+            detail: "solve the captcha first (captcha_token)".into(),
+        });
+    };
+    let mut form = vec![
+        ("secret", secret.expose_secret().to_string()),
+        ("response", token.to_string()),
+    ];
+    if let Some(ip) = ip {
+        form.push(("remoteip", ip.to_string()));
+    }
+    let body = form
+        .iter()
+        .map(|(k, v)| format!("{k}={}", crate::oauth::percent_encode(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    let unreachable = |e: reqwest::Error| ApiError::Upstream {
+        code: "captcha_unreachable",
+        detail: format!(
+            "the captcha provider could not be reached: {}",
+            e.without_url()
+        ),
+    };
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(url)
+        .timeout(std::time::Duration::from_secs(10))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .map_err(unreachable)?
+        .json()
+        .await
+        .map_err(unreachable)?;
+    if answer["success"] == true {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest {
+            code: "captcha_failed",
+            detail: "the captcha was not solved; try again".into(),
+        })
+    }
+}
