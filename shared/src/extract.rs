@@ -92,3 +92,13 @@ where
             })
     }
 }
+
+/// The `limit` of a listing: 1–500, default 100.
+pub fn page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
+    let limit = raw.unwrap_or(100);
+    if (1..=500).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::invalid("limit", "must be between 1 and 500"))
+    }
+}

@@ -695,7 +695,7 @@ impl HostCluster {
         Ok(config)
     }
 
-    /// Calls `call` with the id of, and a client for the own API of, every ready cluster,
+    /// Calls `call` with every ready cluster and a client for its own API,
     /// `concurrency` clusters at a time, each within `timeout` when given
     /// (building the client included). The shared loop of the observation
     /// schedules; a cluster whose call failed comes back with the reason.
@@ -709,7 +709,7 @@ impl HostCluster {
         call: F,
     ) -> Result<Vec<(Cluster, Result<T, String>)>, sqlx::Error>
     where
-        F: Fn(uuid::Uuid, Client) -> Fut,
+        F: Fn(Cluster, Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, String>>,
     {
         use futures_util::{StreamExt, stream};
@@ -730,7 +730,7 @@ impl HostCluster {
                         .cached_cluster_client(&cluster, server)
                         .await
                         .map_err(|e| e.to_string())?;
-                    call(cluster.id, client).await
+                    call(cluster.clone(), client).await
                 };
                 let result = match timeout {
                     Some(limit) => tokio::time::timeout(limit, attempt)

@@ -9,6 +9,7 @@ pub mod error;
 pub mod extract;
 pub mod host;
 pub mod http;
+pub mod ingress;
 pub mod jobs;
 pub mod jointoken;
 pub mod mail;

@@ -264,7 +264,8 @@ pub async fn sync_all(
     }
     let stale = &stale;
     let results = host
-        .across_ready_clusters(pool, concurrency, None, |cluster_id, client| async move {
+        .across_ready_clusters(pool, concurrency, None, |cluster, client| async move {
+            let cluster_id = cluster.id;
             let api = Api::<Node>::all(client.clone());
             let list = api
                 .list(&Default::default())

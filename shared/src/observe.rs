@@ -1,6 +1,8 @@
 //! Control-plane observation: a cheap call (`/version`) to every ready
 //! cluster's own API through its public endpoint, recording
-//! `connection_status` and `last_observed_at`.
+//! `connection_status` and `last_observed_at`; and the managed ingress
+//! converged (its availability followed, a failed install retried, a
+//! switched-off one removed).
 
 use std::time::Duration;
 
@@ -28,7 +30,13 @@ pub async fn observe_clusters(
             pool,
             concurrency,
             Some(CALL_TIMEOUT),
-            |_, client| async move { client.apiserver_version().await.map_err(|e| e.to_string()) },
+            |cluster, client| async move {
+                let version = client.apiserver_version().await.map_err(|e| e.to_string())?;
+                if let Err(error) = crate::ingress::converge(pool, &cluster, &client).await {
+                    tracing::warn!(cluster_id = %cluster.id, %error, "could not record the ingress state");
+                }
+                Ok(version)
+            },
         )
         .await?;
     let mut report = ObservationReport::default();

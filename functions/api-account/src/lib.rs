@@ -137,15 +137,6 @@ pub struct Page {
     pub before_id: Option<i64>,
 }
 
-fn limit(raw: Option<i64>) -> Result<i64, ApiError> {
-    let limit = raw.unwrap_or(100);
-    if (1..=500).contains(&limit) {
-        Ok(limit)
-    } else {
-        Err(ApiError::invalid("limit", "must be between 1 and 500"))
-    }
-}
-
 /// Login history
 ///
 /// The caller's logins, successful or not, newest first.
@@ -157,7 +148,12 @@ pub async fn logins(
     AppQuery(page): AppQuery<Page>,
 ) -> Result<AppJson<Vec<Login>>, ApiError> {
     Ok(AppJson(
-        accounts::list_logins(&state.pool, caller.user_id, limit(page.limit)?).await?,
+        accounts::list_logins(
+            &state.pool,
+            caller.user_id,
+            shared::extract::page_limit(page.limit)?,
+        )
+        .await?,
     ))
 }
 
@@ -214,7 +210,7 @@ pub async fn activity(
             &state.pool,
             Some(caller.user_id),
             page.before_id,
-            limit(page.limit)?,
+            shared::extract::page_limit(page.limit)?,
         )
         .await?,
     ))

@@ -45,10 +45,7 @@ pub async fn list(
     _admin: AdminCaller,
     AppQuery(query): AppQuery<QueueQuery>,
 ) -> Result<AppJson<Vec<JobRecord>>, ApiError> {
-    let limit = query.limit.unwrap_or(100);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::invalid("limit", "must be between 1 and 500"));
-    }
+    let limit = shared::extract::page_limit(query.limit)?;
     if let Some(status) = query.status.as_deref()
         && !STATUSES.contains(&status)
     {

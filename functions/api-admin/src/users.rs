@@ -15,15 +15,6 @@ use shared::{
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-fn limit(raw: Option<i64>) -> Result<i64, ApiError> {
-    let limit = raw.unwrap_or(100);
-    if (1..=500).contains(&limit) {
-        Ok(limit)
-    } else {
-        Err(ApiError::invalid("limit", "must be between 1 and 500"))
-    }
-}
-
 fn admin_event(
     admin: AdminCaller,
     action: &str,
@@ -64,7 +55,7 @@ pub async fn list(
     _admin: AdminCaller,
     AppQuery(query): AppQuery<UsersQuery>,
 ) -> Result<AppJson<Vec<User>>, ApiError> {
-    let limit = limit(query.limit)?;
+    let limit = shared::extract::page_limit(query.limit)?;
     check_choice("status", query.status.as_deref(), &["active", "disabled"])?;
     check_choice("role", query.role.as_deref(), &["user", "admin"])?;
     let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
@@ -215,7 +206,7 @@ pub async fn audit_events(
             &state.pool,
             query.actor_user_id,
             query.before_id,
-            limit(query.limit)?,
+            shared::extract::page_limit(query.limit)?,
         )
         .await?,
     ))

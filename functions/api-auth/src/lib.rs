@@ -183,7 +183,11 @@ pub async fn register(
     Ok(code_sent())
 }
 
-fn user_event(user_id: Uuid, action: &str, metadata: serde_json::Value) -> AuditEvent<'_> {
+pub(crate) fn user_event(
+    user_id: Uuid,
+    action: &str,
+    metadata: serde_json::Value,
+) -> AuditEvent<'_> {
     AuditEvent {
         actor_user_id: Some(user_id),
         actor_kind: "user",

@@ -266,15 +266,7 @@ pub async fn callback(
                 .await?;
             audit::record(
                 &mut *tx,
-                audit::AuditEvent {
-                    actor_user_id: Some(user_id),
-                    actor_kind: "user",
-                    action,
-                    target_kind: "user",
-                    target_id: user_id.to_string(),
-                    cluster_id: None,
-                    metadata: serde_json::json!({ "provider": method }),
-                },
+                crate::user_event(user_id, action, serde_json::json!({ "provider": method })),
             )
             .await?;
             tx.commit().await?;

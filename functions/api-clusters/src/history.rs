@@ -19,12 +19,7 @@ pub struct HistoryQuery {
 }
 
 fn limit(query: &HistoryQuery) -> Result<i64, ApiError> {
-    let limit = query.limit.unwrap_or(100);
-    if (1..=500).contains(&limit) {
-        Ok(limit)
-    } else {
-        Err(ApiError::invalid("limit", "must be between 1 and 500"))
-    }
+    shared::extract::page_limit(query.limit)
 }
 
 /// Operation history of a cluster

@@ -54,10 +54,7 @@ pub async fn list(
     caller: Caller,
     AppQuery(query): AppQuery<EventsQuery>,
 ) -> Result<AppJson<Vec<NodeEvent>>, ApiError> {
-    let limit = query.limit.unwrap_or(100);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::invalid("limit", "must be between 1 and 500"));
-    }
+    let limit = shared::extract::page_limit(query.limit)?;
     if let Some(event_type) = query.event_type.as_deref()
         && !TYPES.contains(&event_type)
     {

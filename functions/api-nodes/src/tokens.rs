@@ -241,15 +241,6 @@ pub struct ListQuery {
     pub limit: Option<i64>,
 }
 
-fn limit(raw: Option<i64>) -> Result<i64, ApiError> {
-    let limit = raw.unwrap_or(100);
-    if (1..=500).contains(&limit) {
-        Ok(limit)
-    } else {
-        Err(ApiError::invalid("limit", "must be between 1 and 500"))
-    }
-}
-
 async fn owned_cluster(state: &AppState, caller: Caller, cluster_id: Uuid) -> Result<(), ApiError> {
     clusters::get_owned(&state.pool, caller.user_id, cluster_id)
         .await?
@@ -277,7 +268,7 @@ pub async fn list(
     AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<ListQuery>,
 ) -> Result<AppJson<Vec<Token>>, ApiError> {
-    let limit = limit(query.limit)?;
+    let limit = shared::extract::page_limit(query.limit)?;
     owned_cluster(&state, caller, cluster_id).await?;
     Ok(AppJson(tokens::list(&state.pool, cluster_id, limit).await?))
 }
@@ -389,7 +380,7 @@ pub async fn attempts(
     AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<AttemptsQuery>,
 ) -> Result<AppJson<Vec<Attempt>>, ApiError> {
-    let limit = limit(query.limit)?;
+    let limit = shared::extract::page_limit(query.limit)?;
     owned_cluster(&state, caller, cluster_id).await?;
     Ok(AppJson(
         tokens::list_attempts(&state.pool, cluster_id, query.token_id, limit).await?,

@@ -77,5 +77,8 @@ async fn create(
     let completed = ctx.complete(&mut tx).await?;
     tx.commit().await?;
     tracing::info!(api_endpoint = url, "control plane ready");
+    if let Err(error) = shared::ingress::converge_after_job(&ctx.pool, host, cluster, &url).await {
+        tracing::warn!(%error, "could not record the ingress state; the observation will");
+    }
     Ok(completed)
 }

@@ -35,10 +35,7 @@ impl JobHandler for DeleteCluster {
         let host = shared::host::require(&self.host, ctx, NO_HOST_ADAPTER).await?;
         let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
             // Already deleted by an earlier attempt that lost its lease after committing.
-            let mut tx = ctx.pool.begin().await?;
-            let completed = ctx.complete(&mut tx).await?;
-            tx.commit().await?;
-            return Ok(completed);
+            return ctx.complete_alone().await;
         };
         ctx.stage("deleting the namespace").await?;
         host.delete_namespace(&cluster)

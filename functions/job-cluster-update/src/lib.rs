@@ -63,6 +63,11 @@ impl JobHandler for UpdateCluster {
         let completed = ctx.complete(&mut tx).await?;
         tx.commit().await?;
         tracing::info!(api_endpoint = url, "cluster updated");
+        if let Err(error) =
+            shared::ingress::converge_after_job(&ctx.pool, host, &cluster, &url).await
+        {
+            tracing::warn!(%error, "could not record the ingress state; the observation will");
+        }
         Ok(completed)
     }
 }

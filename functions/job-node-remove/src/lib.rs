@@ -66,10 +66,7 @@ impl JobHandler for RemoveNode {
         let host = shared::host::require(&self.host, ctx, NO_HOST_ADAPTER).await?;
         let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
             // The cluster was deleted, and its nodes with it.
-            let mut tx = ctx.pool.begin().await?;
-            let completed = ctx.complete(&mut tx).await?;
-            tx.commit().await?;
-            return Ok(completed);
+            return ctx.complete_alone().await;
         };
         let endpoint = cluster
             .api_endpoint

@@ -27,6 +27,8 @@ pub struct Cluster {
     /// `disabled`, `provisioning`, `ready` or `error`.
     pub managed_workload_ingress_status: String,
     pub managed_workload_ingress_class: String,
+    /// Why the managed ingress is in `error`, when it is.
+    pub managed_workload_ingress_last_error: Option<String>,
     pub tailscale_enabled: bool,
     pub api_endpoint: Option<String>,
     /// `pending`, `provisioning`, `ready`, `updating`, `deleting`, `deleted` or `failed`.
@@ -76,7 +78,7 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at"#,
         new.id,
@@ -110,7 +112,7 @@ pub async fn get_owned(
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at
            FROM clusters
@@ -137,7 +139,7 @@ pub async fn list_owned(
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at
            FROM clusters
@@ -177,7 +179,7 @@ pub async fn get(
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at
            FROM clusters WHERE id = $1 AND deleted_at IS NULL"#,
@@ -270,7 +272,7 @@ pub async fn list_observable(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sq
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at
            FROM clusters
@@ -315,4 +317,25 @@ pub async fn lock_owned(
     )
     .fetch_optional(tx)
     .await
+}
+
+/// Records the managed ingress's state (`disabled`, `provisioning`, `ready`
+/// or `error` with its reason), writing only when it changed.
+pub async fn set_ingress_status(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    status: &str,
+    last_error: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE clusters SET managed_workload_ingress_status = $2, managed_workload_ingress_last_error = $3
+         WHERE id = $1 AND (managed_workload_ingress_status, managed_workload_ingress_last_error)
+                          IS DISTINCT FROM ($2, $3)",
+        cluster_id,
+        status,
+        last_error
+    )
+    .execute(db)
+    .await?;
+    Ok(())
 }

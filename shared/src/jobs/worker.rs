@@ -51,6 +51,15 @@ impl JobContext {
             Err(JobError::LeaseLost)
         }
     }
+
+    /// Marks the job succeeded with nothing else to write: its work was done
+    /// already (say, by an attempt that lost its lease after committing).
+    pub async fn complete_alone(&self) -> Result<Completed, JobError> {
+        let mut tx = self.pool.begin().await?;
+        let completed = self.complete(&mut tx).await?;
+        tx.commit().await?;
+        Ok(completed)
+    }
 }
 
 /// What became of one delivered wake-up.

@@ -1,5 +1,6 @@
 //! What the simulated cluster does by itself: the k3s helm controller for the
-//! vCluster chart, the service port allocator, and the namespace controller.
+//! vCluster chart, the service port allocator, the namespace controller, and
+//! in a vCluster a scheduler that makes Deployments available on Ready nodes.
 
 use std::sync::Arc;
 
@@ -76,12 +77,71 @@ pub async fn run(shared: Arc<Shared>) {
                     true,
                 );
             }
+            ("Deployment", "ADDED" | "MODIFIED") | ("Node", _)
+                if shared.options.role == Role::VCluster =>
+            {
+                let mut store = shared.store.lock().expect("lock");
+                schedule_deployments(&mut store);
+            }
             ("Service", "ADDED" | "MODIFIED") => {
                 let mut store = shared.store.lock().expect("lock");
                 allocate_service_ports(&shared, &mut store, &namespace, &name);
             }
             _ => {}
         }
+    }
+}
+
+/// The scheduler and kubelets of a vCluster with private nodes, reduced to
+/// what the platform observes: a Deployment's replicas are available while at
+/// least one schedulable node is Ready, and none are otherwise.
+fn schedule_deployments(store: &mut Store) {
+    let nodes = resource("v1", "Node");
+    let deployments = resource("apps/v1", "Deployment");
+    let schedulable = store
+        .list(nodes, None, None, None)
+        .unwrap_or_default()
+        .iter()
+        .any(|node| {
+            node.pointer("/spec/unschedulable") != Some(&Value::Bool(true))
+                && node
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+        });
+    for deployment in store
+        .list(deployments, None, None, None)
+        .unwrap_or_default()
+    {
+        let wanted = deployment
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let available = if schedulable { wanted } else { 0 };
+        let have = deployment
+            .pointer("/status/availableReplicas")
+            .and_then(Value::as_i64);
+        if have == Some(available) {
+            continue;
+        }
+        let namespace = deployment
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let name = deployment
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let status = json!({"status": {
+            "replicas": wanted, "readyReplicas": available, "availableReplicas": available,
+            "conditions": [{"type": "Available", "status": if available > 0 { "True" } else { "False" },
+                            "reason": if available > 0 { "MinimumReplicasAvailable" } else { "NoSchedulableNodes" }}]}});
+        let _ = store.merge_patch(deployments, &namespace, &name, &status, true);
     }
 }
 

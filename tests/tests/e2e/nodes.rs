@@ -986,3 +986,67 @@ async fn a_join_token_never_reaches_the_logs() {
         "the bootstrap Secret's data is in the logs"
     );
 }
+
+#[tokio::test]
+async fn a_token_is_not_made_when_the_cluster_cannot_take_its_secret() {
+    let platform = Platform::new().await;
+    let (cluster_id, vcluster) = ready_cluster(&platform, "upsilon").await;
+    vcluster.set_faults(kube_sim::Faults {
+        api_down: true,
+        ..Default::default()
+    });
+    let (status, body) = platform
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_GATEWAY, Some("cluster_unreachable")),
+        "{body}"
+    );
+    let (tokens,): (i64,) = sqlx::query_as("SELECT count(*) FROM tokens")
+        .fetch_one(&platform.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(tokens, 0, "nothing half-made stays behind");
+
+    // Revoking while the cluster is unreachable still revokes; the node sync
+    // deletes the Secret once the cluster answers again.
+    vcluster.set_faults(kube_sim::Faults::default());
+    let created = create_token(&platform, &cluster_id, json!({})).await;
+    vcluster.set_faults(kube_sim::Faults {
+        api_down: true,
+        ..Default::default()
+    });
+    let token_id = created["token"]["id"].as_str().unwrap();
+    let (status, body) = platform
+        .call(
+            "DELETE",
+            &format!("/api/console/clusters/{cluster_id}/tokens/{token_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (
+            body["status"].as_str(),
+            body["bootstrap_secret_deleted"].as_bool()
+        ),
+        (Some("revoked"), Some(false))
+    );
+    vcluster.set_faults(kube_sim::Faults::default());
+    assert!(bootstrap_secret(&vcluster, &created).is_some());
+    let report = sync_all(
+        &platform.db.pool,
+        &platform.host,
+        4,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.secrets_deleted, 1);
+    assert!(bootstrap_secret(&vcluster, &created).is_none());
+}

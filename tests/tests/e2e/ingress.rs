@@ -1,0 +1,181 @@
+//! The managed workload ingress: installed in the simulated vCluster through
+//! its own API, followed to `ready` once a node can run it, repaired after a
+//! failure, and removed without touching an ingress controller of the user's.
+
+use axum::http::StatusCode;
+use serde_json::json;
+use shared::observe::observe_clusters;
+
+use crate::platform::{Platform, node};
+
+#[tokio::test]
+async fn the_managed_ingress_is_installed_followed_and_removed() {
+    let platform = Platform::new().await;
+    let (status, body) = platform
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(json!({ "name": "phi", "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
+                         "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+    platform.drive().await;
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(cluster["status"], "ready");
+    assert_eq!(
+        cluster["managed_workload_ingress_status"], "provisioning",
+        "no node can run it yet: {cluster}"
+    );
+    let vcluster = platform
+        .sim
+        .vcluster(cluster["namespace"].as_str().unwrap(), "phi")
+        .unwrap();
+
+    // The controller's objects, applied by the platform's field manager.
+    let class = vcluster
+        .get("networking.k8s.io/v1", "IngressClass", "", "kubebyon")
+        .expect("the IngressClass");
+    assert_eq!(class["spec"]["controller"], "kubebyon.dev/ingress-nginx");
+    let deployment = vcluster
+        .get(
+            "apps/v1",
+            "Deployment",
+            "kubebyon-ingress",
+            "kubebyon-ingress",
+        )
+        .expect("the controller");
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("--ingress-class=kubebyon")
+            && args.contains("--controller-class=kubebyon.dev/ingress-nginx"),
+        "{args}"
+    );
+    assert_eq!(
+        deployment["metadata"]["managedFields"][0]["manager"],
+        "kubebyon"
+    );
+    let service = vcluster
+        .get("v1", "Service", "kubebyon-ingress", "kubebyon-ingress")
+        .unwrap();
+    assert_eq!(service["spec"]["type"], "NodePort");
+    assert!(
+        vcluster
+            .get(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "",
+                "kubebyon-ingress"
+            )
+            .is_some()
+    );
+
+    // A node joins: the controller becomes available and the observation says so.
+    vcluster
+        .put(node("worker-1", "True", chrono::Utc::now()))
+        .unwrap();
+    observe_clusters(&platform.db.pool, &platform.host, 4)
+        .await
+        .unwrap();
+    assert_eq!(
+        platform.cluster(&id).await["managed_workload_ingress_status"],
+        "ready"
+    );
+
+    // The user's own ingress controller lives beside ours.
+    vcluster
+        .put(json!({ "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": { "name": "nginx" },
+                     "spec": { "controller": "k8s.io/ingress-nginx" } }))
+        .unwrap();
+
+    // Switched off: ours goes, theirs stays.
+    let (status, body) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "managed_workload_ingress_enabled": false })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    platform.drive().await;
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(
+        cluster["managed_workload_ingress_status"], "disabled",
+        "{cluster}"
+    );
+    assert!(
+        vcluster
+            .get("networking.k8s.io/v1", "IngressClass", "", "kubebyon")
+            .is_none()
+    );
+    assert!(
+        vcluster
+            .get(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRole",
+                "",
+                "kubebyon-ingress"
+            )
+            .is_none()
+    );
+    assert!(
+        vcluster
+            .get("networking.k8s.io/v1", "IngressClass", "", "nginx")
+            .is_some(),
+        "the user's stays"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_install_is_recorded_and_repaired_by_the_observation() {
+    let platform = Platform::new().await;
+    let id = platform.create("chi", "nodeport").await;
+    platform.drive().await;
+    let namespace = platform.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let vcluster = platform.sim.vcluster(&namespace, "chi").unwrap();
+    vcluster
+        .put(node("worker-1", "True", chrono::Utc::now()))
+        .unwrap();
+
+    vcluster.set_faults(kube_sim::Faults {
+        api_down: true,
+        ..Default::default()
+    });
+    let (status, _) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "managed_workload_ingress_enabled": true })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    platform.drive().await;
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(
+        cluster["status"], "ready",
+        "the cluster itself is fine: {cluster}"
+    );
+    assert_eq!(cluster["managed_workload_ingress_status"], "error");
+    assert!(
+        cluster["managed_workload_ingress_last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("installing the ingress controller failed"),
+        "{cluster}"
+    );
+
+    vcluster.set_faults(kube_sim::Faults::default());
+    observe_clusters(&platform.db.pool, &platform.host, 4)
+        .await
+        .unwrap();
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(
+        cluster["managed_workload_ingress_status"], "ready",
+        "{cluster}"
+    );
+    assert!(cluster["managed_workload_ingress_last_error"].is_null());
+}
