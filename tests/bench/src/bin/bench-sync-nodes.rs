@@ -9,7 +9,7 @@
 //! written) and further cycles with nothing changed. The parent's peak RSS
 //! (VmHWM) covers only the sync, not the simulated fleet.
 //!
-//! Usage: `sync-nodes [--clusters N] [--nodes M] [--cycles K]`; prints one JSON line.
+//! Usage: `bench-sync-nodes [--clusters N] [--nodes M] [--cycles K]`; prints one JSON line.
 //! Needs `DATABASE_URL` (a server where it may create a database).
 
 // A benchmark's output is its result line.
