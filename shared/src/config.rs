@@ -235,6 +235,10 @@ pub struct Settings {
     pub node_sync_interval: Duration,
     /// A node whose kubelet has not posted status for this long is offline.
     pub node_offline_after: Duration,
+    /// How often `sync-metrics` takes a snapshot of each control plane.
+    pub metrics_interval: Duration,
+    /// How long control-plane metrics are kept.
+    pub metrics_retention: Duration,
     /// Base URL of the public `join` function; join commands point under it.
     pub join_base_url: String,
     /// Lifetime of a join token created without `ttl_seconds`.
@@ -326,6 +330,8 @@ impl Settings {
             observe_interval: positive_millis(source, "SYNC_CLUSTERS_INTERVAL_MS", 30_000)?,
             node_sync_interval: positive_millis(source, "SYNC_NODES_INTERVAL_MS", 15_000)?,
             node_offline_after: positive_millis(source, "NODE_OFFLINE_AFTER_MS", 120_000)?,
+            metrics_interval: positive_millis(source, "SYNC_METRICS_INTERVAL_MS", 60_000)?,
+            metrics_retention: positive_millis(source, "METRICS_RETENTION_MS", 7 * 86_400_000)?,
             join_base_url,
             join_token_default_ttl,
             join_token_max_ttl,

@@ -13,6 +13,7 @@ pub mod ingress;
 pub mod jobs;
 pub mod jointoken;
 pub mod mail;
+pub mod metricsync;
 pub mod nodesync;
 pub mod oauth;
 pub mod observe;

@@ -33,6 +33,11 @@ pub const JOIN_GRACE: Duration = Duration::from_secs(15 * 60);
 /// Parses a Kubernetes quantity into base units, scaled by `scale` (1000 for
 /// millicores). `None` for anything unparseable.
 pub fn quantity(raw: &str, scale: f64) -> Option<i64> {
+    quantity_value(raw).map(|v| (v * scale).round() as i64)
+}
+
+/// A Kubernetes quantity in base units (`250m` is 0.25, `1Ki` is 1024).
+pub fn quantity_value(raw: &str) -> Option<f64> {
     let raw = raw.trim();
     let split = raw
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
@@ -41,6 +46,8 @@ pub fn quantity(raw: &str, scale: f64) -> Option<i64> {
     let number: f64 = number.parse().ok()?;
     let factor = match suffix {
         "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
         "m" => 1e-3,
         "k" => 1e3,
         "M" => 1e6,
@@ -55,7 +62,7 @@ pub fn quantity(raw: &str, scale: f64) -> Option<i64> {
         s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
         _ => return None,
     };
-    Some((number * factor * scale).round() as i64)
+    Some(number * factor)
 }
 
 /// The platform's view of one Node object at `now`.
@@ -338,5 +345,7 @@ mod tests {
         assert_eq!(quantity("1e3", 1.0), Some(1000));
         assert_eq!(quantity("2G", 1.0), Some(2_000_000_000));
         assert_eq!(quantity("lots", 1.0), None);
+        assert_eq!(quantity("250000000n", 1000.0), Some(250));
+        assert_eq!(quantity("1500u", 1e6), Some(1500));
     }
 }

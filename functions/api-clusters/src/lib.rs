@@ -6,6 +6,7 @@ mod create;
 mod delete;
 mod history;
 mod kubeconfig;
+mod metrics;
 mod read;
 mod update;
 
@@ -40,6 +41,10 @@ pub fn router() -> Router<AppState> {
             "/api/console/clusters/{cluster_id}/kubeconfig",
             get(kubeconfig::download),
         )
+        .route(
+            "/api/console/clusters/{cluster_id}/metrics",
+            get(metrics::series),
+        )
 }
 
 /// 202 with the operation and the cluster as they are after the commit.
@@ -64,7 +69,7 @@ pub(crate) async fn accepted_operation(
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, history::jobs, kubeconfig::download),
+    paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, history::jobs, kubeconfig::download, metrics::series),
     components(schemas(shared::error::Problem, shared::error::FieldError)),
     tags((name = "clusters", description = "Cluster lifecycle"))
 )]

@@ -202,6 +202,24 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
             }
         }
     }));
+    background.spawn(every(settings.metrics_interval, stopped(), {
+        let (pool, host, retention) = (pool.clone(), host.clone(), settings.metrics_retention);
+        move || {
+            let (pool, host) = (pool.clone(), host.clone());
+            async move {
+                if let Err(err) = shared::metricsync::collect_all(
+                    &pool,
+                    &host,
+                    shared::nodesync::DEFAULT_CONCURRENCY,
+                    retention,
+                )
+                .await
+                {
+                    tracing::error!(error = %err, "metrics sync failed");
+                }
+            }
+        }
+    }));
     background.spawn(every(settings.observe_interval, stopped(), {
         let (pool, host) = (pool.clone(), host.clone());
         move || {

@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod audit;
 pub mod clusters;
 pub mod jobs;
+pub mod metrics;
 pub mod nodes;
 pub mod settings;
 pub mod tokens;

@@ -102,6 +102,7 @@ pub static RESOURCES: &[ResourceType] = &[
         true
     ),
     resource!("cert-manager.io", "v1", "Certificate", "certificates", true),
+    resource!("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", true),
 ];
 
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {

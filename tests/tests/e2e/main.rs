@@ -9,6 +9,7 @@ mod clusters;
 mod ingress;
 mod lambda;
 mod local_process;
+mod metrics;
 mod nodes;
 mod openapi;
 mod platform;

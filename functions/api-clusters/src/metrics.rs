@@ -1,0 +1,78 @@
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::{
+    db::metrics::{self, MetricsPoint},
+    error::ApiError,
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AppState, Caller},
+};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::read::owned;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsQuery {
+    /// Start (RFC 3339); default 24 hours before `to`.
+    pub from: Option<DateTime<Utc>>,
+    /// End (RFC 3339); default now.
+    pub to: Option<DateTime<Utc>>,
+    /// How many equal slices to cut the range into: 1–1000, default 100.
+    pub points: Option<i32>,
+}
+
+/// A cluster's control-plane metrics over a range.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MetricsSeries {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// Length of one slice, in seconds.
+    pub step_seconds: f64,
+    /// One point per slice that has snapshots, oldest first.
+    pub points: Vec<MetricsPoint>,
+}
+
+/// Control-plane metrics
+///
+/// CPU (percent of one core) and memory working set of the cluster's control
+/// plane over `[from, to)` (at most 90 days), downsampled to `points` equal
+/// slices, each with its mean and peak and how many snapshots were available.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/metrics",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path), MetricsQuery),
+    responses(
+        (status = 200, body = MetricsSeries),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn series(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppQuery(query): AppQuery<MetricsQuery>,
+) -> Result<AppJson<MetricsSeries>, ApiError> {
+    let to = query.to.unwrap_or_else(Utc::now);
+    let from = query.from.unwrap_or(to - chrono::Duration::hours(24));
+    if from >= to {
+        return Err(ApiError::invalid("from", "must be before `to`"));
+    }
+    if to - from > chrono::Duration::days(90) {
+        return Err(ApiError::invalid("from", "the range is at most 90 days"));
+    }
+    let points = query.points.unwrap_or(100);
+    if !(1..=1000).contains(&points) {
+        return Err(ApiError::invalid("points", "must be between 1 and 1000"));
+    }
+    owned(&state, caller, cluster_id).await?;
+    Ok(AppJson(MetricsSeries {
+        from,
+        to,
+        step_seconds: (to - from).num_milliseconds() as f64 / 1000.0 / f64::from(points),
+        points: metrics::series(&state.pool, cluster_id, from, to, points).await?,
+    }))
+}
