@@ -239,6 +239,8 @@ pub struct Settings {
     pub metrics_interval: Duration,
     /// How long control-plane metrics are kept.
     pub metrics_retention: Duration,
+    /// How often `sync-dns` converges the zone.
+    pub dns_interval: Duration,
     /// Base URL of the public `join` function; join commands point under it.
     pub join_base_url: String,
     /// Lifetime of a join token created without `ttl_seconds`.
@@ -332,6 +334,7 @@ impl Settings {
             node_offline_after: positive_millis(source, "NODE_OFFLINE_AFTER_MS", 120_000)?,
             metrics_interval: positive_millis(source, "SYNC_METRICS_INTERVAL_MS", 60_000)?,
             metrics_retention: positive_millis(source, "METRICS_RETENTION_MS", 7 * 86_400_000)?,
+            dns_interval: positive_millis(source, "SYNC_DNS_INTERVAL_MS", 60_000)?,
             join_base_url,
             join_token_default_ttl,
             join_token_max_ttl,

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod captcha;
 pub mod config;
 pub mod db;
+pub mod dns;
 pub mod domain;
 pub mod error;
 pub mod extract;

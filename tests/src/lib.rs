@@ -1,13 +1,14 @@
 //! Support for the end-to-end tests: a fresh database per test, an isolated
 //! RabbitMQ topology per test, a TCP proxy that can take the broker away, a
 //! loopback Lambda Runtime API, handlers whose behaviour the test chooses, and
-//! a real SMTP sink, and a loopback OAuth provider.
+//! a real SMTP sink, a loopback OAuth provider, and a Route53-compatible server.
 
 pub mod broker;
 pub mod database;
 pub mod handlers;
 pub mod lambda_runtime_api;
 pub mod logs;
+pub mod moto;
 pub mod oauth;
 pub mod proxy;
 pub mod smtp;

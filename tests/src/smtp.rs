@@ -12,13 +12,7 @@ pub struct SmtpSink {
 
 impl SmtpSink {
     pub async fn start() -> Self {
-        let python = std::env::var("KUBEBYON_TEST_PYTHON").unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../target/test-venv/bin/python"
-            )
-            .into()
-        });
+        let python = crate::moto::python();
         let port = crate::free_port();
         let dir = std::env::temp_dir().join(format!("kubebyon-mail-{}", uuid::Uuid::new_v4()));
         let mut child = std::process::Command::new(&python)

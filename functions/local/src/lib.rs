@@ -37,6 +37,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     shared::openapi::document([
         api_auth::ApiDoc::openapi(),
         api_account::ApiDoc::openapi(),
+        api_ingress::ApiDoc::openapi(),
         api_clusters::ApiDoc::openapi(),
         api_nodes::ApiDoc::openapi(),
         api_admin::ApiDoc::openapi(),
@@ -49,6 +50,7 @@ pub fn routes() -> Router<AppState> {
     api_clusters::router()
         .merge(api_auth::router())
         .merge(api_account::router())
+        .merge(api_ingress::router())
         .merge(api_nodes::router())
         .merge(api_admin::router())
         .merge(join::router())
@@ -216,6 +218,17 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
                 .await
                 {
                     tracing::error!(error = %err, "metrics sync failed");
+                }
+            }
+        }
+    }));
+    background.spawn(every(settings.dns_interval, stopped(), {
+        let (pool, settings) = (pool.clone(), settings.clone());
+        move || {
+            let (pool, settings) = (pool.clone(), settings.clone());
+            async move {
+                if let Err(err) = shared::dns::sync(&pool, &settings).await {
+                    tracing::error!(error = %err, "DNS sync failed");
                 }
             }
         }

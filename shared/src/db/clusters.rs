@@ -29,6 +29,13 @@ pub struct Cluster {
     pub managed_workload_ingress_class: String,
     /// Why the managed ingress is in `error`, when it is.
     pub managed_workload_ingress_last_error: Option<String>,
+    /// The cluster's name under the platform's base domain, once `sync-dns`
+    /// has made its CNAME: point self-managed hostnames at it.
+    pub managed_workload_ingress_cname_target: Option<String>,
+    /// Where that CNAME points (the platform's ingress edge).
+    pub managed_workload_ingress_dns_target: Option<String>,
+    pub managed_workload_ingress_dns_last_synced_at: Option<DateTime<Utc>>,
+    pub managed_workload_ingress_dns_last_error: Option<String>,
     pub tailscale_enabled: bool,
     pub api_endpoint: Option<String>,
     /// `pending`, `provisioning`, `ready`, `updating`, `deleting`, `deleted` or `failed`.
@@ -78,7 +85,10 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error,
+               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
+               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
+               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at"#,
         new.id,
@@ -112,7 +122,10 @@ pub async fn get_owned(
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error,
+               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
+               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
+               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at
            FROM clusters
@@ -139,7 +152,10 @@ pub async fn list_owned(
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error,
+               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
+               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
+               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at
            FROM clusters
@@ -179,7 +195,10 @@ pub async fn get(
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error,
+               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
+               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
+               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at
            FROM clusters WHERE id = $1 AND deleted_at IS NULL"#,
@@ -272,7 +291,10 @@ pub async fn list_observable(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sq
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode, public_access_port,
                managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error, tailscale_enabled, api_endpoint, status,
+               managed_workload_ingress_class, managed_workload_ingress_last_error,
+               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
+               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
+               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
                connection_status, kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at
            FROM clusters

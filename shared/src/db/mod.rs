@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod audit;
 pub mod clusters;
+pub mod dns;
 pub mod jobs;
 pub mod metrics;
 pub mod nodes;

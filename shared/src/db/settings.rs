@@ -39,6 +39,8 @@ pub struct SettingsFields {
     /// `none`, `starttls` or `tls`.
     pub smtp_tls: String,
     pub outbound_webhook_url: Option<String>,
+    /// Where cluster CNAMEs point: the hostname of the platform's ingress edge.
+    pub managed_workload_ingress_edge_target: Option<String>,
 }
 
 /// Which secrets are set; their values are never returned.
@@ -147,6 +149,7 @@ pub async fn load(db: impl PgExecutor<'_>) -> Result<Stored, sqlx::Error> {
                 managed_workload_ingress_dns_record_ttl, default_cluster_public_access_mode,
                 github_oauth_client_id, google_oauth_client_id, captcha_enabled, captcha_verify_url,
                 captcha_site_key, smtp_host, smtp_port, smtp_username, smtp_from, smtp_tls, outbound_webhook_url,
+                managed_workload_ingress_edge_target,
                 managed_workload_ingress_dns_secret_encrypted, github_oauth_client_secret_encrypted,
                 google_oauth_client_secret_encrypted, captcha_secret_encrypted, smtp_password_encrypted,
                 outbound_webhook_secret_encrypted, updated_at
@@ -177,6 +180,7 @@ pub async fn load(db: impl PgExecutor<'_>) -> Result<Stored, sqlx::Error> {
             smtp_from: r.smtp_from,
             smtp_tls: r.smtp_tls,
             outbound_webhook_url: r.outbound_webhook_url,
+            managed_workload_ingress_edge_target: r.managed_workload_ingress_edge_target,
         },
         dns_secret: r.managed_workload_ingress_dns_secret_encrypted,
         github_secret: r.github_oauth_client_secret_encrypted,
@@ -255,7 +259,8 @@ pub async fn save(
              google_oauth_client_secret_encrypted = CASE WHEN $25 THEN google_oauth_client_secret_encrypted ELSE $26 END,
              captcha_secret_encrypted = CASE WHEN $27 THEN captcha_secret_encrypted ELSE $28 END,
              smtp_password_encrypted = CASE WHEN $29 THEN smtp_password_encrypted ELSE $30 END,
-             outbound_webhook_secret_encrypted = CASE WHEN $31 THEN outbound_webhook_secret_encrypted ELSE $32 END
+             outbound_webhook_secret_encrypted = CASE WHEN $31 THEN outbound_webhook_secret_encrypted ELSE $32 END,
+             managed_workload_ingress_edge_target = $33
          WHERE id",
         f.public_base_url,
         f.join_base_url,
@@ -289,6 +294,7 @@ pub async fn save(
         smtp.value,
         webhook.keep,
         webhook.value,
+        f.managed_workload_ingress_edge_target,
     )
     .execute(db)
     .await?;

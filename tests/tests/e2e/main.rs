@@ -6,6 +6,7 @@ mod api;
 mod backbone;
 mod broker;
 mod clusters;
+mod dns;
 mod ingress;
 mod lambda;
 mod local_process;

@@ -85,6 +85,7 @@ impl Platform {
         let router = with_common_layers(
             api_clusters::router()
                 .merge(api_nodes::router())
+                .merge(api_ingress::router())
                 .merge(join::router()),
             state,
         );

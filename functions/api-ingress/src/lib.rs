@@ -1,0 +1,224 @@
+//! `api-ingress`: hostname bindings of a cluster's managed ingress. A hostname
+//! under the platform's base domain is platform-managed (`sync-dns` keeps its
+//! CNAME); any other is self-managed (only its resolution is observed).
+
+use axum::{
+    Router,
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{delete, get},
+};
+use serde::Deserialize;
+use shared::{
+    db::{
+        audit::{self, AuditEvent},
+        clusters,
+        dns::{self, Binding},
+        settings,
+    },
+    error::{ApiError, unique_violation},
+    extract::{AppJson, AppPath},
+    http::{AppState, Caller},
+};
+use utoipa::{OpenApi, ToSchema};
+use uuid::Uuid;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/console/clusters/{cluster_id}/hostnames",
+            get(list).post(create),
+        )
+        .route(
+            "/api/console/clusters/{cluster_id}/hostnames/{binding_id}",
+            delete(remove),
+        )
+}
+
+#[derive(OpenApi)]
+#[openapi(paths(list, create, remove), tags((name = "ingress", description = "Hostnames of the managed workload ingress")))]
+pub struct ApiDoc;
+
+/// RFC 1123: lowercase labels of letters, digits and inner hyphens, 1–63
+/// characters each, at least two labels, 253 characters at most; no wildcard.
+pub fn check_hostname(raw: &str) -> Result<(), String> {
+    if raw.starts_with("*.") {
+        return Err("wildcard hostnames are not allowed".into());
+    }
+    if raw.len() > 253 {
+        return Err("must be at most 253 characters".into());
+    }
+    if raw != raw.to_ascii_lowercase() {
+        return Err("must be lowercase".into());
+    }
+    let labels: Vec<&str> = raw.split('.').collect();
+    let label_ok = |l: &&str| {
+        (1..=63).contains(&l.len())
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if labels.len() < 2 || !labels.iter().all(label_ok) {
+        return Err(
+            "must be a DNS name of lowercase letters, digits and hyphens, such as shop.example.com"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+async fn owned(state: &AppState, caller: Caller, cluster_id: Uuid) -> Result<(), ApiError> {
+    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "cluster" })
+        .map(|_| ())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBinding {
+    pub hostname: String,
+}
+
+/// Bind a hostname
+///
+/// Globally unique (409 `hostname_taken`). Under the platform's base domain it
+/// is `platform_managed` and gets its CNAME from `sync-dns`; otherwise it is
+/// `self_managed`: point a CNAME at the cluster's
+/// `managed_workload_ingress_cname_target` yourself.
+#[utoipa::path(post, path = "/api/console/clusters/{cluster_id}/hostnames", tag = "ingress",
+    params(("cluster_id" = Uuid, Path)), request_body = CreateBinding,
+    responses((status = 201, body = Binding),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppJson(body): AppJson<CreateBinding>,
+) -> Result<Response, ApiError> {
+    let hostname = body.hostname.trim().trim_end_matches('.').to_string();
+    check_hostname(&hostname).map_err(|m| ApiError::invalid("hostname", m))?;
+    owned(&state, caller, cluster_id).await?;
+    let base = settings::load(&state.pool)
+        .await?
+        .fields
+        .managed_workload_ingress_base_domain;
+    let scope = match base
+        .as_deref()
+        .map(|b| b.trim_end_matches('.').to_ascii_lowercase())
+    {
+        Some(base) if shared::dns::is_under(&hostname, &base) => "platform_managed",
+        Some(base) if hostname == base => {
+            return Err(ApiError::invalid(
+                "hostname",
+                "the platform's base domain itself cannot be bound",
+            ));
+        }
+        _ => "self_managed",
+    };
+    let mut tx = state.pool.begin().await?;
+    let id = dns::insert_binding(&mut *tx, cluster_id, &hostname, scope)
+        .await
+        .map_err(|err| match unique_violation(&err) {
+            Some("idx_workload_ingress_hostname_bindings_hostname") => ApiError::Conflict {
+                code: "hostname_taken",
+                detail: format!("{hostname} is already bound to a cluster"),
+            },
+            _ => err.into(),
+        })?;
+    audit::record(
+        &mut *tx,
+        AuditEvent {
+            actor_user_id: Some(caller.user_id),
+            actor_kind: "user",
+            action: "hostname.bind",
+            target_kind: "hostname_binding",
+            target_id: id.to_string(),
+            cluster_id: Some(cluster_id),
+            metadata: serde_json::json!({ "hostname": hostname, "scope": scope }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    let binding =
+        dns::get_binding(&state.pool, cluster_id, id)
+            .await?
+            .ok_or(ApiError::NotFound {
+                what: "hostname binding",
+            })?;
+    Ok((StatusCode::CREATED, AppJson(binding)).into_response())
+}
+
+/// Hostnames of a cluster
+#[utoipa::path(get, path = "/api/console/clusters/{cluster_id}/hostnames", tag = "ingress",
+    params(("cluster_id" = Uuid, Path)),
+    responses((status = 200, body = Vec<Binding>), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+) -> Result<AppJson<Vec<Binding>>, ApiError> {
+    owned(&state, caller, cluster_id).await?;
+    Ok(AppJson(dns::list_bindings(&state.pool, cluster_id).await?))
+}
+
+/// Unbind a hostname
+///
+/// `sync-dns` removes its record (a platform-managed one) on its next run.
+#[utoipa::path(delete, path = "/api/console/clusters/{cluster_id}/hostnames/{binding_id}", tag = "ingress",
+    params(("cluster_id" = Uuid, Path), ("binding_id" = Uuid, Path)),
+    responses((status = 204, description = "Unbound"), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn remove(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath((cluster_id, binding_id)): AppPath<(Uuid, Uuid)>,
+) -> Result<StatusCode, ApiError> {
+    owned(&state, caller, cluster_id).await?;
+    let mut tx = state.pool.begin().await?;
+    if !dns::delete_binding(&mut *tx, cluster_id, binding_id).await? {
+        return Err(ApiError::NotFound {
+            what: "hostname binding",
+        });
+    }
+    audit::record(
+        &mut *tx,
+        AuditEvent {
+            actor_user_id: Some(caller.user_id),
+            actor_kind: "user",
+            action: "hostname.unbind",
+            target_kind: "hostname_binding",
+            target_id: binding_id.to_string(),
+            cluster_id: Some(cluster_id),
+            metadata: serde_json::json!({}),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostnames_follow_rfc_1123() {
+        assert!(check_hostname("shop.apps.example.com").is_ok());
+        assert!(check_hostname("a-1.example.io").is_ok());
+        for bad in [
+            "*.example.com",
+            "Shop.example.com",
+            "example",
+            "-a.example.com",
+            "a_b.example.com",
+            "a..example.com",
+        ] {
+            assert!(check_hostname(bad).is_err(), "{bad}");
+        }
+        assert!(check_hostname(&format!("{}.com", "a".repeat(64))).is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! Hostname bindings, and the DNS records the platform owns on clusters and
+//! bindings.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgExecutor, PgPool};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// What a DNS record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    Cluster(Uuid),
+    Binding(Uuid),
+}
+
+/// A cluster or binding with a record wanted, or one it still owns.
+#[derive(Debug, Clone)]
+pub struct DnsOwner {
+    pub owner: Owner,
+    pub cluster_id: Uuid,
+    pub vcluster_name: String,
+    pub hostname: Option<String>,
+    pub wanted: bool,
+    pub recorded_name: Option<String>,
+    pub recorded_target: Option<String>,
+}
+
+pub async fn owners(pool: &PgPool) -> Result<Vec<DnsOwner>, sqlx::Error> {
+    let clusters = sqlx::query!(
+        r#"SELECT id, vcluster_name,
+                  (deleted_at IS NULL AND managed_workload_ingress_enabled AND status IN ('ready', 'updating')) AS "wanted!",
+                  managed_workload_ingress_dns_record_name AS recorded_name, managed_workload_ingress_dns_target AS recorded_target
+           FROM clusters
+           WHERE (deleted_at IS NULL AND managed_workload_ingress_enabled AND status IN ('ready', 'updating'))
+              OR managed_workload_ingress_dns_record_name IS NOT NULL"#
+    )
+    .fetch_all(pool)
+    .await?;
+    let bindings = sqlx::query!(
+        r#"SELECT b.id, b.cluster_id, c.vcluster_name, b.hostname,
+                  (b.deleted_at IS NULL AND b.dns_management_scope = 'platform_managed' AND c.deleted_at IS NULL
+                   AND c.managed_workload_ingress_enabled AND c.status IN ('ready', 'updating')) AS "wanted!",
+                  b.managed_dns_record_name AS recorded_name, b.managed_dns_target AS recorded_target
+           FROM workload_ingress_hostname_bindings b JOIN clusters c ON c.id = b.cluster_id
+           WHERE (b.deleted_at IS NULL AND b.dns_management_scope = 'platform_managed')
+              OR b.managed_dns_record_name IS NOT NULL"#
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(clusters
+        .into_iter()
+        .map(|r| DnsOwner {
+            owner: Owner::Cluster(r.id),
+            cluster_id: r.id,
+            vcluster_name: r.vcluster_name,
+            hostname: None,
+            wanted: r.wanted,
+            recorded_name: r.recorded_name,
+            recorded_target: r.recorded_target,
+        })
+        .chain(bindings.into_iter().map(|r| DnsOwner {
+            owner: Owner::Binding(r.id),
+            cluster_id: r.cluster_id,
+            vcluster_name: r.vcluster_name,
+            hostname: Some(r.hostname),
+            wanted: r.wanted,
+            recorded_name: r.recorded_name,
+            recorded_target: r.recorded_target,
+        }))
+        .collect())
+}
+
+/// The owner's record is as wanted: made (`name`, `target`) or gone (`None`).
+/// Writes only when something changed, or to refresh a sync time older than ten minutes.
+pub async fn record_success(
+    pool: &PgPool,
+    owner: Owner,
+    name: Option<&str>,
+    target: Option<&str>,
+    zone: &str,
+) -> Result<(), sqlx::Error> {
+    let zone = name.map(|_| zone);
+    let provider = name.map(|_| "route53");
+    match owner {
+        Owner::Cluster(id) => {
+            sqlx::query!(
+                "UPDATE clusters SET managed_workload_ingress_dns_record_name = $2, managed_workload_ingress_dns_target = $3,
+                        managed_workload_ingress_dns_zone_id = $4, managed_workload_ingress_dns_provider = $5,
+                        managed_workload_ingress_dns_last_synced_at = now(), managed_workload_ingress_dns_last_error = NULL
+                 WHERE id = $1 AND ((managed_workload_ingress_dns_record_name, managed_workload_ingress_dns_target,
+                                     managed_workload_ingress_dns_zone_id) IS DISTINCT FROM ($2, $3, $4)
+                                    OR managed_workload_ingress_dns_last_error IS NOT NULL
+                                    OR managed_workload_ingress_dns_last_synced_at IS NULL
+                                    OR managed_workload_ingress_dns_last_synced_at < now() - interval '10 minutes')",
+                id,
+                name,
+                target,
+                zone,
+                provider
+            )
+            .execute(pool)
+            .await?;
+        }
+        Owner::Binding(id) => {
+            sqlx::query!(
+                "UPDATE workload_ingress_hostname_bindings
+                 SET managed_dns_record_name = $2, managed_dns_target = $3, managed_dns_zone_id = $4, managed_dns_provider = $5,
+                     dns_management_last_synced_at = now(), dns_management_last_success_at = now(),
+                     dns_management_last_error = NULL,
+                     dns_management_status = CASE WHEN dns_management_scope = 'platform_managed' THEN 'synced' ELSE dns_management_status END,
+                     dns_management_message = CASE WHEN $2::text IS NULL THEN NULL ELSE 'CNAME ' || $2 || ' → ' || $3 END
+                 WHERE id = $1 AND ((managed_dns_record_name, managed_dns_target, managed_dns_zone_id) IS DISTINCT FROM ($2, $3, $4)
+                                    OR dns_management_last_error IS NOT NULL
+                                    OR dns_management_last_synced_at IS NULL
+                                    OR dns_management_last_synced_at < now() - interval '10 minutes')",
+                id,
+                name,
+                target,
+                zone,
+                provider
+            )
+            .execute(pool)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+pub async fn record_failure(pool: &PgPool, owner: Owner, error: &str) -> Result<(), sqlx::Error> {
+    match owner {
+        Owner::Cluster(id) => {
+            sqlx::query!(
+                "UPDATE clusters SET managed_workload_ingress_dns_last_error = $2, managed_workload_ingress_dns_last_error_at = now()
+                 WHERE id = $1",
+                id,
+                error
+            )
+            .execute(pool)
+            .await?;
+        }
+        Owner::Binding(id) => {
+            sqlx::query!(
+                "UPDATE workload_ingress_hostname_bindings
+                 SET dns_management_last_error = $2, dns_management_last_error_at = now(),
+                     dns_management_status = 'error', dns_management_message = $2
+                 WHERE id = $1",
+                id,
+                error
+            )
+            .execute(pool)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// A self-managed binding to observe.
+#[derive(Debug, Clone)]
+pub struct SelfManaged {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub vcluster_name: String,
+    pub hostname: String,
+}
+
+pub async fn self_managed(pool: &PgPool) -> Result<Vec<SelfManaged>, sqlx::Error> {
+    sqlx::query_as!(
+        SelfManaged,
+        "SELECT b.id, b.cluster_id, c.vcluster_name, b.hostname
+         FROM workload_ingress_hostname_bindings b JOIN clusters c ON c.id = b.cluster_id
+         WHERE b.deleted_at IS NULL AND b.dns_management_scope = 'self_managed' AND c.deleted_at IS NULL"
+    )
+    .fetch_all(pool)
+    .await
+}
+
+pub async fn record_observation(
+    pool: &PgPool,
+    id: Uuid,
+    status: &str,
+    message: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE workload_ingress_hostname_bindings
+         SET dns_management_status = $2, dns_management_message = $3, dns_management_last_synced_at = now(),
+             dns_management_last_success_at = CASE WHEN $2 = 'resolves' THEN now() ELSE dns_management_last_success_at END
+         WHERE id = $1",
+        id,
+        status,
+        message
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// A hostname binding as its owner sees it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Binding {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub hostname: String,
+    /// `platform_managed` (under the platform's base domain: the platform
+    /// keeps its CNAME) or `self_managed` (only its resolution is observed).
+    pub dns_management_scope: String,
+    /// `pending`, `synced`, `error` (platform-managed); `resolves`,
+    /// `not_resolving`, `mismatch` (self-managed).
+    pub dns_management_status: String,
+    pub dns_management_message: Option<String>,
+    pub managed_dns_record_name: Option<String>,
+    pub managed_dns_target: Option<String>,
+    pub dns_management_last_synced_at: Option<DateTime<Utc>>,
+    pub dns_management_last_success_at: Option<DateTime<Utc>>,
+    pub dns_management_last_error: Option<String>,
+    pub dns_management_last_error_at: Option<DateTime<Utc>>,
+    pub tls_mode: String,
+    pub tls_status: String,
+    pub created_at: DateTime<Utc>,
+}
+
+macro_rules! select_binding {
+    ($tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            Binding,
+            r#"SELECT id, cluster_id, hostname, dns_management_scope, dns_management_status, dns_management_message,
+                      managed_dns_record_name, managed_dns_target, dns_management_last_synced_at,
+                      dns_management_last_success_at, dns_management_last_error, dns_management_last_error_at,
+                      tls_mode, tls_status, created_at
+               FROM workload_ingress_hostname_bindings "# + $tail,
+            $($arg),*
+        )
+    };
+}
+
+pub async fn insert_binding(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    hostname: &str,
+    scope: &str,
+) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar!(
+        "INSERT INTO workload_ingress_hostname_bindings (cluster_id, hostname, dns_management_scope)
+         VALUES ($1, $2, $3) RETURNING id",
+        cluster_id,
+        hostname,
+        scope
+    )
+    .fetch_one(db)
+    .await
+}
+
+pub async fn get_binding(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Binding>, sqlx::Error> {
+    select_binding!(
+        "WHERE cluster_id = $1 AND id = $2 AND deleted_at IS NULL",
+        cluster_id,
+        id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn list_bindings(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+) -> Result<Vec<Binding>, sqlx::Error> {
+    select_binding!(
+        "WHERE cluster_id = $1 AND deleted_at IS NULL ORDER BY hostname",
+        cluster_id
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Marks a binding deleted; `sync-dns` removes its record. `false` when there is no such live binding.
+pub async fn delete_binding(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE workload_ingress_hostname_bindings SET deleted_at = now()
+         WHERE cluster_id = $1 AND id = $2 AND deleted_at IS NULL",
+        cluster_id,
+        id
+    )
+    .execute(db)
+    .await?
+    .rows_affected()
+        == 1)
+}

@@ -1,0 +1,436 @@
+//! DNS automation on Route53 (aws-sdk-route53): `sync-dns` converges the
+//! hosted zone of the platform's base domain to the database.
+//!
+//! Wanted: a CNAME `<cluster>-<id>.<base domain>` → the edge target for every
+//! live cluster with the managed ingress on, and a CNAME `<hostname>` → that
+//! cluster name for every platform-managed hostname binding. Owned: the
+//! records the platform made, as recorded on their cluster or binding; only
+//! those are ever deleted, so records made by anyone else are left alone.
+//! The zone is listed once per run; changes go in batches of up to 1,000 per
+//! call, and a run with nothing to change makes no change call.
+
+use std::collections::HashMap;
+
+use aws_sdk_route53::{
+    Client,
+    config::{BehaviorVersion, Credentials, Region},
+    types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType},
+};
+use secrecy::ExposeSecret;
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{
+    config::Settings,
+    db::{
+        dns::{self, Owner},
+        settings::{self, column},
+    },
+    secretbox::SecretBox,
+};
+
+/// Route53 takes at most this many changes per call.
+pub const BATCH: usize = 1000;
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DnsReport {
+    pub wanted: u64,
+    pub upserted: u64,
+    pub deleted: u64,
+    pub change_calls: u64,
+    pub failed: u64,
+    /// Self-managed bindings whose resolution was looked at.
+    pub observed: u64,
+    /// Why nothing was done, when the DNS provider is not configured.
+    pub skipped: Option<&'static str>,
+}
+
+/// The zone and a client for it, from the system settings.
+pub struct Zone {
+    pub client: Client,
+    pub zone_id: String,
+    pub base_domain: String,
+    pub ttl: i64,
+    pub edge_target: Option<String>,
+}
+
+/// The CNAME name of a cluster under the base domain.
+pub fn cluster_record(vcluster_name: &str, cluster_id: Uuid, base_domain: &str) -> String {
+    format!(
+        "{vcluster_name}-{}.{base_domain}",
+        &cluster_id.simple().to_string()[..8]
+    )
+}
+
+/// Whether `hostname` is under (not equal to) the base domain.
+pub fn is_under(hostname: &str, base_domain: &str) -> bool {
+    hostname.len() > base_domain.len() + 1 && hostname.ends_with(&format!(".{base_domain}"))
+}
+
+fn normalize(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The configured zone, or why there is none.
+pub async fn zone(
+    pool: &PgPool,
+    env: &Settings,
+) -> Result<Result<Zone, &'static str>, sqlx::Error> {
+    let stored = settings::load(pool).await?;
+    let f = &stored.fields;
+    let (Some("route53"), Some(zone_id), Some(base)) = (
+        f.managed_workload_ingress_dns_provider.as_deref(),
+        f.managed_workload_ingress_dns_zone_id.clone(),
+        f.managed_workload_ingress_base_domain.clone(),
+    ) else {
+        return Ok(Err("no Route53 zone and base domain are configured"));
+    };
+    let key = env
+        .settings_key
+        .as_ref()
+        .and_then(|k| SecretBox::new(k).ok());
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let mut config = aws_sdk_route53::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .http_client(http)
+        .region(Region::new("us-east-1"));
+    if let (Some(id), Ok(Some(secret))) = (
+        f.managed_workload_ingress_dns_access_key_id.clone(),
+        settings::open(
+            key.as_ref(),
+            column::DNS_SECRET,
+            stored.dns_secret.as_deref(),
+        ),
+    ) {
+        config = config.credentials_provider(Credentials::new(
+            id,
+            secret.expose_secret().to_string(),
+            None,
+            None,
+            "kubebyon-settings",
+        ));
+    } else {
+        return Ok(Err("the Route53 access key is not configured"));
+    }
+    if let Some(endpoint) = f.managed_workload_ingress_dns_endpoint.clone() {
+        config = config.endpoint_url(endpoint);
+    }
+    Ok(Ok(Zone {
+        client: Client::from_conf(config.build()),
+        zone_id,
+        base_domain: normalize(&base),
+        ttl: i64::from(f.managed_workload_ingress_dns_record_ttl),
+        edge_target: f
+            .managed_workload_ingress_edge_target
+            .as_deref()
+            .map(normalize),
+    }))
+}
+
+/// The zone's CNAME records: name → (value, ttl).
+async fn list_cnames(zone: &Zone) -> Result<HashMap<String, (String, i64)>, String> {
+    let mut out = HashMap::new();
+    let mut next: Option<(String, RrType)> = None;
+    loop {
+        let mut request = zone
+            .client
+            .list_resource_record_sets()
+            .hosted_zone_id(&zone.zone_id);
+        if let Some((name, kind)) = next.take() {
+            request = request.start_record_name(name).start_record_type(kind);
+        }
+        let page = request.send().await.map_err(|e| {
+            format!(
+                "listing the zone: {}",
+                aws_sdk_route53::error::DisplayErrorContext(e)
+            )
+        })?;
+        for set in page.resource_record_sets() {
+            if set.r#type() == &RrType::Cname
+                && let Some(value) = set.resource_records().first()
+            {
+                out.insert(
+                    normalize(set.name()),
+                    (normalize(value.value()), set.ttl().unwrap_or_default()),
+                );
+            }
+        }
+        match (
+            page.is_truncated(),
+            page.next_record_name(),
+            page.next_record_type(),
+        ) {
+            (true, Some(name), Some(kind)) => next = Some((name.to_string(), kind.clone())),
+            _ => return Ok(out),
+        }
+    }
+}
+
+fn change(action: ChangeAction, name: &str, value: &str, ttl: i64) -> Change {
+    let set = ResourceRecordSet::builder()
+        .name(name)
+        .r#type(RrType::Cname)
+        .ttl(ttl)
+        .resource_records(
+            ResourceRecord::builder()
+                .value(value)
+                .build()
+                .expect("value is set"),
+        )
+        .build()
+        .expect("name and type are set");
+    Change::builder()
+        .action(action)
+        .resource_record_set(set)
+        .build()
+        .expect("action and set are set")
+}
+
+/// What one owner needs: its record made (`target`) or gone (`None`).
+struct Plan {
+    owner: Owner,
+    name: String,
+    target: Option<String>,
+}
+
+/// One run: converge the zone, record per-owner results, observe
+/// self-managed bindings.
+pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Error> {
+    let mut report = DnsReport::default();
+    let zone = match zone(pool, env).await? {
+        Ok(zone) => zone,
+        Err(why) => {
+            report.skipped = Some(why);
+            return Ok(report);
+        }
+    };
+    let owners = dns::owners(pool).await?;
+    let mut plans = Vec::new();
+    for owner in &owners {
+        let cluster_name =
+            cluster_record(&owner.vcluster_name, owner.cluster_id, &zone.base_domain);
+        let wanted = owner.wanted;
+        match owner.owner {
+            Owner::Cluster(_) => {
+                if wanted {
+                    match &zone.edge_target {
+                        Some(edge) => plans.push(Plan {
+                            owner: owner.owner,
+                            name: cluster_name,
+                            target: Some(edge.clone()),
+                        }),
+                        None => dns::record_failure(
+                            pool,
+                            owner.owner,
+                            "no edge target is configured (managed_workload_ingress_edge_target)",
+                        )
+                        .await?,
+                    }
+                } else if let Some(name) = &owner.recorded_name {
+                    plans.push(Plan {
+                        owner: owner.owner,
+                        name: name.clone(),
+                        target: None,
+                    });
+                }
+            }
+            Owner::Binding(_) => {
+                let hostname = owner.hostname.clone().unwrap_or_default();
+                if wanted && is_under(&hostname, &zone.base_domain) {
+                    plans.push(Plan {
+                        owner: owner.owner,
+                        name: hostname,
+                        target: Some(cluster_name),
+                    });
+                } else if let Some(name) = &owner.recorded_name {
+                    plans.push(Plan {
+                        owner: owner.owner,
+                        name: name.clone(),
+                        target: None,
+                    });
+                }
+            }
+        }
+    }
+    report.wanted = plans.iter().filter(|p| p.target.is_some()).count() as u64;
+    let current = match list_cnames(&zone).await {
+        Ok(current) => current,
+        Err(error) => {
+            for plan in &plans {
+                dns::record_failure(pool, plan.owner, &error).await?;
+            }
+            report.failed = plans.len() as u64;
+            return Ok(report);
+        }
+    };
+    let mut changes: Vec<(Change, &Plan, bool)> = Vec::new();
+    let mut settled: Vec<&Plan> = Vec::new();
+    for plan in &plans {
+        let recorded = owners
+            .iter()
+            .find(|o| o.owner == plan.owner)
+            .filter(|o| o.recorded_name.as_deref() == Some(plan.name.as_str()))
+            .and_then(|o| o.recorded_target.as_deref().map(normalize));
+        // The listed value, or — when the server's answer carried none we can
+        // read — the value we recorded when we set it.
+        let value_of = |listed: &String| {
+            if listed.is_empty() {
+                recorded.clone()
+            } else {
+                Some(listed.clone())
+            }
+        };
+        match (&plan.target, current.get(&plan.name)) {
+            (Some(target), Some((listed, ttl)))
+                if value_of(listed).as_deref() == Some(target.as_str()) && *ttl == zone.ttl =>
+            {
+                settled.push(plan)
+            }
+            (Some(target), _) => changes.push((
+                change(ChangeAction::Upsert, &plan.name, target, zone.ttl),
+                plan,
+                true,
+            )),
+            (None, Some((listed, ttl))) => match (value_of(listed), &recorded) {
+                (Some(value), Some(ours)) if &value == ours => {
+                    changes.push((
+                        change(ChangeAction::Delete, &plan.name, &value, *ttl),
+                        plan,
+                        false,
+                    ));
+                }
+                // Changed by someone else since: no longer ours to delete.
+                _ => settled.push(plan),
+            },
+            (None, None) => settled.push(plan),
+        }
+    }
+    for plan in settled {
+        dns::record_success(
+            pool,
+            plan.owner,
+            plan.target.as_deref().map(|_| plan.name.as_str()),
+            plan.target.as_deref(),
+            &zone.zone_id,
+        )
+        .await?;
+    }
+    for batch in changes.chunks(BATCH) {
+        let result = zone
+            .client
+            .change_resource_record_sets()
+            .hosted_zone_id(&zone.zone_id)
+            .change_batch(
+                ChangeBatch::builder()
+                    .comment("kubebyon sync-dns")
+                    .set_changes(Some(batch.iter().map(|(c, _, _)| c.clone()).collect()))
+                    .build()
+                    .expect("changes are set"),
+            )
+            .send()
+            .await;
+        report.change_calls += 1;
+        match result {
+            Ok(_) => {
+                for (_, plan, upsert) in batch {
+                    if *upsert {
+                        report.upserted += 1;
+                    } else {
+                        report.deleted += 1;
+                    }
+                    dns::record_success(
+                        pool,
+                        plan.owner,
+                        plan.target.as_deref().map(|_| plan.name.as_str()),
+                        plan.target.as_deref(),
+                        &zone.zone_id,
+                    )
+                    .await?;
+                }
+            }
+            Err(err) => {
+                let error = format!(
+                    "changing the zone: {}",
+                    aws_sdk_route53::error::DisplayErrorContext(err)
+                );
+                tracing::warn!(zone = %zone.zone_id, error, "a DNS change batch failed");
+                for (_, plan, _) in batch {
+                    report.failed += 1;
+                    dns::record_failure(pool, plan.owner, &error).await?;
+                }
+            }
+        }
+    }
+    report.observed = observe_self_managed(pool, &zone.base_domain).await?;
+    if report.change_calls > 0 || report.failed > 0 {
+        tracing::info!(?report, "sync-dns");
+    }
+    Ok(report)
+}
+
+/// Self-managed bindings: only their public resolution is looked at — does
+/// the hostname resolve, and to the addresses of its cluster's name?
+async fn observe_self_managed(pool: &PgPool, base_domain: &str) -> Result<u64, sqlx::Error> {
+    let bindings = dns::self_managed(pool).await?;
+    for binding in &bindings {
+        let target = cluster_record(&binding.vcluster_name, binding.cluster_id, base_domain);
+        let resolve = |name: String| async move {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                tokio::net::lookup_host((name.as_str(), 443)),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|addrs| addrs.map(|a| a.ip()).collect::<Vec<_>>())
+        };
+        let (status, message) = match (
+            resolve(binding.hostname.clone()).await,
+            resolve(target.clone()).await,
+        ) {
+            (None, _) => (
+                "not_resolving",
+                format!(
+                    "{} does not resolve; point a CNAME at {target}",
+                    binding.hostname
+                ),
+            ),
+            (Some(ours), Some(theirs)) if ours.iter().any(|a| theirs.contains(a)) => (
+                "resolves",
+                format!("{} resolves to the cluster's ingress", binding.hostname),
+            ),
+            (Some(_), _) => (
+                "mismatch",
+                format!(
+                    "{} resolves elsewhere; point a CNAME at {target}",
+                    binding.hostname
+                ),
+            ),
+        };
+        dns::record_observation(pool, binding.id, status, &message).await?;
+    }
+    Ok(bindings.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_under_the_base_domain() {
+        let id = Uuid::parse_str("12345678-9abc-def0-1234-56789abcdef0").unwrap();
+        assert_eq!(
+            cluster_record("shop", id, "apps.example.com"),
+            "shop-12345678.apps.example.com"
+        );
+        assert!(is_under("www.apps.example.com", "apps.example.com"));
+        assert!(!is_under("apps.example.com", "apps.example.com"));
+        assert!(!is_under("evilapps.example.com", "apps.example.com"));
+        assert_eq!(normalize("Shop.Example.com."), "shop.example.com");
+    }
+}
