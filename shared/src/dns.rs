@@ -6,8 +6,9 @@
 //! cluster name for every platform-managed hostname binding. Owned: the
 //! records the platform made, as recorded on their cluster or binding; only
 //! those are ever deleted, so records made by anyone else are left alone.
-//! The zone is listed once per run; changes go in batches of up to 1,000 per
-//! call, and a run with nothing to change makes no change call.
+//! The zone is listed once per run; changes go in as few calls as Route53's
+//! limits allow (1,000 records and 32,000 value characters a call, an UPSERT
+//! counting twice), and a run with nothing to change makes no change call.
 
 use std::collections::HashMap;
 
@@ -30,8 +31,31 @@ use crate::{
     secretbox::SecretBox,
 };
 
-/// Route53 takes at most this many changes per call.
-pub const BATCH: usize = 1000;
+/// Route53's limits on one change call: 1,000 ResourceRecord elements and
+/// 32,000 characters of values, an UPSERT counting twice.
+pub const MAX_RECORDS_PER_CALL: usize = 1000;
+pub const MAX_VALUE_CHARS_PER_CALL: usize = 32_000;
+
+/// Cuts changes into calls within Route53's limits; `weigh` gives a change's
+/// (records, value characters) as Route53 counts them.
+pub fn batches<T>(changes: &[T], weigh: impl Fn(&T) -> (usize, usize)) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut records, mut chars) = (0, 0, 0);
+    for (i, change) in changes.iter().enumerate() {
+        let (r, c) = weigh(change);
+        if i > start && (records + r > MAX_RECORDS_PER_CALL || chars + c > MAX_VALUE_CHARS_PER_CALL)
+        {
+            out.push(&changes[start..i]);
+            (start, records, chars) = (i, 0, 0);
+        }
+        records += r;
+        chars += c;
+    }
+    if start < changes.len() {
+        out.push(&changes[start..]);
+    }
+    out
+}
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DnsReport {
@@ -192,10 +216,12 @@ fn change(action: ChangeAction, name: &str, value: &str, ttl: i64) -> Change {
 }
 
 /// What one owner needs: its record made (`target`) or gone (`None`).
-struct Plan {
+struct Plan<'a> {
     owner: Owner,
     name: String,
     target: Option<String>,
+    /// What the platform recorded of this owner's record.
+    recorded: &'a dns::DnsOwner,
 }
 
 /// One run: converge the zone, record per-owner results, observe
@@ -220,6 +246,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                 if wanted {
                     match &zone.edge_target {
                         Some(edge) => plans.push(Plan {
+                            recorded: owner,
                             owner: owner.owner,
                             name: cluster_name,
                             target: Some(edge.clone()),
@@ -233,6 +260,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                     }
                 } else if let Some(name) = &owner.recorded_name {
                     plans.push(Plan {
+                        recorded: owner,
                         owner: owner.owner,
                         name: name.clone(),
                         target: None,
@@ -243,12 +271,14 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                 let hostname = owner.hostname.clone().unwrap_or_default();
                 if wanted && is_under(&hostname, &zone.base_domain) {
                     plans.push(Plan {
+                        recorded: owner,
                         owner: owner.owner,
                         name: hostname,
                         target: Some(cluster_name),
                     });
                 } else if let Some(name) = &owner.recorded_name {
                     plans.push(Plan {
+                        recorded: owner,
                         owner: owner.owner,
                         name: name.clone(),
                         target: None,
@@ -268,12 +298,10 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
             return Ok(report);
         }
     };
-    let mut changes: Vec<(Change, &Plan, bool)> = Vec::new();
+    let mut changes: Vec<(Change, &Plan, bool, usize)> = Vec::new();
     let mut settled: Vec<&Plan> = Vec::new();
     for plan in &plans {
-        let recorded = owners
-            .iter()
-            .find(|o| o.owner == plan.owner)
+        let recorded = Some(plan.recorded)
             .filter(|o| o.recorded_name.as_deref() == Some(plan.name.as_str()))
             .and_then(|o| o.recorded_target.as_deref().map(normalize));
         // The listed value, or — when the server's answer carried none we can
@@ -295,13 +323,16 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                 change(ChangeAction::Upsert, &plan.name, target, zone.ttl),
                 plan,
                 true,
+                target.len(),
             )),
             (None, Some((listed, ttl))) => match (value_of(listed), &recorded) {
                 (Some(value), Some(ours)) if &value == ours => {
+                    let length = value.len();
                     changes.push((
                         change(ChangeAction::Delete, &plan.name, &value, *ttl),
                         plan,
                         false,
+                        length,
                     ));
                 }
                 // Changed by someone else since: no longer ours to delete.
@@ -311,6 +342,13 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         }
     }
     for plan in settled {
+        let o = plan.recorded;
+        let unchanged = o.fresh
+            && o.recorded_name.as_deref() == plan.target.as_ref().map(|_| plan.name.as_str())
+            && o.recorded_target.as_deref() == plan.target.as_deref();
+        if unchanged {
+            continue;
+        }
         dns::record_success(
             pool,
             plan.owner,
@@ -320,7 +358,11 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         )
         .await?;
     }
-    for batch in changes.chunks(BATCH) {
+    let weigh = |(_, _, upsert, length): &(Change, &Plan, bool, usize)| {
+        let times = if *upsert { 2 } else { 1 };
+        (times, times * length)
+    };
+    for batch in batches(&changes, weigh) {
         let result = zone
             .client
             .change_resource_record_sets()
@@ -328,7 +370,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
             .change_batch(
                 ChangeBatch::builder()
                     .comment("kubebyon sync-dns")
-                    .set_changes(Some(batch.iter().map(|(c, _, _)| c.clone()).collect()))
+                    .set_changes(Some(batch.iter().map(|(c, ..)| c.clone()).collect()))
                     .build()
                     .expect("changes are set"),
             )
@@ -337,7 +379,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         report.change_calls += 1;
         match result {
             Ok(_) => {
-                for (_, plan, upsert) in batch {
+                for (_, plan, upsert, _) in batch {
                     if *upsert {
                         report.upserted += 1;
                     } else {
@@ -359,7 +401,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                     aws_sdk_route53::error::DisplayErrorContext(err)
                 );
                 tracing::warn!(zone = %zone.zone_id, error, "a DNS change batch failed");
-                for (_, plan, _) in batch {
+                for (_, plan, ..) in batch {
                     report.failed += 1;
                     dns::record_failure(pool, plan.owner, &error).await?;
                 }
@@ -432,5 +474,24 @@ mod tests {
         assert!(!is_under("apps.example.com", "apps.example.com"));
         assert!(!is_under("evilapps.example.com", "apps.example.com"));
         assert_eq!(normalize("Shop.Example.com."), "shop.example.com");
+    }
+
+    #[test]
+    fn batches_stay_within_route53s_limits() {
+        // UPSERTs of 40-character values: 400 fit the character limit (2 × 40 × 400 = 32,000).
+        let upserts = vec![40usize; 1000];
+        let cut = batches(&upserts, |len| (2, 2 * len));
+        assert_eq!(
+            cut.iter().map(|b| b.len()).collect::<Vec<_>>(),
+            [400, 400, 200]
+        );
+        // Short DELETEs: the record limit binds.
+        let deletes = vec![5usize; 2500];
+        let cut = batches(&deletes, |len| (1, *len));
+        assert_eq!(
+            cut.iter().map(|b| b.len()).collect::<Vec<_>>(),
+            [1000, 1000, 500]
+        );
+        assert!(batches(&Vec::<usize>::new(), |_| (1, 1)).is_empty());
     }
 }

@@ -22,5 +22,6 @@ pub mod openapi;
 pub mod runtime;
 pub mod secretbox;
 pub mod telemetry;
+pub mod tls;
 
 pub use db::MIGRATOR;

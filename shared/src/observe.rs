@@ -2,7 +2,7 @@
 //! cluster's own API through its public endpoint, recording
 //! `connection_status` and `last_observed_at`; and the managed ingress
 //! converged (its availability followed, a failed install retried, a
-//! switched-off one removed).
+//! switched-off one removed), and the hostnames' certificates followed.
 
 use std::time::Duration;
 
@@ -34,6 +34,9 @@ pub async fn observe_clusters(
                 let version = client.apiserver_version().await.map_err(|e| e.to_string())?;
                 if let Err(error) = crate::ingress::converge(pool, &cluster, &client).await {
                     tracing::warn!(cluster_id = %cluster.id, %error, "could not record the ingress state");
+                }
+                if let Err(error) = crate::tls::observe(pool, &cluster, &client).await {
+                    tracing::warn!(cluster_id = %cluster.id, %error, "could not record the TLS state");
                 }
                 Ok(version)
             },

@@ -24,13 +24,17 @@ pub struct DnsOwner {
     pub wanted: bool,
     pub recorded_name: Option<String>,
     pub recorded_target: Option<String>,
+    /// Synced in the last ten minutes without error: a settled record needs no write.
+    pub fresh: bool,
 }
 
 pub async fn owners(pool: &PgPool) -> Result<Vec<DnsOwner>, sqlx::Error> {
     let clusters = sqlx::query!(
         r#"SELECT id, vcluster_name,
                   (deleted_at IS NULL AND managed_workload_ingress_enabled AND status IN ('ready', 'updating')) AS "wanted!",
-                  managed_workload_ingress_dns_record_name AS recorded_name, managed_workload_ingress_dns_target AS recorded_target
+                  managed_workload_ingress_dns_record_name AS recorded_name, managed_workload_ingress_dns_target AS recorded_target,
+                  COALESCE(managed_workload_ingress_dns_last_error IS NULL
+                           AND managed_workload_ingress_dns_last_synced_at > now() - interval '10 minutes', false) AS "fresh!"
            FROM clusters
            WHERE (deleted_at IS NULL AND managed_workload_ingress_enabled AND status IN ('ready', 'updating'))
               OR managed_workload_ingress_dns_record_name IS NOT NULL"#
@@ -41,7 +45,9 @@ pub async fn owners(pool: &PgPool) -> Result<Vec<DnsOwner>, sqlx::Error> {
         r#"SELECT b.id, b.cluster_id, c.vcluster_name, b.hostname,
                   (b.deleted_at IS NULL AND b.dns_management_scope = 'platform_managed' AND c.deleted_at IS NULL
                    AND c.managed_workload_ingress_enabled AND c.status IN ('ready', 'updating')) AS "wanted!",
-                  b.managed_dns_record_name AS recorded_name, b.managed_dns_target AS recorded_target
+                  b.managed_dns_record_name AS recorded_name, b.managed_dns_target AS recorded_target,
+                  COALESCE(b.dns_management_last_error IS NULL
+                           AND b.dns_management_last_synced_at > now() - interval '10 minutes', false) AS "fresh!"
            FROM workload_ingress_hostname_bindings b JOIN clusters c ON c.id = b.cluster_id
            WHERE (b.deleted_at IS NULL AND b.dns_management_scope = 'platform_managed')
               OR b.managed_dns_record_name IS NOT NULL"#
@@ -58,6 +64,7 @@ pub async fn owners(pool: &PgPool) -> Result<Vec<DnsOwner>, sqlx::Error> {
             wanted: r.wanted,
             recorded_name: r.recorded_name,
             recorded_target: r.recorded_target,
+            fresh: r.fresh,
         })
         .chain(bindings.into_iter().map(|r| DnsOwner {
             owner: Owner::Binding(r.id),
@@ -67,6 +74,7 @@ pub async fn owners(pool: &PgPool) -> Result<Vec<DnsOwner>, sqlx::Error> {
             wanted: r.wanted,
             recorded_name: r.recorded_name,
             recorded_target: r.recorded_target,
+            fresh: r.fresh,
         }))
         .collect())
 }
@@ -214,8 +222,13 @@ pub struct Binding {
     pub dns_management_last_success_at: Option<DateTime<Utc>>,
     pub dns_management_last_error: Option<String>,
     pub dns_management_last_error_at: Option<DateTime<Utc>>,
+    /// `none`, or `cert_manager` when a cert-manager Certificate covers the hostname.
     pub tls_mode: String,
+    /// `none`, `pending`, `ready` or `error`.
     pub tls_status: String,
+    pub tls_secret_name: Option<String>,
+    pub tls_last_synced_at: Option<DateTime<Utc>>,
+    pub tls_last_error: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -226,7 +239,7 @@ macro_rules! select_binding {
             r#"SELECT id, cluster_id, hostname, dns_management_scope, dns_management_status, dns_management_message,
                       managed_dns_record_name, managed_dns_target, dns_management_last_synced_at,
                       dns_management_last_success_at, dns_management_last_error, dns_management_last_error_at,
-                      tls_mode, tls_status, created_at
+                      tls_mode, tls_status, tls_secret_name, tls_last_synced_at, tls_last_error, created_at
                FROM workload_ingress_hostname_bindings "# + $tail,
             $($arg),*
         )
@@ -292,4 +305,53 @@ pub async fn delete_binding(
     .await?
     .rows_affected()
         == 1)
+}
+
+/// A live binding of a cluster, for the TLS observation.
+#[derive(Debug, Clone)]
+pub struct BindingName {
+    pub id: Uuid,
+    pub hostname: String,
+}
+
+pub async fn live_bindings(
+    pool: &PgPool,
+    cluster_id: Uuid,
+) -> Result<Vec<BindingName>, sqlx::Error> {
+    sqlx::query_as!(
+        BindingName,
+        "SELECT id, hostname FROM workload_ingress_hostname_bindings WHERE cluster_id = $1 AND deleted_at IS NULL",
+        cluster_id
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// What the cluster's cert-manager says of a binding's certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsState {
+    /// `none` or `cert_manager`.
+    pub mode: &'static str,
+    /// `none`, `pending`, `ready` or `error`.
+    pub status: &'static str,
+    pub secret_name: Option<String>,
+    pub error: Option<String>,
+}
+
+/// Records a binding's TLS state, writing only when it changed.
+pub async fn record_tls(pool: &PgPool, id: Uuid, tls: &TlsState) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE workload_ingress_hostname_bindings
+         SET tls_mode = $2, tls_status = $3, tls_secret_name = $4, tls_last_synced_at = now(),
+             tls_last_error = $5, tls_last_error_at = CASE WHEN $5::text IS NULL THEN tls_last_error_at ELSE now() END
+         WHERE id = $1 AND (tls_mode, tls_status, tls_secret_name, tls_last_error) IS DISTINCT FROM ($2, $3, $4, $5)",
+        id,
+        tls.mode,
+        tls.status,
+        tls.secret_name,
+        tls.error
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
 }

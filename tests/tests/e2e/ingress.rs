@@ -179,3 +179,91 @@ async fn a_failed_install_is_recorded_and_repaired_by_the_observation() {
     );
     assert!(cluster["managed_workload_ingress_last_error"].is_null());
 }
+
+#[tokio::test]
+async fn hostname_bindings_follow_their_cert_manager_certificate() {
+    let platform = Platform::new().await;
+    let id = platform.create("tau", "nodeport").await;
+    platform.drive().await;
+    let namespace = platform.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let vcluster = platform.sim.vcluster(&namespace, "tau").unwrap();
+    for hostname in ["shop.customer.test", "blog.customer.test"] {
+        let (status, body) = platform
+            .call(
+                "POST",
+                &format!("/api/console/clusters/{id}/hostnames"),
+                Some(json!({ "hostname": hostname })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let certificate = |ready: &str, reason: &str| {
+        json!({ "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                "metadata": { "name": "shop", "namespace": "default" },
+                "spec": { "secretName": "shop-tls", "dnsNames": ["shop.customer.test"], "issuerRef": { "name": "letsencrypt" } },
+                "status": { "conditions": [{ "type": "Ready", "status": ready, "reason": reason, "message": "the ACME order failed" }] } })
+    };
+    let tls = |bindings: &serde_json::Value, hostname: &str| {
+        let b = bindings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["hostname"] == hostname)
+            .unwrap();
+        (
+            b["tls_mode"].as_str().unwrap().to_string(),
+            b["tls_status"].as_str().unwrap().to_string(),
+            b["tls_last_error"].clone(),
+        )
+    };
+
+    vcluster.put(certificate("False", "Failed")).unwrap();
+    observe_clusters(&platform.db.pool, &platform.host, 4)
+        .await
+        .unwrap();
+    let (_, bindings) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/hostnames"),
+            None,
+        )
+        .await;
+    let (mode, status, error) = tls(&bindings, "shop.customer.test");
+    assert_eq!((mode.as_str(), status.as_str()), ("cert_manager", "error"));
+    assert_eq!(error, "Failed: the ACME order failed");
+    assert_eq!(
+        tls(&bindings, "blog.customer.test").1,
+        "none",
+        "no certificate covers it"
+    );
+
+    vcluster.put(certificate("True", "Ready")).unwrap();
+    observe_clusters(&platform.db.pool, &platform.host, 4)
+        .await
+        .unwrap();
+    let (_, bindings) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/hostnames"),
+            None,
+        )
+        .await;
+    let shop = bindings
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["hostname"] == "shop.customer.test")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (
+            shop["tls_status"].as_str(),
+            shop["tls_secret_name"].as_str()
+        ),
+        (Some("ready"), Some("shop-tls"))
+    );
+    assert!(shop["tls_last_error"].is_null());
+}
