@@ -38,15 +38,17 @@ pub fn hash_secret(secret: &str) -> Vec<u8> {
 
 /// A new session token (`kbs_` + 256 random bits, base64url).
 pub fn new_session_token() -> String {
-    format!(
-        "kbs_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>())
-    )
+    format!("kbs_{}", random_token::<32>())
 }
 
 /// A new CSRF token for the double-submit cookie.
 pub fn new_csrf_token() -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<24>())
+    random_token::<24>()
+}
+
+/// `N` random bytes, base64url without padding.
+pub fn random_token<const N: usize>() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<N>())
 }
 
 /// A new API key: `kb_<8 hex>_<secret>`, and its display prefix `kb_<8 hex>`.
@@ -55,7 +57,7 @@ pub fn new_api_key() -> (String, String) {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>());
+    let secret = random_token::<32>();
     let prefix = format!("kb_{id}");
     (format!("{prefix}_{secret}"), prefix)
 }

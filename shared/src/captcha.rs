@@ -10,7 +10,6 @@ use crate::{
     config::Settings,
     db::settings::{self, column},
     error::ApiError,
-    secretbox::SecretBox,
 };
 
 pub async fn check(
@@ -23,10 +22,7 @@ pub async fn check(
     if !stored.fields.captcha_enabled {
         return Ok(());
     }
-    let key = env
-        .settings_key
-        .as_ref()
-        .and_then(|k| SecretBox::new(k).ok());
+    let key = env.secret_box();
     let secret = settings::open(
         key.as_ref(),
         column::CAPTCHA_SECRET,

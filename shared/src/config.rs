@@ -367,6 +367,14 @@ impl Settings {
         })
     }
 
+    /// What seals the system settings' secrets, when `KUBEBYON_SETTINGS_KEY`
+    /// is set (its shape was checked when the settings were read).
+    pub fn secret_box(&self) -> Option<crate::secretbox::SecretBox> {
+        self.settings_key
+            .as_ref()
+            .and_then(|k| crate::secretbox::SecretBox::new(k).ok())
+    }
+
     /// The database URL, or the error naming the variable when a function needs it.
     pub fn require_database_url(&self) -> Result<&SecretString, ConfigError> {
         self.database_url.as_ref().ok_or(ConfigError::Missing {

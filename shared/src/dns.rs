@@ -28,7 +28,6 @@ use crate::{
         dns::{self, Owner},
         settings::{self, column},
     },
-    secretbox::SecretBox,
 };
 
 /// Route53's limits on one change call: 1,000 ResourceRecord elements and
@@ -110,10 +109,7 @@ pub async fn zone(
     ) else {
         return Ok(Err("no Route53 zone and base domain are configured"));
     };
-    let key = env
-        .settings_key
-        .as_ref()
-        .and_then(|k| SecretBox::new(k).ok());
+    let key = env.secret_box();
     let http = aws_smithy_http_client::Builder::new()
         .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
             aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,

@@ -15,7 +15,6 @@ use sqlx::PgPool;
 use crate::{
     config::Settings,
     db::settings::{self, column},
-    secretbox::SecretBox,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -52,10 +51,7 @@ async fn transport(pool: &PgPool, env: &Settings) -> Result<(Transport, String),
             builder = builder.port(port as u16);
         }
         if let Some(username) = stored.fields.smtp_username.clone() {
-            let key = env
-                .settings_key
-                .as_ref()
-                .and_then(|k| SecretBox::new(k).ok());
+            let key = env.secret_box();
             let password = settings::open(
                 key.as_ref(),
                 column::SMTP_PASSWORD,

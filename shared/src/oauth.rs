@@ -10,7 +10,6 @@ use sha2::{Digest, Sha256};
 use crate::{
     config::Settings,
     db::settings::{self, column},
-    secretbox::SecretBox,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,10 +75,7 @@ pub async fn client(
             column::GOOGLE_SECRET,
         ),
     };
-    let key = env
-        .settings_key
-        .as_ref()
-        .and_then(|k| SecretBox::new(k).ok());
+    let key = env.secret_box();
     let secret = settings::open(key.as_ref(), column, sealed.as_deref())
         .ok()
         .flatten();
@@ -101,13 +97,6 @@ pub async fn client(
             provider.as_str()
         ),
     })
-}
-
-/// A random URL-safe string of `bytes` random bytes.
-pub fn random_token(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).expect("the operating system's random source failed");
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buf)
 }
 
 /// The PKCE S256 challenge of a verifier.

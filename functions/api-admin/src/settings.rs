@@ -11,7 +11,6 @@ use shared::{
     error::{ApiError, FieldError},
     extract::AppJson,
     http::{AdminCaller, AppState},
-    secretbox::SecretBox,
 };
 use utoipa::ToSchema;
 
@@ -34,14 +33,6 @@ pub struct SettingsUpdate {
     /// Absent: kept; `null`: cleared; a string: set.
     #[serde(default)]
     pub secrets: SecretChanges,
-}
-
-fn key(state: &AppState) -> Option<SecretBox> {
-    state
-        .settings
-        .settings_key
-        .as_ref()
-        .and_then(|k| SecretBox::new(k).ok())
 }
 
 async fn view(state: &AppState) -> Result<SettingsView, ApiError> {
@@ -169,7 +160,7 @@ pub async fn put(
 ) -> Result<AppJson<SettingsView>, ApiError> {
     let before = settings::load(&state.pool).await?;
     validate(&body.fields, &body.secrets, before.captcha_secret.is_some())?;
-    let key = key(&state);
+    let key = state.settings.secret_box();
     if body.secrets.any_set() && key.is_none() {
         return Err(ApiError::NotConfigured {
             code: "settings_key_missing",

@@ -199,6 +199,28 @@ pub(crate) fn user_event(
     }
 }
 
+/// A code request (resend, reset): checked, limited, and answered alike
+/// whether or not a code was sent — only an account `eligible` for `purpose` gets one.
+async fn request_code(
+    state: &AppState,
+    origin: &Origin,
+    raw_email: &str,
+    captcha_token: Option<&str>,
+    purpose: &str,
+    eligible: impl FnOnce(&accounts::Credentials) -> bool,
+) -> Result<Response, ApiError> {
+    let email = check_email(raw_email).map_err(|m| ApiError::invalid("email", m))?;
+    limit_codes(state, origin, &email).await?;
+    captcha(state, origin, captcha_token).await?;
+    if accounts::credentials(&state.pool, &email)
+        .await?
+        .is_some_and(|c| eligible(&c))
+    {
+        send_code(state, &email, purpose).await?;
+    }
+    Ok(code_sent())
+}
+
 async fn captcha(state: &AppState, origin: &Origin, token: Option<&str>) -> Result<(), ApiError> {
     shared::captcha::check(&state.pool, &state.settings, token, origin.ip.as_deref()).await
 }
@@ -354,16 +376,15 @@ pub async fn resend_code(
     origin: Origin,
     AppJson(body): AppJson<ResendCode>,
 ) -> Result<Response, ApiError> {
-    let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
-    limit_codes(&state, &origin, &email).await?;
-    captcha(&state, &origin, body.captcha_token.as_deref()).await?;
-    if accounts::credentials(&state.pool, &email)
-        .await?
-        .is_some_and(|c| !c.email_verified && c.status == "active")
-    {
-        send_code(&state, &email, VERIFY).await?;
-    }
-    Ok(code_sent())
+    request_code(
+        &state,
+        &origin,
+        &body.email,
+        body.captcha_token.as_deref(),
+        VERIFY,
+        |c| !c.email_verified && c.status == "active",
+    )
+    .await
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -472,16 +493,15 @@ pub async fn request_reset(
     origin: Origin,
     AppJson(body): AppJson<RequestReset>,
 ) -> Result<Response, ApiError> {
-    let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
-    limit_codes(&state, &origin, &email).await?;
-    captcha(&state, &origin, body.captcha_token.as_deref()).await?;
-    if accounts::credentials(&state.pool, &email)
-        .await?
-        .is_some_and(|c| c.status == "active")
-    {
-        send_code(&state, &email, RESET).await?;
-    }
-    Ok(code_sent())
+    request_code(
+        &state,
+        &origin,
+        &body.email,
+        body.captcha_token.as_deref(),
+        RESET,
+        |c| c.status == "active",
+    )
+    .await
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -90,8 +90,8 @@ pub async fn start(
         .await
         .map_err(not_configured)?;
     let pending = Pending {
-        state: oauth::random_token(24),
-        verifier: oauth::random_token(48),
+        state: auth::random_token::<24>(),
+        verifier: auth::random_token::<48>(),
         provider,
         return_to: safe_return(query.return_to.as_deref()),
     };
