@@ -1,13 +1,18 @@
 //! RabbitMQ through lapin: topology, a publisher with confirms, and a consumer
 //! with prefetch and manual ack that reconnects after a broker restart.
 
-use std::{future::Future, time::Duration};
+use std::{
+    future::Future,
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::{StreamExt, stream::select_all};
 use lapin::{
     BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind,
+    message::Delivery,
     options::{
         BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions,
         BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
@@ -112,10 +117,22 @@ async fn open_channel(
 
 /// Publishes wake-ups as persistent messages and waits for the broker's confirms.
 /// Reconnects on the next publish after any failure.
+/// Publishes from many tasks at once on one channel: the lock is held only to
+/// take the channel, so confirms of concurrent publishes are awaited together
+/// (a window of confirms, not one round trip after another).
 pub struct AmqpPublisher {
     url: SecretString,
     topology: Topology,
-    session: Mutex<Option<(Connection, Channel)>>,
+    session: Mutex<Option<Session>>,
+    /// Sessions opened so far; numbers each session.
+    opened: AtomicU64,
+}
+
+/// An open connection, its confirm-mode channel, and which opening it was.
+struct Session {
+    connection: Connection,
+    channel: Channel,
+    generation: u64,
 }
 
 impl AmqpPublisher {
@@ -124,6 +141,7 @@ impl AmqpPublisher {
             url,
             topology,
             session: Mutex::new(None),
+            opened: AtomicU64::new(0),
         }
     }
 
@@ -178,24 +196,38 @@ impl AmqpPublisher {
 #[async_trait]
 impl JobPublisher for AmqpPublisher {
     async fn publish(&self, messages: &[JobMessage]) -> Result<(), PublishError> {
-        let mut session = self.session.lock().await;
-        if session
-            .as_ref()
-            .is_none_or(|(c, _)| !c.status().connected())
-        {
-            *session = Some(self.open().await.map_err(PublishError)?);
-        }
-        let (_, channel) = session.as_ref().expect("session was just opened");
-        let result = self.publish_on(channel, messages).await;
+        let (channel, generation) = {
+            let mut session = self.session.lock().await;
+            if session
+                .as_ref()
+                .is_none_or(|s| !s.connection.status().connected())
+            {
+                let generation = self.opened.fetch_add(1, Ordering::Relaxed);
+                let (connection, channel) = self.open().await.map_err(PublishError)?;
+                *session = Some(Session {
+                    connection,
+                    channel,
+                    generation,
+                });
+            }
+            let session = session.as_ref().expect("session was just opened");
+            (session.channel.clone(), session.generation)
+        };
+        let result = self.publish_on(&channel, messages).await;
         if result.is_err() {
-            *session = None;
+            // Drop the session this publish used, unless another task replaced it already.
+            let mut session = self.session.lock().await;
+            if session.as_ref().is_some_and(|s| s.generation == generation) {
+                *session = None;
+            }
         }
         result.map_err(PublishError)
     }
 }
 
-/// Consumes the queues of the worker's job types and runs each delivery through
-/// the worker. Acks after the job's outcome is recorded; on a database outage it
+/// Consumes the queues of the worker's job types and runs the deliveries through
+/// the worker, those that arrived together as one batch. Acks after each job's
+/// outcome is recorded; on a database outage it
 /// negatively acknowledges with requeue after a pause. Reconnects with backoff
 /// when the broker goes away.
 pub struct Consumer {
@@ -203,7 +235,7 @@ pub struct Consumer {
     topology: Topology,
     worker: Worker,
     prefetch: u16,
-    outcomes: Option<tokio::sync::mpsc::UnboundedSender<(JobMessage, Processed)>>,
+    outcomes: Outcomes,
 }
 
 impl Consumer {
@@ -272,43 +304,71 @@ impl Consumer {
             consumers.push(consumer);
         }
         tracing::info!(job_types = ?self.worker.job_types(), "consuming");
-        let mut deliveries = select_all(consumers);
+        // Whatever has arrived is handled together: one claim statement per
+        // batch (a batch is a single delivery when they trickle in).
+        let mut batches = select_all(consumers).ready_chunks(usize::from(self.prefetch));
         let mut in_flight = JoinSet::new();
-        while let Some(delivery) = deliveries.next().await {
-            let delivery = delivery.map_err(|e| e.to_string())?;
+        while let Some(batch) = batches.next().await {
+            let mut deliveries = Vec::with_capacity(batch.len());
+            for delivery in batch {
+                deliveries.push(delivery.map_err(|e| e.to_string())?);
+            }
             let worker = self.worker.clone();
             let outcomes = self.outcomes.clone();
-            in_flight.spawn(async move {
-                let Ok(message) = serde_json::from_slice::<JobMessage>(&delivery.data) else {
-                    tracing::warn!("undecodable message dropped");
-                    let _ = delivery.ack(BasicAckOptions::default()).await;
-                    return;
-                };
-                match worker.process(message).await {
-                    Ok(processed) => {
-                        if let Err(err) = delivery.ack(BasicAckOptions::default()).await {
-                            tracing::warn!(error = %err, "ack failed; the wake-up will be redelivered and dropped");
-                        }
-                        if let Some(tx) = outcomes {
-                            let _ = tx.send((message, processed));
-                        }
-                    }
-                    Err(err) => {
-                        tracing::warn!(error = %err, job_id = %message.job_id, "database unavailable; requeueing wake-up");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        let _ = delivery
-                            .nack(BasicNackOptions {
-                                requeue: true,
-                                ..Default::default()
-                            })
-                            .await;
-                    }
-                }
-            });
+            in_flight.spawn(async move { handle_batch(&worker, deliveries, outcomes).await });
             while in_flight.try_join_next().is_some() {}
         }
         in_flight.join_all().await;
         Err("the broker closed the connection".into())
+    }
+}
+
+type Outcomes = Option<tokio::sync::mpsc::UnboundedSender<(JobMessage, Processed)>>;
+
+/// Runs a batch of deliveries through the worker and acknowledges each once
+/// its outcome is recorded; on a database outage, requeues them after a pause.
+async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outcomes) {
+    let mut messages = Vec::with_capacity(deliveries.len());
+    let mut decoded = Vec::with_capacity(deliveries.len());
+    for delivery in deliveries {
+        match serde_json::from_slice::<JobMessage>(&delivery.data) {
+            Ok(message) => {
+                messages.push(message);
+                decoded.push(delivery);
+            }
+            Err(_) => {
+                tracing::warn!("undecodable message dropped");
+                let _ = delivery.ack(BasicAckOptions::default()).await;
+            }
+        }
+    }
+    if messages.is_empty() {
+        return;
+    }
+    match worker.process_batch(&messages).await {
+        Ok(processed) => {
+            for ((delivery, message), processed) in decoded.into_iter().zip(messages).zip(processed)
+            {
+                if let Err(err) = delivery.ack(BasicAckOptions::default()).await {
+                    tracing::warn!(error = %err, "ack failed; the wake-up will be redelivered and dropped");
+                }
+                if let Some(tx) = &outcomes {
+                    let _ = tx.send((message, processed));
+                }
+            }
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, wake_ups = messages.len(), "database unavailable; requeueing wake-ups");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            for delivery in decoded {
+                let _ = delivery
+                    .nack(BasicNackOptions {
+                        requeue: true,
+                        ..Default::default()
+                    })
+                    .await;
+            }
+        }
     }
 }
 

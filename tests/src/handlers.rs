@@ -26,6 +26,11 @@ pub enum Behaviour {
     Retryable,
     /// Fails with a fatal error.
     Fatal,
+    /// Completes with nothing else to write (grouped with concurrent completions).
+    CompleteAlone,
+    /// Loses its lease mid-run (another worker claims the job again), then
+    /// tries to complete with nothing else to write.
+    LoseLeaseThenCompleteAlone,
 }
 
 /// Counts its runs and does what it was told.
@@ -71,6 +76,17 @@ impl JobHandler for ScriptedHandler {
             }
             Behaviour::Retryable => Err(JobError::retryable(format!("host API busy (run {run})"))),
             Behaviour::Fatal => Err(JobError::fatal("the chart values are invalid")),
+            Behaviour::CompleteAlone => ctx.complete_alone().await,
+            Behaviour::LoseLeaseThenCompleteAlone => {
+                sqlx::query(
+                    "UPDATE cluster_jobs SET attempt_count = attempt_count + 1, worker_id = 'other'
+                     WHERE id = $1",
+                )
+                .bind(ctx.job.id)
+                .execute(&ctx.pool)
+                .await?;
+                ctx.complete_alone().await
+            }
         }
     }
 }

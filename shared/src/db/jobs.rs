@@ -27,7 +27,7 @@ use uuid::Uuid;
 use crate::domain::JobType;
 
 /// What travels on the queue: only the id and the type. The row is the truth.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct JobMessage {
     pub job_id: Uuid,
     pub job_type: JobType,
@@ -109,48 +109,70 @@ pub struct ClaimedJob {
     pub worker_id: String,
 }
 
-/// Takes the lease on a due pending job of the given type, in one statement.
-/// `None` means a duplicate or stale wake-up: the caller acknowledges and drops it.
-pub async fn claim(
+/// Takes the leases on every claimable job of a batch of wake-ups in one
+/// statement. The rows are locked in id order, so two
+/// workers claiming overlapping batches (duplicate wake-ups) wait for each
+/// other instead of deadlocking. A wake-up whose job is not returned was
+/// duplicate or stale.
+pub async fn claim_many(
     pool: &PgPool,
-    message: JobMessage,
+    messages: &[JobMessage],
     worker_id: &str,
     lease: Duration,
-) -> Result<Option<ClaimedJob>, sqlx::Error> {
-    let row = sqlx::query!(
-        r#"WITH claimed AS (
-               UPDATE cluster_jobs
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.job_id).collect();
+    let types: Vec<&str> = messages.iter().map(|m| m.job_type.as_str()).collect();
+    let rows = sqlx::query!(
+        r#"WITH wanted AS (
+               SELECT DISTINCT id, type FROM unnest($1::uuid[], $2::text[]) AS w (id, type)
+           ), locked AS (
+               SELECT j.id FROM cluster_jobs j JOIN wanted w ON w.id = j.id AND w.type = j.type
+               WHERE j.status = 'pending'
+               ORDER BY j.id
+               FOR UPDATE OF j
+           ), claimed AS (
+               UPDATE cluster_jobs j
                SET status = 'running',
-                   attempt_count = attempt_count + 1,
+                   attempt_count = j.attempt_count + 1,
                    worker_id = $3,
                    leased_until = now() + make_interval(secs => $4),
-                   started_at = coalesce(started_at, now())
-               WHERE id = $1 AND type = $2 AND status = 'pending'
-                 AND run_after <= now() AND attempt_count < max_attempts
-               RETURNING id, cluster_id, operation_id, payload, attempt_count, max_attempts
+                   started_at = coalesce(j.started_at, now())
+               FROM locked
+               WHERE j.id = locked.id AND j.status = 'pending'
+                 AND j.run_after <= now() AND j.attempt_count < j.max_attempts
+               RETURNING j.id, j.type, j.cluster_id, j.operation_id, j.payload,
+                         j.attempt_count, j.max_attempts
            ), operation AS (
                UPDATE cluster_operations o
                SET status = 'running', started_at = coalesce(o.started_at, now())
                FROM claimed WHERE o.id = claimed.operation_id
            )
-           SELECT id, cluster_id, operation_id, payload, attempt_count, max_attempts FROM claimed"#,
-        message.job_id,
-        message.job_type.as_str(),
+           SELECT id, type, cluster_id, operation_id, payload, attempt_count, max_attempts
+           FROM claimed"#,
+        &ids,
+        &types as &[&str],
         worker_id,
         lease.as_secs_f64(),
     )
-    .fetch_optional(pool)
+    .fetch_all(pool)
     .await?;
-    Ok(row.map(|r| ClaimedJob {
-        id: r.id,
-        cluster_id: r.cluster_id,
-        operation_id: r.operation_id,
-        job_type: message.job_type,
-        payload: r.payload,
-        attempt: r.attempt_count,
-        max_attempts: r.max_attempts,
-        worker_id: worker_id.to_string(),
-    }))
+    rows.into_iter()
+        .map(|r| {
+            Ok(ClaimedJob {
+                id: r.id,
+                cluster_id: r.cluster_id,
+                operation_id: r.operation_id,
+                job_type: r
+                    .r#type
+                    .parse()
+                    .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+                payload: r.payload,
+                attempt: r.attempt_count,
+                max_attempts: r.max_attempts,
+                worker_id: worker_id.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// Extends the lease. `false` means the lease is no longer ours.
@@ -210,6 +232,34 @@ pub async fn complete(tx: &mut PgConnection, job: &ClaimedJob) -> Result<bool, s
     .fetch_optional(tx)
     .await?;
     Ok(row.is_some())
+}
+
+/// [`complete`] for many jobs with nothing else to write, in one statement
+/// (its own transaction). Returns the ids completed; a job missing from them
+/// had lost its lease.
+pub async fn complete_many(
+    pool: &PgPool,
+    ids: &[Uuid],
+    attempts: &[i32],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"WITH done AS (
+               UPDATE cluster_jobs j
+               SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL
+               FROM unnest($1::uuid[], $2::int[]) AS d (id, attempt)
+               WHERE j.id = d.id AND j.attempt_count = d.attempt AND j.status = 'running'
+               RETURNING j.id, j.operation_id
+           ), operation AS (
+               UPDATE cluster_operations o
+               SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL
+               FROM done WHERE o.id = done.operation_id
+           )
+           SELECT id AS "id!" FROM done"#,
+        ids,
+        attempts,
+    )
+    .fetch_all(pool)
+    .await
 }
 
 /// Sends the job back to pending, due after `delay`, keeping the error in its history.

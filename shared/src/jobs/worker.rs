@@ -1,8 +1,13 @@
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, OnceLock},
+};
 
 use async_trait::async_trait;
 use sqlx::{PgConnection, PgPool};
+use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
+use uuid::Uuid;
 
 use super::{JobError, retry_delay};
 use crate::{
@@ -30,6 +35,7 @@ pub trait JobHandler: Send + Sync + 'static {
 pub struct JobContext {
     pub pool: PgPool,
     pub job: ClaimedJob,
+    completions: Completions,
 }
 
 impl JobContext {
@@ -53,12 +59,64 @@ impl JobContext {
     }
 
     /// Marks the job succeeded with nothing else to write: its work was done
-    /// already (say, by an attempt that lost its lease after committing).
+    /// already (say, by an attempt that lost its lease after committing). Such
+    /// completions of concurrent jobs share one statement and one commit; this
+    /// returns once the commit that includes it is done.
     pub async fn complete_alone(&self) -> Result<Completed, JobError> {
-        let mut tx = self.pool.begin().await?;
-        let completed = self.complete(&mut tx).await?;
-        tx.commit().await?;
-        Ok(completed)
+        if self.completions.complete(&self.job).await? {
+            Ok(Completed(()))
+        } else {
+            Err(JobError::LeaseLost)
+        }
+    }
+}
+
+type CompletionRequest = (Uuid, i32, oneshot::Sender<Result<bool, String>>);
+
+/// Groups the completions of jobs with nothing else to write: a task takes
+/// every request waiting and completes them in one statement, while the next
+/// requests gather behind it (group commit). Started on first use.
+#[derive(Clone)]
+struct Completions {
+    pool: PgPool,
+    sender: Arc<OnceLock<mpsc::UnboundedSender<CompletionRequest>>>,
+}
+
+impl Completions {
+    const MAX_BATCH: usize = 512;
+
+    async fn complete(&self, job: &ClaimedJob) -> Result<bool, JobError> {
+        let sender = self.sender.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(run_completions(self.pool.clone(), rx));
+            tx
+        });
+        let (reply, answer) = oneshot::channel();
+        sender
+            .send((job.id, job.attempt, reply))
+            .map_err(|_| JobError::retryable("the completion task has stopped"))?;
+        answer
+            .await
+            .map_err(|_| JobError::retryable("the completion task has stopped"))?
+            .map_err(|err| JobError::Retryable(format!("database error: {err}")))
+    }
+}
+
+async fn run_completions(pool: PgPool, mut requests: mpsc::UnboundedReceiver<CompletionRequest>) {
+    let mut batch = Vec::with_capacity(Completions::MAX_BATCH);
+    while requests.recv_many(&mut batch, Completions::MAX_BATCH).await > 0 {
+        let ids: Vec<Uuid> = batch.iter().map(|r| r.0).collect();
+        let attempts: Vec<i32> = batch.iter().map(|r| r.1).collect();
+        let result = jobs::complete_many(&pool, &ids, &attempts)
+            .await
+            .map(|done| done.into_iter().collect::<HashSet<Uuid>>());
+        for (id, _, reply) in batch.drain(..) {
+            let answer = match &result {
+                Ok(done) => Ok(done.contains(&id)),
+                Err(err) => Err(err.to_string()),
+            };
+            let _ = reply.send(answer);
+        }
     }
 }
 
@@ -82,6 +140,7 @@ pub enum Processed {
 #[derive(Clone)]
 pub struct Worker {
     pool: PgPool,
+    completions: Completions,
     settings: JobSettings,
     worker_id: Arc<str>,
     handlers: Arc<HashMap<JobType, Arc<dyn JobHandler>>>,
@@ -96,6 +155,10 @@ impl Worker {
     ) -> Self {
         let handlers = handlers.into_iter().map(|h| (h.job_type(), h)).collect();
         Self {
+            completions: Completions {
+                pool: pool.clone(),
+                sender: Arc::default(),
+            },
             pool,
             settings,
             worker_id: worker_id.into(),
@@ -120,24 +183,64 @@ impl Worker {
     /// Handles one wake-up to the end. An `Err` is an infrastructure failure
     /// (the database is unreachable): the transport should redeliver later.
     pub async fn process(&self, message: JobMessage) -> Result<Processed, sqlx::Error> {
-        let Some(handler) = self.handlers.get(&message.job_type).cloned() else {
-            tracing::warn!(job_id = %message.job_id, job_type = %message.job_type, "no handler for job type");
-            return Ok(Processed::NoHandler);
+        let mut outcomes = self.process_batch(&[message]).await?;
+        Ok(outcomes.pop().expect("one outcome per wake-up"))
+    }
+
+    /// Handles a batch of wake-ups: one statement claims every claimable job,
+    /// then the handlers run concurrently. The outcomes are in the order of
+    /// `messages`; a wake-up repeated in the batch runs its job once.
+    pub async fn process_batch(
+        &self,
+        messages: &[JobMessage],
+    ) -> Result<Vec<Processed>, sqlx::Error> {
+        let handled: Vec<JobMessage> = messages
+            .iter()
+            .filter(|m| self.handlers.contains_key(&m.job_type))
+            .copied()
+            .collect();
+        let mut claimed: HashMap<JobMessage, ClaimedJob> = if handled.is_empty() {
+            HashMap::new()
+        } else {
+            jobs::claim_many(&self.pool, &handled, &self.worker_id, self.settings.lease)
+                .await?
+                .into_iter()
+                .map(|job| {
+                    let key = JobMessage {
+                        job_id: job.id,
+                        job_type: job.job_type,
+                    };
+                    (key, job)
+                })
+                .collect()
         };
-        let Some(job) =
-            jobs::claim(&self.pool, message, &self.worker_id, self.settings.lease).await?
-        else {
-            tracing::debug!(job_id = %message.job_id, "wake-up for a job that is not claimable; dropped");
-            return Ok(Processed::Skipped);
-        };
-        let span = tracing::info_span!(
-            "job",
-            job_id = %job.id,
-            job_type = %job.job_type,
-            attempt = job.attempt,
-            cluster_id = %job.cluster_id,
-        );
-        self.run_claimed(handler, job).instrument(span).await
+        let runs = messages.iter().map(|message| {
+            let handler = self.handlers.get(&message.job_type).cloned();
+            // Each claimed job runs for the first of its wake-ups only.
+            let job = handler.as_ref().and_then(|_| claimed.remove(message));
+            async move {
+                let Some(handler) = handler else {
+                    tracing::warn!(job_id = %message.job_id, job_type = %message.job_type, "no handler for job type");
+                    return Ok(Processed::NoHandler);
+                };
+                let Some(job) = job else {
+                    tracing::debug!(job_id = %message.job_id, "wake-up for a job that is not claimable; dropped");
+                    return Ok(Processed::Skipped);
+                };
+                let span = tracing::info_span!(
+                    "job",
+                    job_id = %job.id,
+                    job_type = %job.job_type,
+                    attempt = job.attempt,
+                    cluster_id = %job.cluster_id,
+                );
+                self.run_claimed(handler, job).instrument(span).await
+            }
+        });
+        futures_util::future::join_all(runs)
+            .await
+            .into_iter()
+            .collect()
     }
 
     async fn run_claimed(
@@ -149,6 +252,7 @@ impl Worker {
         let ctx = JobContext {
             pool: self.pool.clone(),
             job: job.clone(),
+            completions: self.completions.clone(),
         };
         // Stops with the attempt, however it ends (even when its task is aborted).
         let heartbeat = AbortOnDrop(tokio::spawn(heartbeat(

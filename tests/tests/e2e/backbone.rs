@@ -144,15 +144,128 @@ async fn the_same_wake_up_delivered_twice_runs_the_handler_once() {
 }
 
 #[tokio::test]
+async fn a_batch_of_wake_ups_claims_each_claimable_job_once_and_skips_the_rest() {
+    let db = TestDb::new().await;
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let worker = worker(&db, "w1", handler.clone());
+    let mut fresh = Vec::new();
+    for _ in 0..3 {
+        let cluster = seed_cluster(&db.pool).await;
+        fresh.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
+    }
+    let done = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterCreate,
+        3,
+    )
+    .await;
+    assert_eq!(worker.process(done).await.unwrap(), Processed::Succeeded);
+    let wrong_type = jobs::JobMessage {
+        job_type: JobType::ClusterDelete,
+        ..fresh[2]
+    };
+
+    let batch = [fresh[0], fresh[1], fresh[0], done, wrong_type, fresh[2]];
+    let outcomes = worker.process_batch(&batch).await.unwrap();
+    assert_eq!(
+        outcomes,
+        vec![
+            Processed::Succeeded,
+            Processed::Succeeded,
+            Processed::Skipped,   // the same wake-up again in the batch
+            Processed::Skipped,   // already succeeded
+            Processed::NoHandler, // no handler here for that type
+            Processed::Succeeded,
+        ]
+    );
+    assert_eq!(
+        handler.runs(),
+        4,
+        "each job ran once, the earlier one included"
+    );
+    for message in &fresh {
+        let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+        assert_eq!(
+            (record.status.as_str(), record.attempt_count),
+            ("succeeded", 1)
+        );
+    }
+
+    // A wake-up naming a job under another type never claims it.
+    let other = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterCreate,
+        3,
+    )
+    .await;
+    let mislabelled = jobs::JobMessage {
+        job_type: JobType::ClusterDelete,
+        ..other
+    };
+    let claimed = jobs::claim_many(&db.pool, &[mislabelled], "w2", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(claimed.is_empty());
+    assert_eq!(job_status(&db.pool, other.job_id).await, "pending");
+}
+
+#[tokio::test]
+async fn completions_with_nothing_else_to_write_are_grouped_and_still_fenced() {
+    let db = TestDb::new().await;
+    let alone = ScriptedHandler::new(JobType::ClusterUpdate, Behaviour::CompleteAlone);
+    let worker_a = worker(&db, "w1", alone.clone());
+    let mut batch = Vec::new();
+    for _ in 0..20 {
+        let cluster = seed_cluster(&db.pool).await;
+        batch.push(enqueue(&db.pool, cluster, JobType::ClusterUpdate, 3).await);
+    }
+    let outcomes = worker_a.process_batch(&batch).await.unwrap();
+    assert_eq!(outcomes, vec![Processed::Succeeded; 20]);
+    for message in &batch {
+        let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+        assert_eq!(record.status, "succeeded");
+        assert!(record.finished_at.is_some());
+    }
+    let operations_done: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM cluster_operations WHERE status = 'succeeded' AND stage = 'done'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(operations_done, 20, "each job's operation ends with it");
+
+    // A handler whose lease was taken over cannot complete, even alone.
+    let stolen = ScriptedHandler::new(
+        JobType::ClusterUpdate,
+        Behaviour::LoseLeaseThenCompleteAlone,
+    );
+    let message = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterUpdate,
+        3,
+    )
+    .await;
+    assert_eq!(
+        worker(&db, "w2", stolen).process(message).await.unwrap(),
+        Processed::LeaseLost
+    );
+    assert_eq!(job_status(&db.pool, message.job_id).await, "running");
+}
+
+#[tokio::test]
 async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
     let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
 
     // Worker A claims with a short lease, then dies without a word.
-    let dead = jobs::claim(&db.pool, message, "worker-a", Duration::from_millis(1))
+    let dead = jobs::claim_many(&db.pool, &[message], "worker-a", Duration::from_millis(1))
         .await
         .unwrap()
+        .pop()
         .expect("claimable");
     assert_eq!(dead.attempt, 1);
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -207,9 +320,10 @@ async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
     let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 1).await;
-    jobs::claim(&db.pool, message, "worker-a", Duration::from_millis(1))
+    jobs::claim_many(&db.pool, &[message], "worker-a", Duration::from_millis(1))
         .await
         .unwrap()
+        .pop()
         .expect("claimable");
     tokio::time::sleep(Duration::from_millis(20)).await;
     let (dispatcher, _runner) = inprocess::channel(

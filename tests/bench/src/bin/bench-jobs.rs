@@ -1,0 +1,312 @@
+//! The platform's side of the job backbone benchmark (`tests/bench/backbone.py`
+//! drives it beside graphile-worker and Celery). Every job goes through the
+//! production code: `db::jobs::enqueue` in a transaction, commit, the RabbitMQ
+//! publisher with confirms, `published_at`; the production `Consumer` and
+//! `Worker` (claim with a lease, the handler, the fenced completion, the ack).
+//! Only the handler is the benchmark's: it appends `<job id> <µs since the
+//! epoch>` to a log, then completes the job.
+//!
+//! Usage:
+//! - `bench-jobs prepare --clusters N`: migrates the database at DATABASE_URL
+//!   (a fresh one), adds N clusters (one active job per cluster is the rule)
+//!   and purges the benchmark's queues.
+//! - `bench-jobs enqueue --jobs N [--concurrency C] [--log FILE]`: N jobs as
+//!   fast as C tasks can, one transaction each.
+//! - `bench-jobs enqueue --rate R --seconds S --log FILE`: open loop, R jobs a
+//!   second for S seconds, each on its own task at its due time.
+//! - `bench-jobs work --log FILE`: a worker process until SIGTERM.
+//!
+//! `--log` of `enqueue` records each job's commit time, that of `work` each
+//! handler start. The exchange is `AMQP_EXCHANGE` (the harness sets its own).
+
+// A benchmark's output is its result line.
+#![allow(clippy::print_stdout)]
+
+use std::{
+    io::Write,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use lapin::options::QueuePurgeOptions;
+use queues::{AmqpPublisher, Consumer, Topology};
+use secrecy::ExposeSecret;
+use serde_json::json;
+use shared::{
+    config::Settings,
+    db::{
+        self,
+        jobs::{self, NewJob},
+    },
+    domain::JobType,
+    jobs::{
+        Completed, JobContext, JobError, JobHandler, JobPublisher, Worker, publish_after_commit,
+    },
+};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// The job type the benchmark's jobs carry: the one with no payload rules.
+const JOB_TYPE: JobType = JobType::ClusterUpdate;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let settings = Settings::from_env()?;
+    let url = settings.require_database_url()?.clone();
+    let pool = db::lazy_pool(&url, settings.database_max_connections)?;
+    let topology = Topology::new(settings.amqp_exchange.clone());
+    let amqp = settings.amqp_url.clone().context("AMQP_URL is required")?;
+    match args.first().map(String::as_str) {
+        Some("prepare") => prepare(&pool, &amqp, &topology, number(&args, "--clusters")?).await,
+        Some("enqueue") => {
+            let publisher: Arc<dyn JobPublisher> = Arc::new(AmqpPublisher::new(amqp, topology));
+            let log = args_value(&args, "--log").map(Log::create).transpose()?;
+            match args_value(&args, "--rate") {
+                Some(_) => {
+                    open_loop(
+                        &pool,
+                        &publisher,
+                        number(&args, "--rate")?,
+                        number(&args, "--seconds")?,
+                        log,
+                    )
+                    .await
+                }
+                None => {
+                    closed_loop(
+                        &pool,
+                        &publisher,
+                        number(&args, "--jobs")?,
+                        args_value(&args, "--concurrency")
+                            .map(str::parse)
+                            .transpose()?
+                            .unwrap_or(16),
+                        log,
+                    )
+                    .await
+                }
+            }
+        }
+        Some("work") => {
+            let log = Log::create(args_value(&args, "--log").context("--log FILE")?)?;
+            let handler: Arc<dyn JobHandler> = Arc::new(NoOp { log });
+            let worker = Worker::new(
+                pool,
+                settings.jobs.clone(),
+                settings.worker_id,
+                vec![handler],
+            );
+            Consumer::new(amqp, topology, worker)
+                .run(shared::runtime::shutdown_signal())
+                .await;
+            Ok(())
+        }
+        _ => anyhow::bail!("usage: bench-jobs prepare|enqueue|work (see the source's header)"),
+    }
+}
+
+fn args_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).map(String::as_str)
+}
+
+fn number(args: &[String], name: &str) -> anyhow::Result<usize> {
+    args_value(args, name)
+        .with_context(|| format!("{name} N"))?
+        .parse()
+        .with_context(|| format!("{name} takes a number"))
+}
+
+fn now_micros() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+/// A line-per-event log written with one `write` each, so a killed process
+/// leaves every line it wrote.
+#[derive(Clone)]
+struct Log(Arc<Mutex<std::fs::File>>);
+
+impl Log {
+    fn create(path: &str) -> anyhow::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {path}"))?;
+        Ok(Self(Arc::new(Mutex::new(file))))
+    }
+
+    fn record(&self, job_id: Uuid) {
+        let line = format!("{job_id} {}\n", now_micros());
+        let mut file = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(err) = file.write_all(line.as_bytes()) {
+            tracing::error!(error = %err, "cannot write the benchmark log");
+        }
+    }
+}
+
+struct NoOp {
+    log: Log,
+}
+
+#[async_trait]
+impl JobHandler for NoOp {
+    fn job_type(&self) -> JobType {
+        JOB_TYPE
+    }
+
+    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+        self.log.record(ctx.job.id);
+        ctx.complete_alone().await
+    }
+}
+
+async fn prepare(
+    pool: &PgPool,
+    amqp: &secrecy::SecretString,
+    topology: &Topology,
+    clusters: usize,
+) -> anyhow::Result<()> {
+    db::MIGRATOR.run(pool).await?;
+    sqlx::raw_sql(
+        "INSERT INTO users (email, display_name) VALUES ('bench@example.com', 'Benchmark')
+         ON CONFLICT DO NOTHING",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO clusters (owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+             workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+             control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+             public_access_mode, status)
+         SELECT u.id, 'c' || g, 'c' || g, 'kb-c' || g, '1.31', 1000, 1024, 100, 256, 'nodeport', 'ready'
+         FROM users u, generate_series(1, $1) g WHERE u.email = 'bench@example.com'",
+    )
+    .bind(i64::try_from(clusters)?)
+    .execute(pool)
+    .await?;
+    let connection =
+        lapin::Connection::connect(amqp.expose_secret(), lapin::ConnectionProperties::default())
+            .await?;
+    let channel = connection.create_channel().await?;
+    topology.declare(&channel).await?;
+    channel
+        .queue_purge(
+            topology.queue(JOB_TYPE).as_str().into(),
+            QueuePurgeOptions::default(),
+        )
+        .await?;
+    connection.close(200, "done".into()).await?;
+    Ok(())
+}
+
+/// The enqueue path of the HTTP functions: the job in a transaction, commit,
+/// then the wake-up published with a confirm and `published_at` stamped.
+async fn enqueue_one(
+    pool: &PgPool,
+    publisher: &dyn JobPublisher,
+    cluster_id: Uuid,
+    log: Option<&Log>,
+) -> anyhow::Result<()> {
+    let payload = json!({});
+    let mut tx = pool.begin().await?;
+    let enqueued = jobs::enqueue(
+        &mut tx,
+        NewJob {
+            cluster_id,
+            job_type: JOB_TYPE,
+            requested_by: None,
+            payload: &payload,
+            max_attempts: 5,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    if let Some(log) = log {
+        log.record(enqueued.job.job_id);
+    }
+    publish_after_commit(pool, publisher, enqueued.job).await;
+    Ok(())
+}
+
+async fn idle_clusters(pool: &PgPool) -> anyhow::Result<Vec<Uuid>> {
+    Ok(sqlx::query_scalar(
+        "SELECT c.id FROM clusters c
+         WHERE NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.cluster_id = c.id)
+         ORDER BY c.name",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn closed_loop(
+    pool: &PgPool,
+    publisher: &Arc<dyn JobPublisher>,
+    jobs: usize,
+    concurrency: usize,
+    log: Option<Log>,
+) -> anyhow::Result<()> {
+    let clusters = Arc::new(idle_clusters(pool).await?);
+    anyhow::ensure!(clusters.len() >= jobs, "prepare at least {jobs} clusters");
+    let next = AtomicUsize::new(0);
+    let started = Instant::now();
+    let tasks = (0..concurrency).map(|_| async {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= jobs {
+                return Ok::<_, anyhow::Error>(());
+            }
+            enqueue_one(pool, publisher.as_ref(), clusters[i], log.as_ref()).await?;
+        }
+    });
+    futures_util::future::try_join_all(tasks).await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({"enqueued": jobs, "seconds": elapsed, "per_second": jobs as f64 / elapsed})
+    );
+    Ok(())
+}
+
+async fn open_loop(
+    pool: &PgPool,
+    publisher: &Arc<dyn JobPublisher>,
+    rate: usize,
+    seconds: usize,
+    log: Option<Log>,
+) -> anyhow::Result<()> {
+    let jobs = rate * seconds;
+    let clusters = idle_clusters(pool).await?;
+    anyhow::ensure!(clusters.len() >= jobs, "prepare at least {jobs} clusters");
+    let interval = Duration::from_secs(1) / u32::try_from(rate)?;
+    let started = tokio::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut late = 0usize;
+    for (i, cluster_id) in clusters.into_iter().take(jobs).enumerate() {
+        let due = started + interval * u32::try_from(i)?;
+        if tokio::time::Instant::now() > due + Duration::from_millis(1) {
+            late += 1;
+        }
+        tokio::time::sleep_until(due).await;
+        let (pool, publisher, log) = (pool.clone(), publisher.clone(), log.clone());
+        tasks.spawn(async move {
+            enqueue_one(&pool, publisher.as_ref(), cluster_id, log.as_ref()).await
+        });
+    }
+    while let Some(result) = tasks.join_next().await {
+        result??;
+    }
+    println!(
+        "{}",
+        json!({"enqueued": jobs, "rate": rate, "seconds": seconds, "sent_late_over_1ms": late})
+    );
+    Ok(())
+}
