@@ -38,7 +38,8 @@ HERE = os.path.join(ROOT, "tests", "bench")
 SERVER_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f")
 EXCHANGE = "kubebyon-bench"
-BUSY_LOAD = 2.0  # 1-minute load average (the core count) above which a run is repeated
+QUIET_LOAD = 2.0  # 1-minute load average (the core count) a run waits for, at most 45 s
+BUSY_LOAD = 3.0  # still above this after the wait: the machine is busy, the run is repeated
 
 RESULTS = []
 CHILDREN = []
@@ -206,7 +207,8 @@ class Ours:
         args += ["--rate", str(rate), "--seconds", str(seconds)] if rate else ["--jobs", str(jobs)]
         if log_path:
             args += ["--log", log_path]
-        return run_json(args, self.env())
+        # The enqueuer stands for many API function instances: more connections.
+        return run_json(args, self.env({"DATABASE_MAX_CONNECTIONS": "32"}))
 
     def start_worker(self, log_path, index, extra_env=None):
         return spawn(
@@ -474,17 +476,17 @@ def wait_until(predicate, timeout, interval=0.01):
 
 
 def burn_once(system, jobs, workers=2, crash=False, timeout=600):
+    load_before = loadavg()
     tmp = tempfile.mkdtemp(prefix="bench-burn-")
     logs = [os.path.join(tmp, f"worker-{i}.log") for i in range(workers + 1)]
     system.prepare(jobs)
     enqueued = system.enqueue(jobs=jobs)
-    crash_env = {"JOB_LEASE_MS": str(CRASH_LEASE_MS), "SWEEP_INTERVAL_MS": "1000",
-                 "JOB_REPUBLISH_AFTER_MS": "1000"} if crash else {}
+    crash_env = {"JOB_LEASE_MS": str(CRASH_LEASE_MS), "SWEEP_INTERVAL_MS": "1000"} if crash else {}
     helpers = system.start_helpers(crash_env) if crash else []
     procs = [system.start_worker(logs[i], i, crash_env) for i in range(workers)]
     record = {"bench": "crash" if crash else "burn-down", "system": system.name,
               "variant": system.variant, "jobs": jobs, "workers": workers,
-              "prefill_per_s": round(enqueued["per_second"], 1), "load_before": loadavg()}
+              "prefill_per_s": round(enqueued["per_second"], 1), "load_before": load_before}
     try:
         if crash:
             # Kill one worker once a third of the jobs ran, then start a replacement,
@@ -521,8 +523,8 @@ def burn_once(system, jobs, workers=2, crash=False, timeout=600):
 
 
 def wait_quiet():
-    """Lets the previous run's load pass (at most a minute)."""
-    wait_until(lambda: loadavg()[0] <= BUSY_LOAD, 60, 1)
+    """Lets the previous run's load pass (at most 45 s)."""
+    wait_until(lambda: loadavg()[0] <= QUIET_LOAD, 45, 1)
 
 
 def repeat(make_record, reps):
@@ -551,12 +553,14 @@ def burn(args):
 
 def crash(args):
     for _ in range(args.reps):
-        for cls, variant in [(Ours, "default"), (Graphile, "batched"), (CeleryPeer, "durable")]:
+        for cls, variant in [(Ours, "default"), (Ours, "prefetch-128"), (Graphile, "batched"),
+                             (CeleryPeer, "durable")]:
             repeat(lambda: burn_once(cls(variant), args.crash_jobs, crash=True,
                                      timeout=args.crash_timeout), 1)
 
 
 def latency_once(system, rate, seconds):
+    load_before = loadavg()
     tmp = tempfile.mkdtemp(prefix="bench-latency-")
     enqueue_log = os.path.join(tmp, "enqueue.log")
     logs = [os.path.join(tmp, f"worker-{i}.log") for i in range(2)]
@@ -564,11 +568,12 @@ def latency_once(system, rate, seconds):
     system.prepare(jobs)
     procs = [system.start_worker(logs[i], i) for i in range(2)]
     record = {"bench": "latency", "system": system.name, "variant": system.variant,
-              "rate_per_s": rate, "seconds": seconds, "load_before": loadavg()}
+              "rate_per_s": rate, "seconds": seconds, "load_before": load_before}
     try:
         time.sleep(3)  # workers connected and idle
-        system.enqueue(rate=rate, seconds=seconds, log_path=enqueue_log)
-        wait_until(lambda: len(read_log(logs)) >= jobs, 120, 0.05)
+        sent = system.enqueue(rate=rate, seconds=seconds, log_path=enqueue_log)
+        record["enqueue_failed"] = sent.get("failed", 0)
+        wait_until(lambda: len(read_log(logs)) >= jobs, 120, 0.5)
         committed = read_log([enqueue_log])
         started = read_log(logs)
         samples = [(min(started[k]) - committed[k][0]) / 1000 for k in committed if k in started]
@@ -590,7 +595,7 @@ def latency_once(system, rate, seconds):
 def latency(args):
     for rate in args.rates:
         latency_once(Ours("default"), rate, 3)  # warm-up, discarded
-        for _ in range(args.reps):
+        for _ in range(args.latency_reps or args.reps):
             for cls, variant in SYSTEMS:
                 repeat(lambda: latency_once(cls(variant), rate, args.latency_seconds), 1)
 
@@ -637,11 +642,15 @@ def http(args):
                "KUBEBYON_INSECURE_COOKIES": "true"}
         key = subprocess.run([f"{BIN}/bench-http-setup"], env={**os.environ, **env}, check=True,
                              capture_output=True, text=True).stdout.strip()
-        floor_port, local_port = free_port(), free_port()
+        floor_port, local_port, api_port = free_port(), free_port(), free_port()
         procs.append(spawn([f"{BIN}/bench-axum-floor"], {"PORT": str(floor_port)}))
         procs.append(spawn([f"{BIN}/local"], {**env, "PORT": str(local_port)}))
-        wait_port(floor_port)
-        wait_port(local_port)
+        # The cluster routes are measured on their own function, as deployed:
+        # `local` would also run every created cluster's job against its
+        # simulated host, on the same two cores, while wrk is measuring.
+        procs.append(spawn([f"{BIN}/api-clusters"], {**env, "PORT": str(api_port)}))
+        for port in (floor_port, local_port, api_port):
+            wait_port(port)
         auth = os.path.join(tmp, "auth.lua")
         with open(auth, "w") as f:
             f.write(f'wrk.headers["Authorization"] = "Bearer {key}"\n')
@@ -651,10 +660,11 @@ def http(args):
         targets = [
             ("axum floor /healthz", f"http://127.0.0.1:{floor_port}/healthz", None),
             ("local /healthz", f"http://127.0.0.1:{local_port}/healthz", None),
-            ("local GET /api/console/clusters (API key)",
-             f"http://127.0.0.1:{local_port}/api/console/clusters", auth),
-            ("local POST /api/console/clusters (API key)",
-             f"http://127.0.0.1:{local_port}/api/console/clusters", create),
+            ("api-clusters /healthz", f"http://127.0.0.1:{api_port}/healthz", None),
+            ("api-clusters GET /api/console/clusters (API key)",
+             f"http://127.0.0.1:{api_port}/api/console/clusters", auth),
+            ("api-clusters POST /api/console/clusters (API key)",
+             f"http://127.0.0.1:{api_port}/api/console/clusters", create),
         ]
         for connections in (1, 64):
             for name, target, script in targets:
@@ -674,17 +684,18 @@ def http(args):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# Each request creates a cluster under a new name (the per-user cluster limit is
-# raised by bench-http-setup); the job it enqueues is published to RabbitMQ.
+# Each request creates a cluster under a new name (a random number per wrk
+# thread and run, then a counter); the job it enqueues is published to RabbitMQ.
 CREATE_LUA = """
 local counter = 0
 local thread_id = 0
 local threads = 0
 function setup(thread) thread:set("id", threads); threads = threads + 1 end
-function init(args) thread_id = id end
+local run = 0
+function init(args) thread_id = id; math.randomseed(os.time() + id); run = math.random(1, 999999) end
 request = function()
   counter = counter + 1
-  local body = string.format('{"name":"w%d-%d","workload_cpu_limit_milli_cores":2000,"workload_memory_limit_mib":4096}', thread_id, counter)
+  local body = string.format('{"name":"w%d-%d-%d","workload_cpu_limit_milli_cores":2000,"workload_memory_limit_mib":4096}', run, thread_id, counter)
   return wrk.format("POST", nil, {["Authorization"] = "Bearer KEY",
     ["Content-Type"] = "application/json"}, body)
 end
@@ -773,6 +784,7 @@ def main():
     parser.add_argument("--jobs", default="20000,100000")
     parser.add_argument("--rates", default="100,1000")
     parser.add_argument("--latency-seconds", type=int, default=30)
+    parser.add_argument("--latency-reps", type=int, help="repetitions of the latency runs (default --reps)")
     parser.add_argument("--crash-jobs", type=int, default=20_000)
     parser.add_argument("--crash-timeout", type=int, default=90)
     parser.add_argument("--http-seconds", type=int, default=10)

@@ -1,5 +1,5 @@
 //! Prepares the database of the HTTP benchmark: migrates it, makes one
-//! verified user with an API key, and prints the key (the benchmark's
+//! verified user with 50 clusters and an API key, and prints the key (the benchmark's
 //! requests authenticate with it, as an API client would).
 
 // A benchmark's output is its result line.
@@ -13,12 +13,8 @@ async fn main() -> anyhow::Result<()> {
     let url = std::env::var("DATABASE_URL").context("DATABASE_URL")?;
     let pool = sqlx::PgPool::connect(&url).await?;
     db::MIGRATOR.run(&pool).await?;
-    let user_id: uuid::Uuid = sqlx::query_scalar(
-        "INSERT INTO users (email, display_name, email_verified_at)
-         VALUES ('bench-http@example.com', 'HTTP benchmark', now()) RETURNING id",
-    )
-    .fetch_one(&pool)
-    .await?;
+    // One full page of the cluster listing (its default limit is 50) from the start.
+    let user_id = bench::seed_clusters(&pool, "bench-http@example.com", 50).await?;
     let (key, prefix) = auth::new_api_key();
     db::accounts::insert_api_key(
         &pool,
