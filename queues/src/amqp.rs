@@ -226,8 +226,8 @@ impl JobPublisher for AmqpPublisher {
 }
 
 /// Consumes the queues of the worker's job types and runs the deliveries through
-/// the worker, those that arrived together as one batch. Acks after each job's
-/// outcome is recorded; on a database outage it
+/// the worker, those that arrived together as one batch. Acks a batch's
+/// deliveries once every outcome in it is recorded; on a database outage it
 /// negatively acknowledges with requeue after a pause. Reconnects with backoff
 /// when the broker goes away.
 pub struct Consumer {
