@@ -15,7 +15,7 @@ use std::{collections::HashMap, time::Instant};
 
 use anyhow::Context;
 use serde_json::json;
-use sqlx::{Connection, Executor};
+use sqlx::PgPool;
 
 const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
@@ -31,24 +31,9 @@ async fn main() -> anyhow::Result<()> {
     };
     let moto = tests::moto::Moto::start().await;
     let zone = moto.create_zone("apps.example.com");
-    let server = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let database = format!("kubebyon_bench_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = sqlx::PgConnection::connect(&server).await?;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-        .await?;
-    let url = format!(
-        "{}/{database}",
-        server.rsplit_once('/').context("DATABASE_URL path")?.0
-    );
-    let result = run(&url, &moto.url, &zone, records).await;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE {database} WITH (FORCE)"
-        )))
-        .await?;
-    let (first, first_report, second, second_report) = result?;
+    let db = tests::database::TestDb::new().await;
+    let (first, first_report, second, second_report) =
+        run(&db.pool, &moto.url, &zone, records).await?;
     let listed = moto.cnames(&zone).len();
     println!(
         "{}",
@@ -68,13 +53,8 @@ async fn main() -> anyhow::Result<()> {
 
 type Runs = (f64, shared::dns::DnsReport, f64, shared::dns::DnsReport);
 
-async fn run(url: &str, moto_url: &str, zone: &str, records: i64) -> anyhow::Result<Runs> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
-        .connect(url)
-        .await?;
-    shared::MIGRATOR.run(&pool).await?;
-    let owner = shared::db::users::ensure_development_user(&pool).await?;
+async fn run(pool: &PgPool, moto_url: &str, zone: &str, records: i64) -> anyhow::Result<Runs> {
+    let owner = shared::db::users::ensure_development_user(pool).await?;
     let settings =
         shared::config::Settings::from_source(&HashMap::from([("KUBEBYON_SETTINGS_KEY", KEY)]))?;
     let sealed = shared::secretbox::SecretBox::new(settings.settings_key.as_ref().context("key")?)?
@@ -88,7 +68,7 @@ async fn run(url: &str, moto_url: &str, zone: &str, records: i64) -> anyhow::Res
     .bind(zone)
     .bind(moto_url)
     .bind(sealed)
-    .execute(&pool)
+    .execute(pool)
     .await?;
     let cluster: (uuid::Uuid,) = sqlx::query_as(
         "INSERT INTO clusters (owner_user_id, name, vcluster_name, namespace, kubernetes_version,
@@ -100,7 +80,7 @@ async fn run(url: &str, moto_url: &str, zone: &str, records: i64) -> anyhow::Res
                  'http://127.0.0.1:1', 'ready', true, now(), true) RETURNING id",
     )
     .bind(owner)
-    .fetch_one(&pool)
+    .fetch_one(pool)
     .await?;
     sqlx::query(
         "INSERT INTO workload_ingress_hostname_bindings (cluster_id, hostname, dns_management_scope)
@@ -108,18 +88,17 @@ async fn run(url: &str, moto_url: &str, zone: &str, records: i64) -> anyhow::Res
     )
     .bind(cluster.0)
     .bind(records - 1)
-    .execute(&pool)
+    .execute(pool)
     .await?;
     let started = Instant::now();
-    let first_report = shared::dns::sync(&pool, &settings).await?;
+    let first_report = shared::dns::sync(pool, &settings).await?;
     let first = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let second_report = shared::dns::sync(&pool, &settings).await?;
+    let second_report = shared::dns::sync(pool, &settings).await?;
     let second = started.elapsed().as_secs_f64();
     anyhow::ensure!(
         first_report.failed == 0 && second_report.upserted == 0,
         "{first_report:?} {second_report:?}"
     );
-    pool.close().await;
     Ok((first, first_report, second, second_report))
 }

@@ -23,7 +23,6 @@ use std::{
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use sqlx::{Connection, Executor};
 
 /// A CA certificate (self-signed, its key thrown away) for the fleet's
 /// kubeconfigs: real vCluster kubeconfigs always carry their CA, and a client
@@ -155,23 +154,9 @@ async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result
     let fleet: Value = serde_json::from_str(&line).context("the fleet description")?;
     let fleet_ready_s = started.elapsed().as_secs_f64();
 
-    let server = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let database = format!("kubebyon_bench_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = sqlx::PgConnection::connect(&server).await?;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-        .await?;
-    let url = format!(
-        "{}/{database}",
-        server.rsplit_once('/').context("DATABASE_URL path")?.0
-    );
-    let result = run_cycles(&url, &fleet, cycles).await;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE {database} WITH (FORCE)"
-        )))
-        .await?;
+    let db = tests::database::TestDb::new().await;
+    let result = run_cycles(&db.url, &fleet, cycles).await;
+    drop(db);
     drop(child.stdin.take());
     child.wait()?;
     let (first, steady, report) = result?;
@@ -213,7 +198,6 @@ async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<C
         .max_connections(10)
         .connect(url)
         .await?;
-    shared::MIGRATOR.run(&pool).await?;
     let owner = shared::db::users::ensure_development_user(&pool).await?;
     let list = fleet["clusters"].as_array().context("clusters")?;
     let field = |key: &str| -> Vec<String> {
