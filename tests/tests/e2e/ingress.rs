@@ -206,31 +206,40 @@ async fn hostname_bindings_follow_their_cert_manager_certificate() {
                 "spec": { "secretName": "shop-tls", "dnsNames": ["shop.customer.test"], "issuerRef": { "name": "letsencrypt" } },
                 "status": { "conditions": [{ "type": "Ready", "status": ready, "reason": reason, "message": "the ACME order failed" }] } })
     };
-    let tls = |bindings: &serde_json::Value, hostname: &str| {
-        let b = bindings
+    let binding = |bindings: &serde_json::Value, hostname: &str| {
+        bindings
             .as_array()
             .unwrap()
             .iter()
             .find(|b| b["hostname"] == hostname)
-            .unwrap();
+            .unwrap()
+            .clone()
+    };
+    let tls = |bindings: &serde_json::Value, hostname: &str| {
+        let b = binding(bindings, hostname);
         (
             b["tls_mode"].as_str().unwrap().to_string(),
             b["tls_status"].as_str().unwrap().to_string(),
             b["tls_last_error"].clone(),
         )
     };
+    // One observation cycle, then the bindings as the API shows them.
+    let observed_bindings = async || {
+        observe_clusters(&platform.db.pool, &platform.host, 4)
+            .await
+            .unwrap();
+        platform
+            .call(
+                "GET",
+                &format!("/api/console/clusters/{id}/hostnames"),
+                None,
+            )
+            .await
+            .1
+    };
 
     vcluster.put(certificate("False", "Failed")).unwrap();
-    observe_clusters(&platform.db.pool, &platform.host, 4)
-        .await
-        .unwrap();
-    let (_, bindings) = platform
-        .call(
-            "GET",
-            &format!("/api/console/clusters/{id}/hostnames"),
-            None,
-        )
-        .await;
+    let bindings = observed_bindings().await;
     let (mode, status, error) = tls(&bindings, "shop.customer.test");
     assert_eq!((mode.as_str(), status.as_str()), ("cert_manager", "error"));
     assert_eq!(error, "Failed: the ACME order failed");
@@ -241,23 +250,8 @@ async fn hostname_bindings_follow_their_cert_manager_certificate() {
     );
 
     vcluster.put(certificate("True", "Ready")).unwrap();
-    observe_clusters(&platform.db.pool, &platform.host, 4)
-        .await
-        .unwrap();
-    let (_, bindings) = platform
-        .call(
-            "GET",
-            &format!("/api/console/clusters/{id}/hostnames"),
-            None,
-        )
-        .await;
-    let shop = bindings
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["hostname"] == "shop.customer.test")
-        .unwrap()
-        .clone();
+    let bindings = observed_bindings().await;
+    let shop = binding(&bindings, "shop.customer.test");
     assert_eq!(
         (
             shop["tls_status"].as_str(),
