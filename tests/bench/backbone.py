@@ -161,6 +161,39 @@ def read_log(paths):
     return seen
 
 
+class LogProgress:
+    """Counts handler runs and distinct jobs in the workers' logs, reading only
+    what was appended since the last look (a check every 10 ms must not re-read
+    every line and take the CPU from the system measured)."""
+
+    def __init__(self, paths):
+        self.offsets = {path: 0 for path in paths}
+        self.jobs = set()
+        self.runs = 0
+
+    def update(self):
+        for path, offset in self.offsets.items():
+            if not os.path.exists(path):
+                continue
+            with open(path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written waits
+            self.offsets[path] = offset + len(complete)
+            for line in complete.decode().splitlines():
+                parts = line.split()
+                if len(parts) == 2:
+                    self.jobs.add(parts[0])
+                    self.runs += 1
+        return self
+
+
+def enqueue_args(jobs, rate, seconds, log_path):
+    """The enqueue command's arguments, the same for every system's enqueuer."""
+    args = ["--rate", str(rate), "--seconds", str(seconds)] if rate else ["--jobs", str(jobs)]
+    return args + (["--log", log_path] if log_path else [])
+
+
 def quantile(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -204,9 +237,7 @@ class Ours:
 
     def enqueue(self, jobs=None, rate=None, seconds=None, log_path=None):
         args = [f"{BIN}/bench-jobs", "enqueue"]
-        args += ["--rate", str(rate), "--seconds", str(seconds)] if rate else ["--jobs", str(jobs)]
-        if log_path:
-            args += ["--log", log_path]
+        args += enqueue_args(jobs, rate, seconds, log_path)
         # The enqueuer stands for many API function instances: more connections.
         return run_json(args, self.env({"DATABASE_MAX_CONNECTIONS": "32"}))
 
@@ -220,7 +251,7 @@ class Ours:
         """The sweep, which rescues jobs whose lease expired (crash recovery)."""
         return [spawn([f"{BIN}/sweep"], self.env(extra_env))]
 
-    def done(self, jobs, logs):
+    def done(self, jobs, progress):
         return POLL.scalar(self.url, "SELECT count(*) FROM cluster_jobs WHERE status = 'succeeded'") >= jobs
 
     def cleanup(self):
@@ -250,9 +281,7 @@ class Graphile:
 
     def enqueue(self, jobs=None, rate=None, seconds=None, log_path=None):
         args = self.node("enqueue")
-        args += ["--rate", str(rate), "--seconds", str(seconds)] if rate else ["--jobs", str(jobs)]
-        if log_path:
-            args += ["--log", log_path]
+        args += enqueue_args(jobs, rate, seconds, log_path)
         out = subprocess.run(args, env={**os.environ, **self.env()}, check=True,
                              capture_output=True, text=True, cwd=PEERS)
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -266,7 +295,7 @@ class Graphile:
     def start_helpers(self, extra_env):
         return []
 
-    def done(self, jobs, logs):
+    def done(self, jobs, progress):
         return POLL.scalar(self.url, "SELECT count(*) FROM graphile_worker.jobs") == 0
 
     def cleanup(self):
@@ -302,9 +331,7 @@ class CeleryPeer:
 
     def enqueue(self, jobs=None, rate=None, seconds=None, log_path=None):
         args = [self.python(), os.path.join(HERE, "peers", "celery_bench.py"), "enqueue"]
-        args += ["--rate", str(rate), "--seconds", str(seconds)] if rate else ["--jobs", str(jobs)]
-        if log_path:
-            args += ["--log", log_path]
+        args += enqueue_args(jobs, rate, seconds, log_path)
         return run_json(args, self.env())
 
     def start_worker(self, log_path, index, extra_env=None):
@@ -318,8 +345,8 @@ class CeleryPeer:
     def start_helpers(self, extra_env):
         return []
 
-    def done(self, jobs, logs):
-        return len(read_log(logs)) >= jobs
+    def done(self, jobs, progress):
+        return len(progress.update().jobs) >= jobs
 
     def cleanup(self):
         self.prepare(0)
@@ -484,6 +511,7 @@ def burn_once(system, jobs, workers=2, crash=False, timeout=600):
     crash_env = {"JOB_LEASE_MS": str(CRASH_LEASE_MS), "SWEEP_INTERVAL_MS": "1000"} if crash else {}
     helpers = system.start_helpers(crash_env) if crash else []
     procs = [system.start_worker(logs[i], i, crash_env) for i in range(workers)]
+    progress = LogProgress(logs)
     record = {"bench": "crash" if crash else "burn-down", "system": system.name,
               "variant": system.variant, "jobs": jobs, "workers": workers,
               "prefill_per_s": round(enqueued["per_second"], 1), "load_before": load_before}
@@ -491,12 +519,12 @@ def burn_once(system, jobs, workers=2, crash=False, timeout=600):
         if crash:
             # Kill one worker once a third of the jobs ran, then start a replacement,
             # as a supervisor would.
-            wait_until(lambda: sum(len(v) for v in read_log(logs).values()) >= jobs // 3, timeout)
+            wait_until(lambda: progress.update().runs >= jobs // 3, timeout)
             os.killpg(procs[0].pid, signal.SIGKILL)
             killed_at = time.time()
             procs[0].wait()
             procs.append(system.start_worker(logs[workers], workers, crash_env))
-        finished = wait_until(lambda: system.done(jobs, logs), timeout)
+        finished = wait_until(lambda: system.done(jobs, progress), timeout)
         end = time.time()
         seen = read_log(logs)
         starts = [t for ts in seen.values() for t in ts]
@@ -573,7 +601,8 @@ def latency_once(system, rate, seconds):
         time.sleep(3)  # workers connected and idle
         sent = system.enqueue(rate=rate, seconds=seconds, log_path=enqueue_log)
         record["enqueue_failed"] = sent.get("failed", 0)
-        wait_until(lambda: len(read_log(logs)) >= jobs, 120, 0.5)
+        progress = LogProgress(logs)
+        wait_until(lambda: len(progress.update().jobs) >= jobs, 120, 0.5)
         committed = read_log([enqueue_log])
         started = read_log(logs)
         samples = [(min(started[k]) - committed[k][0]) / 1000 for k in committed if k in started]
