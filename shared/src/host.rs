@@ -7,13 +7,13 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use k8s_openapi::{
     api::{
         apps::v1::StatefulSet,
-        core::v1::{LimitRange, Namespace, ResourceQuota, Secret, Service},
+        core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Secret, Service},
     },
     serde_json::{Value, json},
 };
 use kube::{
     Api, Client, Config,
-    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
+    api::{AttachParams, DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
     config::{KubeConfigOptions, Kubeconfig},
     core::{ApiResource, GroupVersionKind},
 };
@@ -815,6 +815,62 @@ impl HostCluster {
                     .collect(),
             })
             .collect())
+    }
+
+    /// Runs `command` in a container of a pod of the cluster's namespace (the
+    /// `pods/exec` subresource over a WebSocket) and returns what it wrote to
+    /// stdout, at most `limit` bytes; a non-zero exit is an error with the
+    /// status the kubelet sent.
+    pub async fn exec_output(
+        &self,
+        cluster: &Cluster,
+        pod: &str,
+        container: &str,
+        command: &[&str],
+        limit: u64,
+    ) -> Result<String, HostError> {
+        use tokio::io::AsyncReadExt;
+
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let params = AttachParams::default()
+            .container(container)
+            .stdin(false)
+            .stdout(true)
+            .stderr(false);
+        let mut process = api.exec(pod, command.iter().copied(), &params).await?;
+        let mut stdout = process
+            .stdout()
+            .ok_or_else(|| HostError::Transport("the exec stream has no stdout".into()))?;
+        let status = process
+            .take_status()
+            .ok_or_else(|| HostError::Transport("the exec stream has no status".into()))?;
+        let mut output = Vec::new();
+        (&mut stdout)
+            .take(limit)
+            .read_to_end(&mut output)
+            .await
+            .map_err(|e| HostError::Transport(format!("reading the command's output: {e}")))?;
+        // Past the limit: drop the rest so the stream can finish.
+        drop(stdout);
+        let status = status.await;
+        process
+            .join()
+            .await
+            .map_err(|e| HostError::Transport(format!("the exec stream: {e}")))?;
+        match status {
+            None => Err(HostError::Transport(
+                "the exec stream ended without the command's status".into(),
+            )),
+            Some(status) if status.status.as_deref() != Some("Success") => {
+                Err(HostError::Invalid(format!(
+                    "`{}` in {pod}/{container} failed: {}",
+                    command.first().copied().unwrap_or_default(),
+                    status.message.as_deref().unwrap_or("no message")
+                )))
+            }
+            Some(_) => String::from_utf8(output)
+                .map_err(|_| HostError::Invalid("the command's output is not UTF-8".into())),
+        }
     }
 
     /// Starts deleting the cluster's namespace; everything in it goes with it.

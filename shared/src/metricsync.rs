@@ -1,10 +1,19 @@
-//! Control-plane metrics: every ready cluster's control-plane pod as the host's
-//! metrics API (metrics-server) sees it, stored as one snapshot per cycle —
-//! or an unavailable snapshot with the reason — and pruned after a retention.
+//! Control-plane metrics: every ready cluster's control-plane pod, stored as
+//! one snapshot per cycle — or an unavailable snapshot with the reason — and
+//! pruned after a retention.
 //!
-//! The metrics API gives CPU and memory working set per container; load
-//! averages and virtual memory (which would need a shell in the pod's /proc)
-//! are not collected and stay empty.
+//! Two sources, read side by side:
+//! - the host's metrics API (metrics-server): CPU and memory working set per
+//!   container;
+//! - the pod's own `/proc`, read by a POSIX shell command run through the
+//!   `pods/exec` subresource in the `syncer` container (the vCluster image is
+//!   Alpine, so `sh` and `cat` are there): the load averages (the node's, as
+//!   every container sees them) and, per process of the control plane
+//!   (vcluster, kube-apiserver, kube-controller-manager, etcd or kine…), its
+//!   resident and virtual memory.
+//!
+//! A snapshot is available when either source answered; what the other could
+//! not tell is left empty and its reason kept in `error_message`.
 
 use std::time::Duration;
 
@@ -20,6 +29,26 @@ use crate::{
     host::{HostCluster, PodUsage},
 };
 
+/// The container of the vCluster chart's control-plane pod that runs the
+/// control plane's processes.
+pub const CONTROL_PLANE_CONTAINER: &str = "syncer";
+
+/// Prints the shell's own pid (left out of the figures), the load averages,
+/// then the status file of every process; a process that ends while it is
+/// read is skipped rather than failing the command.
+pub const PROC_COMMAND: [&str; 3] = [
+    "sh",
+    "-c",
+    "echo $$; cat /proc/loadavg || exit 1; cat /proc/[0-9]*/status 2>/dev/null; exit 0",
+];
+
+/// Most of `PROC_COMMAND`'s output that is read (a control plane has a handful
+/// of processes, each status file about 1.5 KiB).
+const PROC_OUTPUT_LIMIT: u64 = 1 << 20;
+
+/// How long reading `/proc` in one pod may take.
+const PROC_TIMEOUT: Duration = Duration::from_secs(15);
+
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MetricsReport {
     pub collected: u64,
@@ -27,41 +56,160 @@ pub struct MetricsReport {
     pub pruned: u64,
 }
 
-/// The snapshot of one cluster from what the metrics API answered.
-fn snapshot<'a>(
-    cluster: &'a clusters::Cluster,
-    answer: &'a Result<Vec<PodUsage>, String>,
-) -> NewSnapshot<'a> {
-    let unavailable = |error: &'a str| NewSnapshot {
-        cluster_id: cluster.id,
-        namespace: &cluster.namespace,
-        pod_name: None,
-        error: Some(error),
-        total_cpu_percent: None,
-        total_memory_rss_bytes: None,
-        components: serde_json::json!([]),
-    };
-    let pods = match answer {
-        Ok(pods) => pods,
-        Err(error) => return unavailable(error),
-    };
-    let Some(pod) = pods.first() else {
-        return unavailable(
-            "the metrics API has no figures for the control-plane pod (is metrics-server running on the host, and the pod running?)",
-        );
-    };
-    let components: Vec<_> = pod
-        .containers
-        .iter()
-        .map(|c| serde_json::json!({ "name": c.name, "cpu_percent": c.cpu_cores * 100.0, "memory_bytes": c.memory_bytes }))
+/// What the pod's `/proc` told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcSample {
+    pub load_averages: [f64; 3],
+    pub processes: Vec<ProcessUsage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessUsage {
+    pub pid: u32,
+    pub name: String,
+    pub rss_bytes: i64,
+    pub virtual_bytes: i64,
+}
+
+/// Reads `PROC_COMMAND`'s output. Processes without memory figures (zombies)
+/// and the shell that printed it are left out.
+pub fn parse_proc(output: &str) -> Result<ProcSample, String> {
+    let mut lines = output.lines();
+    let shell: Option<u32> = lines.next().and_then(|l| l.trim().parse().ok());
+    let load = lines.next().unwrap_or_default();
+    let figures: Vec<f64> = load
+        .split_whitespace()
+        .take(3)
+        .filter_map(|f| f.parse().ok())
         .collect();
+    let [one, five, fifteen] = figures[..] else {
+        return Err(format!("/proc/loadavg reads {load:?}"));
+    };
+    let kib = |value: &str| -> Option<i64> {
+        let number = value.trim().strip_suffix("kB")?.trim();
+        number.parse::<i64>().ok()?.checked_mul(1024)
+    };
+    // One status file: its lines up to the next `Name:`.
+    let process = |status: &[&str]| -> Option<ProcessUsage> {
+        let field = |key: &str| {
+            status.iter().find_map(|line| {
+                let (k, v) = line.split_once(':')?;
+                (k == key).then_some(v)
+            })
+        };
+        Some(ProcessUsage {
+            pid: field("Pid")?.trim().parse().ok()?,
+            name: field("Name")?.trim().to_string(),
+            rss_bytes: kib(field("VmRSS")?)?,
+            virtual_bytes: kib(field("VmSize")?)?,
+        })
+    };
+    let rest: Vec<&str> = lines.collect();
+    let starts: Vec<usize> = (0..rest.len())
+        .filter(|&i| rest[i].starts_with("Name:"))
+        .chain([rest.len()])
+        .collect();
+    let processes = starts
+        .windows(2)
+        .filter_map(|w| process(&rest[w[0]..w[1]]))
+        .filter(|p| Some(p.pid) != shell)
+        .collect();
+    Ok(ProcSample {
+        load_averages: [one, five, fifteen],
+        processes,
+    })
+}
+
+/// What both sources said of one cluster's control plane.
+struct Observation {
+    usage: Result<Vec<PodUsage>, String>,
+    /// The pod `/proc` was read in, and what it said.
+    proc: (String, Result<ProcSample, String>),
+}
+
+async fn observe(host: &HostCluster, cluster: &clusters::Cluster) -> Observation {
+    let usage = host
+        .control_plane_metrics(cluster)
+        .await
+        .map_err(|e| format!("the host's metrics API: {e}"));
+    // The pod the metrics API named, else the chart's StatefulSet's first pod.
+    let pod = match usage.as_deref() {
+        Ok([first, ..]) => first.pod.clone(),
+        _ => format!("{}-0", cluster.vcluster_name),
+    };
+    let read = host.exec_output(
+        cluster,
+        &pod,
+        CONTROL_PLANE_CONTAINER,
+        &PROC_COMMAND,
+        PROC_OUTPUT_LIMIT,
+    );
+    let proc = match tokio::time::timeout(PROC_TIMEOUT, read).await {
+        Ok(Ok(output)) => parse_proc(&output),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer in {} s", PROC_TIMEOUT.as_secs())),
+    }
+    .map_err(|e| format!("/proc of {pod}: {e}"));
+    Observation {
+        usage,
+        proc: (pod, proc),
+    }
+}
+
+/// The snapshot of one cluster from what it answered.
+fn snapshot<'a>(cluster: &'a clusters::Cluster, seen: &'a Observation) -> NewSnapshot<'a> {
+    let usage = match &seen.usage {
+        Ok(pods) => pods.first().ok_or(
+            "the metrics API has no figures for the control-plane pod (is metrics-server running on the host, and the pod running?)",
+        ),
+        Err(error) => Err(error.as_str()),
+    };
+    let (proc_pod, proc) = (&seen.proc.0, seen.proc.1.as_ref());
+    let errors: Vec<&str> = [usage.err(), proc.err().map(String::as_str)]
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut components = Vec::new();
+    if let Ok(pod) = usage {
+        components.extend(pod.containers.iter().map(|c| {
+            serde_json::json!({
+                "kind": "container", "name": c.name,
+                "cpu_percent": c.cpu_cores * 100.0, "memory_bytes": c.memory_bytes,
+            })
+        }));
+    }
+    if let Ok(sample) = proc {
+        components.extend(sample.processes.iter().map(|p| {
+            serde_json::json!({
+                "kind": "process", "name": p.name, "pid": p.pid,
+                "rss_bytes": p.rss_bytes, "virtual_bytes": p.virtual_bytes,
+            })
+        }));
+    }
+    let load = proc.ok().map(|s| s.load_averages);
     NewSnapshot {
         cluster_id: cluster.id,
         namespace: &cluster.namespace,
-        pod_name: Some(&pod.pod),
-        error: None,
-        total_cpu_percent: Some(pod.containers.iter().map(|c| c.cpu_cores).sum::<f64>() * 100.0),
-        total_memory_rss_bytes: Some(pod.containers.iter().map(|c| c.memory_bytes).sum()),
+        pod_name: match (usage, proc) {
+            (Ok(pod), _) => Some(pod.pod.as_str()),
+            (Err(_), Ok(_)) => Some(proc_pod.as_str()),
+            (Err(_), Err(_)) => None,
+        },
+        available: usage.is_ok() || proc.is_ok(),
+        error: (!errors.is_empty()).then(|| errors.join("; ")),
+        load_averages: load,
+        total_cpu_percent: usage
+            .ok()
+            .map(|pod| pod.containers.iter().map(|c| c.cpu_cores).sum::<f64>() * 100.0),
+        // Resident memory from /proc; else the working set the metrics API reports.
+        total_memory_rss_bytes: match (proc, usage) {
+            (Ok(sample), _) => Some(sample.processes.iter().map(|p| p.rss_bytes).sum()),
+            (Err(_), Ok(pod)) => Some(pod.containers.iter().map(|c| c.memory_bytes).sum()),
+            (Err(_), Err(_)) => None,
+        },
+        total_memory_virtual_bytes: proc
+            .ok()
+            .map(|sample| sample.processes.iter().map(|p| p.virtual_bytes).sum()),
         components: serde_json::Value::Array(components),
     }
 }
@@ -75,27 +223,59 @@ pub async fn collect_all(
     retention: Duration,
 ) -> Result<MetricsReport, sqlx::Error> {
     let ready = clusters::list_observable(pool).await?;
-    let answers: Vec<_> = stream::iter(ready)
+    let observed: Vec<_> = stream::iter(ready)
         .map(|cluster| async move {
-            let answer = host
-                .control_plane_metrics(&cluster)
-                .await
-                .map_err(|e| format!("the host's metrics API: {e}"));
-            (cluster, answer)
+            let seen = observe(host, &cluster).await;
+            (cluster, seen)
         })
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
     let mut report = MetricsReport::default();
-    for (cluster, answer) in &answers {
-        let snapshot = snapshot(cluster, answer);
-        if snapshot.error.is_some() {
-            report.unavailable += 1;
-        } else {
+    for (cluster, seen) in &observed {
+        let snapshot = snapshot(cluster, seen);
+        if snapshot.available {
             report.collected += 1;
+        } else {
+            report.unavailable += 1;
         }
         metrics::insert(pool, &snapshot).await?;
     }
     report.pruned = metrics::prune(pool, retention).await?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_output_gives_load_and_each_process_but_the_shell() {
+        let output = "77\n0.52 0.58 0.61 3/467 80\n\
+            Name:\tvcluster\nUmask:\t0022\nState:\tS (sleeping)\nPid:\t1\nVmSize:\t 1000 kB\nVmRSS:\t   200 kB\n\
+            Name:\tkube-apiserver\nPid:\t12\nVmSize:\t2048 kB\nVmRSS:\t1024 kB\n\
+            Name:\tzombie\nPid:\t13\n\
+            Name:\tsh\nPid:\t77\nVmSize:\t100 kB\nVmRSS:\t10 kB\n";
+        let sample = parse_proc(output).unwrap();
+        assert_eq!(sample.load_averages, [0.52, 0.58, 0.61]);
+        assert_eq!(
+            sample.processes,
+            vec![
+                ProcessUsage {
+                    pid: 1,
+                    name: "vcluster".into(),
+                    rss_bytes: 200 * 1024,
+                    virtual_bytes: 1000 * 1024
+                },
+                ProcessUsage {
+                    pid: 12,
+                    name: "kube-apiserver".into(),
+                    rss_bytes: 1024 * 1024,
+                    virtual_bytes: 2048 * 1024
+                },
+            ]
+        );
+        assert!(parse_proc("1\nnot a loadavg\n").is_err());
+        assert!(parse_proc("").is_err());
+    }
 }

@@ -12,24 +12,35 @@ pub struct NewSnapshot<'a> {
     pub cluster_id: Uuid,
     pub namespace: &'a str,
     pub pod_name: Option<&'a str>,
-    /// `None` when the metrics were available; else why not.
-    pub error: Option<&'a str>,
+    /// Whether any figure was read.
+    pub available: bool,
+    /// Why figures are missing (all of them when not `available`).
+    pub error: Option<String>,
+    /// 1, 5 and 15 minutes.
+    pub load_averages: Option<[f64; 3]>,
     pub total_cpu_percent: Option<f64>,
     pub total_memory_rss_bytes: Option<i64>,
+    pub total_memory_virtual_bytes: Option<i64>,
     pub components: serde_json::Value,
 }
 
 pub async fn insert(db: impl PgExecutor<'_>, s: &NewSnapshot<'_>) -> Result<(), sqlx::Error> {
+    let [load_1, load_5, load_15] = s.load_averages.map_or([None; 3], |l| l.map(Some));
     sqlx::query!(
         "INSERT INTO control_plane_metrics_snapshots
-             (cluster_id, available, namespace, pod_name, total_cpu_percent, total_memory_rss_bytes, components, error_message)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             (cluster_id, available, namespace, pod_name, load_average_1, load_average_5, load_average_15,
+              total_cpu_percent, total_memory_rss_bytes, total_memory_virtual_bytes, components, error_message)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         s.cluster_id,
-        s.error.is_none(),
+        s.available,
         s.namespace,
         s.pod_name,
+        load_1,
+        load_5,
+        load_15,
         s.total_cpu_percent,
         s.total_memory_rss_bytes,
+        s.total_memory_virtual_bytes,
         s.components,
         s.error
     )
@@ -63,9 +74,15 @@ pub struct MetricsPoint {
     /// CPU of the control plane, in percent of one core: mean and peak.
     pub cpu_percent_avg: Option<f64>,
     pub cpu_percent_max: Option<f64>,
-    /// Memory working set: mean and peak.
+    /// Resident memory (the working set when `/proc` could not be read): mean and peak.
     pub memory_bytes_avg: Option<i64>,
     pub memory_bytes_max: Option<i64>,
+    /// Virtual memory of the control plane's processes: mean and peak.
+    pub memory_virtual_bytes_avg: Option<i64>,
+    pub memory_virtual_bytes_max: Option<i64>,
+    /// The 1-minute load average of the node the control plane runs on: mean and peak.
+    pub load_average_1_avg: Option<f64>,
+    pub load_average_1_max: Option<f64>,
 }
 
 /// The snapshots of `[from, to)` in `points` equal slices (empty slices are left out).
@@ -91,7 +108,11 @@ pub async fn series(
                   avg(total_cpu_percent) AS cpu_percent_avg,
                   max(total_cpu_percent) AS cpu_percent_max,
                   avg(total_memory_rss_bytes)::bigint AS memory_bytes_avg,
-                  max(total_memory_rss_bytes) AS memory_bytes_max
+                  max(total_memory_rss_bytes) AS memory_bytes_max,
+                  avg(total_memory_virtual_bytes)::bigint AS memory_virtual_bytes_avg,
+                  max(total_memory_virtual_bytes) AS memory_virtual_bytes_max,
+                  avg(load_average_1) AS load_average_1_avg,
+                  max(load_average_1) AS load_average_1_max
            FROM sliced GROUP BY slice ORDER BY slice"#,
         cluster_id,
         from,

@@ -28,7 +28,7 @@ fn respond(code: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-fn error(err: ApiError) -> Response {
+pub(crate) fn error(err: ApiError) -> Response {
     respond(
         StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         &err.status(),
@@ -135,16 +135,17 @@ fn route(path: &str) -> Result<Route, ApiError> {
 }
 
 pub(crate) fn query(uri: &Uri) -> HashMap<String, String> {
-    uri.query()
-        .map(|q| {
-            q.split('&')
-                .filter_map(|pair| {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    Some((decode(k)?, decode(v)?))
-                })
-                .collect()
+    query_pairs(uri).collect()
+}
+
+/// Every `key=value` of the query, in order, repeated keys included.
+pub(crate) fn query_pairs(uri: &Uri) -> impl Iterator<Item = (String, String)> + '_ {
+    uri.query().into_iter().flat_map(|q| {
+        q.split('&').filter_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            Some((decode(k)?, decode(v)?))
         })
-        .unwrap_or_default()
+    })
 }
 
 fn decode(raw: &str) -> Option<String> {
@@ -172,6 +173,38 @@ fn decode(raw: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The answer a request gets before its path is looked at, if any: 503 when
+/// the API is down, the unauthenticated `before_auth` routes, then 401 without
+/// the bearer token.
+pub(crate) fn refuse(
+    shared: &Shared,
+    headers: &HeaderMap,
+    before_auth: impl FnOnce() -> Option<Response>,
+) -> Option<Response> {
+    if shared.faults.lock().expect("lock").api_down {
+        return Some(error(ApiError {
+            code: 503,
+            reason: "ServiceUnavailable",
+            message: "the server is currently unable to handle the request".into(),
+        }));
+    }
+    if let Some(response) = before_auth() {
+        return Some(response);
+    }
+    let token = shared.token.as_ref()?;
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    (presented != Some(token.as_str())).then(|| {
+        error(ApiError {
+            code: 401,
+            reason: "Unauthorized",
+            message: "Unauthorized".into(),
+        })
+    })
+}
+
 pub async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -179,30 +212,12 @@ pub async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if shared.faults.lock().expect("lock").api_down {
-        return error(ApiError {
-            code: 503,
-            reason: "ServiceUnavailable",
-            message: "the server is currently unable to handle the request".into(),
-        });
-    }
-    if shared.options.role == crate::Role::VCluster
-        && let Some(response) = crate::join::handle(&shared, &method, &uri, &headers)
-    {
-        return response;
-    }
-    if let Some(token) = &shared.token {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if presented != Some(token.as_str()) {
-            return error(ApiError {
-                code: 401,
-                reason: "Unauthorized",
-                message: "Unauthorized".into(),
-            });
-        }
+    if let Some(refused) = refuse(&shared, &headers, || {
+        (shared.options.role == crate::Role::VCluster)
+            .then(|| crate::join::handle(&shared, &method, &uri, &headers))
+            .flatten()
+    }) {
+        return refused;
     }
     let target = match route(uri.path()) {
         Ok(Route::Json(value)) if method == Method::GET => return respond(StatusCode::OK, &value),

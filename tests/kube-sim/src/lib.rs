@@ -2,7 +2,8 @@
 //! path. It serves the REST surface kube-rs and kubectl use (discovery, CRUD,
 //! resourceVersion and optimistic concurrency, generateName, label and field
 //! selectors, server-side apply, merge patch, the status subresource, watch,
-//! finalizers and namespace deletion, `Status` errors) from memory, and can play
+//! finalizers and namespace deletion, `Status` errors, `pods/exec` over a
+//! WebSocket answered by a test's handler) from memory, and can play
 //! the parts KubeBYON needs: a k3s host whose helm controller turns a vCluster
 //! `HelmChart` into a ready control plane with a kubeconfig Secret pointing at a
 //! second simulator (the vCluster's own API).
@@ -16,9 +17,12 @@
 
 mod api;
 mod behaviour;
+mod exec;
 mod join;
 pub mod registry;
 pub mod store;
+
+pub use exec::{ExecHandler, ExecOutput, ExecRequest};
 
 use std::{
     collections::HashMap,
@@ -95,6 +99,8 @@ pub(crate) struct Shared {
     pub wake: Notify,
     /// vCluster APIs started for charts, by (namespace, release).
     pub children: Mutex<HashMap<(String, String), Arc<Simulator>>>,
+    /// What answers `pods/exec`.
+    pub exec: Mutex<Option<ExecHandler>>,
 }
 
 /// A simulator being started.
@@ -130,9 +136,14 @@ impl Simulator {
             default_watch_timeout: Duration::from_secs(300),
             wake: Notify::new(),
             children: Mutex::new(HashMap::new()),
+            exec: Mutex::new(None),
         });
         behaviour::seed(&shared);
         let app = Router::new()
+            .route(
+                "/api/v1/namespaces/{namespace}/pods/{name}/exec",
+                axum::routing::any(exec::handle),
+            )
             .fallback(api::handle)
             .with_state(shared.clone());
         let server = tokio::spawn(async move {
@@ -161,6 +172,11 @@ impl Simulator {
 
     pub fn set_faults(&self, faults: Faults) {
         *self.shared.faults.lock().expect("lock") = faults;
+    }
+
+    /// Installs what runs the commands `pods/exec` is asked for.
+    pub fn set_exec(&self, handler: ExecHandler) {
+        *self.shared.exec.lock().expect("lock") = Some(handler);
     }
 
     /// The vCluster API started for a chart release, once it is ready.

@@ -73,8 +73,9 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
         .with_timezone(&chrono::Utc);
     for minute in 0..10i64 {
         sqlx::query(
-            "INSERT INTO control_plane_metrics_snapshots (cluster_id, available, namespace, collected_at, total_cpu_percent, total_memory_rss_bytes)
-             VALUES ($1::uuid, true, $2, $3, $4, $5)",
+            "INSERT INTO control_plane_metrics_snapshots (cluster_id, available, namespace, collected_at, total_cpu_percent,
+                 total_memory_rss_bytes, total_memory_virtual_bytes, load_average_1)
+             VALUES ($1::uuid, true, $2, $3, $4, $5, $5 + 4000, $4 / 100)",
         )
         .bind(&id)
         .bind(&namespace)
@@ -106,6 +107,13 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
             points[1]["memory_bytes_max"].as_i64()
         ),
         (Some(70.0), Some(1009))
+    );
+    assert_eq!(
+        (
+            points[1]["memory_virtual_bytes_avg"].as_i64(),
+            points[1]["load_average_1_max"].as_f64()
+        ),
+        (Some(5007), Some(0.9))
     );
     assert_eq!(points[1]["at"], "2026-11-20T10:05:00Z");
 
@@ -144,4 +152,232 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A fixture `/proc`: the node's load, a control plane of two processes and a
+/// zombie (no memory lines).
+fn fixture_proc() -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("kubebyon-proc-{}", uuid::Uuid::new_v4()));
+    let status = |pid: u32, name: &str, memory: &str| {
+        let dir = root.join(pid.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("status"),
+            format!("Name:\t{name}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t0\n{memory}Threads:\t9\n"),
+        )
+        .unwrap();
+    };
+    status(
+        1,
+        "vcluster",
+        "VmPeak:\t 900000 kB\nVmSize:\t  800000 kB\nVmRSS:\t   51200 kB\n",
+    );
+    status(
+        31,
+        "kube-apiserver",
+        "VmSize:\t 1600000 kB\nVmRSS:\t  409600 kB\n",
+    );
+    status(40, "defunct", "");
+    std::fs::write(root.join("loadavg"), "1.25 0.75 0.50 2/311 4242\n").unwrap();
+    root
+}
+
+/// Runs the command for real, with `/proc` read from `root` when given.
+fn run_in(root: Option<std::path::PathBuf>) -> kube_sim::ExecHandler {
+    std::sync::Arc::new(move |request: &kube_sim::ExecRequest| {
+        let args: Vec<String> = request
+            .command
+            .iter()
+            .map(|a| match &root {
+                Some(root) => a.replace("/proc/", &format!("{}/", root.display())),
+                None => a.clone(),
+            })
+            .collect();
+        let output = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        kube_sim::ExecOutput {
+            stdout: output.stdout,
+            stderr: output.stderr,
+            exit_code: output.status.code().unwrap_or(-1),
+        }
+    })
+}
+
+#[derive(sqlx::FromRow)]
+struct Snapshot {
+    available: bool,
+    load_average_1: Option<f64>,
+    load_average_5: Option<f64>,
+    load_average_15: Option<f64>,
+    total_memory_rss_bytes: Option<i64>,
+    total_memory_virtual_bytes: Option<i64>,
+    components: serde_json::Value,
+    error_message: Option<String>,
+}
+
+#[tokio::test]
+async fn load_and_process_memory_come_from_the_pods_proc() {
+    let platform = Platform::new().await;
+    let id = platform.create("tau", "nodeport").await;
+    platform.drive().await;
+    let namespace = platform.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let latest = || async {
+        sqlx::query_as::<_, Snapshot>(
+            "SELECT available, load_average_1, load_average_5, load_average_15, total_memory_rss_bytes,
+                    total_memory_virtual_bytes, components, error_message
+             FROM control_plane_metrics_snapshots ORDER BY id DESC LIMIT 1",
+        )
+        .fetch_one(&platform.db.pool)
+        .await
+        .unwrap()
+    };
+
+    // Neither the metrics API nor the pod: unavailable, with both reasons.
+    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+        .await
+        .unwrap();
+    let Snapshot {
+        available,
+        load_average_1: load,
+        error_message: error,
+        ..
+    } = latest().await;
+    let error = error.unwrap();
+    assert!(!available && load.is_none());
+    assert!(
+        error.contains("metrics-server") && error.contains("/proc of tau-0"),
+        "{error}"
+    );
+
+    // The pod (two containers) and a handler that runs the command for real
+    // against the fixture: only /proc answers.
+    platform
+        .sim
+        .put(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "tau-0", "namespace": namespace, "labels": { "app": "vcluster", "release": "tau" } },
+            "spec": { "containers": [{ "name": "syncer", "image": "vcluster" }, { "name": "sidecar", "image": "busybox" }] },
+        }))
+        .unwrap();
+    let root = fixture_proc();
+    platform.sim.set_exec(run_in(Some(root.clone())));
+    let report = collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+        .await
+        .unwrap();
+    assert_eq!((report.collected, report.unavailable), (1, 0));
+    let Snapshot {
+        available,
+        load_average_1: l1,
+        load_average_5: l5,
+        load_average_15: l15,
+        total_memory_rss_bytes: rss,
+        total_memory_virtual_bytes: virt,
+        components,
+        error_message: error,
+    } = latest().await;
+    assert!(available);
+    assert_eq!((l1, l5, l15), (Some(1.25), Some(0.75), Some(0.5)));
+    assert_eq!(rss, Some((51_200 + 409_600) * 1024));
+    assert_eq!(virt, Some((800_000 + 1_600_000) * 1024));
+    let processes: Vec<_> = components
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap(),
+                c["name"].as_str().unwrap(),
+                c["pid"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        processes,
+        [
+            ("process", "vcluster", Some(1)),
+            ("process", "kube-apiserver", Some(31))
+        ]
+    );
+    let error = error.unwrap();
+    assert!(
+        error.contains("metrics-server") && !error.contains("/proc"),
+        "{error}"
+    );
+
+    // Both sources: CPU from the metrics API, memory and load from /proc.
+    platform
+        .sim
+        .put(json!({
+            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+            "metadata": { "name": "tau-0", "namespace": namespace, "labels": { "app": "vcluster", "release": "tau" } },
+            "timestamp": "2026-11-29T12:00:00Z", "window": "30s",
+            "containers": [{ "name": "syncer", "usage": { "cpu": "500m", "memory": "300Mi" } }],
+        }))
+        .unwrap();
+    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+        .await
+        .unwrap();
+    let Snapshot {
+        available,
+        load_average_1: l1,
+        total_memory_rss_bytes: rss,
+        components,
+        error_message: error,
+        ..
+    } = latest().await;
+    assert!(available && error.is_none(), "{error:?}");
+    assert_eq!((l1, rss), (Some(1.25), Some((51_200 + 409_600) * 1024)));
+    assert_eq!(components[0]["kind"], "container");
+    assert_eq!(components.as_array().unwrap().len(), 3);
+    std::fs::remove_dir_all(&root).unwrap();
+
+    // The same command against this machine's real /proc: this test's own
+    // process is among those read.
+    platform.sim.set_exec(run_in(None));
+    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+        .await
+        .unwrap();
+    let Snapshot {
+        load_average_1: l1,
+        total_memory_virtual_bytes: virt,
+        components,
+        error_message: error,
+        ..
+    } = latest().await;
+    assert!(error.is_none() && l1.is_some_and(|l| l >= 0.0), "{error:?}");
+    let ours = components
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["pid"].as_u64() == Some(u64::from(std::process::id())))
+        .expect("the test process is read from /proc");
+    assert!(ours["rss_bytes"].as_i64().unwrap() > 0);
+    assert!(virt.unwrap() >= ours["virtual_bytes"].as_i64().unwrap());
+
+    // A failing command (the fixture is gone): the metrics API's figures stay,
+    // memory falls back to the working set, and the reason is kept.
+    platform.sim.set_exec(run_in(Some(root)));
+    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+        .await
+        .unwrap();
+    let Snapshot {
+        available,
+        load_average_1: l1,
+        total_memory_rss_bytes: rss,
+        total_memory_virtual_bytes: virt,
+        error_message: error,
+        ..
+    } = latest().await;
+    let error = error.unwrap();
+    assert!(available && l1.is_none() && virt.is_none());
+    assert_eq!(rss, Some(300 * 1024 * 1024));
+    assert!(
+        error.contains("/proc of tau-0") && error.contains("exit code 1"),
+        "{error}"
+    );
 }
