@@ -9,6 +9,8 @@
 //! The zone is listed once per run; changes go in as few calls as Route53's
 //! limits allow (1,000 records and 32,000 value characters a call, an UPSERT
 //! counting twice), and a run with nothing to change makes no change call.
+//! Records left in a zone the settings no longer name are retired: deleted
+//! from that zone, each former zone on its own, where it still holds our value.
 
 use std::collections::HashMap;
 
@@ -152,15 +154,15 @@ pub async fn zone(
     }))
 }
 
-/// The zone's CNAME records: name → (value, ttl).
-async fn list_cnames(zone: &Zone) -> Result<HashMap<String, (String, i64)>, String> {
+/// A zone's CNAME records: name → (value, ttl).
+async fn list_cnames(
+    client: &Client,
+    zone_id: &str,
+) -> Result<HashMap<String, (String, i64)>, String> {
     let mut out = HashMap::new();
     let mut next: Option<(String, RrType)> = None;
     loop {
-        let mut request = zone
-            .client
-            .list_resource_record_sets()
-            .hosted_zone_id(&zone.zone_id);
+        let mut request = client.list_resource_record_sets().hosted_zone_id(zone_id);
         if let Some((name, kind)) = next.take() {
             request = request.start_record_name(name).start_record_type(kind);
         }
@@ -231,6 +233,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
             return Ok(report);
         }
     };
+    dns::retire_other_zones(pool, &zone.zone_id).await?;
     let owners = dns::owners(pool).await?;
     let mut plans = Vec::new();
     for owner in &owners {
@@ -284,7 +287,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         }
     }
     report.wanted = plans.iter().filter(|p| p.target.is_some()).count() as u64;
-    let current = match list_cnames(&zone).await {
+    let current = match list_cnames(&zone.client, &zone.zone_id).await {
         Ok(current) => current,
         Err(error) => {
             for plan in &plans {
@@ -404,11 +407,82 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
             }
         }
     }
+    clean_retired(pool, &zone.client, &mut report).await?;
     report.observed = observe_self_managed(pool, &zone.base_domain).await?;
     if report.change_calls > 0 || report.failed > 0 {
         tracing::info!(?report, "sync-dns");
     }
     Ok(report)
+}
+
+/// Deletes the records left in zones the platform no longer manages, where
+/// the zone still holds the value the platform set; one zone's failure is
+/// recorded on its records and does not stop the others.
+async fn clean_retired(
+    pool: &PgPool,
+    client: &Client,
+    report: &mut DnsReport,
+) -> Result<(), sqlx::Error> {
+    let retired = dns::retired(pool).await?;
+    for records in retired.chunk_by(|a, b| a.zone_id == b.zone_id) {
+        let zone_id = &records[0].zone_id;
+        let names = |rs: &[&dns::Retired]| rs.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
+        let all: Vec<&dns::Retired> = records.iter().collect();
+        let listed = match list_cnames(client, zone_id).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                report.failed += all.len() as u64;
+                dns::retired_failure(pool, zone_id, &names(&all), &error).await?;
+                continue;
+            }
+        };
+        let (ours, gone): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| {
+            listed
+                .get(&normalize(&r.name))
+                .is_some_and(|(value, _)| value.is_empty() || *value == normalize(&r.value))
+        });
+        // Gone already, or changed by someone else since: nothing to delete.
+        dns::forget_retired(pool, zone_id, &names(&gone)).await?;
+        let changes: Vec<(Change, &dns::Retired)> = ours
+            .into_iter()
+            .map(|r| {
+                let ttl = listed[&normalize(&r.name)].1;
+                (change(ChangeAction::Delete, &r.name, &r.value, ttl), r)
+            })
+            .collect();
+        for batch in batches(&changes, |(_, r)| (1, r.value.len())) {
+            let result = client
+                .change_resource_record_sets()
+                .hosted_zone_id(zone_id)
+                .change_batch(
+                    ChangeBatch::builder()
+                        .comment("kubebyon sync-dns: zone no longer managed")
+                        .set_changes(Some(batch.iter().map(|(c, _)| c.clone()).collect()))
+                        .build()
+                        .expect("changes are set"),
+                )
+                .send()
+                .await;
+            report.change_calls += 1;
+            let batch_names: Vec<String> = batch.iter().map(|(_, r)| r.name.clone()).collect();
+            match result {
+                Ok(_) => {
+                    report.deleted += batch.len() as u64;
+                    dns::forget_retired(pool, zone_id, &batch_names).await?;
+                }
+                Err(err) => {
+                    let error = format!(
+                        "changing the zone: {}",
+                        aws_sdk_route53::error::DisplayErrorContext(err)
+                    );
+                    tracing::warn!(zone = %zone_id, error, "deleting records from a former zone failed");
+                    report.failed += batch.len() as u64;
+                    dns::retired_failure(pool, zone_id, &batch_names, &error).await?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Self-managed bindings: only their public resolution is looked at — does

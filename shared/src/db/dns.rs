@@ -135,6 +135,106 @@ pub async fn record_success(
     Ok(())
 }
 
+/// Hands the records the platform made in zones other than `zone_id` (the
+/// zone in the settings changed) to `dns_retired_records`, and clears them from
+/// their owners, who then get a record in the current zone. Returns how many.
+pub async fn retire_other_zones(pool: &PgPool, zone_id: &str) -> Result<u64, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let clusters = sqlx::query!(
+        "WITH old AS (
+             SELECT id, managed_workload_ingress_dns_zone_id AS zone_id, managed_workload_ingress_dns_record_name AS name,
+                    managed_workload_ingress_dns_target AS value
+             FROM clusters
+             WHERE managed_workload_ingress_dns_record_name IS NOT NULL AND managed_workload_ingress_dns_zone_id <> $1
+             FOR UPDATE
+         ), cleared AS (
+             UPDATE clusters c SET managed_workload_ingress_dns_record_name = NULL, managed_workload_ingress_dns_target = NULL,
+                    managed_workload_ingress_dns_zone_id = NULL, managed_workload_ingress_dns_provider = NULL
+             FROM old WHERE c.id = old.id
+         )
+         INSERT INTO dns_retired_records (zone_id, name, value)
+         SELECT zone_id, name, value FROM old WHERE value IS NOT NULL
+         ON CONFLICT (zone_id, name) DO NOTHING",
+        zone_id
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let bindings = sqlx::query!(
+        "WITH old AS (
+             SELECT id, managed_dns_zone_id AS zone_id, managed_dns_record_name AS name, managed_dns_target AS value
+             FROM workload_ingress_hostname_bindings
+             WHERE managed_dns_record_name IS NOT NULL AND managed_dns_zone_id <> $1
+             FOR UPDATE
+         ), cleared AS (
+             UPDATE workload_ingress_hostname_bindings b SET managed_dns_record_name = NULL, managed_dns_target = NULL,
+                    managed_dns_zone_id = NULL, managed_dns_provider = NULL
+             FROM old WHERE b.id = old.id
+         )
+         INSERT INTO dns_retired_records (zone_id, name, value)
+         SELECT zone_id, name, value FROM old WHERE value IS NOT NULL
+         ON CONFLICT (zone_id, name) DO NOTHING",
+        zone_id
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(clusters + bindings)
+}
+
+/// A record left in a zone the platform no longer manages.
+#[derive(Debug, Clone)]
+pub struct Retired {
+    pub zone_id: String,
+    pub name: String,
+    pub value: String,
+}
+
+pub async fn retired(pool: &PgPool) -> Result<Vec<Retired>, sqlx::Error> {
+    sqlx::query_as!(
+        Retired,
+        "SELECT zone_id, name, value FROM dns_retired_records ORDER BY zone_id, name"
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The retired records of `zone_id` named `names` are gone from it (or no
+/// longer the platform's): forgotten.
+pub async fn forget_retired(
+    pool: &PgPool,
+    zone_id: &str,
+    names: &[String],
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "DELETE FROM dns_retired_records WHERE zone_id = $1 AND name = ANY($2)",
+        zone_id,
+        names
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub async fn retired_failure(
+    pool: &PgPool,
+    zone_id: &str,
+    names: &[String],
+    error: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE dns_retired_records SET last_error = $3, last_error_at = now()
+         WHERE zone_id = $1 AND name = ANY($2)",
+        zone_id,
+        names,
+        error
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 pub async fn record_failure(pool: &PgPool, owner: Owner, error: &str) -> Result<(), sqlx::Error> {
     match owner {
         Owner::Cluster(id) => {

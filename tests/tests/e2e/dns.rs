@@ -211,3 +211,98 @@ async fn sync_dns_converges_route53_to_the_database_and_touches_only_its_own_rec
     assert_eq!(records.len(), 1, "{records:?}");
     assert!(records.contains_key("other.apps.example.com"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_zone_gets_the_records_and_each_former_zone_is_cleaned_on_its_own() {
+    let moto = Moto::start().await;
+    let old = moto.create_zone("apps.example.com");
+    let new = moto.create_zone("apps.example.com");
+    let platform = Platform::new().await;
+    let settings = configure(&platform, &moto.url, &old).await;
+    let sync = || shared::dns::sync(&platform.db.pool, &settings);
+    let (status, body) = platform
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(json!({ "name": "kappa", "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
+                         "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+    platform.drive().await;
+    let (status, _) = platform
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/hostnames"),
+            Some(json!({ "hostname": "shop.apps.example.com" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    sync().await.unwrap();
+    assert_eq!(moto.cnames(&old).len(), 2, "{:?}", moto.cnames(&old));
+    moto.put_cname(&old, "other.apps.example.com", "somewhere.example.org");
+
+    // The settings name another zone; a record is also left in a zone that
+    // no longer exists, whose listing fails.
+    sqlx::query("UPDATE system_settings SET managed_workload_ingress_dns_zone_id = $1")
+        .bind(&new)
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO dns_retired_records (zone_id, name, value) VALUES ('ZNOSUCHZONE', 'x.apps.example.com', 'edge.example.net')")
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
+    let report = sync().await.unwrap();
+    assert_eq!(
+        (report.upserted, report.deleted, report.failed),
+        (2, 2, 1),
+        "{report:?}"
+    );
+    let cluster_name = format!("kappa-{}.apps.example.com", &id.replace('-', "")[..8]);
+    let moved = moto.cnames(&new);
+    assert_eq!(
+        moved.get("shop.apps.example.com"),
+        Some(&cluster_name),
+        "{moved:?}"
+    );
+    assert_eq!(
+        moved.get(&cluster_name).map(String::as_str),
+        Some("edge.example.net")
+    );
+    // Only the record someone else made stays in the former zone.
+    assert_eq!(
+        moto.cnames(&old).into_iter().collect::<Vec<_>>(),
+        [(
+            "other.apps.example.com".to_string(),
+            "somewhere.example.org".to_string()
+        )]
+    );
+    let left: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT zone_id, last_error FROM dns_retired_records")
+            .fetch_all(&platform.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].0, "ZNOSUCHZONE");
+    assert!(
+        left[0]
+            .1
+            .as_deref()
+            .is_some_and(|e| e.contains("listing the zone")),
+        "{left:?}"
+    );
+    let zone_of: (String,) = sqlx::query_as(
+        "SELECT managed_workload_ingress_dns_zone_id FROM clusters WHERE id = $1::uuid",
+    )
+    .bind(&id)
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(zone_of.0, new);
+
+    // Nothing else to change: the failing zone is tried again, nothing is sent.
+    let report = sync().await.unwrap();
+    assert_eq!((report.change_calls, report.failed), (0, 1), "{report:?}");
+}

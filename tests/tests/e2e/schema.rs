@@ -7,7 +7,8 @@ use tests::{
     handlers::{enqueue, seed_cluster},
 };
 
-const TABLES: [&str; 19] = [
+const TABLES: [&str; 20] = [
+    "dns_retired_records",
     "users",
     "external_identities",
     "sessions",
