@@ -25,6 +25,7 @@ pub async fn observe_clusters(
     host: &HostCluster,
     concurrency: usize,
 ) -> Result<ObservationReport, sqlx::Error> {
+    let bindings = &crate::db::dns::live_bindings(pool).await?;
     let results = host
         .across_ready_clusters(
             pool,
@@ -35,7 +36,8 @@ pub async fn observe_clusters(
                 if let Err(error) = crate::ingress::converge(pool, &cluster, &client).await {
                     tracing::warn!(cluster_id = %cluster.id, %error, "could not record the ingress state");
                 }
-                if let Err(error) = crate::tls::observe(pool, &cluster, &client).await {
+                let hostnames = bindings.get(&cluster.id).map_or(&[][..], Vec::as_slice);
+                if let Err(error) = crate::tls::observe(pool, &cluster, hostnames, &client).await {
                     tracing::warn!(cluster_id = %cluster.id, %error, "could not record the TLS state");
                 }
                 Ok(version)

@@ -15,7 +15,7 @@ use sqlx::PgPool;
 use crate::{
     db::{
         clusters::Cluster,
-        dns::{self, TlsState},
+        dns::{self, BindingName, TlsState},
     },
     host::HostError,
 };
@@ -81,9 +81,13 @@ async fn certificates(client: &Client) -> Result<Option<Vec<DynamicObject>>, Hos
     }
 }
 
-/// Updates the TLS state of every live binding of the cluster.
-pub async fn observe(pool: &PgPool, cluster: &Cluster, client: &Client) -> Result<(), sqlx::Error> {
-    let bindings = dns::live_bindings(pool, cluster.id).await?;
+/// Updates the TLS state of the cluster's live `bindings`.
+pub async fn observe(
+    pool: &PgPool,
+    cluster: &Cluster,
+    bindings: &[BindingName],
+    client: &Client,
+) -> Result<(), sqlx::Error> {
     if bindings.is_empty() {
         return Ok(());
     }

@@ -407,24 +407,29 @@ pub async fn delete_binding(
         == 1)
 }
 
-/// A live binding of a cluster, for the TLS observation.
+/// A live binding, for the TLS observation.
 #[derive(Debug, Clone)]
 pub struct BindingName {
     pub id: Uuid,
+    pub cluster_id: Uuid,
     pub hostname: String,
 }
 
+/// Every live binding, in one query, by cluster.
 pub async fn live_bindings(
     pool: &PgPool,
-    cluster_id: Uuid,
-) -> Result<Vec<BindingName>, sqlx::Error> {
-    sqlx::query_as!(
+) -> Result<std::collections::HashMap<Uuid, Vec<BindingName>>, sqlx::Error> {
+    let rows = sqlx::query_as!(
         BindingName,
-        "SELECT id, hostname FROM workload_ingress_hostname_bindings WHERE cluster_id = $1 AND deleted_at IS NULL",
-        cluster_id
+        "SELECT id, cluster_id, hostname FROM workload_ingress_hostname_bindings WHERE deleted_at IS NULL"
     )
     .fetch_all(pool)
-    .await
+    .await?;
+    let mut by_cluster = std::collections::HashMap::<Uuid, Vec<BindingName>>::new();
+    for row in rows {
+        by_cluster.entry(row.cluster_id).or_default().push(row);
+    }
+    Ok(by_cluster)
 }
 
 /// What the cluster's cert-manager says of a binding's certificate.
