@@ -9,7 +9,10 @@ use std::{
 
 use async_trait::async_trait;
 use backon::{BackoffBuilder, ExponentialBuilder};
-use futures_util::{StreamExt, stream::select_all};
+use futures_util::{
+    StreamExt,
+    stream::{FuturesUnordered, select_all},
+};
 use lapin::{
     BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind,
     message::Delivery,
@@ -226,8 +229,8 @@ impl JobPublisher for AmqpPublisher {
 }
 
 /// Consumes the queues of the worker's job types and runs the deliveries through
-/// the worker, those that arrived together as one batch. Acks a batch's
-/// deliveries once every outcome in it is recorded; on a database outage it
+/// the worker, those that arrived together as one batch (one claim). Acks each
+/// delivery once its job's outcome is recorded; on a database outage it
 /// negatively acknowledges with requeue after a pause. Reconnects with backoff
 /// when the broker goes away.
 pub struct Consumer {
@@ -325,8 +328,10 @@ impl Consumer {
 
 type Outcomes = Option<tokio::sync::mpsc::UnboundedSender<(JobMessage, Processed)>>;
 
-/// Runs a batch of deliveries through the worker and acknowledges each once
-/// its outcome is recorded; on a database outage, requeues them after a pause.
+/// Runs a batch of deliveries through the worker (one claim for all) and
+/// acknowledges each as soon as its own job's outcome is recorded, so a short
+/// job never waits for a long one of its batch. On a database outage the
+/// wake-ups concerned are requeued after a pause.
 async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outcomes) {
     let mut messages = Vec::with_capacity(deliveries.len());
     let mut decoded = Vec::with_capacity(deliveries.len());
@@ -345,10 +350,24 @@ async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outc
     if messages.is_empty() {
         return;
     }
-    match worker.process_batch(&messages).await {
-        Ok(processed) => {
-            for ((delivery, message), processed) in decoded.into_iter().zip(messages).zip(processed)
-            {
+    let runs = match worker.start_batch(&messages).await {
+        Ok(runs) => runs,
+        Err(err) => {
+            tracing::warn!(error = %err, wake_ups = messages.len(), "database unavailable; requeueing wake-ups");
+            requeue_later(decoded).await;
+            return;
+        }
+    };
+    let mut ending: FuturesUnordered<_> = runs
+        .into_iter()
+        .zip(decoded)
+        .zip(&messages)
+        .map(|((run, delivery), message)| async move { (run.await, delivery, *message) })
+        .collect();
+    let mut failed = Vec::new();
+    while let Some((result, delivery, message)) = ending.next().await {
+        match result {
+            Ok(processed) => {
                 if let Err(err) = delivery.ack(BasicAckOptions::default()).await {
                     tracing::warn!(error = %err, "ack failed; the wake-up will be redelivered and dropped");
                 }
@@ -356,19 +375,27 @@ async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outc
                     let _ = tx.send((message, processed));
                 }
             }
-        }
-        Err(err) => {
-            tracing::warn!(error = %err, wake_ups = messages.len(), "database unavailable; requeueing wake-ups");
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            for delivery in decoded {
-                let _ = delivery
-                    .nack(BasicNackOptions {
-                        requeue: true,
-                        ..Default::default()
-                    })
-                    .await;
+            Err(err) => {
+                tracing::warn!(error = %err, job_id = %message.job_id, "database unavailable; requeueing the wake-up");
+                failed.push(delivery);
             }
         }
+    }
+    if !failed.is_empty() {
+        requeue_later(failed).await;
+    }
+}
+
+/// Gives wake-ups back to the broker after a pause (the database is down).
+async fn requeue_later(deliveries: Vec<Delivery>) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for delivery in deliveries {
+        let _ = delivery
+            .nack(BasicNackOptions {
+                requeue: true,
+                ..Default::default()
+            })
+            .await;
     }
 }
 

@@ -143,13 +143,15 @@ impl FromRequestParts<AppState> for AdminCaller {
     }
 }
 
-/// Wraps a function's routes with the health routes and one span per request.
+/// Wraps a function's routes with one span per request, and adds the health
+/// routes outside it: probes come every few seconds and would only fill the
+/// logs (and cost a span each).
 pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
     routes
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readiness))
         .fallback(|| async { ApiError::NotFound { what: "route" } })
         .layer(middleware::from_fn(request_span))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readiness))
         .with_state(state)
 }
 
@@ -165,8 +167,7 @@ async fn request_span(request: Request, next: Next) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
+        .map_or("unmatched", MatchedPath::as_str);
     let span = tracing::info_span!("request", method = %request.method(), route, status = tracing::field::Empty);
     let started = std::time::Instant::now();
     let response = next.run(request).instrument(span.clone()).await;

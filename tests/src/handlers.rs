@@ -28,6 +28,8 @@ pub enum Behaviour {
     Fatal,
     /// Completes with nothing else to write (grouped with concurrent completions).
     CompleteAlone,
+    /// Completes with nothing else to write; the first run works this long before.
+    SlowFirstCompleteAlone(std::time::Duration),
     /// Loses its lease mid-run (another worker claims the job again), then
     /// tries to complete with nothing else to write.
     LoseLeaseThenCompleteAlone,
@@ -77,6 +79,12 @@ impl JobHandler for ScriptedHandler {
             Behaviour::Retryable => Err(JobError::retryable(format!("host API busy (run {run})"))),
             Behaviour::Fatal => Err(JobError::fatal("the chart values are invalid")),
             Behaviour::CompleteAlone => ctx.complete_alone().await,
+            Behaviour::SlowFirstCompleteAlone(work) => {
+                if run == 1 {
+                    tokio::time::sleep(work).await;
+                }
+                ctx.complete_alone().await
+            }
             Behaviour::LoseLeaseThenCompleteAlone => {
                 sqlx::query(
                     "UPDATE cluster_jobs SET attempt_count = attempt_count + 1, worker_id = 'other'

@@ -4,6 +4,7 @@ use std::{
 };
 
 use async_trait::async_trait;
+use futures_util::{FutureExt, future::BoxFuture};
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
@@ -194,6 +195,20 @@ impl Worker {
         &self,
         messages: &[JobMessage],
     ) -> Result<Vec<Processed>, sqlx::Error> {
+        futures_util::future::join_all(self.start_batch(messages).await?)
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Claims every claimable job of a batch of wake-ups in one statement and
+    /// returns one run per wake-up, in the order of `messages`, to be awaited
+    /// together: each ends when its job's outcome is recorded, so a transport
+    /// can acknowledge each wake-up as soon as its own job is done.
+    pub async fn start_batch<'a>(
+        &'a self,
+        messages: &'a [JobMessage],
+    ) -> Result<Vec<BoxFuture<'a, Result<Processed, sqlx::Error>>>, sqlx::Error> {
         let handled: Vec<JobMessage> = messages
             .iter()
             .filter(|m| self.handlers.contains_key(&m.job_type))
@@ -214,33 +229,33 @@ impl Worker {
                 })
                 .collect()
         };
-        let runs = messages.iter().map(|message| {
-            let handler = self.handlers.get(&message.job_type).cloned();
-            // Each claimed job runs for the first of its wake-ups only.
-            let job = handler.as_ref().and_then(|_| claimed.remove(message));
-            async move {
-                let Some(handler) = handler else {
-                    tracing::warn!(job_id = %message.job_id, job_type = %message.job_type, "no handler for job type");
-                    return Ok(Processed::NoHandler);
-                };
-                let Some(job) = job else {
-                    tracing::debug!(job_id = %message.job_id, "wake-up for a job that is not claimable; dropped");
-                    return Ok(Processed::Skipped);
-                };
-                let span = tracing::info_span!(
-                    "job",
-                    job_id = %job.id,
-                    job_type = %job.job_type,
-                    attempt = job.attempt,
-                    cluster_id = %job.cluster_id,
-                );
-                self.run_claimed(handler, job).instrument(span).await
-            }
-        });
-        futures_util::future::join_all(runs)
-            .await
-            .into_iter()
-            .collect()
+        Ok(messages
+            .iter()
+            .map(|message| {
+                let handler = self.handlers.get(&message.job_type).cloned();
+                // Each claimed job runs for the first of its wake-ups only.
+                let job = handler.as_ref().and_then(|_| claimed.remove(message));
+                async move {
+                    let Some(handler) = handler else {
+                        tracing::warn!(job_id = %message.job_id, job_type = %message.job_type, "no handler for job type");
+                        return Ok(Processed::NoHandler);
+                    };
+                    let Some(job) = job else {
+                        tracing::debug!(job_id = %message.job_id, "wake-up for a job that is not claimable; dropped");
+                        return Ok(Processed::Skipped);
+                    };
+                    let span = tracing::info_span!(
+                        "job",
+                        job_id = %job.id,
+                        job_type = %job.job_type,
+                        attempt = job.attempt,
+                        cluster_id = %job.cluster_id,
+                    );
+                    self.run_claimed(handler, job).instrument(span).await
+                }
+                .boxed()
+            })
+            .collect())
     }
 
     async fn run_claimed(

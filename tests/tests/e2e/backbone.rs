@@ -463,3 +463,49 @@ async fn a_wake_up_for_a_type_this_worker_does_not_run_is_left_alone() {
     assert_eq!(worker.process(message).await.unwrap(), Processed::NoHandler);
     assert_eq!(job_status(&db.pool, message.job_id).await, "pending");
 }
+
+#[tokio::test]
+async fn each_run_of_a_claimed_batch_ends_on_its_own() {
+    let db = TestDb::new().await;
+    // The first job to run works for 3 s, the other ends at once.
+    let handler = ScriptedHandler::new(
+        JobType::ClusterCreate,
+        Behaviour::SlowFirstCompleteAlone(Duration::from_secs(3)),
+    );
+    let slow = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterCreate,
+        3,
+    )
+    .await;
+    let quick = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterCreate,
+        3,
+    )
+    .await;
+    let worker = worker(&db, "w1", handler.clone());
+    let messages = [slow, quick];
+    let mut runs = worker.start_batch(&messages).await.unwrap().into_iter();
+    // One statement claimed both.
+    assert_eq!(job_status(&db.pool, slow.job_id).await, "running");
+    assert_eq!(job_status(&db.pool, quick.job_id).await, "running");
+    let (slow_run, quick_run) = (runs.next().unwrap(), runs.next().unwrap());
+    // The slow run is polled first (so it is the handler's first run).
+    let raced = tokio::time::timeout(
+        Duration::from_secs(2),
+        futures_util::future::select(slow_run, quick_run),
+    )
+    .await
+    .expect("the quick job ends without waiting for the slow one");
+    let futures_util::future::Either::Right((quick_outcome, slow_run)) = raced else {
+        panic!("the slow job ended first");
+    };
+    assert_eq!(quick_outcome.unwrap(), Processed::Succeeded);
+    assert_eq!(job_status(&db.pool, quick.job_id).await, "succeeded");
+    assert_eq!(job_status(&db.pool, slow.job_id).await, "running");
+    assert_eq!(slow_run.await.unwrap(), Processed::Succeeded);
+    assert_eq!(job_status(&db.pool, slow.job_id).await, "succeeded");
+}
