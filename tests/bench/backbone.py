@@ -380,12 +380,16 @@ def pgbench(url, script, clients, seconds=None, transactions=None):
 
 
 ENQUEUE_SQL = """BEGIN;
-INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, payload)
-  VALUES (md5('c' || nextval('bench_enqueue'))::uuid, 'update', NULL, '{}') RETURNING id AS op, cluster_id AS cid \\gset
+WITH operation AS (
+    INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, payload)
+    VALUES (md5('c' || nextval('bench_enqueue'))::uuid, 'update', NULL, '{}') RETURNING id, cluster_id
+)
 INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
-  VALUES (:cid, :op, 'cluster_update', '{}', 5) RETURNING id AS job \\gset
+  SELECT cluster_id, id, 'cluster_update', '{}', 5 FROM operation RETURNING id AS job \\gset
 COMMIT;
-UPDATE cluster_jobs SET published_at = now() WHERE id = :job AND status = 'pending' AND published_at IS NULL;
+UPDATE cluster_jobs SET published_at = now()
+  FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
+  WHERE id = :job AND status = 'pending' AND published_at IS NULL;
 """
 
 # The claim of db::jobs (for one job), by cluster (the ids are not known to
@@ -393,10 +397,13 @@ UPDATE cluster_jobs SET published_at = now() WHERE id = :job AND status = 'pendi
 # the next cluster costs one more, light, round trip), then the fenced
 # completion of db::jobs::complete in its own transaction.
 CLAIM_COMPLETE_SQL = """SELECT md5('c' || nextval('bench_claim'))::uuid AS cid \\gset
-WITH claimed AS (
+WITH relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+), claimed AS (
     UPDATE cluster_jobs SET status = 'running', attempt_count = attempt_count + 1,
         worker_id = 'pgbench', leased_until = now() + make_interval(secs => 60),
         started_at = coalesce(started_at, now())
+    FROM relaxed
     WHERE cluster_id = :cid AND type = 'cluster_update'
       AND status = 'pending' AND run_after <= now() AND attempt_count < max_attempts
     RETURNING id, cluster_id, operation_id, payload, attempt_count, max_attempts

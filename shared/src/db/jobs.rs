@@ -53,40 +53,40 @@ pub struct Enqueued {
 /// Writes the operation and its pending job. Fails with the unique violation
 /// `idx_cluster_jobs_active_cluster` when the cluster already has an active job.
 pub async fn enqueue(tx: &mut PgConnection, new: NewJob<'_>) -> Result<Enqueued, sqlx::Error> {
-    let operation_id = sqlx::query_scalar!(
-        r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, payload)
-           VALUES ($1, $2, $3, $4) RETURNING id"#,
+    let row = sqlx::query!(
+        r#"WITH operation AS (
+               INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, payload)
+               VALUES ($1, $2, $3, $4) RETURNING id
+           )
+           INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
+           SELECT $1, operation.id, $5, $4, $6 FROM operation
+           RETURNING id, operation_id"#,
         new.cluster_id,
         new.job_type.operation(),
         new.requested_by,
         new.payload,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let job_id = sqlx::query_scalar!(
-        r#"INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
-           VALUES ($1, $2, $3, $4, $5) RETURNING id"#,
-        new.cluster_id,
-        operation_id,
         new.job_type.as_str(),
-        new.payload,
         new.max_attempts,
     )
     .fetch_one(&mut *tx)
     .await?;
     Ok(Enqueued {
         job: JobMessage {
-            job_id,
+            job_id: row.id,
             job_type: new.job_type,
         },
-        operation_id,
+        operation_id: row.operation_id,
     })
 }
 
-/// Records that a wake-up for the job was accepted by the transport.
+/// Records that a wake-up for the job was accepted by the transport. Its
+/// commit does not wait for the disk (`synchronous_commit` off for this
+/// transaction only): losing it to a database crash only makes `sweep`
+/// publish the job again, and a duplicate wake-up is dropped.
 pub async fn mark_published(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE cluster_jobs SET published_at = now()
+         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
          WHERE id = $1 AND status = 'pending' AND published_at IS NULL",
         job_id
     )
@@ -114,6 +114,11 @@ pub struct ClaimedJob {
 /// workers claiming overlapping batches (duplicate wake-ups) wait for each
 /// other instead of deadlocking. A wake-up whose job is not returned was
 /// duplicate or stale.
+///
+/// The claim's commit does not wait for the disk (`synchronous_commit` off for
+/// this transaction only): a claim lost to a database crash leaves the job at
+/// its previous attempt, so the handler's fenced writes are refused (lease
+/// lost) and the job runs again; any later durable commit makes it durable.
 pub async fn claim_many(
     pool: &PgPool,
     messages: &[JobMessage],
@@ -123,8 +128,10 @@ pub async fn claim_many(
     let ids: Vec<Uuid> = messages.iter().map(|m| m.job_id).collect();
     let types: Vec<&str> = messages.iter().map(|m| m.job_type.as_str()).collect();
     let rows = sqlx::query!(
-        r#"WITH wanted AS (
-               SELECT DISTINCT id, type FROM unnest($1::uuid[], $2::text[]) AS w (id, type)
+        r#"WITH relaxed AS (
+               SELECT set_config('synchronous_commit', 'off', true)
+           ), wanted AS (
+               SELECT DISTINCT id, type FROM relaxed, unnest($1::uuid[], $2::text[]) AS w (id, type)
            ), locked AS (
                SELECT j.id FROM cluster_jobs j JOIN wanted w ON w.id = j.id AND w.type = j.type
                WHERE j.status = 'pending'

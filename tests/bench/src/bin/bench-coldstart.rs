@@ -5,8 +5,9 @@
 //! - `http`: the binary serves on `PORT`; the answer is `GET /healthz` → 200;
 //! - `lambda-http`: under the loopback Lambda Runtime API, an API Gateway HTTP
 //!   API v2 event for `GET /healthz` → statusCode 200;
-//! - `lambda-job`: an Amazon MQ batch waking an unknown job (the worker
-//!   connects to PostgreSQL, finds nothing to claim, answers);
+//! - `lambda-job`: an Amazon MQ batch waking an unknown job of the function's
+//!   own type (`job-cluster-create` → `cluster_create`…): the worker connects
+//!   to PostgreSQL, finds nothing to claim, answers;
 //! - `lambda-schedule`: an EventBridge scheduled event (the function runs once).
 //!
 //! Prints one JSON line: median and min–max of N runs (default 20) and the
@@ -54,7 +55,7 @@ async fn main() -> anyhow::Result<()> {
         samples.push(match mode.as_str() {
             "http" => http_once(&binary)?,
             "lambda-http" | "lambda-job" | "lambda-schedule" => {
-                lambda_once(&binary, &name, event(&mode)?).await?
+                lambda_once(&binary, &name, event(&mode, &name)?).await?
             }
             other => anyhow::bail!("unknown mode {other}"),
         });
@@ -136,7 +137,8 @@ fn http_once(binary: &str) -> anyhow::Result<(f64, u64)> {
     }
 }
 
-fn event(mode: &str) -> anyhow::Result<Value> {
+/// The invocation event of `mode` for the function `name`.
+fn event(mode: &str, name: &str) -> anyhow::Result<Value> {
     Ok(match mode {
         "lambda-http" => json!({
             "version": "2.0", "routeKey": "$default", "rawPath": "/healthz", "rawQueryString": "",
@@ -154,11 +156,15 @@ fn event(mode: &str) -> anyhow::Result<Value> {
         }),
         "lambda-job" => {
             let job_id = uuid::Uuid::new_v4();
-            let body = json!({"job_id": job_id, "job_type": "cluster_update"}).to_string();
+            let job_type = name
+                .strip_prefix("job-")
+                .context("a job function's name starts with job-")?
+                .replace('-', "_");
+            let body = json!({"job_id": job_id, "job_type": job_type}).to_string();
             json!({
                 "eventSource": "aws:rmq",
                 "eventSourceArn": "arn:aws:mq:eu-west-1:123456789012:broker:kubebyon-jobs:b-1",
-                "rmqMessagesByQueue": {"kubebyon.jobs.cluster_update::/": [{
+                "rmqMessagesByQueue": {(format!("kubebyon.jobs.{job_type}::/")): [{
                     "basicProperties": {"contentType": "application/json", "headers": {},
                         "deliveryMode": 2, "priority": 0, "messageId": job_id.to_string(),
                         "bodySize": body.len()},
