@@ -680,10 +680,14 @@ def http(args):
                              capture_output=True, text=True).stdout.strip()
         floor_port, local_port, api_port = free_port(), free_port(), free_port()
         procs.append(spawn([f"{BIN}/bench-axum-floor"], {"PORT": str(floor_port)}))
-        procs.append(spawn([f"{BIN}/local"], {**env, "PORT": str(local_port)}))
-        # The cluster routes are measured on their own function, as deployed:
-        # `local` would also run every created cluster's job against its
-        # simulated host, on the same two cores, while wrk is measuring.
+        # The cluster routes are measured on their own function, as deployed.
+        # `local` (only its /healthz is measured) gets a database and an
+        # exchange of its own: on the routes' ones it would run every created
+        # cluster's job against its simulated host, on the same two cores,
+        # while wrk is measuring.
+        local_env = {**env, "DATABASE_URL": fresh_db("kubebyon_bench_http_local"),
+                     "AMQP_EXCHANGE": EXCHANGE + ".local", "PORT": str(local_port)}
+        procs.append(spawn([f"{BIN}/local"], local_env))
         procs.append(spawn([f"{BIN}/api-clusters"], {**env, "PORT": str(api_port)}))
         for port in (floor_port, local_port, api_port):
             wait_port(port)
@@ -717,6 +721,7 @@ def http(args):
         for proc in procs:
             stop(proc)
         drop_db("kubebyon_bench_http")
+        drop_db("kubebyon_bench_http_local")
         shutil.rmtree(tmp, ignore_errors=True)
 
 
