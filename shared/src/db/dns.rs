@@ -137,50 +137,40 @@ pub async fn record_success(
 
 /// Hands the records the platform made in zones other than `zone_id` (the
 /// zone in the settings changed) to `dns_retired_records`, and clears them from
-/// their owners, who then get a record in the current zone. Returns how many.
+/// their owners, who then get a record in the current zone; one statement, so
+/// both happen or neither. Returns how many were handed over.
 pub async fn retire_other_zones(pool: &PgPool, zone_id: &str) -> Result<u64, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let clusters = sqlx::query!(
-        "WITH old AS (
+    Ok(sqlx::query!(
+        "WITH old_clusters AS (
              SELECT id, managed_workload_ingress_dns_zone_id AS zone_id, managed_workload_ingress_dns_record_name AS name,
                     managed_workload_ingress_dns_target AS value
              FROM clusters
              WHERE managed_workload_ingress_dns_record_name IS NOT NULL AND managed_workload_ingress_dns_zone_id <> $1
              FOR UPDATE
-         ), cleared AS (
+         ), cleared_clusters AS (
              UPDATE clusters c SET managed_workload_ingress_dns_record_name = NULL, managed_workload_ingress_dns_target = NULL,
                     managed_workload_ingress_dns_zone_id = NULL, managed_workload_ingress_dns_provider = NULL
-             FROM old WHERE c.id = old.id
-         )
-         INSERT INTO dns_retired_records (zone_id, name, value)
-         SELECT zone_id, name, value FROM old WHERE value IS NOT NULL
-         ON CONFLICT (zone_id, name) DO NOTHING",
-        zone_id
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    let bindings = sqlx::query!(
-        "WITH old AS (
+             FROM old_clusters old WHERE c.id = old.id
+         ), old_bindings AS (
              SELECT id, managed_dns_zone_id AS zone_id, managed_dns_record_name AS name, managed_dns_target AS value
              FROM workload_ingress_hostname_bindings
              WHERE managed_dns_record_name IS NOT NULL AND managed_dns_zone_id <> $1
              FOR UPDATE
-         ), cleared AS (
+         ), cleared_bindings AS (
              UPDATE workload_ingress_hostname_bindings b SET managed_dns_record_name = NULL, managed_dns_target = NULL,
                     managed_dns_zone_id = NULL, managed_dns_provider = NULL
-             FROM old WHERE b.id = old.id
+             FROM old_bindings old WHERE b.id = old.id
          )
          INSERT INTO dns_retired_records (zone_id, name, value)
-         SELECT zone_id, name, value FROM old WHERE value IS NOT NULL
+         SELECT zone_id, name, value FROM old_clusters WHERE value IS NOT NULL
+         UNION ALL
+         SELECT zone_id, name, value FROM old_bindings WHERE value IS NOT NULL
          ON CONFLICT (zone_id, name) DO NOTHING",
         zone_id
     )
-    .execute(&mut *tx)
+    .execute(pool)
     .await?
-    .rows_affected();
-    tx.commit().await?;
-    Ok(clusters + bindings)
+    .rows_affected())
 }
 
 /// A record left in a zone the platform no longer manages.

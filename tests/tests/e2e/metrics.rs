@@ -12,6 +12,17 @@ use crate::platform::Platform;
 
 const WEEK: Duration = Duration::from_secs(7 * 86_400);
 
+/// metrics-server's view of a release's control-plane pod `<release>-0`.
+fn pod_metrics(namespace: &str, release: &str, containers: serde_json::Value) -> serde_json::Value {
+    json!({
+        "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+        "metadata": { "name": format!("{release}-0"), "namespace": namespace,
+                      "labels": { "app": "vcluster", "release": release } },
+        "timestamp": "2026-11-29T12:00:00Z", "window": "30s",
+        "containers": containers,
+    })
+}
+
 #[tokio::test]
 async fn snapshots_are_taken_pruned_and_downsampled() {
     let platform = Platform::new().await;
@@ -25,15 +36,14 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
     // metrics-server's view of the control-plane pod.
     platform
         .sim
-        .put(json!({
-            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-            "metadata": { "name": "psi-0", "namespace": namespace, "labels": { "app": "vcluster", "release": "psi" } },
-            "timestamp": "2026-11-29T12:00:00Z", "window": "30s",
-            "containers": [
+        .put(pod_metrics(
+            &namespace,
+            "psi",
+            json!([
                 { "name": "syncer", "usage": { "cpu": "250000000n", "memory": "200Mi" } },
                 { "name": "etcd", "usage": { "cpu": "50m", "memory": "100Mi" } },
-            ],
-        }))
+            ]),
+        ))
         .unwrap();
     let report = collect_all(&platform.db.pool, &platform.host, 4, WEEK)
         .await
@@ -312,12 +322,11 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
     // Both sources: CPU from the metrics API, memory and load from /proc.
     platform
         .sim
-        .put(json!({
-            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-            "metadata": { "name": "tau-0", "namespace": namespace, "labels": { "app": "vcluster", "release": "tau" } },
-            "timestamp": "2026-11-29T12:00:00Z", "window": "30s",
-            "containers": [{ "name": "syncer", "usage": { "cpu": "500m", "memory": "300Mi" } }],
-        }))
+        .put(pod_metrics(
+            &namespace,
+            "tau",
+            json!([{ "name": "syncer", "usage": { "cpu": "500m", "memory": "300Mi" } }]),
+        ))
         .unwrap();
     collect_all(&platform.db.pool, &platform.host, 4, WEEK)
         .await
