@@ -819,8 +819,8 @@ impl HostCluster {
 
     /// Runs `command` in a container of a pod of the cluster's namespace (the
     /// `pods/exec` subresource over a WebSocket) and returns what it wrote to
-    /// stdout, at most `limit` bytes; a non-zero exit is an error with the
-    /// status the kubelet sent.
+    /// stdout; more than `limit` bytes, or a non-zero exit (with the status the
+    /// kubelet sent), is an error.
     pub async fn exec_output(
         &self,
         cluster: &Cluster,
@@ -850,7 +850,13 @@ impl HostCluster {
             .read_to_end(&mut output)
             .await
             .map_err(|e| HostError::Transport(format!("reading the command's output: {e}")))?;
-        // Past the limit: drop the rest so the stream can finish.
+        if output.len() as u64 >= limit {
+            process.abort();
+            return Err(HostError::Invalid(format!(
+                "`{}` in {pod}/{container} wrote more than {limit} bytes",
+                command.first().copied().unwrap_or_default()
+            )));
+        }
         drop(stdout);
         let status = status.await;
         process

@@ -389,4 +389,27 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
         error.contains("/proc of tau-0") && error.contains("exit code 1"),
         "{error}"
     );
+
+    // An answer past the size limit is cut off and refused.
+    platform
+        .sim
+        .set_exec(std::sync::Arc::new(|_: &kube_sim::ExecRequest| {
+            kube_sim::ExecOutput {
+                stdout: vec![b'x'; 2 << 20],
+                ..kube_sim::ExecOutput::default()
+            }
+        }));
+    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+        .await
+        .unwrap();
+    let Snapshot {
+        error_message: error,
+        load_average_1: l1,
+        ..
+    } = latest().await;
+    let error = error.unwrap();
+    assert!(
+        l1.is_none() && error.contains("wrote more than 1048576 bytes"),
+        "{error}"
+    );
 }
