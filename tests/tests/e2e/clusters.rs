@@ -198,12 +198,7 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
 #[tokio::test]
 async fn delete_removes_the_namespace_and_soft_deletes_the_cluster() {
     let platform = Platform::new().await;
-    let id = platform.create("gamma", "nodeport").await;
-    platform.drive().await;
-    let namespace = platform.cluster(&id).await["namespace"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, namespace) = platform.create_ready("gamma", "nodeport").await;
 
     let (status, body) = platform
         .call("DELETE", &format!("/api/console/clusters/{id}"), None)
@@ -418,12 +413,7 @@ async fn of_two_concurrent_deletes_one_is_accepted_and_one_is_409() {
 #[tokio::test]
 async fn observation_records_whether_each_control_plane_answers() {
     let platform = Platform::new().await;
-    let id = platform.create("theta", "nodeport").await;
-    platform.drive().await;
-    let namespace = platform.cluster(&id).await["namespace"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, namespace) = platform.create_ready("theta", "nodeport").await;
     let vcluster = platform.sim.vcluster(&namespace, "theta").unwrap();
 
     let report = shared::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
@@ -544,12 +534,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
 #[tokio::test]
 async fn node_sync_keeps_the_snapshot_and_appends_each_transition_once() {
     let platform = Platform::new().await;
-    let id = platform.create("kappa", "nodeport").await;
-    platform.drive().await;
-    let namespace = platform.cluster(&id).await["namespace"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, namespace) = platform.create_ready("kappa", "nodeport").await;
     let vcluster = platform.sim.vcluster(&namespace, "kappa").unwrap();
     let offline_after = Duration::from_secs(60);
     let sync = || shared::nodesync::sync_all(&platform.db.pool, &platform.host, 4, offline_after);

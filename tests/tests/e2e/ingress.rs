@@ -130,12 +130,7 @@ async fn the_managed_ingress_is_installed_followed_and_removed() {
 #[tokio::test]
 async fn a_failed_install_is_recorded_and_repaired_by_the_observation() {
     let platform = Platform::new().await;
-    let id = platform.create("chi", "nodeport").await;
-    platform.drive().await;
-    let namespace = platform.cluster(&id).await["namespace"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, namespace) = platform.create_ready("chi", "nodeport").await;
     let vcluster = platform.sim.vcluster(&namespace, "chi").unwrap();
     vcluster
         .put(node("worker-1", "True", chrono::Utc::now()))
@@ -183,12 +178,7 @@ async fn a_failed_install_is_recorded_and_repaired_by_the_observation() {
 #[tokio::test]
 async fn hostname_bindings_follow_their_cert_manager_certificate() {
     let platform = Platform::new().await;
-    let id = platform.create("tau", "nodeport").await;
-    platform.drive().await;
-    let namespace = platform.cluster(&id).await["namespace"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, namespace) = platform.create_ready("tau", "nodeport").await;
     let vcluster = platform.sim.vcluster(&namespace, "tau").unwrap();
     for hostname in ["shop.customer.test", "blog.customer.test"] {
         let (status, body) = platform

@@ -26,12 +26,7 @@ fn pod_metrics(namespace: &str, release: &str, containers: serde_json::Value) ->
 #[tokio::test]
 async fn snapshots_are_taken_pruned_and_downsampled() {
     let platform = Platform::new().await;
-    let id = platform.create("psi", "nodeport").await;
-    platform.drive().await;
-    let namespace = platform.cluster(&id).await["namespace"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, namespace) = platform.create_ready("psi", "nodeport").await;
 
     // metrics-server's view of the control-plane pod.
     platform
@@ -230,12 +225,7 @@ struct Snapshot {
 #[tokio::test]
 async fn load_and_process_memory_come_from_the_pods_proc() {
     let platform = Platform::new().await;
-    let id = platform.create("tau", "nodeport").await;
-    platform.drive().await;
-    let namespace = platform.cluster(&id).await["namespace"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (_, namespace) = platform.create_ready("tau", "nodeport").await;
     let latest = || async {
         sqlx::query_as::<_, Snapshot>(
             "SELECT available, load_average_1, load_average_5, load_average_15, total_memory_rss_bytes,

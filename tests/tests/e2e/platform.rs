@@ -147,6 +147,18 @@ impl Platform {
         body["cluster"]["id"].as_str().unwrap().to_string()
     }
 
+    /// Creates a cluster, runs its jobs until it is ready, and returns its id
+    /// and namespace.
+    pub async fn create_ready(&self, name: &str, mode: &str) -> (String, String) {
+        let id = self.create(name, mode).await;
+        self.drive().await;
+        let namespace = self.cluster(&id).await["namespace"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (id, namespace)
+    }
+
     pub async fn cluster(&self, id: &str) -> serde_json::Value {
         let (status, body) = self
             .call("GET", &format!("/api/console/clusters/{id}"), None)
