@@ -29,12 +29,13 @@ pub struct Platform {
 }
 
 impl Platform {
-    pub fn from_env() -> anyhow::Result<Self> {
+    pub fn from_env(workload: db::Workload) -> anyhow::Result<Self> {
         let settings = Settings::from_env()?;
         telemetry::init(settings.log_format);
         let pool = db::lazy_pool(
             settings.require_database_url()?,
             settings.database_max_connections,
+            workload,
         )
         .context("DATABASE_URL")?;
         Ok(Self {
@@ -82,7 +83,7 @@ pub async fn identity(mode: AuthMode, pool: &PgPool) -> anyhow::Result<Identity>
 
 /// An HTTP function: its routes behind API Gateway or on `PORT`.
 pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<()> {
-    let platform = Platform::from_env()?;
+    let platform = Platform::from_env(db::Workload::Requests)?;
     let state = AppState {
         publisher: platform.publisher()?,
         identity: identity(
@@ -99,7 +100,7 @@ pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<(
 
 /// A job function: Amazon MQ event batches under Lambda, or a RabbitMQ consumer.
 pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
-    let platform = Platform::from_env()?;
+    let platform = Platform::from_env(db::Workload::Jobs)?;
     let worker = Worker::new(
         platform.pool.clone(),
         platform.settings.jobs.clone(),
@@ -136,7 +137,7 @@ where
     F: Fn(Platform) -> Fut + Send + Sync + Clone + 'static,
     Fut: Future<Output = anyhow::Result<serde_json::Value>> + Send,
 {
-    let platform = Platform::from_env()?;
+    let platform = Platform::from_env(db::Workload::Requests)?;
     let mode = ScheduleMode::from_process(interval(&platform.settings));
     run_schedule(name, mode, move || task(platform.clone())).await
 }

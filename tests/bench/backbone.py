@@ -252,7 +252,10 @@ class Ours:
         return [spawn([f"{BIN}/sweep"], self.env(extra_env))]
 
     def done(self, jobs, progress):
-        return POLL.scalar(self.url, "SELECT count(*) FROM cluster_jobs WHERE status = 'succeeded'") >= jobs
+        # Like graphile-worker's check, a count of what is left (it shrinks as the
+        # run goes), asked only once every job has started.
+        return len(progress.update().jobs) >= jobs and POLL.scalar(
+            self.url, "SELECT count(*) FROM cluster_jobs WHERE status IN ('pending', 'running')") == 0
 
     def cleanup(self):
         drop_db(self.db)
@@ -296,7 +299,8 @@ class Graphile:
         return []
 
     def done(self, jobs, progress):
-        return POLL.scalar(self.url, "SELECT count(*) FROM graphile_worker.jobs") == 0
+        return len(progress.update().jobs) >= jobs and POLL.scalar(
+            self.url, "SELECT count(*) FROM graphile_worker.jobs") == 0
 
     def cleanup(self):
         drop_db(self.db)

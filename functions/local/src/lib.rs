@@ -131,7 +131,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
 }
 
 async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sqlx::PgPool> {
-    let pool = db::lazy_pool(url, max_connections)?;
+    let pool = db::lazy_pool(url, max_connections, db::Workload::Requests)?;
     db::MIGRATOR
         .run(&pool)
         .await

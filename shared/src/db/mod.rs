@@ -23,13 +23,39 @@ use sqlx::{
 /// Every migration of the workspace, embedded once here.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
+/// What a pool's connections run, which decides how PostgreSQL plans their
+/// prepared statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// HTTP routes and schedules: some statements have optional filters
+    /// (`$1 IS NULL OR ...`) that a plan made for the actual parameters
+    /// prunes, so PostgreSQL chooses per execution as it does by default.
+    Requests,
+    /// Job workers: the claim, the completions and the handlers' keyed
+    /// statements, run with their cached generic plan
+    /// (`plan_cache_mode = force_generic_plan`). By default, once
+    /// `cluster_jobs` holds thousands of rows, the claim would be planned
+    /// again for every batch of a few wake-ups: a generic plan counts 100
+    /// rows for the `unnest` of the wake-up ids, which looks dearer than a
+    /// plan for the actual array.
+    Jobs,
+}
+
 /// A pool that connects on first use, so a cold start does not wait for the database.
-pub fn lazy_pool(url: &SecretString, max_connections: u32) -> Result<PgPool, sqlx::Error> {
-    let options: PgConnectOptions = url.expose_secret().parse()?;
+pub fn lazy_pool(
+    url: &SecretString,
+    max_connections: u32,
+    workload: Workload,
+) -> Result<PgPool, sqlx::Error> {
+    let mut options: PgConnectOptions = url.expose_secret().parse()?;
+    options = options.application_name("kubebyon");
+    if workload == Workload::Jobs {
+        options = options.options([("plan_cache_mode", "force_generic_plan")]);
+    }
     Ok(PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
-        .connect_lazy_with(options.application_name("kubebyon")))
+        .connect_lazy_with(options))
 }
 
 /// Readiness: the database answers a trivial query.

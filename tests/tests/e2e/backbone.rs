@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use queues::inprocess;
 use shared::{
     config::JobSettings,
-    db::jobs,
+    db::{self, jobs},
     domain::JobType,
     jobs::{JobPublisher, Processed, Worker, enqueue_and_publish_after_commit, sweep},
 };
@@ -508,4 +508,41 @@ async fn each_run_of_a_claimed_batch_ends_on_its_own() {
     assert_eq!(job_status(&db.pool, slow.job_id).await, "running");
     assert_eq!(slow_run.await.unwrap(), Processed::Succeeded);
     assert_eq!(job_status(&db.pool, slow.job_id).await, "succeeded");
+}
+
+/// A job function's pool runs the claim with its cached generic plan from
+/// the first execution on. With PostgreSQL's default choice the first five
+/// claims are planned for their parameters, and once the table holds
+/// thousands of jobs every later claim of a few wake-ups too (a generic plan
+/// counts 100 ids for the `unnest`, dearer than a plan for the actual array).
+#[tokio::test]
+async fn a_job_workers_pool_plans_the_claim_once() {
+    let db = TestDb::new().await;
+    let url = secrecy::SecretString::from(db.url.clone());
+    let mut plans = Vec::new();
+    for workload in [db::Workload::Requests, db::Workload::Jobs] {
+        // One connection, so every claim and the check below share it.
+        let pool = db::lazy_pool(&url, 1, workload).unwrap();
+        let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+        let worker = Worker::new(pool.clone(), settings(), "planner", vec![handler]);
+        for _ in 0..8 {
+            let cluster = seed_cluster(&db.pool).await;
+            let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+            assert_eq!(worker.process(message).await.unwrap(), Processed::Succeeded);
+        }
+        let (generic, custom): (i64, i64) = sqlx::query_as(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements
+             WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
+               AND statement NOT LIKE '%pg_prepared_statements%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        plans.push((workload, generic + custom, custom));
+    }
+    assert_eq!(
+        plans,
+        vec![(db::Workload::Requests, 8, 5), (db::Workload::Jobs, 8, 0)],
+        "(workload, claims, claims planned for their parameters)"
+    );
 }

@@ -60,7 +60,12 @@ async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let settings = Settings::from_env()?;
     let url = settings.require_database_url()?.clone();
-    let pool = db::lazy_pool(&url, settings.database_max_connections)?;
+    // The worker's pool is a job function's; the enqueuer stands for the HTTP functions.
+    let workload = match args.first().map(String::as_str) {
+        Some("work") => db::Workload::Jobs,
+        _ => db::Workload::Requests,
+    };
+    let pool = db::lazy_pool(&url, settings.database_max_connections, workload)?;
     let topology = Topology::new(settings.amqp_exchange.clone());
     let amqp = settings.amqp_url.clone().context("AMQP_URL is required")?;
     match args.first().map(String::as_str) {
