@@ -109,6 +109,16 @@ pub struct ClaimedJob {
     pub worker_id: String,
 }
 
+impl ClaimedJob {
+    /// The wake-up that names this job.
+    pub fn message(&self) -> JobMessage {
+        JobMessage {
+            job_id: self.id,
+            job_type: self.job_type,
+        }
+    }
+}
+
 /// Takes the leases on every claimable job of a batch of wake-ups in one
 /// statement. The rows are locked in id order, so two
 /// workers claiming overlapping batches (duplicate wake-ups) wait for each

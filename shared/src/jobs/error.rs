@@ -1,4 +1,4 @@
-use std::fmt::Display;
+use std::{fmt::Display, sync::Arc};
 
 /// How a job step failed, decided where the failure happens.
 #[derive(Debug, thiserror::Error)]
@@ -43,5 +43,18 @@ impl<T, E: Display> ResultExt<T> for Result<T, E> {
 
     fn fatal(self, step: &str) -> Result<T, JobError> {
         self.map_err(|e| JobError::Fatal(format!("{step}: {e}")))
+    }
+}
+
+/// The database could not be used to claim or finish a job: the transport
+/// should deliver the wake-up again later. Shared by every wake-up of a
+/// grouped statement that failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(transparent)]
+pub struct Unavailable(Arc<sqlx::Error>);
+
+impl From<sqlx::Error> for Unavailable {
+    fn from(err: sqlx::Error) -> Self {
+        Self(Arc::new(err))
     }
 }

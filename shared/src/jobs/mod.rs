@@ -7,7 +7,7 @@ mod retry;
 mod sweep;
 mod worker;
 
-pub use error::{JobError, ResultExt};
+pub use error::{JobError, ResultExt, Unavailable};
 pub use publish::{
     JobPublisher, PublishError, enqueue_and_publish_after_commit, publish_after_commit,
 };

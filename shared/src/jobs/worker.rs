@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::{JobError, retry_delay};
+use super::{JobError, Unavailable, retry_delay};
 use crate::{
     config::JobSettings,
     db::jobs::{self, ClaimedJob, JobMessage},
@@ -121,6 +121,64 @@ async fn run_completions(pool: PgPool, mut requests: mpsc::UnboundedReceiver<Com
     }
 }
 
+type ClaimRequest = (
+    Vec<JobMessage>,
+    oneshot::Sender<Result<Vec<ClaimedJob>, Unavailable>>,
+);
+
+/// Groups claims the way [`Completions`] groups completions: a task takes
+/// every batch of wake-ups waiting and claims them in one statement, while
+/// the next batches gather behind it. A lone batch goes straight through;
+/// under load the statements grow instead of multiplying. Started on first use.
+#[derive(Clone)]
+struct Claims {
+    pool: PgPool,
+    worker_id: Arc<str>,
+    lease: std::time::Duration,
+    sender: Arc<OnceLock<mpsc::UnboundedSender<ClaimRequest>>>,
+}
+
+impl Claims {
+    const MAX_BATCHES: usize = 256;
+
+    async fn claim(&self, messages: Vec<JobMessage>) -> Result<Vec<ClaimedJob>, Unavailable> {
+        let sender = self.sender.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(run_claims(self.clone(), rx));
+            tx
+        });
+        let (reply, answer) = oneshot::channel();
+        let stopped = || Unavailable::from(sqlx::Error::WorkerCrashed);
+        sender.send((messages, reply)).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+async fn run_claims(claims: Claims, mut requests: mpsc::UnboundedReceiver<ClaimRequest>) {
+    let mut batch = Vec::with_capacity(Claims::MAX_BATCHES);
+    while requests.recv_many(&mut batch, Claims::MAX_BATCHES).await > 0 {
+        let messages: Vec<JobMessage> = batch.iter().flat_map(|(m, _)| m.iter().copied()).collect();
+        match jobs::claim_many(&claims.pool, &messages, &claims.worker_id, claims.lease).await {
+            Ok(claimed) => {
+                let mut claimed: HashMap<JobMessage, ClaimedJob> = claimed
+                    .into_iter()
+                    .map(|job| (job.message(), job))
+                    .collect();
+                for (wanted, reply) in batch.drain(..) {
+                    let mine = wanted.iter().filter_map(|m| claimed.remove(m)).collect();
+                    let _ = reply.send(Ok(mine));
+                }
+            }
+            Err(err) => {
+                let err = Unavailable::from(err);
+                for (_, reply) in batch.drain(..) {
+                    let _ = reply.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+}
+
 /// What became of one delivered wake-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Processed {
@@ -142,8 +200,8 @@ pub enum Processed {
 pub struct Worker {
     pool: PgPool,
     completions: Completions,
+    claims: Claims,
     settings: JobSettings,
-    worker_id: Arc<str>,
     handlers: Arc<HashMap<JobType, Arc<dyn JobHandler>>>,
 }
 
@@ -156,13 +214,18 @@ impl Worker {
     ) -> Self {
         let handlers = handlers.into_iter().map(|h| (h.job_type(), h)).collect();
         Self {
+            claims: Claims {
+                pool: pool.clone(),
+                worker_id: worker_id.into(),
+                lease: settings.lease,
+                sender: Arc::default(),
+            },
             completions: Completions {
                 pool: pool.clone(),
                 sender: Arc::default(),
             },
             pool,
             settings,
-            worker_id: worker_id.into(),
             handlers: Arc::new(handlers),
         }
     }
@@ -183,7 +246,7 @@ impl Worker {
 
     /// Handles one wake-up to the end. An `Err` is an infrastructure failure
     /// (the database is unreachable): the transport should redeliver later.
-    pub async fn process(&self, message: JobMessage) -> Result<Processed, sqlx::Error> {
+    pub async fn process(&self, message: JobMessage) -> Result<Processed, Unavailable> {
         let mut outcomes = self.process_batch(&[message]).await?;
         Ok(outcomes.pop().expect("one outcome per wake-up"))
     }
@@ -194,7 +257,7 @@ impl Worker {
     pub async fn process_batch(
         &self,
         messages: &[JobMessage],
-    ) -> Result<Vec<Processed>, sqlx::Error> {
+    ) -> Result<Vec<Processed>, Unavailable> {
         futures_util::future::join_all(self.start_batch(messages).await?)
             .await
             .into_iter()
@@ -208,7 +271,7 @@ impl Worker {
     pub async fn start_batch<'a>(
         &'a self,
         messages: &'a [JobMessage],
-    ) -> Result<Vec<BoxFuture<'a, Result<Processed, sqlx::Error>>>, sqlx::Error> {
+    ) -> Result<Vec<BoxFuture<'a, Result<Processed, Unavailable>>>, Unavailable> {
         let handled: Vec<JobMessage> = messages
             .iter()
             .filter(|m| self.handlers.contains_key(&m.job_type))
@@ -217,16 +280,11 @@ impl Worker {
         let mut claimed: HashMap<JobMessage, ClaimedJob> = if handled.is_empty() {
             HashMap::new()
         } else {
-            jobs::claim_many(&self.pool, &handled, &self.worker_id, self.settings.lease)
+            self.claims
+                .claim(handled)
                 .await?
                 .into_iter()
-                .map(|job| {
-                    let key = JobMessage {
-                        job_id: job.id,
-                        job_type: job.job_type,
-                    };
-                    (key, job)
-                })
+                .map(|job| (job.message(), job))
                 .collect()
         };
         Ok(messages
@@ -262,7 +320,7 @@ impl Worker {
         &self,
         handler: Arc<dyn JobHandler>,
         job: ClaimedJob,
-    ) -> Result<Processed, sqlx::Error> {
+    ) -> Result<Processed, Unavailable> {
         let started = std::time::Instant::now();
         let ctx = JobContext {
             pool: self.pool.clone(),
@@ -308,7 +366,7 @@ impl Worker {
         Ok(outcome)
     }
 
-    async fn fail(&self, job: &ClaimedJob, reason: &str) -> Result<Processed, sqlx::Error> {
+    async fn fail(&self, job: &ClaimedJob, reason: &str) -> Result<Processed, Unavailable> {
         if jobs::fail(&self.pool, job, reason).await? {
             tracing::warn!(reason, "job failed");
             Ok(Processed::Failed)

@@ -546,3 +546,54 @@ async fn a_job_workers_pool_plans_the_claim_once() {
         "(workload, claims, claims planned for their parameters)"
     );
 }
+
+/// Batches of wake-ups that reach a worker while its claim is under way
+/// gather behind it and are claimed together: one statement for all, each
+/// batch running the jobs of its own wake-ups, a job woken twice running once.
+#[tokio::test]
+async fn batches_waiting_for_a_claim_share_the_next_statement() {
+    let db = TestDb::new().await;
+    let url = secrecy::SecretString::from(db.url.clone());
+    // One connection, so the count of claims below is every claim's.
+    let pool = db::lazy_pool(&url, 1, db::Workload::Jobs).unwrap();
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let worker = Worker::new(pool.clone(), settings(), "grouper", vec![handler]);
+    let mut messages = Vec::new();
+    for _ in 0..4 {
+        let cluster = seed_cluster(&db.pool).await;
+        messages.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
+    }
+    let [a, b, c, d] = messages[..] else {
+        unreachable!()
+    };
+    let batches = [vec![a], vec![b], vec![c, d], vec![b]];
+    // Polled together, every batch asks for its claim before the first
+    // statement is sent (the test runtime has one thread).
+    let outcomes: Vec<Vec<Processed>> =
+        futures_util::future::join_all(batches.iter().map(|batch| worker.process_batch(batch)))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            vec![Processed::Succeeded],
+            vec![Processed::Succeeded],
+            vec![Processed::Succeeded, Processed::Succeeded],
+            vec![Processed::Skipped],
+        ]
+    );
+    for message in messages {
+        assert_eq!(job_status(&db.pool, message.job_id).await, "succeeded");
+    }
+    let claims: i64 = sqlx::query_scalar(
+        "SELECT generic_plans + custom_plans FROM pg_prepared_statements
+         WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(claims, 1, "claim statements for four batches");
+}
