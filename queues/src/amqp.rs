@@ -2,8 +2,12 @@
 //! with prefetch and manual ack that reconnects after a broker restart.
 
 use std::{
+    collections::BTreeSet,
     future::Future,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -28,7 +32,10 @@ use shared::{
     domain::JobType,
     jobs::{JobMessage, JobPublisher, Processed, PublishError, Worker},
 };
-use tokio::{sync::Mutex, task::JoinSet};
+use tokio::{
+    sync::{Mutex, mpsc},
+    task::JoinSet,
+};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
@@ -310,29 +317,52 @@ impl Consumer {
         // Whatever has arrived is handled together: one claim statement per
         // batch (a batch is a single delivery when they trickle in).
         let mut batches = select_all(consumers).ready_chunks(usize::from(self.prefetch));
+        let ledger = Arc::new(std::sync::Mutex::new(Ledger::default()));
+        let (settle, settling) = mpsc::unbounded_channel();
+        let settler = tokio::spawn(settle_deliveries(
+            ledger.clone(),
+            settling,
+            self.outcomes.clone(),
+        ));
         let mut in_flight = JoinSet::new();
         while let Some(batch) = batches.next().await {
             let mut deliveries = Vec::with_capacity(batch.len());
             for delivery in batch {
-                deliveries.push(delivery.map_err(|e| e.to_string())?);
+                let delivery = delivery.map_err(|e| e.to_string())?;
+                lock(&ledger).delivered(delivery.delivery_tag);
+                deliveries.push(delivery);
             }
             let worker = self.worker.clone();
-            let outcomes = self.outcomes.clone();
-            in_flight.spawn(async move { handle_batch(&worker, deliveries, outcomes).await });
+            let settle = settle.clone();
+            in_flight.spawn(async move { handle_batch(&worker, deliveries, settle).await });
             while in_flight.try_join_next().is_some() {}
         }
         in_flight.join_all().await;
+        drop(settle);
+        let _ = settler.await;
         Err("the broker closed the connection".into())
     }
 }
 
 type Outcomes = Option<tokio::sync::mpsc::UnboundedSender<(JobMessage, Processed)>>;
 
+/// What to do with a delivery whose wake-up has been dealt with.
+enum Settle {
+    /// Handled (or undecodable): acknowledge, then report what became of it.
+    Ack(Delivery, Option<(JobMessage, Processed)>),
+    /// The database was down: give it back to the broker for another try.
+    Requeue(Delivery),
+}
+
 /// Runs a batch of deliveries through the worker (one claim for all) and
-/// acknowledges each as soon as its own job's outcome is recorded, so a short
+/// settles each as soon as its own job's outcome is recorded, so a short
 /// job never waits for a long one of its batch. On a database outage the
 /// wake-ups concerned are requeued after a pause.
-async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outcomes) {
+async fn handle_batch(
+    worker: &Worker,
+    deliveries: Vec<Delivery>,
+    settle: mpsc::UnboundedSender<Settle>,
+) {
     let mut messages = Vec::with_capacity(deliveries.len());
     let mut decoded = Vec::with_capacity(deliveries.len());
     for delivery in deliveries {
@@ -343,7 +373,7 @@ async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outc
             }
             Err(_) => {
                 tracing::warn!("undecodable message dropped");
-                let _ = delivery.ack(BasicAckOptions::default()).await;
+                let _ = settle.send(Settle::Ack(delivery, None));
             }
         }
     }
@@ -354,7 +384,7 @@ async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outc
         Ok(runs) => runs,
         Err(err) => {
             tracing::warn!(error = %err, wake_ups = messages.len(), "database unavailable; requeueing wake-ups");
-            requeue_later(decoded).await;
+            requeue_later(decoded, &settle).await;
             return;
         }
     };
@@ -368,12 +398,7 @@ async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outc
     while let Some((result, delivery, message)) = ending.next().await {
         match result {
             Ok(processed) => {
-                if let Err(err) = delivery.ack(BasicAckOptions::default()).await {
-                    tracing::warn!(error = %err, "ack failed; the wake-up will be redelivered and dropped");
-                }
-                if let Some(tx) = &outcomes {
-                    let _ = tx.send((message, processed));
-                }
+                let _ = settle.send(Settle::Ack(delivery, Some((message, processed))));
             }
             Err(err) => {
                 tracing::warn!(error = %err, job_id = %message.job_id, "database unavailable; requeueing the wake-up");
@@ -382,20 +407,122 @@ async fn handle_batch(worker: &Worker, deliveries: Vec<Delivery>, outcomes: Outc
         }
     }
     if !failed.is_empty() {
-        requeue_later(failed).await;
+        requeue_later(failed, &settle).await;
     }
 }
 
 /// Gives wake-ups back to the broker after a pause (the database is down).
-async fn requeue_later(deliveries: Vec<Delivery>) {
+async fn requeue_later(deliveries: Vec<Delivery>, settle: &mpsc::UnboundedSender<Settle>) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     for delivery in deliveries {
-        let _ = delivery
-            .nack(BasicNackOptions {
-                requeue: true,
-                ..Default::default()
-            })
-            .await;
+        let _ = settle.send(Settle::Requeue(delivery));
+    }
+}
+
+/// The delivery tags of one channel: which have arrived and which are not
+/// settled yet. Tags count up from 1 on a channel, but deliveries to several
+/// consumers may be seen out of order, so a tag counts as covered by a
+/// multiple ack only once every lower tag has been seen.
+#[derive(Debug, Default)]
+struct Ledger {
+    /// Every tag up to this one has been seen.
+    seen_through: u64,
+    /// Tags seen above a gap.
+    seen_ahead: BTreeSet<u64>,
+    /// Tags seen and neither acked nor requeued.
+    unsettled: BTreeSet<u64>,
+}
+
+impl Ledger {
+    fn delivered(&mut self, tag: u64) {
+        self.unsettled.insert(tag);
+        if tag == self.seen_through + 1 {
+            self.seen_through = tag;
+            while self.seen_ahead.remove(&(self.seen_through + 1)) {
+                self.seen_through += 1;
+            }
+        } else {
+            self.seen_ahead.insert(tag);
+        }
+    }
+
+    /// Marks `tags` settled and returns those that one multiple ack of the
+    /// highest can settle: the tags below every tag still unsettled or not
+    /// seen yet. The others are to be acked one by one.
+    fn settle(&mut self, tags: &[u64]) -> usize {
+        for tag in tags {
+            self.unsettled.remove(tag);
+        }
+        let bound = self
+            .unsettled
+            .first()
+            .copied()
+            .unwrap_or(u64::MAX)
+            .min(self.seen_through + 1);
+        tags.iter().filter(|&&tag| tag < bound).count()
+    }
+}
+
+fn lock(ledger: &std::sync::Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
+    ledger.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Settles a channel's deliveries: requeues first, then the acks gathered
+/// meanwhile, with one `basic.ack` (multiple) for all those below every
+/// delivery still in hand. Jobs whose completions share a commit end
+/// together, so their acks usually go as one frame. Outcomes are reported
+/// once their acks are sent.
+async fn settle_deliveries(
+    ledger: Arc<std::sync::Mutex<Ledger>>,
+    mut requests: mpsc::UnboundedReceiver<Settle>,
+    outcomes: Outcomes,
+) {
+    let mut batch = Vec::new();
+    while requests.recv_many(&mut batch, 1024).await > 0 {
+        let mut acks = Vec::with_capacity(batch.len());
+        let mut processed = Vec::with_capacity(batch.len());
+        for request in batch.drain(..) {
+            match request {
+                Settle::Ack(delivery, outcome) => {
+                    acks.push(delivery);
+                    processed.extend(outcome);
+                }
+                Settle::Requeue(delivery) => {
+                    let requeue = BasicNackOptions {
+                        requeue: true,
+                        ..Default::default()
+                    };
+                    let _ = delivery.nack(requeue).await;
+                    lock(&ledger).settle(&[delivery.delivery_tag]);
+                }
+            }
+        }
+        if acks.is_empty() {
+            continue;
+        }
+        acks.sort_by_key(|d| d.delivery_tag);
+        let tags: Vec<u64> = acks.iter().map(|d| d.delivery_tag).collect();
+        let together = lock(&ledger).settle(&tags);
+        let mut singles = acks.split_off(together);
+        if together > 1 {
+            let highest = acks.pop().expect("more than one ack below the bound");
+            let multiple = BasicAckOptions { multiple: true };
+            if let Err(err) = highest.ack(multiple).await {
+                tracing::warn!(error = %err, "ack failed; the wake-ups will be redelivered and dropped");
+            }
+        } else {
+            singles.append(&mut acks);
+        }
+        for delivery in singles {
+            if let Err(err) = delivery.ack(BasicAckOptions::default()).await {
+                tracing::warn!(error = %err, "ack failed; the wake-up will be redelivered and dropped");
+            }
+        }
+        if let Some(tx) = &outcomes {
+            for outcome in processed {
+                let _ = tx.send(outcome);
+            }
+        }
     }
 }
 
@@ -406,4 +533,47 @@ fn reconnect_backoff() -> impl Iterator<Item = Duration> {
         .with_jitter()
         .without_max_times()
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ledger;
+
+    fn ledger(tags: &[u64]) -> Ledger {
+        let mut ledger = Ledger::default();
+        for &tag in tags {
+            ledger.delivered(tag);
+        }
+        ledger
+    }
+
+    #[test]
+    fn a_multiple_ack_covers_only_tags_below_every_delivery_still_in_hand() {
+        let mut ledger = ledger(&[1, 2, 3, 4, 5]);
+        assert_eq!(ledger.settle(&[1, 2]), 2);
+        // 3 is still in hand: 4 and 5 go one by one.
+        assert_eq!(ledger.settle(&[4, 5]), 0);
+        assert_eq!(ledger.settle(&[3]), 1);
+    }
+
+    #[test]
+    fn a_tag_above_one_not_seen_yet_is_not_covered() {
+        // Deliveries to two consumers of the channel, seen out of order.
+        let mut ledger = ledger(&[2, 3]);
+        assert_eq!(ledger.settle(&[2, 3]), 0);
+        ledger.delivered(1);
+        ledger.delivered(4);
+        assert_eq!(ledger.settle(&[1, 4]), 2);
+    }
+
+    #[test]
+    fn a_requeued_delivery_no_longer_holds_back_the_ones_above_it() {
+        let mut ledger = ledger(&[1, 2, 3]);
+        assert_eq!(ledger.settle(&[2, 3]), 0);
+        // 1 was given back to the broker (nack with requeue).
+        assert_eq!(ledger.settle(&[1]), 1);
+        ledger.delivered(4);
+        ledger.delivered(5);
+        assert_eq!(ledger.settle(&[4, 5]), 2);
+    }
 }

@@ -24,6 +24,15 @@ impl TestBroker {
 
     /// Messages ready in a job type's queue (declares it if absent).
     pub async fn ready_messages(&self, job_type: JobType) -> u32 {
+        self.queue_counts(job_type).await.0
+    }
+
+    /// Consumers of a job type's queue (declares it if absent).
+    pub async fn consumers(&self, job_type: JobType) -> u32 {
+        self.queue_counts(job_type).await.1
+    }
+
+    async fn queue_counts(&self, job_type: JobType) -> (u32, u32) {
         let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
             .await
             .expect("RabbitMQ is reachable at AMQP_URL");
@@ -44,7 +53,7 @@ impl TestBroker {
             .await
             .expect("queue exists");
         let _ = connection.close(200, "done".into()).await;
-        queue.message_count()
+        (queue.message_count(), queue.consumer_count())
     }
 }
 

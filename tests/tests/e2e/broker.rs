@@ -256,3 +256,44 @@ async fn the_consumer_reconnects_after_the_broker_goes_away_and_comes_back() {
     }
     assert_eq!(handler.runs(), 2);
 }
+
+#[tokio::test]
+async fn every_delivery_is_acknowledged_once_its_job_is_done() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let proxy = TcpProxy::start(broker_addr()).await;
+    let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
+    // Jobs whose completions share commits end together: their acks go
+    // together, as one ack of many deliveries where it can.
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
+    let mut messages = Vec::new();
+    for _ in 0..24 {
+        let cluster = seed_cluster(&db.pool).await;
+        messages.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
+    }
+    publisher.publish(&messages).await.unwrap();
+    let (mut outcomes, _stop) = start_consumer(
+        SecretString::from(proxy.amqp_url()),
+        &broker,
+        worker(&db, handler.clone()),
+    );
+    for _ in 0..messages.len() {
+        assert_eq!(next_outcome(&mut outcomes).await.1, Processed::Succeeded);
+    }
+
+    // Outcomes are reported once their acks are written; let those cross the
+    // proxy, then cut the consumer off: the broker gives back whatever it
+    // still holds unacked.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.down();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while broker.consumers(JobType::ClusterCreate).await > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the broker saw the consumer go"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 0);
+    assert_eq!(handler.runs(), 24);
+}
