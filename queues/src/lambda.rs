@@ -3,6 +3,7 @@
 
 use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
 use base64::Engine;
+use futures_util::future::join_all;
 use serde::Serialize;
 use shared::jobs::{JobMessage, Processed, Worker};
 
@@ -29,11 +30,15 @@ pub struct ProcessedItem {
     pub outcome: String,
 }
 
-/// Runs every message of the batch through the worker, in order.
+/// Runs the batch's wake-ups through the worker together: one claim for all,
+/// then their jobs concurrently (a batch of long jobs does not run them one
+/// after another within the invocation's time limit).
 pub async fn handle_batch(worker: &Worker, event: RabbitMqEvent) -> BatchResponse {
     let mut response = BatchResponse::default();
     let mut queues: Vec<_> = event.messages_by_queue.into_iter().collect();
     queues.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut ids = Vec::new();
+    let mut jobs = Vec::new();
     for (queue, messages) in queues {
         for (index, message) in messages.into_iter().enumerate() {
             let id = message
@@ -54,27 +59,38 @@ pub async fn handle_batch(worker: &Worker, event: RabbitMqEvent) -> BatchRespons
                     serde_json::from_slice::<JobMessage>(&bytes)
                         .map_err(|e| format!("not a job wake-up: {e}"))
                 });
-            let job = match decoded {
-                Ok(job) => job,
+            match decoded {
+                Ok(job) => {
+                    ids.push(id);
+                    jobs.push(job);
+                }
                 Err(reason) => {
                     tracing::warn!(item = id, reason, "undecodable message in batch");
                     response.batch_item_failures.push(BatchItemFailure {
                         item_identifier: id,
                         reason,
                     });
-                    continue;
                 }
-            };
-            match worker.process(job).await {
-                Ok(processed) => response.processed.push(ProcessedItem {
-                    job_id: job.job_id,
-                    outcome: outcome_name(&processed).into(),
-                }),
-                Err(err) => response.batch_item_failures.push(BatchItemFailure {
-                    item_identifier: id,
-                    reason: format!("database unavailable: {err}"),
-                }),
             }
+        }
+    }
+    if jobs.is_empty() {
+        return response;
+    }
+    let results = match worker.start_batch(&jobs).await {
+        Ok(runs) => join_all(runs).await,
+        Err(err) => vec![Err(err); jobs.len()],
+    };
+    for ((id, job), result) in ids.into_iter().zip(&jobs).zip(results) {
+        match result {
+            Ok(processed) => response.processed.push(ProcessedItem {
+                job_id: job.job_id,
+                outcome: outcome_name(&processed).into(),
+            }),
+            Err(err) => response.batch_item_failures.push(BatchItemFailure {
+                item_identifier: id,
+                reason: format!("database unavailable: {err}"),
+            }),
         }
     }
     response

@@ -4,11 +4,16 @@
 use std::process::Stdio;
 
 use base64::Engine;
-use shared::{db::jobs, domain::JobType};
+use shared::{
+    config::JobSettings,
+    db::{self, jobs},
+    domain::JobType,
+    jobs::Worker,
+};
 use tests::{
     broker::TestBroker,
     database::TestDb,
-    handlers::{enqueue, seed_cluster},
+    handlers::{Behaviour, ScriptedHandler, enqueue, seed_cluster},
     lambda_runtime_api::{Invocation, RuntimeApi},
     workspace_binary,
 };
@@ -133,4 +138,78 @@ async fn job_cluster_create_handles_a_recorded_amazon_mq_batch() {
         answer["batchItemFailures"][0]["itemIdentifier"],
         message.job_id.to_string()
     );
+}
+
+/// The wake-ups of one Amazon MQ batch are claimed together and their jobs
+/// run side by side: the second job of the batch ends while the first, a slow
+/// one, still works.
+#[tokio::test]
+async fn the_jobs_of_an_amazon_mq_batch_run_together() {
+    let db = TestDb::new().await;
+    let url = secrecy::SecretString::from(db.url.clone());
+    // One connection, so the count of claims below is every claim's.
+    let pool = db::lazy_pool(&url, 1, db::Workload::Jobs).unwrap();
+    let handler = ScriptedHandler::new(
+        JobType::ClusterCreate,
+        Behaviour::SlowFirstCompleteAlone(std::time::Duration::from_secs(2)),
+    );
+    let worker = Worker::new(
+        pool.clone(),
+        JobSettings::default(),
+        "lambda",
+        vec![handler],
+    );
+    let mut messages = Vec::new();
+    for _ in 0..2 {
+        let cluster = seed_cluster(&db.pool).await;
+        messages.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
+    }
+    let mut event = fixture("amazon-mq-rabbitmq-batch.json");
+    let queue = &mut event["rmqMessagesByQueue"]["kubebyon.jobs.cluster_create::/"];
+    let template = queue[0].clone();
+    *queue = messages
+        .iter()
+        .map(|message| {
+            let mut item = template.clone();
+            item["data"] = base64::engine::general_purpose::STANDARD
+                .encode(serde_json::to_vec(message).unwrap())
+                .into();
+            item["basicProperties"]["messageId"] = message.job_id.to_string().into();
+            item
+        })
+        .collect();
+    let event = serde_json::from_value(event).expect("an Amazon MQ event");
+
+    let answer = queues::lambda::handle_batch(&worker, event).await;
+    assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+    let outcomes: Vec<_> = answer
+        .processed
+        .iter()
+        .map(|p| (p.job_id, p.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            (messages[0].job_id, "succeeded"),
+            (messages[1].job_id, "succeeded")
+        ]
+    );
+    let mut finished = Vec::new();
+    for message in &messages {
+        let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
+        finished.push(record.finished_at.expect("finished"));
+    }
+    assert!(
+        finished[1] < finished[0],
+        "the quick job ended before the slow one"
+    );
+    let claims: i64 = sqlx::query_scalar(
+        "SELECT generic_plans + custom_plans FROM pg_prepared_statements
+         WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(claims, 1, "claim statements for the batch");
 }
