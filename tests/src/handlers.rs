@@ -162,3 +162,16 @@ pub async fn job_status(pool: &PgPool, job_id: Uuid) -> String {
         .expect("job exists")
         .status
 }
+
+/// How many times the claim statement ran on the connection `pool` hands
+/// out next: give the worker a pool of one connection to count every claim.
+pub async fn claims_run(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT generic_plans + custom_plans FROM pg_prepared_statements
+         WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("the claim statement was prepared on this connection")
+}
