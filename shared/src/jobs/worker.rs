@@ -129,13 +129,20 @@ type ClaimRequest = (
 /// Groups claims the way [`Completions`] groups completions: a task takes
 /// every batch of wake-ups waiting and claims them in one statement, while
 /// the next batches gather behind it. A lone batch goes straight through;
-/// under load the statements grow instead of multiplying. Started on first use.
+/// under load the statements grow instead of multiplying. Started on first
+/// use; it ends when the last clone of its worker is dropped.
 #[derive(Clone)]
 struct Claims {
+    claimer: Claimer,
+    sender: Arc<OnceLock<mpsc::UnboundedSender<ClaimRequest>>>,
+}
+
+/// What the claiming task needs: who claims, and for how long.
+#[derive(Clone)]
+struct Claimer {
     pool: PgPool,
     worker_id: Arc<str>,
     lease: std::time::Duration,
-    sender: Arc<OnceLock<mpsc::UnboundedSender<ClaimRequest>>>,
 }
 
 impl Claims {
@@ -144,7 +151,7 @@ impl Claims {
     async fn claim(&self, messages: Vec<JobMessage>) -> Result<Vec<ClaimedJob>, Unavailable> {
         let sender = self.sender.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run_claims(self.clone(), rx));
+            tokio::spawn(run_claims(self.claimer.clone(), rx));
             tx
         });
         let (reply, answer) = oneshot::channel();
@@ -154,11 +161,11 @@ impl Claims {
     }
 }
 
-async fn run_claims(claims: Claims, mut requests: mpsc::UnboundedReceiver<ClaimRequest>) {
+async fn run_claims(claimer: Claimer, mut requests: mpsc::UnboundedReceiver<ClaimRequest>) {
     let mut batch = Vec::with_capacity(Claims::MAX_BATCHES);
     while requests.recv_many(&mut batch, Claims::MAX_BATCHES).await > 0 {
         let messages: Vec<JobMessage> = batch.iter().flat_map(|(m, _)| m.iter().copied()).collect();
-        match jobs::claim_many(&claims.pool, &messages, &claims.worker_id, claims.lease).await {
+        match jobs::claim_many(&claimer.pool, &messages, &claimer.worker_id, claimer.lease).await {
             Ok(claimed) => {
                 let mut claimed: HashMap<JobMessage, ClaimedJob> = claimed
                     .into_iter()
@@ -215,9 +222,11 @@ impl Worker {
         let handlers = handlers.into_iter().map(|h| (h.job_type(), h)).collect();
         Self {
             claims: Claims {
-                pool: pool.clone(),
-                worker_id: worker_id.into(),
-                lease: settings.lease,
+                claimer: Claimer {
+                    pool: pool.clone(),
+                    worker_id: worker_id.into(),
+                    lease: settings.lease,
+                },
                 sender: Arc::default(),
             },
             completions: Completions {

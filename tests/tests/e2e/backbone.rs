@@ -593,3 +593,37 @@ async fn batches_waiting_for_a_claim_share_the_next_statement() {
         "claim statements for four batches"
     );
 }
+
+/// A worker's background tasks (grouped claims and completions) end with the
+/// worker: once it is dropped, its pool's connections close.
+#[tokio::test]
+async fn a_dropped_worker_lets_go_of_its_connections() {
+    let db = TestDb::new().await;
+    let url = secrecy::SecretString::from(db.url.clone());
+    let pool = db::lazy_pool(&url, 2, db::Workload::Jobs).unwrap();
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
+    let worker = Worker::new(pool, settings(), "short-lived", vec![handler]);
+    let cluster = seed_cluster(&db.pool).await;
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    assert_eq!(worker.process(message).await.unwrap(), Processed::Succeeded);
+    let open = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'kubebyon'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    };
+    assert!(open().await > 0, "the worker's pool connected");
+
+    drop(worker);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while open().await > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the dropped worker's connections are still open after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
