@@ -121,9 +121,10 @@ async fn run_completions(pool: PgPool, mut requests: mpsc::UnboundedReceiver<Com
     }
 }
 
+/// A batch's wake-ups, and where to send its claimed jobs, keyed by wake-up.
 type ClaimRequest = (
     Vec<JobMessage>,
-    oneshot::Sender<Result<Vec<ClaimedJob>, Unavailable>>,
+    oneshot::Sender<Result<HashMap<JobMessage, ClaimedJob>, Unavailable>>,
 );
 
 /// Groups claims the way [`Completions`] groups completions: a task takes
@@ -148,7 +149,10 @@ struct Claimer {
 impl Claims {
     const MAX_BATCHES: usize = 256;
 
-    async fn claim(&self, messages: Vec<JobMessage>) -> Result<Vec<ClaimedJob>, Unavailable> {
+    async fn claim(
+        &self,
+        messages: Vec<JobMessage>,
+    ) -> Result<HashMap<JobMessage, ClaimedJob>, Unavailable> {
         let sender = self.sender.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(run_claims(self.claimer.clone(), rx));
@@ -172,7 +176,10 @@ async fn run_claims(claimer: Claimer, mut requests: mpsc::UnboundedReceiver<Clai
                     .map(|job| (job.message(), job))
                     .collect();
                 for (wanted, reply) in batch.drain(..) {
-                    let mine = wanted.iter().filter_map(|m| claimed.remove(m)).collect();
+                    let mine = wanted
+                        .iter()
+                        .filter_map(|m| claimed.remove_entry(m))
+                        .collect();
                     let _ = reply.send(Ok(mine));
                 }
             }
@@ -289,12 +296,7 @@ impl Worker {
         let mut claimed: HashMap<JobMessage, ClaimedJob> = if handled.is_empty() {
             HashMap::new()
         } else {
-            self.claims
-                .claim(handled)
-                .await?
-                .into_iter()
-                .map(|job| (job.message(), job))
-                .collect()
+            self.claims.claim(handled).await?
         };
         Ok(messages
             .iter()
