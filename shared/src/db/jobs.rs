@@ -125,12 +125,16 @@ impl ClaimedJob {
 /// other instead of deadlocking. A wake-up whose job is not returned was
 /// duplicate or stale.
 ///
+/// The operation is left as it is: it becomes `running` with its job's first
+/// recorded stage ([`record_stage`]), a write every handler makes at once, so
+/// the claim does not update a second row for it.
+///
 /// The claim's commit does not wait for the disk (`synchronous_commit` off for
 /// this transaction only): a claim lost to a database crash leaves the job at
 /// its previous attempt, so the handler's fenced writes are refused (lease
 /// lost) and the job runs again; any later durable commit makes it durable.
 pub async fn claim_many(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     messages: &[JobMessage],
     worker_id: &str,
     lease: Duration,
@@ -159,10 +163,6 @@ pub async fn claim_many(
                  AND j.run_after <= now() AND j.attempt_count < j.max_attempts
                RETURNING j.id, j.type, j.cluster_id, j.operation_id, j.payload,
                          j.attempt_count, j.max_attempts
-           ), operation AS (
-               UPDATE cluster_operations o
-               SET status = 'running', started_at = coalesce(o.started_at, now())
-               FROM claimed WHERE o.id = claimed.operation_id
            )
            SELECT id, type, cluster_id, operation_id, payload, attempt_count, max_attempts
            FROM claimed"#,
@@ -171,7 +171,7 @@ pub async fn claim_many(
         worker_id,
         lease.as_secs_f64(),
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     rows.into_iter()
         .map(|r| {
@@ -210,14 +210,16 @@ pub async fn heartbeat(
     Ok(result.rows_affected() == 1)
 }
 
-/// Records the current step on the operation, if the lease is still ours.
+/// Records the current step on the operation, if the lease is still ours. The
+/// first step of an attempt is also when the operation becomes `running`.
 pub async fn record_stage(
     pool: &PgPool,
     job: &ClaimedJob,
     stage: &str,
 ) -> Result<bool, sqlx::Error> {
     let result = sqlx::query!(
-        "UPDATE cluster_operations o SET stage = $3
+        "UPDATE cluster_operations o
+         SET stage = $3, status = 'running', started_at = coalesce(o.started_at, j.started_at)
          FROM cluster_jobs j
          WHERE j.id = $1 AND j.attempt_count = $2 AND j.status = 'running' AND o.id = j.operation_id",
         job.id,
@@ -237,10 +239,11 @@ pub async fn complete(tx: &mut PgConnection, job: &ClaimedJob) -> Result<bool, s
                UPDATE cluster_jobs
                SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL
                WHERE id = $1 AND attempt_count = $2 AND status = 'running'
-               RETURNING operation_id
+               RETURNING operation_id, started_at
            )
            UPDATE cluster_operations o
-           SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL
+           SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
+               started_at = coalesce(o.started_at, done.started_at)
            FROM done WHERE o.id = done.operation_id
            RETURNING o.id"#,
         job.id,
@@ -255,7 +258,7 @@ pub async fn complete(tx: &mut PgConnection, job: &ClaimedJob) -> Result<bool, s
 /// (its own transaction). Returns the ids completed; a job missing from them
 /// had lost its lease.
 pub async fn complete_many(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     ids: &[Uuid],
     attempts: &[i32],
 ) -> Result<Vec<Uuid>, sqlx::Error> {
@@ -265,17 +268,18 @@ pub async fn complete_many(
                SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL
                FROM unnest($1::uuid[], $2::int[]) AS d (id, attempt)
                WHERE j.id = d.id AND j.attempt_count = d.attempt AND j.status = 'running'
-               RETURNING j.id, j.operation_id
+               RETURNING j.id, j.operation_id, j.started_at
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL
+               SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
+                   started_at = coalesce(o.started_at, done.started_at)
                FROM done WHERE o.id = done.operation_id
            )
            SELECT id AS "id!" FROM done"#,
         ids,
         attempts,
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await
 }
 
@@ -323,10 +327,11 @@ pub async fn fail(pool: &PgPool, job: &ClaimedJob, reason: &str) -> Result<bool,
                    error_history = error_history || jsonb_build_array(jsonb_build_object(
                        'attempt', attempt_count, 'worker_id', worker_id, 'error', $3::text, 'at', now()))
                WHERE id = $1 AND attempt_count = $2 AND status = 'running'
-               RETURNING id, operation_id, cluster_id, type
+               RETURNING id, operation_id, cluster_id, type, started_at
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'failed', finished_at = now(), error_message = $3
+               SET status = 'failed', finished_at = now(), error_message = $3,
+                   started_at = coalesce(o.started_at, failed.started_at)
                FROM failed WHERE o.id = failed.operation_id
            ), cluster AS (
                UPDATE clusters c
@@ -372,10 +377,12 @@ pub async fn rescue_expired(pool: &PgPool) -> Result<Rescued, sqlx::Error> {
                        'attempt', j.attempt_count, 'worker_id', j.worker_id,
                        'error', 'lease expired', 'at', now()))
                FROM expired WHERE j.id = expired.id
-               RETURNING j.id, j.status, j.operation_id, j.cluster_id, j.type, j.last_error
+               RETURNING j.id, j.status, j.operation_id, j.cluster_id, j.type, j.last_error,
+                         j.started_at
            ), operation AS (
                UPDATE cluster_operations o
                SET status = rescued.status,
+                   started_at = coalesce(o.started_at, rescued.started_at),
                    stage = CASE WHEN rescued.status = 'pending' THEN 'waiting to retry' ELSE o.stage END,
                    finished_at = CASE WHEN rescued.status = 'failed' THEN now() END,
                    error_message = rescued.last_error

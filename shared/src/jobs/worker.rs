@@ -1,11 +1,12 @@
 use std::{
     collections::{HashMap, HashSet},
     sync::{Arc, OnceLock},
+    time::{Duration, Instant},
 };
 
 use async_trait::async_trait;
 use futures_util::{FutureExt, future::BoxFuture};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool, Postgres, pool::PoolConnection};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 use uuid::Uuid;
@@ -104,13 +105,21 @@ impl Completions {
 }
 
 async fn run_completions(pool: PgPool, mut requests: mpsc::UnboundedReceiver<CompletionRequest>) {
+    let mut connection = HeldConnection::new(pool);
     let mut batch = Vec::with_capacity(Completions::MAX_BATCH);
-    while requests.recv_many(&mut batch, Completions::MAX_BATCH).await > 0 {
+    while connection
+        .next(&mut requests, &mut batch, Completions::MAX_BATCH)
+        .await
+        > 0
+    {
         let ids: Vec<Uuid> = batch.iter().map(|r| r.0).collect();
         let attempts: Vec<i32> = batch.iter().map(|r| r.1).collect();
-        let result = jobs::complete_many(&pool, &ids, &attempts)
-            .await
-            .map(|done| done.into_iter().collect::<HashSet<Uuid>>());
+        let result = match connection.get().await {
+            Ok(conn) => jobs::complete_many(conn, &ids, &attempts).await,
+            Err(err) => Err(err),
+        }
+        .map(|done| done.into_iter().collect::<HashSet<Uuid>>());
+        connection.done(&result);
         for (id, _, reply) in batch.drain(..) {
             let answer = match &result {
                 Ok(done) => Ok(done.contains(&id)),
@@ -143,7 +152,7 @@ struct Claims {
 struct Claimer {
     pool: PgPool,
     worker_id: Arc<str>,
-    lease: std::time::Duration,
+    lease: Duration,
 }
 
 impl Claims {
@@ -166,10 +175,20 @@ impl Claims {
 }
 
 async fn run_claims(claimer: Claimer, mut requests: mpsc::UnboundedReceiver<ClaimRequest>) {
+    let mut connection = HeldConnection::new(claimer.pool);
     let mut batch = Vec::with_capacity(Claims::MAX_BATCHES);
-    while requests.recv_many(&mut batch, Claims::MAX_BATCHES).await > 0 {
+    while connection
+        .next(&mut requests, &mut batch, Claims::MAX_BATCHES)
+        .await
+        > 0
+    {
         let messages: Vec<JobMessage> = batch.iter().flat_map(|(m, _)| m.iter().copied()).collect();
-        match jobs::claim_many(&claimer.pool, &messages, &claimer.worker_id, claimer.lease).await {
+        let result = match connection.get().await {
+            Ok(conn) => jobs::claim_many(conn, &messages, &claimer.worker_id, claimer.lease).await,
+            Err(err) => Err(err),
+        };
+        connection.done(&result);
+        match result {
             Ok(claimed) => {
                 let mut claimed: HashMap<JobMessage, ClaimedJob> = claimed
                     .into_iter()
@@ -190,6 +209,82 @@ async fn run_claims(claimer: Claimer, mut requests: mpsc::UnboundedReceiver<Clai
                 }
             }
         }
+    }
+}
+
+/// The connection a grouping task sends its statements on, one at a time.
+/// Kept while statements follow one another, so none pays the pool's checkout
+/// (a round trip to test the connection on taking it, another on giving it
+/// back). Given back after an error or [`Self::IDLE`] without a statement;
+/// after such a pause the next statement takes a connection from the pool,
+/// which tests it first. A pool of fewer than [`Self::MIN_POOL`] connections
+/// is left to the handlers: there every statement checks one out and back.
+struct HeldConnection {
+    pool: PgPool,
+    keep: bool,
+    held: Option<(PoolConnection<Postgres>, Instant)>,
+}
+
+impl HeldConnection {
+    const IDLE: Duration = Duration::from_secs(5);
+    /// The claim's and the completions' connections, and two for handlers.
+    const MIN_POOL: u32 = 4;
+
+    fn new(pool: PgPool) -> Self {
+        Self {
+            keep: pool.options().get_max_connections() >= Self::MIN_POOL,
+            pool,
+            held: None,
+        }
+    }
+
+    /// Waits for the next requests like `recv_many`, giving the connection
+    /// back when none come for [`Self::IDLE`].
+    async fn next<T>(
+        &mut self,
+        requests: &mut mpsc::UnboundedReceiver<T>,
+        batch: &mut Vec<T>,
+        limit: usize,
+    ) -> usize {
+        if self.held.is_some() {
+            if let Ok(received) =
+                tokio::time::timeout(Self::IDLE, requests.recv_many(batch, limit)).await
+            {
+                return received;
+            }
+            self.give_back();
+        }
+        requests.recv_many(batch, limit).await
+    }
+
+    async fn get(&mut self) -> Result<&mut PgConnection, sqlx::Error> {
+        // A connection left alone that long (say, in a frozen function) may
+        // have been closed at the other end: let the pool test it or another.
+        if self
+            .held
+            .as_ref()
+            .is_some_and(|(_, used)| used.elapsed() >= Self::IDLE)
+        {
+            self.give_back();
+        }
+        if self.held.is_none() {
+            self.held = Some((self.pool.acquire().await?, Instant::now()));
+        }
+        let (connection, used) = self.held.as_mut().expect("a connection is held");
+        *used = Instant::now();
+        Ok(&mut **connection)
+    }
+
+    /// Ends a statement: the connection goes back after an error, or at
+    /// once when the pool is too small to keep one.
+    fn done<T, E>(&mut self, result: &Result<T, E>) {
+        if result.is_err() || !self.keep {
+            self.give_back();
+        }
+    }
+
+    fn give_back(&mut self) {
+        self.held = None;
     }
 }
 
@@ -332,7 +427,7 @@ impl Worker {
         handler: Arc<dyn JobHandler>,
         job: ClaimedJob,
     ) -> Result<Processed, Unavailable> {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let ctx = JobContext {
             pool: self.pool.clone(),
             job: job.clone(),
@@ -396,7 +491,7 @@ impl Drop for AbortOnDrop {
 }
 
 /// Extends the lease every third of its length while the handler runs.
-async fn heartbeat(pool: PgPool, job: ClaimedJob, lease: std::time::Duration) {
+async fn heartbeat(pool: PgPool, job: ClaimedJob, lease: Duration) {
     let mut interval = tokio::time::interval(lease / 3);
     interval.tick().await;
     loop {

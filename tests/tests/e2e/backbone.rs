@@ -627,3 +627,164 @@ async fn a_dropped_worker_lets_go_of_its_connections() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The operation a job carries out is `running` from the job's first recorded
+/// stage (the claim writes the job alone); whichever way it ends, its start
+/// is the job's.
+#[tokio::test]
+async fn an_operation_runs_from_its_jobs_first_stage() {
+    let db = TestDb::new().await;
+    let operation = |job_id| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_as::<_, (String, String, Option<DateTime<Utc>>)>(
+                "SELECT o.status, o.stage, o.started_at FROM cluster_operations o
+                 JOIN cluster_jobs j ON j.operation_id = o.id WHERE j.id = $1",
+            )
+            .bind(job_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let job_start = |job_id| {
+        let pool = db.pool.clone();
+        async move { jobs::get(&pool, job_id).await.unwrap().unwrap().started_at }
+    };
+    let claim = |message| {
+        let pool = db.pool.clone();
+        async move {
+            jobs::claim_many(&pool, &[message], "w1", Duration::from_secs(30))
+                .await
+                .unwrap()
+                .pop()
+                .expect("claimed")
+        }
+    };
+
+    let staged = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterUpdate,
+        3,
+    )
+    .await;
+    let job = claim(staged).await;
+    assert_eq!(
+        operation(staged.job_id).await,
+        ("pending".into(), "queued".into(), None)
+    );
+    assert!(
+        jobs::record_stage(&db.pool, &job, "updating the control plane")
+            .await
+            .unwrap()
+    );
+    let (status, stage, started) = operation(staged.job_id).await;
+    assert_eq!(
+        (status.as_str(), stage.as_str()),
+        ("running", "updating the control plane")
+    );
+    assert_eq!(started, job_start(staged.job_id).await);
+    let done = jobs::complete_many(&db.pool, &[job.id], &[job.attempt])
+        .await
+        .unwrap();
+    assert_eq!(done, vec![job.id]);
+    assert_eq!(
+        operation(staged.job_id).await,
+        ("succeeded".into(), "done".into(), started)
+    );
+
+    // Done with nothing recorded on the way, and failed the same.
+    let silent = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterUpdate,
+        3,
+    )
+    .await;
+    let job = claim(silent).await;
+    jobs::complete_many(&db.pool, &[job.id], &[job.attempt])
+        .await
+        .unwrap();
+    let (status, _, started) = operation(silent.job_id).await;
+    assert_eq!(status, "succeeded");
+    assert!(started.is_some());
+    assert_eq!(started, job_start(silent.job_id).await);
+    let failing = enqueue(
+        &db.pool,
+        seed_cluster(&db.pool).await,
+        JobType::ClusterUpdate,
+        3,
+    )
+    .await;
+    let job = claim(failing).await;
+    assert!(jobs::fail(&db.pool, &job, "no").await.unwrap());
+    let (status, _, started) = operation(failing.job_id).await;
+    assert_eq!(status, "failed");
+    assert_eq!(started, job_start(failing.job_id).await);
+}
+
+/// A worker's claim and completion tasks keep a connection each between
+/// statements, and give them back once idle. When the server cuts them, the
+/// statement that finds out fails, and the next ones take fresh connections.
+#[tokio::test]
+async fn grouping_tasks_keep_their_connections_and_replace_cut_ones() {
+    let db = TestDb::new().await;
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
+    let worker = worker(&db, "keeper", handler);
+    let checked_out = || db.pool.size() - u32::try_from(db.pool.num_idle()).unwrap();
+    let settled = |want: u32, within: Duration| async move {
+        let deadline = tokio::time::Instant::now() + within;
+        while checked_out() != want && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        checked_out()
+    };
+    let job = || async {
+        enqueue(
+            &db.pool,
+            seed_cluster(&db.pool).await,
+            JobType::ClusterCreate,
+            3,
+        )
+        .await
+    };
+
+    assert_eq!(
+        worker.process(job().await).await.unwrap(),
+        Processed::Succeeded
+    );
+    assert_eq!(
+        settled(2, Duration::from_secs(2)).await,
+        2,
+        "the claim's and the completions' connections"
+    );
+
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let cut = job().await;
+    assert!(
+        worker.process(cut).await.is_err(),
+        "the claim on the cut connection fails"
+    );
+    // Claimed on a fresh connection; the completion finds its own cut.
+    assert_eq!(
+        worker.process(cut).await.unwrap(),
+        Processed::RetryScheduled
+    );
+    assert_eq!(
+        worker.process(job().await).await.unwrap(),
+        Processed::Succeeded
+    );
+
+    assert_eq!(
+        settled(0, Duration::from_secs(8)).await,
+        0,
+        "given back once idle"
+    );
+}
