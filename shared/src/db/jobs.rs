@@ -125,6 +125,12 @@ impl ClaimedJob {
 /// other instead of deadlocking. A wake-up whose job is not returned was
 /// duplicate or stale.
 ///
+/// The rows are found by primary key alone and their status is read once
+/// locked: with a condition on `status` the planner may walk the status
+/// indexes instead, whose `pending` entries include every earlier version of
+/// every job since the last vacuum, so each claim would cost more than the
+/// one before (5 ms after 20,000 jobs).
+///
 /// The operation is left as it is: it becomes `running` with its job's first
 /// recorded stage ([`record_stage`]), a write every handler makes at once, so
 /// the claim does not update a second row for it.
@@ -147,8 +153,7 @@ pub async fn claim_many(
            ), wanted AS (
                SELECT DISTINCT id, type FROM relaxed, unnest($1::uuid[], $2::text[]) AS w (id, type)
            ), locked AS (
-               SELECT j.id FROM cluster_jobs j JOIN wanted w ON w.id = j.id AND w.type = j.type
-               WHERE j.status = 'pending'
+               SELECT j.id, j.status FROM cluster_jobs j JOIN wanted w ON w.id = j.id AND w.type = j.type
                ORDER BY j.id
                FOR UPDATE OF j
            ), claimed AS (
@@ -159,7 +164,7 @@ pub async fn claim_many(
                    leased_until = now() + make_interval(secs => $4),
                    started_at = coalesce(j.started_at, now())
                FROM locked
-               WHERE j.id = locked.id AND j.status = 'pending'
+               WHERE j.id = locked.id AND locked.status = 'pending'
                  AND j.run_after <= now() AND j.attempt_count < j.max_attempts
                RETURNING j.id, j.type, j.cluster_id, j.operation_id, j.payload,
                          j.attempt_count, j.max_attempts

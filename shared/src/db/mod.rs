@@ -37,7 +37,11 @@ pub enum Workload {
     /// `cluster_jobs` holds thousands of rows, the claim would be planned
     /// again for every batch of a few wake-ups: a generic plan counts 100
     /// rows for the `unnest` of the wake-up ids, which looks dearer than a
-    /// plan for the actual array.
+    /// plan for the actual array. A generic plan is made once, at a
+    /// statement's first execution, maybe while the tables are nearly empty,
+    /// when scanning a whole table looks cheapest; kept, that plan would scan
+    /// the table ever after. So sequential scans are priced out
+    /// (`enable_seqscan = off`: still taken where no index serves).
     Jobs,
 }
 
@@ -50,7 +54,10 @@ pub fn lazy_pool(
     let mut options: PgConnectOptions = url.expose_secret().parse()?;
     options = options.application_name("kubebyon");
     if workload == Workload::Jobs {
-        options = options.options([("plan_cache_mode", "force_generic_plan")]);
+        options = options.options([
+            ("plan_cache_mode", "force_generic_plan"),
+            ("enable_seqscan", "off"),
+        ]);
     }
     Ok(PgPoolOptions::new()
         .max_connections(max_connections)

@@ -547,6 +547,52 @@ async fn a_job_workers_pool_plans_the_claim_once() {
     );
 }
 
+/// The claim's generic plan, made at its first execution on a nearly empty
+/// table, finds the wake-ups' jobs by primary key: not by scanning the table,
+/// nor through the status indexes, whose entries for the earlier versions of
+/// every job grow with each job run until a vacuum.
+#[tokio::test]
+async fn a_claim_planned_on_a_nearly_empty_table_goes_by_primary_key() {
+    let db = TestDb::new().await;
+    let url = secrecy::SecretString::from(db.url.clone());
+    // One connection: the claim is prepared on it, and explained on it below.
+    let pool = db::lazy_pool(&url, 1, db::Workload::Jobs).unwrap();
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
+    let worker = Worker::new(pool.clone(), settings(), "first", vec![handler]);
+    let cluster = seed_cluster(&db.pool).await;
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    assert_eq!(worker.process(message).await.unwrap(), Processed::Succeeded);
+
+    let mut conn = pool.acquire().await.unwrap();
+    let claim: String = sqlx::query_scalar(
+        "SELECT name FROM pg_prepared_statements
+         WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    // The name comes from the server's own catalog.
+    let plan: Vec<String> = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN EXECUTE {claim}('{{}}', '{{}}', 'w', 30)"
+    )))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|row| sqlx::Row::get(row, 0))
+    .collect();
+    let plan = plan.join("\n");
+    assert!(
+        plan.contains("Index Scan using cluster_jobs_pkey on cluster_jobs j "),
+        "{plan}"
+    );
+    assert!(
+        !plan.contains("Seq Scan on cluster_jobs") && !plan.contains("Bitmap"),
+        "{plan}"
+    );
+}
+
 /// Batches of wake-ups that reach a worker while its claim is under way
 /// gather behind it and are claimed together: one statement for all, each
 /// batch running the jobs of its own wake-ups, a job woken twice running once.
