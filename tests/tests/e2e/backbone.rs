@@ -31,6 +31,33 @@ fn worker(db: &TestDb, id: &str, handler: Arc<ScriptedHandler>) -> Worker {
     Worker::new(db.pool.clone(), settings(), id, vec![handler])
 }
 
+/// A worker on a pool of its own with a single connection: every statement it
+/// sends, and any the test sends on that pool, goes down the same one.
+fn worker_on_one_connection(
+    db: &TestDb,
+    workload: db::Workload,
+    id: &str,
+    behaviour: Behaviour,
+) -> (sqlx::PgPool, Worker) {
+    let url = secrecy::SecretString::from(db.url.clone());
+    let pool = db::lazy_pool(&url, 1, workload).unwrap();
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, behaviour);
+    let worker = Worker::new(pool.clone(), settings(), id, vec![handler]);
+    (pool, worker)
+}
+
+/// The name of the claim's prepared statement on `conn`.
+async fn claim_statement(conn: &mut sqlx::PgConnection) -> String {
+    sqlx::query_scalar(
+        "SELECT name FROM pg_prepared_statements
+         WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_delivered_once() {
     let db = TestDb::new().await;
@@ -518,24 +545,22 @@ async fn each_run_of_a_claimed_batch_ends_on_its_own() {
 #[tokio::test]
 async fn a_job_workers_pool_plans_the_claim_once() {
     let db = TestDb::new().await;
-    let url = secrecy::SecretString::from(db.url.clone());
     let mut plans = Vec::new();
     for workload in [db::Workload::Requests, db::Workload::Jobs] {
-        // One connection, so every claim and the check below share it.
-        let pool = db::lazy_pool(&url, 1, workload).unwrap();
-        let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
-        let worker = Worker::new(pool.clone(), settings(), "planner", vec![handler]);
+        // Every claim and the check below share the one connection.
+        let (pool, worker) = worker_on_one_connection(&db, workload, "planner", Behaviour::Succeed);
         for _ in 0..8 {
             let cluster = seed_cluster(&db.pool).await;
             let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
             assert_eq!(worker.process(message).await.unwrap(), Processed::Succeeded);
         }
+        let mut conn = pool.acquire().await.unwrap();
+        let claim = claim_statement(&mut conn).await;
         let (generic, custom): (i64, i64) = sqlx::query_as(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements
-             WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
-               AND statement NOT LIKE '%pg_prepared_statements%'",
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1",
         )
-        .fetch_one(&pool)
+        .bind(claim)
+        .fetch_one(&mut *conn)
         .await
         .unwrap();
         plans.push((workload, generic + custom, custom));
@@ -554,24 +579,15 @@ async fn a_job_workers_pool_plans_the_claim_once() {
 #[tokio::test]
 async fn a_claim_planned_on_a_nearly_empty_table_goes_by_primary_key() {
     let db = TestDb::new().await;
-    let url = secrecy::SecretString::from(db.url.clone());
-    // One connection: the claim is prepared on it, and explained on it below.
-    let pool = db::lazy_pool(&url, 1, db::Workload::Jobs).unwrap();
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
-    let worker = Worker::new(pool.clone(), settings(), "first", vec![handler]);
+    // The claim is prepared on the one connection, and explained on it below.
+    let (pool, worker) =
+        worker_on_one_connection(&db, db::Workload::Jobs, "first", Behaviour::CompleteAlone);
     let cluster = seed_cluster(&db.pool).await;
     let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
     assert_eq!(worker.process(message).await.unwrap(), Processed::Succeeded);
 
     let mut conn = pool.acquire().await.unwrap();
-    let claim: String = sqlx::query_scalar(
-        "SELECT name FROM pg_prepared_statements
-         WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
-           AND statement NOT LIKE '%pg_prepared_statements%'",
-    )
-    .fetch_one(&mut *conn)
-    .await
-    .unwrap();
+    let claim = claim_statement(&mut conn).await;
     // The name comes from the server's own catalog.
     let plan: Vec<String> = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "EXPLAIN EXECUTE {claim}('{{}}', '{{}}', 'w', 30)"
@@ -599,11 +615,9 @@ async fn a_claim_planned_on_a_nearly_empty_table_goes_by_primary_key() {
 #[tokio::test]
 async fn batches_waiting_for_a_claim_share_the_next_statement() {
     let db = TestDb::new().await;
-    let url = secrecy::SecretString::from(db.url.clone());
-    // One connection, so the count of claims below is every claim's.
-    let pool = db::lazy_pool(&url, 1, db::Workload::Jobs).unwrap();
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
-    let worker = Worker::new(pool.clone(), settings(), "grouper", vec![handler]);
+    // The count of claims below is every claim's.
+    let (pool, worker) =
+        worker_on_one_connection(&db, db::Workload::Jobs, "grouper", Behaviour::Succeed);
     let mut messages = Vec::new();
     for _ in 0..4 {
         let cluster = seed_cluster(&db.pool).await;
