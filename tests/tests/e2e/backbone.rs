@@ -711,27 +711,20 @@ async fn an_operation_runs_from_its_jobs_first_stage() {
         let pool = db.pool.clone();
         async move { jobs::get(&pool, job_id).await.unwrap().unwrap().started_at }
     };
-    let claim = |message| {
-        let pool = db.pool.clone();
-        async move {
-            jobs::claim_many(&pool, &[message], "w1", Duration::from_secs(30))
-                .await
-                .unwrap()
-                .pop()
-                .expect("claimed")
-        }
+    // A job of a new cluster, enqueued and claimed.
+    let claimed = || async {
+        let cluster = seed_cluster(&db.pool).await;
+        let message = enqueue(&db.pool, cluster, JobType::ClusterUpdate, 3).await;
+        jobs::claim_many(&db.pool, &[message], "w1", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .pop()
+            .expect("claimed")
     };
 
-    let staged = enqueue(
-        &db.pool,
-        seed_cluster(&db.pool).await,
-        JobType::ClusterUpdate,
-        3,
-    )
-    .await;
-    let job = claim(staged).await;
+    let job = claimed().await;
     assert_eq!(
-        operation(staged.job_id).await,
+        operation(job.id).await,
         ("pending".into(), "queued".into(), None)
     );
     assert!(
@@ -739,49 +732,35 @@ async fn an_operation_runs_from_its_jobs_first_stage() {
             .await
             .unwrap()
     );
-    let (status, stage, started) = operation(staged.job_id).await;
+    let (status, stage, started) = operation(job.id).await;
     assert_eq!(
         (status.as_str(), stage.as_str()),
         ("running", "updating the control plane")
     );
-    assert_eq!(started, job_start(staged.job_id).await);
+    assert_eq!(started, job_start(job.id).await);
     let done = jobs::complete_many(&db.pool, &[job.id], &[job.attempt])
         .await
         .unwrap();
     assert_eq!(done, vec![job.id]);
     assert_eq!(
-        operation(staged.job_id).await,
+        operation(job.id).await,
         ("succeeded".into(), "done".into(), started)
     );
 
     // Done with nothing recorded on the way, and failed the same.
-    let silent = enqueue(
-        &db.pool,
-        seed_cluster(&db.pool).await,
-        JobType::ClusterUpdate,
-        3,
-    )
-    .await;
-    let job = claim(silent).await;
+    let job = claimed().await;
     jobs::complete_many(&db.pool, &[job.id], &[job.attempt])
         .await
         .unwrap();
-    let (status, _, started) = operation(silent.job_id).await;
+    let (status, _, started) = operation(job.id).await;
     assert_eq!(status, "succeeded");
     assert!(started.is_some());
-    assert_eq!(started, job_start(silent.job_id).await);
-    let failing = enqueue(
-        &db.pool,
-        seed_cluster(&db.pool).await,
-        JobType::ClusterUpdate,
-        3,
-    )
-    .await;
-    let job = claim(failing).await;
+    assert_eq!(started, job_start(job.id).await);
+    let job = claimed().await;
     assert!(jobs::fail(&db.pool, &job, "no").await.unwrap());
-    let (status, _, started) = operation(failing.job_id).await;
+    let (status, _, started) = operation(job.id).await;
     assert_eq!(status, "failed");
-    assert_eq!(started, job_start(failing.job_id).await);
+    assert_eq!(started, job_start(job.id).await);
 }
 
 /// A worker's claim and completion tasks keep a connection each between
