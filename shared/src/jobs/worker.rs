@@ -114,12 +114,10 @@ async fn run_completions(pool: PgPool, mut requests: mpsc::UnboundedReceiver<Com
     {
         let ids: Vec<Uuid> = batch.iter().map(|r| r.0).collect();
         let attempts: Vec<i32> = batch.iter().map(|r| r.1).collect();
-        let result = match connection.get().await {
-            Ok(conn) => jobs::complete_many(conn, &ids, &attempts).await,
-            Err(err) => Err(err),
-        }
-        .map(|done| done.into_iter().collect::<HashSet<Uuid>>());
-        connection.done(&result);
+        let result = connection
+            .run(async |conn| jobs::complete_many(conn, &ids, &attempts).await)
+            .await
+            .map(|done| done.into_iter().collect::<HashSet<Uuid>>());
         for (id, _, reply) in batch.drain(..) {
             let answer = match &result {
                 Ok(done) => Ok(done.contains(&id)),
@@ -183,11 +181,11 @@ async fn run_claims(claimer: Claimer, mut requests: mpsc::UnboundedReceiver<Clai
         > 0
     {
         let messages: Vec<JobMessage> = batch.iter().flat_map(|(m, _)| m.iter().copied()).collect();
-        let result = match connection.get().await {
-            Ok(conn) => jobs::claim_many(conn, &messages, &claimer.worker_id, claimer.lease).await,
-            Err(err) => Err(err),
-        };
-        connection.done(&result);
+        let result = connection
+            .run(async |conn| {
+                jobs::claim_many(conn, &messages, &claimer.worker_id, claimer.lease).await
+            })
+            .await;
         match result {
             Ok(claimed) => {
                 let mut claimed: HashMap<JobMessage, ClaimedJob> = claimed
@@ -257,6 +255,23 @@ impl HeldConnection {
         requests.recv_many(batch, limit).await
     }
 
+    /// Runs one statement on the held connection (taking one first if need
+    /// be). The connection goes back after an error, or at once when the pool
+    /// is too small to keep one.
+    async fn run<T>(
+        &mut self,
+        statement: impl AsyncFnOnce(&mut PgConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, sqlx::Error> {
+        let result = match self.get().await {
+            Ok(connection) => statement(connection).await,
+            Err(err) => Err(err),
+        };
+        if result.is_err() || !self.keep {
+            self.give_back();
+        }
+        result
+    }
+
     async fn get(&mut self) -> Result<&mut PgConnection, sqlx::Error> {
         // A connection left alone that long (say, in a frozen function) may
         // have been closed at the other end: let the pool test it or another.
@@ -273,14 +288,6 @@ impl HeldConnection {
         let (connection, used) = self.held.as_mut().expect("a connection is held");
         *used = Instant::now();
         Ok(&mut **connection)
-    }
-
-    /// Ends a statement: the connection goes back after an error, or at
-    /// once when the pool is too small to keep one.
-    fn done<T, E>(&mut self, result: &Result<T, E>) {
-        if result.is_err() || !self.keep {
-            self.give_back();
-        }
     }
 
     fn give_back(&mut self) {

@@ -13,6 +13,7 @@ Usage: latency_hops.py CAPTURE ENQUEUE_LOG WORKER_LOG...
 """
 
 import bisect
+import itertools
 import json
 import statistics
 import struct
@@ -52,7 +53,8 @@ def packets(path):
 def hops(job, commit, started, capture, times):
     text, binary = job.encode(), uuid.UUID(job).bytes
     publish = delivery = claim = answer = None
-    for micros, source, destination, payload in capture[bisect.bisect_left(times, commit):]:
+    after_commit = itertools.islice(capture, bisect.bisect_left(times, commit), None)
+    for micros, source, destination, payload in after_commit:
         if publish is None:
             if destination == 5672 and text in payload:
                 publish = micros
