@@ -293,6 +293,7 @@ impl Consumer {
 
     /// One connection's life: consume until the connection ends.
     async fn session(&self) -> Result<(), String> {
+        self.worker.connect().await;
         // Kept alive for the whole session: dropping the connection closes the channel.
         let (_connection, channel) = open_channel(&self.url, &self.topology).await?;
         channel

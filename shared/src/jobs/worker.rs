@@ -362,6 +362,24 @@ impl Worker {
         &self.settings
     }
 
+    /// Opens the pool's first connections (those the claims and completions
+    /// take, and two for handlers) ahead of the first wake-up, which would
+    /// otherwise wait for PostgreSQL to start backends: tens of milliseconds
+    /// each, a few hundred when many processes start at once. For a
+    /// long-lived consumer; a database it cannot reach yet is only logged,
+    /// its wake-ups will find that out and be given back.
+    pub async fn connect(&self) {
+        let count = self
+            .pool
+            .options()
+            .get_max_connections()
+            .min(HeldConnection::MIN_POOL);
+        let opened = futures_util::future::join_all((0..count).map(|_| self.pool.acquire())).await;
+        if let Some(Err(err)) = opened.iter().find(|c| c.is_err()) {
+            tracing::warn!(error = %err, "cannot connect to the database yet");
+        }
+    }
+
     /// Handles one wake-up to the end. An `Err` is an infrastructure failure
     /// (the database is unreachable): the transport should redeliver later.
     pub async fn process(&self, message: JobMessage) -> Result<Processed, Unavailable> {

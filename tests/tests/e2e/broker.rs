@@ -297,3 +297,32 @@ async fn every_delivery_is_acknowledged_once_its_job_is_done() {
     assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 0);
     assert_eq!(handler.runs(), 24);
 }
+
+/// A consumer opens its first database connections before it takes any
+/// delivery, so its first wake-ups do not wait for PostgreSQL to start
+/// backends.
+#[tokio::test]
+async fn a_consumer_connects_to_the_database_before_it_consumes() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let url = SecretString::from(db.url.clone());
+    let pool = shared::db::lazy_pool(&url, 8, shared::db::Workload::Jobs).unwrap();
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let worker = Worker::new(pool.clone(), JobSettings::default(), "early", vec![handler]);
+    assert_eq!(pool.size(), 0, "a lazy pool opens nothing by itself");
+
+    let (_outcomes, _stop) = start_consumer(broker.url.clone(), &broker, worker);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while broker.consumers(JobType::ClusterCreate).await == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the consumer subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        (pool.size(), pool.num_idle()),
+        (4, 4),
+        "the claims', the completions' and two handlers' connections, open and idle"
+    );
+}
