@@ -46,6 +46,20 @@ fn worker_on_one_connection(
     (pool, worker)
 }
 
+/// Claims the job of one wake-up directly, as a worker would.
+async fn claim_one(
+    pool: &sqlx::PgPool,
+    message: jobs::JobMessage,
+    worker_id: &str,
+    lease: Duration,
+) -> jobs::ClaimedJob {
+    jobs::claim_many(pool, &[message], worker_id, lease)
+        .await
+        .unwrap()
+        .pop()
+        .expect("claimable")
+}
+
 /// The name of the claim's prepared statement on `conn`.
 async fn claim_statement(conn: &mut sqlx::PgConnection) -> String {
     sqlx::query_scalar(
@@ -289,11 +303,7 @@ async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused(
     let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
 
     // Worker A claims with a short lease, then dies without a word.
-    let dead = jobs::claim_many(&db.pool, &[message], "worker-a", Duration::from_millis(1))
-        .await
-        .unwrap()
-        .pop()
-        .expect("claimable");
+    let dead = claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
     assert_eq!(dead.attempt, 1);
     tokio::time::sleep(Duration::from_millis(20)).await;
 
@@ -347,11 +357,7 @@ async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
     let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 1).await;
-    jobs::claim_many(&db.pool, &[message], "worker-a", Duration::from_millis(1))
-        .await
-        .unwrap()
-        .pop()
-        .expect("claimable");
+    claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let (dispatcher, _runner) = inprocess::channel(
         worker(
@@ -715,11 +721,7 @@ async fn an_operation_runs_from_its_jobs_first_stage() {
     let claimed = || async {
         let cluster = seed_cluster(&db.pool).await;
         let message = enqueue(&db.pool, cluster, JobType::ClusterUpdate, 3).await;
-        jobs::claim_many(&db.pool, &[message], "w1", Duration::from_secs(30))
-            .await
-            .unwrap()
-            .pop()
-            .expect("claimed")
+        claim_one(&db.pool, message, "w1", Duration::from_secs(30)).await
     };
 
     let job = claimed().await;
