@@ -627,7 +627,7 @@ def latency_once(system, rate, seconds):
         started = read_log(logs)
         first = min(times[0] for times in committed.values())
         measured_from = first + LATENCY_WARMUP_S * 1_000_000
-        samples, warmup = [], [0.0]
+        samples, warmup = [], []
         for job, times in committed.items():
             if job in started:
                 ms = (min(started[job]) - times[0]) / 1000
@@ -637,7 +637,7 @@ def latency_once(system, rate, seconds):
             "p50_ms": round(quantile(samples, 0.5), 3),
             "p99_ms": round(quantile(samples, 0.99), 3),
             "max_ms": round(max(samples), 3),
-            "warmup_max_ms": round(max(warmup), 3),
+            "warmup_max_ms": round(max(warmup, default=0.0), 3),
         })
     finally:
         for proc in procs:
