@@ -85,7 +85,7 @@ pub async fn enqueue(tx: &mut PgConnection, new: NewJob<'_>) -> Result<Enqueued,
 /// publish the job again, and a duplicate wake-up is dropped.
 pub async fn mark_published(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE cluster_jobs SET published_at = now()
+        "UPDATE cluster_jobs SET published_at = now(), updated_at = now()
          FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
          WHERE id = $1 AND status = 'pending' AND published_at IS NULL",
         job_id
@@ -162,7 +162,8 @@ pub async fn claim_many(
                    attempt_count = j.attempt_count + 1,
                    worker_id = $3,
                    leased_until = now() + make_interval(secs => $4),
-                   started_at = coalesce(j.started_at, now())
+                   started_at = coalesce(j.started_at, now()),
+                   updated_at = now()
                FROM locked
                WHERE j.id = locked.id AND locked.status = 'pending'
                  AND j.run_after <= now() AND j.attempt_count < j.max_attempts
@@ -204,7 +205,7 @@ pub async fn heartbeat(
     lease: Duration,
 ) -> Result<bool, sqlx::Error> {
     let result = sqlx::query!(
-        "UPDATE cluster_jobs SET leased_until = now() + make_interval(secs => $3)
+        "UPDATE cluster_jobs SET leased_until = now() + make_interval(secs => $3), updated_at = now()
          WHERE id = $1 AND attempt_count = $2 AND status = 'running'",
         job.id,
         job.attempt,
@@ -242,13 +243,14 @@ pub async fn complete(tx: &mut PgConnection, job: &ClaimedJob) -> Result<bool, s
     let row = sqlx::query_scalar!(
         r#"WITH done AS (
                UPDATE cluster_jobs
-               SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL
+               SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL,
+                   updated_at = now()
                WHERE id = $1 AND attempt_count = $2 AND status = 'running'
                RETURNING operation_id, started_at
            )
            UPDATE cluster_operations o
            SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
-               started_at = coalesce(o.started_at, done.started_at)
+               started_at = coalesce(o.started_at, done.started_at), updated_at = now()
            FROM done WHERE o.id = done.operation_id
            RETURNING o.id"#,
         job.id,
@@ -270,14 +272,15 @@ pub async fn complete_many(
     sqlx::query_scalar!(
         r#"WITH done AS (
                UPDATE cluster_jobs j
-               SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL
+               SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL,
+                   updated_at = now()
                FROM unnest($1::uuid[], $2::int[]) AS d (id, attempt)
                WHERE j.id = d.id AND j.attempt_count = d.attempt AND j.status = 'running'
                RETURNING j.id, j.operation_id, j.started_at
            ), operation AS (
                UPDATE cluster_operations o
                SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
-                   started_at = coalesce(o.started_at, done.started_at)
+                   started_at = coalesce(o.started_at, done.started_at), updated_at = now()
                FROM done WHERE o.id = done.operation_id
            )
            SELECT id AS "id!" FROM done"#,

@@ -189,3 +189,40 @@ async fn updated_at_moves_on_every_update() {
     .unwrap();
     assert!(after > before, "{after} should be after {before}");
 }
+
+#[tokio::test]
+async fn every_table_with_updated_at_keeps_it_through_its_trigger() {
+    let db = TestDb::new().await;
+    let missing: Vec<String> = sqlx::query_scalar(
+        "SELECT c.table_name::text FROM information_schema.columns c
+         WHERE c.table_schema = 'public' AND c.column_name = 'updated_at'
+           AND NOT EXISTS (
+               SELECT 1 FROM pg_trigger t
+               WHERE t.tgrelid = format('%I', c.table_name)::regclass
+                 AND t.tgname = c.table_name || '_set_updated_at'
+                 AND pg_get_triggerdef(t.oid) LIKE
+                     '%BEFORE UPDATE%WHEN ((NOT (old.updated_at IS DISTINCT FROM new.updated_at)))%set_updated_at()')
+         ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(missing.is_empty(), "no updated_at trigger on {missing:?}");
+}
+
+#[tokio::test]
+async fn an_update_that_stamps_updated_at_itself_keeps_its_stamp() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let stamp: chrono::DateTime<chrono::Utc> = "2031-01-02T03:04:05Z".parse().unwrap();
+    let kept: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "UPDATE clusters SET connection_status = 'connected', updated_at = $2 WHERE id = $1
+         RETURNING updated_at",
+    )
+    .bind(cluster)
+    .bind(stamp)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, stamp);
+}
