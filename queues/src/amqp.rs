@@ -201,28 +201,40 @@ impl AmqpPublisher {
         }
         Ok(())
     }
+
+    /// The open session's channel and generation, opening one first when
+    /// there is none or its connection has ended.
+    async fn channel(&self) -> Result<(Channel, u64), PublishError> {
+        let mut session = self.session.lock().await;
+        if session
+            .as_ref()
+            .is_none_or(|s| !s.connection.status().connected())
+        {
+            let generation = self.opened.fetch_add(1, Ordering::Relaxed);
+            let (connection, channel) = self.open().await.map_err(PublishError)?;
+            *session = Some(Session {
+                connection,
+                channel,
+                generation,
+            });
+        }
+        let session = session.as_ref().expect("session was just opened");
+        Ok((session.channel.clone(), session.generation))
+    }
 }
 
 #[async_trait]
 impl JobPublisher for AmqpPublisher {
+    /// Opens the connection and its confirm-mode channel with the topology
+    /// declared: over a dozen round trips to the broker (the handshake, a
+    /// declaration and a binding per queue, confirm mode) that the first
+    /// publish would otherwise wait for.
+    async fn connect(&self) -> Result<(), PublishError> {
+        self.channel().await.map(|_| ())
+    }
+
     async fn publish(&self, messages: &[JobMessage]) -> Result<(), PublishError> {
-        let (channel, generation) = {
-            let mut session = self.session.lock().await;
-            if session
-                .as_ref()
-                .is_none_or(|s| !s.connection.status().connected())
-            {
-                let generation = self.opened.fetch_add(1, Ordering::Relaxed);
-                let (connection, channel) = self.open().await.map_err(PublishError)?;
-                *session = Some(Session {
-                    connection,
-                    channel,
-                    generation,
-                });
-            }
-            let session = session.as_ref().expect("session was just opened");
-            (session.channel.clone(), session.generation)
-        };
+        let (channel, generation) = self.channel().await?;
         let result = self.publish_on(&channel, messages).await;
         if result.is_err() {
             // Drop the session this publish used, unless another task replaced it already.

@@ -12,7 +12,7 @@ use shared::{
     config::{AuthMode, Settings},
     db,
     http::{AppState, Identity, with_common_layers},
-    jobs::{JobHandler, JobPublisher, Worker},
+    jobs::{self, JobHandler, JobPublisher, Worker},
     runtime::{ScheduleMode, run_schedule, serve_http, shutdown_signal, under_lambda},
     telemetry,
 };
@@ -84,8 +84,10 @@ pub async fn identity(mode: AuthMode, pool: &PgPool) -> anyhow::Result<Identity>
 /// An HTTP function: its routes behind API Gateway or on `PORT`.
 pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<()> {
     let platform = Platform::from_env(db::Workload::Requests)?;
+    let publisher = platform.publisher()?;
+    jobs::connect_in_background(&publisher);
     let state = AppState {
-        publisher: platform.publisher()?,
+        publisher,
         identity: identity(
             platform.settings.auth_mode.unwrap_or(AuthMode::Accounts),
             &platform.pool,

@@ -65,6 +65,11 @@ impl TcpProxy {
         }
     }
 
+    /// Refuses new connections and leaves the open ones be.
+    pub fn refuse_new(&self) {
+        self.up.store(false, Ordering::SeqCst);
+    }
+
     pub fn up(&self) {
         self.up.store(true, Ordering::SeqCst);
     }

@@ -165,7 +165,10 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
             tracing::info!(exchange = %topology.exchange, "jobs travel through RabbitMQ");
             let consumer = Consumer::new(url.clone(), topology.clone(), worker);
             background.spawn(consumer.run(stopped()));
-            Arc::new(AmqpPublisher::new(url.clone(), topology))
+            let publisher: Arc<dyn JobPublisher> =
+                Arc::new(AmqpPublisher::new(url.clone(), topology));
+            jobs::connect_in_background(&publisher);
+            publisher
         }
         None => {
             tracing::info!("AMQP_URL not set: jobs are dispatched in-process");

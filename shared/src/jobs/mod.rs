@@ -9,7 +9,8 @@ mod worker;
 
 pub use error::{JobError, ResultExt, Unavailable};
 pub use publish::{
-    JobPublisher, PublishError, enqueue_and_publish_after_commit, publish_after_commit,
+    JobPublisher, PublishError, connect_in_background, enqueue_and_publish_after_commit,
+    publish_after_commit,
 };
 pub use retry::retry_delay;
 pub use sweep::{SweepReport, sweep};

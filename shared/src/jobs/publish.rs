@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use sqlx::{PgPool, Postgres, Transaction};
 
@@ -14,6 +16,25 @@ pub trait JobPublisher: Send + Sync + 'static {
     /// Publishes every message, returning once the transport has accepted all of
     /// them (publisher confirms), or an error when any was not accepted.
     async fn publish(&self, messages: &[JobMessage]) -> Result<(), PublishError>;
+
+    /// Opens what publishing needs ahead of the first publish, so that the
+    /// first request that enqueues does not wait for it. Nothing to open by
+    /// default; a failure is left for the next publish to retry.
+    async fn connect(&self) -> Result<(), PublishError> {
+        Ok(())
+    }
+}
+
+/// Starts [`JobPublisher::connect`] in the background, for a process that
+/// serves requests: it answers at once and its first enqueue finds the
+/// transport open.
+pub fn connect_in_background(publisher: &Arc<dyn JobPublisher>) {
+    let publisher = publisher.clone();
+    tokio::spawn(async move {
+        if let Err(err) = publisher.connect().await {
+            tracing::warn!(error = %err, "cannot reach the job transport yet; the first publish will try again");
+        }
+    });
 }
 
 /// After the enqueuing transaction committed: publish the wake-up and stamp

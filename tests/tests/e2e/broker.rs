@@ -211,6 +211,29 @@ async fn a_publish_lost_to_a_broker_outage_after_commit_is_published_by_sweep_wh
 }
 
 #[tokio::test]
+async fn a_publisher_connected_ahead_publishes_on_the_connection_it_opened() {
+    let broker = TestBroker::new();
+    let proxy = TcpProxy::start(broker_addr()).await;
+    let publisher: Arc<dyn JobPublisher> = Arc::new(AmqpPublisher::new(
+        SecretString::from(proxy.amqp_url()),
+        broker.topology.clone(),
+    ));
+    publisher.connect().await.expect("broker reachable");
+
+    // A publish that had to connect now would be refused.
+    proxy.refuse_new();
+    let message = JobMessage {
+        job_id: uuid::Uuid::new_v4(),
+        job_type: JobType::ClusterCreate,
+    };
+    publisher
+        .publish(&[message])
+        .await
+        .expect("published on the connection opened ahead");
+    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
+}
+
+#[tokio::test]
 async fn the_consumer_reconnects_after_the_broker_goes_away_and_comes_back() {
     let db = TestDb::new().await;
     let broker = TestBroker::new();

@@ -72,6 +72,9 @@ async fn main() -> anyhow::Result<()> {
         Some("prepare") => prepare(&pool, &amqp, &topology, number(&args, "--clusters")?).await,
         Some("enqueue") => {
             let publisher: Arc<dyn JobPublisher> = Arc::new(AmqpPublisher::new(amqp, topology));
+            // As an HTTP function that has been up a moment: its broker
+            // connection was opened in the background at start.
+            publisher.connect().await?;
             let log = args_value(&args, "--log").map(Log::create).transpose()?;
             match args_value(&args, "--rate") {
                 Some(_) => {
