@@ -85,7 +85,11 @@ pub async fn identity(mode: AuthMode, pool: &PgPool) -> anyhow::Result<Identity>
 pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<()> {
     let platform = Platform::from_env(db::Workload::Requests)?;
     let publisher = platform.publisher()?;
-    jobs::connect_in_background(&publisher);
+    // A long-lived server connects now; a Lambda instance at its first
+    // publish, so functions that never publish open no broker connection.
+    if !under_lambda() {
+        jobs::connect_in_background(&publisher);
+    }
     let state = AppState {
         publisher,
         identity: identity(
