@@ -6,20 +6,20 @@
 
 DO $$
 DECLARE
-    t text;
+    existing record;
 BEGIN
-    FOREACH t IN ARRAY ARRAY[
-        'users', 'external_identities', 'sessions', 'email_verification_codes',
-        'notification_settings', 'api_keys', 'plans', 'orders', 'clusters',
-        'cluster_operations', 'cluster_jobs', 'tokens', 'nodes',
-        'workload_ingress_hostname_bindings', 'system_settings', 'join_attempts'
-    ] LOOP
-        EXECUTE format('DROP TRIGGER %I ON %I', t || '_set_updated_at', t);
+    -- Every trigger that runs set_updated_at(), whichever migration made it.
+    FOR existing IN
+        SELECT tgname, tgrelid::regclass AS table_name
+        FROM pg_trigger
+        WHERE tgfoid = 'set_updated_at'::regproc AND NOT tgisinternal
+    LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', existing.tgname, existing.table_name);
         EXECUTE format(
-            'CREATE TRIGGER %I BEFORE UPDATE ON %I FOR EACH ROW '
+            'CREATE TRIGGER %I BEFORE UPDATE ON %s FOR EACH ROW '
             'WHEN (OLD.updated_at IS NOT DISTINCT FROM NEW.updated_at) '
             'EXECUTE FUNCTION set_updated_at()',
-            t || '_set_updated_at', t
+            existing.tgname, existing.table_name
         );
     END LOOP;
 END;
