@@ -9,7 +9,7 @@ use argon2::{
     password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString},
 };
 use base64::Engine;
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 
 use crate::error::ApiError;
 
@@ -219,10 +219,10 @@ pub async fn rate_limit(pool: &PgPool, limit: Limit, key: &str) -> Result<(), Ap
 }
 
 /// Drops counters of windows long gone. Returns how many.
-pub async fn prune_rate_limits(pool: &PgPool) -> Result<u64, sqlx::Error> {
+pub async fn prune_rate_limits(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
     Ok(
         sqlx::query!("DELETE FROM rate_limit_hits WHERE window_start < now() - interval '1 day'")
-            .execute(pool)
+            .execute(db)
             .await?
             .rows_affected(),
     )

@@ -369,7 +369,7 @@ pub struct Rescued {
 
 /// Returns running jobs whose lease expired to pending (or to failed when that was
 /// their last attempt), recording the lost attempt in the history.
-pub async fn rescue_expired(pool: &PgPool) -> Result<Rescued, sqlx::Error> {
+pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Error> {
     let rows = sqlx::query!(
         r#"WITH expired AS (
                SELECT id FROM cluster_jobs
@@ -405,7 +405,7 @@ pub async fn rescue_expired(pool: &PgPool) -> Result<Rescued, sqlx::Error> {
            )
            SELECT status AS "status!" FROM rescued"#
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     let failed = rows.iter().filter(|r| r.status == "failed").count() as u64;
     Ok(Rescued {
@@ -418,7 +418,7 @@ pub async fn rescue_expired(pool: &PgPool) -> Result<Rescued, sqlx::Error> {
 /// wake-up is older than `republish_after`) and stamps them published. The caller
 /// publishes them and calls [`unmark_published`] for any the transport refused.
 pub async fn take_due_unpublished(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     republish_after: Duration,
     limit: i64,
 ) -> Result<Vec<JobMessage>, sqlx::Error> {
@@ -436,7 +436,7 @@ pub async fn take_due_unpublished(
         republish_after.as_secs_f64(),
         limit,
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     rows.into_iter()
         .map(|r| {
@@ -452,12 +452,15 @@ pub async fn take_due_unpublished(
 }
 
 /// Clears `published_at` of jobs whose wake-up could not be delivered.
-pub async fn unmark_published(pool: &PgPool, job_ids: &[Uuid]) -> Result<(), sqlx::Error> {
+pub async fn unmark_published(
+    db: impl PgExecutor<'_>,
+    job_ids: &[Uuid],
+) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE cluster_jobs SET published_at = NULL WHERE id = ANY($1) AND status = 'pending'",
         job_ids
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(())
 }
@@ -723,7 +726,10 @@ pub async fn queue_operation(
 /// (oldest first, one per cluster; the active-job index settles races). A queued
 /// delete moves its cluster to `deleting`. Returns how many jobs were created;
 /// they are unpublished, so the same sweep publishes them.
-pub async fn promote_queued(pool: &PgPool, max_attempts: i32) -> Result<u64, sqlx::Error> {
+pub async fn promote_queued(
+    db: impl PgExecutor<'_>,
+    max_attempts: i32,
+) -> Result<u64, sqlx::Error> {
     let rows = sqlx::query_scalar!(
         r#"WITH promoted AS (
                INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
@@ -749,7 +755,7 @@ pub async fn promote_queued(pool: &PgPool, max_attempts: i32) -> Result<u64, sql
            SELECT operation_id AS "operation_id!" FROM promoted"#,
         max_attempts
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     Ok(rows.len() as u64)
 }

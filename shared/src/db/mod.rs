@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 use sqlx::{
-    PgPool,
+    Connection, PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
@@ -45,6 +45,14 @@ pub enum Workload {
     Jobs,
 }
 
+/// A connection idle in the pool for less than this is handed out without a
+/// round trip to test it: sqlx tested it when it was given back, so only a
+/// server that dropped it in between (a restart, a terminated backend) could
+/// have broken it, and that statement fails as any statement on a connection
+/// lost mid-use does. Idle longer (between bursts, a Lambda instance thawed),
+/// it is tested first and replaced when the test fails.
+pub const TEST_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
 /// A pool that connects on first use, so a cold start does not wait for the database.
 pub fn lazy_pool(
     url: &SecretString,
@@ -62,6 +70,15 @@ pub fn lazy_pool(
     Ok(PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= TEST_IF_IDLE_FOR {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_lazy_with(options))
 }
 

@@ -24,24 +24,30 @@ const PUBLISH_BATCH: i64 = 500;
 /// and rate-limit windows, creates the jobs of operations queued behind a
 /// finished job, then publishes every due job that has no live wake-up.
 /// Safe to run from several places at once (`SKIP LOCKED`, idempotent claims).
+///
+/// Every statement runs on one connection taken once: the pool tests a
+/// connection with a round trip when it is given back, so statements taken
+/// from the pool one after another would each find the previous one's
+/// connection still out and, on a cold start, open another.
 pub async fn sweep(
     pool: &PgPool,
     publisher: &dyn JobPublisher,
     settings: &JobSettings,
 ) -> Result<SweepReport, sqlx::Error> {
-    let rescued = jobs::rescue_expired(pool).await?;
+    let mut conn = pool.acquire().await?;
+    let rescued = jobs::rescue_expired(&mut *conn).await?;
     let mut report = SweepReport {
         requeued: rescued.requeued,
         failed: rescued.failed,
-        promoted: jobs::promote_queued(pool, settings.max_attempts).await?,
-        tokens_expired: crate::db::tokens::expire_due(pool).await?,
-        pruned: crate::db::accounts::prune_sessions(pool).await?
-            + crate::auth::prune_rate_limits(pool).await?,
+        promoted: jobs::promote_queued(&mut *conn, settings.max_attempts).await?,
+        tokens_expired: crate::db::tokens::expire_due(&mut *conn).await?,
+        pruned: crate::db::accounts::prune_sessions(&mut *conn).await?
+            + crate::auth::prune_rate_limits(&mut *conn).await?,
         ..SweepReport::default()
     };
     loop {
         let batch =
-            jobs::take_due_unpublished(pool, settings.republish_after, PUBLISH_BATCH).await?;
+            jobs::take_due_unpublished(&mut *conn, settings.republish_after, PUBLISH_BATCH).await?;
         if batch.is_empty() {
             break;
         }
@@ -51,7 +57,7 @@ pub async fn sweep(
             Err(err) => {
                 tracing::warn!(error = %err, jobs = batch.len(), "sweep could not publish; will try again next run");
                 let ids: Vec<_> = batch.iter().map(|m| m.job_id).collect();
-                jobs::unmark_published(pool, &ids).await?;
+                jobs::unmark_published(&mut *conn, &ids).await?;
                 report.publish_failed += batch.len() as u64;
                 break;
             }

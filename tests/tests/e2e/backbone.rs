@@ -352,6 +352,26 @@ async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused(
     assert_eq!(record.last_error, None);
 }
 
+/// A sweep takes one connection for all its statements; taking one from the
+/// pool per statement would open a second connection on a cold start, while
+/// the first was still being tested on its way back.
+#[tokio::test]
+async fn a_sweep_on_a_cold_pool_opens_one_connection() {
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let url = secrecy::SecretString::from(db.url.clone());
+    let cold = db::lazy_pool(&url, 4, db::Workload::Requests).unwrap();
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let (dispatcher, _runner) = inprocess::channel(worker(&db, "worker-b", handler), 1);
+    let report = sweep(&cold, &dispatcher, &settings()).await.unwrap();
+    assert_eq!((report.requeued, report.published), (1, 1));
+    assert_eq!(cold.size(), 1, "connections the sweep opened");
+}
+
 #[tokio::test]
 async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
     let db = TestDb::new().await;

@@ -14,5 +14,6 @@ mod metrics;
 mod nodes;
 mod openapi;
 mod platform;
+mod pool;
 mod schema;
 mod simulator;
