@@ -60,6 +60,16 @@ async fn claim_one(
         .expect("claimable")
 }
 
+/// A job of a new cluster whose worker claimed it with a 1 ms lease and
+/// died: the lease has run out, so the next sweep rescues it.
+async fn job_of_a_dead_worker(db: &TestDb, max_attempts: i32) -> (uuid::Uuid, jobs::JobMessage) {
+    let cluster = seed_cluster(&db.pool).await;
+    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, max_attempts).await;
+    claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    (cluster, message)
+}
+
 /// The name of the claim's prepared statement on `conn`.
 async fn claim_statement(conn: &mut sqlx::PgConnection) -> String {
     sqlx::query_scalar(
@@ -358,10 +368,7 @@ async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused(
 #[tokio::test]
 async fn a_sweep_on_a_cold_pool_opens_one_connection() {
     let db = TestDb::new().await;
-    let cluster = seed_cluster(&db.pool).await;
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
-    claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    job_of_a_dead_worker(&db, 3).await;
 
     let url = secrecy::SecretString::from(db.url.clone());
     let cold = db::lazy_pool(&url, 4, db::Workload::Requests).unwrap();
@@ -375,10 +382,7 @@ async fn a_sweep_on_a_cold_pool_opens_one_connection() {
 #[tokio::test]
 async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
     let db = TestDb::new().await;
-    let cluster = seed_cluster(&db.pool).await;
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 1).await;
-    claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (cluster, message) = job_of_a_dead_worker(&db, 1).await;
     let (dispatcher, _runner) = inprocess::channel(
         worker(
             &db,
