@@ -213,10 +213,11 @@ async fn run_claims(claimer: Claimer, mut requests: mpsc::UnboundedReceiver<Clai
 /// The connection a grouping task sends its statements on, one at a time.
 /// Kept while statements follow one another, so none pays the pool's checkout
 /// (a round trip to test the connection on giving it back, and on taking it
-/// when it sat idle for [`crate::db::TEST_IF_IDLE_FOR`]). Given back after an error
-/// or [`Self::IDLE`] without a statement; after such a pause the next
-/// statement takes a connection from the pool, which tests it first. A pool of fewer than [`Self::MIN_POOL`] connections
-/// is left to the handlers: there every statement checks one out and back.
+/// when it sat idle for [`crate::db::TEST_IF_IDLE_FOR`]). Given back after an
+/// error or [`Self::IDLE`] without a statement; after such a pause the next
+/// statement takes a connection from the pool, which tests it first. A pool of
+/// fewer than [`Self::MIN_POOL`] connections is left to the handlers: there
+/// every statement checks one out and back.
 struct HeldConnection {
     pool: PgPool,
     keep: bool,

@@ -60,14 +60,18 @@ async fn claim_one(
         .expect("claimable")
 }
 
-/// A job of a new cluster whose worker claimed it with a 1 ms lease and
-/// died: the lease has run out, so the next sweep rescues it.
-async fn job_of_a_dead_worker(db: &TestDb, max_attempts: i32) -> (uuid::Uuid, jobs::JobMessage) {
+/// A job of a new cluster that "worker-a" claimed with a 1 ms lease and
+/// died holding: the lease has run out, so the next sweep rescues it.
+/// Returns the cluster, the job's wake-up and the dead worker's claim.
+async fn job_of_a_dead_worker(
+    db: &TestDb,
+    max_attempts: i32,
+) -> (uuid::Uuid, jobs::JobMessage, jobs::ClaimedJob) {
     let cluster = seed_cluster(&db.pool).await;
     let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, max_attempts).await;
-    claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
+    let dead = claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    (cluster, message)
+    (cluster, message, dead)
 }
 
 /// The name of the claim's prepared statement on `conn`.
@@ -309,13 +313,9 @@ async fn completions_with_nothing_else_to_write_are_grouped_and_still_fenced() {
 #[tokio::test]
 async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused() {
     let db = TestDb::new().await;
-    let cluster = seed_cluster(&db.pool).await;
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
-
     // Worker A claims with a short lease, then dies without a word.
-    let dead = claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
+    let (_, message, dead) = job_of_a_dead_worker(&db, 3).await;
     assert_eq!(dead.attempt, 1);
-    tokio::time::sleep(Duration::from_millis(20)).await;
 
     let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
     let (dispatcher, runner) = inprocess::channel(worker(&db, "worker-b", handler.clone()), 1);
@@ -382,7 +382,7 @@ async fn a_sweep_on_a_cold_pool_opens_one_connection() {
 #[tokio::test]
 async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
     let db = TestDb::new().await;
-    let (cluster, message) = job_of_a_dead_worker(&db, 1).await;
+    let (cluster, message, _) = job_of_a_dead_worker(&db, 1).await;
     let (dispatcher, _runner) = inprocess::channel(
         worker(
             &db,
