@@ -391,7 +391,7 @@ WITH operation AS (
 INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
   SELECT cluster_id, id, 'cluster_update', '{}', 5 FROM operation RETURNING id AS job \\gset
 COMMIT;
-UPDATE cluster_jobs SET published_at = now()
+UPDATE cluster_jobs SET published_at = now(), updated_at = now()
   FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
   WHERE id = :job AND status = 'pending' AND published_at IS NULL;
 """
@@ -406,23 +406,26 @@ WITH relaxed AS (
 ), claimed AS (
     UPDATE cluster_jobs SET status = 'running', attempt_count = attempt_count + 1,
         worker_id = 'pgbench', leased_until = now() + make_interval(secs => 60),
-        started_at = coalesce(started_at, now())
+        started_at = coalesce(started_at, now()), updated_at = now()
     FROM relaxed
     WHERE cluster_id = :cid AND type = 'cluster_update'
       AND status = 'pending' AND run_after <= now() AND attempt_count < max_attempts
     RETURNING id, cluster_id, operation_id, payload, attempt_count, max_attempts
 ), operation AS (
-    UPDATE cluster_operations o SET status = 'running', started_at = coalesce(o.started_at, now())
+    UPDATE cluster_operations o SET status = 'running', started_at = coalesce(o.started_at, now()),
+        updated_at = now()
     FROM claimed WHERE o.id = claimed.operation_id
 )
 SELECT id AS job, attempt_count AS attempt FROM claimed \\gset
 BEGIN;
 WITH done AS (
-    UPDATE cluster_jobs SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL
+    UPDATE cluster_jobs SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL,
+        updated_at = now()
     WHERE id = :job AND attempt_count = :attempt AND status = 'running'
     RETURNING operation_id
 )
-UPDATE cluster_operations o SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL
+UPDATE cluster_operations o SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
+    updated_at = now()
 FROM done WHERE o.id = done.operation_id RETURNING o.id;
 COMMIT;
 """

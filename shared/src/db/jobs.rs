@@ -225,7 +225,8 @@ pub async fn record_stage(
 ) -> Result<bool, sqlx::Error> {
     let result = sqlx::query!(
         "UPDATE cluster_operations o
-         SET stage = $3, status = 'running', started_at = coalesce(o.started_at, j.started_at)
+         SET stage = $3, status = 'running', started_at = coalesce(o.started_at, j.started_at),
+             updated_at = now()
          FROM cluster_jobs j
          WHERE j.id = $1 AND j.attempt_count = $2 AND j.status = 'running' AND o.id = j.operation_id",
         job.id,
@@ -303,7 +304,7 @@ pub async fn schedule_retry(
                UPDATE cluster_jobs
                SET status = 'pending', leased_until = NULL, published_at = NULL,
                    run_after = now() + make_interval(secs => $4),
-                   last_error = $3,
+                   last_error = $3, updated_at = now(),
                    error_history = error_history || jsonb_build_array(jsonb_build_object(
                        'attempt', attempt_count, 'worker_id', worker_id, 'error', $3::text,
                        'at', now(), 'retry_at', now() + make_interval(secs => $4)))
@@ -311,7 +312,7 @@ pub async fn schedule_retry(
                RETURNING operation_id, run_after
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'pending', stage = 'waiting to retry', error_message = $3
+               SET status = 'pending', stage = 'waiting to retry', error_message = $3, updated_at = now()
                FROM retried WHERE o.id = retried.operation_id
            )
            SELECT run_after AS "run_after!" FROM retried"#,
@@ -332,13 +333,14 @@ pub async fn fail(pool: &PgPool, job: &ClaimedJob, reason: &str) -> Result<bool,
         r#"WITH failed AS (
                UPDATE cluster_jobs
                SET status = 'failed', finished_at = now(), leased_until = NULL, last_error = $3,
+                   updated_at = now(),
                    error_history = error_history || jsonb_build_array(jsonb_build_object(
                        'attempt', attempt_count, 'worker_id', worker_id, 'error', $3::text, 'at', now()))
                WHERE id = $1 AND attempt_count = $2 AND status = 'running'
                RETURNING id, operation_id, cluster_id, type, started_at
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'failed', finished_at = now(), error_message = $3,
+               SET status = 'failed', finished_at = now(), error_message = $3, updated_at = now(),
                    started_at = coalesce(o.started_at, failed.started_at)
                FROM failed WHERE o.id = failed.operation_id
            ), cluster AS (
@@ -379,7 +381,7 @@ pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Er
                UPDATE cluster_jobs j
                SET status = CASE WHEN j.attempt_count >= j.max_attempts THEN 'failed' ELSE 'pending' END,
                    finished_at = CASE WHEN j.attempt_count >= j.max_attempts THEN now() END,
-                   leased_until = NULL, published_at = NULL, run_after = now(),
+                   leased_until = NULL, published_at = NULL, run_after = now(), updated_at = now(),
                    last_error = 'the worker ' || j.worker_id || ' stopped before finishing (lease expired)',
                    error_history = j.error_history || jsonb_build_array(jsonb_build_object(
                        'attempt', j.attempt_count, 'worker_id', j.worker_id,
@@ -393,7 +395,7 @@ pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Er
                    started_at = coalesce(o.started_at, rescued.started_at),
                    stage = CASE WHEN rescued.status = 'pending' THEN 'waiting to retry' ELSE o.stage END,
                    finished_at = CASE WHEN rescued.status = 'failed' THEN now() END,
-                   error_message = rescued.last_error
+                   error_message = rescued.last_error, updated_at = now()
                FROM rescued WHERE o.id = rescued.operation_id
            ), cluster AS (
                UPDATE clusters c
@@ -423,7 +425,7 @@ pub async fn take_due_unpublished(
     limit: i64,
 ) -> Result<Vec<JobMessage>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"UPDATE cluster_jobs SET published_at = now()
+        r#"UPDATE cluster_jobs SET published_at = now(), updated_at = now()
            WHERE id IN (
                SELECT id FROM cluster_jobs
                WHERE status = 'pending' AND run_after <= now()
@@ -457,7 +459,8 @@ pub async fn unmark_published(
     job_ids: &[Uuid],
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE cluster_jobs SET published_at = NULL WHERE id = ANY($1) AND status = 'pending'",
+        "UPDATE cluster_jobs SET published_at = NULL, updated_at = now()
+         WHERE id = ANY($1) AND status = 'pending'",
         job_ids
     )
     .execute(db)
@@ -605,12 +608,12 @@ pub async fn retry_failed(
         r#"WITH retried AS (
                UPDATE cluster_jobs
                SET status = 'pending', max_attempts = attempt_count + $2, run_after = now(),
-                   published_at = NULL, finished_at = NULL, leased_until = NULL
+                   published_at = NULL, finished_at = NULL, leased_until = NULL, updated_at = now()
                WHERE id = $1 AND status = 'failed'
                RETURNING id, type, operation_id, cluster_id
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'pending', stage = 'queued for retry', finished_at = NULL
+               SET status = 'pending', stage = 'queued for retry', finished_at = NULL, updated_at = now()
                FROM retried WHERE o.id = retried.operation_id
            ), cluster AS (
                UPDATE clusters c
@@ -648,12 +651,12 @@ pub async fn cancel_pending(
     let row = sqlx::query_scalar!(
         r#"WITH cancelled AS (
                UPDATE cluster_jobs
-               SET status = 'cancelled', finished_at = now(), last_error = $2
+               SET status = 'cancelled', finished_at = now(), last_error = $2, updated_at = now()
                WHERE id = $1 AND status = 'pending'
                RETURNING id, type, operation_id, cluster_id
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'cancelled', finished_at = now(), error_message = $2
+               SET status = 'cancelled', finished_at = now(), error_message = $2, updated_at = now()
                FROM cancelled WHERE o.id = cancelled.operation_id
            ), cluster AS (
                UPDATE clusters c
@@ -745,7 +748,7 @@ pub async fn promote_queued(
                ON CONFLICT DO NOTHING
                RETURNING cluster_id, operation_id, type
            ), operation AS (
-               UPDATE cluster_operations o SET stage = 'queued'
+               UPDATE cluster_operations o SET stage = 'queued', updated_at = now()
                FROM promoted WHERE o.id = promoted.operation_id
            ), cluster AS (
                UPDATE clusters c SET status = 'deleting'
