@@ -163,15 +163,22 @@ pub async fn job_status(pool: &PgPool, job_id: Uuid) -> String {
         .status
 }
 
-/// How many times the claim statement ran on the connection `pool` hands
+/// `LIKE` patterns of the two claim statements in `pg_prepared_statements`:
+/// the claim of a set of wake-ups, and that of a lone wake-up.
+pub const CLAIM_OF_A_SET: &str = "%wanted AS%FOR UPDATE OF j%";
+pub const CLAIM_OF_ONE: &str = "%UPDATE cluster_jobs j%FROM relaxed%WHERE j.id = $1%";
+
+/// How many times the claim statements ran on the connection `pool` hands
 /// out next: give the worker a pool of one connection to count every claim.
 pub async fn claims_run(pool: &PgPool) -> i64 {
     sqlx::query_scalar(
-        "SELECT generic_plans + custom_plans FROM pg_prepared_statements
-         WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
+        "SELECT coalesce(sum(generic_plans + custom_plans), 0)::bigint FROM pg_prepared_statements
+         WHERE (statement LIKE $1 OR statement LIKE $2)
            AND statement NOT LIKE '%pg_prepared_statements%'",
     )
+    .bind(CLAIM_OF_A_SET)
+    .bind(CLAIM_OF_ONE)
     .fetch_one(pool)
     .await
-    .expect("the claim statement was prepared on this connection")
+    .expect("read the prepared statements")
 }

@@ -131,6 +131,13 @@ impl ClaimedJob {
 /// every job since the last vacuum, so each claim would cost more than the
 /// one before (5 ms after 20,000 jobs).
 ///
+/// A lone wake-up (the common case when jobs trickle in) takes a statement of
+/// its own: one row updated where it is found by primary key, without the
+/// set's sort and row locks first, which takes about a fifth off the
+/// statement. Locking one row cannot deadlock. Its test of `status` is
+/// written so that no index can serve it (`IS TRUE`): as a plain equality,
+/// the plan made on a nearly empty table walks the status index instead.
+///
 /// The operation is left as it is: it becomes `running` with its job's first
 /// recorded stage ([`record_stage`]), a write every handler makes at once, so
 /// the claim does not update a second row for it.
@@ -145,18 +152,12 @@ pub async fn claim_many(
     worker_id: &str,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-    let ids: Vec<Uuid> = messages.iter().map(|m| m.job_id).collect();
-    let types: Vec<&str> = messages.iter().map(|m| m.job_type.as_str()).collect();
-    let rows = sqlx::query!(
-        r#"WITH relaxed AS (
-               SELECT set_config('synchronous_commit', 'off', true)
-           ), wanted AS (
-               SELECT DISTINCT id, type FROM relaxed, unnest($1::uuid[], $2::text[]) AS w (id, type)
-           ), locked AS (
-               SELECT j.id, j.status FROM cluster_jobs j JOIN wanted w ON w.id = j.id AND w.type = j.type
-               ORDER BY j.id
-               FOR UPDATE OF j
-           ), claimed AS (
+    let rows = if let [message] = messages {
+        sqlx::query_as!(
+            ClaimedRow,
+            r#"WITH relaxed AS (
+                   SELECT set_config('synchronous_commit', 'off', true)
+               )
                UPDATE cluster_jobs j
                SET status = 'running',
                    attempt_count = j.attempt_count + 1,
@@ -164,21 +165,57 @@ pub async fn claim_many(
                    leased_until = now() + make_interval(secs => $4),
                    started_at = coalesce(j.started_at, now()),
                    updated_at = now()
-               FROM locked
-               WHERE j.id = locked.id AND locked.status = 'pending'
+               FROM relaxed
+               WHERE j.id = $1 AND j.type = $2 AND (j.status = 'pending') IS TRUE
                  AND j.run_after <= now() AND j.attempt_count < j.max_attempts
-               RETURNING j.id, j.type, j.cluster_id, j.operation_id, j.payload,
-                         j.attempt_count, j.max_attempts
-           )
-           SELECT id, type, cluster_id, operation_id, payload, attempt_count, max_attempts
-           FROM claimed"#,
-        &ids,
-        &types as &[&str],
-        worker_id,
-        lease.as_secs_f64(),
-    )
-    .fetch_all(db)
-    .await?;
+               RETURNING j.id, j.type AS job_type, j.cluster_id, j.operation_id, j.payload,
+                         j.attempt_count, j.max_attempts"#,
+            message.job_id,
+            message.job_type.as_str(),
+            worker_id,
+            lease.as_secs_f64(),
+        )
+        .fetch_all(db)
+        .await?
+    } else {
+        let ids: Vec<Uuid> = messages.iter().map(|m| m.job_id).collect();
+        let types: Vec<&str> = messages.iter().map(|m| m.job_type.as_str()).collect();
+        sqlx::query_as!(
+            ClaimedRow,
+            r#"WITH relaxed AS (
+                   SELECT set_config('synchronous_commit', 'off', true)
+               ), wanted AS (
+                   SELECT DISTINCT id, type FROM relaxed, unnest($1::uuid[], $2::text[]) AS w (id, type)
+               ), locked AS (
+                   SELECT j.id, j.status FROM cluster_jobs j JOIN wanted w ON w.id = j.id AND w.type = j.type
+                   ORDER BY j.id
+                   FOR UPDATE OF j
+               ), claimed AS (
+                   UPDATE cluster_jobs j
+                   SET status = 'running',
+                       attempt_count = j.attempt_count + 1,
+                       worker_id = $3,
+                       leased_until = now() + make_interval(secs => $4),
+                       started_at = coalesce(j.started_at, now()),
+                       updated_at = now()
+                   FROM locked
+                   WHERE j.id = locked.id AND locked.status = 'pending'
+                     AND j.run_after <= now() AND j.attempt_count < j.max_attempts
+                   RETURNING j.id, j.type, j.cluster_id, j.operation_id, j.payload,
+                             j.attempt_count, j.max_attempts
+               )
+               SELECT id AS "id!", type AS "job_type!", cluster_id AS "cluster_id!",
+                      operation_id AS "operation_id!", payload AS "payload!",
+                      attempt_count AS "attempt_count!", max_attempts AS "max_attempts!"
+               FROM claimed"#,
+            &ids,
+            &types as &[&str],
+            worker_id,
+            lease.as_secs_f64(),
+        )
+        .fetch_all(db)
+        .await?
+    };
     rows.into_iter()
         .map(|r| {
             Ok(ClaimedJob {
@@ -186,7 +223,7 @@ pub async fn claim_many(
                 cluster_id: r.cluster_id,
                 operation_id: r.operation_id,
                 job_type: r
-                    .r#type
+                    .job_type
                     .parse()
                     .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
                 payload: r.payload,
@@ -196,6 +233,17 @@ pub async fn claim_many(
             })
         })
         .collect()
+}
+
+/// A row the claim returns.
+struct ClaimedRow {
+    id: Uuid,
+    job_type: String,
+    cluster_id: Uuid,
+    operation_id: Uuid,
+    payload: serde_json::Value,
+    attempt_count: i32,
+    max_attempts: i32,
 }
 
 /// Extends the lease. `false` means the lease is no longer ours.

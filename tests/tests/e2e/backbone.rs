@@ -13,7 +13,10 @@ use shared::{
 };
 use tests::{
     database::TestDb,
-    handlers::{Behaviour, ScriptedHandler, claims_run, enqueue, job_status, seed_cluster},
+    handlers::{
+        Behaviour, CLAIM_OF_A_SET, CLAIM_OF_ONE, ScriptedHandler, claims_run, enqueue, job_status,
+        seed_cluster,
+    },
 };
 
 fn settings() -> JobSettings {
@@ -75,12 +78,12 @@ async fn job_of_a_dead_worker(
 }
 
 /// The name of the claim's prepared statement on `conn`.
-async fn claim_statement(conn: &mut sqlx::PgConnection) -> String {
+async fn claim_statement(conn: &mut sqlx::PgConnection, pattern: &str) -> String {
     sqlx::query_scalar(
         "SELECT name FROM pg_prepared_statements
-         WHERE statement LIKE '%wanted AS%FOR UPDATE OF j%'
-           AND statement NOT LIKE '%pg_prepared_statements%'",
+         WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'",
     )
+    .bind(pattern)
     .fetch_one(conn)
     .await
     .unwrap()
@@ -567,11 +570,12 @@ async fn each_run_of_a_claimed_batch_ends_on_its_own() {
     assert_eq!(job_status(&db.pool, slow.job_id).await, "succeeded");
 }
 
-/// A job function's pool runs the claim with its cached generic plan from
-/// the first execution on. With PostgreSQL's default choice the first five
-/// claims are planned for their parameters, and once the table holds
-/// thousands of jobs every later claim of a few wake-ups too (a generic plan
-/// counts 100 ids for the `unnest`, dearer than a plan for the actual array).
+/// A job function's pool runs each claim statement with its cached generic
+/// plan from the first execution on. With PostgreSQL's default choice the
+/// first five claims are planned for their parameters, and once the table
+/// holds thousands of jobs every later claim of a few wake-ups too (a generic
+/// plan counts 100 ids for the `unnest`, dearer than a plan for the actual
+/// array).
 #[tokio::test]
 async fn a_job_workers_pool_plans_the_claim_once() {
     let db = TestDb::new().await;
@@ -580,63 +584,116 @@ async fn a_job_workers_pool_plans_the_claim_once() {
         // Every claim and the check below share the one connection.
         let (pool, worker) = worker_on_one_connection(&db, workload, "planner", Behaviour::Succeed);
         for _ in 0..8 {
-            let cluster = seed_cluster(&db.pool).await;
-            let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
-            assert_eq!(worker.process(message).await.unwrap(), Processed::Succeeded);
+            let lone = enqueue(
+                &db.pool,
+                seed_cluster(&db.pool).await,
+                JobType::ClusterCreate,
+                3,
+            )
+            .await;
+            assert_eq!(worker.process(lone).await.unwrap(), Processed::Succeeded);
+            let mut pair = Vec::new();
+            for _ in 0..2 {
+                pair.push(
+                    enqueue(
+                        &db.pool,
+                        seed_cluster(&db.pool).await,
+                        JobType::ClusterCreate,
+                        3,
+                    )
+                    .await,
+                );
+            }
+            assert_eq!(
+                worker.process_batch(&pair).await.unwrap(),
+                vec![Processed::Succeeded; 2]
+            );
         }
         let mut conn = pool.acquire().await.unwrap();
-        let claim = claim_statement(&mut conn).await;
-        let (generic, custom): (i64, i64) = sqlx::query_as(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1",
-        )
-        .bind(claim)
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
-        plans.push((workload, generic + custom, custom));
+        for (statement, pattern) in [("one", CLAIM_OF_ONE), ("set", CLAIM_OF_A_SET)] {
+            let claim = claim_statement(&mut conn, pattern).await;
+            let (generic, custom): (i64, i64) = sqlx::query_as(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1",
+            )
+            .bind(claim)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+            plans.push((workload, statement, generic + custom, custom));
+        }
     }
     assert_eq!(
         plans,
-        vec![(db::Workload::Requests, 8, 5), (db::Workload::Jobs, 8, 0)],
-        "(workload, claims, claims planned for their parameters)"
+        vec![
+            (db::Workload::Requests, "one", 8, 5),
+            (db::Workload::Requests, "set", 8, 5),
+            (db::Workload::Jobs, "one", 8, 0),
+            (db::Workload::Jobs, "set", 8, 0),
+        ],
+        "(workload, claim statement, claims, claims planned for their parameters)"
     );
 }
 
-/// The claim's generic plan, made at its first execution on a nearly empty
-/// table, finds the wake-ups' jobs by primary key: not by scanning the table,
-/// nor through the status indexes, whose entries for the earlier versions of
-/// every job grow with each job run until a vacuum.
+/// The claims' generic plans, made at their first execution on a nearly
+/// empty table, find the wake-ups' jobs by primary key: not by scanning the
+/// table, nor through the status indexes, whose entries for the earlier
+/// versions of every job grow with each job run until a vacuum.
 #[tokio::test]
 async fn a_claim_planned_on_a_nearly_empty_table_goes_by_primary_key() {
     let db = TestDb::new().await;
-    // The claim is prepared on the one connection, and explained on it below.
+    // The claims are prepared on the one connection, and explained on it below.
     let (pool, worker) =
         worker_on_one_connection(&db, db::Workload::Jobs, "first", Behaviour::CompleteAlone);
-    let cluster = seed_cluster(&db.pool).await;
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
-    assert_eq!(worker.process(message).await.unwrap(), Processed::Succeeded);
+    let mut messages = Vec::new();
+    for _ in 0..3 {
+        messages.push(
+            enqueue(
+                &db.pool,
+                seed_cluster(&db.pool).await,
+                JobType::ClusterCreate,
+                3,
+            )
+            .await,
+        );
+    }
+    assert_eq!(
+        worker.process(messages[0]).await.unwrap(),
+        Processed::Succeeded
+    );
+    assert_eq!(
+        worker.process_batch(&messages[1..]).await.unwrap(),
+        vec![Processed::Succeeded; 2]
+    );
 
     let mut conn = pool.acquire().await.unwrap();
-    let claim = claim_statement(&mut conn).await;
-    // The name comes from the server's own catalog.
-    let plan: Vec<String> = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN EXECUTE {claim}('{{}}', '{{}}', 'w', 30)"
-    )))
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap()
-    .iter()
-    .map(|row| sqlx::Row::get(row, 0))
-    .collect();
-    let plan = plan.join("\n");
-    assert!(
-        plan.contains("Index Scan using cluster_jobs_pkey on cluster_jobs j "),
-        "{plan}"
-    );
-    assert!(
-        !plan.contains("Seq Scan on cluster_jobs") && !plan.contains("Bitmap"),
-        "{plan}"
-    );
+    for (pattern, arguments) in [
+        (CLAIM_OF_A_SET, "'{}', '{}', 'w', 30"),
+        (
+            CLAIM_OF_ONE,
+            "'00000000-0000-0000-0000-000000000000', 'cluster_create', 'w', 30",
+        ),
+    ] {
+        let claim = claim_statement(&mut conn, pattern).await;
+        // The name comes from the server's own catalog.
+        let plan: Vec<String> = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN EXECUTE {claim}({arguments})"
+        )))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| sqlx::Row::get(row, 0))
+        .collect();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("Index Scan using cluster_jobs_pkey on cluster_jobs j "),
+            "{plan}"
+        );
+        assert!(
+            !plan.contains("Seq Scan on cluster_jobs") && !plan.contains("Bitmap"),
+            "{plan}"
+        );
+    }
 }
 
 /// Batches of wake-ups that reach a worker while its claim is under way
