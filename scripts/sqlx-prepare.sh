@@ -16,6 +16,9 @@ done
 
 out=$(mktemp -d)
 # A target directory of its own: the main one keeps its offline build cached.
+# The workspace's own crates are checked again every time: cargo does not see
+# SQLX_OFFLINE_DIR change, and a crate it holds fresh writes no query file.
+CARGO_TARGET_DIR=target/sqlx-prepare cargo clean --workspace --quiet
 DATABASE_URL="$url" SQLX_OFFLINE=false SQLX_OFFLINE_DIR="$out" \
     CARGO_TARGET_DIR=target/sqlx-prepare cargo check --workspace --all-targets --locked --quiet
 

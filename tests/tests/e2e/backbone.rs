@@ -89,6 +89,16 @@ async fn claim_statement(conn: &mut sqlx::PgConnection, pattern: &str) -> String
     .unwrap()
 }
 
+/// Wake-ups of `count` create jobs, each of a new cluster.
+async fn new_create_jobs(db: &TestDb, count: usize) -> Vec<jobs::JobMessage> {
+    let mut messages = Vec::with_capacity(count);
+    for _ in 0..count {
+        let cluster = seed_cluster(&db.pool).await;
+        messages.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
+    }
+    messages
+}
+
 #[tokio::test]
 async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_delivered_once() {
     let db = TestDb::new().await;
@@ -584,28 +594,12 @@ async fn a_job_workers_pool_plans_the_claim_once() {
         // Every claim and the check below share the one connection.
         let (pool, worker) = worker_on_one_connection(&db, workload, "planner", Behaviour::Succeed);
         for _ in 0..8 {
-            let lone = enqueue(
-                &db.pool,
-                seed_cluster(&db.pool).await,
-                JobType::ClusterCreate,
-                3,
-            )
-            .await;
-            assert_eq!(worker.process(lone).await.unwrap(), Processed::Succeeded);
-            let mut pair = Vec::new();
-            for _ in 0..2 {
-                pair.push(
-                    enqueue(
-                        &db.pool,
-                        seed_cluster(&db.pool).await,
-                        JobType::ClusterCreate,
-                        3,
-                    )
-                    .await,
-                );
-            }
+            let [lone, pair @ ..] = &new_create_jobs(&db, 3).await[..] else {
+                unreachable!()
+            };
+            assert_eq!(worker.process(*lone).await.unwrap(), Processed::Succeeded);
             assert_eq!(
-                worker.process_batch(&pair).await.unwrap(),
+                worker.process_batch(pair).await.unwrap(),
                 vec![Processed::Succeeded; 2]
             );
         }
@@ -644,18 +638,7 @@ async fn a_claim_planned_on_a_nearly_empty_table_goes_by_primary_key() {
     // The claims are prepared on the one connection, and explained on it below.
     let (pool, worker) =
         worker_on_one_connection(&db, db::Workload::Jobs, "first", Behaviour::CompleteAlone);
-    let mut messages = Vec::new();
-    for _ in 0..3 {
-        messages.push(
-            enqueue(
-                &db.pool,
-                seed_cluster(&db.pool).await,
-                JobType::ClusterCreate,
-                3,
-            )
-            .await,
-        );
-    }
+    let messages = new_create_jobs(&db, 3).await;
     assert_eq!(
         worker.process(messages[0]).await.unwrap(),
         Processed::Succeeded
