@@ -154,6 +154,16 @@ pub async fn enqueue(
     enqueued.job
 }
 
+/// Wake-ups of `count` create jobs (three attempts each), each of a new cluster.
+pub async fn create_jobs(pool: &PgPool, count: usize) -> Vec<JobMessage> {
+    let mut messages = Vec::with_capacity(count);
+    for _ in 0..count {
+        let cluster = seed_cluster(pool).await;
+        messages.push(enqueue(pool, cluster, JobType::ClusterCreate, 3).await);
+    }
+    messages
+}
+
 /// The job's status column.
 pub async fn job_status(pool: &PgPool, job_id: Uuid) -> String {
     jobs::get(pool, job_id)

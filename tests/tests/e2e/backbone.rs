@@ -14,8 +14,8 @@ use shared::{
 use tests::{
     database::TestDb,
     handlers::{
-        Behaviour, CLAIM_OF_A_SET, CLAIM_OF_ONE, ScriptedHandler, claims_run, enqueue, job_status,
-        seed_cluster,
+        Behaviour, CLAIM_OF_A_SET, CLAIM_OF_ONE, ScriptedHandler, claims_run, create_jobs, enqueue,
+        job_status, seed_cluster,
     },
 };
 
@@ -87,16 +87,6 @@ async fn claim_statement(conn: &mut sqlx::PgConnection, pattern: &str) -> String
     .fetch_one(conn)
     .await
     .unwrap()
-}
-
-/// Wake-ups of `count` create jobs, each of a new cluster.
-async fn new_create_jobs(db: &TestDb, count: usize) -> Vec<jobs::JobMessage> {
-    let mut messages = Vec::with_capacity(count);
-    for _ in 0..count {
-        let cluster = seed_cluster(&db.pool).await;
-        messages.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
-    }
-    messages
 }
 
 #[tokio::test]
@@ -216,11 +206,7 @@ async fn a_batch_of_wake_ups_claims_each_claimable_job_once_and_skips_the_rest()
     let db = TestDb::new().await;
     let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
     let worker = worker(&db, "w1", handler.clone());
-    let mut fresh = Vec::new();
-    for _ in 0..3 {
-        let cluster = seed_cluster(&db.pool).await;
-        fresh.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
-    }
+    let fresh = create_jobs(&db.pool, 3).await;
     let done = enqueue(
         &db.pool,
         seed_cluster(&db.pool).await,
@@ -594,7 +580,7 @@ async fn a_job_workers_pool_plans_the_claim_once() {
         // Every claim and the check below share the one connection.
         let (pool, worker) = worker_on_one_connection(&db, workload, "planner", Behaviour::Succeed);
         for _ in 0..8 {
-            let [lone, pair @ ..] = &new_create_jobs(&db, 3).await[..] else {
+            let [lone, pair @ ..] = &create_jobs(&db.pool, 3).await[..] else {
                 unreachable!()
             };
             assert_eq!(worker.process(*lone).await.unwrap(), Processed::Succeeded);
@@ -638,7 +624,7 @@ async fn a_claim_planned_on_a_nearly_empty_table_goes_by_primary_key() {
     // The claims are prepared on the one connection, and explained on it below.
     let (pool, worker) =
         worker_on_one_connection(&db, db::Workload::Jobs, "first", Behaviour::CompleteAlone);
-    let messages = new_create_jobs(&db, 3).await;
+    let messages = create_jobs(&db.pool, 3).await;
     assert_eq!(
         worker.process(messages[0]).await.unwrap(),
         Processed::Succeeded
@@ -688,11 +674,7 @@ async fn batches_waiting_for_a_claim_share_the_next_statement() {
     // The count of claims below is every claim's.
     let (pool, worker) =
         worker_on_one_connection(&db, db::Workload::Jobs, "grouper", Behaviour::Succeed);
-    let mut messages = Vec::new();
-    for _ in 0..4 {
-        let cluster = seed_cluster(&db.pool).await;
-        messages.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
-    }
+    let messages = create_jobs(&db.pool, 4).await;
     let [a, b, c, d] = messages[..] else {
         unreachable!()
     };

@@ -14,7 +14,7 @@ use shared::{
 use tests::{
     broker::{TestBroker, amqp_url},
     database::TestDb,
-    handlers::{Behaviour, ScriptedHandler, enqueue, job_status, seed_cluster},
+    handlers::{Behaviour, ScriptedHandler, create_jobs, enqueue, job_status, seed_cluster},
     proxy::TcpProxy,
 };
 use tokio::sync::{mpsc, oneshot};
@@ -289,11 +289,7 @@ async fn every_delivery_is_acknowledged_once_its_job_is_done() {
     // Jobs whose completions share commits end together: their acks go
     // together, as one ack of many deliveries where it can.
     let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
-    let mut messages = Vec::new();
-    for _ in 0..24 {
-        let cluster = seed_cluster(&db.pool).await;
-        messages.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
-    }
+    let messages = create_jobs(&db.pool, 24).await;
     publisher.publish(&messages).await.unwrap();
     let (mut outcomes, _stop) = start_consumer(
         SecretString::from(proxy.amqp_url()),

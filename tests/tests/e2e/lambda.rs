@@ -13,7 +13,7 @@ use shared::{
 use tests::{
     broker::TestBroker,
     database::TestDb,
-    handlers::{Behaviour, ScriptedHandler, claims_run, enqueue, seed_cluster},
+    handlers::{Behaviour, ScriptedHandler, claims_run, create_jobs, enqueue, seed_cluster},
     lambda_runtime_api::{Invocation, RuntimeApi},
     workspace_binary,
 };
@@ -159,11 +159,7 @@ async fn the_jobs_of_an_amazon_mq_batch_run_together() {
         "lambda",
         vec![handler],
     );
-    let mut messages = Vec::new();
-    for _ in 0..2 {
-        let cluster = seed_cluster(&db.pool).await;
-        messages.push(enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await);
-    }
+    let messages = create_jobs(&db.pool, 2).await;
     let mut event = fixture("amazon-mq-rabbitmq-batch.json");
     let queue = &mut event["rmqMessagesByQueue"]["kubebyon.jobs.cluster_create::/"];
     let template = queue[0].clone();
