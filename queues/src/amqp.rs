@@ -282,16 +282,33 @@ impl Consumer {
     }
 
     /// Runs until `shutdown` resolves, reconnecting as needed.
+    ///
+    /// Each session runs as a task of the runtime, not on the thread awaiting
+    /// this (a `main` thread in `block_on`): lapin hands a delivery over from
+    /// its own I/O thread, and a worker thread woken for it goes on to send
+    /// the claim itself, where the main thread would have to wake a worker
+    /// for that in turn.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let consumer = Arc::new(self);
         let mut backoff = reconnect_backoff();
         loop {
+            // Dropping the set (on shutdown) aborts the session.
+            let mut session = JoinSet::new();
+            let this = consumer.clone();
+            session.spawn(async move { this.session().await });
             tokio::select! {
                 () = &mut shutdown => return,
-                result = self.session() => {
+                Some(result) = session.join_next() => {
                     match result {
-                        Ok(()) => backoff = reconnect_backoff(),
-                        Err(err) => tracing::warn!(error = %err, "consumer lost the broker; reconnecting"),
+                        Ok(Ok(())) => backoff = reconnect_backoff(),
+                        Ok(Err(err)) => tracing::warn!(error = %err, "consumer lost the broker; reconnecting"),
+                        // A panic ends the process as it would have here;
+                        // a cancelled session means the runtime is stopping.
+                        Err(err) => match err.try_into_panic() {
+                            Ok(panic) => std::panic::resume_unwind(panic),
+                            Err(_) => return,
+                        },
                     }
                 }
             }

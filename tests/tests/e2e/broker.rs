@@ -345,3 +345,36 @@ async fn a_consumer_connects_to_the_database_before_it_consumes() {
         "the claims', the completions' and two handlers' connections, open and idle"
     );
 }
+
+/// Once its shutdown resolves, a consumer's session ends with it: the broker
+/// sees it go, and a wake-up published afterwards stays queued for others.
+#[tokio::test]
+async fn a_stopped_consumer_leaves_the_broker_and_takes_nothing_more() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let (_outcomes, stop) =
+        start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
+    let consumers = async |wanted: u32| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while broker.consumers(JobType::ClusterCreate).await != wanted {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the broker counts {wanted} consumer(s)"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    consumers(1).await;
+
+    stop.send(()).unwrap();
+    consumers(0).await;
+    let messages = create_jobs(&db.pool, 1).await;
+    AmqpPublisher::new(broker.url.clone(), broker.topology.clone())
+        .publish(&messages)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
+    assert_eq!(handler.runs(), 0);
+}
