@@ -5,7 +5,10 @@ use std::{
 };
 
 use async_trait::async_trait;
-use futures_util::{FutureExt, future::BoxFuture};
+use futures_util::{
+    FutureExt,
+    future::{BoxFuture, Either},
+};
 use sqlx::{PgConnection, PgPool, Postgres, pool::PoolConnection};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
@@ -459,14 +462,19 @@ impl Worker {
             job: job.clone(),
             completions: self.completions.clone(),
         };
-        // Stops with the attempt, however it ends (even when its task is aborted).
-        let heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
-            self.pool.clone(),
-            job.clone(),
-            self.settings.lease,
-        )));
-        let result = handler.handle(&ctx).await;
-        drop(heartbeat);
+        // The lease is extended beside the handler, in the same task (no task
+        // to spawn, wake and abort for each job), and stops with the attempt
+        // however it ends. Handlers await their I/O, so neither holds up the other.
+        let result = {
+            let handle = handler.handle(&ctx);
+            let beat = heartbeat(&self.pool, &job, self.settings.lease);
+            futures_util::pin_mut!(handle, beat);
+            match futures_util::future::select(handle, beat).await {
+                Either::Left((result, _)) => result,
+                // The lease was lost: the handler's own fenced writes find out.
+                Either::Right(((), handle)) => handle.await,
+            }
+        };
         let outcome = match result {
             Ok(Completed(())) => Processed::Succeeded,
             Err(JobError::LeaseLost) => Processed::LeaseLost,
@@ -508,21 +516,13 @@ impl Worker {
     }
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Extends the lease every third of its length while the handler runs.
-async fn heartbeat(pool: PgPool, job: ClaimedJob, lease: Duration) {
+async fn heartbeat(pool: &PgPool, job: &ClaimedJob, lease: Duration) {
     let mut interval = tokio::time::interval(lease / 3);
     interval.tick().await;
     loop {
         interval.tick().await;
-        match jobs::heartbeat(&pool, &job, lease).await {
+        match jobs::heartbeat(pool, job, lease).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!("lease lost; the job's result will not be recorded");

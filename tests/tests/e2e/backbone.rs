@@ -875,3 +875,31 @@ async fn grouping_tasks_keep_their_connections_and_replace_cut_ones() {
         "given back once idle"
     );
 }
+
+/// A handler working longer than its lease keeps it: the worker extends the
+/// lease while the handler runs, so sweeps meanwhile rescue nothing and the
+/// job ends succeeded on its first attempt.
+#[tokio::test]
+async fn a_handler_working_past_its_lease_keeps_it() {
+    let db = TestDb::new().await;
+    let handler = ScriptedHandler::new(
+        JobType::ClusterCreate,
+        Behaviour::SlowFirstCompleteAlone(Duration::from_millis(1500)),
+    );
+    let settings = JobSettings {
+        lease: Duration::from_millis(600),
+        ..settings()
+    };
+    let worker = Worker::new(db.pool.clone(), settings, "worker-a", vec![handler.clone()]);
+    let message = create_jobs(&db.pool, 1).await[0];
+    let run = tokio::spawn(async move { worker.process(message).await });
+    let mut rescued = 0;
+    while !run.is_finished() {
+        rescued += jobs::rescue_expired(&db.pool).await.unwrap().requeued;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(run.await.unwrap().unwrap(), Processed::Succeeded);
+    assert_eq!(rescued, 0, "no sweep found the lease run out");
+    assert_eq!(handler.runs(), 1);
+    assert_eq!(job_status(&db.pool, message.job_id).await, "succeeded");
+}
