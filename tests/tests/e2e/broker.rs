@@ -35,6 +35,19 @@ fn start_consumer(
     (rx, stop_tx)
 }
 
+/// Waits up to 10 s for the broker to count `wanted` consumers on the queue
+/// of `cluster_create` (a consumer subscribing, or going away).
+async fn until_consumers(broker: &TestBroker, wanted: u32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while broker.consumers(JobType::ClusterCreate).await != wanted {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the broker counts {wanted} consumer(s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn next_outcome(outcomes: &mut Outcomes) -> (JobMessage, Processed) {
     tokio::time::timeout(Duration::from_secs(30), outcomes.recv())
         .await
@@ -305,14 +318,7 @@ async fn every_delivery_is_acknowledged_once_its_job_is_done() {
     // still holds unacked.
     tokio::time::sleep(Duration::from_millis(500)).await;
     proxy.down();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while broker.consumers(JobType::ClusterCreate).await > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the broker saw the consumer go"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_consumers(&broker, 0).await;
     assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 0);
     assert_eq!(handler.runs(), 24);
 }
@@ -331,14 +337,7 @@ async fn a_consumer_connects_to_the_database_before_it_consumes() {
     assert_eq!(pool.size(), 0, "a lazy pool opens nothing by itself");
 
     let (_outcomes, _stop) = start_consumer(broker.url.clone(), &broker, worker);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while broker.consumers(JobType::ClusterCreate).await == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the consumer subscribed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_consumers(&broker, 1).await;
     assert_eq!(
         (pool.size(), pool.num_idle()),
         (4, 4),
@@ -355,20 +354,10 @@ async fn a_stopped_consumer_leaves_the_broker_and_takes_nothing_more() {
     let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
     let (_outcomes, stop) =
         start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
-    let consumers = async |wanted: u32| {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while broker.consumers(JobType::ClusterCreate).await != wanted {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the broker counts {wanted} consumer(s)"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    consumers(1).await;
+    until_consumers(&broker, 1).await;
 
     stop.send(()).unwrap();
-    consumers(0).await;
+    until_consumers(&broker, 0).await;
     let messages = create_jobs(&db.pool, 1).await;
     AmqpPublisher::new(broker.url.clone(), broker.topology.clone())
         .publish(&messages)
