@@ -773,6 +773,13 @@ def coldstart(args):
         subprocess.run([f"{BIN}/bench-jobs", "prepare", "--clusters", "0"],
                        env={**os.environ, **env}, check=True)
         functions = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "functions", "*")))
+        # `cargo lambda watch --only-lambda-apis`: the emulator's Runtime and
+        # invoke APIs, with the function started by bench-coldstart.
+        port = free_port()
+        emulator_url = f"http://127.0.0.1:{port}"
+        watch = spawn([os.path.join(PEERS, "venv", "bin", "cargo-lambda"), "lambda", "watch",
+                       "--only-lambda-apis", "-A", "127.0.0.1", "-P", str(port)], cwd=ROOT)
+        wait_port(port)
         for function in functions:
             binary = os.path.join(BIN, function)
             modes = []
@@ -783,11 +790,14 @@ def coldstart(args):
             elif function == "sweep":
                 modes = ["lambda-schedule"]
             for mode in modes:
-                wait_quiet()
-                before = loadavg()
-                result = run_json([f"{BIN}/bench-coldstart", "--binary", binary, "--mode", mode,
-                                   "--runs", str(args.cold_runs)], env)
-                emit({**result, "load_before": before, "load_after": loadavg()})
+                # Lambda modes twice: under our loopback Runtime API, then
+                # under cargo-lambda's emulator.
+                for runtime_api in [[]] + ([["--emulator", emulator_url]] if mode != "http" else []):
+                    wait_quiet()
+                    before = loadavg()
+                    result = run_json([f"{BIN}/bench-coldstart", "--binary", binary, "--mode", mode,
+                                       "--runs", str(args.cold_runs), *runtime_api], env)
+                    emit({**result, "load_before": before, "load_after": loadavg()})
         if shutil.which("hyperfine"):
             out = os.path.join(tempfile.mkdtemp(), "hyperfine.json")
             cmd = f"{BIN}/bench-coldstart --binary {BIN}/api-clusters --mode http --runs 1"
@@ -800,6 +810,7 @@ def coldstart(args):
                   "command": "bench-coldstart --runs 1 (spawn, first answer, kill, wait)",
                   "median_ms": round(result["median"] * 1000, 3),
                   "min_ms": round(result["min"] * 1000, 3), "max_ms": round(result["max"] * 1000, 3)})
+        stop(watch)
     finally:
         drop_db("kubebyon_bench_cold")
 

@@ -2,7 +2,8 @@
 # The job backbone, HTTP and cold-start benchmark beside graphile-worker and
 # Celery (tests/bench/backbone.py says what it measures). Installs what it
 # needs: wrk, hyperfine and pgbench from Debian's packages, graphile-worker
-# from npm and Celery from PyPI into target/bench-peers; builds the functions
+# from npm, Celery and cargo-lambda (its Lambda emulator, for cold starts)
+# from PyPI into target/bench-peers; builds the functions
 # and the benchmark programs with the `perf` profile (release without LTO).
 # Uses PostgreSQL at DATABASE_URL and RabbitMQ at AMQP_URL (the local servers
 # by default; scripts/test.sh starts them). Arguments go to backbone.py,
@@ -38,6 +39,10 @@ if ! "$peers/venv/bin/python" -c "import celery, psycopg" 2>/dev/null; then
     rm -rf "$peers/venv"
     python3 -m venv "$peers/venv"
     "$peers/venv/bin/pip" install -q celery==5.5.3 "psycopg[binary]==3.2.10"
+fi
+if [ ! -x "$peers/venv/bin/cargo-lambda" ]; then
+    log "installing cargo-lambda 1.9.2 from PyPI"
+    "$peers/venv/bin/pip" install -q cargo-lambda==1.9.2
 fi
 
 log "building the functions and benchmark programs (perf profile)"

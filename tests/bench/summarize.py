@@ -91,9 +91,11 @@ def main(paths):
     rows = by_bench.get("cold-start", [])
     if rows:
         print("\n### Cold start (spawn → first answer)\n")
-        print("| function | mode | median ms (min–max) | RSS at first answer | stripped size |\n|---|---|---|---|---|")
+        print("| function | mode | Runtime API | median ms (min–max) | RSS at first answer | stripped size |\n"
+              "|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['function']} | {r['mode']} | {r['first_answer_ms_median']:.1f} "
+            api = r.get("runtime_api", "loopback") if r["mode"] != "http" else "–"
+            print(f"| {r['function']} | {r['mode']} | {api} | {r['first_answer_ms_median']:.1f} "
                   f"({r['first_answer_ms_min']:.1f}–{r['first_answer_ms_max']:.1f}) | "
                   f"{r['rss_kib_median'] / 1024:.1f} MiB | {r['stripped_bytes'] / 1048576:.1f} MiB |")
     for r in by_bench.get("cold-start (hyperfine)", []):

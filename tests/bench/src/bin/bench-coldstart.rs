@@ -10,6 +10,12 @@
 //!   to PostgreSQL, finds nothing to claim, answers;
 //! - `lambda-schedule`: an EventBridge scheduled event (the function runs once).
 //!
+//! The `lambda-*` modes run under this program's own loopback Runtime API,
+//! or with `--emulator URL` under another one: that of `cargo lambda watch
+//! --only-lambda-apis` (cargo-lambda's emulator) listening on URL, where the
+//! function polls `URL/.rt` under the name `_` and the event is sent to the
+//! emulator's invoke endpoint.
+//!
 //! Prints one JSON line: median and min–max of N runs (default 20) and the
 //! median VmRSS. Needs DATABASE_URL and AMQP_URL for the functions' settings.
 
@@ -44,6 +50,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|r| r.parse())
         .transpose()?
         .unwrap_or(20);
+    let emulator = value("--emulator");
     let name = Path::new(&binary)
         .file_name()
         .context("binary name")?
@@ -54,9 +61,10 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..runs {
         samples.push(match mode.as_str() {
             "http" => http_once(&binary)?,
-            "lambda-http" | "lambda-job" | "lambda-schedule" => {
-                lambda_once(&binary, &name, event(&mode, &name)?).await?
-            }
+            "lambda-http" | "lambda-job" | "lambda-schedule" => match &emulator {
+                None => lambda_once(&binary, &name, event(&mode, &name)?).await?,
+                Some(url) => emulated_once(&binary, url, &event(&mode, &name)?)?,
+            },
             other => anyhow::bail!("unknown mode {other}"),
         });
     }
@@ -70,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
             "bench": "cold-start",
             "function": name,
             "mode": mode,
+            "runtime_api": if emulator.is_some() { "cargo lambda watch" } else { "loopback" },
             "runs": runs,
             "first_answer_ms_median": millis[runs / 2],
             "first_answer_ms_min": millis[0],
@@ -197,6 +206,50 @@ async fn lambda_once(binary: &str, name: &str, event: Value) -> anyhow::Result<(
         Invocation::Response(body) => anyhow::bail!("{name} answered {body}"),
         Invocation::Error(error) => anyhow::bail!("{name} failed: {error}"),
     }
+}
+
+/// [`lambda_once`] under cargo-lambda's emulator at `url`: the event goes to
+/// its invoke endpoint, which answers with the function's response.
+fn emulated_once(binary: &str, url: &str, event: &Value) -> anyhow::Result<(f64, u64)> {
+    let authority = url
+        .strip_prefix("http://")
+        .context("--emulator http://HOST:PORT")?;
+    let env = [
+        ("AWS_LAMBDA_RUNTIME_API", format!("{url}/.rt")),
+        ("AWS_LAMBDA_FUNCTION_NAME", "_".into()),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128".into()),
+        ("AWS_LAMBDA_FUNCTION_VERSION", "1".into()),
+    ]
+    .map(|(k, v)| (k.to_string(), v));
+    let body = event.to_string();
+    let started = Instant::now();
+    let child = spawn(binary, &env)?;
+    let answer = (|| -> anyhow::Result<String> {
+        let mut stream = TcpStream::connect(authority)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            stream,
+            "POST /2015-03-31/functions/_/invocations HTTP/1.1\r\nhost: {authority}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    })();
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    let rss = rss_kib(child.id());
+    stop(child);
+    let answer = answer.with_context(|| format!("invoking {binary} through {url}"))?;
+    let (head, payload) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let failed = !head.starts_with("HTTP/1.1 200")
+        || head.to_ascii_lowercase().contains("x-amz-function-error")
+        || serde_json::from_str::<Value>(payload)
+            .ok()
+            .and_then(|p| p.get("statusCode").cloned())
+            .is_some_and(|s| s != 200);
+    anyhow::ensure!(!failed, "{binary} answered {answer}");
+    Ok((elapsed, rss))
 }
 
 fn stripped_size(binary: &str) -> anyhow::Result<u64> {
