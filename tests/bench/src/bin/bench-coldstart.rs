@@ -242,12 +242,12 @@ fn emulated_once(binary: &str, url: &str, event: &Value) -> anyhow::Result<(f64,
     stop(child);
     let answer = answer.with_context(|| format!("invoking {binary} through {url}"))?;
     let (head, payload) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let payload: Option<Value> = serde_json::from_str(payload).ok();
     let failed = !head.starts_with("HTTP/1.1 200")
         || head.to_ascii_lowercase().contains("x-amz-function-error")
-        || serde_json::from_str::<Value>(payload)
-            .ok()
-            .and_then(|p| p.get("statusCode").cloned())
-            .is_some_and(|s| s != 200);
+        || payload.as_ref().is_some_and(|p| {
+            p.get("errorType").is_some() || p.get("statusCode").is_some_and(|s| s != 200)
+        });
     anyhow::ensure!(!failed, "{binary} answered {answer}");
     Ok((elapsed, rss))
 }
