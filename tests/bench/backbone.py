@@ -455,6 +455,8 @@ def floors(args):
         tps, latency = pgbench(url, "SELECT 1;\n", 1, seconds=args.floor_seconds)
         emit({**machine, "floor": "PostgreSQL round trip (SELECT 1)", "clients": 1,
               "tps": tps, "latency_ms": latency})
+        for via in WAKE_FLOORS:
+            emit({**machine, **wake_floor(url, via, WAKE_FLOOR_RATE, max(args.floor_seconds, 3))})
     finally:
         drop_db("kubebyon_bench_floor")
     emit({**machine, "floor": "loopback TCP round trip", **tcp_rtt()})
@@ -480,6 +482,48 @@ def floors(args):
                   "tps": tps, "latency_ms": latency})
     finally:
         ours.cleanup()
+
+
+# The first hop of each system's latency, alone, at the latency section's
+# rate: our wake-up (RabbitMQ, the production publisher with its confirm, to a
+# consumer that only logs and acks) against graphile-worker's (NOTIFY to a
+# LISTENing connection), beside a PostgreSQL round trip from an idle
+# connection, which a claim adds to either.
+WAKE_FLOORS = {
+    "amqp": "wake-up: RabbitMQ publish → delivery",
+    "notify": "wake-up: pg_notify → LISTEN",
+    "sql": "PostgreSQL round trip, idle connection (SELECT 1)",
+}
+WAKE_FLOOR_RATE = 100
+
+
+def wake_floor(url, via, rate, seconds):
+    tmp = tempfile.mkdtemp(prefix="bench-wake-")
+    sent_log, got_log = os.path.join(tmp, "sent.log"), os.path.join(tmp, "got.log")
+    env = {"DATABASE_URL": url, "AMQP_URL": AMQP_URL, "AMQP_EXCHANGE": EXCHANGE, "RUST_LOG": "warn"}
+    receiver = None
+    try:
+        if via != "sql":
+            receiver = spawn([f"{BIN}/bench-jobs", "wake-receive", "--via", via, "--log", got_log], env)
+            time.sleep(2)  # connected and waiting
+        run_json([f"{BIN}/bench-jobs", "wake-send", "--via", via, "--rate", str(rate),
+                  "--seconds", str(seconds + 1), "--sent", sent_log, "--log", got_log], env)
+        sent = read_log([sent_log])
+        wait_until(lambda: len(read_log([got_log]).keys() & sent.keys()) >= len(sent), 10, 0.1)
+        got = read_log([got_log])
+        first = min(times[0] for times in sent.values())
+        # The first second is a warm-up, as in the latency section.
+        samples = [got[job][0] - times[0] for job, times in sent.items()
+                   if job in got and times[0] >= first + 1_000_000]
+        if not samples:
+            raise RuntimeError(f"wake-up floor via {via}: nothing arrived")
+        return {"floor": WAKE_FLOORS[via], "rate_per_s": rate, "measured": len(samples),
+                "lost": len(sent.keys() - got.keys()),
+                "p50_us": quantile(samples, 0.5), "p99_us": quantile(samples, 0.99)}
+    finally:
+        if receiver:
+            stop(receiver)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def tcp_rtt(rounds=20_000):

@@ -16,6 +16,15 @@
 //! - `bench-jobs enqueue --rate R --seconds S --log FILE`: open loop, R jobs a
 //!   second for S seconds, each on its own task at its due time.
 //! - `bench-jobs work --log FILE`: a worker process until SIGTERM.
+//! - `bench-jobs wake-receive --via amqp|notify --log FILE` and
+//!   `bench-jobs wake-send --via amqp|notify|sql --rate R --seconds S --sent FILE
+//!   --log FILE`: the floor of a wake-up, no job involved. `amqp`: the
+//!   production publisher (persistent message, confirm) to a bare consumer
+//!   of the benchmark's queue (prefetch, manual ack); `notify`: `pg_notify`
+//!   on a held connection to a `LISTEN`ing one, graphile-worker's trigger;
+//!   `sql`: `SELECT 1` on a held connection, answered in the sender (no
+//!   receiver). The sender logs each wake-up before sending it, the receiver
+//!   on its arrival.
 //!
 //! `--log` of `enqueue` records each job's commit time, that of `work` each
 //! handler start. The exchange is `AMQP_EXCHANGE` (the harness sets its own).
@@ -34,7 +43,11 @@ use std::{
 
 use anyhow::Context;
 use async_trait::async_trait;
-use lapin::options::QueuePurgeOptions;
+use futures_util::StreamExt;
+use lapin::{
+    options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueuePurgeOptions},
+    types::FieldTable,
+};
 use queues::{AmqpPublisher, Consumer, Topology};
 use secrecy::ExposeSecret;
 use serde_json::json;
@@ -46,10 +59,11 @@ use shared::{
     },
     domain::JobType,
     jobs::{
-        Completed, JobContext, JobError, JobHandler, JobPublisher, Worker, publish_after_commit,
+        Completed, JobContext, JobError, JobHandler, JobMessage, JobPublisher, Worker,
+        publish_after_commit,
     },
 };
-use sqlx::PgPool;
+use sqlx::{PgPool, postgres::PgListener};
 use uuid::Uuid;
 
 /// The job type the benchmark's jobs carry: the one with no payload rules.
@@ -116,7 +130,46 @@ async fn main() -> anyhow::Result<()> {
                 .await;
             Ok(())
         }
-        _ => anyhow::bail!("usage: bench-jobs prepare|enqueue|work (see the source's header)"),
+        Some("wake-receive") => {
+            let log = Log::create(args_value(&args, "--log").context("--log FILE")?)?;
+            let via = args_value(&args, "--via")
+                .context("--via amqp|notify")?
+                .to_owned();
+            // On a task of the runtime, as the production consumer runs.
+            let receiver = tokio::spawn(async move {
+                match via.as_str() {
+                    "amqp" => receive_amqp(&amqp, &topology, &log).await,
+                    "notify" => receive_notify(&pool, &log).await,
+                    other => anyhow::bail!("--via {other}: amqp or notify"),
+                }
+            });
+            tokio::select! {
+                () = shared::runtime::shutdown_signal() => Ok(()),
+                result = receiver => result?,
+            }
+        }
+        Some("wake-send") => {
+            let wake = match args_value(&args, "--via") {
+                Some("amqp") => Wake::Amqp(Box::new(AmqpPublisher::new(amqp, topology))),
+                Some("notify") => Wake::Notify,
+                Some("sql") => Wake::RoundTrip(Log::create(
+                    args_value(&args, "--log").context("--log FILE")?,
+                )?),
+                _ => anyhow::bail!("--via amqp|notify|sql"),
+            };
+            let sent = Log::create(args_value(&args, "--sent").context("--sent FILE")?)?;
+            wake_send(
+                &pool,
+                wake,
+                number(&args, "--rate")?,
+                number(&args, "--seconds")?,
+                &sent,
+            )
+            .await
+        }
+        _ => anyhow::bail!(
+            "usage: bench-jobs prepare|enqueue|work|wake-receive|wake-send (see the source's header)"
+        ),
     }
 }
 
@@ -309,4 +362,103 @@ async fn open_loop(
                "sent_late_over_1ms": late})
     );
     Ok(())
+}
+
+/// The channel of the `notify` wake-ups.
+const WAKE_CHANNEL: &str = "bench_wake";
+
+/// How `wake-send` wakes its receiver.
+enum Wake {
+    Amqp(Box<AmqpPublisher>),
+    Notify,
+    /// No receiver: the answer is logged here.
+    RoundTrip(Log),
+}
+
+/// Open loop: one wake-up every 1/`rate` s for `seconds`, each logged just
+/// before it is sent. Sent one after another (at the rates this is for, each
+/// is answered long before the next is due), on connections opened first.
+async fn wake_send(
+    pool: &PgPool,
+    wake: Wake,
+    rate: usize,
+    seconds: usize,
+    sent: &Log,
+) -> anyhow::Result<()> {
+    let mut conn = pool.acquire().await?;
+    if let Wake::Amqp(publisher) = &wake {
+        publisher.connect().await?;
+    }
+    let interval = Duration::from_secs(1) / u32::try_from(rate)?;
+    let started = tokio::time::Instant::now();
+    let count = rate * seconds;
+    for i in 0..count {
+        tokio::time::sleep_until(started + interval * u32::try_from(i)?).await;
+        let id = Uuid::new_v4();
+        sent.record(id);
+        match &wake {
+            Wake::Amqp(publisher) => {
+                let message = JobMessage {
+                    job_id: id,
+                    job_type: JOB_TYPE,
+                };
+                publisher.publish(&[message]).await?;
+            }
+            Wake::Notify => {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(WAKE_CHANNEL)
+                    .bind(id.to_string())
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Wake::RoundTrip(answered) => {
+                sqlx::query("SELECT 1").execute(&mut *conn).await?;
+                answered.record(id);
+            }
+        }
+    }
+    println!(
+        "{}",
+        json!({"sent": count, "rate": rate, "seconds": seconds})
+    );
+    Ok(())
+}
+
+/// A bare consumer of the benchmark's queue: logs each wake-up, acks it.
+async fn receive_amqp(
+    amqp: &secrecy::SecretString,
+    topology: &Topology,
+    log: &Log,
+) -> anyhow::Result<()> {
+    let connection =
+        lapin::Connection::connect(amqp.expose_secret(), lapin::ConnectionProperties::default())
+            .await?;
+    let channel = connection.create_channel().await?;
+    topology.declare(&channel).await?;
+    channel.basic_qos(16, BasicQosOptions::default()).await?;
+    let mut consumer = channel
+        .basic_consume(
+            topology.queue(JOB_TYPE).as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    while let Some(delivery) = consumer.next().await {
+        let delivery = delivery?;
+        let message: JobMessage = serde_json::from_slice(&delivery.data)?;
+        log.record(message.job_id);
+        delivery.ack(BasicAckOptions::default()).await?;
+    }
+    Ok(())
+}
+
+/// A `LISTEN`ing connection: logs each notification's id.
+async fn receive_notify(pool: &PgPool, log: &Log) -> anyhow::Result<()> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(WAKE_CHANNEL).await?;
+    loop {
+        let notification = listener.recv().await?;
+        log.record(notification.payload().parse()?);
+    }
 }
