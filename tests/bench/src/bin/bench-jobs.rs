@@ -63,7 +63,7 @@ use shared::{
         publish_after_commit,
     },
 };
-use sqlx::{PgPool, postgres::PgListener};
+use sqlx::{PgPool, Postgres, pool::PoolConnection, postgres::PgListener};
 use uuid::Uuid;
 
 /// The job type the benchmark's jobs carry: the one with no payload rules.
@@ -149,17 +149,22 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Some("wake-send") => {
+            // Connections opened before the first wake-up.
             let wake = match args_value(&args, "--via") {
-                Some("amqp") => Wake::Amqp(Box::new(AmqpPublisher::new(amqp, topology))),
-                Some("notify") => Wake::Notify,
-                Some("sql") => Wake::RoundTrip(Log::create(
-                    args_value(&args, "--log").context("--log FILE")?,
-                )?),
+                Some("amqp") => {
+                    let publisher = AmqpPublisher::new(amqp, topology);
+                    publisher.connect().await?;
+                    Wake::Amqp(Box::new(publisher))
+                }
+                Some("notify") => Wake::Notify(pool.acquire().await?),
+                Some("sql") => Wake::RoundTrip(
+                    pool.acquire().await?,
+                    Log::create(args_value(&args, "--log").context("--log FILE")?)?,
+                ),
                 _ => anyhow::bail!("--via amqp|notify|sql"),
             };
             let sent = Log::create(args_value(&args, "--sent").context("--sent FILE")?)?;
             wake_send(
-                &pool,
                 wake,
                 number(&args, "--rate")?,
                 number(&args, "--seconds")?,
@@ -367,28 +372,18 @@ async fn open_loop(
 /// The channel of the `notify` wake-ups.
 const WAKE_CHANNEL: &str = "bench_wake";
 
-/// How `wake-send` wakes its receiver.
+/// How `wake-send` wakes its receiver, and on what.
 enum Wake {
     Amqp(Box<AmqpPublisher>),
-    Notify,
-    /// No receiver: the answer is logged here.
-    RoundTrip(Log),
+    Notify(PoolConnection<Postgres>),
+    /// No receiver: the answer is logged in the second field.
+    RoundTrip(PoolConnection<Postgres>, Log),
 }
 
 /// Open loop: one wake-up every 1/`rate` s for `seconds`, each logged just
-/// before it is sent. Sent one after another (at the rates this is for, each
-/// is answered long before the next is due), on connections opened first.
-async fn wake_send(
-    pool: &PgPool,
-    wake: Wake,
-    rate: usize,
-    seconds: usize,
-    sent: &Log,
-) -> anyhow::Result<()> {
-    let mut conn = pool.acquire().await?;
-    if let Wake::Amqp(publisher) = &wake {
-        publisher.connect().await?;
-    }
+/// before it is sent. Sent one after another: at the rates this is for,
+/// each is answered long before the next is due.
+async fn wake_send(mut wake: Wake, rate: usize, seconds: usize, sent: &Log) -> anyhow::Result<()> {
     let interval = Duration::from_secs(1) / u32::try_from(rate)?;
     let started = tokio::time::Instant::now();
     let count = rate * seconds;
@@ -396,7 +391,7 @@ async fn wake_send(
         tokio::time::sleep_until(started + interval * u32::try_from(i)?).await;
         let id = Uuid::new_v4();
         sent.record(id);
-        match &wake {
+        match &mut wake {
             Wake::Amqp(publisher) => {
                 let message = JobMessage {
                     job_id: id,
@@ -404,15 +399,15 @@ async fn wake_send(
                 };
                 publisher.publish(&[message]).await?;
             }
-            Wake::Notify => {
+            Wake::Notify(conn) => {
                 sqlx::query("SELECT pg_notify($1, $2)")
                     .bind(WAKE_CHANNEL)
                     .bind(id.to_string())
-                    .execute(&mut *conn)
+                    .execute(&mut **conn)
                     .await?;
             }
-            Wake::RoundTrip(answered) => {
-                sqlx::query("SELECT 1").execute(&mut *conn).await?;
+            Wake::RoundTrip(conn, answered) => {
+                sqlx::query("SELECT 1").execute(&mut **conn).await?;
                 answered.record(id);
             }
         }
