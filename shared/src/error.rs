@@ -52,6 +52,9 @@ pub enum ApiError {
     Conflict { code: &'static str, detail: String },
     #[error("unsupported media type: {0}")]
     UnsupportedMediaType(String),
+    /// The body is larger than the platform reads.
+    #[error("the request body is larger than {limit_bytes} bytes")]
+    PayloadTooLarge { limit_bytes: usize },
     #[error("the service is not ready")]
     Unavailable,
     /// Too many attempts: wait `retry_after_secs` (sent as `Retry-After`).
@@ -102,6 +105,11 @@ impl ApiError {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
                 "Unsupported media type",
+            ),
+            Self::PayloadTooLarge { .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "Payload too large",
             ),
             Self::Unavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,

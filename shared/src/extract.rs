@@ -10,6 +10,10 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::error::ApiError;
 
+/// The largest request body any route reads (`with_common_layers` sets it):
+/// every body the API takes is a small JSON document.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
 /// JSON body in, JSON body out, with problem+json rejections.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AppJson<T>(pub T);
@@ -35,6 +39,11 @@ where
                 code: "malformed_json",
                 detail: err.body_text(),
             }),
+            Err(other) if other.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(ApiError::PayloadTooLarge {
+                    limit_bytes: MAX_BODY_BYTES,
+                })
+            }
             Err(other) => Err(ApiError::BadRequest {
                 code: "invalid_body",
                 detail: other.body_text(),

@@ -149,6 +149,9 @@ impl FromRequestParts<AppState> for AdminCaller {
 pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(|| async { ApiError::NotFound { what: "route" } })
+        .layer(axum::extract::DefaultBodyLimit::max(
+            crate::extract::MAX_BODY_BYTES,
+        ))
         .layer(middleware::from_fn(request_span))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readiness))

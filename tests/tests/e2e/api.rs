@@ -192,6 +192,54 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
         )
     );
 
+    // A body over the limit is 413, whether its length is announced or streamed.
+    let huge = format!(
+        "{{\"name\":\"{}\",\"workload_cpu_limit_milli_cores\":1000,\"workload_memory_limit_mib\":1024}}",
+        "a".repeat(20 * 1024 * 1024)
+    );
+    let announced = Request::post("/api/console/clusters")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, huge.len())
+        .body(Body::from(huge.clone()))
+        .unwrap();
+    let (status, content_type, body) = api.call(announced).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+    assert_eq!(content_type, "application/problem+json");
+    let chunks = huge
+        .into_bytes()
+        .chunks(64 * 1024)
+        .map(|c| Ok::<_, std::io::Error>(axum::body::Bytes::copy_from_slice(c)))
+        .collect::<Vec<_>>();
+    let streamed = Request::post("/api/console/clusters")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(futures_util::stream::iter(chunks)))
+        .unwrap();
+    let (status, _, body) = api.call(streamed).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+    // Just under the limit the body is read, and judged on what it says.
+    let under = format!(
+        "{{\"name\":\"{}\",\"workload_cpu_limit_milli_cores\":1000,\"workload_memory_limit_mib\":1024}}",
+        "a".repeat(shared::extract::MAX_BODY_BYTES - 200)
+    );
+    let (status, _, body) = api
+        .call(
+            Request::post("/api/console/clusters")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(under))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
+    );
+
     let (status, _, body) = api.call(get("/api/console/clusters/not-a-uuid")).await;
     assert_eq!(
         (status, body["code"].as_str()),
