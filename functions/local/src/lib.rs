@@ -77,12 +77,12 @@ pub async fn host() -> anyhow::Result<(Arc<HostCluster>, Option<Arc<kube_sim::Si
     let simulator = kube_sim::Simulator::start(kube_sim::Options::host()).await?;
     tracing::warn!(url = %simulator.url(), "KUBEBYON_HOST_KUBECONFIG not set: using the Kubernetes API simulator as the host cluster");
     let mut settings = HostSettings::from_source(&ProcessEnv)?;
-    settings.endpoint_scheme = "http".into();
     settings.node_address = "127.0.0.1".into();
     settings.poll_interval = settings
         .poll_interval
         .min(std::time::Duration::from_millis(200));
-    let host = HostCluster::from_url(&simulator.url(), settings)?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&simulator.kubeconfig(None))?;
+    let host = HostCluster::from_kubeconfig(kubeconfig, settings).await?;
     Ok((Arc::new(host), Some(simulator)))
 }
 

@@ -69,6 +69,17 @@ fn route(path: &str) -> Result<Route, ApiError> {
                 "buildDate": "2026-01-01T00:00:00Z", "gitCommit": "kube-sim", "gitTreeState": "clean"}),
             ));
         }
+        ["openapi", "v3"] => return Ok(Route::Json(registry::openapi_v3_root())),
+        ["openapi", "v3", "api", version] => {
+            return registry::openapi_v3_group_version("", version)
+                .map(Route::Json)
+                .ok_or_else(not_found);
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            return registry::openapi_v3_group_version(group, version)
+                .map(Route::Json)
+                .ok_or_else(not_found);
+        }
         ["api"] => return Ok(Route::Json(registry::api_versions())),
         ["apis"] => return Ok(Route::Json(registry::api_group_list())),
         ["api", version] => {
@@ -251,7 +262,7 @@ pub async fn handle(
             store.get(target.resource, target.namespace.as_deref().unwrap_or(""), name).map(|o| (StatusCode::OK, o))
         }
         (&Method::POST, Some(name)) if target.eviction => evict(&shared, &target, name),
-        (&Method::POST, None) => parse(&body).and_then(|object| {
+        (&Method::POST, None) => object_of(&content_type, &body).and_then(|object| {
             let namespace = target.namespace.clone().unwrap_or_default();
             if let Some(body_ns) = object.pointer("/metadata/namespace").and_then(Value::as_str)
                 && target.resource.namespaced
@@ -264,7 +275,7 @@ pub async fn handle(
             let mut store = shared.store.lock().expect("lock");
             store.create(target.resource, &namespace, object).map(|o| (StatusCode::CREATED, o))
         }),
-        (&Method::PUT, Some(name)) => parse(&body).and_then(|object| {
+        (&Method::PUT, Some(name)) => object_of(&content_type, &body).and_then(|object| {
             let mut store = shared.store.lock().expect("lock");
             store
                 .replace(target.resource, target.namespace.as_deref().unwrap_or(""), name, object, target.status)
@@ -306,7 +317,20 @@ pub async fn handle(
             message: format!("{method} is not supported on this path"),
         }),
     };
+    let table = method == Method::GET
+        && crate::table::wanted(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     match result {
+        Ok((code, object)) if table => {
+            let objects = match object["items"].as_array() {
+                Some(items) => items.clone(),
+                None => vec![object.clone()],
+            };
+            let version = object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            respond(code, &crate::table::of(target.resource, &objects, version))
+        }
         Ok((code, object)) => {
             shared.wake.notify_waiters();
             respond(code, &object)
@@ -335,6 +359,28 @@ fn evict(shared: &Shared, target: &Target, name: &str) -> Result<(StatusCode, Va
         StatusCode::CREATED,
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     ))
+}
+
+/// The object a create or replace sends: JSON, or protobuf for the built-in
+/// kinds kubectl's typed clients send that way.
+fn object_of(content_type: &str, body: &Bytes) -> Result<Value, ApiError> {
+    match content_type {
+        "application/json" => parse(body),
+        "application/vnd.kubernetes.protobuf" => {
+            crate::protobuf::decode(body).map_err(|reason| ApiError {
+                code: 415,
+                reason: "UnsupportedMediaType",
+                message: format!("the protobuf body could not be read: {reason}"),
+            })
+        }
+        other => Err(ApiError {
+            code: 415,
+            reason: "UnsupportedMediaType",
+            message: format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {other})"
+            ),
+        }),
+    }
 }
 
 fn parse(body: &Bytes) -> Result<Value, ApiError> {

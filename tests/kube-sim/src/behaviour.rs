@@ -152,6 +152,24 @@ fn is_vcluster_chart(chart: &Value) -> bool {
         .is_some_and(|c| c.contains("vcluster"))
 }
 
+/// `controlPlane.proxy.extraSANs` of the chart's values (JSON, as the platform writes them).
+fn extra_sans(chart: &Value) -> Vec<String> {
+    chart
+        .pointer("/spec/valuesContent")
+        .and_then(Value::as_str)
+        .and_then(|values| serde_json::from_str::<Value>(values).ok())
+        .and_then(|values| {
+            values
+                .pointer("/controlPlane/proxy/extraSANs")
+                .and_then(Value::as_array)
+                .cloned()
+        })
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|san| san.as_str().map(str::to_string))
+        .collect()
+}
+
 fn chart_namespace(chart: &Value, namespace: &str) -> String {
     chart
         .pointer("/spec/targetNamespace")
@@ -191,18 +209,28 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
     };
     let target = chart_namespace(&chart, &namespace);
     let token = uuid::Uuid::new_v4().simple().to_string();
-    let Ok(child) = Simulator::start(Options::vcluster(token.clone())).await else {
+    // The names vCluster's certificate carries: its Service, and the chart's extra SANs.
+    let mut names = vec![
+        format!("{name}.{target}"),
+        format!("{name}.{target}.svc"),
+        format!("{name}.{target}.svc.cluster.local"),
+    ];
+    names.extend(extra_sans(&chart));
+    let Ok(child) = Simulator::start(Options {
+        names,
+        ..Options::vcluster(token)
+    })
+    .await
+    else {
         return;
     };
     let port = child.addr().port();
+    let kubeconfig = child.kubeconfig(Some(&format!("https://{name}.{target}:443")));
     shared
         .children
         .lock()
         .expect("lock")
         .insert((target.clone(), name.clone()), child);
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://{name}.{target}:443\n    insecure-skip-tls-verify: true\n  name: {name}\ncontexts:\n- context:\n    cluster: {name}\n    user: admin\n  name: {name}\ncurrent-context: {name}\nusers:\n- name: admin\n  user:\n    token: {token}\n"
-    );
     let labels = json!({"app": "vcluster", "release": name});
     let mut store = shared.store.lock().expect("lock");
     let objects = [

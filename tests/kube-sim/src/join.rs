@@ -37,11 +37,16 @@ pub(crate) fn handle(
                 .get(header::HOST)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("127.0.0.1");
+            // The real script pins the control plane's CA (kubeadm's discovery
+            // hash); this one pins it for its single call back.
             let script = format!(
                 "#!/bin/sh\nset -e\nname=$(uname -n | tr '[:upper:]' '[:lower:]')\n\
                  echo \"kube-sim: kubeadm join as $name\"\n\
-                 curl -fsS -X POST \"http://{host}/node/join?token={token}&node=$name\" >/dev/null\n\
-                 echo \"kube-sim: node $name registered\"\n"
+                 ca=$(mktemp)\ntrap 'rm -f \"$ca\"' EXIT\n\
+                 cat > \"$ca\" <<'KUBE_SIM_CA'\n{ca}\nKUBE_SIM_CA\n\
+                 curl -fsS --cacert \"$ca\" -X POST \"https://{host}/node/join?token={token}&node=$name\" >/dev/null\n\
+                 echo \"kube-sim: node $name registered\"\n",
+                ca = shared.ca_pem.trim_end(),
             );
             (StatusCode::OK, script).into_response()
         }

@@ -11,7 +11,8 @@
 //! Simplifications, on purpose: server-side apply merges maps and replaces lists
 //! and does not detect field-ownership conflicts; strategic merge patch is
 //! treated as JSON merge patch; no admission, no RBAC, no defaulting beyond
-//! metadata; the vCluster API is plain HTTP with a bearer token. A vCluster
+//! metadata. Every simulator serves HTTPS with a CA of its own (`kubeconfig()`
+//! pins it); a vCluster's API asks for a bearer token. A vCluster
 //! also serves the private-node join endpoint (`/node/join`), whose script
 //! registers the joining machine as a Ready Node.
 
@@ -19,8 +20,11 @@ mod api;
 mod behaviour;
 mod exec;
 mod join;
+mod protobuf;
 pub mod registry;
 pub mod store;
+mod table;
+mod tls;
 
 pub use exec::{ExecHandler, ExecOutput, ExecRequest};
 
@@ -55,6 +59,9 @@ pub struct Options {
     pub namespace_delete_delay: Duration,
     /// Bearer token every request must present, if any.
     pub token: Option<String>,
+    /// Names the serving certificate is valid for besides `127.0.0.1` and
+    /// `localhost` (a vCluster's service names and `controlPlane.proxy.extraSANs`).
+    pub names: Vec<String>,
 }
 
 impl Options {
@@ -63,7 +70,9 @@ impl Options {
             role: Role::Host,
             ready_delay: Duration::from_millis(300),
             namespace_delete_delay: Duration::from_millis(200),
-            token: None,
+            // A real host asks for credentials too; `kubeconfig()` carries them.
+            token: Some(uuid::Uuid::new_v4().simple().to_string()),
+            names: Vec::new(),
         }
     }
 
@@ -73,6 +82,7 @@ impl Options {
             ready_delay: Duration::ZERO,
             namespace_delete_delay: Duration::from_millis(50),
             token: Some(token),
+            names: Vec::new(),
         }
     }
 }
@@ -101,6 +111,8 @@ pub(crate) struct Shared {
     pub children: Mutex<HashMap<(String, String), Arc<Simulator>>>,
     /// What answers `pods/exec`.
     pub exec: Mutex<Option<ExecHandler>>,
+    /// The PEM of the CA the serving certificate is signed by.
+    pub ca_pem: String,
 }
 
 /// A simulator being started.
@@ -128,6 +140,11 @@ impl Simulator {
     async fn boot(addr: SocketAddr, options: Options) -> std::io::Result<Arc<Self>> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let common_name = match options.role {
+            Role::Host => "kube-sim-host",
+            Role::VCluster => "kube-sim-vcluster",
+        };
+        let authority = tls::Authority::new(common_name, &options.names)?;
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new()),
             faults: Mutex::new(Faults::default()),
@@ -137,6 +154,7 @@ impl Simulator {
             wake: Notify::new(),
             children: Mutex::new(HashMap::new()),
             exec: Mutex::new(None),
+            ca_pem: authority.ca_pem.clone(),
         });
         behaviour::seed(&shared);
         let app = Router::new()
@@ -146,10 +164,7 @@ impl Simulator {
             )
             .fallback(api::handle)
             .with_state(shared.clone());
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        })
-        .abort_handle();
+        let server = tokio::spawn(tls::serve(listener, authority.acceptor, app)).abort_handle();
         let controller = tokio::spawn(behaviour::run(shared.clone())).abort_handle();
         Ok(Arc::new(Self {
             shared,
@@ -159,7 +174,28 @@ impl Simulator {
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("https://{}", self.addr)
+    }
+
+    /// The PEM of the CA the simulator's serving certificate is signed by.
+    pub fn ca_pem(&self) -> &str {
+        &self.shared.ca_pem
+    }
+
+    /// A kubeconfig for this API at `server` (default `url()`): the CA pinned,
+    /// and the bearer token when the simulator asks for one. What a vCluster
+    /// writes into its `vc-<name>` Secret, and what clients of the host use.
+    pub fn kubeconfig(&self, server: Option<&str>) -> String {
+        use base64::Engine;
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.shared.ca_pem);
+        let user = match &self.shared.token {
+            Some(token) => format!("\n    token: {token}"),
+            None => " {}".to_string(),
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-sim\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\ncontexts:\n- name: kube-sim\n  context:\n    cluster: kube-sim\n    user: admin\ncurrent-context: kube-sim\nusers:\n- name: admin\n  user:{user}\n",
+            server = server.map(str::to_string).unwrap_or_else(|| self.url()),
+        )
     }
 
     pub fn addr(&self) -> SocketAddr {

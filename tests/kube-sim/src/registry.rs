@@ -151,6 +151,28 @@ pub fn api_group_list() -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
+/// The short names kubectl accepts for a resource (`deploy`, `cm`), as a real
+/// server lists them in discovery.
+fn short_names(plural: &str) -> &'static [&'static str] {
+    match plural {
+        "namespaces" => &["ns"],
+        "nodes" => &["no"],
+        "configmaps" => &["cm"],
+        "services" => &["svc"],
+        "serviceaccounts" => &["sa"],
+        "pods" => &["po"],
+        "resourcequotas" => &["quota"],
+        "limitranges" => &["limits"],
+        "events" => &["ev"],
+        "statefulsets" => &["sts"],
+        "deployments" => &["deploy"],
+        "daemonsets" => &["ds"],
+        "ingresses" => &["ing"],
+        "certificates" => &["cert", "certs"],
+        _ => &[],
+    }
+}
+
 /// `None` when the group/version is not served.
 pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
     let resources: Vec<Value> = RESOURCES
@@ -160,7 +182,7 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
             let verbs = ["create", "delete", "get", "list", "patch", "update", "watch"];
             [
                 json!({"name": r.plural, "singularName": r.kind.to_lowercase(), "namespaced": r.namespaced,
-                       "kind": r.kind, "verbs": verbs}),
+                       "kind": r.kind, "verbs": verbs, "shortNames": short_names(r.plural)}),
                 json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
                        "kind": r.kind, "verbs": ["get", "patch", "update"]}),
             ]
@@ -177,4 +199,79 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
     )
+}
+
+/// Where each group version's OpenAPI v3 document is, as `GET /openapi/v3`
+/// answers it.
+pub fn openapi_v3_root() -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut seen: Vec<String> = Vec::new();
+    for r in RESOURCES {
+        let path = if r.group.is_empty() {
+            format!("api/{}", r.version)
+        } else {
+            format!("apis/{}/{}", r.group, r.version)
+        };
+        if !seen.contains(&path) {
+            paths.insert(
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash=kube-sim")}),
+            );
+            seen.push(path);
+        }
+    }
+    json!({ "paths": paths })
+}
+
+/// A group version's OpenAPI v3 document, reduced to what clients read from
+/// it before writing: each kind's PATCH operation with its group-version-kind
+/// and the `fieldValidation` parameter. kubectl then leaves validation to the
+/// server (which here, on purpose, checks no schema) instead of asking for
+/// schemas the simulator does not have. `None` when the group version is not served.
+pub fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
+    let base = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let mut paths = serde_json::Map::new();
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        let item = if r.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+        } else {
+            format!("{base}/{}/{{name}}", r.plural)
+        };
+        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+        let parameters = json!([
+            {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+            {"name": "force", "in": "query", "schema": {"type": "boolean"}},
+        ]);
+        paths.insert(
+            item,
+            json!({"patch": {
+                "operationId": format!("patch{}", r.kind),
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": parameters,
+                "requestBody": {"content": {
+                    "application/apply-patch+yaml": {"schema": {"type": "object"}},
+                    "application/merge-patch+json": {"schema": {"type": "object"}},
+                }},
+                "responses": {"200": {"description": "OK"}},
+            }}),
+        );
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.33.0-kube-sim"},
+        "paths": paths,
+    }))
 }

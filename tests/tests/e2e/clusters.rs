@@ -60,7 +60,7 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
         .expect("the vCluster API runs");
     assert_eq!(
         cluster["api_endpoint"],
-        format!("http://localhost:{}", vcluster.addr().port())
+        format!("https://localhost:{}", vcluster.addr().port())
     );
 
     // What the host got, read back from the simulated API.
@@ -140,7 +140,7 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
         before["api_endpoint"]
             .as_str()
             .unwrap()
-            .starts_with("http://localhost:")
+            .starts_with("https://localhost:")
     );
 
     let (status, body) = platform
@@ -159,7 +159,7 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
     assert_eq!(after["status"], "ready");
     assert_eq!(after["public_access_mode"], "loadbalancer");
     let endpoint = after["api_endpoint"].as_str().unwrap();
-    assert!(endpoint.starts_with("http://127.0.0.1:"), "{endpoint}");
+    assert!(endpoint.starts_with("https://127.0.0.1:"), "{endpoint}");
     assert_ne!(after["api_endpoint"], before["api_endpoint"]);
     let namespace = after["namespace"].as_str().unwrap();
     let service = platform
@@ -463,7 +463,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
     let cluster = platform.cluster(&id).await;
     let namespace = cluster["namespace"].as_str().unwrap();
     let host = format!("iota-{}.clusters.example.test", &id.replace('-', "")[..8]);
-    assert_eq!(cluster["api_endpoint"], format!("http://{host}:443"));
+    assert_eq!(cluster["api_endpoint"], format!("https://{host}:443"));
     let route = platform
         .sim
         .get(
@@ -527,7 +527,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
         platform.cluster(&id).await["api_endpoint"]
             .as_str()
             .unwrap()
-            .starts_with("http://localhost:")
+            .starts_with("https://localhost:")
     );
 }
 

@@ -5,14 +5,14 @@ use std::{process::Stdio, time::Duration};
 use tests::{broker::TestBroker, database::TestDb, eventually, free_port, workspace_binary};
 use tokio::process::{Child, Command};
 
-struct Local {
+pub(crate) struct Local {
     child: Child,
-    base: String,
+    pub(crate) base: String,
     http: reqwest::Client,
 }
 
 impl Local {
-    async fn start(env: &[(&str, &str)]) -> Self {
+    pub(crate) async fn start(env: &[(&str, &str)]) -> Self {
         let port = free_port();
         let child = Command::new(workspace_binary("local"))
             .env("PORT", port.to_string())
@@ -52,7 +52,7 @@ impl Local {
             .unwrap()
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let pid = self.child.id().expect("running");
         tests::interrupt(pid);
         let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
@@ -125,8 +125,19 @@ async fn create_and_watch_it_become_ready(local: &Local) {
         .unwrap();
     assert_eq!(server, cluster["api_endpoint"].as_str().unwrap());
     let token = kubeconfig["users"][0]["user"]["token"].as_str().unwrap();
-    let namespaces: serde_json::Value = local
-        .http
+    let ca = kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .expect("the kubeconfig pins the cluster's CA");
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca)
+        .unwrap();
+    let vcluster = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .build()
+        .unwrap();
+    let namespaces: serde_json::Value = vcluster
         .get(format!("{server}/api/v1/namespaces"))
         .bearer_auth(token)
         .send()

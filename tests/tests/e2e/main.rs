@@ -15,5 +15,6 @@ mod nodes;
 mod openapi;
 mod platform;
 mod pool;
+mod quickstart;
 mod schema;
 mod simulator;

@@ -35,7 +35,6 @@ pub struct Platform {
 
 pub fn host_settings() -> HostSettings {
     let mut settings = HostSettings::from_source(&std::collections::HashMap::new()).unwrap();
-    settings.endpoint_scheme = "http".into();
     // NodePort endpoints use this name, load balancers the simulator's 127.0.0.1.
     settings.node_address = "localhost".into();
     settings.poll_interval = Duration::from_millis(20);
@@ -66,7 +65,14 @@ impl Platform {
         })
         .await
         .unwrap();
-        let host = Arc::new(HostCluster::from_url(&sim.url(), settings).unwrap());
+        let host = Arc::new(
+            HostCluster::from_kubeconfig(
+                Kubeconfig::from_yaml(&sim.kubeconfig(None)).unwrap(),
+                settings,
+            )
+            .await
+            .unwrap(),
+        );
         let user = users::ensure_development_user(&db.pool).await.unwrap();
         let (dispatcher, runner) = inprocess::channel(self_worker(&db, &host, "worker-b"), 1);
         let state = AppState {

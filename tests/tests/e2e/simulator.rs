@@ -12,7 +12,11 @@ use kube_sim::{Options, Simulator};
 use serde_json::json;
 
 async fn client(sim: &Simulator) -> Client {
-    Client::try_from(Config::new(sim.url().parse().unwrap())).unwrap()
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig(None)).unwrap();
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
 }
 
 fn config_map(name: &str, labels: serde_json::Value) -> ConfigMap {
@@ -223,14 +227,7 @@ async fn kubectl_can_apply_get_watch_and_delete() {
     let dir = std::env::temp_dir().join(format!("kubesim-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("config");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: {}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\ncurrent-context: sim\nusers:\n- name: sim\n  user: {{}}\n",
-            sim.url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&kubeconfig, sim.kubeconfig(None)).unwrap();
     let manifest = dir.join("cm.yaml");
     std::fs::write(&manifest, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-kubectl\n  namespace: default\ndata:\n  answer: \"42\"\n").unwrap();
     let kubectl = |args: &[&str]| {
@@ -292,6 +289,76 @@ async fn kubectl_can_apply_get_watch_and_delete() {
     assert!(
         sim.get("v1", "ConfigMap", "default", "from-kubectl")
             .is_none()
+    );
+
+    // kubectl's typed clients send protobuf; what they sent is what is stored.
+    for args in [
+        &["create", "namespace", "typed", "--dry-run=none"][..],
+        &[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "typed",
+            "--image=nginx:1.27",
+            "--replicas=2",
+            "--port=8080",
+        ],
+        &[
+            "create",
+            "configmap",
+            "settings",
+            "-n",
+            "typed",
+            "--from-literal=mode=fast",
+        ],
+        &[
+            "create",
+            "secret",
+            "generic",
+            "password",
+            "-n",
+            "typed",
+            "--from-literal=p=s3cret",
+        ],
+    ] {
+        let (ok, out, err) = kubectl(args);
+        assert!(ok, "{args:?}: {out} {err}");
+    }
+    let web = sim.get("apps/v1", "Deployment", "typed", "web").unwrap();
+    assert_eq!(web["spec"]["replicas"], 2);
+    assert_eq!(web["spec"]["selector"]["matchLabels"]["app"], "web");
+    let container = &web["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        (&container["image"], &container["ports"][0]["containerPort"]),
+        (&json!("nginx:1.27"), &json!(8080))
+    );
+    assert_eq!(
+        sim.get("v1", "ConfigMap", "typed", "settings").unwrap()["data"]["mode"],
+        "fast"
+    );
+    let secret = sim.get("v1", "Secret", "typed", "password").unwrap();
+    assert_eq!(
+        secret["data"]["p"], "czNjcmV0",
+        "base64 of the value, as JSON has it"
+    );
+    // Server-side columns and short names, as `kubectl get` shows them.
+    let (ok, out, err) = kubectl(&["get", "deploy", "-n", "typed"]);
+    assert!(ok, "get deploy: {err}");
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{out}"
+    );
+    assert!(
+        out.lines().nth(1).unwrap_or_default().starts_with("web "),
+        "{out}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -24,11 +24,6 @@ use std::{
 use anyhow::Context;
 use serde_json::{Value, json};
 
-/// A CA certificate (self-signed, its key thrown away) for the fleet's
-/// kubeconfigs: real vCluster kubeconfigs always carry their CA, and a client
-/// built with one does not load the system's trust store.
-const FLEET_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBjjCCATOgAwIBAgIUYKVcsjRMAtBPt+68IGCauLimGLAwCgYIKoZIzj0EAwIw\nHDEaMBgGA1UEAwwRa3ViZS1zaW0tYmVuY2gtY2EwHhcNMjYxMTI5MTE0NzU3WhcN\nMzYxMTI2MTE0NzU3WjAcMRowGAYDVQQDDBFrdWJlLXNpbS1iZW5jaC1jYTBZMBMG\nByqGSM49AgEGCCqGSM49AwEHA0IABETQaxG3TYDWpjp5HKS1rClT1R2j4pPe3U8N\nAFPQrhBI86yT7SDIuub4kq2G7Bfm08T4E2Jcw4uOhpKUVrzZtNujUzBRMB0GA1Ud\nDgQWBBSYv2Z5CVWa6zPHu2AZlzMNIhZzSzAfBgNVHSMEGDAWgBSYv2Z5CVWa6zPH\nu2AZlzMNIhZzSzAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0kAMEYCIQDV\nrUkdOIBwlWt1meArfw+8PYcEmqvGllwipgiCKOOJiAIhALJtNvMhEZ+M1TaPyfMy\nut+LO2vjwY0N+acnEkk1gKp5\n-----END CERTIFICATE-----\n";
-
 fn arg(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
     match args.iter().position(|a| a == name) {
         Some(i) => args
@@ -80,11 +75,8 @@ async fn serve(clusters: usize, nodes: usize) -> anyhow::Result<()> {
                 }))
                 .map_err(|e| anyhow::anyhow!("{}", e.message))?;
         }
-        let kubeconfig = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: {url}\n    certificate-authority-data: {ca}\n  name: c\ncontexts:\n- context:\n    cluster: c\n    user: admin\n  name: c\ncurrent-context: c\nusers:\n- name: admin\n  user:\n    token: {token}\n",
-            url = vcluster.url(),
-            ca = base64::engine::general_purpose::STANDARD.encode(FLEET_CA_PEM),
-        );
+        // The vCluster's own kubeconfig: its CA pinned, its token.
+        let kubeconfig = vcluster.kubeconfig(None);
         host.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}))
             .map_err(|e| anyhow::anyhow!("{}", e.message))?;
         host.put(json!({
@@ -97,7 +89,11 @@ async fn serve(clusters: usize, nodes: usize) -> anyhow::Result<()> {
         keep.push(vcluster);
     }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", json!({"host": host.url(), "clusters": fleet}))?;
+    writeln!(
+        out,
+        "{}",
+        json!({"host_kubeconfig": host.kubeconfig(None), "clusters": fleet})
+    )?;
     out.flush()?;
     drop(out);
     // Serve until the parent closes our stdin.
@@ -219,10 +215,13 @@ async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<C
     .bind(field("url"))
     .execute(&pool)
     .await?;
-    let mut settings = shared::host::HostSettings::from_source(&std::collections::HashMap::new())?;
-    settings.endpoint_scheme = "http".into();
-    let host =
-        shared::host::HostCluster::from_url(fleet["host"].as_str().context("host url")?, settings)?;
+    let settings = shared::host::HostSettings::from_source(&std::collections::HashMap::new())?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(
+        fleet["host_kubeconfig"]
+            .as_str()
+            .context("host kubeconfig")?,
+    )?;
+    let host = shared::host::HostCluster::from_kubeconfig(kubeconfig, settings).await?;
     let offline_after = Duration::from_secs(24 * 3600);
     let sync = || {
         shared::nodesync::sync_all(

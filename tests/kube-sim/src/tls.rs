@@ -1,0 +1,102 @@
+//! HTTPS for a simulated API, as a real apiserver serves it: every simulator
+//! makes a CA of its own at start and a serving certificate signed by it for
+//! `127.0.0.1`, `localhost` and the names it is given. Clients pin the CA (it
+//! goes into the kubeconfig as `certificate-authority-data`); `kubectl` sends
+//! a bearer token only over TLS, so plain HTTP would hide what users see.
+
+use std::sync::Arc;
+
+use axum::Router;
+use hyper_util::rt::TokioIo;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+/// A simulator's certificate authority and the acceptor serving its certificate.
+pub(crate) struct Authority {
+    /// The CA certificate, PEM.
+    pub ca_pem: String,
+    pub acceptor: TlsAcceptor,
+}
+
+fn invalid(err: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string())
+}
+
+impl Authority {
+    /// A new CA and a serving certificate for loopback and `names`.
+    pub fn new(common_name: &str, names: &[String]) -> std::io::Result<Self> {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(invalid)?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, format!("{common_name}-ca"));
+        ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(invalid)?)
+            .map_err(invalid)?;
+
+        let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        sans.extend(names.iter().filter(|n| !n.is_empty()).cloned());
+        sans.sort();
+        sans.dedup();
+        let mut serving = CertificateParams::new(sans).map_err(invalid)?;
+        serving
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        serving.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().map_err(invalid)?;
+        let certificate = serving.signed_by(&key, &ca).map_err(invalid)?;
+
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(invalid)?
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![certificate.der().clone(), ca.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .map_err(invalid)?;
+        // HTTP/1.1 only: watches, exec upgrades and kubectl all work over it.
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Self {
+            ca_pem: ca.pem(),
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+        })
+    }
+}
+
+/// Serves `app` over TLS on `listener` until the task is aborted.
+pub(crate) async fn serve(listener: TcpListener, acceptor: TlsAcceptor, app: Router) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            // Out of file descriptors, say: wait rather than spin.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            // A client that does not trust the CA hangs up here; nothing to serve.
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper::service::service_fn(move |request| app.clone().oneshot(request));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
+                .await;
+        });
+    }
+}
