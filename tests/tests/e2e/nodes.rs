@@ -450,6 +450,52 @@ async fn a_failing_check_stops_the_script_with_its_reason_and_keeps_the_token() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_control_plane_that_cannot_prove_itself_against_the_pinned_ca_is_not_joined() {
+    let platform = Platform::new().await;
+    let (cluster_id, vcluster) = ready_cluster(&platform, "omicron").await;
+    let created = create_token(&platform, &cluster_id, json!({})).await;
+    // The platform pins another CA than the one that signed the endpoint's
+    // certificate: what a machine sees when something else answers there.
+    let cluster = platform.cluster(&cluster_id).await;
+    let namespace = cluster["namespace"].as_str().unwrap();
+    let stranger = kube_sim::Simulator::start(kube_sim::Options::host())
+        .await
+        .unwrap();
+    use base64::Engine;
+    let kubeconfig = vcluster.kubeconfig(None).replace(
+        &base64::engine::general_purpose::STANDARD.encode(vcluster.ca_pem()),
+        &base64::engine::general_purpose::STANDARD.encode(stranger.ca_pem()),
+    );
+    platform
+        .sim
+        .put(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "vc-omicron", "namespace": namespace},
+                    "data": {"config": base64::engine::general_purpose::STANDARD.encode(kubeconfig)}}))
+        .unwrap();
+
+    let machine = Machine::healthy("worker-9");
+    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("FAIL  api: TLS with https://") && stderr.contains("did not prove"),
+        "{stderr}"
+    );
+    assert!(
+        vcluster.get("v1", "Node", "", "worker-9").is_none(),
+        "no node registered"
+    );
+    let (_, tokens) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            None,
+        )
+        .await;
+    assert_eq!(tokens[0]["use_count"], 0, "the token was not used up");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
     let platform = Platform::new().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "omicron").await;
