@@ -173,8 +173,23 @@ pub const LOGIN_PER_IP: Limit = Limit {
     max: 30,
     window: Duration::from_secs(300),
 };
-pub const LOGIN_PER_ACCOUNT: Limit = Limit {
-    name: "login:account",
+/// Failed logins for one account from one address: the guesser's own bucket,
+/// which never locks the owner out elsewhere.
+pub const LOGIN_FAILURES_PER_ACCOUNT_AND_IP: Limit = Limit {
+    name: "login-failures:account-ip",
+    max: 10,
+    window: Duration::from_secs(900),
+};
+/// Failed logins for one account from anywhere: a slower, wider net for
+/// guessing spread over many addresses.
+pub const LOGIN_FAILURES_PER_ACCOUNT: Limit = Limit {
+    name: "login-failures:account",
+    max: 50,
+    window: Duration::from_secs(900),
+};
+/// Password checks of a signed-in account (changing the password).
+pub const PASSWORD_CHECKS_PER_ACCOUNT: Limit = Limit {
+    name: "password-checks:account",
     max: 10,
     window: Duration::from_secs(900),
 };
@@ -194,10 +209,66 @@ pub const VERIFY_PER_IP: Limit = Limit {
     window: Duration::from_secs(900),
 };
 
-/// Counts one attempt against `limit` for `key` (an address, an email); 429
+/// The bucket of `key` under `limit`. Keys are short (an address, an account
+/// id, a canonical email); anything longer is hashed, so no input can make a
+/// bucket name the table refuses.
+fn bucket(limit: Limit, key: &str) -> String {
+    let key = key.to_lowercase();
+    if key.len() <= 200 {
+        format!("{}:{key}", limit.name)
+    } else {
+        format!("{}:#{}", limit.name, hex(&hash_secret(&key)))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn too_many(retry_after: i64) -> ApiError {
+    ApiError::TooManyRequests {
+        retry_after_secs: retry_after.max(1) as u64,
+    }
+}
+
+/// Counts one attempt against `limit` for `key` (an address, an account); 429
 /// with the seconds left in the window once the limit is passed.
 pub async fn rate_limit(pool: &PgPool, limit: Limit, key: &str) -> Result<(), ApiError> {
-    let bucket = format!("{}:{}", limit.name, key.to_lowercase());
+    let hits = count(pool, limit, key).await?;
+    if hits.0 > limit.max {
+        return Err(too_many(hits.1));
+    }
+    Ok(())
+}
+
+/// Counts one failure against `limit` for `key`, without answering for it:
+/// the next [`check_limit`] does.
+pub async fn count_failure(pool: &PgPool, limit: Limit, key: &str) -> Result<(), ApiError> {
+    count(pool, limit, key).await.map(|_| ())
+}
+
+/// 429 when `key` has passed `limit` in the current window; counts nothing.
+pub async fn check_limit(pool: &PgPool, limit: Limit, key: &str) -> Result<(), ApiError> {
+    let window = limit.window.as_secs() as f64;
+    let row = sqlx::query!(
+        r#"SELECT hits,
+                  ceil(extract(epoch FROM (window_start + make_interval(secs => $2::float8) - now())))::bigint AS "retry_after!"
+           FROM rate_limit_hits
+           WHERE bucket = $1
+             AND window_start = to_timestamp(floor(extract(epoch FROM now())::float8 / $2::float8) * $2::float8)"#,
+        bucket(limit, key),
+        window
+    )
+    .fetch_optional(pool)
+    .await?;
+    match row {
+        Some(row) if row.hits >= limit.max => Err(too_many(row.retry_after)),
+        _ => Ok(()),
+    }
+}
+
+/// Adds one hit to `key`'s window: the hits so far and the seconds left.
+async fn count(pool: &PgPool, limit: Limit, key: &str) -> Result<(i32, i64), ApiError> {
     let window = limit.window.as_secs() as f64;
     let row = sqlx::query!(
         r#"INSERT INTO rate_limit_hits (bucket, window_start, hits)
@@ -205,17 +276,12 @@ pub async fn rate_limit(pool: &PgPool, limit: Limit, key: &str) -> Result<(), Ap
            ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_hits.hits + 1
            RETURNING hits,
                      ceil(extract(epoch FROM (window_start + make_interval(secs => $2::float8) - now())))::bigint AS "retry_after!""#,
-        bucket,
+        bucket(limit, key),
         window
     )
     .fetch_one(pool)
     .await?;
-    if row.hits > limit.max {
-        return Err(ApiError::TooManyRequests {
-            retry_after_secs: row.retry_after.max(1) as u64,
-        });
-    }
-    Ok(())
+    Ok((row.hits, row.retry_after))
 }
 
 /// Drops counters of windows long gone. Returns how many.

@@ -345,8 +345,15 @@ impl Settings {
             insecure_cookies: parse_or(source, "KUBEBYON_INSECURE_COOKIES", false)?,
             admin_email: source
                 .get("KUBEBYON_ADMIN_EMAIL")
-                .map(|e| e.trim().to_lowercase())
-                .filter(|e| !e.is_empty()),
+                .map(|raw| {
+                    crate::domain::EmailAddress::parse(&raw)
+                        .map(|email| email.to_string())
+                        .map_err(|reason| ConfigError::Invalid {
+                            name: "KUBEBYON_ADMIN_EMAIL",
+                            reason,
+                        })
+                })
+                .transpose()?,
             public_base_url: source
                 .get("KUBEBYON_PUBLIC_BASE_URL")
                 .unwrap_or_else(|| format!("http://localhost:{port}"))

@@ -36,6 +36,80 @@ impl ClusterName {
     }
 }
 
+/// An email address in its one canonical form, used to store, look up, rate
+/// limit and send: an ASCII local part (letters, digits and RFC 5322's atom
+/// characters, dots between them), an IDNA-encoded domain (UTS #46, so
+/// `gmaİl.com` becomes `xn--…`, never `gmail.com`), the whole lowercased by
+/// ASCII rules only, at most 254 characters. Display names, comments, quoted
+/// local parts and address lists are refused: what was typed is the address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EmailAddress(String);
+
+impl EmailAddress {
+    /// RFC 5321's limit on a path.
+    pub const MAX_LEN: usize = 254;
+
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let raw = raw.trim_matches(|c: char| c.is_ascii_whitespace());
+        // Refuse the absurd before any Unicode processing: IDNA work grows with the input.
+        if raw.len() > 4 * Self::MAX_LEN {
+            return Err(format!("must be at most {} characters", Self::MAX_LEN));
+        }
+        let (local, domain) = raw
+            .rsplit_once('@')
+            .ok_or_else(|| "must be an email address: name@example.com".to_string())?;
+        if local.is_empty() || local.len() > 64 {
+            return Err("the part before @ must be 1 to 64 characters".into());
+        }
+        if !local.is_ascii() {
+            return Err("the part before @ must be ASCII letters, digits or . _ + -".into());
+        }
+        let atom = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+/=?^_`{|}~-".contains(&b);
+        if !local.bytes().all(|b| atom(b) || b == b'.')
+            || local.starts_with('.')
+            || local.ends_with('.')
+            || local.contains("..")
+        {
+            return Err(
+                "the part before @ may hold letters, digits, dots between them and ! # $ % & ' * + / = ? ^ _ ` { | } ~ -"
+                    .into(),
+            );
+        }
+        let domain = idna::domain_to_ascii_strict(domain)
+            .map_err(|_| "the part after @ is not a valid domain name".to_string())?;
+        let labels: Vec<&str> = domain.split('.').collect();
+        if labels.len() < 2
+            || labels
+                .iter()
+                .any(|l| l.is_empty() || l.len() > 63 || l.starts_with('-') || l.ends_with('-'))
+            || !labels
+                .iter()
+                .all(|l| l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        {
+            return Err("the part after @ must be a domain name such as example.com".into());
+        }
+        let address = format!(
+            "{}@{}",
+            local.to_ascii_lowercase(),
+            domain.to_ascii_lowercase()
+        );
+        if address.len() > Self::MAX_LEN {
+            return Err(format!("must be at most {} characters", Self::MAX_LEN));
+        }
+        Ok(Self(address))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EmailAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A Kubernetes minor version the platform can run as a vCluster control plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubernetesVersion(String);
@@ -168,5 +242,47 @@ mod tests {
             assert_eq!(t.as_str().parse::<JobType>().unwrap(), t);
         }
         assert!("node_sync".parse::<JobType>().is_err());
+    }
+
+    #[test]
+    fn email_addresses_have_one_canonical_ascii_form() {
+        let ok = |raw: &str| EmailAddress::parse(raw).map(|e| e.to_string());
+        assert_eq!(
+            ok("  Alice.B+ci@Example.COM ").as_deref(),
+            Ok("alice.b+ci@example.com")
+        );
+        // The look-alike domain is another domain, never the one it imitates.
+        let lookalike = ok("victim@gmaİl.com").unwrap();
+        assert!(lookalike.starts_with("victim@xn--"), "{lookalike}");
+        assert_ne!(lookalike, "victim@gmail.com");
+        assert_eq!(
+            ok("user@bücher.example").as_deref(),
+            Ok("user@xn--bcher-kva.example")
+        );
+        // Fullwidth letters fold to ASCII under UTS #46: the same domain, said once.
+        assert_eq!(ok("a@ｅｘａｍｐｌｅ.com").as_deref(), Ok("a@example.com"));
+        for bad in [
+            "vİctim@gmail.com",     // a non-ASCII local part
+            "x<sink2@example.org>", // a display name around another address
+            "\"x\"@example.org",    // a quoted local part
+            "a@b@example.org",      // two addresses in one
+            "a,b@example.org",
+            "a b@example.org",
+            "a@example.org\r\nBcc: c@evil.example",
+            ".a@example.org",
+            "a..b@example.org",
+            "a@localhost",
+            "a@-x.example",
+            "a@exa_mple.org",
+            "a@",
+            "@example.org",
+            "",
+        ] {
+            assert!(EmailAddress::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+        let long = format!("{}@example.org", "a".repeat(100_000));
+        assert!(EmailAddress::parse(&long).is_err());
+        let at_limit = format!("{}@{}.example", "a".repeat(64), "b".repeat(63));
+        assert!(EmailAddress::parse(&at_limit).is_ok());
     }
 }

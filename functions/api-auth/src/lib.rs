@@ -17,6 +17,7 @@ use shared::{
         accounts::{self, CodeCheck, LoginEvent, NewSession, User},
         audit::{self, AuditEvent},
     },
+    domain::EmailAddress,
     error::{ApiError, FieldError},
     extract::AppJson,
     http::{AppState, Caller, Origin},
@@ -51,22 +52,8 @@ pub struct ApiDoc;
 const VERIFY: &str = "verify_email";
 const RESET: &str = "reset_password";
 
-fn check_email(raw: &str) -> Result<String, String> {
-    let email = raw.trim().to_string();
-    let valid = email.len() <= 320
-        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
-        && email.split_once('@').is_some_and(|(local, domain)| {
-            !local.is_empty()
-                && domain.contains('.')
-                && !domain.starts_with('.')
-                && !domain.ends_with('.')
-                && !domain.contains('@')
-        });
-    if valid {
-        Ok(email)
-    } else {
-        Err("must be an email address".into())
-    }
+fn email(raw: &str) -> Result<EmailAddress, ApiError> {
+    EmailAddress::parse(raw).map_err(|m| ApiError::invalid("email", m))
 }
 
 fn validation(errors: Vec<(&str, String)>) -> Result<(), ApiError> {
@@ -84,12 +71,19 @@ fn validation(errors: Vec<(&str, String)>) -> Result<(), ApiError> {
     ))
 }
 
-/// Sends a fresh code for `purpose`; the old one dies.
-async fn send_code(state: &AppState, email: &str, purpose: &str) -> Result<(), ApiError> {
+/// Sends a fresh code for `purpose` to the account's stored address `email`;
+/// the old one dies.
+async fn send_code(
+    state: &AppState,
+    user_id: Uuid,
+    email: &str,
+    purpose: &str,
+) -> Result<(), ApiError> {
     let code = auth::new_email_code();
     let mut tx = state.pool.begin().await?;
     accounts::replace_code(
         &mut tx,
+        user_id,
         email,
         purpose,
         &auth::hash_secret(&code),
@@ -151,11 +145,11 @@ pub async fn register(
     AppJson(body): AppJson<Register>,
 ) -> Result<Response, ApiError> {
     let mut errors = Vec::new();
-    let email = check_email(&body.email)
+    let email = EmailAddress::parse(&body.email)
         .map_err(|m| errors.push(("email", m)))
         .ok();
     if let Some(email) = &email
-        && let Err(m) = auth::check_password_policy(&body.password, email)
+        && let Err(m) = auth::check_password_policy(&body.password, email.as_str())
     {
         errors.push(("password", m));
     }
@@ -164,12 +158,15 @@ pub async fn register(
         errors.push(("display_name", "must be 1 to 200 characters".into()));
     }
     validation(errors)?;
-    let email = email.unwrap_or_default();
+    let Some(email) = email else {
+        return Err(ApiError::invalid("email", "must be an email address"));
+    };
     limit_codes(&state, &origin, &email).await?;
     captcha(&state, &origin, body.captcha_token.as_deref()).await?;
     let hash = auth::hash_password(body.password).await?;
     let mut tx = state.pool.begin().await?;
-    let Some(user_id) = accounts::register(&mut tx, &email, name, &hash).await? else {
+    let Some((user_id, stored)) = accounts::register(&mut tx, email.as_str(), name, &hash).await?
+    else {
         // A verified account has this address: say nothing, send nothing.
         return Ok(code_sent());
     };
@@ -179,7 +176,7 @@ pub async fn register(
     )
     .await?;
     tx.commit().await?;
-    send_code(&state, &email, VERIFY).await?;
+    send_code(&state, user_id, &stored, VERIFY).await?;
     Ok(code_sent())
 }
 
@@ -209,14 +206,14 @@ async fn request_code(
     purpose: &str,
     eligible: impl FnOnce(&accounts::Credentials) -> bool,
 ) -> Result<Response, ApiError> {
-    let email = check_email(raw_email).map_err(|m| ApiError::invalid("email", m))?;
+    let email = email(raw_email)?;
     limit_codes(state, origin, &email).await?;
     captcha(state, origin, captcha_token).await?;
-    if accounts::credentials(&state.pool, &email)
+    if let Some(account) = accounts::credentials(&state.pool, email.as_str())
         .await?
-        .is_some_and(|c| eligible(&c))
+        .filter(|c| eligible(c))
     {
-        send_code(state, &email, purpose).await?;
+        send_code(state, account.user_id, &account.email, purpose).await?;
     }
     Ok(code_sent())
 }
@@ -225,11 +222,15 @@ async fn captcha(state: &AppState, origin: &Origin, token: Option<&str>) -> Resu
     shared::captcha::check(&state.pool, &state.settings, token, origin.ip.as_deref()).await
 }
 
-async fn limit_codes(state: &AppState, origin: &Origin, email: &str) -> Result<(), ApiError> {
+async fn limit_codes(
+    state: &AppState,
+    origin: &Origin,
+    email: &EmailAddress,
+) -> Result<(), ApiError> {
     if let Some(ip) = &origin.ip {
         auth::rate_limit(&state.pool, auth::CODES_PER_IP, ip).await?;
     }
-    auth::rate_limit(&state.pool, auth::CODES_PER_ACCOUNT, email).await
+    auth::rate_limit(&state.pool, auth::CODES_PER_ACCOUNT, email.as_str()).await
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -237,6 +238,10 @@ async fn limit_codes(state: &AppState, origin: &Origin, email: &str) -> Result<(
 pub struct VerifyEmail {
     pub email: String,
     pub code: String,
+    /// The password of the registration the code was sent for: a code
+    /// confirms the address only together with it, so a second registration
+    /// by someone else cannot ride on the owner's code.
+    pub password: String,
 }
 
 /// The body of a new session; the token itself travels only in its cookie.
@@ -300,27 +305,39 @@ pub(crate) async fn start_session(
 
 /// Confirm an email address
 ///
-/// With the emailed code: the account is active and a session starts. Five
-/// wrong codes kill the code; ask for a new one.
+/// With the emailed code and the password of the last registration: the
+/// account is active and a session starts. Five wrong tries (a wrong code, or
+/// the right one with another password) kill the code; ask for a new one.
 #[utoipa::path(post, path = "/api/auth/verify-email", tag = "auth", request_body = VerifyEmail,
     responses((status = 200, body = SessionStarted),
-              (status = 400, description = "Wrong, expired or dead code (`invalid_code`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 400, description = "Wrong, expired or dead code, or not the registered password (`invalid_code`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn verify_email(
     State(state): State<AppState>,
     origin: Origin,
     AppJson(body): AppJson<VerifyEmail>,
 ) -> Result<Response, ApiError> {
-    let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
+    let email = email(&body.email)?;
     if let Some(ip) = &origin.ip {
         auth::rate_limit(&state.pool, auth::VERIFY_PER_IP, ip).await?;
     }
+    let account = accounts::credentials(&state.pool, email.as_str()).await?;
+    let password_ok = auth::verify_password(
+        body.password,
+        account.as_ref().and_then(|a| a.password_hash.clone()),
+    )
+    .await;
+    let Some(account) = account.filter(|a| a.status == "active" && !a.email_verified) else {
+        return Err(invalid_code(CodeCheck::Dead));
+    };
+    let presented = auth::hash_secret(body.code.trim());
     let mut tx = state.pool.begin().await?;
     match accounts::check_code(
         &mut tx,
-        &email,
+        account.user_id,
         VERIFY,
-        &auth::hash_secret(body.code.trim()),
+        password_ok.then_some(presented.as_slice()),
         CODE_MAX_ATTEMPTS,
     )
     .await?
@@ -331,29 +348,24 @@ pub async fn verify_email(
             return Err(invalid_code(outcome));
         }
     }
-    let user_id = accounts::mark_email_verified(&mut tx, &email)
-        .await?
-        .ok_or(ApiError::BadRequest {
-            code: "invalid_code",
-            detail: "no account waits for this code".into(),
-        })?;
-    if state.settings.admin_email.as_deref() == Some(email.to_lowercase().as_str()) {
-        accounts::set_role(&mut tx, user_id, "admin").await?;
+    accounts::mark_email_verified(&mut tx, account.user_id).await?;
+    if state.settings.admin_email.as_deref() == Some(account.email.as_str()) {
+        accounts::set_role(&mut tx, account.user_id, "admin").await?;
     }
     audit::record(
         &mut *tx,
-        user_event(user_id, "user.verify_email", serde_json::json!({})),
+        user_event(account.user_id, "user.verify_email", serde_json::json!({})),
     )
     .await?;
     tx.commit().await?;
-    start_session(&state, user_id, &origin, "password", &email).await
+    start_session(&state, account.user_id, &origin, "password", &account.email).await
 }
 
 fn invalid_code(outcome: CodeCheck) -> ApiError {
     ApiError::BadRequest {
         code: "invalid_code",
         detail: match outcome {
-            CodeCheck::Wrong => "the code is wrong".into(),
+            CodeCheck::Wrong => "the code is wrong (or, when confirming an address, the password is not the one registered last)".into(),
             _ => "there is no valid code: it expired, was used, or had too many wrong guesses; ask for a new one".into(),
         },
     }
@@ -404,19 +416,33 @@ pub struct Login {
 #[utoipa::path(post, path = "/api/auth/login", tag = "auth", request_body = Login,
     responses((status = 200, body = SessionStarted),
               (status = 401, description = "Wrong email or password, or the account cannot log in (`invalid_credentials`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn login(
     State(state): State<AppState>,
     origin: Origin,
     AppJson(body): AppJson<Login>,
 ) -> Result<Response, ApiError> {
-    let email = body.email.trim().to_string();
+    let email = email(&body.email)?;
     if let Some(ip) = &origin.ip {
         auth::rate_limit(&state.pool, auth::LOGIN_PER_IP, ip).await?;
     }
-    auth::rate_limit(&state.pool, auth::LOGIN_PER_ACCOUNT, &email).await?;
+    let account = accounts::credentials(&state.pool, email.as_str()).await?;
+    // Failures are counted per account (its id; the address when there is no
+    // such account, so both answer alike) and per account and address: a
+    // guesser fills their own bucket, not the owner's.
+    let account_key = account
+        .as_ref()
+        .map_or_else(|| email.to_string(), |a| a.user_id.to_string());
+    let pair_key = format!("{account_key}@{}", origin.ip.as_deref().unwrap_or("-"));
+    auth::check_limit(
+        &state.pool,
+        auth::LOGIN_FAILURES_PER_ACCOUNT_AND_IP,
+        &pair_key,
+    )
+    .await?;
+    auth::check_limit(&state.pool, auth::LOGIN_FAILURES_PER_ACCOUNT, &account_key).await?;
     captcha(&state, &origin, body.captcha_token.as_deref()).await?;
-    let account = accounts::credentials(&state.pool, &email).await?;
     let password_ok = auth::verify_password(
         body.password,
         account.as_ref().and_then(|a| a.password_hash.clone()),
@@ -430,11 +456,18 @@ pub async fn login(
         Some(_) => None,
     };
     if let Some(reason) = failure {
+        auth::count_failure(
+            &state.pool,
+            auth::LOGIN_FAILURES_PER_ACCOUNT_AND_IP,
+            &pair_key,
+        )
+        .await?;
+        auth::count_failure(&state.pool, auth::LOGIN_FAILURES_PER_ACCOUNT, &account_key).await?;
         accounts::record_login(
             &state.pool,
             &LoginEvent {
                 user_id: account.as_ref().map(|a| a.user_id),
-                email: Some(&email),
+                email: Some(email.as_str()),
                 method: "password",
                 failure_reason: Some(reason),
                 ip: origin.ip.clone(),
@@ -442,18 +475,15 @@ pub async fn login(
             },
         )
         .await?;
-        let detail = if reason == "email not verified" {
-            "confirm your email address first: enter the code we sent, or ask for a new one"
-        } else {
-            "the email or the password is wrong, or the account cannot log in"
-        };
+        // One answer for every reason: it must not confirm that a password
+        // was right for an address that is not confirmed yet.
         return Err(ApiError::Unauthorized {
             code: "invalid_credentials",
-            detail: detail.into(),
+            detail: "the email or the password is wrong, or the account cannot log in (an address not yet confirmed with its emailed code cannot)".into(),
         });
     }
-    let user_id = account.map(|a| a.user_id).unwrap_or_default();
-    start_session(&state, user_id, &origin, "password", &email).await
+    let account = account.expect("a login without failure has an account");
+    start_session(&state, account.user_id, &origin, "password", &account.email).await
 }
 
 /// Log out
@@ -524,19 +554,22 @@ pub async fn confirm_reset(
     origin: Origin,
     AppJson(body): AppJson<ConfirmReset>,
 ) -> Result<StatusCode, ApiError> {
-    let email = check_email(&body.email).map_err(|m| ApiError::invalid("email", m))?;
-    auth::check_password_policy(&body.new_password, &email)
+    let email = email(&body.email)?;
+    auth::check_password_policy(&body.new_password, email.as_str())
         .map_err(|m| ApiError::invalid("new_password", m))?;
     if let Some(ip) = &origin.ip {
         auth::rate_limit(&state.pool, auth::VERIFY_PER_IP, ip).await?;
     }
     let hash = auth::hash_password(body.new_password).await?;
+    let Some(account) = accounts::credentials(&state.pool, email.as_str()).await? else {
+        return Err(invalid_code(CodeCheck::Dead));
+    };
     let mut tx = state.pool.begin().await?;
     match accounts::check_code(
         &mut tx,
-        &email,
+        account.user_id,
         RESET,
-        &auth::hash_secret(body.code.trim()),
+        Some(&auth::hash_secret(body.code.trim())),
         CODE_MAX_ATTEMPTS,
     )
     .await?
@@ -547,13 +580,9 @@ pub async fn confirm_reset(
             return Err(invalid_code(outcome));
         }
     }
-    let account = accounts::credentials(&mut *tx, &email)
-        .await?
-        .ok_or(ApiError::BadRequest {
-            code: "invalid_code",
-            detail: "no account has this address".into(),
-        })?;
     accounts::set_password(&mut tx, account.user_id, &hash).await?;
+    // The code proved the mailbox: the address is confirmed too.
+    accounts::mark_email_verified(&mut tx, account.user_id).await?;
     let ended = accounts::delete_sessions(&mut *tx, account.user_id, None).await?;
     audit::record(
         &mut *tx,
@@ -592,7 +621,12 @@ pub async fn change_password(
         .ok_or(ApiError::Unauthenticated)?;
     auth::check_password_policy(&body.new_password, &user.email)
         .map_err(|m| ApiError::invalid("new_password", m))?;
-    auth::rate_limit(&state.pool, auth::LOGIN_PER_ACCOUNT, &user.email).await?;
+    auth::rate_limit(
+        &state.pool,
+        auth::PASSWORD_CHECKS_PER_ACCOUNT,
+        &user.id.to_string(),
+    )
+    .await?;
     let stored = accounts::credentials(&state.pool, &user.email)
         .await?
         .and_then(|c| c.password_hash);

@@ -50,13 +50,15 @@ fn not_configured(err: OAuthError) -> ApiError {
     }
 }
 
-/// A relative path on this site, or `/`.
+/// A path on this site, or `/`. Only visible ASCII passes: browsers drop
+/// tabs and newlines from a `Location` and read `\\` as `/`, so `/\t/evil`
+/// or `/\\evil` would leave the site as `//evil`.
 fn safe_return(raw: Option<&str>) -> String {
     match raw {
         Some(path)
             if path.starts_with('/')
                 && !path.starts_with("//")
-                && !path.contains('\\')
+                && path.bytes().all(|b| b.is_ascii_graphic() && b != b'\\')
                 && path.len() <= 500 =>
         {
             path.to_string()
@@ -141,8 +143,9 @@ fn failed(code: &'static str, detail: impl Into<String>) -> ApiError {
 ///
 /// Checks `state` against the login's cookie, exchanges the code with the
 /// PKCE verifier, and logs in: the account linked to this identity; else the
-/// account with the provider's verified email address, which gets linked;
-/// else a new account. An address the provider has not verified links to
+/// account with the provider's verified email address, which gets linked (an
+/// account whose address was never confirmed loses the password it was
+/// registered with); else a new account. An address the provider has not verified links to
 /// nothing (400 `oauth_email_unverified`).
 #[utoipa::path(get, path = "/api/auth/oauth/{provider}/callback", tag = "auth",
     params(("provider" = String, Path), CallbackQuery),
@@ -228,7 +231,13 @@ pub async fn callback(
             });
         }
         None => {
-            let (Some(email), true) = (identity.email.clone(), identity.email_verified) else {
+            // The provider's address in its canonical form; one that has none
+            // cannot be matched to an account.
+            let email = identity
+                .email
+                .as_deref()
+                .and_then(|e| shared::domain::EmailAddress::parse(e).ok());
+            let (Some(email), true) = (email, identity.email_verified) else {
                 record_failure("email not verified by the provider", None).await?;
                 return Err(failed(
                     "oauth_email_unverified",
@@ -238,7 +247,7 @@ pub async fn callback(
                 ));
             };
             let mut tx = state.pool.begin().await?;
-            let existing = accounts::credentials(&mut *tx, &email).await?;
+            let existing = accounts::credentials(&mut *tx, email.as_str()).await?;
             let (user_id, action) = match existing {
                 Some(account) if account.status != "active" => {
                     drop(tx);
@@ -248,22 +257,34 @@ pub async fn callback(
                         detail: "this account cannot log in".into(),
                     });
                 }
+                Some(account) if !account.email_verified => {
+                    // Whoever registered this address never proved it: the
+                    // provider just did. Their password and sessions go.
+                    accounts::claim_unverified(&mut tx, account.user_id).await?;
+                    (account.user_id, "user.oauth_claim")
+                }
                 Some(account) => (account.user_id, "user.oauth_link"),
                 None => {
                     let name = identity
                         .name
                         .clone()
                         .filter(|n| !n.trim().is_empty())
-                        .unwrap_or_else(|| email.clone());
+                        .unwrap_or_else(|| email.to_string());
                     let name: String = name.chars().take(200).collect();
                     (
-                        accounts::create_oauth_user(&mut tx, &email, &name).await?,
+                        accounts::create_oauth_user(&mut tx, email.as_str(), &name).await?,
                         "user.register",
                     )
                 }
             };
-            accounts::link_identity(&mut tx, user_id, method, &identity.subject, Some(&email))
-                .await?;
+            accounts::link_identity(
+                &mut tx,
+                user_id,
+                method,
+                &identity.subject,
+                Some(email.as_str()),
+            )
+            .await?;
             audit::record(
                 &mut *tx,
                 crate::user_event(user_id, action, serde_json::json!({ "provider": method })),
@@ -307,6 +328,12 @@ mod tests {
             "//evil.example",
             "/\\evil",
             "clusters",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r\n/evil.example",
+            "/ /evil.example",
+            "/\u{3000}/evil.example",
+            "/\u{ff0f}evil.example",
         ] {
             assert_eq!(safe_return(Some(bad)), "/", "{bad}");
         }

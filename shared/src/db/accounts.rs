@@ -39,18 +39,25 @@ pub async fn get_user(db: impl PgExecutor<'_>, user_id: Uuid) -> Result<Option<U
 #[derive(Debug, Clone)]
 pub struct Credentials {
     pub user_id: Uuid,
+    /// The address as stored: the only one mail goes to.
+    pub email: String,
     pub password_hash: Option<String>,
     pub status: String,
     pub email_verified: bool,
 }
 
+/// The account with this address. `email` is an [`EmailAddress`]'s canonical
+/// form, so the case-insensitive match compares ASCII only.
+///
+/// [`EmailAddress`]: crate::domain::EmailAddress
 pub async fn credentials(
     db: impl PgExecutor<'_>,
     email: &str,
 ) -> Result<Option<Credentials>, sqlx::Error> {
     sqlx::query_as!(
         Credentials,
-        r#"SELECT id AS user_id, password_hash, status, email_verified_at IS NOT NULL AS "email_verified!"
+        r#"SELECT id AS user_id, email::text AS "email!", password_hash, status,
+                  email_verified_at IS NOT NULL AS "email_verified!"
            FROM users WHERE email = $1::text::citext"#,
         email
     )
@@ -58,41 +65,59 @@ pub async fn credentials(
     .await
 }
 
-/// Creates an unverified account, or refreshes an unverified one of the same
-/// address (a second registration before the first was confirmed). `None`
-/// when a verified account holds the address.
+/// Creates an unverified account, or sets a new password and name on an
+/// unverified one of the same address (a second registration before the first
+/// was confirmed: only the password of the last registration confirms the
+/// address). `None` when a verified account holds the address; otherwise the
+/// account and its stored address.
 pub async fn register(
     tx: &mut PgConnection,
     email: &str,
     display_name: &str,
     password_hash: &str,
-) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
+) -> Result<Option<(Uuid, String)>, sqlx::Error> {
+    let row = sqlx::query!(
         r#"INSERT INTO users (email, display_name, password_hash)
            VALUES ($1::text::citext, $2, $3)
            ON CONFLICT (email) DO UPDATE
            SET display_name = EXCLUDED.display_name, password_hash = EXCLUDED.password_hash
            WHERE users.email_verified_at IS NULL
-           RETURNING id"#,
+           RETURNING id, email::text AS "email!""#,
         email,
         display_name,
         password_hash
     )
     .fetch_optional(tx)
-    .await
+    .await?;
+    Ok(row.map(|r| (r.id, r.email)))
 }
 
-pub async fn mark_email_verified(
-    tx: &mut PgConnection,
-    email: &str,
-) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
-        "UPDATE users SET email_verified_at = COALESCE(email_verified_at, now())
-         WHERE email = $1::text::citext AND status = 'active' RETURNING id",
-        email
+/// Marks the account's address as confirmed.
+pub async fn mark_email_verified(tx: &mut PgConnection, user_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE users SET email_verified_at = COALESCE(email_verified_at, now()) WHERE id = $1",
+        user_id
     )
-    .fetch_optional(tx)
-    .await
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Takes a verified address for an account made by someone who never proved
+/// it (an OAuth login with the provider's verified address): the password
+/// set without that proof goes, and so do the account's sessions.
+pub async fn claim_unverified(tx: &mut PgConnection, user_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE users SET password_hash = NULL, email_verified_at = now()
+         WHERE id = $1 AND email_verified_at IS NULL",
+        user_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!("DELETE FROM sessions WHERE user_id = $1", user_id)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 pub async fn set_role(tx: &mut PgConnection, user_id: Uuid, role: &str) -> Result<(), sqlx::Error> {
@@ -117,9 +142,11 @@ pub async fn set_password(
     Ok(())
 }
 
-/// Stores a new code for an address and purpose, replacing the live one.
+/// Stores a new code for an account and purpose, replacing the live one.
+/// `email` is the account's stored address, the one the code is mailed to.
 pub async fn replace_code(
     tx: &mut PgConnection,
+    user_id: Uuid,
     email: &str,
     purpose: &str,
     code_hash: &[u8],
@@ -127,15 +154,16 @@ pub async fn replace_code(
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE email_verification_codes SET consumed_at = now()
-         WHERE email = $1::text::citext AND purpose = $2 AND consumed_at IS NULL",
-        email,
+         WHERE user_id = $1 AND purpose = $2 AND consumed_at IS NULL",
+        user_id,
         purpose
     )
     .execute(&mut *tx)
     .await?;
     sqlx::query!(
-        "INSERT INTO email_verification_codes (email, purpose, code_hash, expires_at)
-         VALUES ($1::text::citext, $2, $3, now() + make_interval(secs => $4))",
+        "INSERT INTO email_verification_codes (user_id, email, purpose, code_hash, expires_at)
+         VALUES ($1, $2::text::citext, $3, $4, now() + make_interval(secs => $5))",
+        user_id,
         email,
         purpose,
         code_hash,
@@ -156,20 +184,21 @@ pub enum CodeCheck {
     Dead,
 }
 
-/// Checks a code against the live one for the address and purpose: a match
-/// consumes it, a miss counts a guess and kills it at `max_attempts`.
+/// Checks a code against the account's live one for the purpose: a match
+/// consumes it, a miss counts a guess and kills it at `max_attempts`. `None`
+/// is a guess already known to be wrong (the code came with a wrong password).
 pub async fn check_code(
     tx: &mut PgConnection,
-    email: &str,
+    user_id: Uuid,
     purpose: &str,
-    code_hash: &[u8],
+    code_hash: Option<&[u8]>,
     max_attempts: i32,
 ) -> Result<CodeCheck, sqlx::Error> {
     let Some(live) = sqlx::query!(
         "SELECT id, code_hash, attempts FROM email_verification_codes
-         WHERE email = $1::text::citext AND purpose = $2 AND consumed_at IS NULL AND expires_at > now()
+         WHERE user_id = $1 AND purpose = $2 AND consumed_at IS NULL AND expires_at > now()
          FOR UPDATE",
-        email,
+        user_id,
         purpose
     )
     .fetch_optional(&mut *tx)
@@ -177,7 +206,8 @@ pub async fn check_code(
     else {
         return Ok(CodeCheck::Dead);
     };
-    if crate::auth::constant_time_eq(&live.code_hash, code_hash) {
+    if code_hash.is_some_and(|presented| crate::auth::constant_time_eq(&live.code_hash, presented))
+    {
         sqlx::query!(
             "UPDATE email_verification_codes SET consumed_at = now() WHERE id = $1",
             live.id

@@ -139,7 +139,7 @@ impl Accounts {
                 &anonymous,
                 "POST",
                 "/api/auth/verify-email",
-                Some(json!({ "email": email, "code": code })),
+                Some(json!({ "email": email, "code": code, "password": password })),
             )
             .await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
@@ -316,7 +316,7 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
                 &anonymous,
                 "POST",
                 "/api/auth/verify-email",
-                Some(json!({ "email": "bob@example.com", "code": wrong })),
+                Some(json!({ "email": "bob@example.com", "code": wrong, "password": "correct horse battery" })),
             )
             .await;
         assert_eq!(
@@ -329,7 +329,7 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
             &anonymous,
             "POST",
             "/api/auth/verify-email",
-            Some(json!({ "email": "bob@example.com", "code": code })),
+            Some(json!({ "email": "bob@example.com", "code": code, "password": "correct horse battery" })),
         )
         .await;
     assert_eq!(
@@ -361,7 +361,7 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
             &anonymous,
             "POST",
             "/api/auth/verify-email",
-            Some(json!({ "email": "bob@example.com", "code": fresh })),
+            Some(json!({ "email": "bob@example.com", "code": fresh, "password": "correct horse battery" })),
         )
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
@@ -605,16 +605,18 @@ async fn login_brute_force_is_answered_429_with_retry_after() {
     accounts
         .signed_up("frank@example.com", "correct horse battery")
         .await;
+    let guess = |ip: String| {
+        let accounts = &accounts;
+        async move {
+            accounts
+                .login("frank@example.com", "guess guess guess", &ip)
+                .await
+        }
+    };
+    // One address guessing: its own bucket fills (10 failures per 15 minutes).
     let mut statuses = Vec::new();
-    for i in 0..12 {
-        // Different addresses: the per-account limit (10 per 15 minutes) stops it.
-        let reply = accounts
-            .login(
-                "frank@example.com",
-                "guess guess guess",
-                &format!("203.0.113.{i}"),
-            )
-            .await;
+    for _ in 0..12 {
+        let reply = guess("203.0.113.1".into()).await;
         statuses.push(reply.status);
         if reply.status == StatusCode::TOO_MANY_REQUESTS {
             let retry: u64 = reply.headers[header::RETRY_AFTER]
@@ -628,11 +630,36 @@ async fn login_brute_force_is_answered_429_with_retry_after() {
     }
     assert_eq!(statuses[..10], [StatusCode::UNAUTHORIZED; 10]);
     assert_eq!(statuses[10..], [StatusCode::TOO_MANY_REQUESTS; 2]);
-    // Even the right password waits now.
+    // The owner, elsewhere, is not locked out by it.
     let reply = accounts
-        .login("frank@example.com", "correct horse battery", "203.0.113.99")
+        .login(
+            "frank@example.com",
+            "correct horse battery",
+            "198.51.100.77",
+        )
         .await;
-    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    // A look-alike of the address is no other spelling of the same account:
+    // it is refused as an address, and has no bucket to start afresh in.
+    let reply = accounts
+        .login("frİnk@example.com", "guess guess guess", "203.0.113.1")
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
+    // Guessing spread over many addresses meets the account's wider net
+    // (50 failures per 15 minutes), whatever address comes next.
+    for i in 0..40 {
+        let reply = guess(format!("203.0.113.{}", 10 + i / 4)).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "attempt {i}");
+    }
+    assert_eq!(
+        guess("203.0.113.200".into()).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 #[tokio::test]
@@ -1101,6 +1128,16 @@ async fn oauth_login(
     provider: &str,
     tamper: impl FnOnce(String) -> String,
 ) -> Reply {
+    oauth_login_returning(accounts, provider, "/clusters", tamper).await
+}
+
+/// An OAuth login started with `return_to` (as it appears in the query string).
+async fn oauth_login_returning(
+    accounts: &Accounts,
+    provider: &str,
+    return_to: &str,
+    tamper: impl FnOnce(String) -> String,
+) -> Reply {
     let browser = Client {
         ip: "198.51.100.60".into(),
         ..Client::default()
@@ -1109,7 +1146,7 @@ async fn oauth_login(
         .call(
             &browser,
             "GET",
-            &format!("/api/auth/oauth/{provider}/start?return_to=/clusters"),
+            &format!("/api/auth/oauth/{provider}/start?return_to={return_to}"),
             None,
         )
         .await;
@@ -1370,4 +1407,291 @@ async fn an_enabled_captcha_guards_register_login_and_codes() {
         )
         .await;
     assert_eq!(reset.body["code"], "captcha_failed");
+}
+
+/// The envelope recipients of every message the sink holds.
+fn recipients(accounts: &Accounts) -> Vec<String> {
+    accounts
+        .mail
+        .messages()
+        .iter()
+        .flat_map(|m| {
+            m.lines()
+                .filter_map(|l| l.strip_prefix("X-RcptTo: "))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reset_for_a_look_alike_address_reaches_neither_the_attacker_nor_the_account() {
+    let accounts = Accounts::new().await;
+    accounts
+        .signed_up("victim@gmail.com", "correct horse battery")
+        .await;
+    let attacker = Client {
+        ip: "203.0.113.66".into(),
+        ..Client::default()
+    };
+    let before = recipients(&accounts);
+    assert_eq!(before, ["victim@gmail.com"], "the sign-up code only");
+    // PostgreSQL's lower() maps U+0130 to 'i': 'gmaİl.com' once matched 'gmail.com'.
+    for lookalike in ["victim@gmaİl.com", "victim@GMAİL.COM"] {
+        let reply = accounts
+            .call(
+                &attacker,
+                "POST",
+                "/api/auth/password-reset",
+                Some(json!({ "email": lookalike })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+        let reply = accounts
+            .call(
+                &attacker,
+                "POST",
+                "/api/auth/password-reset/confirm",
+                Some(json!({ "email": lookalike, "code": "123456", "new_password": "attacker owns this" })),
+            )
+            .await;
+        assert_eq!(reply.body["code"], "invalid_code", "{}", reply.body);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(recipients(&accounts), before, "no code went anywhere");
+    // The victim's password still opens the account; the attacker's does not.
+    assert_eq!(
+        accounts
+            .login("victim@gmail.com", "correct horse battery", "198.51.100.5")
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        accounts
+            .login("victim@gmail.com", "attacker owns this", "198.51.100.5")
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    // The owner's own reset, typed in any case, mails the stored address only.
+    let reply = accounts
+        .call(
+            &attacker,
+            "POST",
+            "/api/auth/password-reset",
+            Some(json!({ "email": " Victim@GMAIL.com " })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    accounts.mail.code_for("victim@gmail.com").await;
+    assert_eq!(
+        recipients(&accounts),
+        ["victim@gmail.com", "victim@gmail.com"]
+    );
+}
+
+#[tokio::test]
+async fn addresses_that_are_not_one_plain_mailbox_are_refused_before_anything_is_sent() {
+    let accounts = Accounts::new().await;
+    let client = Client {
+        ip: "203.0.113.67".into(),
+        ..Client::default()
+    };
+    for email in [
+        "x<sink2@example.org>",
+        "\"sink2@example.org\"@example.net",
+        "sink2@example.org, other@example.org",
+        "sink2@example.org\r\nBcc: other@example.org",
+        "vİctim@gmail.com",
+    ] {
+        let reply = accounts
+            .call(
+                &client,
+                "POST",
+                "/api/auth/register",
+                Some(json!({ "email": email, "password": "correct horse battery", "display_name": "X" })),
+            )
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{email:?}: {}",
+            reply.body
+        );
+        assert_eq!(reply.body["errors"][0]["field"], "email");
+    }
+    // A 100 kB address is a bad address, not a server error.
+    let huge = format!("{}@example.org", "a".repeat(100_000));
+    for path in [
+        "/api/auth/login",
+        "/api/auth/password-reset",
+        "/api/auth/register",
+    ] {
+        let reply = accounts
+            .call(
+                &client,
+                "POST",
+                path,
+                Some(json!({ "email": huge, "password": "correct horse battery", "display_name": "X" })),
+            )
+            .await;
+        assert!(
+            reply.status == StatusCode::UNPROCESSABLE_ENTITY
+                || reply.status == StatusCode::BAD_REQUEST,
+            "{path}: {} {}",
+            reply.status,
+            reply.body
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        recipients(&accounts).is_empty(),
+        "{:?}",
+        recipients(&accounts)
+    );
+    let (users,): (i64,) = sqlx::query_as("SELECT count(*) FROM users")
+        .fetch_one(&accounts.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(users, 0);
+}
+
+async fn register_dana(accounts: &Accounts, client: &Client, password: &str) -> Reply {
+    let body = json!({ "email": "dana@example.com", "password": password, "display_name": "Dana" });
+    accounts
+        .call(client, "POST", "/api/auth/register", Some(body))
+        .await
+}
+
+async fn verify_dana(accounts: &Accounts, client: &Client, code: &str, password: &str) -> Reply {
+    let body = json!({ "email": "dana@example.com", "code": code, "password": password });
+    accounts
+        .call(client, "POST", "/api/auth/verify-email", Some(body))
+        .await
+}
+
+#[tokio::test]
+async fn a_second_registration_cannot_ride_on_the_owners_code() {
+    let accounts = Accounts::new().await;
+    let owner = Client {
+        ip: "198.51.100.40".into(),
+        ..Client::default()
+    };
+    let attacker = Client {
+        ip: "203.0.113.40".into(),
+        ..Client::default()
+    };
+    assert_eq!(
+        register_dana(&accounts, &owner, "owner's own password")
+            .await
+            .status,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        register_dana(&accounts, &attacker, "attacker's password")
+            .await
+            .status,
+        StatusCode::ACCEPTED
+    );
+    // The owner's mailbox holds the newest code; with the owner's password it does not confirm the attacker's.
+    let code = accounts.mail.code_for("dana@example.com").await;
+    let reply = verify_dana(&accounts, &owner, &code, "owner's own password").await;
+    assert_eq!(
+        (reply.status, reply.body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_code"))
+    );
+    // Nor does anything the attacker can send without the code.
+    let reply = verify_dana(&accounts, &attacker, "000000", "attacker's password").await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    // Before confirmation a right password and a wrong one get the same answer.
+    let right = accounts
+        .login("dana@example.com", "attacker's password", "203.0.113.40")
+        .await;
+    let wrong = accounts
+        .login("dana@example.com", "not the password", "203.0.113.40")
+        .await;
+    assert_eq!((right.status, &right.body), (wrong.status, &wrong.body));
+    // The owner registers again and confirms with their password.
+    assert_eq!(
+        register_dana(&accounts, &owner, "owner's own password")
+            .await
+            .status,
+        StatusCode::ACCEPTED
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let code = accounts.mail.code_for("dana@example.com").await;
+    let reply = verify_dana(&accounts, &owner, &code, "owner's own password").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(
+        accounts
+            .login("dana@example.com", "attacker's password", "203.0.113.40")
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        accounts
+            .login("dana@example.com", "owner's own password", "198.51.100.40")
+            .await
+            .status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn an_oauth_login_takes_an_unconfirmed_address_from_whoever_registered_it() {
+    let (accounts, provider, _boss) = with_oauth().await;
+    let attacker = Client {
+        ip: "203.0.113.41".into(),
+        ..Client::default()
+    };
+    let reply = accounts
+        .call(
+            &attacker,
+            "POST",
+            "/api/auth/register",
+            Some(json!({ "email": "erin@example.com", "password": "attacker's password", "display_name": "Erin" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    // The owner signs in with Google, which has verified the address.
+    provider.log_in_as(person("google-erin", "Erin@Example.com", true));
+    let reply = oauth_login(&accounts, "google", |c| c).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    let owner = session_of(&reply, &attacker);
+    let me = accounts.call(&owner, "GET", "/api/auth/me", None).await;
+    assert_eq!(
+        (
+            me.body["email"].as_str(),
+            me.body["email_verified"].as_bool(),
+            me.body["has_password"].as_bool()
+        ),
+        (Some("erin@example.com"), Some(true), Some(false)),
+        "the unproven password is gone"
+    );
+    assert_eq!(
+        accounts
+            .login("erin@example.com", "attacker's password", "203.0.113.41")
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test]
+async fn an_oauth_login_returns_only_to_a_path_on_this_site() {
+    let (accounts, provider, _boss) = with_oauth().await;
+    provider.log_in_as(person("9001", "oscar@example.com", true));
+    // %2F%09%2F decodes to "/\t/": browsers drop the tab and leave for evil.example.
+    for return_to in [
+        "%2F%09%2Fevil.example",
+        "%2F%5Cevil.example",
+        "%2F%2Fevil.example",
+        "https:%2F%2Fevil.example",
+    ] {
+        let reply = oauth_login_returning(&accounts, "github", return_to, |c| c).await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+        assert_eq!(reply.headers[header::LOCATION], "/", "{return_to}");
+    }
 }
