@@ -26,30 +26,65 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(Self(value)),
-            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::UnsupportedMediaType(
-                "expected content-type application/json".into(),
-            )),
-            Err(JsonRejection::JsonDataError(err)) => Err(ApiError::BadRequest {
-                code: "invalid_body",
-                detail: err.body_text(),
-            }),
-            Err(JsonRejection::JsonSyntaxError(err)) => Err(ApiError::BadRequest {
-                code: "malformed_json",
-                detail: err.body_text(),
-            }),
-            Err(other) if other.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(ApiError::PayloadTooLarge {
-                    limit_bytes: MAX_BODY_BYTES,
-                })
+        // Read as a JSON value first: text holding NUL is refused here, for
+        // PostgreSQL can store no NUL in text and would fail the request late.
+        let value = match axum::Json::<serde_json::Value>::from_request(req, state).await {
+            Ok(axum::Json(value)) => value,
+            Err(JsonRejection::MissingJsonContentType(_)) => {
+                return Err(ApiError::UnsupportedMediaType(
+                    "expected content-type application/json".into(),
+                ));
             }
-            Err(other) => Err(ApiError::BadRequest {
+            Err(JsonRejection::JsonSyntaxError(err)) => {
+                return Err(ApiError::BadRequest {
+                    code: "malformed_json",
+                    detail: err.body_text(),
+                });
+            }
+            Err(other) if other.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::PayloadTooLarge {
+                    limit_bytes: MAX_BODY_BYTES,
+                });
+            }
+            Err(other) => {
+                return Err(ApiError::BadRequest {
+                    code: "invalid_body",
+                    detail: other.body_text(),
+                });
+            }
+        };
+        if holds_nul(&value) {
+            return Err(ApiError::BadRequest {
                 code: "invalid_body",
-                detail: other.body_text(),
-            }),
+                detail: "text in the body must not contain NUL (\\u0000)".into(),
+            });
         }
+        serde_json::from_value(value)
+            .map(Self)
+            .map_err(|err| ApiError::BadRequest {
+                code: "invalid_body",
+                detail: format!("Failed to deserialize the JSON body into the target type: {err}"),
+            })
     }
+}
+
+/// Whether any string in `value`, key or text, holds a NUL.
+fn holds_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(holds_nul),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .any(|(key, value)| key.contains('\0') || holds_nul(value)),
+        _ => false,
+    }
+}
+
+/// Whether a raw path or query encodes a NUL (`%00`), which no parameter may hold.
+fn encodes_nul(raw: &str) -> bool {
+    raw.as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0')
 }
 
 impl<T: Serialize> IntoResponse for AppJson<T> {
@@ -70,6 +105,12 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if encodes_nul(parts.uri.path()) {
+            return Err(ApiError::BadRequest {
+                code: "invalid_path",
+                detail: "the path must not contain NUL (%00)".into(),
+            });
+        }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(value)| Self(value))
@@ -92,6 +133,12 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if encodes_nul(parts.uri.query().unwrap_or_default()) {
+            return Err(ApiError::BadRequest {
+                code: "invalid_query",
+                detail: "the query must not contain NUL (%00)".into(),
+            });
+        }
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Query(value)| Self(value))
@@ -109,5 +156,91 @@ pub fn page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
         Ok(limit)
     } else {
         Err(ApiError::invalid("limit", "must be between 1 and 500"))
+    }
+}
+
+/// A period asked for in a query, bounded before any arithmetic: `to`
+/// defaults to now, `from` to `default_span` before `to`; both must lie
+/// between 2000-01-01 and a day from now, `from` before `to`, and the
+/// period at most `max_span`. An instant at the edge of what a timestamp can
+/// hold is a 422, never an overflow.
+pub fn time_range(
+    from: Option<chrono::DateTime<chrono::Utc>>,
+    to: Option<chrono::DateTime<chrono::Utc>>,
+    default_span: chrono::TimeDelta,
+    max_span: chrono::TimeDelta,
+) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), ApiError> {
+    use chrono::{TimeDelta, TimeZone, Utc};
+    let now = Utc::now();
+    let earliest = Utc
+        .with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
+        .single()
+        .expect("a valid date");
+    let latest = now + TimeDelta::days(1);
+    let within = |field: &str, at: chrono::DateTime<Utc>| {
+        if (earliest..=latest).contains(&at) {
+            Ok(at)
+        } else {
+            Err(ApiError::invalid(
+                field,
+                "must be between 2000-01-01 and a day from now",
+            ))
+        }
+    };
+    let to = within("to", to.unwrap_or(now))?;
+    let from = match from {
+        Some(from) => within("from", from)?,
+        // `to` is bounded: this cannot overflow.
+        None => to - default_span,
+    };
+    if from >= to {
+        return Err(ApiError::invalid("from", "must be before `to`"));
+    }
+    if to - from > max_span {
+        return Err(ApiError::invalid(
+            "from",
+            format!("the period is at most {} days", max_span.num_days()),
+        ));
+    }
+    Ok((from, to))
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, TimeDelta, Utc};
+
+    use super::*;
+
+    fn range(
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
+        let parse = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        time_range(
+            from.map(parse),
+            to.map(parse),
+            TimeDelta::hours(24),
+            TimeDelta::days(90),
+        )
+    }
+
+    #[test]
+    fn time_ranges_at_the_edges_of_time_are_refused_not_overflowed() {
+        for (from, to) in [
+            (None, Some("-262143-01-01T00:00:00Z")),
+            (Some("-262143-01-01T00:00:00Z"), None),
+            (None, Some("+262142-12-31T23:59:59Z")),
+            (Some("1999-12-31T23:59:59Z"), Some("2000-01-02T00:00:00Z")),
+            (Some("2026-01-02T00:00:00Z"), Some("2026-01-01T00:00:00Z")),
+            (Some("2025-01-01T00:00:00Z"), Some("2026-01-01T00:00:00Z")),
+        ] {
+            assert!(
+                matches!(range(from, to), Err(ApiError::Validation(_))),
+                "{from:?} .. {to:?}"
+            );
+        }
+        let (from, to) = range(None, Some("2026-01-01T00:00:00Z")).unwrap();
+        assert_eq!(to - from, TimeDelta::hours(24));
+        assert!(range(None, None).is_ok());
     }
 }

@@ -129,6 +129,7 @@ pub async fn revoke_key(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct Page {
     /// 1–500, default 100.

@@ -14,6 +14,7 @@ use utoipa::IntoParams;
 use uuid::Uuid;
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct QueueQuery {
     /// `pending`, `running`, `succeeded`, `failed` or `cancelled`.

@@ -33,6 +33,7 @@ fn admin_event(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct UsersQuery {
     /// Part of the email or the display name.
@@ -181,6 +182,7 @@ pub async fn delete(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Only this actor's events.

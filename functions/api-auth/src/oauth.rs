@@ -68,6 +68,7 @@ fn safe_return(raw: Option<&str>) -> String {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct StartQuery {
     /// A path on this site to return to after the login (default `/`).
@@ -125,6 +126,7 @@ pub async fn start(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct CallbackQuery {
     pub code: Option<String>,
     pub state: Option<String>,

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::read::owned;
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryQuery {
     /// Entries to return, 1–500 (default 100), newest first.

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::read::owned;
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsQuery {
     /// Start (RFC 3339); default 24 hours before `to`.
@@ -56,14 +57,12 @@ pub async fn series(
     AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<MetricsQuery>,
 ) -> Result<AppJson<MetricsSeries>, ApiError> {
-    let to = query.to.unwrap_or_else(Utc::now);
-    let from = query.from.unwrap_or(to - chrono::Duration::hours(24));
-    if from >= to {
-        return Err(ApiError::invalid("from", "must be before `to`"));
-    }
-    if to - from > chrono::Duration::days(90) {
-        return Err(ApiError::invalid("from", "the range is at most 90 days"));
-    }
+    let (from, to) = shared::extract::time_range(
+        query.from,
+        query.to,
+        chrono::TimeDelta::hours(24),
+        chrono::TimeDelta::days(90),
+    )?;
     let points = query.points.unwrap_or(100);
     if !(1..=1000).contains(&points) {
         return Err(ApiError::invalid("points", "must be between 1 and 1000"));

@@ -22,6 +22,7 @@ const TYPES: [&str; 6] = [
 ];
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     pub cluster_id: Uuid,

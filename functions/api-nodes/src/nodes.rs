@@ -16,6 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct NodesQuery {
     /// Also list removed nodes.
@@ -52,6 +53,7 @@ pub async fn list(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TimelineQuery {
     /// Start of the period (RFC 3339); default 24 hours before `to`.
@@ -97,17 +99,17 @@ pub async fn timeline(
     AppPath((cluster_id, node_id)): AppPath<(Uuid, Uuid)>,
     AppQuery(query): AppQuery<TimelineQuery>,
 ) -> Result<AppJson<Timeline>, ApiError> {
+    // A period reaching into the future is counted up to now.
     let now = Utc::now();
-    let to = query.to.unwrap_or(now).min(now);
-    let from = query.from.unwrap_or(to - chrono::Duration::hours(24));
+    let (from, to) = shared::extract::time_range(
+        query.from,
+        query.to,
+        chrono::TimeDelta::hours(24),
+        chrono::TimeDelta::days(90),
+    )?;
+    let to = to.min(now);
     if from >= to {
-        return Err(ApiError::invalid(
-            "from",
-            "must be before `to` and in the past",
-        ));
-    }
-    if to - from > chrono::Duration::days(90) {
-        return Err(ApiError::invalid("from", "the period is at most 90 days"));
+        return Err(ApiError::invalid("from", "must be in the past"));
     }
     clusters::get_owned(&state.pool, caller.user_id, cluster_id)
         .await?

@@ -22,6 +22,7 @@ use uuid::Uuid;
 const MAX_DRAIN_TIMEOUT_SECS: u64 = 3600;
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RemoveQuery {
     /// Skip draining: for a node that is unreachable or whose pods may be cut

@@ -235,6 +235,7 @@ pub async fn create(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// 1–500, default 100.
@@ -350,6 +351,7 @@ pub async fn revoke(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AttemptsQuery {
     /// Only the attempts with this token.

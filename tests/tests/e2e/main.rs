@@ -7,6 +7,7 @@ mod backbone;
 mod broker;
 mod clusters;
 mod dns;
+mod hostile_input;
 mod ingress;
 mod lambda;
 mod local_process;
