@@ -111,13 +111,14 @@ fn query_for(
         let (name, value) = (&params[round / values.len()], &values[round % values.len()]);
         return vec![format!("{name}={}", encode(value))];
     }
-    params
-        .iter()
-        .filter_map(|name| {
-            rng.bool()
-                .then(|| format!("{name}={}", encode(&values[rng.usize(..values.len())])))
-        })
-        .collect()
+    let mut query = Vec::new();
+    for name in params {
+        if rng.bool() {
+            let value = &values[rng.usize(..values.len())];
+            query.push(format!("{name}={}", encode(value)));
+        }
+    }
+    query
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
