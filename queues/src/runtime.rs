@@ -9,7 +9,7 @@ use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
 use axum::Router;
 use lambda_runtime::{LambdaEvent, service_fn};
 use shared::{
-    config::{AuthMode, Settings},
+    config::Settings,
     db,
     http::{AppState, Identity, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
@@ -65,22 +65,6 @@ impl Platform {
 }
 
 /// Resolves who console requests act as.
-pub async fn identity(mode: AuthMode, pool: &PgPool) -> anyhow::Result<Identity> {
-    Ok(match mode {
-        AuthMode::Development => {
-            let user_id = db::users::ensure_development_user(pool)
-                .await
-                .context("creating the development user")?;
-            tracing::warn!(
-                "KUBEBYON_AUTH_MODE=development: every console request acts as {}",
-                db::users::DEVELOPMENT_EMAIL
-            );
-            Identity::Development(user_id)
-        }
-        AuthMode::Accounts => Identity::Accounts,
-    })
-}
-
 /// An HTTP function: its routes behind API Gateway or on `PORT`.
 pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<()> {
     let platform = Platform::from_env(db::Workload::Requests)?;
@@ -92,11 +76,7 @@ pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<(
     }
     let state = AppState {
         publisher,
-        identity: identity(
-            platform.settings.auth_mode.unwrap_or(AuthMode::Accounts),
-            &platform.pool,
-        )
-        .await?,
+        identity: Identity::Accounts,
         pool: platform.pool.clone(),
         settings: platform.settings.clone(),
         host: shared::host::from_env().await?,

@@ -17,19 +17,25 @@ pub enum ConfigError {
 
 /// Where variables come from: the process environment in production, a map in tests.
 pub trait Source {
-    fn get(&self, name: &str) -> Option<String>;
+    /// The value as set, empty included.
+    fn raw(&self, name: &str) -> Option<String>;
+
+    /// The value, an empty one counting as unset.
+    fn get(&self, name: &str) -> Option<String> {
+        self.raw(name).filter(|v| !v.is_empty())
+    }
 }
 
 pub struct ProcessEnv;
 
 impl Source for ProcessEnv {
-    fn get(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|v| !v.is_empty())
+    fn raw(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
     }
 }
 
 impl Source for HashMap<&str, &str> {
-    fn get(&self, name: &str) -> Option<String> {
+    fn raw(&self, name: &str) -> Option<String> {
         HashMap::get(self, name).map(|v| v.to_string())
     }
 }
@@ -97,24 +103,27 @@ impl FromStr for LogFormat {
     }
 }
 
-/// Who the caller of a console route is, until accounts exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMode {
-    /// Every console request acts as one development user (`dev@kubebyon.local`).
-    /// Only for `local` on a developer's machine.
-    Development,
-    /// Accounts: requests authenticate with a session cookie or an API key.
-    Accounts,
-}
-
-impl FromStr for AuthMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "development" => Ok(Self::Development),
-            "accounts" => Ok(Self::Accounts),
-            other => Err(format!("expected development or accounts, got {other:?}")),
-        }
+/// `KUBEBYON_AUTH_MODE`: `accounts`, or unset. Every deployed function
+/// authenticates its callers; the development identity (every request acting
+/// as one user) exists only as `local --development`, bound to loopback, so
+/// no variable in an image or a template can switch it on. An empty value is
+/// an error, not a default.
+fn check_auth_mode(source: &dyn Source) -> Result<(), ConfigError> {
+    let name = "KUBEBYON_AUTH_MODE";
+    match source.raw(name).as_deref() {
+        None | Some("accounts") => Ok(()),
+        Some("") => Err(ConfigError::Invalid {
+            name,
+            reason: "is set but empty; unset it (accounts is the only mode)".into(),
+        }),
+        Some("development") => Err(ConfigError::Invalid {
+            name,
+            reason: "development is not a deployable mode; run `local --development` on a developer's machine instead".into(),
+        }),
+        Some(other) => Err(ConfigError::Invalid {
+            name,
+            reason: format!("expected accounts, got {other:?}"),
+        }),
     }
 }
 
@@ -225,8 +234,6 @@ pub struct Settings {
     pub amqp_exchange: String,
     pub port: u16,
     pub log_format: LogFormat,
-    /// `KUBEBYON_AUTH_MODE`; each runner picks its own default when unset.
-    pub auth_mode: Option<AuthMode>,
     pub worker_id: String,
     pub sweep_interval: Duration,
     /// How often `sync-clusters` checks each control plane.
@@ -273,6 +280,7 @@ impl Settings {
     }
 
     pub fn from_source(source: &dyn Source) -> Result<Self, ConfigError> {
+        check_auth_mode(source)?;
         let database_max_connections = parse_or(source, "DATABASE_MAX_CONNECTIONS", 10u32)?;
         if database_max_connections == 0 {
             return Err(ConfigError::Invalid {
@@ -326,7 +334,6 @@ impl Settings {
             amqp_exchange,
             port,
             log_format: parse_or(source, "LOG_FORMAT", default_format)?,
-            auth_mode: parse(source, "KUBEBYON_AUTH_MODE")?,
             worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
             sweep_interval: positive_millis(source, "SWEEP_INTERVAL_MS", 5_000)?,
             observe_interval: positive_millis(source, "SYNC_CLUSTERS_INTERVAL_MS", 30_000)?,
@@ -406,11 +413,24 @@ mod tests {
     fn defaults_apply_when_nothing_is_set() {
         let settings = Settings::from_source(&HashMap::new()).unwrap();
         assert_eq!(settings.port, 8080);
-        assert_eq!(settings.auth_mode, None);
         assert_eq!(settings.jobs.max_attempts, 5);
         assert_eq!(settings.jobs.lease, Duration::from_secs(60));
         assert!(settings.database_url.is_none());
         assert_eq!(settings.log_format, LogFormat::Pretty);
+    }
+
+    #[test]
+    fn the_development_identity_cannot_be_switched_on_by_a_variable() {
+        for value in ["development", "", "Development", "accounts "] {
+            let env = HashMap::from([("KUBEBYON_AUTH_MODE", value)]);
+            let err = Settings::from_source(&env).unwrap_err();
+            assert!(
+                err.to_string().contains("KUBEBYON_AUTH_MODE"),
+                "{value:?}: {err}"
+            );
+        }
+        let env = HashMap::from([("KUBEBYON_AUTH_MODE", "accounts")]);
+        assert!(Settings::from_source(&env).is_ok());
     }
 
     #[test]

@@ -259,3 +259,87 @@ mod tests {
         assert_eq!(client_ip(&headers, &axum::http::Extensions::new()), None);
     }
 }
+
+/// Whether a `Host` (or an origin's host) names this machine's loopback.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().map(|h| format!("[{h}]")),
+        None => host.split(':').next().map(str::to_string),
+    };
+    matches!(
+        name.as_deref().map(str::to_ascii_lowercase).as_deref(),
+        Some("localhost" | "127.0.0.1" | "[::1]")
+    )
+}
+
+/// What `local --development` puts in front of its routes, where every
+/// request acts as one user: only requests addressed to a loopback name are
+/// answered (a DNS-rebinding page reaches it under its own host name), and a
+/// write that a page of another site sends (`Origin` elsewhere, or
+/// `Sec-Fetch-Site: cross-site`) is refused, bodiless or not.
+pub async fn loopback_only(request: Request, next: Next) -> Response {
+    if let Err(refused) = loopback_request(&request) {
+        return refused.into_response();
+    }
+    next.run(request).await
+}
+
+fn loopback_request(request: &Request) -> Result<(), ApiError> {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    };
+    if !is_loopback_host(header("host")) {
+        return Err(ApiError::Forbidden(
+            "the development identity answers requests to localhost only".into(),
+        ));
+    }
+    if !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
+        let cross_site = matches!(header("sec-fetch-site"), "cross-site" | "same-site");
+        let origin = header("origin");
+        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+        let foreign_origin =
+            !origin.is_empty() && !is_loopback_host(origin_host.split('/').next().unwrap_or(""));
+        if cross_site || foreign_origin {
+            return Err(ApiError::Forbidden(
+                "a page of another site cannot write through the development identity".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod loopback_tests {
+    use super::is_loopback_host;
+
+    #[test]
+    fn only_loopback_names_pass() {
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:1",
+            "[::1]:8080",
+            "LOCALHOST",
+        ] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "evil.example",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "[::2]:80",
+            "0.0.0.0:8080",
+            "10.0.0.1",
+        ] {
+            assert!(!is_loopback_host(bad), "{bad}");
+        }
+    }
+}

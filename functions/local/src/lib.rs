@@ -6,7 +6,10 @@
 //! server binaries.
 //!
 //! Commands: `local` (run), `local migrate` (apply migrations and exit),
-//! `local openapi` (print the OpenAPI document).
+//! `local openapi` (print the OpenAPI document). `--development` makes every
+//! console request act as one development user; it binds to loopback only,
+//! answers loopback host names only and refuses cross-site writes. Nothing
+//! else switches that identity on: without the flag, callers authenticate.
 
 mod postgres;
 
@@ -14,17 +17,17 @@ use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use axum::{Router, routing::get};
-use queues::{AmqpPublisher, Consumer, Topology, inprocess, runtime::identity};
+use queues::{AmqpPublisher, Consumer, Topology, inprocess};
 use secrecy::SecretString;
 use shared::{
-    config::{AuthMode, ProcessEnv, Settings},
+    config::{ProcessEnv, Settings},
     db,
     host::{HostCluster, HostSettings},
-    http::{AppState, with_common_layers},
+    http::{AppState, Identity, loopback_only, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
     nodesync::sync_all,
     observe::observe_clusters,
-    runtime::serve_http,
+    runtime::serve_http_on,
     telemetry,
 };
 use tokio::sync::watch;
@@ -87,7 +90,12 @@ pub async fn host() -> anyhow::Result<(Arc<HostCluster>, Option<Arc<kube_sim::Si
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
-    let command = args.first().map(String::as_str).unwrap_or("run");
+    let development = args.iter().any(|a| a == "--development");
+    let args: Vec<&String> = args.iter().filter(|a| *a != "--development").collect();
+    if let Some(unknown) = args.iter().find(|a| a.starts_with('-')) {
+        anyhow::bail!("unknown option {unknown:?}; the only option is --development");
+    }
+    let command = args.first().map(|a| a.as_str()).unwrap_or("run");
     if command == "openapi" {
         #[allow(clippy::print_stdout)]
         {
@@ -116,7 +124,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
     };
     let result = match command {
-        "run" => serve(settings, database_url).await,
+        "run" => serve(settings, database_url, development).await,
         "migrate" => migrate(&database_url, settings.database_max_connections)
             .await
             .map(|_| ()),
@@ -140,7 +148,11 @@ async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sql
     Ok(pool)
 }
 
-async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result<()> {
+async fn serve(
+    settings: Settings,
+    database_url: SecretString,
+    development: bool,
+) -> anyhow::Result<()> {
     let pool = migrate(&database_url, settings.database_max_connections).await?;
     let settings = Arc::new(settings);
     let (host, _simulator) = host().await?;
@@ -248,14 +260,37 @@ async fn serve(settings: Settings, database_url: SecretString) -> anyhow::Result
         }
     }));
 
+    let identity = if development {
+        let user_id = db::users::ensure_development_user(&pool)
+            .await
+            .context("creating the development user")?;
+        tracing::warn!(
+            "--development: every console request acts as {}, on 127.0.0.1 only",
+            db::users::DEVELOPMENT_EMAIL
+        );
+        Identity::Development(user_id)
+    } else {
+        Identity::Accounts
+    };
     let state = AppState {
-        identity: identity(settings.auth_mode.unwrap_or(AuthMode::Development), &pool).await?,
+        identity,
         pool,
         publisher,
         settings: settings.clone(),
         host: Some(host),
     };
-    let served = serve_http(with_common_layers(routes(), state), settings.port).await;
+    let router = with_common_layers(routes(), state);
+    let served = if development {
+        let router = router.layer(axum::middleware::from_fn(loopback_only));
+        serve_http_on(router, std::net::Ipv4Addr::LOCALHOST.into(), settings.port).await
+    } else {
+        serve_http_on(
+            router,
+            std::net::Ipv4Addr::UNSPECIFIED.into(),
+            settings.port,
+        )
+        .await
+    };
     let _ = stop_tx.send(true);
     background.join_all().await;
     tracing::info!("stopped");

@@ -5,7 +5,7 @@
 mod http;
 mod schedule;
 
-pub use http::serve_http;
+pub use http::{serve_http, serve_http_on};
 pub use schedule::{ScheduleMode, run_schedule};
 
 /// True when the process was started by the Lambda runtime.

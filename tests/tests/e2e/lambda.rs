@@ -57,14 +57,28 @@ async fn api_clusters_answers_a_recorded_api_gateway_http_api_event() {
             ("DATABASE_URL", &db.url),
             ("AMQP_URL", &amqp_url),
             ("AMQP_EXCHANGE", &broker.topology.exchange),
-            ("KUBEBYON_AUTH_MODE", "development"),
         ],
     );
+    // Deployed functions authenticate every caller: this one with an API key.
+    let user_id = shared::db::users::ensure_development_user(&db.pool)
+        .await
+        .unwrap();
+    let (key, prefix) = shared::auth::new_api_key();
+    shared::db::accounts::insert_api_key(
+        &db.pool,
+        user_id,
+        "lambda",
+        &prefix,
+        &shared::auth::hash_secret(&key),
+    )
+    .await
+    .unwrap();
+    let mut event = fixture("apigw-http-v2-create-cluster.json");
+    let anonymous = response(api.invoke(event.clone()).await);
+    assert_eq!(anonymous["statusCode"], 401, "{anonymous}");
+    event["headers"]["authorization"] = format!("Bearer {key}").into();
 
-    let answer = response(
-        api.invoke(fixture("apigw-http-v2-create-cluster.json"))
-            .await,
-    );
+    let answer = response(api.invoke(event.clone()).await);
     assert_eq!(answer["statusCode"], 202, "{answer}");
     let body: serde_json::Value =
         serde_json::from_str(answer["body"].as_str().expect("text body")).unwrap();
@@ -86,7 +100,7 @@ async fn api_clusters_answers_a_recorded_api_gateway_http_api_event() {
     assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
 
     // A malformed body through the same path gets problem+json.
-    let mut bad = fixture("apigw-http-v2-create-cluster.json");
+    let mut bad = event;
     bad["body"] = serde_json::Value::String("{\"name\":".into());
     let answer = response(api.invoke(bad).await);
     assert_eq!(answer["statusCode"], 400);

@@ -12,9 +12,15 @@ pub(crate) struct Local {
 }
 
 impl Local {
+    /// `local --development`, as `./infra/local/run.sh --development` starts it.
     pub(crate) async fn start(env: &[(&str, &str)]) -> Self {
+        Self::start_with(&["--development"], env).await
+    }
+
+    pub(crate) async fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
         let port = free_port();
         let child = Command::new(workspace_binary("local"))
+            .args(args)
             .env("PORT", port.to_string())
             .env("SWEEP_INTERVAL_MS", "200")
             .env_remove("AMQP_URL")
@@ -176,4 +182,86 @@ async fn local_runs_the_platform_through_rabbitmq() {
     .await;
     create_and_watch_it_become_ready(&local).await;
     local.stop().await;
+}
+
+#[tokio::test]
+async fn the_development_identity_answers_loopback_names_and_same_site_writes_only() {
+    let db = TestDb::new().await;
+    let local = Local::start(&[("DATABASE_URL", &db.url)]).await;
+    let clusters = format!("{}/api/console/clusters", local.base);
+    // A DNS-rebinding page reaches the server under its own name.
+    let rebound = local
+        .http
+        .get(&clusters)
+        .header("host", "attacker.example:8080")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    let body: serde_json::Value = rebound.json().await.unwrap();
+    assert_eq!(body["code"], "forbidden");
+    // A page elsewhere posting a form (or nothing) at it.
+    for (name, value) in [
+        ("origin", "https://evil.example"),
+        ("sec-fetch-site", "cross-site"),
+    ] {
+        let forged = local
+            .http
+            .post(format!("{}/api/console/admin/settings", local.base))
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(forged.status(), 403, "{name}: {value}");
+    }
+    // The console itself (same origin) works.
+    let own = local
+        .http
+        .get(&clusters)
+        .header("origin", local.base.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 200);
+    // It listens on loopback only (what the kernel lists for its port).
+    let port: u16 = local.base.rsplit(':').next().unwrap().parse().unwrap();
+    let listening: Vec<String> = std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (addr, local_port) = fields.get(1)?.split_once(':')?;
+            (u16::from_str_radix(local_port, 16).ok()? == port && fields.get(3) == Some(&"0A"))
+                .then(|| addr.to_string())
+        })
+        .collect();
+    assert_eq!(listening, ["0100007F"], "127.0.0.1 only");
+    local.stop().await;
+}
+
+#[tokio::test]
+async fn without_the_flag_local_asks_every_caller_to_authenticate() {
+    let db = TestDb::new().await;
+    let local = Local::start_with(&[], &[("DATABASE_URL", &db.url)]).await;
+    let anonymous = local
+        .http
+        .get(format!("{}/api/console/admin/settings", local.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    local.stop().await;
+    // An empty or development mode variable stops the process at start.
+    for value in ["", "development"] {
+        let status = Command::new(workspace_binary("local"))
+            .env("DATABASE_URL", &db.url)
+            .env("PORT", free_port().to_string())
+            .env("KUBEBYON_AUTH_MODE", value)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await
+            .unwrap();
+        assert!(!status.success(), "KUBEBYON_AUTH_MODE={value:?} started");
+    }
 }
