@@ -235,6 +235,10 @@ pub struct Settings {
     pub port: u16,
     pub log_format: LogFormat,
     pub worker_id: String,
+    /// `KUBEBYON_TRUSTED_PROXY_HOPS` (default 0): how many proxies in front of
+    /// the functions append to `X-Forwarded-For`. With 0 the header is ignored
+    /// (under API Gateway its request context gives the source address).
+    pub trusted_proxy_hops: u8,
     pub sweep_interval: Duration,
     /// How often `sync-clusters` checks each control plane.
     pub observe_interval: Duration,
@@ -335,6 +339,7 @@ impl Settings {
             port,
             log_format: parse_or(source, "LOG_FORMAT", default_format)?,
             worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
+            trusted_proxy_hops: parse_or(source, "KUBEBYON_TRUSTED_PROXY_HOPS", 0u8)?,
             sweep_interval: positive_millis(source, "SWEEP_INTERVAL_MS", 5_000)?,
             observe_interval: positive_millis(source, "SYNC_CLUSTERS_INTERVAL_MS", 30_000)?,
             node_sync_interval: positive_millis(source, "SYNC_NODES_INTERVAL_MS", 15_000)?,

@@ -187,24 +187,47 @@ async fn request_span(request: Request, next: Next) -> Response {
     response
 }
 
-/// The address a request came from: the entry the nearest proxy appended to
-/// `X-Forwarded-For` (API Gateway, a load balancer), else the peer address.
+/// The address a request came from. Behind API Gateway, the source address
+/// it saw (its request context; headers are the client's to forge). Else,
+/// with `trusted_hops` proxies in front (`KUBEBYON_TRUSTED_PROXY_HOPS`), the
+/// entry of `X-Forwarded-For` the outermost trusted proxy appended; with none,
+/// the peer address, and `X-Forwarded-For` is ignored. A header with fewer
+/// entries than trusted hops did not come through them: the peer address.
 pub fn client_ip(
     headers: &axum::http::HeaderMap,
     extensions: &axum::http::Extensions,
+    trusted_hops: u8,
 ) -> Option<String> {
-    headers
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.rsplit(',').next())
+    if let Some(lambda_http::request::RequestContext::ApiGatewayV2(context)) =
+        extensions.get::<lambda_http::request::RequestContext>()
+    {
+        return context.http.source_ip.clone();
+    }
+    let peer = || {
+        extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip().to_string())
+    };
+    if trusted_hops == 0 {
+        return peer();
+    }
+    // Every proxy appends; the same header may come as several lines.
+    let entries: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
         .map(str::trim)
-        .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok())
-        .map(str::to_string)
-        .or_else(|| {
-            extensions
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|c| c.0.ip().to_string())
-        })
+        .collect();
+    let hops = usize::from(trusted_hops);
+    if entries.len() < hops {
+        return peer();
+    }
+    entries[entries.len() - hops]
+        .parse::<std::net::IpAddr>()
+        .ok()
+        .map(|ip| ip.to_string())
+        .or_else(peer)
 }
 
 /// Where a request came from, for rate limits and records.
@@ -214,12 +237,19 @@ pub struct Origin {
     pub user_agent: Option<String>,
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Origin {
+impl FromRequestParts<AppState> for Origin {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         Ok(Self {
-            ip: client_ip(&parts.headers, &parts.extensions),
+            ip: client_ip(
+                &parts.headers,
+                &parts.extensions,
+                state.settings.trusted_proxy_hops,
+            ),
             user_agent: parts
                 .headers
                 .get(axum::http::header::USER_AGENT)
@@ -239,24 +269,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_nearest_proxy_names_the_client() {
+    fn a_header_that_is_no_address_falls_back_to_the_peer() {
         let mut headers = axum::http::HeaderMap::new();
-        let mut extensions = axum::http::Extensions::new();
-        extensions.insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
-            [10, 0, 0, 9],
-            5000,
-        ))));
-        assert_eq!(
-            client_ip(&headers, &extensions).as_deref(),
-            Some("10.0.0.9")
-        );
-        headers.insert("x-forwarded-for", "1.2.3.4, 203.0.113.7".parse().unwrap());
-        assert_eq!(
-            client_ip(&headers, &extensions).as_deref(),
-            Some("203.0.113.7")
-        );
         headers.insert("x-forwarded-for", "not an address".parse().unwrap());
-        assert_eq!(client_ip(&headers, &axum::http::Extensions::new()), None);
+        assert_eq!(client_ip(&headers, &axum::http::Extensions::new(), 1), None);
     }
 }
 
@@ -317,7 +333,38 @@ fn loopback_request(request: &Request) -> Result<(), ApiError> {
 
 #[cfg(test)]
 mod loopback_tests {
-    use super::is_loopback_host;
+    use super::{client_ip, is_loopback_host};
+
+    #[test]
+    fn the_client_address_comes_from_trusted_hops_only() {
+        let mut headers = axum::http::HeaderMap::new();
+        headers.append("x-forwarded-for", "6.6.6.6, 198.51.100.9".parse().unwrap());
+        headers.append("x-forwarded-for", "203.0.113.5".parse().unwrap());
+        let mut extensions = axum::http::Extensions::new();
+        extensions.insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+            [192, 0, 2, 1],
+            40000,
+        ))));
+        let ip = |hops| client_ip(&headers, &extensions, hops);
+        assert_eq!(ip(0).as_deref(), Some("192.0.2.1"), "no proxy: the peer");
+        assert_eq!(ip(1).as_deref(), Some("203.0.113.5"));
+        assert_eq!(ip(2).as_deref(), Some("198.51.100.9"));
+        assert_eq!(
+            ip(4).as_deref(),
+            Some("192.0.2.1"),
+            "fewer entries than hops"
+        );
+        // Under API Gateway its request context decides, whatever the headers say.
+        let mut context = aws_lambda_events::apigw::ApiGatewayV2httpRequestContext::default();
+        context.http.source_ip = Some("198.51.100.200".into());
+        extensions.insert(lambda_http::request::RequestContext::ApiGatewayV2(context));
+        for hops in [0, 1] {
+            assert_eq!(
+                client_ip(&headers, &extensions, hops).as_deref(),
+                Some("198.51.100.200")
+            );
+        }
+    }
 
     #[test]
     fn only_loopback_names_pass() {

@@ -130,7 +130,11 @@ pub async fn script(
     let mut attempt = NewAttempt {
         token_id: presented.token_id,
         cluster_id: presented.cluster_id,
-        source_ip: shared::http::client_ip(headers, request.extensions()),
+        source_ip: shared::http::client_ip(
+            headers,
+            request.extensions(),
+            state.settings.trusted_proxy_hops,
+        ),
         user_agent: headers
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok()),

@@ -59,6 +59,10 @@ impl Accounts {
         let (dispatcher, _runner) = inprocess::channel(worker, 1);
         let mut vars = env(&mail);
         vars.push(("KUBEBYON_ADMIN_EMAIL".into(), "boss@example.com".into()));
+        // The tests play the one proxy in front, which appends the client's address.
+        if !vars.iter().any(|(k, _)| k == "KUBEBYON_TRUSTED_PROXY_HOPS") {
+            vars.push(("KUBEBYON_TRUSTED_PROXY_HOPS".into(), "1".into()));
+        }
         let source: HashMap<&str, &str> =
             vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let settings = Settings::from_source(&source).unwrap();
@@ -1694,4 +1698,47 @@ async fn an_oauth_login_returns_only_to_a_path_on_this_site() {
         assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
         assert_eq!(reply.headers[header::LOCATION], "/", "{return_to}");
     }
+}
+
+#[tokio::test]
+async fn a_forged_forwarded_for_neither_buys_fresh_buckets_nor_lands_in_the_history() {
+    // Exposed directly (no trusted proxy): the peer address is the client's.
+    let accounts = Accounts::with_env(|mail| {
+        vec![
+            ("SMTP_URL".into(), mail.url()),
+            ("KUBEBYON_TRUSTED_PROXY_HOPS".into(), "0".into()),
+        ]
+    })
+    .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let served = accounts
+        .router
+        .clone()
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, served).await });
+    let http = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for i in 0..32 {
+        let reply = http
+            .post(format!("{base}/api/auth/login"))
+            .header("x-forwarded-for", format!("203.0.113.{i}"))
+            .json(&json!({ "email": format!("nobody{i}@example.com"), "password": "guess guess guess" }))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(reply.status().as_u16());
+    }
+    assert_eq!(statuses[..30], [401; 30]);
+    assert_eq!(
+        statuses[30..],
+        [429, 429],
+        "one address, one bucket, whatever the header says"
+    );
+    let recorded: Vec<(Option<String>,)> =
+        sqlx::query_as("SELECT DISTINCT host(ip) FROM login_events")
+            .fetch_all(&accounts.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(recorded, [(Some("127.0.0.1".to_string()),)]);
 }
