@@ -77,6 +77,12 @@ async fn transport(pool: &PgPool, env: &Settings) -> Result<(Transport, String),
     Ok((transport, from))
 }
 
+/// Whether mail can be sent at all (a server is configured and its settings
+/// build a transport); no connection is made.
+pub async fn ready(pool: &PgPool, env: &Settings) -> Result<(), MailError> {
+    transport(pool, env).await.map(|_| ())
+}
+
 /// Sends one plain-text message.
 pub async fn send(
     pool: &PgPool,

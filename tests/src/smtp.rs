@@ -8,6 +8,8 @@ pub struct SmtpSink {
     pub port: u16,
     dir: PathBuf,
     child: Child,
+    /// Messages whose code a test has read already.
+    read: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl SmtpSink {
@@ -26,7 +28,12 @@ impl SmtpSink {
                 .await
                 .is_ok()
             {
-                return Self { port, dir, child };
+                return Self {
+                    port,
+                    dir,
+                    child,
+                    read: Default::default(),
+                };
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
@@ -52,27 +59,29 @@ impl SmtpSink {
             .collect()
     }
 
-    /// The 6-digit code in the newest message to `to`, waiting for it a little.
+    /// The 6-digit code in the newest message to `to`, once that message is
+    /// one whose code no call read before: mail leaves the platform after
+    /// the request that asked for it answers, so this waits for it a little.
     pub async fn code_for(&self, to: &str) -> String {
         for _ in 0..100 {
-            let found = self
+            let newest = self
                 .messages()
-                .iter()
+                .into_iter()
                 .rev()
-                .filter(|m| m.lines().any(|l| l.starts_with("To:") && l.contains(to)))
-                .find_map(|m| {
-                    m.split_once("is ").and_then(|(_, rest)| {
-                        let code: String = rest.chars().take(6).collect();
-                        (code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()))
-                            .then_some(code)
-                    })
-                });
-            if let Some(code) = found {
+                .find(|m| m.lines().any(|l| l.starts_with("To:") && l.contains(to)));
+            if let Some(message) = newest
+                && !self.read.lock().unwrap().contains(&message)
+                && let Some(code) = message.split_once("is ").and_then(|(_, rest)| {
+                    let code: String = rest.chars().take(6).collect();
+                    (code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit())).then_some(code)
+                })
+            {
+                self.read.lock().unwrap().insert(message);
                 return code;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("no code arrived for {to}: {:?}", self.messages());
+        panic!("no new code arrived for {to}: {:?}", self.messages());
     }
 }
 

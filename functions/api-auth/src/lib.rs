@@ -102,11 +102,40 @@ async fn send_code(
         "Your code to {what} is {code}\n\nIt is valid for {} minutes. If you did not ask for it, ignore this message.\n",
         CODE_LIFETIME.as_secs() / 60
     );
-    shared::mail::send(&state.pool, &state.settings, email, subject, body)
+    // The answer must not depend on the mail: whether the server takes it or
+    // how long it takes would tell a real address from an unknown one. Out of
+    // the request where the process outlives it; under Lambda, which freezes
+    // the process once it answers, in the request (and slower for a real
+    // address: said in docs/security.md).
+    let (pool, settings, to) = (
+        state.pool.clone(),
+        state.settings.clone(),
+        email.to_string(),
+    );
+    let delivery = async move {
+        if let Err(err) = shared::mail::send(&pool, &settings, &to, subject, body).await {
+            tracing::error!(error = %err, "could not send an email code");
+        }
+    };
+    if shared::runtime::under_lambda() {
+        delivery.await;
+    } else {
+        tokio::spawn(delivery);
+    }
+    Ok(())
+}
+
+/// 503 for every address alike when no mail can be sent at all: checked
+/// before any account is looked up, so the answer says nothing about one.
+async fn mail_ready(state: &AppState) -> Result<(), ApiError> {
+    shared::mail::ready(&state.pool, &state.settings)
         .await
         .map_err(|err| {
-            tracing::error!(error = %err, "could not send an email code");
-            ApiError::Unavailable
+            tracing::error!(error = %err, "email codes cannot be sent");
+            ApiError::NotConfigured {
+                code: "mail_not_configured",
+                detail: "the platform cannot send email yet; ask its administrator".into(),
+            }
         })
 }
 
@@ -138,7 +167,8 @@ pub struct Register {
 #[utoipa::path(post, path = "/api/auth/register", tag = "auth", request_body = Register,
     responses((status = 202, description = "A code was sent if the address can register"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "No mail can be sent (`mail_not_configured`), whatever the address", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn register(
     State(state): State<AppState>,
     origin: Origin,
@@ -163,6 +193,7 @@ pub async fn register(
     };
     limit_codes(&state, &origin, &email).await?;
     captcha(&state, &origin, body.captcha_token.as_deref()).await?;
+    mail_ready(&state).await?;
     let hash = auth::hash_password(body.password).await?;
     let mut tx = state.pool.begin().await?;
     let Some((user_id, stored)) = accounts::register(&mut tx, email.as_str(), name, &hash).await?
@@ -209,6 +240,7 @@ async fn request_code(
     let email = email(raw_email)?;
     limit_codes(state, origin, &email).await?;
     captcha(state, origin, captcha_token).await?;
+    mail_ready(state).await?;
     if let Some(account) = accounts::credentials(&state.pool, email.as_str())
         .await?
         .filter(|c| eligible(c))
@@ -382,7 +414,8 @@ pub struct ResendCode {
 /// Send a new confirmation code
 #[utoipa::path(post, path = "/api/auth/resend-code", tag = "auth", request_body = ResendCode,
     responses((status = 202, description = "A code was sent if an unconfirmed account has the address"),
-              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "No mail can be sent (`mail_not_configured`), whatever the address", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn resend_code(
     State(state): State<AppState>,
     origin: Origin,
@@ -517,7 +550,8 @@ pub struct RequestReset {
 /// Ask for a password reset code
 #[utoipa::path(post, path = "/api/auth/password-reset", tag = "auth", request_body = RequestReset,
     responses((status = 202, description = "A code was sent if an account has the address"),
-              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "No mail can be sent (`mail_not_configured`), whatever the address", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn request_reset(
     State(state): State<AppState>,
     origin: Origin,

@@ -1742,3 +1742,55 @@ async fn a_forged_forwarded_for_neither_buys_fresh_buckets_nor_lands_in_the_hist
             .unwrap();
     assert_eq!(recorded, [(Some("127.0.0.1".to_string()),)]);
 }
+
+async fn ask_reset(accounts: &Accounts, email: &str) -> (StatusCode, Value) {
+    let client = Client {
+        ip: "203.0.113.90".into(),
+        ..Client::default()
+    };
+    let reply = accounts
+        .call(
+            &client,
+            "POST",
+            "/api/auth/password-reset",
+            Some(json!({ "email": email })),
+        )
+        .await;
+    (reply.status, reply.body)
+}
+
+async fn add_real_account(accounts: &Accounts) {
+    sqlx::query(
+        "INSERT INTO users (email, display_name, password_hash, email_verified_at)
+         VALUES ('real@example.com', 'Real', 'x', now())",
+    )
+    .execute(&accounts.db.pool)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_reset_answers_alike_for_real_and_unknown_addresses_whatever_the_mail_server_does() {
+    // The mail server is down: a real address gets what an unknown one gets.
+    let closed = format!("smtp://127.0.0.1:{}", tests::free_port());
+    let down = Accounts::with_env(move |_| vec![("SMTP_URL".into(), closed)]).await;
+    add_real_account(&down).await;
+    let (known, unknown) = (
+        ask_reset(&down, "real@example.com").await,
+        ask_reset(&down, "nobody@example.com").await,
+    );
+    assert_eq!(known.0, StatusCode::ACCEPTED, "{}", known.1);
+    assert_eq!(known, unknown);
+    // No mail server configured at all: 503 for both, before any lookup.
+    let none = Accounts::with_env(|_| vec![]).await;
+    add_real_account(&none).await;
+    let (known, unknown) = (
+        ask_reset(&none, "real@example.com").await,
+        ask_reset(&none, "nobody@example.com").await,
+    );
+    assert_eq!(
+        (known.0, known.1["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("mail_not_configured"))
+    );
+    assert_eq!(known, unknown);
+}
