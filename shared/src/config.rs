@@ -239,6 +239,12 @@ pub struct Settings {
     /// the functions append to `X-Forwarded-For`. With 0 the header is ignored
     /// (under API Gateway its request context gives the source address).
     pub trusted_proxy_hops: u8,
+    /// `KUBEBYON_REQUEST_TIMEOUT_MS` (default 30 s): a request still running
+    /// then is stopped and answered 503 `timed_out`.
+    pub request_timeout: Duration,
+    /// `KUBEBYON_MAX_CONCURRENT_REQUESTS` (default 256): past it, 503
+    /// `overloaded` at once, per process.
+    pub max_concurrent_requests: usize,
     pub sweep_interval: Duration,
     /// How often `sync-clusters` checks each control plane.
     pub observe_interval: Duration,
@@ -340,6 +346,20 @@ impl Settings {
             log_format: parse_or(source, "LOG_FORMAT", default_format)?,
             worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
             trusted_proxy_hops: parse_or(source, "KUBEBYON_TRUSTED_PROXY_HOPS", 0u8)?,
+            request_timeout: positive_millis(source, "KUBEBYON_REQUEST_TIMEOUT_MS", 30_000)?,
+            max_concurrent_requests: match parse_or(
+                source,
+                "KUBEBYON_MAX_CONCURRENT_REQUESTS",
+                256usize,
+            )? {
+                0 => {
+                    return Err(ConfigError::Invalid {
+                        name: "KUBEBYON_MAX_CONCURRENT_REQUESTS",
+                        reason: "must be greater than zero".into(),
+                    });
+                }
+                n => n,
+            },
             sweep_interval: positive_millis(source, "SWEEP_INTERVAL_MS", 5_000)?,
             observe_interval: positive_millis(source, "SYNC_CLUSTERS_INTERVAL_MS", 30_000)?,
             node_sync_interval: positive_millis(source, "SYNC_NODES_INTERVAL_MS", 15_000)?,

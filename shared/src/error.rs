@@ -57,6 +57,12 @@ pub enum ApiError {
     PayloadTooLarge { limit_bytes: usize },
     #[error("the service is not ready")]
     Unavailable,
+    /// More requests are in flight than the function takes.
+    #[error("too many requests are in flight; try again shortly")]
+    Overloaded,
+    /// The request took longer than the function allows.
+    #[error("the request took too long and was stopped")]
+    TimedOut,
     /// Too many attempts: wait `retry_after_secs` (sent as `Retry-After`).
     #[error("too many attempts; try again in {retry_after_secs} s")]
     TooManyRequests { retry_after_secs: u64 },
@@ -114,6 +120,16 @@ impl ApiError {
             Self::Unavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
+                "Service unavailable",
+            ),
+            Self::Overloaded => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "Service unavailable",
+            ),
+            Self::TimedOut => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "timed_out",
                 "Service unavailable",
             ),
             Self::TooManyRequests { .. } => (

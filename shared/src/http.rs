@@ -147,6 +147,13 @@ impl FromRequestParts<AppState> for AdminCaller {
 /// routes outside it: probes come every few seconds and would only fill the
 /// logs (and cost a span each).
 pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
+    let limits = Limits {
+        in_flight: Arc::new(tokio::sync::Semaphore::new(
+            state.settings.max_concurrent_requests,
+        )),
+        timeout: state.settings.request_timeout,
+        hsts: state.settings.public_base_url.starts_with("https://"),
+    };
     routes
         .fallback(|| async { ApiError::NotFound { what: "route" } })
         .layer(axum::extract::DefaultBodyLimit::max(
@@ -155,7 +162,56 @@ pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(middleware::from_fn(request_span))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readiness))
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            let limits = limits.clone();
+            async move { limits.apply(request, next).await }
+        }))
         .with_state(state)
+}
+
+/// What every response of every function gets: a bound on requests in
+/// flight (past it, 503 at once rather than a queue), a time limit, and the
+/// security headers. API answers are never cached (they carry sessions'
+/// data, kubeconfigs, one-time secrets) unless a handler says otherwise.
+#[derive(Clone)]
+struct Limits {
+    in_flight: Arc<tokio::sync::Semaphore>,
+    timeout: std::time::Duration,
+    hsts: bool,
+}
+
+impl Limits {
+    async fn apply(self, request: Request, next: Next) -> Response {
+        let Ok(_permit) = self.in_flight.try_acquire() else {
+            return ApiError::Overloaded.into_response();
+        };
+        let mut response = match tokio::time::timeout(self.timeout, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => ApiError::TimedOut.into_response(),
+        };
+        use axum::http::{HeaderValue, header};
+        let headers = response.headers_mut();
+        let mut set = |name: header::HeaderName, value: &'static str| {
+            headers
+                .entry(name)
+                .or_insert(HeaderValue::from_static(value));
+        };
+        set(header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+        set(header::X_FRAME_OPTIONS, "DENY");
+        set(
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        );
+        set(header::REFERRER_POLICY, "no-referrer");
+        set(header::CACHE_CONTROL, "no-store");
+        if self.hsts {
+            set(
+                header::STRICT_TRANSPORT_SECURITY,
+                "max-age=31536000; includeSubDomains",
+            );
+        }
+        response
+    }
 }
 
 async fn readiness(State(state): State<AppState>) -> Result<&'static str, ApiError> {

@@ -592,3 +592,83 @@ async fn the_job_queue_is_for_administrators_only() {
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn every_answer_carries_the_security_headers_and_the_limits_hold() {
+    let api = Api::new().await;
+    let router = |settings: &[(&str, &str)]| {
+        let source: std::collections::HashMap<&str, &str> = settings.iter().copied().collect();
+        let state = AppState {
+            settings: Arc::new(Settings::from_source(&source).unwrap()),
+            ..api.state.clone()
+        };
+        with_common_layers(
+            api_clusters::router().route(
+                "/slow",
+                axum::routing::get(|| async {
+                    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                    "done"
+                }),
+            ),
+            state,
+        )
+    };
+    let plain = router(&[]);
+    for request in [
+        get("/api/console/clusters"),
+        get("/api/nothing-here"),
+        get("/healthz"),
+    ] {
+        let response = plain.clone().oneshot(request).await.unwrap();
+        let headers = response.headers();
+        for (name, value) in [
+            ("x-content-type-options", "nosniff"),
+            ("x-frame-options", "DENY"),
+            ("cache-control", "no-store"),
+            ("referrer-policy", "no-referrer"),
+        ] {
+            assert_eq!(headers[name], value, "{name}");
+        }
+        assert!(
+            headers["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        assert!(
+            headers.get("strict-transport-security").is_none(),
+            "not over HTTPS"
+        );
+    }
+    let https = router(&[("KUBEBYON_PUBLIC_BASE_URL", "https://kubebyon.example.com")]);
+    let response = https.oneshot(get("/healthz")).await.unwrap();
+    assert!(
+        response.headers()["strict-transport-security"]
+            .to_str()
+            .unwrap()
+            .starts_with("max-age=")
+    );
+
+    // A request past its time is stopped and answered.
+    let hurried = router(&[("KUBEBYON_REQUEST_TIMEOUT_MS", "50")]);
+    let response = hurried.oneshot(get("/slow")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(body["code"], "timed_out");
+
+    // Past the requests in flight, the next is shed at once, not queued.
+    let narrow = router(&[("KUBEBYON_MAX_CONCURRENT_REQUESTS", "1")]);
+    let first = tokio::spawn(narrow.clone().oneshot(get("/slow")));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let second = narrow.clone().oneshot(get("/slow")).await.unwrap();
+    assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(started.elapsed() < std::time::Duration::from_millis(300));
+    assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        narrow.oneshot(get("/slow")).await.unwrap().status(),
+        StatusCode::OK,
+        "the slot is free again"
+    );
+}
