@@ -43,6 +43,20 @@ pub struct Caller {
     pub user_id: Uuid,
     /// The session the request came with, when it came with one.
     pub session_id: Option<Uuid>,
+    /// The API key the request came with, when it came with one.
+    pub api_key_id: Option<Uuid>,
+}
+
+impl Caller {
+    /// Refuses a caller that is not a signed-in browser: an account's
+    /// credentials (keys, password, sessions) are managed from a session.
+    pub fn require_session(&self) -> Result<Uuid, ApiError> {
+        self.session_id.ok_or_else(|| {
+            ApiError::Forbidden(
+                "an API key cannot manage the account's credentials; sign in".into(),
+            )
+        })
+    }
 }
 
 fn is_safe(method: &Method) -> bool {
@@ -63,6 +77,7 @@ impl FromRequestParts<AppState> for Caller {
             Identity::Development(user_id) => Self {
                 user_id,
                 session_id: None,
+                api_key_id: None,
             },
             Identity::Accounts => authenticate(parts, state).await?,
         };
@@ -82,9 +97,13 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
         .and_then(|v| v.strip_prefix("Bearer "));
     if let Some(key) = bearer {
         return match accounts::api_key_user(&state.pool, &auth::hash_secret(key)).await? {
-            Some((_, user_id)) => Ok(Caller {
+            Some((_, _, accounts::KeyScope::Read)) if !is_safe(&parts.method) => Err(
+                ApiError::Forbidden("this API key may only read (its scope is read)".into()),
+            ),
+            Some((key_id, user_id, _)) => Ok(Caller {
                 user_id,
                 session_id: None,
+                api_key_id: Some(key_id),
             }),
             None => Err(ApiError::Unauthenticated),
         };
@@ -111,6 +130,7 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
     Ok(Caller {
         user_id,
         session_id: Some(session_id),
+        api_key_id: None,
     })
 }
 

@@ -49,7 +49,18 @@ pub struct ApiDoc;
 pub struct CreateKey {
     /// 1–100 characters, to tell keys apart.
     pub name: String,
+    /// `read` (GET only) or `write`.
+    pub scope: accounts::KeyScope,
+    /// 1–365, default 90.
+    pub expires_in_days: Option<i64>,
+    /// The account's password, asked again before a key is made. An account
+    /// without one (signed up with GitHub or Google) makes keys within 10
+    /// minutes of signing in instead.
+    pub password: Option<String>,
 }
+
+/// How recent a passwordless account's sign-in must be to make a key.
+const RECENT_SIGN_IN: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 /// A new API key: the only response that carries it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -71,26 +82,87 @@ fn record<'a>(caller: Caller, action: &'a str, key: &ApiKey) -> AuditEvent<'a> {
     }
 }
 
+/// The password asked again (counted against the account's password checks),
+/// or for an account without one, a sign-in at most 10 minutes old.
+async fn reauthenticate(
+    state: &AppState,
+    user_id: uuid::Uuid,
+    session_id: uuid::Uuid,
+    password: Option<String>,
+) -> Result<(), ApiError> {
+    let user = accounts::get_user(&state.pool, user_id)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    if user.has_password {
+        auth::rate_limit(
+            &state.pool,
+            auth::PASSWORD_CHECKS_PER_ACCOUNT,
+            &user_id.to_string(),
+        )
+        .await?;
+        let stored = accounts::credentials(&state.pool, &user.email)
+            .await?
+            .and_then(|c| c.password_hash);
+        if !auth::verify_password(password.unwrap_or_default(), stored).await {
+            return Err(ApiError::invalid(
+                "password",
+                "is not the account's password; it is asked again before a key is made",
+            ));
+        }
+        return Ok(());
+    }
+    let started = accounts::session_started(&state.pool, session_id)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    if chrono::Utc::now() - started > RECENT_SIGN_IN {
+        return Err(ApiError::Forbidden(
+            "sign in again (within 10 minutes) before making a key".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Create an API key
+///
+/// From a signed-in session only, with the password asked again. The key
+/// has a scope (`read`: GET only; `write`: every console route but the
+/// account's credentials) and expires (1–365 days, default 90); a password
+/// change or reset revokes every key.
 #[utoipa::path(post, path = "/api/console/account/api-keys", tag = "account", request_body = CreateKey,
-    responses((status = 201, body = CreatedKey), (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+    responses((status = 201, body = CreatedKey),
+              (status = 403, description = "Not from a session, or a passwordless account's sign-in is older than 10 minutes", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn create_key(
     State(state): State<AppState>,
     caller: Caller,
     AppJson(body): AppJson<CreateKey>,
 ) -> Result<Response, ApiError> {
+    let session_id = caller.require_session()?;
     let name = body.name.trim();
     if !(1..=100).contains(&name.chars().count()) {
         return Err(ApiError::invalid("name", "must be 1 to 100 characters"));
     }
+    let days = body.expires_in_days.unwrap_or(90);
+    if !(1..=365).contains(&days) {
+        return Err(ApiError::invalid(
+            "expires_in_days",
+            "must be between 1 and 365",
+        ));
+    }
+    reauthenticate(&state, caller.user_id, session_id, body.password).await?;
     let (key, prefix) = auth::new_api_key();
     let mut tx = state.pool.begin().await?;
     let api_key = accounts::insert_api_key(
         &mut *tx,
-        caller.user_id,
-        name,
-        &prefix,
-        &auth::hash_secret(&key),
+        &accounts::NewApiKey {
+            user_id: caller.user_id,
+            name,
+            prefix: &prefix,
+            token_hash: &auth::hash_secret(&key),
+            scope: body.scope,
+            lifetime: chrono::TimeDelta::days(days),
+        },
     )
     .await?;
     audit::record(&mut *tx, record(caller, "api_key.create", &api_key)).await?;
@@ -119,6 +191,7 @@ pub async fn revoke_key(
     caller: Caller,
     AppPath(key_id): AppPath<Uuid>,
 ) -> Result<AppJson<ApiKey>, ApiError> {
+    caller.require_session()?;
     let mut tx = state.pool.begin().await?;
     let key = accounts::revoke_api_key(&mut *tx, caller.user_id, key_id)
         .await?

@@ -578,7 +578,7 @@ pub struct ConfirmReset {
 
 /// Reset the password with the emailed code
 ///
-/// Every session of the account ends.
+/// Every session of the account ends and every API key is revoked.
 #[utoipa::path(post, path = "/api/auth/password-reset/confirm", tag = "auth", request_body = ConfirmReset,
     responses((status = 204, description = "The password was changed"),
               (status = 400, description = "`invalid_code`", body = shared::error::Problem, content_type = "application/problem+json"),
@@ -618,12 +618,13 @@ pub async fn confirm_reset(
     // The code proved the mailbox: the address is confirmed too.
     accounts::mark_email_verified(&mut tx, account.user_id).await?;
     let ended = accounts::delete_sessions(&mut *tx, account.user_id, None).await?;
+    let revoked = accounts::revoke_all_api_keys(&mut tx, account.user_id).await?;
     audit::record(
         &mut *tx,
         user_event(
             account.user_id,
             "user.password_reset",
-            serde_json::json!({ "sessions_ended": ended }),
+            serde_json::json!({ "sessions_ended": ended, "api_keys_revoked": revoked }),
         ),
     )
     .await?;
@@ -640,7 +641,8 @@ pub struct ChangePassword {
 
 /// Change the password
 ///
-/// Needs the current one; the account's other sessions end.
+/// From a signed-in session, with the current password; the account's other
+/// sessions end and every API key is revoked.
 #[utoipa::path(post, path = "/api/auth/change-password", tag = "auth", request_body = ChangePassword,
     responses((status = 204, description = "The password was changed"),
               (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -650,6 +652,7 @@ pub async fn change_password(
     caller: Caller,
     AppJson(body): AppJson<ChangePassword>,
 ) -> Result<StatusCode, ApiError> {
+    caller.require_session()?;
     let user = accounts::get_user(&state.pool, caller.user_id)
         .await?
         .ok_or(ApiError::Unauthenticated)?;
@@ -674,12 +677,13 @@ pub async fn change_password(
     let mut tx = state.pool.begin().await?;
     accounts::set_password(&mut tx, user.id, &hash).await?;
     let ended = accounts::delete_sessions(&mut *tx, user.id, caller.session_id).await?;
+    let revoked = accounts::revoke_all_api_keys(&mut tx, user.id).await?;
     audit::record(
         &mut *tx,
         user_event(
             user.id,
             "user.password_change",
-            serde_json::json!({ "sessions_ended": ended }),
+            serde_json::json!({ "sessions_ended": ended, "api_keys_revoked": revoked }),
         ),
     )
     .await?;

@@ -318,25 +318,76 @@ pub async fn prune_sessions(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error>
 }
 
 /// Whose live API key this is (user active), refreshing `last_used_at` at most once a minute.
+/// What an API key lets its holder do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyScope {
+    /// `GET` requests only.
+    Read,
+    /// Every console route but the account's credentials (keys, password, sessions).
+    Write,
+}
+
+impl KeyScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+/// The key with this hash, when it is live (not revoked, not expired, its
+/// user active): its id, its user and its scope. Marks it used (at most once a
+/// minute).
 pub async fn api_key_user(
     db: impl PgExecutor<'_>,
     token_hash: &[u8],
-) -> Result<Option<(Uuid, Uuid)>, sqlx::Error> {
+) -> Result<Option<(Uuid, Uuid, KeyScope)>, sqlx::Error> {
     let row = sqlx::query!(
         r#"WITH live AS (
-               SELECT k.id, k.user_id, k.last_used_at FROM api_keys k JOIN users u ON u.id = k.user_id
-               WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND u.status = 'active'
+               SELECT k.id, k.user_id, k.scope, k.last_used_at FROM api_keys k JOIN users u ON u.id = k.user_id
+               WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND k.expires_at > now()
+                 AND u.status = 'active'
            ), touched AS (
                UPDATE api_keys k SET last_used_at = now()
                FROM live WHERE k.id = live.id
                  AND (live.last_used_at IS NULL OR live.last_used_at < now() - interval '1 minute')
            )
-           SELECT id AS "id!", user_id AS "user_id!" FROM live"#,
+           SELECT id AS "id!", user_id AS "user_id!", scope AS "scope!" FROM live"#,
         token_hash
     )
     .fetch_optional(db)
     .await?;
-    Ok(row.map(|r| (r.id, r.user_id)))
+    Ok(row.map(|r| {
+        let scope = if r.scope == "read" {
+            KeyScope::Read
+        } else {
+            KeyScope::Write
+        };
+        (r.id, r.user_id, scope)
+    }))
+}
+
+/// Revokes every live key of the user (their password changed): how many.
+pub async fn revoke_all_api_keys(tx: &mut PgConnection, user_id: Uuid) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE api_keys SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL",
+        user_id
+    )
+    .execute(tx)
+    .await?
+    .rows_affected())
+}
+
+/// When the session started.
+pub async fn session_started(
+    db: impl PgExecutor<'_>,
+    session_id: Uuid,
+) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT created_at FROM sessions WHERE id = $1", session_id)
+        .fetch_optional(db)
+        .await
 }
 
 /// An API key as its owner sees it: never the key itself.
@@ -346,26 +397,38 @@ pub struct ApiKey {
     pub name: String,
     /// `kb_` and 8 hex digits: the start of the key, to recognise it by.
     pub prefix: String,
+    /// `read` or `write`.
+    pub scope: String,
     pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
+pub struct NewApiKey<'a> {
+    pub user_id: Uuid,
+    pub name: &'a str,
+    pub prefix: &'a str,
+    pub token_hash: &'a [u8],
+    pub scope: KeyScope,
+    pub lifetime: chrono::TimeDelta,
+}
+
 pub async fn insert_api_key(
     db: impl PgExecutor<'_>,
-    user_id: Uuid,
-    name: &str,
-    prefix: &str,
-    token_hash: &[u8],
+    key: &NewApiKey<'_>,
 ) -> Result<ApiKey, sqlx::Error> {
     sqlx::query_as!(
         ApiKey,
-        "INSERT INTO api_keys (user_id, name, prefix, token_hash) VALUES ($1, $2, $3, $4)
-         RETURNING id, name, prefix, created_at, last_used_at, revoked_at",
-        user_id,
-        name,
-        prefix,
-        token_hash
+        "INSERT INTO api_keys (user_id, name, prefix, token_hash, scope, expires_at)
+         VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))
+         RETURNING id, name, prefix, scope, created_at, expires_at, last_used_at, revoked_at",
+        key.user_id,
+        key.name,
+        key.prefix,
+        key.token_hash,
+        key.scope.as_str(),
+        key.lifetime.num_seconds() as f64
     )
     .fetch_one(db)
     .await
@@ -377,7 +440,7 @@ pub async fn list_api_keys(
 ) -> Result<Vec<ApiKey>, sqlx::Error> {
     sqlx::query_as!(
         ApiKey,
-        "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_keys
+        "SELECT id, name, prefix, scope, created_at, expires_at, last_used_at, revoked_at FROM api_keys
          WHERE user_id = $1 ORDER BY created_at DESC, id DESC",
         user_id
     )
@@ -394,7 +457,7 @@ pub async fn revoke_api_key(
     sqlx::query_as!(
         ApiKey,
         "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 AND user_id = $2
-         RETURNING id, name, prefix, created_at, last_used_at, revoked_at",
+         RETURNING id, name, prefix, scope, created_at, expires_at, last_used_at, revoked_at",
         key_id,
         user_id
     )

@@ -239,7 +239,7 @@ async fn register_by_emailed_code_then_log_in_and_out() {
             &no_csrf,
             "POST",
             "/api/console/account/api-keys",
-            Some(json!({ "name": "ci" })),
+            Some(json!({ "name": "ci", "scope": "write", "password": "correct horse battery" })),
         )
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
@@ -248,7 +248,7 @@ async fn register_by_emailed_code_then_log_in_and_out() {
             &second,
             "POST",
             "/api/console/account/api-keys",
-            Some(json!({ "name": "ci" })),
+            Some(json!({ "name": "ci", "scope": "write", "password": "correct horse battery" })),
         )
         .await;
     assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
@@ -466,7 +466,9 @@ async fn api_keys_authenticate_until_revoked_and_disabled_users_lose_access_at_o
             &browser,
             "POST",
             "/api/console/account/api-keys",
-            Some(json!({ "name": "laptop" })),
+            Some(
+                json!({ "name": "laptop", "scope": "write", "password": "correct horse battery" }),
+            ),
         )
         .await;
     assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
@@ -518,7 +520,7 @@ async fn api_keys_authenticate_until_revoked_and_disabled_users_lose_access_at_o
             &browser,
             "POST",
             "/api/console/account/api-keys",
-            Some(json!({ "name": "ci" })),
+            Some(json!({ "name": "ci", "scope": "write", "password": "correct horse battery" })),
         )
         .await;
     let cli = Client {
@@ -677,7 +679,7 @@ async fn no_password_token_key_or_code_reaches_the_logs() {
             &browser,
             "POST",
             "/api/console/account/api-keys",
-            Some(json!({ "name": "ci" })),
+            Some(json!({ "name": "ci", "scope": "write", "password": "correct horse battery" })),
         )
         .await;
     let key = made.body["key"].as_str().unwrap().to_string();
@@ -861,7 +863,7 @@ async fn admins_disable_promote_and_delete_users() {
             &frank,
             "POST",
             "/api/console/account/api-keys",
-            Some(json!({ "name": "k" })),
+            Some(json!({ "name": "k", "scope": "write", "password": "correct horse battery" })),
         )
         .await
         .body["key"]
@@ -1793,4 +1795,145 @@ async fn a_reset_answers_alike_for_real_and_unknown_addresses_whatever_the_mail_
         (StatusCode::SERVICE_UNAVAILABLE, Some("mail_not_configured"))
     );
     assert_eq!(known, unknown);
+}
+
+#[tokio::test]
+async fn api_keys_are_scoped_expire_cannot_mint_keys_and_die_with_the_password() {
+    let accounts = Accounts::new().await;
+    let browser = accounts
+        .signed_up("kim@example.com", "correct horse battery")
+        .await;
+    let make = |body: Value| {
+        let accounts = &accounts;
+        let browser = &browser;
+        async move {
+            accounts
+                .call(browser, "POST", "/api/console/account/api-keys", Some(body))
+                .await
+        }
+    };
+    // The password is asked again, and the lifetime is bounded.
+    for (body, field) in [
+        (json!({ "name": "a", "scope": "write" }), "password"),
+        (
+            json!({ "name": "a", "scope": "write", "password": "not it at all" }),
+            "password",
+        ),
+        (
+            json!({ "name": "a", "scope": "write", "password": "correct horse battery", "expires_in_days": 0 }),
+            "expires_in_days",
+        ),
+        (
+            json!({ "name": "a", "scope": "write", "password": "correct horse battery", "expires_in_days": 366 }),
+            "expires_in_days",
+        ),
+    ] {
+        let reply = make(body).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            reply.body
+        );
+        assert_eq!(reply.body["errors"][0]["field"], field);
+    }
+    let reply = make(json!({ "name": "a", "password": "correct horse battery" })).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::BAD_REQUEST,
+        "the scope is chosen, never assumed"
+    );
+
+    let key_client = |reply: &Reply| Client {
+        bearer: Some(reply.body["key"].as_str().unwrap().to_string()),
+        ip: "198.51.100.31".into(),
+        ..Client::default()
+    };
+    let reader =
+        make(json!({ "name": "dashboards", "scope": "read", "password": "correct horse battery" }))
+            .await;
+    assert_eq!(reader.status, StatusCode::CREATED, "{}", reader.body);
+    assert_eq!(reader.body["api_key"]["scope"], "read");
+    let reader = key_client(&reader);
+    let writer = make(json!({ "name": "ci", "scope": "write", "password": "correct horse battery", "expires_in_days": 7 })).await;
+    assert_eq!(writer.status, StatusCode::CREATED, "{}", writer.body);
+    let expires: chrono::DateTime<chrono::Utc> = writer.body["api_key"]["expires_at"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (expires - chrono::Utc::now() - chrono::TimeDelta::days(7))
+            .num_seconds()
+            .abs()
+            < 60
+    );
+    let writer = key_client(&writer);
+
+    // A read key reads and writes nothing.
+    let cluster = json!({ "name": "scoped", "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024 });
+    assert_eq!(
+        accounts
+            .call(&reader, "GET", "/api/console/clusters", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let refused = accounts
+        .call(
+            &reader,
+            "POST",
+            "/api/console/clusters",
+            Some(cluster.clone()),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    // No key makes, revokes or changes credentials.
+    let minted = accounts
+        .call(
+            &writer,
+            "POST",
+            "/api/console/account/api-keys",
+            Some(json!({ "name": "more", "scope": "write", "password": "correct horse battery" })),
+        )
+        .await;
+    assert_eq!(minted.status, StatusCode::FORBIDDEN, "{}", minted.body);
+    let changed = accounts
+        .call(&writer, "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "key holder's password" })))
+        .await;
+    assert_eq!(changed.status, StatusCode::FORBIDDEN, "{}", changed.body);
+
+    // An expired key is no key.
+    sqlx::query(
+        "UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE scope = 'read'",
+    )
+    .execute(&accounts.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        accounts
+            .call(&reader, "GET", "/api/console/clusters", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    // A new password revokes every key.
+    assert_eq!(
+        accounts
+            .call(&writer, "GET", "/api/console/clusters", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let reply = accounts
+        .call(&browser, "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "battery staple horse" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+    assert_eq!(
+        accounts
+            .call(&writer, "GET", "/api/console/clusters", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
 }

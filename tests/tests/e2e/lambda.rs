@@ -66,10 +66,14 @@ async fn api_clusters_answers_a_recorded_api_gateway_http_api_event() {
     let (key, prefix) = shared::auth::new_api_key();
     shared::db::accounts::insert_api_key(
         &db.pool,
-        user_id,
-        "lambda",
-        &prefix,
-        &shared::auth::hash_secret(&key),
+        &shared::db::accounts::NewApiKey {
+            user_id,
+            name: "lambda",
+            prefix: &prefix,
+            token_hash: &shared::auth::hash_secret(&key),
+            scope: shared::db::accounts::KeyScope::Write,
+            lifetime: chrono::TimeDelta::days(1),
+        },
     )
     .await
     .unwrap();

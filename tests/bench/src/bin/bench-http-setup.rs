@@ -18,10 +18,14 @@ async fn main() -> anyhow::Result<()> {
     let (key, prefix) = auth::new_api_key();
     db::accounts::insert_api_key(
         &pool,
-        user_id,
-        "benchmark",
-        &prefix,
-        &auth::hash_secret(&key),
+        &db::accounts::NewApiKey {
+            user_id,
+            name: "benchmark",
+            prefix: &prefix,
+            token_hash: &auth::hash_secret(&key),
+            scope: db::accounts::KeyScope::Write,
+            lifetime: chrono::TimeDelta::days(1),
+        },
     )
     .await?;
     println!("{key}");
