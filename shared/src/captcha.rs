@@ -61,7 +61,12 @@ pub async fn check(
             e.without_url()
         ),
     };
-    let answer: serde_json::Value = reqwest::Client::new()
+    // A redirect would carry the secret elsewhere: none is followed.
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(unreachable)?;
+    let answer: serde_json::Value = client
         .post(url)
         .timeout(std::time::Duration::from_secs(10))
         .header("content-type", "application/x-www-form-urlencoded")

@@ -260,6 +260,10 @@ pub struct Settings {
     pub dns_interval: Duration,
     /// Base URL of the public `join` function; join commands point under it.
     pub join_base_url: String,
+    /// `KUBEBYON_ALLOW_PRIVATE_OUTBOUND` (default false): let the URLs the
+    /// platform sends secrets or scripts through be plain HTTP or private
+    /// addresses (`shared::outbound`).
+    pub allow_private_outbound: bool,
     /// Lifetime of a join token created without `ttl_seconds`.
     pub join_token_default_ttl: Duration,
     /// Longest lifetime a join token may be given.
@@ -322,12 +326,13 @@ impl Settings {
             .unwrap_or_else(|| format!("http://localhost:{port}"))
             .trim_end_matches('/')
             .to_string();
-        if !(join_base_url.starts_with("https://") || join_base_url.starts_with("http://")) {
-            return Err(ConfigError::Invalid {
+        let allow_private_outbound = parse_or(source, "KUBEBYON_ALLOW_PRIVATE_OUTBOUND", false)?;
+        crate::outbound::check_join_base(&join_base_url, allow_private_outbound).map_err(
+            |reason| ConfigError::Invalid {
                 name: "KUBEBYON_JOIN_BASE_URL",
-                reason: "must be an http:// or https:// URL".into(),
-            });
-        }
+                reason,
+            },
+        )?;
         let join_token_default_ttl =
             positive_millis(source, "JOIN_TOKEN_DEFAULT_TTL_MS", 3_600_000)?;
         let join_token_max_ttl = positive_millis(source, "JOIN_TOKEN_MAX_TTL_MS", 7 * 86_400_000)?;
@@ -368,6 +373,7 @@ impl Settings {
             metrics_retention: positive_millis(source, "METRICS_RETENTION_MS", 7 * 86_400_000)?,
             dns_interval: positive_millis(source, "SYNC_DNS_INTERVAL_MS", 60_000)?,
             join_base_url,
+            allow_private_outbound,
             join_token_default_ttl,
             join_token_max_ttl,
             smtp_url: secret(source, "SMTP_URL"),

@@ -19,6 +19,7 @@ pub mod nodesync;
 pub mod oauth;
 pub mod observe;
 pub mod openapi;
+pub mod outbound;
 pub mod runtime;
 pub mod secretbox;
 pub mod telemetry;

@@ -66,6 +66,7 @@ fn validate(
     f: &SettingsFields,
     secrets: &SecretChanges,
     captcha_secret_set: bool,
+    allow_private: bool,
 ) -> Result<(), ApiError> {
     let mut errors = Vec::new();
     let mut bad = |field: &str, message: &str| {
@@ -74,9 +75,18 @@ fn validate(
             message: message.into(),
         })
     };
+    if !url_ok(&f.public_base_url) {
+        bad("public_base_url", "must be an http:// or https:// URL");
+    }
+    if let Some(Err(reason)) = f
+        .join_base_url
+        .as_deref()
+        .map(|u| shared::outbound::check_join_base(u, allow_private))
+    {
+        bad("join_base_url", &reason);
+    }
+    // These receive secrets (the captcha secret, DNS credentials, signed events).
     for (field, value) in [
-        ("public_base_url", &f.public_base_url),
-        ("join_base_url", &f.join_base_url),
         (
             "managed_workload_ingress_dns_endpoint",
             &f.managed_workload_ingress_dns_endpoint,
@@ -84,8 +94,11 @@ fn validate(
         ("captcha_verify_url", &f.captcha_verify_url),
         ("outbound_webhook_url", &f.outbound_webhook_url),
     ] {
-        if !url_ok(value) {
-            bad(field, "must be an http:// or https:// URL");
+        if let Some(Err(reason)) = value
+            .as_deref()
+            .map(|u| shared::outbound::check(u, allow_private))
+        {
+            bad(field, &reason);
         }
     }
     if !(1..=172_800).contains(&f.managed_workload_ingress_dns_record_ttl) {
@@ -117,6 +130,11 @@ fn validate(
     }
     if !matches!(f.smtp_tls.as_str(), "none" | "starttls" | "tls") {
         bad("smtp_tls", "must be none, starttls or tls");
+    } else if f.smtp_tls == "none" && f.smtp_username.is_some() {
+        bad(
+            "smtp_tls",
+            "must be starttls or tls when a username is set: the password is never sent in clear",
+        );
     }
     if f.smtp_from
         .as_deref()
@@ -159,7 +177,12 @@ pub async fn put(
     AppJson(body): AppJson<SettingsUpdate>,
 ) -> Result<AppJson<SettingsView>, ApiError> {
     let before = settings::load(&state.pool).await?;
-    validate(&body.fields, &body.secrets, before.captcha_secret.is_some())?;
+    validate(
+        &body.fields,
+        &body.secrets,
+        before.captcha_secret.is_some(),
+        state.settings.allow_private_outbound,
+    )?;
     let key = state.settings.secret_box();
     if body.secrets.any_set() && key.is_none() {
         return Err(ApiError::NotConfigured {

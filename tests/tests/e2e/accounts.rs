@@ -1359,6 +1359,8 @@ async fn an_enabled_captcha_guards_register_login_and_codes() {
         vec![
             ("SMTP_URL".into(), mail.url()),
             ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
+            // The captcha provider is a loopback server over plain HTTP.
+            ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND".into(), "true".into()),
         ]
     })
     .await;
@@ -1936,4 +1938,64 @@ async fn api_keys_are_scoped_expire_cannot_mint_keys_and_die_with_the_password()
             .status,
         StatusCode::UNAUTHORIZED
     );
+}
+
+#[tokio::test]
+async fn settings_send_secrets_only_over_https_to_public_hosts() {
+    let accounts = Accounts::with_env(|mail| {
+        vec![
+            ("SMTP_URL".into(), mail.url()),
+            ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
+        ]
+    })
+    .await;
+    let boss = accounts
+        .signed_up("boss@example.com", "correct horse battery")
+        .await;
+    for (field, value) in [
+        (
+            "captcha_verify_url",
+            json!("http://challenges.example.com/siteverify"),
+        ),
+        (
+            "captcha_verify_url",
+            json!("https://169.254.169.254/latest/meta-data/"),
+        ),
+        (
+            "managed_workload_ingress_dns_endpoint",
+            json!("https://10.0.0.7:5055"),
+        ),
+        ("outbound_webhook_url", json!("https://localhost/hook")),
+        (
+            "outbound_webhook_url",
+            json!("https://[::ffff:127.0.0.1]/hook"),
+        ),
+        ("join_base_url", json!("http://kubebyon.example.com")),
+        ("smtp_username", json!("mailer")),
+    ] {
+        let mut body = settings_body(accounts.mail.port);
+        body[field] = value.clone();
+        let reply = accounts
+            .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{field}={value}: {}",
+            reply.body
+        );
+        let expected = if field == "smtp_username" {
+            "smtp_tls"
+        } else {
+            field
+        };
+        assert_eq!(reply.body["errors"][0]["field"], expected, "{}", reply.body);
+    }
+    let mut body = settings_body(accounts.mail.port);
+    body["captcha_verify_url"] = json!("https://challenges.example.com/siteverify");
+    body["join_base_url"] = json!("https://kubebyon.example.com");
+    let reply = accounts
+        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 }
