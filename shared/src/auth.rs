@@ -13,9 +13,20 @@ use sqlx::{PgExecutor, PgPool};
 
 use crate::error::ApiError;
 
-pub const SESSION_COOKIE: &str = "kb_session";
-pub const CSRF_COOKIE: &str = "kb_csrf";
 pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// The session and CSRF cookies' names. `__Host-` prefixed whenever they are
+/// Secure: a browser then takes them only over HTTPS, from this host itself
+/// (no `Domain`, so no sibling subdomain can set or shadow them), for `/`.
+/// The plain names exist only for a platform served over plain HTTP on a
+/// developer's machine (`KUBEBYON_INSECURE_COOKIES=true`).
+pub fn cookie_names(secure: bool) -> (&'static str, &'static str) {
+    if secure {
+        ("__Host-kb_session", "__Host-kb_csrf")
+    } else {
+        ("kb_session", "kb_csrf")
+    }
+}
 /// A session ends this long after it was made, however much it is used.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(30 * 86_400);
 /// A session unused for this long ends.
@@ -41,9 +52,16 @@ pub fn new_session_token() -> String {
     format!("kbs_{}", random_token::<32>())
 }
 
-/// A new CSRF token for the double-submit cookie.
-pub fn new_csrf_token() -> String {
-    random_token::<24>()
+/// The CSRF token of a session: derived from its token, so a write must
+/// carry this session's value, not any value a cookie-setting attacker
+/// planted in both places.
+pub fn csrf_token_for(session_token: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new()
+        .chain_update(b"kubebyon-csrf\0")
+        .chain_update(session_token.as_bytes())
+        .finalize();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
 }
 
 /// `N` random bytes, base64url without padding.
@@ -127,23 +145,24 @@ pub async fn verify_password(password: String, stored: Option<String>) -> bool {
 
 /// The `Set-Cookie` values of a new session: the HttpOnly session cookie and
 /// the CSRF cookie the console echoes in `X-CSRF-Token`.
-pub fn session_cookies(token: &str, csrf: &str, secure: bool) -> [String; 2] {
+pub fn session_cookies(token: &str, secure: bool) -> [String; 2] {
+    let (session, csrf_name) = cookie_names(secure);
+    let csrf = csrf_token_for(token);
     let secure = if secure { "; Secure" } else { "" };
     let max_age = SESSION_LIFETIME.as_secs();
     [
-        format!(
-            "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}"
-        ),
-        format!("{CSRF_COOKIE}={csrf}; Path=/; SameSite=Lax; Max-Age={max_age}{secure}"),
+        format!("{session}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}"),
+        format!("{csrf_name}={csrf}; Path=/; SameSite=Lax; Max-Age={max_age}{secure}"),
     ]
 }
 
 /// The `Set-Cookie` values that end a session in the browser.
 pub fn cleared_cookies(secure: bool) -> [String; 2] {
+    let (session, csrf) = cookie_names(secure);
     let secure = if secure { "; Secure" } else { "" };
     [
-        format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{secure}"),
-        format!("{CSRF_COOKIE}=; Path=/; SameSite=Lax; Max-Age=0{secure}"),
+        format!("{session}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{secure}"),
+        format!("{csrf}=; Path=/; SameSite=Lax; Max-Age=0{secure}"),
     ]
 }
 
@@ -329,12 +348,17 @@ mod tests {
     #[test]
     fn cookies_are_read_from_every_header() {
         let mut headers = axum::http::HeaderMap::new();
-        headers.append("cookie", "a=1; kb_session=kbs_x".parse().unwrap());
-        headers.append("cookie", "kb_csrf=y".parse().unwrap());
-        assert_eq!(cookie(&headers, SESSION_COOKIE), Some("kbs_x"));
-        assert_eq!(cookie(&headers, CSRF_COOKIE), Some("y"));
+        headers.append("cookie", "a=1; __Host-kb_session=kbs_x".parse().unwrap());
+        headers.append("cookie", "__Host-kb_csrf=y".parse().unwrap());
+        let (session, csrf) = cookie_names(true);
+        assert_eq!(cookie(&headers, session), Some("kbs_x"));
+        assert_eq!(cookie(&headers, csrf), Some("y"));
         assert_eq!(cookie(&headers, "missing"), None);
-        assert!(session_cookies("t", "c", true)[0].contains("HttpOnly; SameSite=Lax"));
-        assert!(!session_cookies("t", "c", false)[0].contains("Secure"));
+        let secure = session_cookies("t", true);
+        assert!(secure[0].starts_with("__Host-kb_session=t; Path=/; HttpOnly; SameSite=Lax"));
+        assert!(secure[0].ends_with("; Secure") && !secure[0].contains("Domain"));
+        assert!(secure[1].starts_with(&format!("__Host-kb_csrf={}", csrf_token_for("t"))));
+        assert!(!session_cookies("t", false)[0].contains("Secure"));
+        assert_ne!(csrf_token_for("t"), csrf_token_for("u"));
     }
 }

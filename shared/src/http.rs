@@ -108,23 +108,25 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
             None => Err(ApiError::Unauthenticated),
         };
     }
-    let token =
-        auth::cookie(&parts.headers, auth::SESSION_COOKIE).ok_or(ApiError::Unauthenticated)?;
+    let (session_cookie, csrf_cookie) = auth::cookie_names(!state.settings.insecure_cookies);
+    let token = auth::cookie(&parts.headers, session_cookie).ok_or(ApiError::Unauthenticated)?;
     let (session_id, user_id) =
         accounts::session_user(&state.pool, &auth::hash_secret(token), auth::SESSION_IDLE)
             .await?
             .ok_or(ApiError::Unauthenticated)?;
     if !is_safe(&parts.method) {
-        let cookie = auth::cookie(&parts.headers, auth::CSRF_COOKIE).unwrap_or_default();
+        // The header must carry this session's own token: a value planted in
+        // both the cookie and the header by someone else does not pass.
         let header = parts
             .headers
             .get(auth::CSRF_HEADER)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        if cookie.is_empty() || !auth::constant_time_eq(cookie.as_bytes(), header.as_bytes()) {
-            return Err(ApiError::Forbidden(
-                "a write with a session cookie must carry the kb_csrf cookie's value in X-CSRF-Token".into(),
-            ));
+        let expected = auth::csrf_token_for(token);
+        if !auth::constant_time_eq(expected.as_bytes(), header.as_bytes()) {
+            return Err(ApiError::Forbidden(format!(
+                "a write with a session cookie must carry the {csrf_cookie} cookie's value in X-CSRF-Token"
+            )));
         }
     }
     Ok(Caller {

@@ -280,7 +280,9 @@ pub struct VerifyEmail {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SessionStarted {
     pub user: User,
-    /// Echo it in `X-CSRF-Token` on writes (it is also the `kb_csrf` cookie).
+    /// Echo it in `X-CSRF-Token` on writes (it is also the `__Host-kb_csrf`
+    /// cookie; `kb_csrf` on a platform with insecure cookies). It belongs to
+    /// this session.
     pub csrf_token: String,
 }
 
@@ -292,7 +294,7 @@ pub(crate) async fn start_session(
     email: &str,
 ) -> Result<Response, ApiError> {
     let token = auth::new_session_token();
-    let csrf = auth::new_csrf_token();
+    let csrf = auth::csrf_token_for(&token);
     let mut tx = state.pool.begin().await?;
     accounts::insert_session(
         &mut *tx,
@@ -326,7 +328,7 @@ pub(crate) async fn start_session(
         csrf_token: csrf.clone(),
     })
     .into_response();
-    for cookie in auth::session_cookies(&token, &csrf, !state.settings.insecure_cookies) {
+    for cookie in auth::session_cookies(&token, !state.settings.insecure_cookies) {
         response.headers_mut().append(
             header::SET_COOKIE,
             HeaderValue::from_str(&cookie).map_err(anyhow::Error::from)?,
@@ -443,8 +445,8 @@ pub struct Login {
 
 /// Log in
 ///
-/// With email and password: a session starts (cookies `kb_session`, HttpOnly,
-/// and `kb_csrf`). Every attempt is in the login history; too many from one
+/// With email and password: a session starts (cookies `__Host-kb_session`,
+/// HttpOnly, and `__Host-kb_csrf`). Every attempt is in the login history; too many from one
 /// address or for one account answer 429 with `Retry-After`.
 #[utoipa::path(post, path = "/api/auth/login", tag = "auth", request_body = Login,
     responses((status = 200, body = SessionStarted),

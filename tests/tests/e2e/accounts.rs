@@ -85,10 +85,10 @@ impl Accounts {
             .header(header::USER_AGENT, "accounts-test/1.0");
         let mut cookies = Vec::new();
         if let Some(session) = &client.session {
-            cookies.push(format!("kb_session={session}"));
+            cookies.push(format!("__Host-kb_session={session}"));
         }
         if let Some(csrf) = &client.csrf {
-            cookies.push(format!("kb_csrf={csrf}"));
+            cookies.push(format!("__Host-kb_csrf={csrf}"));
             request = request.header("x-csrf-token", csrf);
         }
         if !cookies.is_empty() {
@@ -179,8 +179,8 @@ fn cookie(reply: &Reply, name: &str) -> Option<String> {
 
 fn session_of(reply: &Reply, base: &Client) -> Client {
     Client {
-        session: cookie(reply, "kb_session"),
-        csrf: cookie(reply, "kb_csrf"),
+        session: cookie(reply, "__Host-kb_session"),
+        csrf: cookie(reply, "__Host-kb_csrf"),
         bearer: None,
         ip: base.ip.clone(),
     }
@@ -212,13 +212,13 @@ async fn register_by_emailed_code_then_log_in_and_out() {
         .map(|v| v.to_str().unwrap().to_string())
         .collect();
     assert!(
-        set_cookie[0].starts_with("kb_session=kbs_")
+        set_cookie[0].starts_with("__Host-kb_session=kbs_")
             && set_cookie[0].contains("HttpOnly")
             && set_cookie[0].contains("Secure")
             && set_cookie[0].contains("SameSite=Lax"),
         "{set_cookie:?}"
     );
-    let token = cookie(&reply, "kb_session").unwrap();
+    let token = cookie(&reply, "__Host-kb_session").unwrap();
     let (stored,): (i64,) = sqlx::query_as(
         "SELECT count(*) FROM sessions WHERE token_hash = sha256(convert_to($1, 'UTF8'))",
     )
@@ -243,6 +243,28 @@ async fn register_by_emailed_code_then_log_in_and_out() {
         )
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    // A value planted in both the cookie and the header (cookie tossing), or
+    // another session's token, is not this session's: refused too.
+    for planted in [
+        "planted-by-a-sibling-subdomain".to_string(),
+        browser.csrf.clone().unwrap(),
+    ] {
+        let tossed = Client {
+            csrf: Some(planted),
+            ..second.clone()
+        };
+        let refused = accounts
+            .call(
+                &tossed,
+                "POST",
+                "/api/console/account/api-keys",
+                Some(
+                    json!({ "name": "ci", "scope": "write", "password": "correct horse battery" }),
+                ),
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    }
     let made = accounts
         .call(
             &second,
