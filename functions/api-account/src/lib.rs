@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use shared::{
     auth,
     db::{
-        accounts::{self, ApiKey, Login, NotificationSettings},
+        accounts::{self, ApiKey, Login, NotificationSettings, SessionInfo},
         audit::{self, AuditEvent, AuditRecord},
     },
     error::ApiError,
@@ -29,6 +29,14 @@ pub fn router() -> Router<AppState> {
             get(list_keys).post(create_key),
         )
         .route("/api/console/account/api-keys/{key_id}", delete(revoke_key))
+        .route(
+            "/api/console/account/sessions",
+            get(list_sessions).delete(end_other_sessions),
+        )
+        .route(
+            "/api/console/account/sessions/{session_id}",
+            delete(end_session),
+        )
         .route("/api/console/account/logins", get(logins))
         .route(
             "/api/console/account/notifications",
@@ -39,7 +47,7 @@ pub fn router() -> Router<AppState> {
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(list_keys, create_key, revoke_key, logins, notifications, save_notifications, activity),
+    paths(list_keys, create_key, revoke_key, list_sessions, end_session, end_other_sessions, logins, notifications, save_notifications, activity),
     tags((name = "account", description = "The caller's own account"))
 )]
 pub struct ApiDoc;
@@ -288,4 +296,109 @@ pub async fn activity(
         )
         .await?,
     ))
+}
+
+/// One of the caller's sessions, and whether it is the one asking.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AccountSession {
+    #[serde(flatten)]
+    pub session: SessionInfo,
+    pub current: bool,
+}
+
+/// The account's signed-in sessions
+///
+/// Every live session: where and when it was made and last used.
+#[utoipa::path(get, path = "/api/console/account/sessions", tag = "account",
+    responses((status = 200, body = Vec<AccountSession>),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn list_sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<AppJson<Vec<AccountSession>>, ApiError> {
+    let sessions = accounts::list_sessions(&state.pool, caller.user_id, auth::SESSION_IDLE).await?;
+    Ok(AppJson(
+        sessions
+            .into_iter()
+            .map(|session| AccountSession {
+                current: Some(session.id) == caller.session_id,
+                session,
+            })
+            .collect(),
+    ))
+}
+
+fn session_event(caller: Caller, action: &str, metadata: serde_json::Value) -> AuditEvent<'_> {
+    AuditEvent {
+        actor_user_id: Some(caller.user_id),
+        actor_kind: "user",
+        action,
+        target_kind: "user",
+        target_id: caller.user_id.to_string(),
+        cluster_id: None,
+        metadata,
+    }
+}
+
+/// Sign out one session
+///
+/// From a signed-in session; the session ends at once.
+#[utoipa::path(delete, path = "/api/console/account/sessions/{session_id}", tag = "account", params(("session_id" = Uuid, Path)),
+    responses((status = 204, description = "The session ended"),
+              (status = 403, description = "Not from a session", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn end_session(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(session_id): AppPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    caller.require_session()?;
+    let mut tx = state.pool.begin().await?;
+    if !accounts::delete_own_session(&mut *tx, caller.user_id, session_id).await? {
+        return Err(ApiError::NotFound { what: "session" });
+    }
+    audit::record(
+        &mut *tx,
+        session_event(
+            caller,
+            "user.session_end",
+            serde_json::json!({ "session_id": session_id }),
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// How many sessions ended.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionsEnded {
+    pub ended: u64,
+}
+
+/// Sign out everywhere else
+///
+/// Ends every session of the account but the one asking (sign that one out
+/// with `POST /api/auth/logout`).
+#[utoipa::path(delete, path = "/api/console/account/sessions", tag = "account",
+    responses((status = 200, body = SessionsEnded),
+              (status = 403, description = "Not from a session", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn end_other_sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<AppJson<SessionsEnded>, ApiError> {
+    let current = caller.require_session()?;
+    let mut tx = state.pool.begin().await?;
+    let ended = accounts::delete_sessions(&mut *tx, caller.user_id, Some(current)).await?;
+    audit::record(
+        &mut *tx,
+        session_event(
+            caller,
+            "user.sessions_end",
+            serde_json::json!({ "ended": ended }),
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(AppJson(SessionsEnded { ended }))
 }

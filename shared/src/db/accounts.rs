@@ -306,6 +306,52 @@ pub async fn delete_sessions(
     .rows_affected())
 }
 
+/// A live session as its owner sees it: never its token.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SessionInfo {
+    pub id: Uuid,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+}
+
+/// The user's live sessions, most recently used first.
+pub async fn list_sessions(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+    idle: std::time::Duration,
+) -> Result<Vec<SessionInfo>, sqlx::Error> {
+    sqlx::query_as!(
+        SessionInfo,
+        r#"SELECT id, created_at, last_used_at, expires_at, host(ip) AS ip, user_agent FROM sessions
+           WHERE user_id = $1 AND expires_at > now() AND last_used_at > now() - make_interval(secs => $2)
+           ORDER BY last_used_at DESC, id"#,
+        user_id,
+        idle.as_secs_f64()
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Ends one session of the user; `false` when the user has no such session.
+pub async fn delete_own_session(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+    session_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM sessions WHERE id = $1 AND user_id = $2",
+        session_id,
+        user_id
+    )
+    .execute(db)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
 /// Removes sessions that can no longer be used. Returns how many.
 pub async fn prune_sessions(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(

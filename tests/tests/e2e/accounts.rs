@@ -2021,3 +2021,84 @@ async fn settings_send_secrets_only_over_https_to_public_hosts() {
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 }
+
+#[tokio::test]
+async fn a_user_sees_their_sessions_and_signs_out_one_or_everywhere_else() {
+    let accounts = Accounts::new().await;
+    let laptop = accounts
+        .signed_up("lee@example.com", "correct horse battery")
+        .await;
+    let phone = session_of(
+        &accounts
+            .login("lee@example.com", "correct horse battery", "198.51.100.81")
+            .await,
+        &laptop,
+    );
+    let tablet = session_of(
+        &accounts
+            .login("lee@example.com", "correct horse battery", "198.51.100.82")
+            .await,
+        &laptop,
+    );
+    let listed = accounts
+        .call(&laptop, "GET", "/api/console/account/sessions", None)
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+    let sessions = listed.body.as_array().unwrap();
+    assert_eq!(sessions.len(), 3);
+    assert_eq!(sessions.iter().filter(|s| s["current"] == true).count(), 1);
+    assert!(sessions.iter().any(|s| s["ip"] == "198.51.100.82"));
+    assert!(sessions.iter().all(|s| s.get("token_hash").is_none()));
+
+    // Another user cannot end Lee's sessions: they are not found for them.
+    let other = accounts
+        .signed_up("mo@example.com", "correct horse battery")
+        .await;
+    let tablet_id = accounts
+        .call(&tablet, "GET", "/api/console/account/sessions", None)
+        .await
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["current"] == true)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!("/api/console/account/sessions/{tablet_id}");
+    assert_eq!(
+        accounts.call(&other, "DELETE", &path, None).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        accounts.call(&laptop, "DELETE", &path, None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        accounts
+            .call(&tablet, "GET", "/api/auth/me", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    // Everywhere else: the phone goes, the laptop stays.
+    let ended = accounts
+        .call(&laptop, "DELETE", "/api/console/account/sessions", None)
+        .await;
+    assert_eq!(ended.body["ended"], 1, "{}", ended.body);
+    assert_eq!(
+        accounts
+            .call(&phone, "GET", "/api/auth/me", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        accounts
+            .call(&laptop, "GET", "/api/auth/me", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+}
