@@ -96,7 +96,9 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Checks a new password: 10–200 characters, not the email address.
+/// Checks a new password: 10–200 characters, not the email address, and not
+/// guessable: zxcvbn's estimate (dictionaries, keyboard patterns, dates,
+/// repeats, the address itself) must reach score 3, about 10^8 guesses.
 pub fn check_password_policy(password: &str, email: &str) -> Result<(), String> {
     let length = password.chars().count();
     if !(10..=200).contains(&length) {
@@ -104,6 +106,20 @@ pub fn check_password_policy(password: &str, email: &str) -> Result<(), String> 
     }
     if password.eq_ignore_ascii_case(email) {
         return Err("must not be the email address".into());
+    }
+    let local = email.split('@').next().unwrap_or_default();
+    // The estimate's cost grows with the length; its first 100 characters tell.
+    let judged: String = password.chars().take(100).collect();
+    let estimate = zxcvbn::zxcvbn(&judged, &[email, local]);
+    if (estimate.score() as u8) < 3 {
+        let hint = estimate
+            .feedback()
+            .and_then(|f| f.warning().map(|w| w.to_string()))
+            .unwrap_or_else(|| "it is too easy to guess".into());
+        return Err(format!(
+            "is too easy to guess ({}); a few unrelated words, or a longer phrase, make a strong one",
+            hint.trim_end_matches('.').to_lowercase()
+        ));
     }
     Ok(())
 }
@@ -334,6 +350,18 @@ mod tests {
         assert!(check_password_policy("short", "a@b.c").is_err());
         assert!(check_password_policy("alice@example.com", "alice@example.com").is_err());
         assert!(check_password_policy("correct horse battery", "a@b.c").is_ok());
+        for weak in [
+            "password123",
+            "qwertyuiop",
+            "aaaaaaaaaaaa",
+            "Password2024!",
+            "letmein12345",
+            "1234567890",
+        ] {
+            let err = check_password_policy(weak, "alice@example.com")
+                .expect_err(&format!("{weak} passed"));
+            assert!(err.contains("too easy to guess"), "{weak}: {err}");
+        }
     }
 
     #[tokio::test]

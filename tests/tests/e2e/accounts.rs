@@ -409,6 +409,30 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
         .map(|e| e["field"].as_str().unwrap())
         .collect();
     assert_eq!(fields, ["email", "display_name"]);
+    // A long but guessable password is refused with the reason.
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/register",
+            Some(json!({ "email": "weak@example.com", "password": "password123456", "display_name": "Weak" })),
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
+    assert_eq!(reply.body["errors"][0]["field"], "password");
+    assert!(
+        reply.body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("too easy to guess"),
+        "{}",
+        reply.body
+    );
 }
 
 #[tokio::test]
