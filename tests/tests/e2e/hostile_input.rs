@@ -68,18 +68,6 @@ fn hostile_json() -> Vec<Value> {
     values
 }
 
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// The properties of a request body's schema, `$ref`s into components followed.
 fn properties(document: &Value, schema: &Value) -> Vec<String> {
     let schema = match schema["$ref"].as_str() {
@@ -109,13 +97,13 @@ fn query_for(
 ) -> Vec<String> {
     if round < params.len() * values.len() {
         let (name, value) = (&params[round / values.len()], &values[round % values.len()]);
-        return vec![format!("{name}={}", encode(value))];
+        return vec![format!("{name}={}", shared::oauth::percent_encode(value))];
     }
     let mut query = Vec::new();
     for name in params {
         if rng.bool() {
             let value = &values[rng.usize(..values.len())];
-            query.push(format!("{name}={}", encode(value)));
+            query.push(format!("{name}={}", shared::oauth::percent_encode(value)));
         }
     }
     query
@@ -178,7 +166,10 @@ async fn no_hostile_value_in_any_parameter_or_field_panics_or_answers_500() {
                     } else {
                         strings[rng.usize(..strings.len())].clone()
                     };
-                    path = path.replace(&format!("{{{name}}}"), &encode(&value));
+                    path = path.replace(
+                        &format!("{{{name}}}"),
+                        &shared::oauth::percent_encode(&value),
+                    );
                 }
                 let query = query_for(round, &query_params, &strings, &mut rng);
                 if !query.is_empty() {
