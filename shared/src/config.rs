@@ -79,6 +79,35 @@ fn positive_millis(
     Ok(Duration::from_millis(value))
 }
 
+/// The default and longest lifetimes of a kubeconfig's token, in seconds:
+/// each between the ten minutes the Kubernetes API issues at least and a
+/// year, the default not above the longest.
+fn kubeconfig_ttls(source: &dyn Source) -> Result<(i64, i64), ConfigError> {
+    const YEAR: i64 = 365 * 86_400;
+    let bounded = |name: &'static str, default: i64| -> Result<i64, ConfigError> {
+        let value: i64 = parse_or(source, name, default)?;
+        if !(crate::kubecred::MIN_SECONDS..=YEAR).contains(&value) {
+            return Err(ConfigError::Invalid {
+                name,
+                reason: format!(
+                    "must be between {} and {YEAR} seconds",
+                    crate::kubecred::MIN_SECONDS
+                ),
+            });
+        }
+        Ok(value)
+    };
+    let default = bounded("KUBEBYON_KUBECONFIG_DEFAULT_TTL_SECONDS", 8 * 3600)?;
+    let max = bounded("KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS", 86_400)?;
+    if default > max {
+        return Err(ConfigError::Invalid {
+            name: "KUBEBYON_KUBECONFIG_DEFAULT_TTL_SECONDS",
+            reason: "must not exceed KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS".into(),
+        });
+    }
+    Ok((default, max))
+}
+
 fn secret(source: &dyn Source, name: &'static str) -> Option<SecretString> {
     source.get(name).map(SecretString::from)
 }
@@ -268,6 +297,12 @@ pub struct Settings {
     pub join_token_default_ttl: Duration,
     /// Longest lifetime a join token may be given.
     pub join_token_max_ttl: Duration,
+    /// `KUBEBYON_KUBECONFIG_DEFAULT_TTL_SECONDS` (default 8 h): lifetime of
+    /// a kubeconfig's token when the download does not ask for one.
+    pub kubeconfig_default_ttl_seconds: i64,
+    /// `KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS` (default 24 h, at most a year):
+    /// the longest lifetime a kubeconfig's token may be given.
+    pub kubeconfig_max_ttl_seconds: i64,
     /// `SMTP_URL`: where mail (email codes) is sent.
     pub smtp_url: Option<SecretString>,
     /// `MAIL_FROM`: the sender of the platform's mail.
@@ -342,6 +377,7 @@ impl Settings {
                 reason: "must not exceed JOIN_TOKEN_MAX_TTL_MS".into(),
             });
         }
+        let (kubeconfig_default_ttl_seconds, kubeconfig_max_ttl_seconds) = kubeconfig_ttls(source)?;
         Ok(Self {
             database_url: secret(source, "DATABASE_URL"),
             database_max_connections,
@@ -376,6 +412,8 @@ impl Settings {
             allow_private_outbound,
             join_token_default_ttl,
             join_token_max_ttl,
+            kubeconfig_default_ttl_seconds,
+            kubeconfig_max_ttl_seconds,
             smtp_url: secret(source, "SMTP_URL"),
             mail_from: source
                 .get("MAIL_FROM")

@@ -13,6 +13,7 @@ pub mod http;
 pub mod ingress;
 pub mod jobs;
 pub mod jointoken;
+pub mod kubecred;
 pub mod mail;
 pub mod metricsync;
 pub mod nodesync;

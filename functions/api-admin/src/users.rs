@@ -7,10 +7,12 @@ use shared::{
     db::{
         accounts::{self, User},
         audit::{self, AuditEvent, AuditRecord},
+        kubeconfigs,
     },
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
+    kubecred,
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -85,7 +87,8 @@ fn check_choice(field: &str, value: Option<&str>, allowed: &[&str]) -> Result<()
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UserChange {
-    /// `active` or `disabled`: a disabled user's sessions end and keys stop at once.
+    /// `active` or `disabled`: a disabled user's sessions end and keys stop at
+    /// once, and every kubeconfig credential they were issued is revoked.
     pub status: Option<String>,
     /// `user` or `admin`.
     pub role: Option<String>,
@@ -123,16 +126,36 @@ pub async fn update(
     )
     .await?
     .ok_or(ApiError::NotFound { what: "user" })?;
-    let mut ended = 0;
-    if body.status.as_deref() == Some("disabled") {
+    let (mut ended, mut kubeconfigs_revoked) = (0, 0);
+    let disabling = body.status.as_deref() == Some("disabled");
+    if disabling {
         ended = accounts::delete_sessions(&mut *tx, user_id, None).await?;
+        kubeconfigs_revoked =
+            kubeconfigs::revoke_all_of_user(&mut tx, user_id, admin.user_id).await?;
     }
     audit::record(
         &mut *tx,
-        admin_event(admin, "admin.user.update", user_id, serde_json::json!({ "status": body.status, "role": body.role, "sessions_ended": ended })),
+        admin_event(
+            admin,
+            "admin.user.update",
+            user_id,
+            serde_json::json!({
+                "status": body.status, "role": body.role, "sessions_ended": ended,
+                "kubeconfigs_revoked": kubeconfigs_revoked,
+            }),
+        ),
     )
     .await?;
     tx.commit().await?;
+    if kubeconfigs_revoked > 0
+        && let Some(host) = &state.host
+    {
+        // At once where the clusters answer; the cluster sync does the rest.
+        let report = kubecred::remove_stale(&state.pool, host, Some(user_id)).await?;
+        if report.pending > 0 {
+            tracing::warn!(%user_id, pending = report.pending, "some kubeconfig credentials of a disabled user are still being removed");
+        }
+    }
     accounts::get_user(&state.pool, user_id)
         .await?
         .map(AppJson)

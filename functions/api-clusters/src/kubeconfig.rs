@@ -1,67 +1,368 @@
+//! Kubeconfigs: each one issued carries a credential of its own (a
+//! ServiceAccount token from the cluster's TokenRequest API, with an expiry),
+//! listed and revocable by the cluster's owner. The control plane's admin
+//! credential never leaves the platform.
+
 use axum::{
     extract::State,
-    http::header,
+    http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
+use base64::Engine;
+use serde::Deserialize;
 use shared::{
+    db::{
+        audit::{self, AuditEvent},
+        clusters::Cluster,
+        kubeconfigs::{self, Credential, NewCredential},
+    },
     error::ApiError,
-    extract::AppPath,
-    http::{AppState, Caller},
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AppState, Caller, Origin},
+    kubecred,
 };
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::read::owned;
 
-/// Download the cluster's kubeconfig
+/// What a new kubeconfig is for.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IssueKubeconfig {
+    /// Lifetime of its token in seconds: 600 up to the platform's maximum
+    /// (24 hours by default); the platform default (8 hours) when absent.
+    pub expiration_seconds: Option<i64>,
+    /// A note for the owner (where it is used), up to 200 characters.
+    pub description: Option<String>,
+}
+
+/// Issue a kubeconfig
 ///
-/// The admin kubeconfig of the cluster's control plane, with its server set to
-/// the public endpoint. 409 while the control plane is not ready.
+/// Makes a ServiceAccount of its own inside the cluster, bound to
+/// `cluster-admin`, and answers a kubeconfig (the public endpoint, the
+/// cluster's CA pinned) carrying a token for it that expires after
+/// `expiration_seconds`. The token is not stored: download again for a new
+/// one. `Location` names the credential, which can be revoked at once.
 #[utoipa::path(
-    get,
-    path = "/api/console/clusters/{cluster_id}/kubeconfig",
+    post,
+    path = "/api/console/clusters/{cluster_id}/kubeconfigs",
     tag = "clusters",
     params(("cluster_id" = Uuid, Path)),
+    request_body = IssueKubeconfig,
     responses(
-        (status = 200, description = "A kubeconfig (JSON, which is also valid YAML)", content_type = "application/yaml", body = String),
+        (status = 201, description = "A kubeconfig (JSON, which is also valid YAML)", content_type = "application/yaml", body = String,
+         headers(("Location" = String, description = "The credential: `/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}`"))),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not available yet (`kubeconfig_unavailable`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's API could not issue the token (`cluster_unreachable`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 503, description = "No host cluster is configured", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn download(
+pub async fn issue(
     State(state): State<AppState>,
     caller: Caller,
+    origin: Origin,
     AppPath(cluster_id): AppPath<Uuid>,
+    AppJson(body): AppJson<IssueKubeconfig>,
 ) -> Result<Response, ApiError> {
+    let max = state.settings.kubeconfig_max_ttl_seconds;
+    let seconds = body
+        .expiration_seconds
+        .unwrap_or(state.settings.kubeconfig_default_ttl_seconds);
+    let mut errors = Vec::new();
+    if !(kubecred::MIN_SECONDS..=max).contains(&seconds) {
+        errors.push(shared::error::FieldError {
+            field: "expiration_seconds".into(),
+            message: format!("must be between {} and {max}", kubecred::MIN_SECONDS),
+        });
+    }
+    if let Some(description) = &body.description
+        && (description.chars().count() > 200 || description.chars().any(char::is_control))
+    {
+        errors.push(shared::error::FieldError {
+            field: "description".into(),
+            message: "must be at most 200 characters, without control characters".into(),
+        });
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
     let cluster = owned(&state, caller, cluster_id).await?;
-    let unavailable = || ApiError::Conflict {
-        code: "kubeconfig_unavailable",
-        detail: format!(
-            "the kubeconfig is not available while the cluster is {}; try again when it is ready",
-            cluster.status
-        ),
-    };
-    let (true, Some(server)) = (
-        cluster.kubeconfig_available,
-        cluster.api_endpoint.as_deref(),
-    ) else {
-        return Err(unavailable());
-    };
+    let server = available_endpoint(&cluster)?;
     let host = state.host.as_ref().ok_or(ApiError::Unavailable)?;
-    let kubeconfig = host
-        .kubeconfig(&cluster, server)
+    let ca = host
+        .certificate_authority(&cluster)
         .await
-        .map_err(|err| ApiError::Internal(anyhow::anyhow!("reading the kubeconfig: {err}")))?
-        .ok_or_else(unavailable)?;
+        .map_err(|err| ApiError::Internal(anyhow::anyhow!("reading the cluster's CA: {err}")))?
+        .ok_or_else(|| unavailable(&cluster))?;
+
+    // Recorded first: a failure half way leaves a revoked row whose
+    // ServiceAccount the cluster sync deletes, never an untracked one.
+    let id = Uuid::new_v4();
+    let name = kubecred::service_account_name(id);
+    let mut tx = state.pool.begin().await?;
+    kubeconfigs::insert(
+        &mut *tx,
+        &NewCredential {
+            id,
+            cluster_id,
+            user_id: caller.user_id,
+            service_account_name: &name,
+            description: body.description.as_deref(),
+            expires_at: chrono::Utc::now() + chrono::Duration::seconds(seconds),
+            ip: origin.ip.as_deref(),
+            user_agent: origin.user_agent.as_deref(),
+        },
+    )
+    .await?;
+    audit::record(
+        &mut *tx,
+        event(caller, "kubeconfig.issue", id, cluster_id, seconds),
+    )
+    .await?;
+    tx.commit().await?;
+
+    let issued = async {
+        let client = host
+            .vcluster_client(&cluster, server)
+            .await
+            .map_err(|e| e.to_string())?;
+        kubecred::issue(client, id, caller.user_id, seconds)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let issued = match issued.await {
+        Ok(issued) => issued,
+        Err(error) => {
+            kubeconfigs::revoke(&state.pool, cluster_id, id, None, "issue_failed").await?;
+            return Err(ApiError::Upstream {
+                code: "cluster_unreachable",
+                detail: format!("the cluster could not issue a token: {error}"),
+            });
+        }
+    };
+    kubeconfigs::set_expiry(&state.pool, id, issued.expires_at).await?;
+    let kubeconfig = render(&cluster, server, &ca, id, &issued.token);
     Ok((
+        StatusCode::CREATED,
         [
             (header::CONTENT_TYPE, "application/yaml".to_string()),
             (
                 header::CONTENT_DISPOSITION,
                 format!("attachment; filename=\"kubeconfig-{}.yaml\"", cluster.name),
             ),
+            (
+                header::LOCATION,
+                format!("/api/console/clusters/{cluster_id}/kubeconfigs/{id}"),
+            ),
         ],
         kubeconfig,
     )
         .into_response())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// 1–500, default 100.
+    pub limit: Option<i64>,
+}
+
+/// List the cluster's kubeconfig credentials
+///
+/// Newest first, whatever their status; tokens are never shown again.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/kubeconfigs",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path), ListQuery),
+    responses(
+        (status = 200, body = Vec<Credential>),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(cluster_id): AppPath<Uuid>,
+    AppQuery(query): AppQuery<ListQuery>,
+) -> Result<AppJson<Vec<Credential>>, ApiError> {
+    let limit = shared::extract::page_limit(query.limit)?;
+    owned(&state, caller, cluster_id).await?;
+    Ok(AppJson(
+        kubeconfigs::list(&state.pool, cluster_id, limit).await?,
+    ))
+}
+
+/// Read one kubeconfig credential
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path), ("credential_id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Credential),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath((cluster_id, credential_id)): AppPath<(Uuid, Uuid)>,
+) -> Result<AppJson<Credential>, ApiError> {
+    owned(&state, caller, cluster_id).await?;
+    kubeconfigs::get(&state.pool, cluster_id, credential_id)
+        .await?
+        .map(AppJson)
+        .ok_or(ApiError::NotFound {
+            what: "kubeconfig credential",
+        })
+}
+
+/// Revoke a kubeconfig credential
+///
+/// Its ServiceAccount is deleted inside the cluster at once, which ends
+/// every token issued for it (`revoked`). When the cluster cannot be reached
+/// the credential reads `revoking` until the cluster sync deletes the
+/// ServiceAccount. Revoking again changes nothing.
+#[utoipa::path(
+    delete,
+    path = "/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path), ("credential_id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Credential),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn revoke(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath((cluster_id, credential_id)): AppPath<(Uuid, Uuid)>,
+) -> Result<AppJson<Credential>, ApiError> {
+    let cluster = owned(&state, caller, cluster_id).await?;
+    let mut tx = state.pool.begin().await?;
+    if kubeconfigs::revoke(
+        &mut *tx,
+        cluster_id,
+        credential_id,
+        Some(caller.user_id),
+        "user",
+    )
+    .await?
+    {
+        audit::record(
+            &mut *tx,
+            event(caller, "kubeconfig.revoke", credential_id, cluster_id, 0),
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    let credential = kubeconfigs::get(&state.pool, cluster_id, credential_id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            what: "kubeconfig credential",
+        })?;
+    if credential.status == "revoking"
+        && let (Some(host), Some(server)) = (&state.host, cluster.api_endpoint.as_deref())
+    {
+        let removed = async {
+            let client = host
+                .vcluster_client(&cluster, server)
+                .await
+                .map_err(|e| e.to_string())?;
+            kubecred::remove(client, credential_id)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match removed.await {
+            Ok(()) => kubeconfigs::mark_removed(&state.pool, credential_id).await?,
+            Err(error) => {
+                tracing::warn!(%cluster_id, %credential_id, error, "ServiceAccount not deleted yet; the cluster sync will retry");
+            }
+        }
+    }
+    kubeconfigs::get(&state.pool, cluster_id, credential_id)
+        .await?
+        .map(AppJson)
+        .ok_or(ApiError::NotFound {
+            what: "kubeconfig credential",
+        })
+}
+
+fn available_endpoint(cluster: &Cluster) -> Result<&str, ApiError> {
+    match (
+        cluster.kubeconfig_available,
+        cluster.api_endpoint.as_deref(),
+    ) {
+        (true, Some(server)) => Ok(server),
+        _ => Err(unavailable(cluster)),
+    }
+}
+
+fn unavailable(cluster: &Cluster) -> ApiError {
+    ApiError::Conflict {
+        code: "kubeconfig_unavailable",
+        detail: format!(
+            "a kubeconfig is not available while the cluster is {}; try again when it is ready",
+            cluster.status
+        ),
+    }
+}
+
+fn event(
+    caller: Caller,
+    action: &'static str,
+    credential_id: Uuid,
+    cluster_id: Uuid,
+    seconds: i64,
+) -> AuditEvent<'static> {
+    AuditEvent {
+        actor_user_id: Some(caller.user_id),
+        actor_kind: "user",
+        action,
+        target_kind: "kubeconfig_credential",
+        target_id: credential_id.to_string(),
+        cluster_id: Some(cluster_id),
+        metadata: if seconds > 0 {
+            serde_json::json!({ "expiration_seconds": seconds })
+        } else {
+            serde_json::json!({})
+        },
+    }
+}
+
+/// The kubeconfig handed out: one cluster (the public endpoint, the CA
+/// pinned), one user with the token, one context. JSON, which every
+/// kubeconfig reader takes as YAML.
+fn render(
+    cluster: &Cluster,
+    server: &str,
+    ca_pem: &str,
+    credential_id: Uuid,
+    token: &secrecy::SecretString,
+) -> String {
+    use secrecy::ExposeSecret;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let user = format!(
+        "{}-{}",
+        cluster.name,
+        &credential_id.simple().to_string()[..8]
+    );
+    serde_json::to_string_pretty(&serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": cluster.name, "cluster": {
+            "server": server,
+            "certificate-authority-data": ca,
+        }}],
+        "users": [{ "name": user, "user": { "token": token.expose_secret() } }],
+        "contexts": [{ "name": cluster.name, "context": { "cluster": cluster.name, "user": user } }],
+        "current-context": cluster.name,
+    }))
+    .expect("a JSON value serializes")
 }

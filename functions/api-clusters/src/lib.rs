@@ -1,5 +1,5 @@
-//! `api-clusters`: create, list, read and delete clusters, and their operation
-//! and job history. Lifecycle changes are answered 202 with the operation; the
+//! `api-clusters`: create, list, read and delete clusters, their operation
+//! and job history, and the kubeconfigs issued for them. Lifecycle changes are answered 202 with the operation; the
 //! work is done by the cluster job functions.
 
 mod create;
@@ -38,8 +38,12 @@ pub fn router() -> Router<AppState> {
             get(history::jobs),
         )
         .route(
-            "/api/console/clusters/{cluster_id}/kubeconfig",
-            get(kubeconfig::download),
+            "/api/console/clusters/{cluster_id}/kubeconfigs",
+            post(kubeconfig::issue).get(kubeconfig::list),
+        )
+        .route(
+            "/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}",
+            get(kubeconfig::get).delete(kubeconfig::revoke),
         )
         .route(
             "/api/console/clusters/{cluster_id}/metrics",
@@ -69,7 +73,7 @@ pub(crate) async fn accepted_operation(
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, history::jobs, kubeconfig::download, metrics::series),
+    paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, history::jobs, kubeconfig::issue, kubeconfig::list, kubeconfig::get, kubeconfig::revoke, metrics::series),
     components(schemas(shared::error::Problem, shared::error::FieldError)),
     tags((name = "clusters", description = "Cluster lifecycle"))
 )]

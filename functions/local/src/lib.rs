@@ -256,6 +256,9 @@ async fn serve(
                 if let Err(err) = observe_clusters(&pool, &host, 16).await {
                     tracing::error!(error = %err, "cluster observation failed");
                 }
+                if let Err(err) = shared::kubecred::remove_stale(&pool, &host, None).await {
+                    tracing::error!(error = %err, "kubeconfig credential removal failed");
+                }
             }
         }
     }));

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod clusters;
 pub mod dns;
 pub mod jobs;
+pub mod kubeconfigs;
 pub mod metrics;
 pub mod nodes;
 pub mod settings;

@@ -43,6 +43,8 @@ struct Target {
     status: bool,
     /// `POST pods/<name>/eviction`.
     eviction: bool,
+    /// `POST serviceaccounts/<name>/token` (the TokenRequest API).
+    token_request: bool,
 }
 
 enum Route {
@@ -101,11 +103,16 @@ fn route(path: &str) -> Result<Route, ApiError> {
         ["namespaces", ns, plural, tail @ ..]
             if registry::find(group, version, plural).is_some_and(|r| r.namespaced) =>
         {
-            let (name, status, eviction) = match tail {
-                [] => (None, false, false),
-                [name] => (Some(name.to_string()), false, false),
-                [name, "status"] => (Some(name.to_string()), true, false),
-                [name, "eviction"] if *plural == "pods" => (Some(name.to_string()), false, true),
+            let (name, status, eviction, token_request) = match tail {
+                [] => (None, false, false, false),
+                [name] => (Some(name.to_string()), false, false, false),
+                [name, "status"] => (Some(name.to_string()), true, false, false),
+                [name, "eviction"] if *plural == "pods" => {
+                    (Some(name.to_string()), false, true, false)
+                }
+                [name, "token"] if *plural == "serviceaccounts" => {
+                    (Some(name.to_string()), false, false, true)
+                }
                 _ => return Err(not_found()),
             };
             Target {
@@ -114,6 +121,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
                 name,
                 status,
                 eviction,
+                token_request,
             }
         }
         [plural] => Target {
@@ -122,6 +130,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
             name: None,
             status: false,
             eviction: false,
+            token_request: false,
         },
         [plural, name] => Target {
             resource: find(plural)?,
@@ -129,6 +138,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
             name: Some(name.to_string()),
             status: false,
             eviction: false,
+            token_request: false,
         },
         [plural, name, "status"] => Target {
             resource: find(plural)?,
@@ -136,6 +146,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
             name: Some(name.to_string()),
             status: true,
             eviction: false,
+            token_request: false,
         },
         _ => return Err(not_found()),
     };
@@ -186,7 +197,7 @@ fn decode(raw: &str) -> Option<String> {
 
 /// The answer a request gets before its path is looked at, if any: 503 when
 /// the API is down, the unauthenticated `before_auth` routes, then 401 without
-/// the bearer token.
+/// a bearer token it accepts.
 pub(crate) fn refuse(
     shared: &Shared,
     headers: &HeaderMap,
@@ -207,7 +218,10 @@ pub(crate) fn refuse(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    (presented != Some(token.as_str())).then(|| {
+    let accepted = presented.is_some_and(|presented| {
+        presented == token.as_str() || crate::tokens::valid(shared, presented)
+    });
+    (!accepted).then(|| {
         error(ApiError {
             code: 401,
             reason: "Unauthorized",
@@ -262,6 +276,10 @@ pub async fn handle(
             store.get(target.resource, target.namespace.as_deref().unwrap_or(""), name).map(|o| (StatusCode::OK, o))
         }
         (&Method::POST, Some(name)) if target.eviction => evict(&shared, &target, name),
+        (&Method::POST, Some(name)) if target.token_request => object_of(&content_type, &body).and_then(|request| {
+            crate::tokens::request(&shared, target.namespace.as_deref().unwrap_or_default(), name, &request)
+                .map(|issued| (StatusCode::CREATED, issued))
+        }),
         (&Method::POST, None) => object_of(&content_type, &body).and_then(|object| {
             let namespace = target.namespace.clone().unwrap_or_default();
             if let Some(body_ns) = object.pointer("/metadata/namespace").and_then(Value::as_str)
@@ -487,6 +505,7 @@ fn watch(shared: &Arc<Shared>, target: &Target, params: &HashMap<String, String>
         name: None,
         status: false,
         eviction: false,
+        token_request: false,
     };
     let params = params.clone();
     let live = BroadcastStream::new(receiver).filter_map(move |event| {

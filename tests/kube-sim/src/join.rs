@@ -86,7 +86,7 @@ fn check_token(shared: &Shared, token: &str) -> Result<(), &'static str> {
     if let Some(expiration) = field("expiration") {
         let expires =
             chrono::DateTime::parse_from_rfc3339(&expiration).map_err(|_| "bad expiration")?;
-        if expires <= chrono::Utc::now() {
+        if expires <= crate::tokens::now(shared) {
             return Err("expired bootstrap token");
         }
     }

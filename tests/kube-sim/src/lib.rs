@@ -12,7 +12,9 @@
 //! and does not detect field-ownership conflicts; strategic merge patch is
 //! treated as JSON merge patch; no admission, no RBAC, no defaulting beyond
 //! metadata. Every simulator serves HTTPS with a CA of its own (`kubeconfig()`
-//! pins it); a vCluster's API asks for a bearer token. A vCluster
+//! pins it); a vCluster's API asks for a bearer token: its admin token, or
+//! one the TokenRequest API issued for a ServiceAccount that still exists and
+//! has not expired (RBAC is not checked: any such account is an admin). A vCluster
 //! also serves the private-node join endpoint (`/node/join`), whose script
 //! registers the joining machine as a Ready Node.
 
@@ -25,6 +27,7 @@ pub mod registry;
 pub mod store;
 mod table;
 mod tls;
+mod tokens;
 
 pub use exec::{ExecHandler, ExecOutput, ExecRequest};
 
@@ -98,6 +101,9 @@ pub struct Faults {
     pub ready_delay: Option<Duration>,
     /// Pod evictions answer 429, as when a PodDisruptionBudget forbids them.
     pub evictions_blocked: bool,
+    /// How far the simulator's clock runs ahead of the real one: what expires
+    /// (issued tokens, bootstrap tokens) expires that much sooner.
+    pub clock_ahead: Duration,
 }
 
 pub(crate) struct Shared {
@@ -113,6 +119,8 @@ pub(crate) struct Shared {
     pub exec: Mutex<Option<ExecHandler>>,
     /// The PEM of the CA the serving certificate is signed by.
     pub ca_pem: String,
+    /// Service-account tokens issued through the TokenRequest API.
+    pub issued: Mutex<tokens::IssuedTokens>,
 }
 
 /// A simulator being started.
@@ -155,6 +163,7 @@ impl Simulator {
             children: Mutex::new(HashMap::new()),
             exec: Mutex::new(None),
             ca_pem: authority.ca_pem.clone(),
+            issued: Mutex::new(HashMap::new()),
         });
         behaviour::seed(&shared);
         let app = Router::new()

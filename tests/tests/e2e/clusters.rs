@@ -35,9 +35,9 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
 
     let (status, body) = platform
         .call(
-            "GET",
-            &format!("/api/console/clusters/{id}/kubeconfig"),
-            None,
+            "POST",
+            &format!("/api/console/clusters/{id}/kubeconfigs"),
+            Some(serde_json::json!({})),
         )
         .await;
     assert_eq!(
@@ -168,15 +168,9 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
         .unwrap();
     assert_eq!(service["spec"]["type"], "LoadBalancer");
 
-    let (_, text) = platform
-        .call(
-            "GET",
-            &format!("/api/console/clusters/{id}/kubeconfig"),
-            None,
-        )
-        .await;
+    let text = platform.issue_kubeconfig(&id, serde_json::json!({})).await;
     assert!(
-        text.to_string().contains(endpoint),
+        text.contains(endpoint),
         "the kubeconfig follows the endpoint"
     );
     let names = namespace_names(platform.kube_client_from_kubeconfig(&id).await).await;

@@ -117,14 +117,15 @@ async fn create_and_watch_it_become_ready(local: &Local) {
 
     let response = local
         .http
-        .get(format!(
-            "{}/api/console/clusters/{id}/kubeconfig",
+        .post(format!(
+            "{}/api/console/clusters/{id}/kubeconfigs",
             local.base
         ))
+        .json(&serde_json::json!({}))
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 200);
+    assert_eq!(response.status(), 201);
     let kubeconfig: serde_json::Value = response.json().await.unwrap();
     let server = kubeconfig["clusters"][0]["cluster"]["server"]
         .as_str()

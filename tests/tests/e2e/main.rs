@@ -9,6 +9,7 @@ mod clusters;
 mod dns;
 mod hostile_input;
 mod ingress;
+mod kubeconfigs;
 mod lambda;
 mod local_process;
 mod metrics;

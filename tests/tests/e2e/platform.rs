@@ -29,6 +29,8 @@ pub struct Platform {
     pub dispatcher: InProcessDispatcher,
     pub runner: InProcessRunner,
     pub router: Router,
+    /// What the router serves with (its identity: the development user).
+    pub state: AppState,
     /// Where the router is also served over TCP (the join function's base URL).
     pub base_url: String,
 }
@@ -93,7 +95,7 @@ impl Platform {
                 .merge(api_nodes::router())
                 .merge(api_ingress::router())
                 .merge(join::router()),
-            state,
+            state.clone(),
         );
         let served = router
             .clone()
@@ -107,7 +109,24 @@ impl Platform {
             dispatcher,
             runner,
             router,
+            state,
         }
+    }
+
+    /// Calls as another user, with the back office's routes served too.
+    pub async fn call_as(
+        &self,
+        user_id: uuid::Uuid,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (StatusCode, serde_json::Value) {
+        let state = AppState {
+            identity: Identity::Development(user_id),
+            ..self.state.clone()
+        };
+        let router = with_common_layers(api_clusters::router().merge(api_admin::router()), state);
+        send(router, method, path, body).await
     }
 
     pub async fn call(
@@ -116,26 +135,7 @@ impl Platform {
         path: &str,
         body: Option<serde_json::Value>,
     ) -> (StatusCode, serde_json::Value) {
-        let mut request = Request::builder().method(method).uri(path);
-        let body = match body {
-            Some(json) => {
-                request = request.header(header::CONTENT_TYPE, "application/json");
-                Body::from(json.to_string())
-            }
-            None => Body::empty(),
-        };
-        let response = self
-            .router
-            .clone()
-            .oneshot(request.body(body).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
-            String::from_utf8_lossy(&bytes).into(),
-        ));
-        (status, json)
+        send(self.router.clone(), method, path, body).await
     }
 
     pub async fn create(&self, name: &str, mode: &str) -> String {
@@ -177,19 +177,24 @@ impl Platform {
         self.runner.run_until_idle().await
     }
 
-    pub async fn kube_client_from_kubeconfig(&self, id: &str) -> kube::Client {
+    /// Issues a kubeconfig and returns its text.
+    pub async fn issue_kubeconfig(&self, id: &str, body: serde_json::Value) -> String {
         let (status, body) = self
             .call(
-                "GET",
-                &format!("/api/console/clusters/{id}/kubeconfig"),
-                None,
+                "POST",
+                &format!("/api/console/clusters/{id}/kubeconfigs"),
+                Some(body),
             )
             .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let text = match body {
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        match body {
             serde_json::Value::String(text) => text,
             json => json.to_string(),
-        };
+        }
+    }
+
+    pub async fn kube_client_from_kubeconfig(&self, id: &str) -> kube::Client {
+        let text = self.issue_kubeconfig(id, serde_json::json!({})).await;
         let kubeconfig = Kubeconfig::from_yaml(&text).expect("the kubeconfig parses");
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -229,4 +234,27 @@ pub fn node(
             "allocatable": {"cpu": "3800m", "memory": "16384Ki", "ephemeral-storage": "20Gi", "pods": "110"},
         },
     })
+}
+
+async fn send(
+    router: Router,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (StatusCode, serde_json::Value) {
+    let mut request = Request::builder().method(method).uri(path);
+    let body = match body {
+        Some(json) => {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+            Body::from(json.to_string())
+        }
+        None => Body::empty(),
+    };
+    let response = router.oneshot(request.body(body).unwrap()).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
+        String::from_utf8_lossy(&bytes).into(),
+    ));
+    (status, json)
 }

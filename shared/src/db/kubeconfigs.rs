@@ -1,0 +1,201 @@
+//! Kubeconfig credentials: the per-user ServiceAccounts whose tokens the
+//! downloaded kubeconfigs carry. The token itself is never stored.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgExecutor};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A kubeconfig credential as its owner sees it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Credential {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub user_id: Uuid,
+    /// `active`, `expired`, `revoking` (revoked; its ServiceAccount is still
+    /// being deleted inside the cluster, so the token may work until then) or
+    /// `revoked`.
+    pub status: String,
+    /// The ServiceAccount in the cluster's `kube-system` the token belongs to.
+    pub service_account_name: String,
+    pub description: Option<String>,
+    pub expires_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// `user`, `user_disabled` or `issue_failed`.
+    pub revoke_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+macro_rules! select_credential {
+    ($tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            Credential,
+            r#"SELECT id, cluster_id, user_id,
+                      CASE WHEN revoked_at IS NOT NULL AND removed_at IS NULL THEN 'revoking'
+                           WHEN revoked_at IS NOT NULL THEN 'revoked'
+                           WHEN expires_at <= now() THEN 'expired'
+                           ELSE 'active' END AS "status!",
+                      service_account_name, description, expires_at, revoked_at, revoke_reason, created_at
+               FROM kubeconfig_credentials "# + $tail,
+            $($arg),*
+        )
+    };
+}
+
+pub struct NewCredential<'a> {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub user_id: Uuid,
+    pub service_account_name: &'a str,
+    pub description: Option<&'a str>,
+    pub expires_at: DateTime<Utc>,
+    pub ip: Option<&'a str>,
+    pub user_agent: Option<&'a str>,
+}
+
+/// Records a credential before its ServiceAccount is made, so a failure half
+/// way leaves a row the cluster sync cleans up after.
+pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO kubeconfig_credentials
+             (id, cluster_id, user_id, service_account_name, description, expires_at, ip, user_agent)
+         VALUES ($1, $2, $3, $4, $5, $6, $7::text::inet, left($8, 300))",
+        new.id,
+        new.cluster_id,
+        new.user_id,
+        new.service_account_name,
+        new.description,
+        new.expires_at,
+        new.ip,
+        new.user_agent,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Sets the expiry the cluster gave the token (it may shorten the one asked for).
+pub async fn set_expiry(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    expires_at: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE kubeconfig_credentials SET expires_at = $2 WHERE id = $1",
+        id,
+        expires_at
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Credential>, sqlx::Error> {
+    select_credential!("WHERE cluster_id = $1 AND id = $2", cluster_id, id)
+        .fetch_optional(db)
+        .await
+}
+
+/// A cluster's credentials, newest first.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    limit: i64,
+) -> Result<Vec<Credential>, sqlx::Error> {
+    select_credential!(
+        "WHERE cluster_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+        cluster_id,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Revokes one credential that is not revoked yet. Returns whether it was.
+pub async fn revoke(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+    by: Option<Uuid>,
+    reason: &str,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE kubeconfig_credentials
+         SET revoked_at = now(), revoked_by_user_id = $3, revoke_reason = $4
+         WHERE cluster_id = $1 AND id = $2 AND revoked_at IS NULL",
+        cluster_id,
+        id,
+        by,
+        reason
+    )
+    .execute(db)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// Revokes every credential a user still holds (the user was disabled).
+/// Returns how many.
+pub async fn revoke_all_of_user(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+    by: Uuid,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE kubeconfig_credentials
+         SET revoked_at = now(), revoked_by_user_id = $2, revoke_reason = 'user_disabled'
+         WHERE user_id = $1 AND revoked_at IS NULL",
+        user_id,
+        by
+    )
+    .execute(tx)
+    .await?
+    .rows_affected())
+}
+
+/// A ServiceAccount that should no longer exist inside its cluster.
+#[derive(Debug, Clone)]
+pub struct StaleAccount {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub service_account_name: String,
+}
+
+/// ServiceAccounts of revoked or expired credentials not deleted yet, in live
+/// clusters, by cluster; only those of `user_id` when given.
+pub async fn stale(
+    db: impl PgExecutor<'_>,
+    user_id: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<StaleAccount>, sqlx::Error> {
+    sqlx::query_as!(
+        StaleAccount,
+        "SELECT k.id, k.cluster_id, k.service_account_name
+         FROM kubeconfig_credentials k JOIN clusters c ON c.id = k.cluster_id
+         WHERE k.removed_at IS NULL AND c.deleted_at IS NULL
+           AND (k.revoked_at IS NOT NULL OR k.expires_at <= now())
+           AND ($1::uuid IS NULL OR k.user_id = $1)
+         ORDER BY k.cluster_id, k.created_at
+         LIMIT $2",
+        user_id,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Records that a credential's ServiceAccount is gone from its cluster.
+pub async fn mark_removed(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE kubeconfig_credentials SET removed_at = now() WHERE id = $1 AND removed_at IS NULL",
+        id
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}

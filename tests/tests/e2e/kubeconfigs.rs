@@ -1,0 +1,333 @@
+//! Kubeconfigs carry a credential of their own: a ServiceAccount token from
+//! the cluster's TokenRequest API that expires, can be revoked one by one, and
+//! is revoked when its user is disabled. The admin credential never leaves.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde_json::{Value, json};
+
+use crate::platform::Platform;
+
+async fn client_of(text: &str) -> kube::Client {
+    let kubeconfig = Kubeconfig::from_yaml(text).expect("the kubeconfig parses");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+/// The status code the cluster's API answers a namespace list with.
+async fn answers(client: &kube::Client) -> u16 {
+    match Api::<Namespace>::all(client.clone())
+        .list(&Default::default())
+        .await
+    {
+        Ok(_) => 200,
+        Err(kube::Error::Api(status)) => status.code,
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+async fn credentials(platform: &Platform, id: &str) -> Vec<Value> {
+    let (status, body) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/kubeconfigs"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body.as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_kubeconfig_carries_its_own_expiring_token_not_the_admin_credential() {
+    let platform = Platform::new().await;
+    let (id, namespace) = platform.create_ready("creds", "nodeport").await;
+    let vcluster = platform.sim.vcluster(&namespace, "creds").unwrap();
+
+    let text = platform
+        .issue_kubeconfig(
+            &id,
+            json!({ "expiration_seconds": 3600, "description": "laptop" }),
+        )
+        .await;
+    let kubeconfig: Value = serde_json::from_str(&text).unwrap();
+    let user = &kubeconfig["users"][0]["user"];
+    let token = user["token"].as_str().unwrap();
+    let admin: Value =
+        serde_json::to_value(Kubeconfig::from_yaml(&vcluster.kubeconfig(None)).unwrap()).unwrap();
+    assert_ne!(
+        token,
+        admin["users"][0]["user"]["token"].as_str().unwrap(),
+        "the admin token never leaves the platform"
+    );
+    assert!(user.get("client-certificate-data").is_none());
+    assert!(
+        kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]
+            .as_str()
+            .is_some()
+    );
+    assert_eq!(answers(&client_of(&text).await).await, 200);
+
+    let listed = credentials(&platform, &id).await;
+    assert_eq!(listed.len(), 1);
+    let credential = &listed[0];
+    assert_eq!(credential["status"], "active");
+    assert_eq!(credential["description"], "laptop");
+    let account = credential["service_account_name"].as_str().unwrap();
+    let expires: chrono::DateTime<chrono::Utc> =
+        credential["expires_at"].as_str().unwrap().parse().unwrap();
+    let lifetime = expires - chrono::Utc::now();
+    assert!(
+        lifetime > chrono::Duration::minutes(58) && lifetime <= chrono::Duration::hours(1),
+        "{lifetime}"
+    );
+    let sa = vcluster
+        .get("v1", "ServiceAccount", "kube-system", account)
+        .expect("the credential's ServiceAccount exists in the cluster");
+    assert_eq!(
+        sa["metadata"]["labels"]["kubebyon.io/credential"],
+        credential["id"]
+    );
+    let binding = vcluster
+        .get(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            "",
+            account,
+        )
+        .unwrap();
+    assert_eq!(binding["roleRef"]["name"], "cluster-admin");
+    assert_eq!(binding["subjects"][0]["name"], account);
+
+    // An hour later the token is refused by the cluster itself.
+    vcluster.set_faults(kube_sim::Faults {
+        clock_ahead: Duration::from_secs(3601),
+        ..Default::default()
+    });
+    assert_eq!(answers(&client_of(&text).await).await, 401);
+}
+
+#[tokio::test]
+async fn revoking_one_kubeconfig_ends_its_token_and_no_other() {
+    let platform = Platform::new().await;
+    let (id, namespace) = platform.create_ready("revoke", "nodeport").await;
+    let vcluster = platform.sim.vcluster(&namespace, "revoke").unwrap();
+    let first = client_of(&platform.issue_kubeconfig(&id, json!({})).await).await;
+    let second = client_of(&platform.issue_kubeconfig(&id, json!({})).await).await;
+    let listed = credentials(&platform, &id).await;
+    assert_eq!(listed.len(), 2);
+    // Newest first: the first one issued is last.
+    let first_id = listed[1]["id"].as_str().unwrap().to_string();
+    let expires: chrono::DateTime<chrono::Utc> =
+        listed[1]["expires_at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        expires - chrono::Utc::now() > chrono::Duration::hours(7),
+        "8 h by default"
+    );
+
+    let path = format!("/api/console/clusters/{id}/kubeconfigs/{first_id}");
+    let (status, body) = platform.call("DELETE", &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "revoked");
+    assert_eq!(body["revoke_reason"], "user");
+    assert_eq!(answers(&first).await, 401, "the revoked token is refused");
+    assert_eq!(answers(&second).await, 200, "the other one still works");
+    assert!(
+        vcluster
+            .get(
+                "v1",
+                "ServiceAccount",
+                "kube-system",
+                listed[1]["service_account_name"].as_str().unwrap()
+            )
+            .is_none()
+    );
+    // Again: nothing changes.
+    let (status, again) = platform.call("DELETE", &path, None).await;
+    assert_eq!(
+        (status, &again["revoked_at"]),
+        (StatusCode::OK, &body["revoked_at"])
+    );
+
+    // A recreated ServiceAccount of the same name does not bring the token back.
+    vcluster
+        .put(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": listed[1]["service_account_name"], "namespace": "kube-system"}}))
+        .unwrap();
+    assert_eq!(answers(&first).await, 401);
+}
+
+#[tokio::test]
+async fn a_revocation_the_cluster_missed_is_finished_by_the_cluster_sync() {
+    let platform = Platform::new().await;
+    let (id, namespace) = platform.create_ready("later", "nodeport").await;
+    let vcluster = platform.sim.vcluster(&namespace, "later").unwrap();
+    let text = platform.issue_kubeconfig(&id, json!({})).await;
+    let credential_id = credentials(&platform, &id).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    vcluster.set_faults(kube_sim::Faults {
+        api_down: true,
+        ..Default::default()
+    });
+    let (status, body) = platform
+        .call(
+            "DELETE",
+            &format!("/api/console/clusters/{id}/kubeconfigs/{credential_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["status"], "revoking",
+        "the API says the truth: not gone yet"
+    );
+    let report = shared::kubecred::remove_stale(&platform.db.pool, &platform.host, None)
+        .await
+        .unwrap();
+    assert_eq!((report.removed, report.pending), (0, 1));
+
+    vcluster.set_faults(kube_sim::Faults::default());
+    assert_eq!(
+        answers(&client_of(&text).await).await,
+        200,
+        "still alive before the sync"
+    );
+    let report = shared::kubecred::remove_stale(&platform.db.pool, &platform.host, None)
+        .await
+        .unwrap();
+    assert_eq!((report.removed, report.pending), (1, 0));
+    assert_eq!(answers(&client_of(&text).await).await, 401);
+    assert_eq!(credentials(&platform, &id).await[0]["status"], "revoked");
+}
+
+#[tokio::test]
+async fn an_issue_the_cluster_refused_leaves_no_live_credential() {
+    let platform = Platform::new().await;
+    let (id, namespace) = platform.create_ready("refused", "nodeport").await;
+    let vcluster = platform.sim.vcluster(&namespace, "refused").unwrap();
+    vcluster.set_faults(kube_sim::Faults {
+        api_down: true,
+        ..Default::default()
+    });
+    let (status, body) = platform
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/kubeconfigs"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_GATEWAY, Some("cluster_unreachable"))
+    );
+    let listed = credentials(&platform, &id).await;
+    assert_eq!(listed[0]["status"], "revoking");
+    assert_eq!(listed[0]["revoke_reason"], "issue_failed");
+}
+
+#[tokio::test]
+async fn disabling_a_user_revokes_every_kubeconfig_they_hold() {
+    let platform = Platform::new().await;
+    let (id, _) = platform.create_ready("owner", "nodeport").await;
+    let text = platform.issue_kubeconfig(&id, json!({})).await;
+    let client = client_of(&text).await;
+    assert_eq!(answers(&client).await, 200);
+
+    let owner = shared::db::users::ensure_development_user(&platform.db.pool)
+        .await
+        .unwrap();
+    let admin: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name, role, email_verified_at)
+         VALUES ('second-admin@example.com', 'Second admin', 'admin', now()) RETURNING id",
+    )
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    let (status, body) = platform
+        .call_as(
+            admin,
+            "PATCH",
+            &format!("/api/console/admin/users/{owner}"),
+            Some(json!({ "status": "disabled" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        answers(&client).await,
+        401,
+        "the disabled user's kubeconfig stops at once"
+    );
+    let listed = credentials(&platform, &id).await;
+    assert_eq!(listed[0]["status"], "revoked");
+    assert_eq!(listed[0]["revoke_reason"], "user_disabled");
+}
+
+#[tokio::test]
+async fn kubeconfig_requests_are_checked_and_owned() {
+    let platform = Platform::new().await;
+    let (id, _) = platform.create_ready("checks", "nodeport").await;
+    let path = format!("/api/console/clusters/{id}/kubeconfigs");
+    for body in [
+        json!({ "expiration_seconds": 599 }),
+        json!({ "expiration_seconds": 86_401 }),
+        json!({ "expiration_seconds": i64::MAX }),
+        json!({ "expiration_seconds": -1 }),
+        json!({ "description": "x".repeat(201) }),
+        json!({ "description": "line\nbreak" }),
+    ] {
+        let (status, problem) = platform.call("POST", &path, Some(body.clone())).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed")),
+            "{body}"
+        );
+    }
+    let (status, _) = platform
+        .call("POST", &path, Some(json!({ "token": "mine" })))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "unknown fields are refused"
+    );
+    assert!(
+        credentials(&platform, &id).await.is_empty(),
+        "nothing half-written"
+    );
+
+    // Another user sees no such cluster, and cannot revoke what is not theirs.
+    platform.issue_kubeconfig(&id, json!({})).await;
+    let credential_id = credentials(&platform, &id).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name, role, email_verified_at)
+         VALUES ('other@example.com', 'Other', 'user', now()) RETURNING id",
+    )
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    let (status, _) = platform
+        .call_as(other, "POST", &path, Some(json!({})))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = platform
+        .call_as(other, "DELETE", &format!("{path}/{credential_id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(credentials(&platform, &id).await[0]["status"], "active");
+}
