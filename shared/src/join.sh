@@ -5,7 +5,7 @@
 # fails, then joins the cluster through its control plane's private-node join
 # endpoint. Every step is reported to the platform, where the console shows it.
 #
-# Usage: curl -sSL <join url> | sudo sh [-s -- --force-join]
+# Usage: curl -sS -H 'Authorization: Bearer <token>' <join url> | sudo sh [-s -- --force-join]
 #   --force-join   leave the cluster this machine's kubelet is joined to, and
 #                  join this one instead
 #
@@ -30,8 +30,10 @@ for arg in "$@"; do
     esac
 done
 
-KB_TMP=$(mktemp -d 2>/dev/null || echo "/tmp/kubebyon-join.$$")
-mkdir -p "$KB_TMP" && chmod 700 "$KB_TMP"
+# A private directory, or nothing: never a predictable path in /tmp.
+KB_TMP=$(mktemp -d 2>/dev/null) && [ -d "$KB_TMP" ] \
+    || { printf 'kubebyon-join: cannot make a private temporary directory (mktemp -d)\n' >&2; exit 1; }
+chmod 700 "$KB_TMP"
 trap 'rm -rf "$KB_TMP"' EXIT
 umask 077
 printf 'Authorization: Bearer %s\n' "$KB_TOKEN" > "$KB_TMP/auth"
@@ -97,7 +99,7 @@ case "$machine" in
     *) fail arch "amd64 or arm64 is required; this machine is $machine" ;;
 esac
 
-[ "$(id -u)" = 0 ] || fail root "run the script as root: curl -sSL <join url> | sudo sh"
+[ "$(id -u)" = 0 ] || fail root "run the join command as root (it ends with | sudo sh)"
 ok root "running as root"
 
 # Control groups: kubelet needs the cpu and memory controllers -----------------
@@ -200,15 +202,22 @@ case $? in
 esac
 
 # Join ------------------------------------------------------------------------
-# Taking a use of the token happens here, after every check has passed.
+# Taking a use of the token happens here, after every check has passed. The
+# platform answers with a bootstrap token made for this attempt alone, which
+# the control plane accepts for a few minutes: the join token itself is never
+# a credential of the cluster.
 code=$(report join running "taking a use of the join token")
 case "$code" in
     2??) ;;
     *) fail join "the platform refused the token: $(reply_message)" ;;
 esac
+KB_BOOTSTRAP=$(sed -n 's/.*"bootstrap_token":"\([a-z0-9]\{6\}\.[a-z0-9]\{16\}\)".*/\1/p' "$KB_TMP/response")
+[ -n "$KB_BOOTSTRAP" ] || fail join "the platform did not hand out a bootstrap token for this attempt"
+# The URL goes through a file, so the token is not on a command line `ps` shows.
+printf 'url = "%s/node/join?token=%s"\n' "$KB_ENDPOINT" "$KB_BOOTSTRAP" > "$KB_TMP/fetch.conf"
 # shellcheck disable=SC2086
 curl -fsSL -m 60 $KB_CA_OPT -o "$KB_TMP/vcluster-join.sh" \
-    "$KB_ENDPOINT/node/join?token=$KB_TOKEN" 2>"$KB_TMP/fetch.err" \
+    -K "$KB_TMP/fetch.conf" 2>"$KB_TMP/fetch.err" \
     || fail join "the control plane did not hand out its join script: $(cat "$KB_TMP/fetch.err")"
 set --
 [ "$KB_FORCE_JOIN" = 1 ] && set -- --force-join

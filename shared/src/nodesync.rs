@@ -26,7 +26,9 @@ use crate::{
 /// Clusters listed at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 16;
 
-/// How long a used token's bootstrap Secret may outlive a join that never
+/// How long a join may take: the lifetime of the bootstrap token a join
+/// attempt gets when it takes a use, and how long a used token's own Secret
+/// (tokens made before attempts had their own) may outlive a join that never
 /// reported its end.
 pub const JOIN_GRACE: Duration = Duration::from_secs(15 * 60);
 
@@ -299,7 +301,7 @@ pub async fn sync_all(
             for secret in stale.get(&cluster_id).into_iter().flatten() {
                 match jointoken::delete_bootstrap_secret(client.clone(), &secret.name).await {
                     Ok(()) => {
-                        tokens::mark_secret_deleted(pool, secret.token_id)
+                        tokens::mark_secret_deleted(pool, secret)
                             .await
                             .map_err(|e| e.to_string())?;
                         report.secrets_deleted += 1;

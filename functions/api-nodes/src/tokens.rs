@@ -45,7 +45,8 @@ pub struct CreatedToken {
     pub token: Token,
     /// `<id>.<secret>`; shown once, stored only as a hash.
     pub plaintext: String,
-    /// Where the join script for this token is served.
+    /// Where join scripts are served: `GET` with the token as bearer
+    /// credential (`Authorization: Bearer <plaintext>`).
     pub join_url: String,
     /// The command to run as root on the machine that should join.
     pub join_command: String,
@@ -87,16 +88,18 @@ fn unreachable_cluster(err: &dyn std::fmt::Display) -> ApiError {
     }
 }
 
-/// The join URL of a token under `join_base_url`.
-fn join_url(base: &str, plaintext: &str) -> String {
-    format!("{base}/join/{plaintext}")
+/// The command that joins a machine: the token travels as a header, never
+/// in a URL (proxy logs keep URLs).
+fn join_command(url: &str, plaintext: &str) -> String {
+    format!("curl -sS -H 'Authorization: Bearer {plaintext}' {url} | sudo sh")
 }
 
 /// Create a join token
 ///
-/// Makes a kubeadm bootstrap token, creates its bootstrap Secret in the
-/// cluster's `kube-system` with the same expiry, and returns the plaintext and
-/// the join command once. The cluster must be ready.
+/// Makes a join token and returns its plaintext and the join command once;
+/// only its hash is stored. The token is the platform's credential, not the
+/// cluster's: each join attempt that takes a use of it gets a bootstrap token
+/// of its own, valid for minutes. The cluster must be ready.
 #[utoipa::path(
     post,
     path = "/api/console/clusters/{cluster_id}/tokens",
@@ -108,7 +111,6 @@ fn join_url(base: &str, plaintext: &str) -> String {
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready (`cluster_not_ready`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 502, description = "The cluster's API could not be reached (`cluster_unreachable`)", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn create(
@@ -150,83 +152,51 @@ pub async fn create(
                 .collect(),
         ));
     }
-    let (cluster, endpoint) = ready_cluster(&state, caller, cluster_id).await?;
-    let client = cluster_client(&state, &cluster, &endpoint).await?;
+    ready_cluster(&state, caller, cluster_id).await?;
     let expires_at = chrono::Utc::now() + chrono::Duration::seconds(ttl);
     let labels = serde_json::to_value(&body.node_labels).map_err(anyhow::Error::from)?;
-
-    // A token id is 6 characters: a collision with an existing Secret is rare,
-    // and answered by making another token.
-    let mut created = None;
-    for _ in 0..3 {
-        let token = JoinToken::generate();
-        let secret = token.bootstrap_secret(expires_at);
-        if jointoken::create_bootstrap_secret(client.clone(), &secret)
-            .await
-            .map_err(|err| unreachable_cluster(&err))?
-        {
-            created = Some(token);
-            break;
-        }
-    }
-    let token = created.ok_or_else(|| {
-        ApiError::Internal(anyhow::anyhow!("three token ids in a row were taken"))
-    })?;
-    let secret_name = jointoken::bootstrap_secret_name(token.id());
-    let stored = async {
-        let mut tx = state.pool.begin().await?;
-        let token_id = tokens::insert(
-            &mut tx,
-            &NewToken {
-                cluster_id,
-                token_hash: &token.hash(),
-                display_prefix: token.id(),
-                description: body.description.as_deref(),
-                max_uses,
-                node_labels: &labels,
-                created_by: caller.user_id,
-                bootstrap_secret_name: &secret_name,
-                expires_at,
-            },
-        )
-        .await?;
-        audit::record(
-            &mut *tx,
-            AuditEvent {
-                actor_user_id: Some(caller.user_id),
-                actor_kind: "user",
-                action: "token.create",
-                target_kind: "token",
-                target_id: token_id.to_string(),
-                cluster_id: Some(cluster_id),
-                metadata: serde_json::json!({ "display_prefix": token.id(), "max_uses": max_uses, "ttl_seconds": ttl }),
-            },
-        )
-        .await?;
-        tx.commit().await?;
-        Ok::<_, sqlx::Error>(token_id)
-    }
-    .await;
-    let token_id = match stored {
-        Ok(id) => id,
-        Err(err) => {
-            // Nothing half-made stays behind: the Secret goes with the row.
-            if let Err(cleanup) = jointoken::delete_bootstrap_secret(client, &secret_name).await {
-                tracing::warn!(cluster_id = %cluster_id, error = %cleanup, "could not remove the bootstrap Secret of an unsaved token");
-            }
-            return Err(err.into());
-        }
-    };
+    // Only its hash is kept; nothing is made in the cluster until a join
+    // attempt takes a use (it then gets a bootstrap token of its own).
+    let token = JoinToken::generate();
+    let mut tx = state.pool.begin().await?;
+    let token_id = tokens::insert(
+        &mut tx,
+        &NewToken {
+            cluster_id,
+            token_hash: &token.hash(),
+            display_prefix: token.id(),
+            description: body.description.as_deref(),
+            max_uses,
+            node_labels: &labels,
+            created_by: caller.user_id,
+            expires_at,
+        },
+    )
+    .await?;
+    audit::record(
+        &mut *tx,
+        AuditEvent {
+            actor_user_id: Some(caller.user_id),
+            actor_kind: "user",
+            action: "token.create",
+            target_kind: "token",
+            target_id: token_id.to_string(),
+            cluster_id: Some(cluster_id),
+            metadata: serde_json::json!({ "display_prefix": token.id(), "max_uses": max_uses, "ttl_seconds": ttl }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
     let stored = tokens::get(&state.pool, cluster_id, token_id)
         .await?
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the token just created is gone")))?;
     let plaintext = token.plaintext();
-    let url = join_url(&state.settings.join_base_url, &plaintext);
+    let url = format!("{}/join", state.settings.join_base_url);
     Ok((
         StatusCode::CREATED,
         AppJson(CreatedToken {
             token: stored,
-            join_command: format!("curl -sSL {url} | sudo sh"),
+            join_command: join_command(&url, &plaintext),
             join_url: url,
             plaintext,
         }),
@@ -276,10 +246,9 @@ pub async fn list(
 
 /// Revoke a join token
 ///
-/// An active token becomes `revoked` and its bootstrap Secret is deleted at
-/// once, so no node can join with it any more. When the cluster's API cannot
-/// be reached the token is revoked all the same (`bootstrap_secret_deleted`
-/// stays false) and the node sync deletes the Secret as soon as it can.
+/// An active token becomes `revoked`: no join attempt can take a use of it
+/// any more, and the bootstrap Secrets of attempts under way with it are
+/// deleted at once (by the node sync when the cluster cannot be reached).
 /// Revoking a revoked token changes nothing; a used or expired one is 409.
 #[utoipa::path(
     delete,
@@ -301,8 +270,7 @@ pub async fn revoke(
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
     let mut tx = state.pool.begin().await?;
-    let secret_name = tokens::revoke(&mut tx, cluster_id, token_id, caller.user_id).await?;
-    let Some(secret_name) = secret_name else {
+    if !tokens::revoke(&mut tx, cluster_id, token_id, caller.user_id).await? {
         drop(tx);
         let token = tokens::get(&state.pool, cluster_id, token_id)
             .await?
@@ -314,7 +282,7 @@ pub async fn revoke(
                 detail: format!("the token is {status}; only an active token can be revoked"),
             }),
         };
-    };
+    }
     audit::record(
         &mut *tx,
         AuditEvent {
@@ -329,19 +297,29 @@ pub async fn revoke(
     )
     .await?;
     tx.commit().await?;
-    let deleted = match cluster.api_endpoint.as_deref() {
-        Some(endpoint) => match cluster_client(&state, &cluster, endpoint).await {
-            Ok(client) => jointoken::delete_bootstrap_secret(client, &secret_name)
+    // The bootstrap Secrets of joins still under way go at once.
+    let secrets =
+        tokens::stale_secrets_of(&state.pool, Some(token_id), shared::nodesync::JOIN_GRACE).await?;
+    if !secrets.is_empty() {
+        let client = match cluster.api_endpoint.as_deref() {
+            Some(endpoint) => cluster_client(&state, &cluster, endpoint)
                 .await
                 .map_err(|e| e.to_string()),
-            Err(err) => Err(err.to_string()),
-        },
-        None => Err("the cluster has no endpoint".into()),
-    };
-    match deleted {
-        Ok(()) => tokens::mark_secret_deleted(&state.pool, token_id).await?,
-        Err(error) => {
-            tracing::warn!(%cluster_id, %token_id, error, "bootstrap Secret not deleted yet; the node sync will retry");
+            None => Err("the cluster has no endpoint".into()),
+        };
+        for secret in &secrets {
+            let deleted = match &client {
+                Ok(client) => jointoken::delete_bootstrap_secret(client.clone(), &secret.name)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(error) => Err(error.clone()),
+            };
+            match deleted {
+                Ok(()) => tokens::mark_secret_deleted(&state.pool, secret).await?,
+                Err(error) => {
+                    tracing::warn!(%cluster_id, %token_id, error, "bootstrap Secret not deleted yet; the node sync will retry");
+                }
+            }
         }
     }
     tokens::get(&state.pool, cluster_id, token_id)

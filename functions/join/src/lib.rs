@@ -1,16 +1,17 @@
 //! `join`: the public function machines talk to while they join. No account is
 //! involved: the join token is the credential.
 //!
-//! - `GET /join/{token}` serves the POSIX shell script for one join attempt,
-//!   or a plain 404 (unknown token) / 410 (used, expired or revoked token).
-//!   Tokens are looked up by hash only, so an answer says nothing about any
-//!   other token.
-//! - `POST /join/steps` takes the steps the script reports
-//!   (`Authorization: Bearer <token>`); reporting `join` as `running` is what
-//!   takes a use of the token.
+//! - `GET /join` with `Authorization: Bearer <token>` serves the POSIX shell
+//!   script for one join attempt, or a plain 404 (unknown token) / 410 (used,
+//!   expired or revoked token). Tokens are looked up by hash only, so an
+//!   answer says nothing about any other token.
+//! - `POST /join/steps` takes the steps the script reports (same bearer);
+//!   reporting `join` as `running` is what takes a use of the token, and the
+//!   answer then carries a bootstrap token made for that attempt alone (its
+//!   Secret created in the cluster's `kube-system`, expiring with the join
+//!   window), which the script presents to the control plane.
 //!
-//! The token is part of the script's URL: request spans name the route
-//! template, never the path, so it does not reach the logs.
+//! The token never travels in a URL, so neither our logs nor a proxy's keep it.
 
 use axum::{
     Router,
@@ -25,9 +26,8 @@ use shared::{
         clusters,
         tokens::{self, NewAttempt, Presented},
     },
-    extract::AppPath,
     http::AppState,
-    jointoken::{self, ScriptParams},
+    jointoken::{self, JoinToken, ScriptParams},
 };
 use utoipa::{OpenApi, ToSchema};
 use uuid::Uuid;
@@ -41,7 +41,7 @@ const STATUSES: [&str; 5] = ["running", "ok", "warning", "failed", "skipped"];
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/join/steps", post(report))
-        .route("/join/{token}", get(script))
+        .route("/join", get(script))
 }
 
 #[derive(OpenApi)]
@@ -82,6 +82,15 @@ async fn refuse(
     }
 }
 
+/// The token a request presents as bearer credential.
+fn bearer(headers: &header::HeaderMap) -> Option<String> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|v| v.trim().to_string())
+}
+
 async fn lookup(state: &AppState, token: &str) -> Result<Option<Presented>, Response> {
     if !jointoken::well_formed(token) {
         return Ok(None);
@@ -106,21 +115,20 @@ fn internal(err: impl std::fmt::Display) -> Response {
 /// in the cluster's ledger.
 #[utoipa::path(
     get,
-    path = "/join/{token}",
+    path = "/join",
     tag = "join",
-    params(("token" = String, Path, description = "The join token, `<id>.<secret>`")),
+    params(("Authorization" = String, Header, description = "`Bearer <token>`: the join token, `<id>.<secret>`")),
     responses(
         (status = 200, description = "The script", content_type = "text/x-shellscript", body = String),
-        (status = 404, description = "Unknown token", content_type = "text/plain", body = String),
+        (status = 404, description = "No token, or an unknown one", content_type = "text/plain", body = String),
         (status = 410, description = "The token is used, expired or revoked", content_type = "text/plain", body = String),
         (status = 503, description = "The cluster is not ready", content_type = "text/plain", body = String),
     )
 )]
-pub async fn script(
-    State(state): State<AppState>,
-    AppPath(token): AppPath<String>,
-    request: Request,
-) -> Response {
+pub async fn script(State(state): State<AppState>, request: Request) -> Response {
+    let Some(token) = bearer(request.headers()) else {
+        return plain(StatusCode::NOT_FOUND, UNKNOWN);
+    };
     let presented = match lookup(&state, &token).await {
         Ok(Some(presented)) => presented,
         Ok(None) => return plain(StatusCode::NOT_FOUND, UNKNOWN),
@@ -241,14 +249,21 @@ pub struct StepReply {
     /// Why the report was refused, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// With the report that took a use (`join` `running`): the bootstrap
+    /// token made for this attempt alone, `<id>.<secret>`, which the control
+    /// plane's join endpoint accepts until the join window closes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap_token: Option<String>,
 }
 
 fn reply(status: StatusCode, message: Option<String>) -> Response {
     (
         status,
+        [(header::CACHE_CONTROL, "no-store")],
         axum::Json(StepReply {
             server_epoch: chrono::Utc::now().timestamp(),
             message,
+            bootstrap_token: None,
         }),
     )
         .into_response()
@@ -273,9 +288,10 @@ fn valid_hostname(hostname: &str) -> bool {
 ///
 /// Called by the join script with its token as bearer credential. Reporting
 /// `join` as `running` takes one use of the token (410 when none is left, or
-/// the token expired or was revoked in the meantime); `failed` ends the
-/// attempt with the step's detail as its reason; `done` as `ok` ends it as
-/// succeeded.
+/// the token expired or was revoked in the meantime) and answers the
+/// attempt's own bootstrap token (502, the use given back, when the cluster
+/// would not take it); `failed` ends the attempt with the step's detail as
+/// its reason; `done` as `ok` ends it as succeeded.
 #[utoipa::path(
     post,
     path = "/join/steps",
@@ -289,16 +305,11 @@ fn valid_hostname(hostname: &str) -> bool {
         (status = 410, description = "The token cannot be used any more", body = StepReply),
         (status = 422, description = "Malformed report", body = StepReply),
         (status = 429, description = "Too many reports for one attempt", body = StepReply),
+        (status = 502, description = "The cluster did not take the attempt's bootstrap token; the use was given back", body = StepReply),
     )
 )]
 pub async fn report(State(state): State<AppState>, request: Request) -> Response {
-    let bearer = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string);
-    let Some(token) = bearer else {
+    let Some(token) = bearer(request.headers()) else {
         return reply(
             StatusCode::UNAUTHORIZED,
             Some("the join token is required as bearer credential".into()),
@@ -350,7 +361,8 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
         Err(response) => return response,
     };
     match record_step(&state, &presented, &report).await {
-        Ok(Ok(())) => reply(StatusCode::OK, None),
+        Ok(Ok(None)) => reply(StatusCode::OK, None),
+        Ok(Ok(Some(bootstrap))) => hand_out(&state, &presented, &report, bootstrap).await,
         Ok(Err((status, message))) => reply(status, Some(message)),
         Err(err) => {
             tracing::error!(error = %err, "recording a join step failed");
@@ -364,11 +376,69 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
 
 type Refusal = (StatusCode, String);
 
+/// Makes the attempt's bootstrap token inside the cluster and answers it to
+/// the script. When the cluster does not take it, the use goes back to the
+/// token and the attempt fails with the reason.
+async fn hand_out(
+    state: &AppState,
+    presented: &Presented,
+    report: &StepReport,
+    bootstrap: (JoinToken, chrono::DateTime<chrono::Utc>),
+) -> Response {
+    let (token, expires_at) = bootstrap;
+    let created = async {
+        let host = state.host.as_ref().ok_or("no host cluster is configured")?;
+        let cluster = clusters::get(&state.pool, presented.cluster_id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the cluster is gone")?;
+        let endpoint = cluster
+            .api_endpoint
+            .as_deref()
+            .ok_or("the cluster has no endpoint")?;
+        let client = host
+            .vcluster_client(&cluster, endpoint)
+            .await
+            .map_err(|e| e.to_string())?;
+        match jointoken::create_bootstrap_secret(client, &token.bootstrap_secret(expires_at)).await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("a bootstrap token of that id exists already".to_string()),
+            Err(err) => Err(err.to_string()),
+        }
+    };
+    if let Err(error) = created.await {
+        tracing::warn!(cluster_id = %presented.cluster_id, attempt_id = %report.attempt_id, error, "could not make an attempt's bootstrap token");
+        let reason = "the cluster's control plane did not take a bootstrap token for this join; the use was given back, run the command again";
+        let given_back = async {
+            let mut tx = state.pool.begin().await?;
+            tokens::give_back_use(&mut tx, presented.token_id, report.attempt_id, reason).await?;
+            tx.commit().await
+        };
+        if let Err(err) = given_back.await {
+            return internal(err);
+        }
+        return reply(StatusCode::BAD_GATEWAY, Some(reason.into()));
+    }
+    (
+        StatusCode::OK,
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(StepReply {
+            server_epoch: chrono::Utc::now().timestamp(),
+            message: None,
+            bootstrap_token: Some(token.plaintext()),
+        }),
+    )
+        .into_response()
+}
+
+/// Records one step; `Some` with the attempt's new bootstrap token (not made
+/// in the cluster yet) when the step took a use of the join token.
 async fn record_step(
     state: &AppState,
     presented: &Presented,
     report: &StepReport,
-) -> Result<Result<(), Refusal>, sqlx::Error> {
+) -> Result<Result<Option<(JoinToken, chrono::DateTime<chrono::Utc>)>, Refusal>, sqlx::Error> {
     let mut tx = state.pool.begin().await?;
     let Some(attempt) =
         tokens::lock_attempt(&mut tx, report.attempt_id, presented.token_id).await?
@@ -402,15 +472,27 @@ async fn record_step(
         report.hostname.as_deref(),
     )
     .await?;
-    let mut refusal = None;
+    let mut outcome = Ok(None);
     match (report.step.as_str(), report.status.as_str()) {
         ("join", "running") => {
-            if let Err(reason) =
-                tokens::take_use(&mut tx, presented.token_id, report.attempt_id).await?
+            let bootstrap = JoinToken::generate();
+            let expires_at = chrono::Utc::now()
+                + chrono::Duration::from_std(shared::nodesync::JOIN_GRACE).expect("a short window");
+            match tokens::take_use(
+                &mut tx,
+                presented.token_id,
+                report.attempt_id,
+                &jointoken::bootstrap_secret_name(bootstrap.id()),
+                expires_at,
+            )
+            .await?
             {
-                tokens::finish_attempt(&mut tx, report.attempt_id, "refused", Some(&reason))
-                    .await?;
-                refusal = Some((StatusCode::GONE, reason));
+                Ok(()) => outcome = Ok(Some((bootstrap, expires_at))),
+                Err(reason) => {
+                    tokens::finish_attempt(&mut tx, report.attempt_id, "refused", Some(&reason))
+                        .await?;
+                    outcome = Err((StatusCode::GONE, reason));
+                }
             }
         }
         (step, "failed") => {
@@ -426,7 +508,7 @@ async fn record_step(
         _ => {}
     }
     tx.commit().await?;
-    Ok(refusal.map_or(Ok(()), Err))
+    Ok(outcome)
 }
 
 #[cfg(test)]

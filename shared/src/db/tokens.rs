@@ -23,10 +23,6 @@ pub struct Token {
     #[schema(value_type = Object)]
     pub node_labels: serde_json::Value,
     pub used_by_node_id: Option<Uuid>,
-    /// Name of the bootstrap token Secret in the cluster's `kube-system`.
-    pub bootstrap_secret_name: Option<String>,
-    /// Whether that Secret is known to be gone (revoked, used or expired tokens).
-    pub bootstrap_secret_deleted: bool,
     pub expires_at: DateTime<Utc>,
     pub used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
@@ -39,8 +35,7 @@ macro_rules! select_token {
             Token,
             r#"SELECT id, cluster_id, display_prefix,
                       CASE WHEN status = 'active' AND expires_at <= now() THEN 'expired' ELSE status END AS "status!",
-                      description, max_uses, use_count, node_labels, used_by_node_id, bootstrap_secret_name,
-                      bootstrap_secret_deleted_at IS NOT NULL AS "bootstrap_secret_deleted!",
+                      description, max_uses, use_count, node_labels, used_by_node_id,
                       expires_at, used_at, revoked_at, created_at
                FROM tokens "# + $tail,
             $($arg),*
@@ -56,15 +51,14 @@ pub struct NewToken<'a> {
     pub max_uses: i32,
     pub node_labels: &'a serde_json::Value,
     pub created_by: Uuid,
-    pub bootstrap_secret_name: &'a str,
     pub expires_at: DateTime<Utc>,
 }
 
 pub async fn insert(tx: &mut PgConnection, new: &NewToken<'_>) -> Result<Uuid, sqlx::Error> {
     sqlx::query_scalar!(
         "INSERT INTO tokens (cluster_id, token_hash, display_prefix, description, max_uses, node_labels,
-                             created_by_user_id, bootstrap_secret_name, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                             created_by_user_id, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
         new.cluster_id,
         new.token_hash,
         new.display_prefix,
@@ -72,7 +66,6 @@ pub async fn insert(tx: &mut PgConnection, new: &NewToken<'_>) -> Result<Uuid, s
         new.max_uses,
         new.node_labels,
         new.created_by,
-        new.bootstrap_secret_name,
         new.expires_at,
     )
     .fetch_one(tx)
@@ -104,36 +97,52 @@ pub async fn list(
     .await
 }
 
-/// Revokes an active token. `None` when it was not active.
+/// Revokes an active token. Returns whether it was active.
 pub async fn revoke(
     tx: &mut PgConnection,
     cluster_id: Uuid,
     token_id: Uuid,
     by: Uuid,
-) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"UPDATE tokens SET status = 'revoked', revoked_at = now(), revoked_by_user_id = $3
-           WHERE cluster_id = $1 AND id = $2 AND status = 'active'
-           RETURNING bootstrap_secret_name AS "name!""#,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE tokens SET status = 'revoked', revoked_at = now(), revoked_by_user_id = $3
+         WHERE cluster_id = $1 AND id = $2 AND status = 'active'",
         cluster_id,
         token_id,
         by
     )
-    .fetch_optional(tx)
-    .await
+    .execute(tx)
+    .await?
+    .rows_affected()
+        == 1)
 }
 
+/// Records a bootstrap Secret gone: a token's own (tokens made before join
+/// attempts had their own) or an attempt's.
 pub async fn mark_secret_deleted(
     db: impl PgExecutor<'_>,
-    token_id: Uuid,
+    secret: &StaleSecret,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE tokens SET bootstrap_secret_deleted_at = now()
-         WHERE id = $1 AND bootstrap_secret_deleted_at IS NULL",
-        token_id
-    )
-    .execute(db)
-    .await?;
+    match secret.attempt_id {
+        Some(attempt_id) => {
+            sqlx::query!(
+                "UPDATE join_attempts SET bootstrap_secret_deleted_at = now()
+             WHERE id = $1 AND bootstrap_secret_deleted_at IS NULL",
+                attempt_id
+            )
+            .execute(db)
+            .await?
+        }
+        None => {
+            sqlx::query!(
+                "UPDATE tokens SET bootstrap_secret_deleted_at = now()
+             WHERE id = $1 AND bootstrap_secret_deleted_at IS NULL",
+                secret.token_id
+            )
+            .execute(db)
+            .await?
+        }
+    };
     Ok(())
 }
 
@@ -151,30 +160,55 @@ pub async fn expire_due(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
 #[derive(Debug, Clone)]
 pub struct StaleSecret {
     pub token_id: Uuid,
+    /// The join attempt it was made for; `None` for a token's own Secret.
+    pub attempt_id: Option<Uuid>,
     pub cluster_id: Uuid,
     pub name: String,
 }
 
-/// Bootstrap Secrets of tokens that can no longer be used: revoked or expired
-/// ones at once, used ones once no join that took a use is still under way
-/// (or `join_grace` after their last use, for a script that never reported back).
+/// Bootstrap Secrets that can no longer serve a join: an attempt's once the
+/// attempt has ended, its token was revoked, or `join_grace` has passed (a
+/// script that never reported back); a token's own (older tokens) once the
+/// token is revoked or expired, or used with no join under way.
 pub async fn stale_secrets(
     db: impl PgExecutor<'_>,
+    join_grace: std::time::Duration,
+) -> Result<Vec<StaleSecret>, sqlx::Error> {
+    stale_secrets_of(db, None, join_grace).await
+}
+
+/// The bootstrap Secrets still in the cluster for one token that can no
+/// longer serve a join (after a revocation, say).
+pub async fn stale_secrets_of(
+    db: impl PgExecutor<'_>,
+    token_id: Option<Uuid>,
     join_grace: std::time::Duration,
 ) -> Result<Vec<StaleSecret>, sqlx::Error> {
     let grace_secs = join_grace.as_secs_f64();
     sqlx::query_as!(
         StaleSecret,
-        r#"SELECT t.id AS token_id, t.cluster_id, t.bootstrap_secret_name AS "name!"
+        r#"SELECT t.id AS "token_id!", NULL::uuid AS attempt_id, t.cluster_id AS "cluster_id!",
+                  t.bootstrap_secret_name AS "name!"
            FROM tokens t JOIN clusters c ON c.id = t.cluster_id
            WHERE t.status <> 'active' AND t.bootstrap_secret_deleted_at IS NULL
              AND t.bootstrap_secret_name IS NOT NULL AND c.deleted_at IS NULL
+             AND ($2::uuid IS NULL OR t.id = $2)
              AND (t.status <> 'used'
                   OR t.used_at < now() - make_interval(secs => $1)
                   OR NOT EXISTS (SELECT 1 FROM join_attempts a
                                  WHERE a.token_id = t.id AND a.outcome = 'joining'))
-           ORDER BY t.cluster_id"#,
-        grace_secs
+           UNION ALL
+           SELECT a.token_id, a.id, a.cluster_id, a.bootstrap_secret_name
+           FROM join_attempts a JOIN tokens t ON t.id = a.token_id JOIN clusters c ON c.id = a.cluster_id
+           WHERE a.bootstrap_secret_name IS NOT NULL AND a.bootstrap_secret_deleted_at IS NULL
+             AND c.deleted_at IS NULL
+             AND ($2::uuid IS NULL OR a.token_id = $2)
+             AND (a.outcome <> 'joining' OR t.status = 'revoked'
+                  OR a.bootstrap_expires_at <= now()
+                  OR a.created_at < now() - make_interval(secs => $1))
+           ORDER BY 3"#,
+        grace_secs,
+        token_id
     )
     .fetch_all(db)
     .await
@@ -316,11 +350,14 @@ pub async fn insert_step(
 }
 
 /// Takes one use of an active, unexpired token for an attempt: the moment a
-/// join really starts. `Err(reason)` when the token cannot be used.
+/// join really starts. The attempt records the bootstrap Secret made for it.
+/// `Err(reason)` when the token cannot be used.
 pub async fn take_use(
     tx: &mut PgConnection,
     token_id: Uuid,
     attempt_id: Uuid,
+    bootstrap_secret_name: &str,
+    bootstrap_expires_at: DateTime<Utc>,
 ) -> Result<Result<(), String>, sqlx::Error> {
     let taken = sqlx::query!(
         "UPDATE tokens
@@ -345,12 +382,49 @@ pub async fn take_use(
         ));
     }
     sqlx::query!(
-        "UPDATE join_attempts SET outcome = 'joining', counted_use = true WHERE id = $1",
-        attempt_id
+        "UPDATE join_attempts
+         SET outcome = 'joining', counted_use = true, bootstrap_secret_name = $2, bootstrap_expires_at = $3
+         WHERE id = $1",
+        attempt_id,
+        bootstrap_secret_name,
+        bootstrap_expires_at
     )
     .execute(&mut *tx)
     .await?;
     Ok(Ok(()))
+}
+
+/// Gives back the use an attempt took, when the attempt could not go on
+/// through no fault of the machine (the cluster did not take its bootstrap
+/// token), and ends the attempt as failed with `reason`.
+pub async fn give_back_use(
+    tx: &mut PgConnection,
+    token_id: Uuid,
+    attempt_id: Uuid,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    let given = sqlx::query!(
+        "UPDATE join_attempts SET counted_use = false
+         WHERE id = $1 AND token_id = $2 AND counted_use",
+        attempt_id,
+        token_id
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if given == 1 {
+        sqlx::query!(
+            "UPDATE tokens
+             SET use_count = use_count - 1,
+                 status = CASE WHEN status = 'used' THEN 'active' ELSE status END,
+                 used_at = CASE WHEN use_count - 1 = 0 THEN NULL ELSE used_at END
+             WHERE id = $1 AND use_count > 0",
+            token_id
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    finish_attempt(tx, attempt_id, "failed", Some(reason)).await
 }
 
 /// Ends an attempt: `succeeded`, `failed` or `refused`, with the reason.
@@ -433,6 +507,13 @@ pub struct Attempt {
     pub reason: Option<String>,
     /// Whether the attempt took a use of its token.
     pub counted_use: bool,
+    /// The bootstrap token Secret (in the cluster's `kube-system`) made for
+    /// this attempt when it took a use; its token is never shown again.
+    pub bootstrap_secret_name: Option<String>,
+    pub bootstrap_expires_at: Option<DateTime<Utc>>,
+    /// Whether that Secret is known to be gone (the attempt ended, its token
+    /// was revoked, or the join window closed).
+    pub bootstrap_secret_deleted: bool,
     pub node_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -459,6 +540,8 @@ pub async fn list_attempts(
     let rows = sqlx::query!(
         r#"SELECT a.id, a.token_id, t.display_prefix, host(a.source_ip) AS source_ip, a.user_agent,
                   a.hostname, a.outcome, a.reason, a.counted_use, a.node_id, a.created_at, a.finished_at,
+                  a.bootstrap_secret_name, a.bootstrap_expires_at,
+                  a.bootstrap_secret_deleted_at IS NOT NULL AS "bootstrap_secret_deleted!",
                   COALESCE((SELECT jsonb_agg(jsonb_build_object('step', s.step, 'status', s.status,
                                                                 'detail', s.detail, 'reported_at', s.reported_at)
                                              ORDER BY s.id)
@@ -484,6 +567,9 @@ pub async fn list_attempts(
                 outcome: r.outcome,
                 reason: r.reason,
                 counted_use: r.counted_use,
+                bootstrap_secret_name: r.bootstrap_secret_name,
+                bootstrap_expires_at: r.bootstrap_expires_at,
+                bootstrap_secret_deleted: r.bootstrap_secret_deleted,
                 node_id: r.node_id,
                 created_at: r.created_at,
                 finished_at: r.finished_at,

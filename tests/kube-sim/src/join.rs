@@ -44,7 +44,9 @@ pub(crate) fn handle(
                  echo \"kube-sim: kubeadm join as $name\"\n\
                  ca=$(mktemp)\ntrap 'rm -f \"$ca\"' EXIT\n\
                  cat > \"$ca\" <<'KUBE_SIM_CA'\n{ca}\nKUBE_SIM_CA\n\
-                 curl -fsS --cacert \"$ca\" -X POST \"https://{host}/node/join?token={token}&node=$name\" >/dev/null\n\
+                 conf=$(mktemp)\ntrap 'rm -f \"$ca\" \"$conf\"' EXIT\n\
+                 printf 'url = \"https://{host}/node/join?token={token}&node=%s\"\\n' \"$name\" > \"$conf\"\n\
+                 curl -fsS --cacert \"$ca\" -X POST -K \"$conf\" >/dev/null\n\
                  echo \"kube-sim: node $name registered\"\n",
                 ca = shared.ca_pem.trim_end(),
             );

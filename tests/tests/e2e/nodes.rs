@@ -150,7 +150,8 @@ async fn attempts(platform: &Platform, cluster_id: &str) -> Vec<Value> {
     body.as_array().unwrap().clone()
 }
 
-fn bootstrap_secret(vcluster: &kube_sim::Simulator, created: &Value) -> Option<Value> {
+/// A Secret named after the join token's id: a join token is never one.
+fn join_token_secret(vcluster: &kube_sim::Simulator, created: &Value) -> Option<Value> {
     let prefix = created["token"]["display_prefix"].as_str().unwrap();
     vcluster.get(
         "v1",
@@ -158,6 +159,67 @@ fn bootstrap_secret(vcluster: &kube_sim::Simulator, created: &Value) -> Option<V
         "kube-system",
         &format!("bootstrap-token-{prefix}"),
     )
+}
+
+/// The bootstrap token Secret made for a join attempt.
+fn attempt_secret(vcluster: &kube_sim::Simulator, attempt: &Value) -> Option<Value> {
+    vcluster.get(
+        "v1",
+        "Secret",
+        "kube-system",
+        attempt["bootstrap_secret_name"].as_str()?,
+    )
+}
+
+/// What the vCluster's own join endpoint answers a token presented directly.
+/// Fetches the script for `plaintext` and reports `join` as running, as the
+/// script does once its checks pass. Returns the attempt and the bootstrap
+/// token the platform answered.
+async fn take_a_use(platform: &Platform, plaintext: &str) -> (String, String) {
+    let client = reqwest::Client::new();
+    let script = client
+        .get(format!("{}/join", platform.base_url))
+        .bearer_auth(plaintext)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(script.status().as_u16(), 200);
+    let script = script.text().await.unwrap();
+    let attempt = script
+        .lines()
+        .find_map(|line| line.strip_prefix("KB_ATTEMPT="))
+        .unwrap()
+        .trim_matches('\'')
+        .to_string();
+    let reply: Value = client
+        .post(format!("{}/join/steps", platform.base_url))
+        .bearer_auth(plaintext)
+        .json(&json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": "probe" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bootstrap = reply["bootstrap_token"]
+        .as_str()
+        .expect("a bootstrap token")
+        .to_string();
+    (attempt, bootstrap)
+}
+
+async fn direct_join_status(vcluster: &kube_sim::Simulator, token: &str) -> u16 {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(vcluster.ca_pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    client
+        .get(format!("{}/node/join?token={token}", vcluster.url()))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -173,27 +235,20 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
     .await;
     let plaintext = created["plaintext"].as_str().unwrap().to_string();
     assert!(shared::jointoken::well_formed(&plaintext), "{plaintext}");
-    let url = format!("{}/join/{plaintext}", platform.base_url);
+    let url = format!("{}/join", platform.base_url);
     assert_eq!(created["join_url"], url.as_str());
     assert_eq!(
         created["join_command"],
-        format!("curl -sSL {url} | sudo sh")
+        format!("curl -sS -H 'Authorization: Bearer {plaintext}' {url} | sudo sh"),
+        "the token travels in a header, never in a URL"
     );
     assert_eq!(created["token"]["status"], "active");
     assert_eq!(created["token"]["max_uses"], 1);
 
-    // The bootstrap Secret kubeadm reads is in the vCluster, expiring with the token.
-    let secret = bootstrap_secret(&vcluster, &created).expect("the bootstrap Secret exists");
-    assert_eq!(secret["type"], "bootstrap.kubernetes.io/token");
-    let expiration = base64_field(&secret, "expiration");
-    let expires_at: chrono::DateTime<chrono::Utc> =
-        serde_json::from_value(created["token"]["expires_at"].clone()).unwrap();
-    assert_eq!(
-        chrono::DateTime::parse_from_rfc3339(&expiration)
-            .unwrap()
-            .timestamp(),
-        expires_at.timestamp()
-    );
+    // The join token is the platform's credential, not the cluster's: the
+    // control plane's join endpoint does not take it.
+    assert!(join_token_secret(&vcluster, &created).is_none());
+    assert_eq!(direct_join_status(&vcluster, &plaintext).await, 401);
     // The plaintext is shown once: never in a listing, never in the database.
     let (_, listed) = platform
         .call(
@@ -233,6 +288,22 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
     assert_eq!(attempt["hostname"], "worker-7");
     assert_eq!(attempt["counted_use"], true);
     assert_eq!(attempt["source_ip"], "127.0.0.1");
+    // The attempt got a bootstrap token of its own, valid for the join window.
+    let secret = attempt_secret(&vcluster, attempt).expect("the attempt's bootstrap Secret exists");
+    assert_eq!(secret["type"], "bootstrap.kubernetes.io/token");
+    let expiration =
+        chrono::DateTime::parse_from_rfc3339(&base64_field(&secret, "expiration")).unwrap();
+    let window = expiration.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    assert!(
+        window > chrono::Duration::minutes(14) && window <= chrono::Duration::minutes(15),
+        "{window}"
+    );
+    let attempt_token = format!(
+        "{}.{}",
+        base64_field(&secret, "token-id"),
+        base64_field(&secret, "token-secret")
+    );
+    assert_ne!(attempt_token, plaintext);
     let steps: Vec<(String, String)> = attempt["steps"]
         .as_array()
         .unwrap()
@@ -309,11 +380,14 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
         )
         .await;
     assert_eq!(token[0]["used_by_node_id"], node_id);
-    assert_eq!(token[0]["bootstrap_secret_deleted"], true);
-    assert!(bootstrap_secret(&vcluster, &created).is_none());
+    let attempt = &attempts(&platform, &cluster_id).await[0];
+    assert_eq!(attempt["node_id"], node_id);
+    assert_eq!(attempt["bootstrap_secret_deleted"], true);
+    assert!(attempt_secret(&vcluster, attempt).is_none());
     assert_eq!(
-        attempts(&platform, &cluster_id).await[0]["node_id"],
-        node_id
+        direct_join_status(&vcluster, &attempt_token).await,
+        401,
+        "the attempt's bootstrap token ended with the attempt"
     );
     let node = vcluster.get("v1", "Node", "", "worker-7").unwrap();
     assert_eq!(node["metadata"]["labels"]["zone"], "eu-1");
@@ -366,6 +440,71 @@ fn base64_field(secret: &Value, key: &str) -> String {
             .unwrap(),
     )
     .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_script_puts_no_token_on_a_command_line_and_no_file_in_a_shared_place() {
+    let platform = Platform::new().await;
+    let (cluster_id, _) = ready_cluster(&platform, "argv").await;
+    let created = create_token(&platform, &cluster_id, json!({})).await;
+    let plaintext = created["plaintext"].as_str().unwrap();
+
+    // Every curl the script runs is recorded with its arguments, as `ps`
+    // would show them to any user of the machine.
+    let machine = Machine::healthy("worker-9");
+    let argv = machine.dir.0.join("curl-argv");
+    let curl = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v curl"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    executable(
+        &machine.dir.0.join("bin/curl"),
+        &format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\nexec {} \"$@\"\n",
+            argv.display(),
+            curl.trim()
+        ),
+    );
+    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let calls = std::fs::read_to_string(&argv).unwrap();
+    let mut calls = calls.lines();
+    assert!(
+        calls.next().unwrap().contains(plaintext),
+        "the command the owner pasted carries the token"
+    );
+    let attempt = &attempts(&platform, &cluster_id).await[0];
+    let secret = attempt["bootstrap_secret_name"].as_str().unwrap();
+    let bootstrap_id = secret.trim_start_matches("bootstrap-token-");
+    let rest: Vec<&str> = calls.collect();
+    assert!(rest.len() > 5, "{rest:?}");
+    for call in rest {
+        assert!(
+            !call.contains(plaintext),
+            "the join token on a command line: {call}"
+        );
+        assert!(
+            !call.contains(bootstrap_id),
+            "the bootstrap token on a command line: {call}"
+        );
+    }
+
+    // Without a private temporary directory the script stops; it never falls
+    // back to a name in /tmp that another user could have made first.
+    let machine = Machine::healthy("worker-10");
+    executable(&machine.dir.0.join("bin/mktemp"), "#!/bin/sh\nexit 1\n");
+    let second = create_token(&platform, &cluster_id, json!({})).await;
+    let out = machine.run(second["join_command"].as_str().unwrap()).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot make a private temporary directory"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -446,7 +585,14 @@ async fn a_failing_check_stops_the_script_with_its_reason_and_keeps_the_token() 
         ),
         (Some("active"), Some(0))
     );
-    assert!(bootstrap_secret(&vcluster, &created).is_some());
+    assert!(
+        attempts(&platform, &cluster_id)
+            .await
+            .iter()
+            .all(|a| a["bootstrap_secret_name"].is_null()),
+        "no attempt got as far as a bootstrap token"
+    );
+    assert!(join_token_secret(&vcluster, &created).is_none());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -504,7 +650,8 @@ async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
         let (client, base) = (client.clone(), platform.base_url.clone());
         async move {
             let response = client
-                .get(format!("{base}/join/{plaintext}"))
+                .get(format!("{base}/join"))
+                .bearer_auth(plaintext)
                 .send()
                 .await
                 .unwrap();
@@ -512,8 +659,11 @@ async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
         }
     };
 
-    // Revoked: the Secret is deleted at once and the script is refused.
+    // Revoked: the bootstrap Secret of a join under way is deleted at once,
+    // and the script is refused.
     let revoked = create_token(&platform, &cluster_id, json!({ "max_uses": 3 })).await;
+    let (_, attempt_token) = take_a_use(&platform, revoked["plaintext"].as_str().unwrap()).await;
+    assert_eq!(direct_join_status(&vcluster, &attempt_token).await, 200);
     let token_id = revoked["token"]["id"].as_str().unwrap();
     let (status, body) = platform
         .call(
@@ -523,14 +673,11 @@ async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(
-        (
-            body["status"].as_str(),
-            body["bootstrap_secret_deleted"].as_bool()
-        ),
-        (Some("revoked"), Some(true))
-    );
-    assert!(bootstrap_secret(&vcluster, &revoked).is_none());
+    assert_eq!(body["status"], "revoked");
+    let attempt = &attempts(&platform, &cluster_id).await[0];
+    assert_eq!(attempt["bootstrap_secret_deleted"], true);
+    assert!(attempt_secret(&vcluster, attempt).is_none());
+    assert_eq!(direct_join_status(&vcluster, &attempt_token).await, 401);
     let (status, body) = fetch(revoked["plaintext"].as_str().unwrap().into()).await;
     assert_eq!(
         (status, body.as_str()),
@@ -575,17 +722,6 @@ async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
         report.tokens_expired, 1,
         "the other one was recorded at its use"
     );
-    // The node sync deletes the expired tokens' Secrets.
-    let report = sync_all(
-        &platform.db.pool,
-        &platform.host,
-        4,
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
-    assert_eq!(report.secrets_deleted, 2, "{report:?}");
-    assert!(bootstrap_secret(&vcluster, &expired).is_none());
     let (status, _) = platform
         .call(
             "DELETE",
@@ -969,7 +1105,8 @@ async fn a_join_token_never_reaches_the_logs() {
     let plaintext = created["plaintext"].as_str().unwrap().to_string();
     let send = |request: Request<Body>| platform.router.clone().oneshot(request);
     let response = send(
-        Request::get(format!("/join/{plaintext}"))
+        Request::get("/join")
+            .header("authorization", format!("Bearer {plaintext}"))
             .body(Body::empty())
             .unwrap(),
     )
@@ -1006,7 +1143,8 @@ async fn a_join_token_never_reaches_the_logs() {
     assert_eq!(status, StatusCode::OK);
     // A refused fetch, logged as such, still without the token.
     let response = send(
-        Request::get(format!("/join/{plaintext}"))
+        Request::get("/join")
+            .header("authorization", format!("Bearer {plaintext}"))
             .body(Body::empty())
             .unwrap(),
     )
@@ -1016,8 +1154,8 @@ async fn a_join_token_never_reaches_the_logs() {
 
     let logs = captured.text();
     assert!(
-        logs.contains("/join/{token}"),
-        "the requests were logged: {} bytes",
+        logs.contains("\"/join\""),
+        "the requests were logged under their route: {} bytes",
         logs.len()
     );
     let secret = plaintext.split_once('.').unwrap().1;
@@ -1033,36 +1171,50 @@ async fn a_join_token_never_reaches_the_logs() {
     );
 }
 
-#[tokio::test]
-async fn a_token_is_not_made_when_the_cluster_cannot_take_its_secret() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_use_the_cluster_could_not_serve_is_given_back_and_revocation_catches_up() {
     let platform = Platform::new().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "upsilon").await;
+    // Tokens are the platform's: making one does not need the cluster.
     vcluster.set_faults(kube_sim::Faults {
         api_down: true,
         ..Default::default()
     });
-    let (status, body) = platform
+    let created = create_token(&platform, &cluster_id, json!({ "max_uses": 2 })).await;
+    let plaintext = created["plaintext"].as_str().unwrap();
+
+    // The cluster does not take the attempt's bootstrap token: the script
+    // stops with the reason and the one-time token keeps its use.
+    let machine = Machine::healthy("worker-2");
+    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("did not take a bootstrap token"),
+        "{}",
+        text(&out.stderr)
+    );
+    let attempt = &attempts(&platform, &cluster_id).await[0];
+    assert_eq!(attempt["outcome"], "failed");
+    assert_eq!(attempt["counted_use"], false);
+    let (_, tokens) = platform
         .call(
-            "POST",
+            "GET",
             &format!("/api/console/clusters/{cluster_id}/tokens"),
-            Some(json!({})),
+            None,
         )
         .await;
     assert_eq!(
-        (status, body["code"].as_str()),
-        (StatusCode::BAD_GATEWAY, Some("cluster_unreachable")),
-        "{body}"
+        (
+            tokens[0]["status"].as_str(),
+            tokens[0]["use_count"].as_i64()
+        ),
+        (Some("active"), Some(0))
     );
-    let (tokens,): (i64,) = sqlx::query_as("SELECT count(*) FROM tokens")
-        .fetch_one(&platform.db.pool)
-        .await
-        .unwrap();
-    assert_eq!(tokens, 0, "nothing half-made stays behind");
 
     // Revoking while the cluster is unreachable still revokes; the node sync
-    // deletes the Secret once the cluster answers again.
+    // deletes the running attempt's Secret once the cluster answers again.
     vcluster.set_faults(kube_sim::Faults::default());
-    let created = create_token(&platform, &cluster_id, json!({})).await;
+    let (_, attempt_token) = take_a_use(&platform, plaintext).await;
     vcluster.set_faults(kube_sim::Faults {
         api_down: true,
         ..Default::default()
@@ -1075,16 +1227,14 @@ async fn a_token_is_not_made_when_the_cluster_cannot_take_its_secret() {
             None,
         )
         .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
-        (
-            body["status"].as_str(),
-            body["bootstrap_secret_deleted"].as_bool()
-        ),
-        (Some("revoked"), Some(false))
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("revoked"))
     );
     vcluster.set_faults(kube_sim::Faults::default());
-    assert!(bootstrap_secret(&vcluster, &created).is_some());
+    let attempt = &attempts(&platform, &cluster_id).await[0];
+    assert_eq!(attempt["bootstrap_secret_deleted"], false);
+    assert!(attempt_secret(&vcluster, attempt).is_some());
     let report = sync_all(
         &platform.db.pool,
         &platform.host,
@@ -1093,6 +1243,9 @@ async fn a_token_is_not_made_when_the_cluster_cannot_take_its_secret() {
     )
     .await
     .unwrap();
-    assert_eq!(report.secrets_deleted, 1);
-    assert!(bootstrap_secret(&vcluster, &created).is_none());
+    // Two: the running attempt's, and the one the cluster may or may not
+    // have made for the attempt that failed (a lost answer looks the same).
+    assert_eq!(report.secrets_deleted, 2);
+    assert!(attempt_secret(&vcluster, attempt).is_none());
+    assert_eq!(direct_join_status(&vcluster, &attempt_token).await, 401);
 }

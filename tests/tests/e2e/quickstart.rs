@@ -95,7 +95,8 @@ async fn the_readme_quickstart_runs_as_written_with_kubectl() {
     assert!(listed.contains("0/1"), "no node has joined yet: {listed}");
     let join = out.lines().last().unwrap_or_default();
     assert!(
-        join.starts_with("curl -sSL ") && join.contains("/join/") && join.ends_with("| sudo sh"),
+        join.starts_with("curl -sS -H 'Authorization: Bearer ")
+            && join.ends_with("/join | sudo sh"),
         "the join command comes last: {join:?}"
     );
 
