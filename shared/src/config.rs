@@ -303,6 +303,9 @@ pub struct Settings {
     /// `KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS` (default 24 h, at most a year):
     /// the longest lifetime a kubeconfig's token may be given.
     pub kubeconfig_max_ttl_seconds: i64,
+    /// `KUBEBYON_DNS_RESOLVER` (`ip:port`): the resolver hostname proofs
+    /// (DNS TXT challenges) are looked up through; the system's when unset.
+    pub dns_resolver: Option<std::net::SocketAddr>,
     /// `SMTP_URL`: where mail (email codes) is sent.
     pub smtp_url: Option<SecretString>,
     /// `MAIL_FROM`: the sender of the platform's mail.
@@ -414,6 +417,15 @@ impl Settings {
             join_token_max_ttl,
             kubeconfig_default_ttl_seconds,
             kubeconfig_max_ttl_seconds,
+            dns_resolver: source
+                .get("KUBEBYON_DNS_RESOLVER")
+                .map(|raw| {
+                    raw.parse().map_err(|_| ConfigError::Invalid {
+                        name: "KUBEBYON_DNS_RESOLVER",
+                        reason: "must be an ip:port, such as 10.0.0.2:53".into(),
+                    })
+                })
+                .transpose()?,
             smtp_url: secret(source, "SMTP_URL"),
             mail_from: source
                 .get("MAIL_FROM")

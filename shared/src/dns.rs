@@ -5,10 +5,15 @@
 //! live cluster with the managed ingress on, and a CNAME `<hostname>` → that
 //! cluster name for every platform-managed hostname binding. Owned: the
 //! records the platform made, as recorded on their cluster or binding; only
-//! those are ever deleted, so records made by anyone else are left alone.
+//! those are ever changed or deleted. A wanted name where the zone holds a
+//! record the platform did not make is a conflict recorded on its owner, and
+//! left alone; a name that is free is made with CREATE, which Route53 refuses
+//! rather than overwrite what appeared meanwhile.
 //! The zone is listed once per run; changes go in as few calls as Route53's
 //! limits allow (1,000 records and 32,000 value characters a call, an UPSERT
 //! counting twice), and a run with nothing to change makes no change call.
+//! A refused call is tried again change by change, so one clash fails its
+//! own owner only.
 //! Records left in a zone the settings no longer name are retired: deleted
 //! from that zone, each former zone on its own, where it still holds our value.
 
@@ -65,8 +70,12 @@ pub struct DnsReport {
     pub deleted: u64,
     pub change_calls: u64,
     pub failed: u64,
+    /// Wanted names where the zone holds a record the platform did not make.
+    pub conflicts: u64,
     /// Self-managed bindings whose resolution was looked at.
     pub observed: u64,
+    /// Self-managed bindings whose DNS challenge was found this run.
+    pub verified: u64,
     /// Why nothing was done, when the DNS provider is not configured.
     pub skipped: Option<&'static str>,
 }
@@ -86,6 +95,73 @@ pub fn cluster_record(vcluster_name: &str, cluster_id: Uuid, base_domain: &str) 
         "{vcluster_name}-{}.{base_domain}",
         &cluster_id.simple().to_string()[..8]
     )
+}
+
+/// Labels right under the base domain the platform keeps for itself.
+pub const RESERVED_LABELS: &[&str] = &[
+    "admin",
+    "api",
+    "auth",
+    "console",
+    "dashboard",
+    "edge",
+    "ingress",
+    "join",
+    "kubebyon",
+    "login",
+    "mail",
+    "ns1",
+    "ns2",
+    "smtp",
+    "status",
+    "www",
+];
+
+/// Whether a label has the form of a cluster's own name, `<name>-<8 hex>`.
+fn is_cluster_label(label: &str) -> bool {
+    label.rsplit_once('-').is_some_and(|(name, id)| {
+        !name.is_empty()
+            && id.len() == 8
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// Why `hostname`, under `base_domain`, cannot be bound to the cluster whose
+/// own name starts with `own_label` — if it cannot: a label the platform
+/// keeps, a cluster's own name (another's, or the form clusters' names take,
+/// which a later cluster may get; names under the binding cluster's own are
+/// free), or at or under one of the platform's own hosts (`platform_hosts`:
+/// the edge target, the API's and join's hosts).
+pub fn reserved(
+    hostname: &str,
+    base_domain: &str,
+    own_label: &str,
+    platform_hosts: &[String],
+) -> Option<String> {
+    if let Some(host) = platform_hosts
+        .iter()
+        .map(|h| normalize(h))
+        .find(|h| hostname == h || hostname.ends_with(&format!(".{h}")))
+    {
+        return Some(format!("{hostname} is the platform's own ({host})"));
+    }
+    let label = hostname
+        .strip_suffix(&format!(".{base_domain}"))?
+        .rsplit('.')
+        .next()?;
+    if RESERVED_LABELS.contains(&label) {
+        return Some(format!("{label}.{base_domain} is kept for the platform"));
+    }
+    if is_cluster_label(label)
+        && (label != own_label || hostname == format!("{label}.{base_domain}"))
+    {
+        return Some(format!(
+            "{label}.{base_domain} has the form of a cluster's own name (<name>-<8 hex digits>)"
+        ));
+    }
+    None
 }
 
 /// Whether `hostname` is under (not equal to) the base domain.
@@ -154,12 +230,17 @@ pub async fn zone(
     }))
 }
 
-/// A zone's CNAME records: name → (value, ttl).
-async fn list_cnames(
-    client: &Client,
-    zone_id: &str,
-) -> Result<HashMap<String, (String, i64)>, String> {
-    let mut out = HashMap::new();
+/// What a zone holds at one name: its CNAME (value, ttl), and the types of
+/// any other records there.
+#[derive(Debug, Default)]
+struct Listed {
+    cname: Option<(String, i64)>,
+    others: Vec<String>,
+}
+
+/// Every name in a zone with what it holds.
+async fn list_records(client: &Client, zone_id: &str) -> Result<HashMap<String, Listed>, String> {
+    let mut out: HashMap<String, Listed> = HashMap::new();
     let mut next: Option<(String, RrType)> = None;
     loop {
         let mut request = client.list_resource_record_sets().hosted_zone_id(zone_id);
@@ -173,13 +254,12 @@ async fn list_cnames(
             )
         })?;
         for set in page.resource_record_sets() {
-            if set.r#type() == &RrType::Cname
-                && let Some(value) = set.resource_records().first()
-            {
-                out.insert(
-                    normalize(set.name()),
-                    (normalize(value.value()), set.ttl().unwrap_or_default()),
-                );
+            let listed = out.entry(normalize(set.name())).or_default();
+            match (set.r#type(), set.resource_records().first()) {
+                (RrType::Cname, Some(value)) => {
+                    listed.cname = Some((normalize(value.value()), set.ttl().unwrap_or_default()));
+                }
+                (kind, _) => listed.others.push(kind.as_str().to_string()),
             }
         }
         match (
@@ -191,6 +271,34 @@ async fn list_cnames(
             _ => return Ok(out),
         }
     }
+}
+
+/// Sends changes in one call; the error as we record it.
+async fn send_changes(
+    client: &Client,
+    zone_id: &str,
+    comment: &str,
+    changes: Vec<Change>,
+) -> Result<(), String> {
+    client
+        .change_resource_record_sets()
+        .hosted_zone_id(zone_id)
+        .change_batch(
+            ChangeBatch::builder()
+                .comment(comment)
+                .set_changes(Some(changes))
+                .build()
+                .expect("changes are set"),
+        )
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|err| {
+            format!(
+                "changing the zone: {}",
+                aws_sdk_route53::error::DisplayErrorContext(err)
+            )
+        })
 }
 
 fn change(action: ChangeAction, name: &str, value: &str, ttl: i64) -> Change {
@@ -222,10 +330,17 @@ struct Plan<'a> {
     recorded: &'a dns::DnsOwner,
 }
 
-/// One run: converge the zone, record per-owner results, observe
+/// Self-managed hostname challenges one run looks up, at most.
+const VERIFICATIONS_PER_RUN: i64 = 50;
+
+/// One run: check pending hostname challenges, converge the zone, record per-owner results, observe
 /// self-managed bindings.
 pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Error> {
-    let mut report = DnsReport::default();
+    let mut report = DnsReport {
+        verified: crate::dnsproof::check_pending(pool, env.dns_resolver, VERIFICATIONS_PER_RUN)
+            .await?,
+        ..DnsReport::default()
+    };
     let zone = match zone(pool, env).await? {
         Ok(zone) => zone,
         Err(why) => {
@@ -287,7 +402,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         }
     }
     report.wanted = plans.iter().filter(|p| p.target.is_some()).count() as u64;
-    let current = match list_cnames(&zone.client, &zone.zone_id).await {
+    let current = match list_records(&zone.client, &zone.zone_id).await {
         Ok(current) => current,
         Err(error) => {
             for plan in &plans {
@@ -303,41 +418,72 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         let recorded = Some(plan.recorded)
             .filter(|o| o.recorded_name.as_deref() == Some(plan.name.as_str()))
             .and_then(|o| o.recorded_target.as_deref().map(normalize));
+        let listed = current.get(&plan.name);
         // The listed value, or — when the server's answer carried none we can
         // read — the value we recorded when we set it.
-        let value_of = |listed: &String| {
-            if listed.is_empty() {
+        let cname = listed.and_then(|l| l.cname.as_ref()).map(|(listed, ttl)| {
+            let value = if listed.is_empty() {
                 recorded.clone()
             } else {
                 Some(listed.clone())
+            };
+            (value, *ttl)
+        });
+        let others = listed.map_or(&[][..], |l| l.others.as_slice());
+        let ours = matches!(&cname, Some((Some(value), _)) if Some(value) == recorded.as_ref());
+        match (&plan.target, &cname) {
+            (Some(target), Some((Some(value), ttl))) if value == target && others.is_empty() => {
+                if *ttl == zone.ttl || !ours {
+                    settled.push(plan);
+                } else {
+                    changes.push((
+                        change(ChangeAction::Upsert, &plan.name, target, zone.ttl),
+                        plan,
+                        true,
+                        target.len(),
+                    ));
+                }
             }
-        };
-        match (&plan.target, current.get(&plan.name)) {
-            (Some(target), Some((listed, ttl)))
-                if value_of(listed).as_deref() == Some(target.as_str()) && *ttl == zone.ttl =>
-            {
-                settled.push(plan)
-            }
-            (Some(target), _) => changes.push((
+            (Some(target), Some(_)) if ours && others.is_empty() => changes.push((
                 change(ChangeAction::Upsert, &plan.name, target, zone.ttl),
                 plan,
                 true,
                 target.len(),
             )),
-            (None, Some((listed, ttl))) => match (value_of(listed), &recorded) {
-                (Some(value), Some(ours)) if &value == ours => {
-                    let length = value.len();
-                    changes.push((
-                        change(ChangeAction::Delete, &plan.name, &value, *ttl),
-                        plan,
-                        false,
-                        length,
-                    ));
+            (Some(target), None) if others.is_empty() => changes.push((
+                change(ChangeAction::Create, &plan.name, target, zone.ttl),
+                plan,
+                true,
+                target.len(),
+            )),
+            (Some(_), _) => {
+                let mut held: Vec<&str> = others.iter().map(String::as_str).collect();
+                if cname.is_some() {
+                    held.push("CNAME");
                 }
-                // Changed by someone else since: no longer ours to delete.
-                _ => settled.push(plan),
-            },
-            (None, None) => settled.push(plan),
+                report.conflicts += 1;
+                dns::record_failure(
+                    pool,
+                    plan.owner,
+                    &format!(
+                        "{} already holds a record the platform did not make ({}); it is left alone: remove it, or bind another name",
+                        plan.name,
+                        held.join(", ")
+                    ),
+                )
+                .await?;
+            }
+            (None, Some((Some(value), ttl))) if ours => {
+                let length = value.len();
+                changes.push((
+                    change(ChangeAction::Delete, &plan.name, value, *ttl),
+                    plan,
+                    false,
+                    length,
+                ));
+            }
+            // Gone, or changed by someone else since: no longer ours to delete.
+            (None, _) => settled.push(plan),
         }
     }
     for plan in settled {
@@ -362,23 +508,34 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         (times, times * length)
     };
     for batch in batches(&changes, weigh) {
-        let result = zone
-            .client
-            .change_resource_record_sets()
-            .hosted_zone_id(&zone.zone_id)
-            .change_batch(
-                ChangeBatch::builder()
-                    .comment("kubebyon sync-dns")
-                    .set_changes(Some(batch.iter().map(|(c, ..)| c.clone()).collect()))
-                    .build()
-                    .expect("changes are set"),
-            )
-            .send()
-            .await;
+        let all = batch.iter().map(|(c, ..)| c.clone()).collect();
         report.change_calls += 1;
-        match result {
-            Ok(_) => {
-                for (_, plan, upsert, _) in batch {
+        let outcomes: Vec<Result<(), String>> =
+            match send_changes(&zone.client, &zone.zone_id, "kubebyon sync-dns", all).await {
+                Ok(()) => vec![Ok(()); batch.len()],
+                // One refused change fails its whole call: try each on its
+                // own, so the others go in and only the clash is recorded.
+                Err(_) if batch.len() > 1 => {
+                    let mut each = Vec::with_capacity(batch.len());
+                    for (single, ..) in batch {
+                        report.change_calls += 1;
+                        each.push(
+                            send_changes(
+                                &zone.client,
+                                &zone.zone_id,
+                                "kubebyon sync-dns",
+                                vec![single.clone()],
+                            )
+                            .await,
+                        );
+                    }
+                    each
+                }
+                Err(error) => vec![Err(error)],
+            };
+        for ((_, plan, upsert, _), outcome) in batch.iter().zip(outcomes) {
+            match outcome {
+                Ok(()) => {
                     if *upsert {
                         report.upserted += 1;
                     } else {
@@ -393,14 +550,8 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                     )
                     .await?;
                 }
-            }
-            Err(err) => {
-                let error = format!(
-                    "changing the zone: {}",
-                    aws_sdk_route53::error::DisplayErrorContext(err)
-                );
-                tracing::warn!(zone = %zone.zone_id, error, "a DNS change batch failed");
-                for (_, plan, ..) in batch {
+                Err(error) => {
+                    tracing::warn!(zone = %zone.zone_id, name = %plan.name, error, "a DNS change was refused");
                     report.failed += 1;
                     dns::record_failure(pool, plan.owner, &error).await?;
                 }
@@ -428,7 +579,7 @@ async fn clean_retired(
         let zone_id = &records[0].zone_id;
         let names = |rs: &[&dns::Retired]| rs.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
         let all: Vec<&dns::Retired> = records.iter().collect();
-        let listed = match list_cnames(client, zone_id).await {
+        let listed = match list_records(client, zone_id).await {
             Ok(listed) => listed,
             Err(error) => {
                 report.failed += all.len() as u64;
@@ -436,45 +587,36 @@ async fn clean_retired(
                 continue;
             }
         };
+        let cname_of = |name: &str| listed.get(&normalize(name)).and_then(|l| l.cname.clone());
         let (ours, gone): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| {
-            listed
-                .get(&normalize(&r.name))
-                .is_some_and(|(value, _)| value.is_empty() || *value == normalize(&r.value))
+            cname_of(&r.name)
+                .is_some_and(|(value, _)| value.is_empty() || value == normalize(&r.value))
         });
         // Gone already, or changed by someone else since: nothing to delete.
         dns::forget_retired(pool, zone_id, &names(&gone)).await?;
         let changes: Vec<(Change, &dns::Retired)> = ours
             .into_iter()
             .map(|r| {
-                let ttl = listed[&normalize(&r.name)].1;
+                let ttl = cname_of(&r.name).map_or(0, |(_, ttl)| ttl);
                 (change(ChangeAction::Delete, &r.name, &r.value, ttl), r)
             })
             .collect();
         for batch in batches(&changes, |(_, r)| (1, r.value.len())) {
-            let result = client
-                .change_resource_record_sets()
-                .hosted_zone_id(zone_id)
-                .change_batch(
-                    ChangeBatch::builder()
-                        .comment("kubebyon sync-dns: zone no longer managed")
-                        .set_changes(Some(batch.iter().map(|(c, _)| c.clone()).collect()))
-                        .build()
-                        .expect("changes are set"),
-                )
-                .send()
-                .await;
+            let result = send_changes(
+                client,
+                zone_id,
+                "kubebyon sync-dns: zone no longer managed",
+                batch.iter().map(|(c, _)| c.clone()).collect(),
+            )
+            .await;
             report.change_calls += 1;
             let batch_names: Vec<String> = batch.iter().map(|(_, r)| r.name.clone()).collect();
             match result {
-                Ok(_) => {
+                Ok(()) => {
                     report.deleted += batch.len() as u64;
                     dns::forget_retired(pool, zone_id, &batch_names).await?;
                 }
-                Err(err) => {
-                    let error = format!(
-                        "changing the zone: {}",
-                        aws_sdk_route53::error::DisplayErrorContext(err)
-                    );
+                Err(error) => {
                     tracing::warn!(zone = %zone_id, error, "deleting records from a former zone failed");
                     report.failed += batch.len() as u64;
                     dns::retired_failure(pool, zone_id, &batch_names, &error).await?;
@@ -532,6 +674,36 @@ async fn observe_self_managed(pool: &PgPool, base_domain: &str) -> Result<u64, s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn platform_names_and_cluster_names_are_reserved() {
+        let base = "apps.example.com";
+        let own = "shop-0a1b2c3d";
+        let hosts = [
+            "edge.apps.example.com".to_string(),
+            "kubebyon.example.com".to_string(),
+        ];
+        for taken in [
+            "console.apps.example.com",
+            "x.console.apps.example.com",
+            "www.apps.example.com",
+            "other-deadbeef.apps.example.com",
+            "www.other-deadbeef.apps.example.com",
+            "shop-0a1b2c3d.apps.example.com",
+            "edge.apps.example.com",
+            "a.edge.apps.example.com",
+        ] {
+            assert!(reserved(taken, base, own, &hosts).is_some(), "{taken}");
+        }
+        for free in [
+            "blog.apps.example.com",
+            "www.shop-0a1b2c3d.apps.example.com",
+            "shop-0a1b2c3.apps.example.com",
+            "console.example.org",
+        ] {
+            assert!(reserved(free, base, own, &hosts).is_none(), "{free}");
+        }
+    }
 
     #[test]
     fn names_under_the_base_domain() {

@@ -5,6 +5,7 @@ pub mod captcha;
 pub mod config;
 pub mod db;
 pub mod dns;
+pub mod dnsproof;
 pub mod domain;
 pub mod error;
 pub mod extract;

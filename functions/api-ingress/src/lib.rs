@@ -1,13 +1,14 @@
 //! `api-ingress`: hostname bindings of a cluster's managed ingress. A hostname
 //! under the platform's base domain is platform-managed (`sync-dns` keeps its
-//! CNAME); any other is self-managed (only its resolution is observed).
+//! CNAME) unless the platform keeps it; any other is self-managed, and holds
+//! its name only once a DNS TXT challenge proves its owner controls it.
 
 use axum::{
     Router,
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{delete, get},
+    routing::{delete, get, post},
 };
 use serde::Deserialize;
 use shared::{
@@ -17,6 +18,7 @@ use shared::{
         dns::{self, Binding},
         settings,
     },
+    dnsproof::{self, Verdict},
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath},
     http::{AppState, Caller},
@@ -34,10 +36,14 @@ pub fn router() -> Router<AppState> {
             "/api/console/clusters/{cluster_id}/hostnames/{binding_id}",
             delete(remove),
         )
+        .route(
+            "/api/console/clusters/{cluster_id}/hostnames/{binding_id}/verify",
+            post(verify),
+        )
 }
 
 #[derive(OpenApi)]
-#[openapi(paths(list, create, remove), tags((name = "ingress", description = "Hostnames of the managed workload ingress")))]
+#[openapi(paths(list, create, remove, verify), tags((name = "ingress", description = "Hostnames of the managed workload ingress")))]
 pub struct ApiDoc;
 
 /// RFC 1123: lowercase labels of letters, digits and inner hyphens, 1–63
@@ -69,11 +75,29 @@ pub fn check_hostname(raw: &str) -> Result<(), String> {
     Ok(())
 }
 
-async fn owned(state: &AppState, caller: Caller, cluster_id: Uuid) -> Result<(), ApiError> {
+async fn owned(
+    state: &AppState,
+    caller: Caller,
+    cluster_id: Uuid,
+) -> Result<clusters::Cluster, ApiError> {
     clusters::get_owned(&state.pool, caller.user_id, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })
-        .map(|_| ())
+}
+
+fn taken(hostname: &str) -> ApiError {
+    ApiError::Conflict {
+        code: "hostname_taken",
+        detail: format!("{hostname} is already bound to a cluster"),
+    }
+}
+
+/// The host of a URL, lowercased.
+fn host_of(url: &str) -> Option<String> {
+    url::Url::parse(url)
+        .ok()?
+        .host_str()
+        .map(str::to_ascii_lowercase)
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -84,15 +108,21 @@ pub struct CreateBinding {
 
 /// Bind a hostname
 ///
-/// Globally unique (409 `hostname_taken`). Under the platform's base domain it
-/// is `platform_managed` and gets its CNAME from `sync-dns`; otherwise it is
-/// `self_managed`: point a CNAME at the cluster's
-/// `managed_workload_ingress_cname_target` yourself.
+/// Under the platform's base domain the binding is `platform_managed`,
+/// verified at once, globally unique (409 `hostname_taken`) and gets its CNAME
+/// from `sync-dns`; names the platform keeps (its own hosts and labels such as
+/// `console` or `www`, and the form of clusters' names, `<name>-<8 hex>`) are
+/// refused (409 `hostname_reserved`). Any other name is `self_managed` and
+/// unverified: create the TXT record the answer names
+/// (`verification_record_name` = `verification_record_value`), then ask
+/// `…/verify` (`sync-dns` also checks). Until verified it holds nothing:
+/// another cluster may claim the same name, and the first to prove it keeps
+/// it (409 `hostname_taken` once a verified binding holds it).
 #[utoipa::path(post, path = "/api/console/clusters/{cluster_id}/hostnames", tag = "ingress",
     params(("cluster_id" = Uuid, Path)), request_body = CreateBinding,
     responses((status = 201, body = Binding),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 409, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "`hostname_taken` or `hostname_reserved`", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn create(
     State(state): State<AppState>,
@@ -102,16 +132,24 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let hostname = body.hostname.trim().trim_end_matches('.').to_string();
     check_hostname(&hostname).map_err(|m| ApiError::invalid("hostname", m))?;
-    owned(&state, caller, cluster_id).await?;
-    let base = settings::load(&state.pool)
-        .await?
-        .fields
-        .managed_workload_ingress_base_domain;
-    let scope = match base
+    let cluster = owned(&state, caller, cluster_id).await?;
+    let stored = settings::load(&state.pool).await?.fields;
+    let base = stored
+        .managed_workload_ingress_base_domain
         .as_deref()
-        .map(|b| b.trim_end_matches('.').to_ascii_lowercase())
-    {
-        Some(base) if shared::dns::is_under(&hostname, &base) => "platform_managed",
+        .map(|b| b.trim_end_matches('.').to_ascii_lowercase());
+    let platform_hosts: Vec<String> = [
+        stored.managed_workload_ingress_edge_target.clone(),
+        stored.public_base_url.as_deref().and_then(host_of),
+        stored.join_base_url.as_deref().and_then(host_of),
+        host_of(&state.settings.public_base_url),
+        host_of(&state.settings.join_base_url),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let scope = match base.as_deref() {
+        Some(base) if shared::dns::is_under(&hostname, base) => "platform_managed",
         Some(base) if hostname == base => {
             return Err(ApiError::invalid(
                 "hostname",
@@ -120,14 +158,32 @@ pub async fn create(
         }
         _ => "self_managed",
     };
+    let own_label = shared::dns::cluster_record(&cluster.vcluster_name, cluster_id, "")
+        .trim_end_matches('.')
+        .to_string();
+    if let Some(reason) = shared::dns::reserved(
+        &hostname,
+        base.as_deref().unwrap_or_default(),
+        &own_label,
+        &platform_hosts,
+    ) {
+        return Err(ApiError::Conflict {
+            code: "hostname_reserved",
+            detail: format!("{reason}; bind another name"),
+        });
+    }
+    let token = (scope == "self_managed").then(dnsproof::new_token);
     let mut tx = state.pool.begin().await?;
-    let id = dns::insert_binding(&mut *tx, cluster_id, &hostname, scope)
+    if dns::hostname_held(&mut *tx, &hostname).await? {
+        return Err(taken(&hostname));
+    }
+    let id = dns::insert_binding(&mut *tx, cluster_id, &hostname, scope, token.as_deref())
         .await
         .map_err(|err| match unique_violation(&err) {
-            Some("idx_workload_ingress_hostname_bindings_hostname") => ApiError::Conflict {
-                code: "hostname_taken",
-                detail: format!("{hostname} is already bound to a cluster"),
-            },
+            Some(
+                "idx_workload_ingress_hostname_bindings_hostname"
+                | "idx_workload_ingress_hostname_bindings_cluster_hostname",
+            ) => taken(&hostname),
             _ => err.into(),
         })?;
     audit::record(
@@ -151,6 +207,44 @@ pub async fn create(
                 what: "hostname binding",
             })?;
     Ok((StatusCode::CREATED, AppJson(binding)).into_response())
+}
+
+/// Check a hostname's DNS challenge now
+///
+/// Looks up the binding's TXT record (`verification_record_name`). Found:
+/// the binding is verified and holds the name (other clusters' unverified
+/// claims on it are dropped). Not found: 409 `hostname_not_verified` with
+/// what the lookup saw. Verifying a verified binding changes nothing.
+#[utoipa::path(post, path = "/api/console/clusters/{cluster_id}/hostnames/{binding_id}/verify", tag = "ingress",
+    params(("cluster_id" = Uuid, Path), ("binding_id" = Uuid, Path)),
+    responses((status = 200, body = Binding),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "`hostname_not_verified` (the record is not there yet) or `hostname_taken` (another cluster proved the name first)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn verify(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath((cluster_id, binding_id)): AppPath<(Uuid, Uuid)>,
+) -> Result<AppJson<Binding>, ApiError> {
+    owned(&state, caller, cluster_id).await?;
+    if let Some(pending) = dns::unverified_binding(&state.pool, cluster_id, binding_id).await? {
+        match dnsproof::check_and_record(&state.pool, state.settings.dns_resolver, &pending).await?
+        {
+            Verdict::Verified => {}
+            Verdict::Taken => return Err(taken(&pending.hostname)),
+            Verdict::NotFound(message) => {
+                return Err(ApiError::Conflict {
+                    code: "hostname_not_verified",
+                    detail: message,
+                });
+            }
+        }
+    }
+    dns::get_binding(&state.pool, cluster_id, binding_id)
+        .await?
+        .map(AppJson)
+        .ok_or(ApiError::NotFound {
+            what: "hostname binding",
+        })
 }
 
 /// Hostnames of a cluster

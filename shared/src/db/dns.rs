@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -267,7 +267,8 @@ pub async fn self_managed(pool: &PgPool) -> Result<Vec<SelfManaged>, sqlx::Error
         SelfManaged,
         "SELECT b.id, b.cluster_id, c.vcluster_name, b.hostname
          FROM workload_ingress_hostname_bindings b JOIN clusters c ON c.id = b.cluster_id
-         WHERE b.deleted_at IS NULL AND b.dns_management_scope = 'self_managed' AND c.deleted_at IS NULL"
+         WHERE b.deleted_at IS NULL AND b.dns_management_scope = 'self_managed' AND c.deleted_at IS NULL
+           AND b.verified_at IS NOT NULL"
     )
     .fetch_all(pool)
     .await
@@ -319,6 +320,19 @@ pub struct Binding {
     pub tls_secret_name: Option<String>,
     pub tls_last_synced_at: Option<DateTime<Utc>>,
     pub tls_last_error: Option<String>,
+    /// Whether the claim is proven: platform-managed names are when bound,
+    /// self-managed ones once their DNS TXT challenge is found. Until then
+    /// the name is not held against other clusters, not observed and gets
+    /// no certificate state.
+    pub verified: bool,
+    pub verified_at: Option<DateTime<Utc>>,
+    /// For an unverified binding: the TXT record to create, its name…
+    pub verification_record_name: Option<String>,
+    /// …and its value.
+    pub verification_record_value: Option<String>,
+    pub verification_checked_at: Option<DateTime<Utc>>,
+    /// What the last check found.
+    pub verification_message: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -329,28 +343,140 @@ macro_rules! select_binding {
             r#"SELECT id, cluster_id, hostname, dns_management_scope, dns_management_status, dns_management_message,
                       managed_dns_record_name, managed_dns_target, dns_management_last_synced_at,
                       dns_management_last_success_at, dns_management_last_error, dns_management_last_error_at,
-                      tls_mode, tls_status, tls_secret_name, tls_last_synced_at, tls_last_error, created_at
+                      tls_mode, tls_status, tls_secret_name, tls_last_synced_at, tls_last_error,
+                      verified_at IS NOT NULL AS "verified!", verified_at,
+                      CASE WHEN verified_at IS NULL THEN '_kubebyon-challenge.' || hostname END AS verification_record_name,
+                      CASE WHEN verified_at IS NULL THEN 'kubebyon-verification=' || verification_token END AS verification_record_value,
+                      verification_checked_at, verification_message, created_at
                FROM workload_ingress_hostname_bindings "# + $tail,
             $($arg),*
         )
     };
 }
 
+/// Inserts a binding: a platform-managed one verified at once, a
+/// self-managed one with its challenge token.
 pub async fn insert_binding(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
     hostname: &str,
     scope: &str,
+    verification_token: Option<&str>,
 ) -> Result<Uuid, sqlx::Error> {
     sqlx::query_scalar!(
-        "INSERT INTO workload_ingress_hostname_bindings (cluster_id, hostname, dns_management_scope)
-         VALUES ($1, $2, $3) RETURNING id",
+        "INSERT INTO workload_ingress_hostname_bindings
+             (cluster_id, hostname, dns_management_scope, verification_token, verified_at)
+         VALUES ($1, $2, $3, $4, CASE WHEN $3 = 'platform_managed' THEN now() END) RETURNING id",
         cluster_id,
         hostname,
-        scope
+        scope,
+        verification_token
     )
     .fetch_one(db)
     .await
+}
+
+/// Whether a live, verified binding holds `hostname`.
+pub async fn hostname_held(db: impl PgExecutor<'_>, hostname: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM workload_ingress_hostname_bindings
+                          WHERE hostname = $1 AND deleted_at IS NULL AND verified_at IS NOT NULL) AS "held!""#,
+        hostname
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// An unverified binding with its challenge.
+#[derive(Debug, Clone)]
+pub struct Unverified {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub hostname: String,
+    pub token: String,
+}
+
+/// Unverified live bindings, the longest unchecked first.
+pub async fn unverified(
+    db: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<Unverified>, sqlx::Error> {
+    sqlx::query_as!(
+        Unverified,
+        r#"SELECT b.id, b.cluster_id, b.hostname, b.verification_token AS "token!"
+           FROM workload_ingress_hostname_bindings b JOIN clusters c ON c.id = b.cluster_id
+           WHERE b.deleted_at IS NULL AND b.verified_at IS NULL AND c.deleted_at IS NULL
+           ORDER BY b.verification_checked_at NULLS FIRST
+           LIMIT $1"#,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// The challenge of one unverified binding of a cluster.
+pub async fn unverified_binding(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Unverified>, sqlx::Error> {
+    sqlx::query_as!(
+        Unverified,
+        r#"SELECT id, cluster_id, hostname, verification_token AS "token!"
+           FROM workload_ingress_hostname_bindings
+           WHERE cluster_id = $1 AND id = $2 AND deleted_at IS NULL AND verified_at IS NULL"#,
+        cluster_id,
+        id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Records a check of a binding's challenge that did not find it.
+pub async fn record_unverified(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    message: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE workload_ingress_hostname_bindings
+         SET verification_checked_at = now(), verification_message = left($2, 1000)
+         WHERE id = $1 AND verified_at IS NULL",
+        id,
+        message
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Marks a binding verified, and drops every other cluster's unverified
+/// claim on the same name. A unique violation (another binding was verified
+/// for the name first) comes back as the error.
+pub async fn mark_verified(tx: &mut PgConnection, id: Uuid) -> Result<u64, sqlx::Error> {
+    let hostname = sqlx::query_scalar!(
+        "UPDATE workload_ingress_hostname_bindings
+         SET verified_at = now(), verification_checked_at = now(),
+             verification_message = 'the TXT record was found'
+         WHERE id = $1 AND verified_at IS NULL AND deleted_at IS NULL
+         RETURNING hostname",
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(hostname) = hostname else {
+        return Ok(0);
+    };
+    Ok(sqlx::query!(
+        "UPDATE workload_ingress_hostname_bindings
+         SET deleted_at = now(), verification_message = 'another cluster proved it holds this name'
+         WHERE hostname = $1 AND id <> $2 AND deleted_at IS NULL AND verified_at IS NULL",
+        hostname,
+        id
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected())
 }
 
 pub async fn get_binding(
@@ -411,7 +537,8 @@ pub async fn live_bindings(
 ) -> Result<std::collections::HashMap<Uuid, Vec<BindingName>>, sqlx::Error> {
     let rows = sqlx::query_as!(
         BindingName,
-        "SELECT id, cluster_id, hostname FROM workload_ingress_hostname_bindings WHERE deleted_at IS NULL"
+        "SELECT id, cluster_id, hostname FROM workload_ingress_hostname_bindings
+         WHERE deleted_at IS NULL AND verified_at IS NOT NULL"
     )
     .fetch_all(pool)
     .await?;

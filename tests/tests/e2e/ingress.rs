@@ -229,6 +229,14 @@ async fn hostname_bindings_follow_their_cert_manager_certificate() {
     };
 
     vcluster.put(certificate("False", "Failed")).unwrap();
+    // Unproven self-managed claims are not followed.
+    let bindings = observed_bindings().await;
+    assert_eq!(tls(&bindings, "shop.customer.test").0, "none");
+    // Once their DNS challenge is found (what `…/verify` records), they are.
+    sqlx::query("UPDATE workload_ingress_hostname_bindings SET verified_at = now()")
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
     let bindings = observed_bindings().await;
     let (mode, status, error) = tls(&bindings, "shop.customer.test");
     assert_eq!((mode.as_str(), status.as_str()), ("cert_manager", "error"));

@@ -113,7 +113,7 @@ impl Platform {
         }
     }
 
-    /// Calls as another user, with the back office's routes served too.
+    /// Calls as another user: the clusters', hostnames' and back office's routes.
     pub async fn call_as(
         &self,
         user_id: uuid::Uuid,
@@ -125,7 +125,12 @@ impl Platform {
             identity: Identity::Development(user_id),
             ..self.state.clone()
         };
-        let router = with_common_layers(api_clusters::router().merge(api_admin::router()), state);
+        let router = with_common_layers(
+            api_clusters::router()
+                .merge(api_ingress::router())
+                .merge(api_admin::router()),
+            state,
+        );
         send(router, method, path, body).await
     }
 
@@ -236,7 +241,9 @@ pub fn node(
     })
 }
 
-async fn send(
+/// Sends one request through `router`; the status and the body (JSON, or
+/// the text as a JSON string).
+pub async fn send(
     router: Router,
     method: &str,
     path: &str,
