@@ -27,10 +27,6 @@ pub fn cookie_names(secure: bool) -> (&'static str, &'static str) {
         ("kb_session", "kb_csrf")
     }
 }
-/// A session ends this long after it was made, however much it is used.
-pub const SESSION_LIFETIME: Duration = Duration::from_secs(30 * 86_400);
-/// A session unused for this long ends.
-pub const SESSION_IDLE: Duration = Duration::from_secs(7 * 86_400);
 /// Wrong guesses after which an email code is dead.
 pub const CODE_MAX_ATTEMPTS: i32 = 5;
 /// How long an email code is valid.
@@ -161,11 +157,11 @@ pub async fn verify_password(password: String, stored: Option<String>) -> bool {
 
 /// The `Set-Cookie` values of a new session: the HttpOnly session cookie and
 /// the CSRF cookie the console echoes in `X-CSRF-Token`.
-pub fn session_cookies(token: &str, secure: bool) -> [String; 2] {
+pub fn session_cookies(token: &str, secure: bool, lifetime: Duration) -> [String; 2] {
     let (session, csrf_name) = cookie_names(secure);
     let csrf = csrf_token_for(token);
     let secure = if secure { "; Secure" } else { "" };
-    let max_age = SESSION_LIFETIME.as_secs();
+    let max_age = lifetime.as_secs();
     [
         format!("{session}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}"),
         format!("{csrf_name}={csrf}; Path=/; SameSite=Lax; Max-Age={max_age}{secure}"),
@@ -382,11 +378,11 @@ mod tests {
         assert_eq!(cookie(&headers, session), Some("kbs_x"));
         assert_eq!(cookie(&headers, csrf), Some("y"));
         assert_eq!(cookie(&headers, "missing"), None);
-        let secure = session_cookies("t", true);
+        let secure = session_cookies("t", true, Duration::from_secs(60));
         assert!(secure[0].starts_with("__Host-kb_session=t; Path=/; HttpOnly; SameSite=Lax"));
         assert!(secure[0].ends_with("; Secure") && !secure[0].contains("Domain"));
         assert!(secure[1].starts_with(&format!("__Host-kb_csrf={}", csrf_token_for("t"))));
-        assert!(!session_cookies("t", false)[0].contains("Secure"));
+        assert!(!session_cookies("t", false, Duration::from_secs(60))[0].contains("Secure"));
         assert_ne!(csrf_token_for("t"), csrf_token_for("u"));
     }
 }

@@ -108,6 +108,30 @@ fn kubeconfig_ttls(source: &dyn Source) -> Result<(i64, i64), ConfigError> {
     Ok((default, max))
 }
 
+/// A session's absolute lifetime and idle timeout: 5 minutes to 90 days
+/// each, the idle timeout not longer than the lifetime.
+fn session_times(source: &dyn Source) -> Result<(Duration, Duration), ConfigError> {
+    let bounded = |name: &'static str, default: u64| -> Result<Duration, ConfigError> {
+        let value: u64 = parse_or(source, name, default)?;
+        if !(300..=90 * 86_400).contains(&value) {
+            return Err(ConfigError::Invalid {
+                name,
+                reason: "must be between 300 and 7776000 seconds".into(),
+            });
+        }
+        Ok(Duration::from_secs(value))
+    };
+    let lifetime = bounded("KUBEBYON_SESSION_LIFETIME_SECONDS", 12 * 3600)?;
+    let idle = bounded("KUBEBYON_SESSION_IDLE_SECONDS", 30 * 60)?;
+    if idle > lifetime {
+        return Err(ConfigError::Invalid {
+            name: "KUBEBYON_SESSION_IDLE_SECONDS",
+            reason: "must not exceed KUBEBYON_SESSION_LIFETIME_SECONDS".into(),
+        });
+    }
+    Ok((lifetime, idle))
+}
+
 fn secret(source: &dyn Source, name: &'static str) -> Option<SecretString> {
     source.get(name).map(SecretString::from)
 }
@@ -303,6 +327,12 @@ pub struct Settings {
     /// `KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS` (default 24 h, at most a year):
     /// the longest lifetime a kubeconfig's token may be given.
     pub kubeconfig_max_ttl_seconds: i64,
+    /// `KUBEBYON_SESSION_LIFETIME_SECONDS` (default 12 h, ASVS L2): a
+    /// session ends this long after sign-in, however much it is used.
+    pub session_lifetime: Duration,
+    /// `KUBEBYON_SESSION_IDLE_SECONDS` (default 30 min, ASVS L2): a session
+    /// unused this long ends.
+    pub session_idle: Duration,
     /// `KUBEBYON_DNS_RESOLVER` (`ip:port`): the resolver hostname proofs
     /// (DNS TXT challenges) are looked up through; the system's when unset.
     pub dns_resolver: Option<std::net::SocketAddr>,
@@ -381,6 +411,7 @@ impl Settings {
             });
         }
         let (kubeconfig_default_ttl_seconds, kubeconfig_max_ttl_seconds) = kubeconfig_ttls(source)?;
+        let (session_lifetime, session_idle) = session_times(source)?;
         Ok(Self {
             database_url: secret(source, "DATABASE_URL"),
             database_max_connections,
@@ -417,6 +448,8 @@ impl Settings {
             join_token_max_ttl,
             kubeconfig_default_ttl_seconds,
             kubeconfig_max_ttl_seconds,
+            session_lifetime,
+            session_idle,
             dns_resolver: source
                 .get("KUBEBYON_DNS_RESOLVER")
                 .map(|raw| {

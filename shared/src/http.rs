@@ -110,10 +110,13 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
     }
     let (session_cookie, csrf_cookie) = auth::cookie_names(!state.settings.insecure_cookies);
     let token = auth::cookie(&parts.headers, session_cookie).ok_or(ApiError::Unauthenticated)?;
-    let (session_id, user_id) =
-        accounts::session_user(&state.pool, &auth::hash_secret(token), auth::SESSION_IDLE)
-            .await?
-            .ok_or(ApiError::Unauthenticated)?;
+    let (session_id, user_id) = accounts::session_user(
+        &state.pool,
+        &auth::hash_secret(token),
+        state.settings.session_idle,
+    )
+    .await?
+    .ok_or(ApiError::Unauthenticated)?;
     if !is_safe(&parts.method) {
         // The header must carry this session's own token: a value planted in
         // both the cookie and the header by someone else does not pass.

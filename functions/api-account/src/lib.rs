@@ -316,7 +316,8 @@ pub async fn list_sessions(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<AppJson<Vec<AccountSession>>, ApiError> {
-    let sessions = accounts::list_sessions(&state.pool, caller.user_id, auth::SESSION_IDLE).await?;
+    let sessions =
+        accounts::list_sessions(&state.pool, caller.user_id, state.settings.session_idle).await?;
     Ok(AppJson(
         sessions
             .into_iter()

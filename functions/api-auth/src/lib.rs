@@ -301,7 +301,7 @@ pub(crate) async fn start_session(
         &NewSession {
             user_id,
             token_hash: &auth::hash_secret(&token),
-            lifetime: auth::SESSION_LIFETIME,
+            lifetime: state.settings.session_lifetime,
             ip: origin.ip.clone(),
             user_agent: origin.user_agent.as_deref(),
         },
@@ -328,7 +328,11 @@ pub(crate) async fn start_session(
         csrf_token: csrf.clone(),
     })
     .into_response();
-    for cookie in auth::session_cookies(&token, !state.settings.insecure_cookies) {
+    for cookie in auth::session_cookies(
+        &token,
+        !state.settings.insecure_cookies,
+        state.settings.session_lifetime,
+    ) {
         response.headers_mut().append(
             header::SET_COOKIE,
             HeaderValue::from_str(&cookie).map_err(anyhow::Error::from)?,

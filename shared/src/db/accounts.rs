@@ -352,15 +352,15 @@ pub async fn delete_own_session(
         == 1)
 }
 
-/// Removes sessions that can no longer be used. Returns how many.
+/// Removes sessions past their absolute lifetime (an idle one is refused at
+/// use already, and gone by its lifetime at the latest). Returns how many.
 pub async fn prune_sessions(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query!(
-        "DELETE FROM sessions WHERE expires_at < now() OR last_used_at < now() - make_interval(secs => $1)",
-        crate::auth::SESSION_IDLE.as_secs_f64()
+    Ok(
+        sqlx::query!("DELETE FROM sessions WHERE expires_at < now()")
+            .execute(db)
+            .await?
+            .rows_affected(),
     )
-    .execute(db)
-    .await?
-    .rows_affected())
 }
 
 /// Whose live API key this is (user active), refreshing `last_used_at` at most once a minute.

@@ -2126,3 +2126,51 @@ async fn a_user_sees_their_sessions_and_signs_out_one_or_everywhere_else() {
         StatusCode::OK
     );
 }
+
+#[tokio::test]
+async fn sessions_end_after_their_idle_timeout_and_their_absolute_lifetime() {
+    let accounts = Accounts::new().await;
+    let idle = accounts
+        .signed_up("ivy@example.com", "correct horse battery")
+        .await;
+    let reply = accounts
+        .login("ivy@example.com", "correct horse battery", "198.51.100.90")
+        .await;
+    // The cookie lives as long as the session may: 12 hours by default.
+    let set_cookie = reply
+        .headers
+        .get_all(axum::http::header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert!(set_cookie[0].contains("Max-Age=43200"), "{set_cookie:?}");
+    let old = session_of(&reply, &idle);
+    let me = |client: Client| {
+        let accounts = &accounts;
+        async move {
+            accounts
+                .call(&client, "GET", "/api/console/account/sessions", None)
+                .await
+                .status
+        }
+    };
+    assert_eq!(me(idle.clone()).await, StatusCode::OK);
+    assert_eq!(me(old.clone()).await, StatusCode::OK);
+
+    // Unused for 31 minutes: over the 30-minute idle timeout.
+    sqlx::query(
+        "UPDATE sessions SET last_used_at = now() - interval '31 minutes'
+         WHERE ip = '198.51.100.90'::inet",
+    )
+    .execute(&accounts.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(me(old).await, StatusCode::UNAUTHORIZED);
+
+    // Used all along, but signed in longer ago than the absolute lifetime.
+    sqlx::query("UPDATE sessions SET expires_at = now() - interval '1 second'")
+        .execute(&accounts.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(me(idle).await, StatusCode::UNAUTHORIZED);
+}
