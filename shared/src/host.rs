@@ -1,5 +1,5 @@
-//! The host Kubernetes: where each cluster's namespace, quota, vCluster control
-//! plane (a k3s `HelmChart`) and public endpoint live. Every write is a
+//! The host Kubernetes: where each cluster's namespace, quota, network
+//! policy, vCluster control plane (a k3s `HelmChart`) and public endpoint live. Every write is a
 //! server-side apply with one field manager, so every step is safe to rerun.
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
@@ -8,6 +8,7 @@ use k8s_openapi::{
     api::{
         apps::v1::StatefulSet,
         core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Secret, Service},
+        networking::v1::NetworkPolicy,
     },
     serde_json::{Value, json},
 };
@@ -45,6 +46,10 @@ pub struct HostSettings {
     pub poll_interval: Duration,
     /// How `loadbalancer` clusters are exposed (`KUBEBYON_LOADBALANCER_PROVIDER`).
     pub load_balancer: LoadBalancerProvider,
+    /// `KUBEBYON_HOST_POD_CIDRS` (comma-separated, default k3s's
+    /// `10.42.0.0/16`): the host's pod networks, which a control plane may
+    /// not reach outside its own namespace.
+    pub pod_cidrs: Vec<String>,
 }
 
 /// How a `loadbalancer` cluster's control plane is exposed.
@@ -93,6 +98,11 @@ impl HostSettings {
                 .unwrap_or_else(|| "127.0.0.1".into()),
             ready_timeout: millis("KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS", 15 * 60 * 1000)?,
             poll_interval: millis("KUBEBYON_HOST_POLL_MS", 2000)?,
+            pod_cidrs: pod_cidrs(
+                &source
+                    .get("KUBEBYON_HOST_POD_CIDRS")
+                    .unwrap_or_else(|| "10.42.0.0/16".into()),
+            )?,
             load_balancer: match source.get("KUBEBYON_LOADBALANCER_PROVIDER").as_deref() {
                 None | Some("service") => LoadBalancerProvider::Service,
                 Some("gatewayapi") => LoadBalancerProvider::GatewayApi {
@@ -120,6 +130,70 @@ impl HostSettings {
         })
     }
 }
+
+/// Parses a comma-separated list of CIDRs (`10.42.0.0/16`, `fd00:42::/56`).
+fn pod_cidrs(raw: &str) -> Result<Vec<String>, ConfigError> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(|cidr| {
+            let (ip, prefix) = cidr.split_once('/').unwrap_or((cidr, ""));
+            let max = match ip.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(_)) => 32,
+                Ok(std::net::IpAddr::V6(_)) => 128,
+                Err(_) => 0,
+            };
+            match prefix.parse::<u8>() {
+                Ok(p) if max > 0 && p <= max => Ok(cidr.to_string()),
+                _ => Err(ConfigError::Invalid {
+                    name: "KUBEBYON_HOST_POD_CIDRS",
+                    reason: format!("{cidr:?} is not a CIDR such as 10.42.0.0/16"),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// The NetworkPolicy that fences a control plane's namespace: its pods talk
+/// to each other; from outside, only the API port (8443, behind the public
+/// endpoint) is open; out of it go DNS to `kube-system` and anything outside
+/// the host's pod networks (the host API, the internet), never another
+/// tenant's pods.
+pub fn network_policy(cluster: &Cluster, settings: &HostSettings) -> Value {
+    json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": NETWORK_POLICY, "namespace": cluster.namespace, "labels": labels(cluster)},
+        "spec": isolation(&settings.pod_cidrs)})
+}
+
+/// The policy's rules, keeping the host's pod networks (`pod_cidrs`) out of
+/// the egress blocks of their address family.
+fn isolation(pod_cidrs: &[String]) -> Value {
+    let except = |v6: bool| -> Vec<&str> {
+        pod_cidrs
+            .iter()
+            .map(String::as_str)
+            .filter(|c| c.contains(':') == v6)
+            .collect()
+    };
+    json!({
+        "podSelector": {},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [
+            {"from": [{"podSelector": {}}]},
+            {"ports": [{"protocol": "TCP", "port": 8443}]},
+        ],
+        "egress": [
+            {"to": [{"podSelector": {}}]},
+            {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}],
+             "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+            {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": except(false)}},
+                    {"ipBlock": {"cidr": "::/0", "except": except(true)}}]},
+        ],
+    })
+}
+
+/// The name of every control-plane namespace's NetworkPolicy.
+pub const NETWORK_POLICY: &str = "kubebyon-isolation";
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -355,6 +429,19 @@ impl HostCluster {
                 &Patch::Apply(range),
             )
             .await?;
+        Ok(())
+    }
+
+    /// Fences the control plane's namespace off from the host's other pods
+    /// ([`network_policy`]).
+    pub async fn ensure_isolation(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        api.patch(
+            NETWORK_POLICY,
+            &Self::apply_params(),
+            &Patch::Apply(network_policy(cluster, &self.settings)),
+        )
+        .await?;
         Ok(())
     }
 
@@ -937,4 +1024,34 @@ pub async fn from_env() -> anyhow::Result<Option<std::sync::Arc<HostCluster>>> {
     Ok(Some(std::sync::Arc::new(
         HostCluster::from_kubeconfig_file(settings).await?,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(cidrs: &str) -> Result<HostSettings, ConfigError> {
+        HostSettings::from_source(&std::collections::HashMap::from([(
+            "KUBEBYON_HOST_POD_CIDRS",
+            cidrs,
+        )]))
+    }
+
+    #[test]
+    fn pod_networks_are_cidrs_and_each_family_is_kept_out_of_its_own_block() {
+        let dual = settings("10.42.0.0/16, fd00:42::/56").unwrap();
+        assert_eq!(dual.pod_cidrs, ["10.42.0.0/16", "fd00:42::/56"]);
+        let blocks = &isolation(&dual.pod_cidrs)["egress"][2]["to"];
+        assert_eq!(blocks[0]["ipBlock"]["except"], json!(["10.42.0.0/16"]));
+        assert_eq!(blocks[1]["ipBlock"]["except"], json!(["fd00:42::/56"]));
+        for bad in [
+            "10.42.0.0",
+            "10.42.0.0/33",
+            "fd00::/129",
+            "pods/16",
+            "10.42.0.0/x",
+        ] {
+            assert!(settings(bad).is_err(), "{bad}");
+        }
+    }
 }

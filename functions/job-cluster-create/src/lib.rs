@@ -1,5 +1,5 @@
 //! `job-cluster-create`: builds a cluster's control plane on the host Kubernetes:
-//! namespace, quota and limits, the vCluster `HelmChart`, the public endpoint
+//! namespace, quota and limits, network policy, the vCluster `HelmChart`, the public endpoint
 //! Service; then waits (the lease heartbeats meanwhile) until the control plane
 //! is ready and its kubeconfig Secret exists, and records the endpoint. Every
 //! step is a server-side apply: a rerun after a crash picks up where it was.
@@ -56,6 +56,10 @@ async fn create(
     host.ensure_limits(cluster)
         .await
         .map_err(|e| e.at_step("applying the resource quota and limits"))?;
+    ctx.stage("isolating the control plane's network").await?;
+    host.ensure_isolation(cluster)
+        .await
+        .map_err(|e| e.at_step("isolating the control plane's network"))?;
     ctx.stage("installing the control plane").await?;
     host.ensure_control_plane(cluster)
         .await

@@ -1,5 +1,5 @@
 //! `job-cluster-update`: converges the host to the cluster's updated snapshot:
-//! quota and limits, the control plane's values, and the public endpoint
+//! quota and limits, the network policy, the control plane's values, and the public endpoint
 //! Service (a change of public access mode changes its type, and so the
 //! endpoint, the kubeconfig server and the join command). The managed ingress
 //! switch is recorded on the cluster; installing the ingress controller is the
@@ -43,6 +43,10 @@ impl JobHandler for UpdateCluster {
         host.ensure_limits(&cluster)
             .await
             .map_err(|e| e.at_step("applying the resource quota and limits"))?;
+        ctx.stage("isolating the control plane's network").await?;
+        host.ensure_isolation(&cluster)
+            .await
+            .map_err(|e| e.at_step("isolating the control plane's network"))?;
         ctx.stage("updating the control plane").await?;
         host.ensure_control_plane(&cluster)
             .await

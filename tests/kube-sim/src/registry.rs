@@ -79,6 +79,13 @@ pub static RESOURCES: &[ResourceType] = &[
         false
     ),
     resource!("networking.k8s.io", "v1", "Ingress", "ingresses", true),
+    resource!(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        true
+    ),
     resource!("helm.cattle.io", "v1", "HelmChart", "helmcharts", true),
     resource!(
         "gateway.networking.k8s.io",
@@ -168,6 +175,7 @@ fn short_names(plural: &str) -> &'static [&'static str] {
         "deployments" => &["deploy"],
         "daemonsets" => &["ds"],
         "ingresses" => &["ing"],
+        "networkpolicies" => &["netpol"],
         "certificates" => &["cert", "certs"],
         _ => &[],
     }

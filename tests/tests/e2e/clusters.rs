@@ -81,6 +81,46 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
             .get("v1", "LimitRange", namespace, "kubebyon-defaults")
             .is_some()
     );
+    // Fenced: only the API port is open from outside the namespace, and
+    // nothing leaves it for another tenant's pods.
+    let policy = platform
+        .sim
+        .get(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            namespace,
+            "kubebyon-isolation",
+        )
+        .expect("the control plane's namespace has a network policy");
+    let spec = &policy["spec"];
+    assert_eq!(spec["podSelector"], serde_json::json!({}));
+    assert_eq!(
+        spec["policyTypes"],
+        serde_json::json!(["Ingress", "Egress"])
+    );
+    assert_eq!(
+        spec["ingress"],
+        serde_json::json!([
+            {"from": [{"podSelector": {}}]},
+            {"ports": [{"protocol": "TCP", "port": 8443}]},
+        ])
+    );
+    let egress = spec["egress"].as_array().unwrap();
+    assert_eq!(egress[0], serde_json::json!({"to": [{"podSelector": {}}]}));
+    assert_eq!(
+        egress[2]["to"][0]["ipBlock"],
+        serde_json::json!({"cidr": "0.0.0.0/0", "except": ["10.42.0.0/16"]})
+    );
+    assert!(
+        egress
+            .iter()
+            .all(|rule| rule["to"].as_array().unwrap().iter().all(|peer| peer
+                .get("namespaceSelector")
+                .is_none()
+                || peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                    == "kube-system")),
+        "no other namespace is reachable: {egress:?}"
+    );
     let chart = platform
         .sim
         .get("helm.cattle.io/v1", "HelmChart", namespace, "alpha")
