@@ -61,8 +61,9 @@ pub async fn check(
             e.without_url()
         ),
     };
-    // A redirect would carry the secret elsewhere: none is followed.
-    let client = reqwest::Client::builder()
+    // A redirect would carry the secret elsewhere: none is followed; nor is
+    // a name that resolves to a private address now.
+    let client = crate::outbound::PublicOnly::reqwest(env.allow_private_outbound)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(unreachable)?;

@@ -188,11 +188,18 @@ pub async fn zone(
         return Ok(Err("no Route53 zone and base domain are configured"));
     };
     let key = env.secret_box();
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+    let http = aws_smithy_http_client::Builder::new().tls_provider(
+        aws_smithy_http_client::tls::Provider::Rustls(
             aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-        ))
-        .build_https();
+        ),
+    );
+    // The DNS credentials go only to a name that resolves to public addresses
+    // when connecting, unless private destinations are allowed.
+    let http = if env.allow_private_outbound {
+        http.build_https()
+    } else {
+        http.build_with_resolver(crate::outbound::PublicOnly)
+    };
     let mut config = aws_sdk_route53::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .http_client(http)

@@ -4,10 +4,15 @@
 //! that `curl | sudo sh` fetches from is checked here before it is saved.
 //! Plain HTTP and private, loopback or link-local addresses are refused unless
 //! `KUBEBYON_ALLOW_PRIVATE_OUTBOUND=true` (a platform whose services live on a
-//! private network, and the tests). Host names are not resolved here: a name
-//! that resolves to a private address is not caught (see docs/security.md).
+//! private network, and the tests).
+//!
+//! A name is checked again where it is used: the clients that send those
+//! secrets resolve through [`PublicOnly`], which refuses a name that resolves
+//! to any private address at the moment of connecting (a name that pointed
+//! somewhere public when it was saved, then at the metadata endpoint, or a
+//! DNS-rebinding answer, reaches nothing).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// Whether `ip` is an address no public service has.
 fn private(ip: IpAddr) -> bool {
@@ -34,6 +39,86 @@ fn private(ip: IpAddr) -> bool {
                 || v6.to_ipv4_mapped().is_some_and(|v4| private(IpAddr::V4(v4)))
         }
     }
+}
+
+/// A resolver for clients that carry secrets: the system's resolver, and a
+/// name any of whose addresses is private resolves to nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PublicOnly;
+
+impl PublicOnly {
+    /// The public addresses of `name`, or why there are none.
+    pub async fn lookup(name: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name, port)).await?.collect();
+        match addrs.iter().find(|a| private(a.ip())) {
+            Some(bad) => Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{name} resolves to {}, a private address (KUBEBYON_ALLOW_PRIVATE_OUTBOUND=true allows it)",
+                    bad.ip()
+                ),
+            )),
+            None => Ok(addrs),
+        }
+    }
+
+    /// A reqwest client builder resolving through this resolver, unless
+    /// private destinations are allowed.
+    pub fn reqwest(allow_private: bool) -> reqwest::ClientBuilder {
+        let builder = reqwest::Client::builder();
+        if allow_private {
+            builder
+        } else {
+            builder.dns_resolver(std::sync::Arc::new(PublicOnly))
+        }
+    }
+}
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        Box::pin(async move {
+            let addrs = Self::lookup(name.as_str(), 0).await?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+impl aws_smithy_runtime_api::client::dns::ResolveDns for PublicOnly {
+    fn resolve_dns<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> aws_smithy_runtime_api::client::dns::DnsFuture<'a> {
+        aws_smithy_runtime_api::client::dns::DnsFuture::new(async move {
+            Self::lookup(name, 0)
+                .await
+                .map(|addrs| addrs.into_iter().map(|a| a.ip()).collect())
+                .map_err(aws_smithy_runtime_api::client::dns::ResolveDnsError::new)
+        })
+    }
+}
+
+/// Checks `raw` as [`check`] does, and also resolves its host name: a name
+/// that resolves now to a private address is refused. A name that does not
+/// resolve yet passes (it is checked again on every connection).
+pub async fn check_resolved(raw: &str, allow_private: bool) -> Result<(), String> {
+    check(raw, allow_private)?;
+    if allow_private {
+        return Ok(());
+    }
+    let Ok(url) = reqwest::Url::parse(raw) else {
+        return Ok(());
+    };
+    if let Some(url::Host::Domain(name)) = url.host() {
+        let port = url.port_or_known_default().unwrap_or(443);
+        let lookup = PublicOnly::lookup(name, port);
+        match tokio::time::timeout(std::time::Duration::from_secs(5), lookup).await {
+            Ok(Err(err)) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(format!("must be a public host: {err}"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Checks `raw` as a destination for secrets: `Err` says why not.
@@ -87,7 +172,61 @@ pub fn check_join_base(raw: &str, allow_private: bool) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check, check_join_base};
+    use super::{PublicOnly, check, check_join_base, check_resolved};
+
+    /// A loopback HTTP server answering every request 200.
+    async fn loopback_server() -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    )
+                    .await;
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_to_a_private_address_is_refused_when_connecting() {
+        let port = loopback_server().await;
+        // `localhost` stands for any public-looking name whose answer is
+        // private: the name itself is not looked at here, only its addresses.
+        let url = format!("http://localhost:{port}/");
+        let allowed = PublicOnly::reqwest(true).build().unwrap();
+        assert_eq!(allowed.get(&url).send().await.unwrap().status(), 200);
+        let guarded = PublicOnly::reqwest(false).build().unwrap();
+        let refused = guarded.get(&url).send().await.unwrap_err();
+        assert!(refused.is_connect(), "{refused:?}");
+        let err = PublicOnly::lookup("localhost", port).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(err.to_string().contains("private address"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_route53_client_resolver_refuses_private_answers_too() {
+        use aws_smithy_runtime_api::client::dns::ResolveDns;
+        let refused = PublicOnly.resolve_dns("localhost").await.unwrap_err();
+        assert!(
+            std::error::Error::source(&refused)
+                .is_some_and(|e| e.to_string().contains("private address")),
+            "{refused:?}"
+        );
+        // A name that does not resolve (no network here) is left to the
+        // connection; a private destination is fine where it is allowed.
+        assert!(
+            check_resolved("https://challenges.example.com/", false)
+                .await
+                .is_ok()
+        );
+        assert!(check_resolved("http://localhost:1/", true).await.is_ok());
+    }
 
     #[test]
     fn join_commands_fetch_over_https_unless_on_this_machine() {

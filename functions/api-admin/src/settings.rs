@@ -62,7 +62,7 @@ fn url_ok(value: &Option<String>) -> bool {
     })
 }
 
-fn validate(
+async fn validate(
     f: &SettingsFields,
     secrets: &SecretChanges,
     captcha_secret_set: bool,
@@ -94,9 +94,8 @@ fn validate(
         ("captcha_verify_url", &f.captcha_verify_url),
         ("outbound_webhook_url", &f.outbound_webhook_url),
     ] {
-        if let Some(Err(reason)) = value
-            .as_deref()
-            .map(|u| shared::outbound::check(u, allow_private))
+        if let Some(url) = value.as_deref()
+            && let Err(reason) = shared::outbound::check_resolved(url, allow_private).await
         {
             bad(field, &reason);
         }
@@ -182,7 +181,8 @@ pub async fn put(
         &body.secrets,
         before.captcha_secret.is_some(),
         state.settings.allow_private_outbound,
-    )?;
+    )
+    .await?;
     let key = state.settings.secret_box();
     if body.secrets.any_set() && key.is_none() {
         return Err(ApiError::NotConfigured {

@@ -633,3 +633,36 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
         .unwrap();
     assert_eq!((report.verified, report.observed), (1, 2), "{report:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dns_credentials_go_to_no_name_that_resolves_to_a_private_address() {
+    let moto = Moto::start().await;
+    let zone = moto.create_zone("apps.example.com");
+    let platform = Platform::new().await;
+    // The same server, named: `localhost` stands for a public-looking name
+    // whose DNS answer turned private after the endpoint was saved.
+    let named = moto.url.replace("127.0.0.1", "localhost");
+    assert_ne!(named, moto.url);
+    let settings = configure(&platform, &named, &zone).await;
+    ingress_cluster(&platform, "rebound").await;
+    let report = shared::dns::sync(&platform.db.pool, &settings)
+        .await
+        .unwrap();
+    assert!(report.failed >= 1, "{report:?}");
+    assert!(
+        moto.cnames(&zone).is_empty(),
+        "nothing reached the server: {:?}",
+        moto.cnames(&zone)
+    );
+    // Where private destinations are allowed, the same name is used.
+    let allowed = Settings::from_source(&HashMap::from([
+        ("KUBEBYON_SETTINGS_KEY", KEY),
+        ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true"),
+    ]))
+    .unwrap();
+    let report = shared::dns::sync(&platform.db.pool, &allowed)
+        .await
+        .unwrap();
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert_eq!(moto.cnames(&zone).len(), 1, "{:?}", moto.cnames(&zone));
+}
