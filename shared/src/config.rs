@@ -5,7 +5,7 @@
 
 use std::{collections::HashMap, fmt, str::FromStr, time::Duration};
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -338,6 +338,10 @@ pub struct Settings {
     pub dns_resolver: Option<std::net::SocketAddr>,
     /// `SMTP_URL`: where mail (email codes) is sent.
     pub smtp_url: Option<SecretString>,
+    /// `KUBEBYON_CODE_ANSWER_MS` (default 2000): under Lambda, where a code's
+    /// mail is sent inside the request, how long every code request takes
+    /// at least, so a real address answers no later than an unknown one.
+    pub code_answer_floor: Duration,
     /// `MAIL_FROM`: the sender of the platform's mail.
     pub mail_from: String,
     /// `KUBEBYON_INSECURE_COOKIES=true` drops `Secure` from cookies: only for
@@ -348,6 +352,9 @@ pub struct Settings {
     pub admin_email: Option<String>,
     /// `KUBEBYON_SETTINGS_KEY`: seals the system settings' secrets.
     pub settings_key: Option<SecretString>,
+    /// `KUBEBYON_SETTINGS_KEY_PREVIOUS`: former keys (comma-separated), still
+    /// accepted to open secrets while a rotation is under way.
+    pub settings_key_previous: Vec<SecretString>,
     /// `KUBEBYON_PUBLIC_BASE_URL`: where the platform's API is reached, when
     /// the system settings do not say (OAuth redirect URIs).
     pub public_base_url: String,
@@ -460,6 +467,7 @@ impl Settings {
                 })
                 .transpose()?,
             smtp_url: secret(source, "SMTP_URL"),
+            code_answer_floor: positive_millis(source, "KUBEBYON_CODE_ANSWER_MS", 2000)?,
             mail_from: source
                 .get("MAIL_FROM")
                 .unwrap_or_else(|| "KubeBYON <noreply@kubebyon.local>".into()),
@@ -491,16 +499,45 @@ impl Settings {
                 }
                 None => None,
             },
+            settings_key_previous: match secret(source, "KUBEBYON_SETTINGS_KEY_PREVIOUS") {
+                None => Vec::new(),
+                Some(_) if source.get("KUBEBYON_SETTINGS_KEY").is_none() => {
+                    return Err(ConfigError::Invalid {
+                        name: "KUBEBYON_SETTINGS_KEY_PREVIOUS",
+                        reason: "needs KUBEBYON_SETTINGS_KEY, the key that replaces them".into(),
+                    });
+                }
+                Some(list) => {
+                    let keys: Vec<SecretString> = list
+                        .expose_secret()
+                        .split(',')
+                        .map(|k| SecretString::from(k.trim().to_string()))
+                        .collect();
+                    for key in &keys {
+                        crate::secretbox::SecretBox::new(key).map_err(|_| {
+                            ConfigError::Invalid {
+                                name: "KUBEBYON_SETTINGS_KEY_PREVIOUS",
+                                reason: "each key must be 32 bytes in base64, separated by commas"
+                                    .into(),
+                            }
+                        })?;
+                    }
+                    keys
+                }
+            },
             jobs: JobSettings::from_source(source)?,
         })
     }
 
     /// What seals the system settings' secrets, when `KUBEBYON_SETTINGS_KEY`
-    /// is set (its shape was checked when the settings were read).
+    /// is set (the keys' shapes were checked when the settings were read); it
+    /// also opens what the previous keys sealed.
     pub fn secret_box(&self) -> Option<crate::secretbox::SecretBox> {
-        self.settings_key
-            .as_ref()
-            .and_then(|k| crate::secretbox::SecretBox::new(k).ok())
+        self.settings_key.as_ref().and_then(|k| {
+            crate::secretbox::SecretBox::new(k)
+                .and_then(|b| b.with_previous(&self.settings_key_previous))
+                .ok()
+        })
     }
 
     /// The database URL, or the error naming the variable when a function needs it.
@@ -521,7 +558,6 @@ fn default_worker_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use secrecy::ExposeSecret;
 
     #[test]
     fn defaults_apply_when_nothing_is_set() {

@@ -204,3 +204,22 @@ pub async fn remove_stale(
     }
     Ok(report)
 }
+
+/// After a commit that revoked `revoked` credentials of `user_id`: deletes
+/// their ServiceAccounts at once where the clusters answer; the cluster sync
+/// does the rest.
+pub async fn remove_revoked_now(
+    pool: &sqlx::PgPool,
+    host: Option<&crate::host::HostCluster>,
+    user_id: Uuid,
+    revoked: u64,
+) -> Result<(), sqlx::Error> {
+    let Some(host) = host.filter(|_| revoked > 0) else {
+        return Ok(());
+    };
+    let report = remove_stale(pool, host, Some(user_id)).await?;
+    if report.pending > 0 {
+        tracing::warn!(%user_id, pending = report.pending, "some revoked kubeconfig credentials are still being removed");
+    }
+    Ok(())
+}

@@ -3,6 +3,11 @@
 //! (`KUBEBYON_SETTINGS_KEY`, 32 bytes in base64). The column name is bound in
 //! as associated data, so a sealed value cannot be moved to another column.
 //! Layout: version byte `1`, 12-byte random nonce, ciphertext and tag.
+//!
+//! Rotation: while the keys change, the former ones
+//! (`KUBEBYON_SETTINGS_KEY_PREVIOUS`) still open what they sealed; new values
+//! are always sealed under the current key, and `local reseal-settings`
+//! re-seals every stored value under it (see docs/runbooks/deploy.md).
 
 use base64::Engine;
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
@@ -10,7 +15,11 @@ use secrecy::{ExposeSecret, SecretString};
 
 const VERSION: u8 = 1;
 
-pub struct SecretBox(LessSafeKey);
+pub struct SecretBox {
+    current: LessSafeKey,
+    /// Former keys: they open, never seal.
+    previous: Vec<LessSafeKey>,
+}
 
 impl std::fmt::Debug for SecretBox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -29,18 +38,23 @@ pub enum SealError {
 impl SecretBox {
     /// The key from its base64 text.
     pub fn new(key: &SecretString) -> Result<Self, SealError> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(key.expose_secret().trim())
-            .map_err(|_| SealError::BadKey)?;
-        let key = UnboundKey::new(&CHACHA20_POLY1305, &bytes).map_err(|_| SealError::BadKey)?;
-        Ok(Self(LessSafeKey::new(key)))
+        Ok(Self {
+            current: parse_key(key)?,
+            previous: Vec::new(),
+        })
+    }
+
+    /// Also opens what `previous` keys sealed (a rotation in progress).
+    pub fn with_previous(mut self, previous: &[SecretString]) -> Result<Self, SealError> {
+        self.previous = previous.iter().map(parse_key).collect::<Result<_, _>>()?;
+        Ok(self)
     }
 
     pub fn seal(&self, column: &str, plaintext: &str) -> Vec<u8> {
         let mut nonce = [0u8; 12];
         getrandom::fill(&mut nonce).expect("the operating system's random source failed");
         let mut data = plaintext.as_bytes().to_vec();
-        self.0
+        self.current
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
                 Aad::from(column.as_bytes()),
@@ -54,21 +68,46 @@ impl SecretBox {
         out
     }
 
+    /// Opens a value sealed under the current key or a previous one.
     pub fn open(&self, column: &str, sealed: &[u8]) -> Result<SecretString, SealError> {
+        self.open_with_current(column, sealed)
+            .map(|(plain, _)| plain)
+    }
+
+    /// Opens a value, and says whether the current key sealed it.
+    pub fn open_with_current(
+        &self,
+        column: &str,
+        sealed: &[u8],
+    ) -> Result<(SecretString, bool), SealError> {
         if sealed.len() < 1 + 12 + 16 || sealed[0] != VERSION {
             return Err(SealError::Unreadable);
         }
-        let nonce =
-            Nonce::try_assume_unique_for_key(&sealed[1..13]).map_err(|_| SealError::Unreadable)?;
-        let mut data = sealed[13..].to_vec();
-        let plain = self
-            .0
-            .open_in_place(nonce, Aad::from(column.as_bytes()), &mut data)
-            .map_err(|_| SealError::Unreadable)?;
-        String::from_utf8(plain.to_vec())
-            .map(SecretString::from)
-            .map_err(|_| SealError::Unreadable)
+        std::iter::once(&self.current)
+            .chain(&self.previous)
+            .enumerate()
+            .find_map(|(i, key)| open_with(key, column, sealed).map(|plain| (plain, i == 0)))
+            .ok_or(SealError::Unreadable)
     }
+}
+
+fn parse_key(key: &SecretString) -> Result<LessSafeKey, SealError> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(key.expose_secret().trim())
+        .map_err(|_| SealError::BadKey)?;
+    let key = UnboundKey::new(&CHACHA20_POLY1305, &bytes).map_err(|_| SealError::BadKey)?;
+    Ok(LessSafeKey::new(key))
+}
+
+fn open_with(key: &LessSafeKey, column: &str, sealed: &[u8]) -> Option<SecretString> {
+    let nonce = Nonce::try_assume_unique_for_key(&sealed[1..13]).ok()?;
+    let mut data = sealed[13..].to_vec();
+    let plain = key
+        .open_in_place(nonce, Aad::from(column.as_bytes()), &mut data)
+        .ok()?;
+    String::from_utf8(plain.to_vec())
+        .ok()
+        .map(SecretString::from)
 }
 
 #[cfg(test)]
@@ -110,5 +149,40 @@ mod tests {
             "a fresh nonce each time"
         );
         assert!(SecretBox::new(&SecretString::from("short".to_string())).is_err());
+    }
+
+    fn key_text(byte: u8) -> SecretString {
+        SecretString::from(base64::engine::general_purpose::STANDARD.encode([byte; 32]))
+    }
+
+    #[test]
+    fn during_a_rotation_former_keys_open_and_only_the_new_one_seals() {
+        let old = key(1).seal("smtp_password", "hunter22");
+        let rotating = key(2).with_previous(&[key_text(1)]).unwrap();
+        let (plain, current) = rotating.open_with_current("smtp_password", &old).unwrap();
+        assert_eq!(plain.expose_secret(), "hunter22");
+        assert!(!current, "sealed under a former key");
+        let fresh = rotating.seal("smtp_password", "hunter22");
+        assert!(
+            rotating
+                .open_with_current("smtp_password", &fresh)
+                .unwrap()
+                .1
+        );
+        assert_eq!(
+            key(1).open("smtp_password", &fresh).unwrap_err(),
+            SealError::Unreadable,
+            "the former key no longer seals"
+        );
+        assert_eq!(
+            key(2).open("smtp_password", &old).unwrap_err(),
+            SealError::Unreadable,
+            "without the former key, its values do not open"
+        );
+        assert!(
+            key(2)
+                .with_previous(&[SecretString::from("short".to_string())])
+                .is_err()
+        );
     }
 }

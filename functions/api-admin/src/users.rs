@@ -130,8 +130,13 @@ pub async fn update(
     let disabling = body.status.as_deref() == Some("disabled");
     if disabling {
         ended = accounts::delete_sessions(&mut *tx, user_id, None).await?;
-        kubeconfigs_revoked =
-            kubeconfigs::revoke_all_of_user(&mut tx, user_id, admin.user_id).await?;
+        kubeconfigs_revoked = kubeconfigs::revoke_all_of_user(
+            &mut tx,
+            user_id,
+            admin.user_id,
+            kubeconfigs::RevokeAll::UserDisabled,
+        )
+        .await?;
     }
     audit::record(
         &mut *tx,
@@ -147,15 +152,13 @@ pub async fn update(
     )
     .await?;
     tx.commit().await?;
-    if kubeconfigs_revoked > 0
-        && let Some(host) = &state.host
-    {
-        // At once where the clusters answer; the cluster sync does the rest.
-        let report = kubecred::remove_stale(&state.pool, host, Some(user_id)).await?;
-        if report.pending > 0 {
-            tracing::warn!(%user_id, pending = report.pending, "some kubeconfig credentials of a disabled user are still being removed");
-        }
-    }
+    kubecred::remove_revoked_now(
+        &state.pool,
+        state.host.as_deref(),
+        user_id,
+        kubeconfigs_revoked,
+    )
+    .await?;
     accounts::get_user(&state.pool, user_id)
         .await?
         .map(AppJson)

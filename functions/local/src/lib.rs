@@ -6,6 +6,8 @@
 //! server binaries.
 //!
 //! Commands: `local` (run), `local migrate` (apply migrations and exit),
+//! `local reseal-settings` (re-seal the stored secrets under the current
+//! `KUBEBYON_SETTINGS_KEY`, opening them with `KUBEBYON_SETTINGS_KEY_PREVIOUS`),
 //! `local openapi` (print the OpenAPI document). `--development` makes every
 //! console request act as one development user; it binds to loopback only,
 //! answers loopback host names only and refuses cross-site writes. Nothing
@@ -128,8 +130,9 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         "migrate" => migrate(&database_url, settings.database_max_connections)
             .await
             .map(|_| ()),
+        "reseal-settings" => reseal_settings(&settings, &database_url).await,
         other => Err(anyhow::anyhow!(
-            "unknown command {other:?}; expected run, migrate or openapi"
+            "unknown command {other:?}; expected run, migrate, reseal-settings or openapi"
         )),
     };
     if let Some(pg) = embedded {
@@ -146,6 +149,36 @@ async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sql
         .context("applying migrations")?;
     tracing::info!("migrations applied");
     Ok(pool)
+}
+
+/// Re-seals every stored secret under the current settings key, audited.
+async fn reseal_settings(settings: &Settings, database_url: &SecretString) -> anyhow::Result<()> {
+    let key = settings
+        .secret_box()
+        .context("KUBEBYON_SETTINGS_KEY must be set to the new key")?;
+    let pool = migrate(database_url, settings.database_max_connections).await?;
+    let mut tx = pool.begin().await?;
+    let done = db::settings::reseal(&mut tx, &key).await?;
+    db::audit::record(
+        &mut *tx,
+        db::audit::AuditEvent {
+            actor_user_id: None,
+            actor_kind: "system",
+            action: "system.settings.resealed",
+            target_kind: "system_settings",
+            target_id: "system".into(),
+            cluster_id: None,
+            metadata: serde_json::json!({ "resealed": done.resealed, "already_current": done.current }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(
+        resealed = done.resealed,
+        already_current = done.current,
+        "every stored secret is sealed under the current key: KUBEBYON_SETTINGS_KEY_PREVIOUS can go"
+    );
+    Ok(())
 }
 
 async fn serve(

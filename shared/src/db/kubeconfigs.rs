@@ -22,7 +22,7 @@ pub struct Credential {
     pub description: Option<String>,
     pub expires_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
-    /// `user`, `user_disabled` or `issue_failed`.
+    /// `user`, `user_disabled`, `password_changed` or `issue_failed`.
     pub revoke_reason: Option<String>,
     pub created_at: DateTime<Utc>,
 }
@@ -139,19 +139,39 @@ pub async fn revoke(
         == 1)
 }
 
-/// Revokes every credential a user still holds (the user was disabled).
-/// Returns how many.
+/// Why every credential of a user is revoked at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevokeAll {
+    /// An administrator disabled the user.
+    UserDisabled,
+    /// The password was changed or reset: whoever held the account may have
+    /// downloaded kubeconfigs.
+    PasswordChanged,
+}
+
+impl RevokeAll {
+    fn reason(self) -> &'static str {
+        match self {
+            RevokeAll::UserDisabled => "user_disabled",
+            RevokeAll::PasswordChanged => "password_changed",
+        }
+    }
+}
+
+/// Revokes every credential a user still holds. Returns how many.
 pub async fn revoke_all_of_user(
     tx: &mut PgConnection,
     user_id: Uuid,
     by: Uuid,
+    why: RevokeAll,
 ) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(
         "UPDATE kubeconfig_credentials
-         SET revoked_at = now(), revoked_by_user_id = $2, revoke_reason = 'user_disabled'
+         SET revoked_at = now(), revoked_by_user_id = $2, revoke_reason = $3
          WHERE user_id = $1 AND revoked_at IS NULL",
         user_id,
-        by
+        by,
+        why.reason()
     )
     .execute(tx)
     .await?

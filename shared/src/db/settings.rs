@@ -3,9 +3,9 @@
 //! opened for the code that uses them.
 
 use chrono::{DateTime, Utc};
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Deserializer, Serialize};
-use sqlx::PgExecutor;
+use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 
 use crate::secretbox::{SealError, SecretBox};
@@ -299,4 +299,74 @@ pub async fn save(
     .execute(db)
     .await?;
     Ok(())
+}
+
+/// What a re-seal did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Resealed {
+    /// Secrets that were sealed under a previous key and now are under the current one.
+    pub resealed: u32,
+    /// Secrets already sealed under the current key, left as they were.
+    pub current: u32,
+}
+
+/// Re-seals every stored secret under `key`'s current key, in the caller's
+/// transaction (the row is locked). A secret that opens under none of the
+/// keys stops it with nothing changed.
+pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, ResealError> {
+    sqlx::query!("SELECT id FROM system_settings WHERE id FOR UPDATE")
+        .fetch_one(&mut *tx)
+        .await?;
+    let stored = load(&mut *tx).await?;
+    let mut done = Resealed::default();
+    let mut again =
+        |column: &'static str, sealed: Option<Vec<u8>>| -> Result<Option<Vec<u8>>, ResealError> {
+            let Some(sealed) = sealed else {
+                return Ok(None);
+            };
+            let (plain, current) = key
+                .open_with_current(column, &sealed)
+                .map_err(|_| ResealError::Unreadable(column))?;
+            if current {
+                done.current += 1;
+                return Ok(Some(sealed));
+            }
+            done.resealed += 1;
+            Ok(Some(key.seal(column, plain.expose_secret())))
+        };
+    let dns = again(column::DNS_SECRET, stored.dns_secret)?;
+    let github = again(column::GITHUB_SECRET, stored.github_secret)?;
+    let google = again(column::GOOGLE_SECRET, stored.google_secret)?;
+    let captcha = again(column::CAPTCHA_SECRET, stored.captcha_secret)?;
+    let smtp = again(column::SMTP_PASSWORD, stored.smtp_password)?;
+    let webhook = again(column::WEBHOOK_SECRET, stored.webhook_secret)?;
+    sqlx::query!(
+        "UPDATE system_settings SET
+             managed_workload_ingress_dns_secret_encrypted = $1,
+             github_oauth_client_secret_encrypted = $2,
+             google_oauth_client_secret_encrypted = $3,
+             captcha_secret_encrypted = $4,
+             smtp_password_encrypted = $5,
+             outbound_webhook_secret_encrypted = $6
+         WHERE id",
+        dns,
+        github,
+        google,
+        captcha,
+        smtp,
+        webhook,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(done)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResealError {
+    #[error(
+        "{0} opens under neither the current key nor a previous one (KUBEBYON_SETTINGS_KEY_PREVIOUS)"
+    )]
+    Unreadable(&'static str),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
 }

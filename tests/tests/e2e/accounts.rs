@@ -2174,3 +2174,84 @@ async fn sessions_end_after_their_idle_timeout_and_their_absolute_lifetime() {
         .unwrap();
     assert_eq!(me(idle).await, StatusCode::UNAUTHORIZED);
 }
+
+/// Gives the account a live kubeconfig credential on a cluster; returns its id.
+async fn live_kubeconfig(accounts: &Accounts, email: &str) -> uuid::Uuid {
+    let cluster = tests::handlers::seed_cluster(&accounts.db.pool).await;
+    sqlx::query_scalar(
+        "INSERT INTO kubeconfig_credentials (cluster_id, user_id, service_account_name, expires_at)
+         SELECT $1, id, 'kubebyon-user-x', now() + interval '8 hours' FROM users WHERE email = $2
+         RETURNING id",
+    )
+    .bind(cluster)
+    .bind(email)
+    .fetch_one(&accounts.db.pool)
+    .await
+    .unwrap()
+}
+
+async fn revoke_reason(accounts: &Accounts, credential: uuid::Uuid) -> Option<String> {
+    sqlx::query_scalar("SELECT revoke_reason FROM kubeconfig_credentials WHERE id = $1")
+        .bind(credential)
+        .fetch_one(&accounts.db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_new_password_revokes_every_kubeconfig_of_the_account() {
+    let accounts = Accounts::new().await;
+    let browser = accounts
+        .signed_up("erin@example.com", "correct horse battery")
+        .await;
+    accounts
+        .signed_up("frank@example.com", "correct horse battery")
+        .await;
+    let before_change = live_kubeconfig(&accounts, "erin@example.com").await;
+    let others = live_kubeconfig(&accounts, "frank@example.com").await;
+
+    let reply = accounts
+        .call(&browser, "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "battery staple horse" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+    assert_eq!(
+        revoke_reason(&accounts, before_change).await.as_deref(),
+        Some("password_changed")
+    );
+    assert_eq!(
+        revoke_reason(&accounts, others).await,
+        None,
+        "another account's kubeconfig is untouched"
+    );
+
+    let before_reset = live_kubeconfig(&accounts, "erin@example.com").await;
+    let anonymous = Client {
+        ip: "198.51.100.11".into(),
+        ..Client::default()
+    };
+    let reply = accounts
+        .call(
+            &anonymous,
+            "POST",
+            "/api/auth/password-reset",
+            Some(json!({ "email": "erin@example.com" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let code = accounts.mail.code_for("erin@example.com").await;
+    let reply = accounts
+        .call(&anonymous, "POST", "/api/auth/password-reset/confirm", Some(json!({ "email": "erin@example.com", "code": code, "new_password": "staple horse battery" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+    assert_eq!(
+        revoke_reason(&accounts, before_reset).await.as_deref(),
+        Some("password_changed")
+    );
+    let audit: Value = sqlx::query_scalar(
+        "SELECT metadata FROM audit_events WHERE action = 'user.password_reset' ORDER BY created_at DESC LIMIT 1",
+    )
+    .fetch_one(&accounts.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(audit["kubeconfigs_revoked"], 1);
+}

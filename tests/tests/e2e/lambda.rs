@@ -219,3 +219,72 @@ async fn the_jobs_of_an_amazon_mq_batch_run_together() {
     );
     assert_eq!(claims_run(&pool).await, 1, "claim statements for the batch");
 }
+
+/// A recorded API Gateway event, turned into `POST path` with a JSON body.
+fn post_event(path: &str, body: serde_json::Value) -> serde_json::Value {
+    let mut event = fixture("apigw-http-v2-create-cluster.json");
+    event["rawPath"] = path.into();
+    event["requestContext"]["http"]["path"] = path.into();
+    let body = body.to_string();
+    event["headers"]["content-length"] = body.len().to_string().into();
+    event["body"] = body.into();
+    event
+}
+
+#[tokio::test]
+async fn under_lambda_a_code_request_answers_at_the_same_time_for_real_and_unknown_addresses() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let mail = tests::smtp::SmtpSink::start().await;
+    let api = RuntimeApi::start().await;
+    let amqp_url = tests::broker::amqp_url();
+    let smtp_url = mail.url();
+    let _function = spawn_function(
+        "api-auth",
+        &api,
+        &[
+            ("DATABASE_URL", &db.url),
+            ("AMQP_URL", &amqp_url),
+            ("AMQP_EXCHANGE", &broker.topology.exchange),
+            ("SMTP_URL", &smtp_url),
+            ("KUBEBYON_CODE_ANSWER_MS", "1500"),
+        ],
+    );
+    sqlx::query(
+        "INSERT INTO users (email, display_name, password_hash, email_verified_at)
+         VALUES ('real@example.com', 'Real', 'x', now())",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let floor = std::time::Duration::from_millis(1500);
+    // The first invocation also pays the function's start.
+    for email in [
+        "unknown@example.com",
+        "real@example.com",
+        "unknown@example.com",
+    ] {
+        let started = std::time::Instant::now();
+        let answer = response(
+            api.invoke(post_event(
+                "/api/auth/password-reset",
+                serde_json::json!({ "email": email }),
+            ))
+            .await,
+        );
+        let took = started.elapsed();
+        assert_eq!(answer["statusCode"], 202, "{answer}");
+        assert!(
+            took >= floor,
+            "{email} answered after {took:?}, before the {floor:?} every code request takes"
+        );
+    }
+    // The real address got its code inside the request.
+    assert_eq!(mail.code_for("real@example.com").await.len(), 6);
+    assert!(
+        mail.messages()
+            .iter()
+            .all(|m| !m.contains("unknown@example.com")),
+        "nothing went to the unknown address"
+    );
+}

@@ -266,3 +266,121 @@ async fn without_the_flag_local_asks_every_caller_to_authenticate() {
         assert!(!status.success(), "KUBEBYON_AUTH_MODE={value:?} started");
     }
 }
+
+/// `local reseal-settings`, run as an operator would during a key rotation.
+async fn reseal(db: &TestDb, env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(workspace_binary("local"))
+        .arg("reseal-settings")
+        .env("DATABASE_URL", &db.url)
+        .env_remove("KUBEBYON_SETTINGS_KEY")
+        .env_remove("KUBEBYON_SETTINGS_KEY_PREVIOUS")
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("local runs")
+}
+
+#[tokio::test]
+async fn a_settings_key_rotation_reseals_every_secret_under_the_new_key() {
+    use secrecy::{ExposeSecret, SecretString};
+    use shared::{
+        db::settings::{self, SecretChanges, column},
+        secretbox::SecretBox,
+    };
+    const OLD: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+    const NEW: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
+    const OTHER: &str = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWY=";
+    let key = |k: &str| SecretBox::new(&SecretString::from(k.to_string())).unwrap();
+    let db = TestDb::new().await;
+    let stored = settings::load(&db.pool).await.unwrap();
+    settings::save(
+        &db.pool,
+        Some(&key(OLD)),
+        &stored.fields,
+        &SecretChanges {
+            smtp_password: Some(Some("smtp-hunter2".into())),
+            captcha_secret: Some(Some("captcha-hunter2".into())),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let sealed = |s: &settings::Stored| (s.smtp_password.clone(), s.captcha_secret.clone());
+    let before = sealed(&settings::load(&db.pool).await.unwrap());
+
+    // A previous key that did not seal them stops the command, changing nothing.
+    let wrong = reseal(
+        &db,
+        &[
+            ("KUBEBYON_SETTINGS_KEY", NEW),
+            ("KUBEBYON_SETTINGS_KEY_PREVIOUS", OTHER),
+        ],
+    )
+    .await;
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("opens under neither"),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+    assert_eq!(sealed(&settings::load(&db.pool).await.unwrap()), before);
+    // Without the new key there is nothing to seal under.
+    assert!(
+        !reseal(&db, &[("KUBEBYON_SETTINGS_KEY_PREVIOUS", OLD)])
+            .await
+            .status
+            .success()
+    );
+
+    let done = reseal(
+        &db,
+        &[
+            ("KUBEBYON_SETTINGS_KEY", NEW),
+            ("KUBEBYON_SETTINGS_KEY_PREVIOUS", &format!("{OTHER},{OLD}")),
+        ],
+    )
+    .await;
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let after = settings::load(&db.pool).await.unwrap();
+    for (column, value, plain) in [
+        (
+            column::SMTP_PASSWORD,
+            after.smtp_password.as_deref(),
+            "smtp-hunter2",
+        ),
+        (
+            column::CAPTCHA_SECRET,
+            after.captcha_secret.as_deref(),
+            "captcha-hunter2",
+        ),
+    ] {
+        let value = value.expect("still set");
+        assert_eq!(
+            key(NEW).open(column, value).unwrap().expose_secret(),
+            plain,
+            "the new key alone opens {column}"
+        );
+        assert!(
+            key(OLD).open(column, value).is_err(),
+            "the old key no longer opens {column}"
+        );
+    }
+    let audited: serde_json::Value = sqlx::query_scalar(
+        "SELECT metadata FROM audit_events WHERE action = 'system.settings.resealed'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(audited["resealed"], 2);
+    // Run again: nothing left to re-seal, and the old key is not needed.
+    let again = reseal(&db, &[("KUBEBYON_SETTINGS_KEY", NEW)]).await;
+    assert!(again.status.success());
+    assert_eq!(
+        sealed(&settings::load(&db.pool).await.unwrap()),
+        sealed(&after)
+    );
+}
