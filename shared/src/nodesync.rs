@@ -38,7 +38,9 @@ pub fn quantity(raw: &str, scale: f64) -> Option<i64> {
     quantity_value(raw).map(|v| (v * scale).round() as i64)
 }
 
-/// A Kubernetes quantity in base units (`250m` is 0.25, `1Ki` is 1024).
+/// A Kubernetes quantity in base units (`250m` is 0.25, `1Ki` is 1024);
+/// `None` for anything unparseable or not finite (`1e400`: a tenant's
+/// kubelet reports what it likes).
 pub fn quantity_value(raw: &str) -> Option<f64> {
     let raw = raw.trim();
     let split = raw
@@ -64,7 +66,7 @@ pub fn quantity_value(raw: &str) -> Option<f64> {
         s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
         _ => return None,
     };
-    Some(number * factor)
+    Some(number * factor).filter(|v| v.is_finite())
 }
 
 /// The platform's view of one Node object at `now`.
@@ -347,6 +349,11 @@ mod tests {
         assert_eq!(quantity("1e3", 1.0), Some(1000));
         assert_eq!(quantity("2G", 1.0), Some(2_000_000_000));
         assert_eq!(quantity("lots", 1.0), None);
+        assert_eq!(
+            quantity("1e400", 1.0),
+            None,
+            "a kubelet's infinity is no figure"
+        );
         assert_eq!(quantity("250000000n", 1000.0), Some(250));
         assert_eq!(quantity("1500u", 1e6), Some(1500));
     }

@@ -320,6 +320,8 @@ pub async fn callback(
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -340,5 +342,27 @@ mod tests {
             assert_eq!(safe_return(Some(bad)), "/", "{bad}");
         }
         assert_eq!(safe_return(None), "/");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Wherever a login asks to return to, it stays on this site.
+        #[test]
+        fn a_return_path_never_leaves_the_site(
+            raw in proptest::collection::vec(
+                prop_oneof![
+                    3 => proptest::sample::select(vec!['/', '\\', '\t', '\n', '\r', ' ', '.', ':', '@', '%', '?', '#']),
+                    3 => proptest::char::range('\0', '\u{7f}'),
+                    1 => any::<char>(),
+                ],
+                0..40,
+            ).prop_map(|c| c.into_iter().collect::<String>())
+        ) {
+            let back = safe_return(Some(&raw));
+            prop_assert!(back.starts_with('/') && !back.starts_with("//"), "{raw:?} -> {back:?}");
+            prop_assert!(back.bytes().all(|b| b.is_ascii_graphic() && b != b'\\'), "{raw:?} -> {back:?}");
+            prop_assert!(back.len() <= 500);
+        }
     }
 }

@@ -316,3 +316,33 @@ mod tests {
         assert!(check_hostname(&format!("{}.com", "a".repeat(64))).is_err());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::check_hostname;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// An accepted hostname is a plain lowercase ASCII DNS name.
+        #[test]
+        fn an_accepted_hostname_is_lowercase_ascii_labels(
+            raw in proptest::collection::vec(
+                prop_oneof![
+                    4 => proptest::sample::select(vec!['a', 'z', '0', '9', '-', '.', '*']),
+                    1 => proptest::sample::select(vec!['A', 'İ', 'ı', '_', ' ', '\u{200b}', 'ｇ']),
+                    1 => any::<char>(),
+                ],
+                0..70,
+            ).prop_map(|c| c.into_iter().collect::<String>())
+        ) {
+            if check_hostname(&raw).is_ok() {
+                prop_assert!(raw.len() <= 253 && raw.contains('.'));
+                prop_assert!(raw.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'));
+                prop_assert!(raw.split('.').all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-')));
+            }
+        }
+    }
+}
