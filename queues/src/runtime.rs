@@ -2,7 +2,7 @@
 //! settings once, sets up tracing and the database pool, and picks its runtime:
 //! Lambda when `AWS_LAMBDA_RUNTIME_API` is set, a long-running process otherwise.
 
-use std::{future::Future, sync::Arc};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
@@ -11,6 +11,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use shared::{
     config::Settings,
     db,
+    host::HostCluster,
     http::{AppState, Identity, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
     runtime::{ScheduleMode, run_schedule, serve_http, shutdown_signal, under_lambda},
@@ -112,18 +113,87 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What one run of a schedule works with: the same in a schedule function
+/// and inside `local`.
+#[derive(Clone)]
+pub struct ScheduleContext {
+    pub pool: PgPool,
+    pub settings: Arc<Settings>,
+    host: Option<Arc<HostCluster>>,
+    publisher: Option<Arc<dyn JobPublisher>>,
+}
+
+impl ScheduleContext {
+    pub fn new(
+        pool: PgPool,
+        settings: Arc<Settings>,
+        host: Option<Arc<HostCluster>>,
+        publisher: Option<Arc<dyn JobPublisher>>,
+    ) -> Self {
+        Self {
+            pool,
+            settings,
+            host,
+            publisher,
+        }
+    }
+
+    /// The host cluster, for schedules that declare they need it.
+    pub fn host(&self) -> anyhow::Result<&HostCluster> {
+        self.host
+            .as_deref()
+            .context("environment variable KUBEBYON_HOST_KUBECONFIG is required")
+    }
+
+    /// The job publisher, for schedules that declare they need it.
+    pub fn publisher(&self) -> anyhow::Result<&dyn JobPublisher> {
+        self.publisher
+            .as_deref()
+            .context("environment variable AMQP_URL is required")
+    }
+}
+
+/// One run of a schedule, answering its JSON summary.
+pub type ScheduleRun =
+    fn(ScheduleContext) -> Pin<Box<dyn Future<Output = anyhow::Result<serde_json::Value>> + Send>>;
+
+/// A schedule function as data: `main` hands it to [`schedule_function`], and
+/// `local` runs every one of them on its interval.
+pub struct Schedule {
+    pub name: &'static str,
+    /// How often it runs when it loops (read from the settings).
+    pub interval: fn(&Settings) -> Duration,
+    /// Whether it acts on the host cluster (then `KUBEBYON_HOST_KUBECONFIG` is required).
+    pub needs_host: bool,
+    /// Whether it publishes jobs (then `AMQP_URL` is required).
+    pub needs_publisher: bool,
+    pub run: ScheduleRun,
+}
+
 /// A schedule function: EventBridge under Lambda, `--once`, or a loop every
-/// `interval` (read from the settings).
-pub async fn schedule_function<F, Fut>(
-    name: &'static str,
-    interval: fn(&Settings) -> std::time::Duration,
-    task: F,
-) -> anyhow::Result<()>
-where
-    F: Fn(Platform) -> Fut + Send + Sync + Clone + 'static,
-    Fut: Future<Output = anyhow::Result<serde_json::Value>> + Send,
-{
+/// `interval`.
+pub async fn schedule_function(schedule: &'static Schedule) -> anyhow::Result<()> {
     let platform = Platform::from_env(db::Workload::Requests)?;
-    let mode = ScheduleMode::from_process(interval(&platform.settings));
-    run_schedule(name, mode, move || task(platform.clone())).await
+    let host = if schedule.needs_host {
+        Some(
+            shared::host::from_env()
+                .await?
+                .context("environment variable KUBEBYON_HOST_KUBECONFIG is required")?,
+        )
+    } else {
+        None
+    };
+    let publisher = if schedule.needs_publisher {
+        Some(platform.publisher()?)
+    } else {
+        None
+    };
+    let context = ScheduleContext::new(
+        platform.pool.clone(),
+        platform.settings.clone(),
+        host,
+        publisher,
+    );
+    let mode = ScheduleMode::from_process((schedule.interval)(&platform.settings));
+    run_schedule(schedule.name, mode, move || (schedule.run)(context.clone())).await
 }

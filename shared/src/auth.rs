@@ -87,9 +87,10 @@ pub fn new_email_code() -> String {
     }
 }
 
-/// Compares without stopping at the first difference.
+/// Compares without stopping at the first difference (`subtle`; only the
+/// lengths are compared in the open).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 /// Checks a new password: 10–200 characters, not the email address, and not
@@ -328,6 +329,15 @@ pub async fn prune_rate_limits(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Err
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_bytes_and_only_those_compare_equal() {
+        assert!(constant_time_eq(b"csrf-token", b"csrf-token"));
+        assert!(!constant_time_eq(b"csrf-token", b"csrf-tokem"));
+        assert!(!constant_time_eq(b"csrf-token", b"csrf-token-longer"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
 
     #[test]
     fn secrets_have_their_shapes() {

@@ -112,17 +112,16 @@ fn encode(pairs: &[(&str, &str)]) -> String {
         .join("&")
 }
 
-/// Percent-encodes a form or query value.
+/// RFC 3986's unreserved characters: all that a value keeps as it is.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// Percent-encodes a form or query value (or a path segment).
 pub fn percent_encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            other => format!("%{other:02X}"),
-        })
-        .collect()
+    percent_encoding::utf8_percent_encode(value, UNRESERVED).to_string()
 }
 
 /// What a provider says about the person logging in.

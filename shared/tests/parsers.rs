@@ -1,12 +1,12 @@
 //! Property tests over the parsers that read what clients and tenants send
 //! (email addresses, names, tokens, URLs) or what tenants' clusters report
-//! (quantities, `/proc` figures): no input panics one (release builds abort
+//! (quantities): no input panics one (release builds abort
 //! on a panic), and what one accepts is in its canonical form.
 
 use proptest::prelude::*;
 use shared::{
     domain::{ClusterName, EmailAddress, KubernetesVersion},
-    jointoken, metricsync, nodesync, outbound,
+    jointoken, nodesync, outbound,
 };
 
 /// Characters hostile input is made of: ASCII (control characters too),
@@ -110,20 +110,5 @@ proptest! {
             prop_assert!(value.is_finite(), "{raw:?} gave {value}");
         }
         let _ = nodesync::quantity(&raw, scale);
-    }
-
-    /// `/proc` figures come from inside the tenant's control-plane pod.
-    #[test]
-    fn proc_output_is_read_without_panicking(
-        lines in proptest::collection::vec(
-            prop_oneof![
-                hostile_string(60),
-                proptest::collection::vec(prop_oneof![any::<i64>().prop_map(|n| n.to_string()), hostile_string(8)], 0..8)
-                    .prop_map(|fields| fields.join(" ")),
-            ],
-            0..12,
-        )
-    ) {
-        let _ = metricsync::parse_proc(&lines.join("\n"));
     }
 }

@@ -19,7 +19,10 @@ use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use axum::{Router, routing::get};
-use queues::{AmqpPublisher, Consumer, Topology, inprocess};
+use queues::{
+    AmqpPublisher, Consumer, Topology, inprocess,
+    runtime::{Schedule, ScheduleContext},
+};
 use secrecy::SecretString;
 use shared::{
     config::{ProcessEnv, Settings},
@@ -27,8 +30,6 @@ use shared::{
     host::{HostCluster, HostSettings},
     http::{AppState, Identity, loopback_only, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
-    nodesync::sync_all,
-    observe::observe_clusters,
     runtime::serve_http_on,
     telemetry,
 };
@@ -60,6 +61,17 @@ pub fn routes() -> Router<AppState> {
         .merge(api_admin::router())
         .merge(join::router())
         .route("/api/openapi.json", get(|| async { axum::Json(openapi()) }))
+}
+
+/// Every schedule function, run on its interval.
+pub fn schedules() -> [&'static Schedule; 5] {
+    [
+        &sweep::SCHEDULE,
+        &sync_clusters::SCHEDULE,
+        &sync_nodes::SCHEDULE,
+        &sync_metrics::SCHEDULE,
+        &sync_dns::SCHEDULE,
+    ]
 }
 
 /// Every job handler, acting on `host`.
@@ -223,78 +235,31 @@ async fn serve(
         }
     };
 
-    background.spawn(every(settings.sweep_interval, stopped(), {
-        let (pool, publisher, settings) = (pool.clone(), publisher.clone(), settings.clone());
-        move || {
-            let (pool, publisher, settings) = (pool.clone(), publisher.clone(), settings.clone());
-            async move {
-                if let Err(err) = jobs::sweep(&pool, publisher.as_ref(), &settings.jobs).await {
-                    tracing::error!(error = %err, "sweep failed");
+    let context = ScheduleContext::new(
+        pool.clone(),
+        settings.clone(),
+        Some(host.clone()),
+        Some(publisher.clone()),
+    );
+    for schedule in schedules() {
+        let context = context.clone();
+        background.spawn(every(
+            (schedule.interval)(&settings),
+            stopped(),
+            move || {
+                let context = context.clone();
+                async move {
+                    if let Err(err) = (schedule.run)(context).await {
+                        tracing::error!(
+                            schedule = schedule.name,
+                            error = format!("{err:#}"),
+                            "scheduled run failed"
+                        );
+                    }
                 }
-            }
-        }
-    }));
-    background.spawn(every(settings.node_sync_interval, stopped(), {
-        let (pool, host, offline_after) = (pool.clone(), host.clone(), settings.node_offline_after);
-        move || {
-            let (pool, host) = (pool.clone(), host.clone());
-            async move {
-                if let Err(err) = sync_all(
-                    &pool,
-                    &host,
-                    shared::nodesync::DEFAULT_CONCURRENCY,
-                    offline_after,
-                )
-                .await
-                {
-                    tracing::error!(error = %err, "node sync failed");
-                }
-            }
-        }
-    }));
-    background.spawn(every(settings.metrics_interval, stopped(), {
-        let (pool, host, retention) = (pool.clone(), host.clone(), settings.metrics_retention);
-        move || {
-            let (pool, host) = (pool.clone(), host.clone());
-            async move {
-                if let Err(err) = shared::metricsync::collect_all(
-                    &pool,
-                    &host,
-                    shared::nodesync::DEFAULT_CONCURRENCY,
-                    retention,
-                )
-                .await
-                {
-                    tracing::error!(error = %err, "metrics sync failed");
-                }
-            }
-        }
-    }));
-    background.spawn(every(settings.dns_interval, stopped(), {
-        let (pool, settings) = (pool.clone(), settings.clone());
-        move || {
-            let (pool, settings) = (pool.clone(), settings.clone());
-            async move {
-                if let Err(err) = shared::dns::sync(&pool, &settings).await {
-                    tracing::error!(error = %err, "DNS sync failed");
-                }
-            }
-        }
-    }));
-    background.spawn(every(settings.observe_interval, stopped(), {
-        let (pool, host) = (pool.clone(), host.clone());
-        move || {
-            let (pool, host) = (pool.clone(), host.clone());
-            async move {
-                if let Err(err) = observe_clusters(&pool, &host, 16).await {
-                    tracing::error!(error = %err, "cluster observation failed");
-                }
-                if let Err(err) = shared::kubecred::remove_stale(&pool, &host, None).await {
-                    tracing::error!(error = %err, "kubeconfig credential removal failed");
-                }
-            }
-        }
-    }));
+            },
+        ));
+    }
 
     let identity = if development {
         let user_id = db::users::ensure_development_user(&pool)

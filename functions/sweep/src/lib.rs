@@ -3,9 +3,17 @@
 //! publishes every due job that has no live wake-up, so a committed job is
 //! always delivered even when the publish after commit was lost.
 
-use queues::runtime::Platform;
-use shared::jobs::{self, JobPublisher, SweepReport};
+use queues::runtime::{Schedule, ScheduleContext};
+use shared::jobs::{self, SweepReport};
 
-pub async fn run(platform: &Platform, publisher: &dyn JobPublisher) -> anyhow::Result<SweepReport> {
-    Ok(jobs::sweep(&platform.pool, publisher, &platform.settings.jobs).await?)
+pub const SCHEDULE: Schedule = Schedule {
+    name: "sweep",
+    interval: |s| s.sweep_interval,
+    needs_host: false,
+    needs_publisher: true,
+    run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
+};
+
+pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<SweepReport> {
+    Ok(jobs::sweep(&ctx.pool, ctx.publisher()?, &ctx.settings.jobs).await?)
 }

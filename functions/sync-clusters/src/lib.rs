@@ -1,18 +1,27 @@
 //! `sync-clusters`: the schedule that checks every ready cluster's control
 //! plane and records whether it answers (`connection_status`, `last_observed_at`),
-//! then deletes the ServiceAccounts of revoked and expired kubeconfig
-//! credentials from their clusters.
+//! converges its managed ingress and follows its hostnames' certificates
+//! ([`observe`]), then deletes the ServiceAccounts of revoked and expired
+//! kubeconfig credentials from their clusters.
 
-use queues::runtime::Platform;
+pub mod observe;
+
+use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
-use shared::{
-    host::HostCluster,
-    kubecred::{self, RemovalReport},
-    observe::{ObservationReport, observe_clusters},
-};
+use shared::kubecred::{self, RemovalReport};
+
+use crate::observe::{ObservationReport, observe_clusters};
 
 /// Control planes checked at once.
 pub const CONCURRENCY: usize = 16;
+
+pub const SCHEDULE: Schedule = Schedule {
+    name: "sync-clusters",
+    interval: |s| s.observe_interval,
+    needs_host: true,
+    needs_publisher: false,
+    run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
+};
 
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Report {
@@ -21,9 +30,10 @@ pub struct Report {
     pub credentials: RemovalReport,
 }
 
-pub async fn run(platform: &Platform, host: &HostCluster) -> anyhow::Result<Report> {
-    let observation = observe_clusters(&platform.pool, host, CONCURRENCY).await?;
-    let credentials = kubecred::remove_stale(&platform.pool, host, None).await?;
+pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
+    let host = ctx.host()?;
+    let observation = observe_clusters(&ctx.pool, host, CONCURRENCY).await?;
+    let credentials = kubecred::remove_stale(&ctx.pool, host, None).await?;
     Ok(Report {
         observation,
         credentials,

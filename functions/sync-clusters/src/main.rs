@@ -1,19 +1,4 @@
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let host = shared::host::from_env().await?.ok_or_else(|| {
-        anyhow::anyhow!("environment variable KUBEBYON_HOST_KUBECONFIG is required")
-    })?;
-    queues::runtime::schedule_function(
-        "sync-clusters",
-        |s| s.observe_interval,
-        move |platform| {
-            let host = host.clone();
-            async move {
-                Ok(serde_json::to_value(
-                    sync_clusters::run(&platform, &host).await?,
-                )?)
-            }
-        },
-    )
-    .await
+    queues::runtime::schedule_function(&sync_clusters::SCHEDULE).await
 }

@@ -3,9 +3,17 @@
 //! challenges of self-managed hostnames not verified yet, and observes the
 //! resolution of verified ones.
 
-use queues::runtime::Platform;
+use queues::runtime::{Schedule, ScheduleContext};
 use shared::dns::{DnsReport, sync};
 
-pub async fn run(platform: &Platform) -> anyhow::Result<DnsReport> {
-    Ok(sync(&platform.pool, &platform.settings).await?)
+pub const SCHEDULE: Schedule = Schedule {
+    name: "sync-dns",
+    interval: |s| s.dns_interval,
+    needs_host: false,
+    needs_publisher: false,
+    run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
+};
+
+pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<DnsReport> {
+    Ok(sync(&ctx.pool, &ctx.settings).await?)
 }

@@ -1,20 +1,31 @@
 //! `sync-metrics`: the schedule that takes a snapshot of every ready
-//! cluster's control plane from the host's metrics API (16 clusters at a
-//! time), and prunes snapshots past `METRICS_RETENTION_MS`.
+//! cluster's control plane from the host's metrics API and the pod's `/proc`
+//! (16 clusters at a time, [`collect`]), and prunes snapshots past
+//! `METRICS_RETENTION_MS`.
 
-use queues::runtime::Platform;
-use shared::{
-    host::HostCluster,
-    metricsync::{MetricsReport, collect_all},
-    nodesync::DEFAULT_CONCURRENCY,
+pub mod collect;
+
+use queues::runtime::{Schedule, ScheduleContext};
+
+use crate::collect::{MetricsReport, collect_all};
+
+/// Control planes read at once.
+pub const CONCURRENCY: usize = 16;
+
+pub const SCHEDULE: Schedule = Schedule {
+    name: "sync-metrics",
+    interval: |s| s.metrics_interval,
+    needs_host: true,
+    needs_publisher: false,
+    run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
 };
 
-pub async fn run(platform: &Platform, host: &HostCluster) -> anyhow::Result<MetricsReport> {
+pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<MetricsReport> {
     Ok(collect_all(
-        &platform.pool,
-        host,
-        DEFAULT_CONCURRENCY,
-        platform.settings.metrics_retention,
+        &ctx.pool,
+        ctx.host()?,
+        CONCURRENCY,
+        ctx.settings.metrics_retention,
     )
     .await?)
 }

@@ -2,18 +2,23 @@
 //! (one list per cluster per cycle, 16 clusters at a time) and keeps the
 //! `nodes` snapshot and `node_events` history. A cycle with no change writes nothing.
 
-use queues::runtime::Platform;
-use shared::{
-    host::HostCluster,
-    nodesync::{DEFAULT_CONCURRENCY, NodeSyncReport, sync_all},
+use queues::runtime::{Schedule, ScheduleContext};
+use shared::nodesync::{DEFAULT_CONCURRENCY, NodeSyncReport, sync_all};
+
+pub const SCHEDULE: Schedule = Schedule {
+    name: "sync-nodes",
+    interval: |s| s.node_sync_interval,
+    needs_host: true,
+    needs_publisher: false,
+    run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
 };
 
-pub async fn run(platform: &Platform, host: &HostCluster) -> anyhow::Result<NodeSyncReport> {
+pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<NodeSyncReport> {
     Ok(sync_all(
-        &platform.pool,
-        host,
+        &ctx.pool,
+        ctx.host()?,
         DEFAULT_CONCURRENCY,
-        platform.settings.node_offline_after,
+        ctx.settings.node_offline_after,
     )
     .await?)
 }

@@ -450,7 +450,7 @@ async fn observation_records_whether_each_control_plane_answers() {
     let (id, namespace) = platform.create_ready("theta", "nodeport").await;
     let vcluster = platform.sim.vcluster(&namespace, "theta").unwrap();
 
-    let report = shared::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
+    let report = sync_clusters::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
         .await
         .unwrap();
     assert_eq!((report.connected, report.unreachable), (1, 0));
@@ -461,7 +461,7 @@ async fn observation_records_whether_each_control_plane_answers() {
         api_down: true,
         ..Faults::default()
     });
-    let report = shared::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
+    let report = sync_clusters::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
         .await
         .unwrap();
     assert_eq!((report.connected, report.unreachable), (0, 1));
@@ -473,7 +473,7 @@ async fn observation_records_whether_each_control_plane_answers() {
     );
 
     vcluster.set_faults(Faults::default());
-    shared::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
+    sync_clusters::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
         .await
         .unwrap();
     assert_eq!(

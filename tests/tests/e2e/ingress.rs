@@ -4,7 +4,7 @@
 
 use axum::http::StatusCode;
 use serde_json::json;
-use shared::observe::observe_clusters;
+use sync_clusters::observe::observe_clusters;
 
 use crate::platform::{Platform, node};
 

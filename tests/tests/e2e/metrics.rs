@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use shared::metricsync::collect_all;
+use sync_metrics::collect::collect_all;
 
 use crate::platform::Platform;
 

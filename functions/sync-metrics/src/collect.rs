@@ -21,7 +21,7 @@ use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::{
+use shared::{
     db::{
         clusters,
         metrics::{self, NewSnapshot},
@@ -243,6 +243,45 @@ pub async fn collect_all(
     }
     report.pruned = metrics::prune(pool, retention).await?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::parse_proc;
+
+    fn text(max: usize) -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                4 => proptest::char::range('\0', '\u{7f}'),
+                1 => proptest::sample::select(vec![':', '\t', ' ', '\n', '.', '-', 'k', 'B']),
+                1 => any::<char>(),
+            ],
+            0..max,
+        )
+        .prop_map(|c| c.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// `/proc` figures come from inside the tenant's control-plane pod.
+        #[test]
+        fn proc_output_is_read_without_panicking(
+            lines in proptest::collection::vec(
+                prop_oneof![
+                    text(60),
+                    proptest::collection::vec(prop_oneof![any::<i64>().prop_map(|n| n.to_string()), text(8)], 0..8)
+                        .prop_map(|fields| fields.join(" ")),
+                    (text(10), any::<i64>()).prop_map(|(k, v)| format!("{k}:\t{v} kB")),
+                ],
+                0..12,
+            )
+        ) {
+            let _ = parse_proc(&lines.join("\n"));
+        }
+    }
 }
 
 #[cfg(test)]
