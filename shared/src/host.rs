@@ -22,6 +22,7 @@ use kube::{
 use crate::{
     config::{ConfigError, Source},
     db::clusters::Cluster,
+    jobs::StepError as _,
 };
 
 /// The field manager of every object the platform applies.
@@ -195,6 +196,18 @@ fn isolation(pod_cidrs: &[String]) -> Value {
 /// The name of every control-plane namespace's NetworkPolicy.
 pub const NETWORK_POLICY: &str = "kubebyon-isolation";
 
+/// The job error for a failure at `step`, in words for the user: retryable
+/// when transient, fatal otherwise.
+impl crate::jobs::StepError for HostError {
+    fn at_step(self, step: &str) -> crate::jobs::JobError {
+        if self.is_transient() {
+            crate::jobs::JobError::retryable(format!("{step}: {self}"))
+        } else {
+            crate::jobs::JobError::fatal(format!("{step} failed: {self}"))
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     #[error("cannot read the host kubeconfig: {0}")]
@@ -216,16 +229,6 @@ impl HostError {
             Self::Api { code, .. } => *code >= 500 || *code == 429 || *code == 409,
             Self::Transport(_) => true,
             Self::Kubeconfig(_) | Self::Invalid(_) => false,
-        }
-    }
-
-    /// The job error for a failure at `step`, in words for the user:
-    /// retryable when transient, fatal otherwise.
-    pub fn at_step(self, step: &str) -> crate::jobs::JobError {
-        if self.is_transient() {
-            crate::jobs::JobError::retryable(format!("{step}: {self}"))
-        } else {
-            crate::jobs::JobError::fatal(format!("{step} failed: {self}"))
         }
     }
 

@@ -48,26 +48,28 @@ async fn create(
     host: &HostCluster,
     cluster: &Cluster,
 ) -> Result<Completed, JobError> {
-    ctx.stage("creating the namespace").await?;
-    host.ensure_namespace(cluster)
-        .await
-        .map_err(|e| e.at_step("creating the namespace"))?;
-    ctx.stage("applying the resource quota and limits").await?;
-    host.ensure_limits(cluster)
-        .await
-        .map_err(|e| e.at_step("applying the resource quota and limits"))?;
-    ctx.stage("isolating the control plane's network").await?;
-    host.ensure_isolation(cluster)
-        .await
-        .map_err(|e| e.at_step("isolating the control plane's network"))?;
-    ctx.stage("installing the control plane").await?;
-    host.ensure_control_plane(cluster)
-        .await
-        .map_err(|e| e.at_step("installing the control plane"))?;
-    ctx.stage("exposing the control plane").await?;
-    host.ensure_public_endpoint(cluster)
-        .await
-        .map_err(|e| e.at_step("exposing the control plane"))?;
+    ctx.step("creating the namespace", host.ensure_namespace(cluster))
+        .await?;
+    ctx.step(
+        "applying the resource quota and limits",
+        host.ensure_limits(cluster),
+    )
+    .await?;
+    ctx.step(
+        "isolating the control plane's network",
+        host.ensure_isolation(cluster),
+    )
+    .await?;
+    ctx.step(
+        "installing the control plane",
+        host.ensure_control_plane(cluster),
+    )
+    .await?;
+    ctx.step(
+        "exposing the control plane",
+        host.ensure_public_endpoint(cluster),
+    )
+    .await?;
 
     ctx.stage("waiting for the control plane to become ready")
         .await?;

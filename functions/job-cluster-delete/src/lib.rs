@@ -9,7 +9,7 @@ use shared::{
     db::clusters,
     domain::JobType,
     host::HostCluster,
-    jobs::{Completed, JobContext, JobError, JobHandler},
+    jobs::{Completed, JobContext, JobError, JobHandler, StepError},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -37,10 +37,8 @@ impl JobHandler for DeleteCluster {
             // Already deleted by an earlier attempt that lost its lease after committing.
             return ctx.complete_alone().await;
         };
-        ctx.stage("deleting the namespace").await?;
-        host.delete_namespace(&cluster)
-            .await
-            .map_err(|e| e.at_step("deleting the namespace"))?;
+        ctx.step("deleting the namespace", host.delete_namespace(&cluster))
+            .await?;
         ctx.stage("waiting for the namespace to be gone").await?;
         let settings = host.settings();
         let deadline = tokio::time::Instant::now() + settings.ready_timeout;

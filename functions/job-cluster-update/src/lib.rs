@@ -39,22 +39,26 @@ impl JobHandler for UpdateCluster {
         let cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
             .await?
             .ok_or_else(|| JobError::fatal("the cluster was deleted before it could be updated"))?;
-        ctx.stage("applying the resource quota and limits").await?;
-        host.ensure_limits(&cluster)
-            .await
-            .map_err(|e| e.at_step("applying the resource quota and limits"))?;
-        ctx.stage("isolating the control plane's network").await?;
-        host.ensure_isolation(&cluster)
-            .await
-            .map_err(|e| e.at_step("isolating the control plane's network"))?;
-        ctx.stage("updating the control plane").await?;
-        host.ensure_control_plane(&cluster)
-            .await
-            .map_err(|e| e.at_step("updating the control plane"))?;
-        ctx.stage("updating the public endpoint").await?;
-        host.ensure_public_endpoint(&cluster)
-            .await
-            .map_err(|e| e.at_step("updating the public endpoint"))?;
+        ctx.step(
+            "applying the resource quota and limits",
+            host.ensure_limits(&cluster),
+        )
+        .await?;
+        ctx.step(
+            "isolating the control plane's network",
+            host.ensure_isolation(&cluster),
+        )
+        .await?;
+        ctx.step(
+            "updating the control plane",
+            host.ensure_control_plane(&cluster),
+        )
+        .await?;
+        ctx.step(
+            "updating the public endpoint",
+            host.ensure_public_endpoint(&cluster),
+        )
+        .await?;
 
         ctx.stage("waiting for the control plane and its endpoint")
             .await?;

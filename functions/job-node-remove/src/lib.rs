@@ -20,7 +20,7 @@ use shared::{
     },
     domain::JobType,
     host::{HostCluster, HostError},
-    jobs::{Completed, JobContext, JobError, JobHandler},
+    jobs::{Completed, JobContext, JobError, JobHandler, StepError},
 };
 use uuid::Uuid;
 
@@ -72,11 +72,12 @@ impl JobHandler for RemoveNode {
             .api_endpoint
             .as_deref()
             .ok_or_else(|| JobError::fatal("the cluster has no API endpoint"))?;
-        ctx.stage("connecting to the cluster").await?;
-        let client = host
-            .vcluster_client(&cluster, endpoint)
-            .await
-            .map_err(|e| e.at_step("connecting to the cluster"))?;
+        let client = ctx
+            .step(
+                "connecting to the cluster",
+                host.vcluster_client(&cluster, endpoint),
+            )
+            .await?;
         let name = removal.node_name.as_str();
         let api: Api<Node> = Api::all(client.clone());
 

@@ -1,10 +1,17 @@
 //! `sweep`: the backbone's safety net, run on a schedule. It returns jobs whose
 //! worker lease expired to pending (or to failed on their last attempt) and
 //! publishes every due job that has no live wake-up, so a committed job is
-//! always delivered even when the publish after commit was lost.
+//! always delivered even when the publish after commit was lost. Then it
+//! records the expiry of join tokens past their time and prunes expired
+//! sessions and old rate-limit windows.
 
 use queues::runtime::{Schedule, ScheduleContext};
-use shared::jobs::{self, SweepReport};
+use serde::Serialize;
+use shared::{
+    auth,
+    db::{accounts, tokens},
+    jobs::{self, SweepReport},
+};
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sweep",
@@ -14,6 +21,29 @@ pub const SCHEDULE: Schedule = Schedule {
     run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
 };
 
-pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<SweepReport> {
-    Ok(jobs::sweep(&ctx.pool, ctx.publisher()?, &ctx.settings.jobs).await?)
+/// What one sweep did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Report {
+    #[serde(flatten)]
+    pub jobs: SweepReport,
+    /// Join tokens whose expiry was recorded.
+    pub tokens_expired: u64,
+    /// Expired sessions and old rate-limit windows removed.
+    pub pruned: u64,
+}
+
+/// Every statement on one connection, taken once (see [`jobs::sweep_on`]).
+pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
+    let mut conn = ctx.pool.acquire().await?;
+    let jobs = jobs::sweep_on(&mut conn, ctx.publisher()?, &ctx.settings.jobs).await?;
+    let report = Report {
+        jobs,
+        tokens_expired: tokens::expire_due(&mut *conn).await?,
+        pruned: accounts::prune_sessions(&mut *conn).await?
+            + auth::prune_rate_limits(&mut *conn).await?,
+    };
+    if report.tokens_expired + report.pruned > 0 {
+        tracing::info!(?report, "sweep");
+    }
+    Ok(report)
 }

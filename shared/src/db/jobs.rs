@@ -781,13 +781,17 @@ pub async fn promote_queued(
     db: impl PgExecutor<'_>,
     max_attempts: i32,
 ) -> Result<u64, sqlx::Error> {
+    // The job type of each operation, from `JobType::operation`: one mapping.
+    let (operations, job_types): (Vec<&str>, Vec<&str>) = JobType::ALL
+        .iter()
+        .map(|t| (t.operation(), t.as_str()))
+        .unzip();
     let rows = sqlx::query_scalar!(
         r#"WITH promoted AS (
                INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
-               SELECT DISTINCT ON (o.cluster_id) o.cluster_id, o.id,
-                      CASE WHEN o.type = 'node_remove' THEN o.type ELSE 'cluster_' || o.type END,
-                      o.payload, $1
+               SELECT DISTINCT ON (o.cluster_id) o.cluster_id, o.id, t.job_type, o.payload, $1
                FROM cluster_operations o
+               JOIN unnest($2::text[], $3::text[]) AS t(operation, job_type) ON t.operation = o.type
                WHERE o.status = 'pending'
                  AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
                  AND NOT EXISTS (SELECT 1 FROM cluster_jobs j
@@ -804,7 +808,9 @@ pub async fn promote_queued(
                WHERE promoted.type = 'cluster_delete' AND c.id = promoted.cluster_id AND c.deleted_at IS NULL
            )
            SELECT operation_id AS "operation_id!" FROM promoted"#,
-        max_attempts
+        max_attempts,
+        &operations as &[&str],
+        &job_types as &[&str],
     )
     .fetch_all(db)
     .await?;

@@ -1,4 +1,4 @@
-use std::{fmt::Display, sync::Arc};
+use std::sync::Arc;
 
 /// How a job step failed, decided where the failure happens.
 #[derive(Debug, thiserror::Error)]
@@ -30,20 +30,10 @@ impl From<sqlx::Error> for JobError {
     }
 }
 
-/// `.retryable("step")?` and `.fatal("step")?` at call sites.
-pub trait ResultExt<T> {
-    fn retryable(self, step: &str) -> Result<T, JobError>;
-    fn fatal(self, step: &str) -> Result<T, JobError>;
-}
-
-impl<T, E: Display> ResultExt<T> for Result<T, E> {
-    fn retryable(self, step: &str) -> Result<T, JobError> {
-        self.map_err(|e| JobError::Retryable(format!("{step}: {e}")))
-    }
-
-    fn fatal(self, step: &str) -> Result<T, JobError> {
-        self.map_err(|e| JobError::Fatal(format!("{step}: {e}")))
-    }
+/// An error a job's step can fail with: it becomes the job's error once,
+/// naming the step, retryable or fatal as the error itself tells.
+pub trait StepError {
+    fn at_step(self, step: &str) -> JobError;
 }
 
 /// The database could not be used to claim or finish a job: the transport

@@ -7,13 +7,13 @@ mod retry;
 mod sweep;
 mod worker;
 
-pub use error::{JobError, ResultExt, Unavailable};
+pub use error::{JobError, StepError, Unavailable};
 pub use publish::{
     JobPublisher, PublishError, connect_in_background, enqueue_and_publish_after_commit,
     publish_after_commit,
 };
 pub use retry::retry_delay;
-pub use sweep::{SweepReport, sweep};
+pub use sweep::{SweepReport, sweep, sweep_on};
 pub use worker::{Completed, JobContext, JobHandler, Processed, Worker};
 
 pub use crate::db::jobs::{ClaimedJob, JobMessage};

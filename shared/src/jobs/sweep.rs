@@ -1,4 +1,4 @@
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use super::JobPublisher;
 use crate::{config::JobSettings, db::jobs};
@@ -12,37 +12,35 @@ pub struct SweepReport {
     pub failed: u64,
     pub published: u64,
     pub publish_failed: u64,
-    /// Join tokens whose expiry was recorded.
-    pub tokens_expired: u64,
-    /// Expired sessions and old rate-limit windows removed.
-    pub pruned: u64,
 }
 
 const PUBLISH_BATCH: i64 = 500;
 
-/// Rescues expired leases, records expired join tokens, prunes dead sessions
-/// and rate-limit windows, creates the jobs of operations queued behind a
+/// Rescues expired leases, creates the jobs of operations queued behind a
 /// finished job, then publishes every due job that has no live wake-up.
 /// Safe to run from several places at once (`SKIP LOCKED`, idempotent claims).
-///
-/// Every statement runs on one connection taken once: the pool tests a
-/// connection with a round trip when it is given back, so statements taken
-/// from the pool one after another would each find the previous one's
-/// connection still out and, on a cold start, open another.
 pub async fn sweep(
     pool: &PgPool,
     publisher: &dyn JobPublisher,
     settings: &JobSettings,
 ) -> Result<SweepReport, sqlx::Error> {
-    let mut conn = pool.acquire().await?;
+    sweep_on(&mut *pool.acquire().await?, publisher, settings).await
+}
+
+/// [`sweep`] on one connection the caller took. Every statement runs on it:
+/// the pool tests a connection with a round trip when it is given back, so
+/// statements taken from the pool one after another would each find the
+/// previous one's connection still out and, on a cold start, open another.
+pub async fn sweep_on(
+    conn: &mut PgConnection,
+    publisher: &dyn JobPublisher,
+    settings: &JobSettings,
+) -> Result<SweepReport, sqlx::Error> {
     let rescued = jobs::rescue_expired(&mut *conn).await?;
     let mut report = SweepReport {
         requeued: rescued.requeued,
         failed: rescued.failed,
         promoted: jobs::promote_queued(&mut *conn, settings.max_attempts).await?,
-        tokens_expired: crate::db::tokens::expire_due(&mut *conn).await?,
-        pruned: crate::db::accounts::prune_sessions(&mut *conn).await?
-            + crate::auth::prune_rate_limits(&mut *conn).await?,
         ..SweepReport::default()
     };
     loop {

@@ -54,6 +54,17 @@ impl JobContext {
         }
     }
 
+    /// Records `stage` on the operation, then runs `step`: a failure is the
+    /// job's error, naming the stage.
+    pub async fn step<T, E: super::StepError>(
+        &self,
+        stage: &str,
+        step: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, JobError> {
+        self.stage(stage).await?;
+        step.await.map_err(|e| e.at_step(stage))
+    }
+
     /// Marks the job succeeded inside `tx`, fenced by the claimed attempt.
     pub async fn complete(&self, tx: &mut PgConnection) -> Result<Completed, JobError> {
         if jobs::complete(tx, &self.job).await? {

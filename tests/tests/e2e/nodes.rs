@@ -711,11 +711,12 @@ async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
         (410, true),
         "{body}"
     );
-    let report = shared::jobs::sweep(
-        &platform.db.pool,
-        &platform.dispatcher,
-        &shared::config::JobSettings::default(),
-    )
+    let report = sweep::run(&queues::runtime::ScheduleContext::new(
+        platform.db.pool.clone(),
+        platform.state.settings.clone(),
+        None,
+        Some(platform.state.publisher.clone()),
+    ))
     .await
     .unwrap();
     assert_eq!(
