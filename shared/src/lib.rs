@@ -1,7 +1,6 @@
 //! KubeBYON's shared library: everything the functions have in common.
 
 pub mod auth;
-pub mod captcha;
 pub mod config;
 pub mod db;
 pub mod dns;
@@ -17,7 +16,6 @@ pub mod jointoken;
 pub mod kubecred;
 pub mod mail;
 pub mod nodesync;
-pub mod oauth;
 pub mod openapi;
 pub mod outbound;
 pub mod runtime;

@@ -27,7 +27,9 @@ use shared::{
 use utoipa::{OpenApi, ToSchema};
 use uuid::Uuid;
 
+mod captcha;
 mod oauth;
+mod provider;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -283,7 +285,7 @@ async fn request_code(
 }
 
 async fn captcha(state: &AppState, origin: &Origin, token: Option<&str>) -> Result<(), ApiError> {
-    shared::captcha::check(&state.pool, &state.settings, token, origin.ip.as_deref()).await
+    captcha::check(&state.pool, &state.settings, token, origin.ip.as_deref()).await
 }
 
 async fn limit_codes(

@@ -18,8 +18,9 @@ use shared::{
     error::ApiError,
     extract::{AppPath, AppQuery},
     http::{AppState, Origin},
-    oauth::{self, OAuthError, Provider},
 };
+
+use crate::provider::{self as oauth, OAuthError, Provider};
 use utoipa::IntoParams;
 
 const COOKIE: &str = "kb_oauth";

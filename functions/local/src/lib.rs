@@ -25,9 +25,9 @@ use queues::{
 };
 use secrecy::SecretString;
 use shared::{
-    config::{ProcessEnv, Settings},
+    config::Settings,
     db,
-    host::{HostCluster, HostSettings},
+    host::HostCluster,
     http::{AppState, Identity, loopback_only, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
     runtime::serve_http_on,
@@ -84,23 +84,49 @@ pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {
     ]
 }
 
-/// The host cluster: the one `KUBEBYON_HOST_KUBECONFIG` names, or else a
-/// Kubernetes API simulator started in this process playing a k3s host (a demo
-/// and test tool: its control planes are simulated, not real).
-pub async fn host() -> anyhow::Result<(Arc<HostCluster>, Option<Arc<kube_sim::Simulator>>)> {
+/// Keeps a simulated host running while it is held (empty for a real host).
+#[derive(Default)]
+pub struct SimulatedHost {
+    #[cfg(feature = "simulator")]
+    _simulator: Option<Arc<kube_sim::Simulator>>,
+}
+
+/// The host cluster: the one `KUBEBYON_HOST_KUBECONFIG` names, or else (in
+/// builds with the `simulator` feature, the default) a Kubernetes API
+/// simulator started in this process playing a k3s host (a demo and test
+/// tool: its control planes are simulated, not real). Deployment images are
+/// built without it.
+pub async fn host() -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
     if let Some(host) = shared::host::from_env().await? {
-        return Ok((host, None));
+        return Ok((host, SimulatedHost::default()));
     }
+    simulated_host().await
+}
+
+#[cfg(not(feature = "simulator"))]
+async fn simulated_host() -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
+    anyhow::bail!(
+        "KUBEBYON_HOST_KUBECONFIG must name the host cluster's kubeconfig: this build of local has no simulator (feature `simulator`)"
+    )
+}
+
+#[cfg(feature = "simulator")]
+async fn simulated_host() -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
     let simulator = kube_sim::Simulator::start(kube_sim::Options::host()).await?;
     tracing::warn!(url = %simulator.url(), "KUBEBYON_HOST_KUBECONFIG not set: using the Kubernetes API simulator as the host cluster");
-    let mut settings = HostSettings::from_source(&ProcessEnv)?;
+    let mut settings = shared::host::HostSettings::from_source(&shared::config::ProcessEnv)?;
     settings.node_address = "127.0.0.1".into();
     settings.poll_interval = settings
         .poll_interval
         .min(std::time::Duration::from_millis(200));
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&simulator.kubeconfig(None))?;
     let host = HostCluster::from_kubeconfig(kubeconfig, settings).await?;
-    Ok((Arc::new(host), Some(simulator)))
+    Ok((
+        Arc::new(host),
+        SimulatedHost {
+            _simulator: Some(simulator),
+        },
+    ))
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<()> {

@@ -1,13 +1,13 @@
 //! OAuth 2.0 login with GitHub and Google: authorization code with `state`
 //! and PKCE (S256). Client ids and sealed secrets come from the system
-//! settings; endpoints from [`crate::config::OAuthEndpoints`].
+//! settings; endpoints from [`shared::config::OAuthEndpoints`].
 
 use base64::Engine;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{
+use shared::{
     config::Settings,
     db::settings::{self, column},
 };

@@ -6,7 +6,7 @@
 use secrecy::ExposeSecret;
 use sqlx::PgPool;
 
-use crate::{
+use shared::{
     config::Settings,
     db::settings::{self, column},
     error::ApiError,
@@ -51,7 +51,7 @@ pub async fn check(
     }
     let body = form
         .iter()
-        .map(|(k, v)| format!("{k}={}", crate::oauth::percent_encode(v)))
+        .map(|(k, v)| format!("{k}={}", crate::provider::percent_encode(v)))
         .collect::<Vec<_>>()
         .join("&");
     let unreachable = |e: reqwest::Error| ApiError::Upstream {
@@ -63,7 +63,7 @@ pub async fn check(
     };
     // A redirect would carry the secret elsewhere: none is followed; nor is
     // a name that resolves to a private address now.
-    let client = crate::outbound::PublicOnly::reqwest(env.allow_private_outbound)
+    let client = shared::outbound::PublicOnly::reqwest(env.allow_private_outbound)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(unreachable)?;
