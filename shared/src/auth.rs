@@ -40,7 +40,7 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 
 /// SHA-256 of a presented secret: what the database keeps and looks up by.
 pub fn hash_secret(secret: &str) -> Vec<u8> {
-    crate::jointoken::hash(secret)
+    crate::secretbox::hash(secret)
 }
 
 /// A new session token (`kbs_` + 256 random bits, base64url).

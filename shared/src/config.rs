@@ -79,6 +79,9 @@ fn positive_millis(
     Ok(Duration::from_millis(value))
 }
 
+/// The shortest lifetime the Kubernetes API issues a token for.
+pub const KUBECONFIG_MIN_SECONDS: i64 = 600;
+
 /// The default and longest lifetimes of a kubeconfig's token, in seconds:
 /// each between the ten minutes the Kubernetes API issues at least and a
 /// year, the default not above the longest.
@@ -86,12 +89,12 @@ fn kubeconfig_ttls(source: &dyn Source) -> Result<(i64, i64), ConfigError> {
     const YEAR: i64 = 365 * 86_400;
     let bounded = |name: &'static str, default: i64| -> Result<i64, ConfigError> {
         let value: i64 = parse_or(source, name, default)?;
-        if !(crate::kubecred::MIN_SECONDS..=YEAR).contains(&value) {
+        if !(KUBECONFIG_MIN_SECONDS..=YEAR).contains(&value) {
             return Err(ConfigError::Invalid {
                 name,
                 reason: format!(
                     "must be between {} and {YEAR} seconds",
-                    crate::kubecred::MIN_SECONDS
+                    KUBECONFIG_MIN_SECONDS
                 ),
             });
         }

@@ -155,6 +155,43 @@ fn pod_cidrs(raw: &str) -> Result<Vec<String>, ConfigError> {
         .collect()
 }
 
+/// Parses a Kubernetes quantity into base units, scaled by `scale` (1000 for
+/// millicores). `None` for anything unparseable.
+pub fn quantity(raw: &str, scale: f64) -> Option<i64> {
+    quantity_value(raw).map(|v| (v * scale).round() as i64)
+}
+
+/// A Kubernetes quantity in base units (`250m` is 0.25, `1Ki` is 1024);
+/// `None` for anything unparseable or not finite (`1e400`: a tenant's
+/// kubelet reports what it likes).
+pub fn quantity_value(raw: &str) -> Option<f64> {
+    let raw = raw.trim();
+    let split = raw
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(raw.len());
+    let (number, suffix) = raw.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
+        _ => return None,
+    };
+    Some(number * factor).filter(|v| v.is_finite())
+}
+
 /// The NetworkPolicy that fences a control plane's namespace: its pods talk
 /// to each other; from outside, only the API port (8443, behind the public
 /// endpoint) is open; out of it go DNS to `kube-system` and anything outside
@@ -876,11 +913,11 @@ impl HostCluster {
                         name: c["name"].as_str().unwrap_or_default().to_string(),
                         cpu_cores: c["usage"]["cpu"]
                             .as_str()
-                            .and_then(crate::nodesync::quantity_value)
+                            .and_then(quantity_value)
                             .unwrap_or(0.0),
                         memory_bytes: c["usage"]["memory"]
                             .as_str()
-                            .and_then(crate::nodesync::quantity_value)
+                            .and_then(quantity_value)
                             .unwrap_or(0.0) as i64,
                     })
                     .collect(),
@@ -1038,6 +1075,24 @@ mod tests {
             "KUBEBYON_HOST_POD_CIDRS",
             cidrs,
         )]))
+    }
+
+    #[test]
+    fn quantities_in_every_suffix() {
+        assert_eq!(quantity("4", 1000.0), Some(4000));
+        assert_eq!(quantity("3800m", 1000.0), Some(3800));
+        assert_eq!(quantity("16Gi", 1.0), Some(16 * 1024 * 1024 * 1024));
+        assert_eq!(quantity("16384Ki", 1.0), Some(16 * 1024 * 1024));
+        assert_eq!(quantity("1e3", 1.0), Some(1000));
+        assert_eq!(quantity("2G", 1.0), Some(2_000_000_000));
+        assert_eq!(quantity("lots", 1.0), None);
+        assert_eq!(
+            quantity("1e400", 1.0),
+            None,
+            "a kubelet's infinity is no figure"
+        );
+        assert_eq!(quantity("250000000n", 1000.0), Some(250));
+        assert_eq!(quantity("1500u", 1e6), Some(1500));
     }
 
     #[test]

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::api::ObjectMeta;
-use sha2::{Digest, Sha256};
 
 const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -120,7 +119,7 @@ pub async fn delete_bootstrap_secret(
 
 /// SHA-256 of a presented token: what the database keeps and looks up by.
 pub fn hash(plaintext: &str) -> Vec<u8> {
-    Sha256::digest(plaintext.as_bytes()).to_vec()
+    crate::secretbox::hash(plaintext)
 }
 
 /// Whether a presented string has the shape of a token (checked before any lookup).

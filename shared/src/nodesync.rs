@@ -32,43 +32,6 @@ pub const DEFAULT_CONCURRENCY: usize = 16;
 /// reported its end.
 pub const JOIN_GRACE: Duration = Duration::from_secs(15 * 60);
 
-/// Parses a Kubernetes quantity into base units, scaled by `scale` (1000 for
-/// millicores). `None` for anything unparseable.
-pub fn quantity(raw: &str, scale: f64) -> Option<i64> {
-    quantity_value(raw).map(|v| (v * scale).round() as i64)
-}
-
-/// A Kubernetes quantity in base units (`250m` is 0.25, `1Ki` is 1024);
-/// `None` for anything unparseable or not finite (`1e400`: a tenant's
-/// kubelet reports what it likes).
-pub fn quantity_value(raw: &str) -> Option<f64> {
-    let raw = raw.trim();
-    let split = raw
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(raw.len());
-    let (number, suffix) = raw.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(number * factor).filter(|v| v.is_finite())
-}
-
 /// The platform's view of one Node object at `now`.
 pub fn snapshot_of(
     node: &Node,
@@ -100,7 +63,11 @@ pub fn snapshot_of(
     };
     let info = status.node_info;
     let allocatable = status.allocatable.unwrap_or_default();
-    let amount = |key: &str, scale: f64| allocatable.get(key).and_then(|q| quantity(&q.0, scale));
+    let amount = |key: &str, scale: f64| {
+        allocatable
+            .get(key)
+            .and_then(|q| crate::host::quantity(&q.0, scale))
+    };
     Some(NodeSnapshot {
         name,
         status: state.into(),
@@ -334,27 +301,4 @@ pub async fn sync_all(
         }
     }
     Ok(total)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantities_in_every_suffix() {
-        assert_eq!(quantity("4", 1000.0), Some(4000));
-        assert_eq!(quantity("3800m", 1000.0), Some(3800));
-        assert_eq!(quantity("16Gi", 1.0), Some(16 * 1024 * 1024 * 1024));
-        assert_eq!(quantity("16384Ki", 1.0), Some(16 * 1024 * 1024));
-        assert_eq!(quantity("1e3", 1.0), Some(1000));
-        assert_eq!(quantity("2G", 1.0), Some(2_000_000_000));
-        assert_eq!(quantity("lots", 1.0), None);
-        assert_eq!(
-            quantity("1e400", 1.0),
-            None,
-            "a kubelet's infinity is no figure"
-        );
-        assert_eq!(quantity("250000000n", 1000.0), Some(250));
-        assert_eq!(quantity("1500u", 1e6), Some(1500));
-    }
 }

@@ -15,6 +15,14 @@ use secrecy::{ExposeSecret, SecretString};
 
 const VERSION: u8 = 1;
 
+/// SHA-256 of a secret presented to the platform (a session token, an API
+/// key, a join token, an emailed code): what the database keeps of it and
+/// looks it up by.
+pub fn hash(secret: &str) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(secret.as_bytes()).to_vec()
+}
+
 pub struct SecretBox {
     current: LessSafeKey,
     /// Former keys: they open, never seal.

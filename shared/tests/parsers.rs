@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use shared::{
     domain::{ClusterName, EmailAddress, KubernetesVersion},
-    jointoken, nodesync, outbound,
+    host, jointoken, outbound,
 };
 
 /// Characters hostile input is made of: ASCII (control characters too),
@@ -106,9 +106,9 @@ proptest! {
         ],
         scale in proptest::sample::select(vec![1.0, 1000.0])
     ) {
-        if let Some(value) = nodesync::quantity_value(&raw) {
+        if let Some(value) = host::quantity_value(&raw) {
             prop_assert!(value.is_finite(), "{raw:?} gave {value}");
         }
-        let _ = nodesync::quantity(&raw, scale);
+        let _ = host::quantity(&raw, scale);
     }
 }

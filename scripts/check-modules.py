@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Checks the shared crate's module boundaries (docs/architecture.md, "The
+shared crate"): every file of shared/src belongs to one part; a part may use
+only the parts below it (kernel < backbone < clusters < Kubernetes adapter <
+the capabilities < the HTTP application layer), never a sibling capability;
+and no two files use each other, directly or through others.
+
+Reads `crate::` paths, `use crate::{...}` groups included. Exits 1 naming
+every violation. `--self-test` checks that planted violations are caught.
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+# Each part: its rank (a part may use parts of a lower rank) and its modules,
+# as paths under shared/src without `.rs` (`db/accounts`) or directories.
+PARTS = {
+    "kernel": (0, ["lib", "config", "error", "extract", "domain", "secretbox", "outbound",
+                   "telemetry", "openapi", "runtime", "db/mod", "db/settings", "db/audit"]),
+    "backbone": (1, ["jobs", "db/jobs"]),
+    "kubernetes": (3, ["host"]),
+    "clusters": (2, ["db/clusters"]),
+    "accounts": (4, ["auth", "mail", "db/accounts", "db/users"]),
+    "nodes": (4, ["jointoken", "nodesync", "db/nodes", "db/tokens"]),
+    "kubeconfigs": (4, ["kubecred", "db/kubeconfigs"]),
+    "ingress": (4, ["ingress", "dns", "dnsproof", "tls", "db/dns"]),
+    "metrics": (4, ["db/metrics"]),
+    "http": (5, ["http"]),
+}
+
+
+def part_of(module):
+    """The part a module path (`db/accounts`, `jobs/worker`) belongs to."""
+    best = None
+    for part, (_, modules) in PARTS.items():
+        for m in modules:
+            if module == m or module.startswith(m + "/"):
+                if best is None or len(m) > len(best[1]):
+                    best = (part, m)
+    return best[0] if best else None
+
+
+def module_of_file(src, path):
+    rel = os.path.relpath(path, src)[:-3]
+    if rel.endswith("/mod") and rel != "db/mod":
+        rel = rel[: -len("/mod")]
+    return rel
+
+
+def split_top(body):
+    """Splits a `use` group's body at its top-level commas."""
+    items, depth, cur = [], 0, ""
+    for ch in body:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    items.append(cur)
+    return [i.strip() for i in items if i.strip()]
+
+
+def paths_in_group(prefix, body):
+    out = []
+    for item in split_top(body):
+        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:::\s*(.*))?$", item, re.S)
+        if not m:
+            continue
+        name, rest = m.group(1), (m.group(2) or "").strip()
+        path = prefix + ([] if name == "self" else [name])
+        if rest.startswith("{") and rest.endswith("}"):
+            out.extend(paths_in_group(path, rest[1:-1]))
+        else:
+            out.append(path + re.findall(r"[A-Za-z_][A-Za-z0-9_]*", rest)[:1])
+    return out
+
+
+def crate_paths(text):
+    """Every path named after `crate::`, groups expanded:
+    `crate::db::{clusters, nodes::Node}` gives db/clusters and db/nodes/Node."""
+    paths = []
+    for m in re.finditer(r"\bcrate::", text):
+        i, path = m.end(), []
+        while True:
+            ident = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)", text[i:])
+            if ident:
+                path.append(ident.group(1))
+                i += ident.end()
+                sep = re.match(r"\s*::\s*", text[i:])
+                if sep:
+                    i += sep.end()
+                    continue
+                paths.append(path)
+                break
+            if text[i:i + 1] == "{":
+                depth, j = 0, i
+                while j < len(text):
+                    depth += {"{": 1, "}": -1}.get(text[j], 0)
+                    if depth == 0:
+                        break
+                    j += 1
+                paths.extend(paths_in_group(path, text[i + 1:j]))
+            elif path:
+                paths.append(path)
+            break
+    return paths
+
+
+def used_modules(text, known):
+    """Modules a file's text names through `crate::`."""
+    text = re.sub(r"//[^\n]*", "", text)
+    used = set()
+    for p in crate_paths(text):
+        for n in (2, 1):
+            candidate = "/".join(p[:n])
+            if candidate in known:
+                used.add(candidate)
+                break
+    return used
+
+
+def check(src):
+    files = {}
+    for root, _, names in os.walk(src):
+        for name in names:
+            if name.endswith(".rs"):
+                path = os.path.join(root, name)
+                files[module_of_file(src, path)] = path
+    known = set(files) | {m[: -len("/mod")] for m in files if m.endswith("/mod")}
+    known |= {m.split("/")[0] for m in files}
+    problems, graph = [], {}
+    for module, path in sorted(files.items()):
+        part = part_of(module)
+        if part is None:
+            problems.append(f"{path}: belongs to no part (add it to PARTS in scripts/check-modules.py)")
+            continue
+        rank = PARTS[part][0]
+        with open(path, encoding="utf-8") as f:
+            used = used_modules(f.read(), known)
+        graph[module] = set()
+        for other in sorted(used):
+            target = other if other in files else other + "/mod" if other + "/mod" in files else other
+            other_part = part_of(target)
+            if other_part is None or other_part == part:
+                if target in files and target != module:
+                    graph[module].add(target)
+                continue
+            other_rank = PARTS[other_part][0]
+            if other_rank == rank:
+                problems.append(f"{path}: the {part} part uses its sibling {other_part} (crate::{other.replace('/', '::')})")
+            elif other_rank > rank:
+                problems.append(f"{path}: the {part} part uses {other_part}, above it (crate::{other.replace('/', '::')})")
+            if target in files and target != module:
+                graph[module].add(target)
+    # File cycles, within a part and across: a depth-first search.
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                problems.append("file cycle: " + " -> ".join(files[c] for c in cycle))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state and node != "lib":
+            visit(node)
+    return problems
+
+
+def self_test():
+    planted = {
+        "lib.rs": "pub mod auth; pub mod config; pub mod db; pub mod dns; pub mod host;",
+        "config.rs": "use crate::auth::x;",  # the kernel uses accounts: above it
+        "auth.rs": "use crate::{error::E, dns::{self, Zone}};",  # accounts uses ingress: a sibling
+        "mail.rs": "fn f() { crate::db::{users::get, dns::list}(); }",  # the same, through a group
+        "db/mod.rs": "",
+        "db/users.rs": "",
+        "db/dns.rs": "",
+        "dns.rs": "",
+        "error.rs": "",
+        "host.rs": "fn f() { crate::config::x(); crate::db::{self, clusters}; }",  # below it: allowed
+        "db/clusters.rs": "",
+        "jointoken.rs": "use crate::nodesync;",  # jointoken -> nodesync -> jointoken
+        "nodesync.rs": "use crate::{jointoken::hash, host::HostCluster};",
+    }
+    with tempfile.TemporaryDirectory() as src:
+        os.mkdir(os.path.join(src, "db"))
+        for name, text in planted.items():
+            with open(os.path.join(src, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        found = "\n".join(check(src))
+    expected = [
+        "config.rs: the kernel part uses accounts, above it (crate::auth)",
+        "auth.rs: the accounts part uses its sibling ingress (crate::dns)",
+        "mail.rs: the accounts part uses its sibling ingress (crate::db::dns)",
+        "jointoken.rs -> ",
+    ]
+    missing = [e for e in expected if e not in found]
+    if missing or "host.rs" in found or found.count("\n") + 1 != len(expected):
+        print("self-test failed; found:\n" + found, file=sys.stderr)
+        sys.exit(1)
+    print("check-modules self-test: planted violations caught")
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shared", "src")
+    problems = check(os.path.normpath(src))
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        print(f"error: {len(problems)} module boundary problem(s) in shared/src", file=sys.stderr)
+        sys.exit(1)
+    print("shared/src: every part uses only the parts below it, no file cycle")
+
+
+if __name__ == "__main__":
+    main()
