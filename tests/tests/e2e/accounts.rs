@@ -150,6 +150,29 @@ impl Accounts {
         session_of(&reply, &anonymous)
     }
 
+    /// Resets `email`'s password by the emailed code, as its owner would from `client`.
+    async fn reset_password(&self, client: &Client, email: &str, new_password: &str) {
+        let reply = self
+            .call(
+                client,
+                "POST",
+                "/api/auth/password-reset",
+                Some(json!({ "email": email })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED);
+        let code = self.mail.code_for(email).await;
+        let reply = self
+            .call(
+                client,
+                "POST",
+                "/api/auth/password-reset/confirm",
+                Some(json!({ "email": email, "code": code, "new_password": new_password })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+    }
+
     async fn login(&self, email: &str, password: &str, ip: &str) -> Reply {
         let anonymous = Client {
             ip: ip.into(),
@@ -450,20 +473,9 @@ async fn a_password_reset_ends_every_session() {
         ip: "198.51.100.10".into(),
         ..Client::default()
     };
-    let reply = accounts
-        .call(
-            &anonymous,
-            "POST",
-            "/api/auth/password-reset",
-            Some(json!({ "email": "carol@example.com" })),
-        )
+    accounts
+        .reset_password(&anonymous, "carol@example.com", "battery staple horse")
         .await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED);
-    let code = accounts.mail.code_for("carol@example.com").await;
-    let reply = accounts
-        .call(&anonymous, "POST", "/api/auth/password-reset/confirm", Some(json!({ "email": "carol@example.com", "code": code, "new_password": "battery staple horse" })))
-        .await;
-    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
     for client in [&browser, &laptop] {
         assert_eq!(
             accounts
@@ -2229,20 +2241,9 @@ async fn a_new_password_revokes_every_kubeconfig_of_the_account() {
         ip: "198.51.100.11".into(),
         ..Client::default()
     };
-    let reply = accounts
-        .call(
-            &anonymous,
-            "POST",
-            "/api/auth/password-reset",
-            Some(json!({ "email": "erin@example.com" })),
-        )
+    accounts
+        .reset_password(&anonymous, "erin@example.com", "staple horse battery")
         .await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED);
-    let code = accounts.mail.code_for("erin@example.com").await;
-    let reply = accounts
-        .call(&anonymous, "POST", "/api/auth/password-reset/confirm", Some(json!({ "email": "erin@example.com", "code": code, "new_password": "staple horse battery" })))
-        .await;
-    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
     assert_eq!(
         revoke_reason(&accounts, before_reset).await.as_deref(),
         Some("password_changed")
