@@ -7,12 +7,11 @@ use axum::{
     Router,
     extract::{FromRequestParts, MatchedPath, Request, State},
     http::{Method, StatusCode, request::Parts},
-    middleware::{self, Next},
+    middleware::Next,
     response::{IntoResponse, Response},
     routing::get,
 };
 use sqlx::PgPool;
-use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::{config::Settings, error::ApiError, host::HostCluster, jobs::JobPublisher};
@@ -170,73 +169,77 @@ impl FromRequestParts<AppState> for AdminCaller {
 
 /// Wraps a function's routes with one span per request, and adds the health
 /// routes outside it: probes come every few seconds and would only fill the
-/// logs (and cost a span each).
+/// logs (and cost a span each). Around everything: an `x-request-id` (the
+/// caller's, or a new UUID) echoed on the answer, the security headers, a
+/// bound on requests in flight (past it, 503 at once rather than a queue) and
+/// a time limit. API answers are never cached (they carry sessions' data,
+/// kubeconfigs, one-time secrets) unless a handler says otherwise.
 pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
-    let limits = Limits {
-        in_flight: Arc::new(tokio::sync::Semaphore::new(
-            state.settings.max_concurrent_requests,
-        )),
-        timeout: state.settings.request_timeout,
-        hsts: state.settings.public_base_url.starts_with("https://"),
+    use axum::http::{HeaderName, HeaderValue, header};
+    use tower::ServiceBuilder;
+    use tower_http::{
+        request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
+        set_header::SetResponseHeaderLayer,
     };
+    let header = |name: HeaderName, value: &'static str| {
+        SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value))
+    };
+    let hsts = state
+        .settings
+        .public_base_url
+        .starts_with("https://")
+        .then(|| {
+            header(
+                header::STRICT_TRANSPORT_SECURITY,
+                "max-age=31536000; includeSubDomains",
+            )
+        });
+    let around = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(header(header::X_FRAME_OPTIONS, "DENY"))
+        .layer(header(
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ))
+        .layer(header(header::REFERRER_POLICY, "no-referrer"))
+        .layer(header(header::CACHE_CONTROL, "no-store"))
+        .option_layer(hsts)
+        .layer(axum::error_handling::HandleErrorLayer::new(
+            |err: tower::BoxError| async move {
+                if err.is::<tower::load_shed::error::Overloaded>() {
+                    ApiError::Overloaded
+                } else if err.is::<tower::timeout::error::Elapsed>() {
+                    ApiError::TimedOut
+                } else {
+                    ApiError::Internal(anyhow::anyhow!(err))
+                }
+            },
+        ))
+        .load_shed()
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            state.settings.max_concurrent_requests,
+        ))
+        .timeout(state.settings.request_timeout);
     routes
         .fallback(|| async { ApiError::NotFound { what: "route" } })
         .layer(axum::extract::DefaultBodyLimit::max(
             crate::extract::MAX_BODY_BYTES,
         ))
-        .layer(middleware::from_fn(request_span))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(request_finished)
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readiness))
-        .layer(middleware::from_fn(move |request: Request, next: Next| {
-            let limits = limits.clone();
-            async move { limits.apply(request, next).await }
-        }))
+        .layer(around)
         .with_state(state)
-}
-
-/// What every response of every function gets: a bound on requests in
-/// flight (past it, 503 at once rather than a queue), a time limit, and the
-/// security headers. API answers are never cached (they carry sessions'
-/// data, kubeconfigs, one-time secrets) unless a handler says otherwise.
-#[derive(Clone)]
-struct Limits {
-    in_flight: Arc<tokio::sync::Semaphore>,
-    timeout: std::time::Duration,
-    hsts: bool,
-}
-
-impl Limits {
-    async fn apply(self, request: Request, next: Next) -> Response {
-        let Ok(_permit) = self.in_flight.try_acquire() else {
-            return ApiError::Overloaded.into_response();
-        };
-        let mut response = match tokio::time::timeout(self.timeout, next.run(request)).await {
-            Ok(response) => response,
-            Err(_) => ApiError::TimedOut.into_response(),
-        };
-        use axum::http::{HeaderValue, header};
-        let headers = response.headers_mut();
-        let mut set = |name: header::HeaderName, value: &'static str| {
-            headers
-                .entry(name)
-                .or_insert(HeaderValue::from_static(value));
-        };
-        set(header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-        set(header::X_FRAME_OPTIONS, "DENY");
-        set(
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
-        );
-        set(header::REFERRER_POLICY, "no-referrer");
-        set(header::CACHE_CONTROL, "no-store");
-        if self.hsts {
-            set(
-                header::STRICT_TRANSPORT_SECURITY,
-                "max-age=31536000; includeSubDomains",
-            );
-        }
-        response
-    }
 }
 
 async fn readiness(State(state): State<AppState>) -> Result<&'static str, ApiError> {
@@ -247,25 +250,35 @@ async fn readiness(State(state): State<AppState>) -> Result<&'static str, ApiErr
     Ok("ready")
 }
 
-async fn request_span(request: Request, next: Next) -> Response {
+/// One `request` span per request: method, matched route, request id and
+/// (once answered) status.
+fn request_span(request: &Request) -> tracing::Span {
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", MatchedPath::as_str);
-    let span = tracing::info_span!("request", method = %request.method(), route, status = tracing::field::Empty);
-    let started = std::time::Instant::now();
-    let response = next.run(request).instrument(span.clone()).await;
+    // The caller's id when it sent one: bounded before it is logged.
+    let request_id: String = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .chars()
+        .take(64)
+        .collect();
+    tracing::info_span!("request", method = %request.method(), route, request_id, status = tracing::field::Empty)
+}
+
+/// A server error is logged at `warn`, every other answer at `debug`.
+fn request_finished(response: &Response, latency: std::time::Duration, span: &tracing::Span) {
     let status = response.status();
     span.record("status", status.as_u16());
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-    span.in_scope(|| {
-        if status.is_server_error() {
-            tracing::warn!(elapsed_ms, "request finished");
-        } else {
-            tracing::debug!(elapsed_ms, "request finished");
-        }
-    });
-    response
+    let elapsed_ms = latency.as_secs_f64() * 1000.0;
+    if status.is_server_error() {
+        tracing::warn!(elapsed_ms, "request finished");
+    } else {
+        tracing::debug!(elapsed_ms, "request finished");
+    }
 }
 
 /// The address a request came from. Behind API Gateway, the source address

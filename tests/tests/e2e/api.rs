@@ -640,6 +640,17 @@ async fn every_answer_carries_the_security_headers_and_the_limits_hold() {
             "not over HTTPS"
         );
     }
+    // Every answer names its request: the caller's id, or a new one.
+    let response = plain.clone().oneshot(get("/healthz")).await.unwrap();
+    let id = response.headers()["x-request-id"].to_str().unwrap();
+    assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
+    let mut traced = get("/api/console/clusters");
+    traced
+        .headers_mut()
+        .insert("x-request-id", "trace-7".parse().unwrap());
+    let response = plain.clone().oneshot(traced).await.unwrap();
+    assert_eq!(response.headers()["x-request-id"], "trace-7");
+
     let https = router(&[("KUBEBYON_PUBLIC_BASE_URL", "https://kubebyon.example.com")]);
     let response = https.oneshot(get("/healthz")).await.unwrap();
     assert!(
