@@ -135,9 +135,76 @@ impl KubernetesVersion {
     }
 }
 
+/// Text-backed enums: the database's CHECK constraints hold the same names.
+macro_rules! text_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, sqlx::Type)]
+        #[serde(rename_all = "snake_case")]
+        #[sqlx(type_name = "text", rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// Where a cluster is in its life.
+    ClusterStatus {
+        Pending => "pending",
+        Provisioning => "provisioning",
+        Ready => "ready",
+        Updating => "updating",
+        Deleting => "deleting",
+        Deleted => "deleted",
+        Failed => "failed",
+    }
+}
+
+impl ClusterStatus {
+    /// Whether its control plane should answer (and so can be acted on).
+    pub fn is_live(self) -> bool {
+        matches!(self, Self::Ready | Self::Updating)
+    }
+}
+
+text_enum! {
+    /// Whether the control plane answered its last observation.
+    ConnectionStatus {
+        Unknown => "unknown",
+        Connected => "connected",
+        Unreachable => "unreachable",
+    }
+}
+
+text_enum! {
+    /// The managed workload ingress of a cluster.
+    IngressStatus {
+        Disabled => "disabled",
+        Provisioning => "provisioning",
+        Ready => "ready",
+        Error => "error",
+    }
+}
+
 /// How the control plane is exposed to the user's nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, sqlx::Type)]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum PublicAccessMode {
     Nodeport,
     Loadbalancer,

@@ -22,6 +22,7 @@ use kube::{
 use crate::{
     config::{ConfigError, Source},
     db::clusters::Cluster,
+    domain::PublicAccessMode,
     jobs::StepError as _,
 };
 
@@ -344,13 +345,12 @@ fn labels(cluster: &Cluster) -> Value {
 
 /// The vCluster chart values (vcluster.yaml) for a cluster.
 pub fn vcluster_values(cluster: &Cluster, settings: &HostSettings) -> Value {
-    let extra_sans: Vec<String> =
-        match (&settings.load_balancer, cluster.public_access_mode.as_str()) {
-            (LoadBalancerProvider::GatewayApi { base_domain, .. }, "loadbalancer") => {
-                vec![sni_host(cluster, base_domain)]
-            }
-            _ => Vec::new(),
-        };
+    let extra_sans: Vec<String> = match (&settings.load_balancer, cluster.public_access_mode) {
+        (LoadBalancerProvider::GatewayApi { base_domain, .. }, PublicAccessMode::Loadbalancer) => {
+            vec![sni_host(cluster, base_domain)]
+        }
+        _ => Vec::new(),
+    };
     json!({
         "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},
         "controlPlane": {
@@ -515,14 +515,11 @@ impl HostCluster {
         let routes: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
         let name = public_service_name(cluster);
-        let service_type = match (
-            cluster.public_access_mode.as_str(),
-            &self.settings.load_balancer,
-        ) {
-            ("nodeport", _) => "NodePort",
-            ("loadbalancer", LoadBalancerProvider::Service) => "LoadBalancer",
+        let service_type = match (cluster.public_access_mode, &self.settings.load_balancer) {
+            (PublicAccessMode::Nodeport, _) => "NodePort",
+            (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => "LoadBalancer",
             (
-                "loadbalancer",
+                PublicAccessMode::Loadbalancer,
                 LoadBalancerProvider::GatewayApi {
                     gateway_name,
                     gateway_namespace,
@@ -550,11 +547,6 @@ impl HostCluster {
                         .await
                         .map(|_| ()),
                 );
-            }
-            (other, _) => {
-                return Err(HostError::Invalid(format!(
-                    "unknown public access mode {other:?}"
-                )));
             }
         };
         let service = json!({"apiVersion": "v1", "kind": "Service",
@@ -612,10 +604,11 @@ impl HostCluster {
 
     /// The endpoint nodes and users reach the control plane on, once allocated.
     pub async fn public_endpoint(&self, cluster: &Cluster) -> Result<Option<Endpoint>, HostError> {
-        if let ("loadbalancer", LoadBalancerProvider::GatewayApi { base_domain, .. }) = (
-            cluster.public_access_mode.as_str(),
-            &self.settings.load_balancer,
-        ) {
+        if let (
+            PublicAccessMode::Loadbalancer,
+            LoadBalancerProvider::GatewayApi { base_domain, .. },
+        ) = (cluster.public_access_mode, &self.settings.load_balancer)
+        {
             // Ready once the Gateway accepted the route.
             let routes: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());

@@ -18,7 +18,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::host::HostError;
+use crate::{domain::IngressStatus, host::HostError};
 
 pub const NAMESPACE: &str = "kubebyon-ingress";
 pub const CONTROLLER: &str = "kubebyon.dev/ingress-nginx";
@@ -233,8 +233,8 @@ pub async fn converge(
     let (status, error) = if cluster.managed_workload_ingress_enabled {
         let installed = async {
             if matches!(
-                cluster.managed_workload_ingress_status.as_str(),
-                "disabled" | "error"
+                cluster.managed_workload_ingress_status,
+                IngressStatus::Disabled | IngressStatus::Error
             ) {
                 install(client, class).await?;
             }
@@ -242,20 +242,20 @@ pub async fn converge(
         }
         .await;
         match installed {
-            Ok(true) => ("ready", None),
-            Ok(false) => ("provisioning", None),
+            Ok(true) => (IngressStatus::Ready, None),
+            Ok(false) => (IngressStatus::Provisioning, None),
             Err(err) => (
-                "error",
+                IngressStatus::Error,
                 Some(format!("installing the ingress controller failed: {err}")),
             ),
         }
-    } else if cluster.managed_workload_ingress_status == "disabled" {
+    } else if cluster.managed_workload_ingress_status == IngressStatus::Disabled {
         return Ok(());
     } else {
         match remove(client, class).await {
-            Ok(()) => ("disabled", None),
+            Ok(()) => (IngressStatus::Disabled, None),
             Err(err) => (
-                "error",
+                IngressStatus::Error,
                 Some(format!("removing the ingress controller failed: {err}")),
             ),
         }
@@ -272,7 +272,7 @@ pub async fn converge_after_job(
     server: &str,
 ) -> Result<(), sqlx::Error> {
     if !cluster.managed_workload_ingress_enabled
-        && cluster.managed_workload_ingress_status == "disabled"
+        && cluster.managed_workload_ingress_status == IngressStatus::Disabled
     {
         return Ok(());
     }
@@ -281,7 +281,13 @@ pub async fn converge_after_job(
         Err(err) => {
             let error =
                 format!("reaching the cluster's API for the ingress controller failed: {err}");
-            crate::db::clusters::set_ingress_status(pool, cluster.id, "error", Some(&error)).await
+            crate::db::clusters::set_ingress_status(
+                pool,
+                cluster.id,
+                IngressStatus::Error,
+                Some(&error),
+            )
+            .await
         }
     }
 }

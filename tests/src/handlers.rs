@@ -119,7 +119,7 @@ pub async fn seed_cluster(pool: &PgPool) -> Uuid {
             workload_memory_limit_mib: 1024,
             control_plane_cpu_request_milli_cores: 500,
             control_plane_memory_request_mib: 1024,
-            public_access_mode: "nodeport",
+            public_access_mode: shared::domain::PublicAccessMode::Nodeport,
             managed_workload_ingress_enabled: false,
             tailscale_enabled: false,
         },

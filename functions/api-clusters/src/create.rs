@@ -172,7 +172,7 @@ pub async fn create(
         workload_memory_limit_mib: valid.workload_memory,
         control_plane_cpu_request_milli_cores: valid.control_plane_cpu,
         control_plane_memory_request_mib: valid.control_plane_memory,
-        public_access_mode: valid.public_access_mode.as_str(),
+        public_access_mode: valid.public_access_mode,
         managed_workload_ingress_enabled: request.managed_workload_ingress_enabled,
         tailscale_enabled: request.tailscale_enabled,
     };

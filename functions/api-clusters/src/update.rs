@@ -5,7 +5,7 @@ use shared::{
         clusters::{self, ClusterChanges},
         jobs::NewJob,
     },
-    domain::{JobType, PublicAccessMode},
+    domain::{ClusterStatus, JobType, PublicAccessMode},
     error::{ApiError, active_job_conflict},
     extract::{AppJson, AppPath},
     http::{AppState, Caller},
@@ -92,8 +92,7 @@ pub async fn update(
         ),
         public_access_mode: request
             .public_access_mode
-            .map(PublicAccessMode::as_str)
-            .unwrap_or(&cluster.public_access_mode),
+            .unwrap_or(cluster.public_access_mode),
         managed_workload_ingress_enabled: request
             .managed_workload_ingress_enabled
             .unwrap_or(cluster.managed_workload_ingress_enabled),
@@ -101,7 +100,7 @@ pub async fn update(
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    if cluster.status != "ready" {
+    if cluster.status != ClusterStatus::Ready {
         return Err(ApiError::Conflict {
             code: "cluster_not_ready",
             detail: format!(

@@ -85,7 +85,7 @@ pub async fn remove(
         .await?
         .pop()
         .ok_or(ApiError::NotFound { what: "node" })?;
-    if !matches!(cluster.status.as_str(), "ready" | "updating") {
+    if !cluster.status.is_live() {
         return Err(ApiError::Conflict {
             code: "cluster_not_ready",
             detail: format!(

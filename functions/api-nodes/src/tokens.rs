@@ -15,6 +15,7 @@ use shared::{
         clusters::{self, Cluster},
         tokens::{self, Attempt, NewToken, Token},
     },
+    domain::ClusterStatus,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
@@ -61,8 +62,8 @@ async fn ready_cluster(
     let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
-    match (cluster.status.as_str(), cluster.api_endpoint.clone()) {
-        ("ready", Some(endpoint)) => Ok((cluster, endpoint)),
+    match (cluster.status, cluster.api_endpoint.clone()) {
+        (ClusterStatus::Ready, Some(endpoint)) => Ok((cluster, endpoint)),
         (status, _) => Err(ApiError::Conflict {
             code: "cluster_not_ready",
             detail: format!("join tokens can be made once the cluster is ready; it is {status}"),

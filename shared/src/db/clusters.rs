@@ -6,6 +6,34 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::domain::{ClusterStatus, ConnectionStatus, IngressStatus, PublicAccessMode};
+
+/// A query answering [`Cluster`] rows: `$head` (a `SELECT`, or an `INSERT`
+/// or `UPDATE` up to `RETURNING`), then the columns, written here once, then
+/// `$tail`.
+macro_rules! cluster_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            Cluster,
+            $head + r#" id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+               public_access_enabled, public_access_mode AS "public_access_mode: PublicAccessMode",
+               public_access_port, managed_workload_ingress_enabled,
+               managed_workload_ingress_status AS "managed_workload_ingress_status: IngressStatus",
+               managed_workload_ingress_class, managed_workload_ingress_last_error,
+               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
+               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
+               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint,
+               status AS "status: ClusterStatus",
+               connection_status AS "connection_status: ConnectionStatus",
+               kubeconfig_available, kubeconfig_available_at,
+               last_observed_at, last_error_message, created_at, updated_at "# + $tail,
+            $($arg),*
+        )
+    };
+}
+
 /// A cluster as the console shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Cluster {
@@ -20,12 +48,10 @@ pub struct Cluster {
     pub control_plane_cpu_request_milli_cores: i32,
     pub control_plane_memory_request_mib: i32,
     pub public_access_enabled: bool,
-    /// `nodeport` or `loadbalancer`.
-    pub public_access_mode: String,
+    pub public_access_mode: PublicAccessMode,
     pub public_access_port: Option<i32>,
     pub managed_workload_ingress_enabled: bool,
-    /// `disabled`, `provisioning`, `ready` or `error`.
-    pub managed_workload_ingress_status: String,
+    pub managed_workload_ingress_status: IngressStatus,
     pub managed_workload_ingress_class: String,
     /// Why the managed ingress is in `error`, when it is.
     pub managed_workload_ingress_last_error: Option<String>,
@@ -38,10 +64,8 @@ pub struct Cluster {
     pub managed_workload_ingress_dns_last_error: Option<String>,
     pub tailscale_enabled: bool,
     pub api_endpoint: Option<String>,
-    /// `pending`, `provisioning`, `ready`, `updating`, `deleting`, `deleted` or `failed`.
-    pub status: String,
-    /// `unknown`, `connected` or `unreachable`.
-    pub connection_status: String,
+    pub status: ClusterStatus,
+    pub connection_status: ConnectionStatus,
     pub kubeconfig_available: bool,
     pub kubeconfig_available_at: Option<DateTime<Utc>>,
     pub last_observed_at: Option<DateTime<Utc>>,
@@ -64,7 +88,7 @@ pub struct NewCluster<'a> {
     pub workload_memory_limit_mib: i32,
     pub control_plane_cpu_request_milli_cores: i32,
     pub control_plane_memory_request_mib: i32,
-    pub public_access_mode: &'a str,
+    pub public_access_mode: PublicAccessMode,
     pub managed_workload_ingress_enabled: bool,
     pub tailscale_enabled: bool,
 }
@@ -72,25 +96,15 @@ pub struct NewCluster<'a> {
 /// Inserts the cluster. The unique index `idx_clusters_owner_name_active` rejects a
 /// second active cluster of the same name for the same owner.
 pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Cluster, sqlx::Error> {
-    sqlx::query_as!(
-        Cluster,
+    cluster_query!(
         r#"INSERT INTO clusters (
                id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
                workload_cpu_limit_milli_cores, workload_memory_limit_mib,
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_mode, managed_workload_ingress_enabled, tailscale_enabled, status)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'provisioning')
-           RETURNING id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
-               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
-               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
-               public_access_enabled, public_access_mode, public_access_port,
-               managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error,
-               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
-               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
-               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
-               connection_status, kubeconfig_available, kubeconfig_available_at,
-               last_observed_at, last_error_message, created_at, updated_at"#,
+           RETURNING"#,
+        r#""#,
         new.id,
         new.owner_user_id,
         new.name,
@@ -101,7 +115,7 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
         new.workload_memory_limit_mib,
         new.control_plane_cpu_request_milli_cores,
         new.control_plane_memory_request_mib,
-        new.public_access_mode,
+        new.public_access_mode.as_str(),
         new.managed_workload_ingress_enabled,
         new.tailscale_enabled,
     )
@@ -115,19 +129,9 @@ pub async fn get_owned(
     owner_user_id: Uuid,
     cluster_id: Uuid,
 ) -> Result<Option<Cluster>, sqlx::Error> {
-    sqlx::query_as!(
-        Cluster,
-        r#"SELECT id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
-               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
-               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
-               public_access_enabled, public_access_mode, public_access_port,
-               managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error,
-               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
-               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
-               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
-               connection_status, kubeconfig_available, kubeconfig_available_at,
-               last_observed_at, last_error_message, created_at, updated_at
+    cluster_query!(
+        r#"SELECT"#,
+        r#"
            FROM clusters
            WHERE id = $1 AND owner_user_id = $2 AND deleted_at IS NULL"#,
         cluster_id,
@@ -145,19 +149,9 @@ pub async fn list_owned(
     limit: i64,
 ) -> Result<Vec<Cluster>, sqlx::Error> {
     let (before_at, before_id) = before.unzip();
-    sqlx::query_as!(
-        Cluster,
-        r#"SELECT id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
-               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
-               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
-               public_access_enabled, public_access_mode, public_access_port,
-               managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error,
-               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
-               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
-               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
-               connection_status, kubeconfig_available, kubeconfig_available_at,
-               last_observed_at, last_error_message, created_at, updated_at
+    cluster_query!(
+        r#"SELECT"#,
+        r#"
            FROM clusters
            WHERE owner_user_id = $1 AND deleted_at IS NULL
              AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
@@ -188,19 +182,9 @@ pub async fn get(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
 ) -> Result<Option<Cluster>, sqlx::Error> {
-    sqlx::query_as!(
-        Cluster,
-        r#"SELECT id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
-               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
-               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
-               public_access_enabled, public_access_mode, public_access_port,
-               managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error,
-               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
-               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
-               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
-               connection_status, kubeconfig_available, kubeconfig_available_at,
-               last_observed_at, last_error_message, created_at, updated_at
+    cluster_query!(
+        r#"SELECT"#,
+        r#"
            FROM clusters WHERE id = $1 AND deleted_at IS NULL"#,
         cluster_id,
     )
@@ -248,12 +232,12 @@ pub async fn mark_deleted(tx: &mut PgConnection, cluster_id: Uuid) -> Result<(),
 
 /// The changeable part of a cluster, as an update request leaves it.
 #[derive(Debug)]
-pub struct ClusterChanges<'a> {
+pub struct ClusterChanges {
     pub workload_cpu_limit_milli_cores: i32,
     pub workload_memory_limit_mib: i32,
     pub control_plane_cpu_request_milli_cores: i32,
     pub control_plane_memory_request_mib: i32,
-    pub public_access_mode: &'a str,
+    pub public_access_mode: PublicAccessMode,
     pub managed_workload_ingress_enabled: bool,
 }
 
@@ -261,7 +245,7 @@ pub struct ClusterChanges<'a> {
 pub async fn apply_changes(
     tx: &mut PgConnection,
     cluster_id: Uuid,
-    changes: &ClusterChanges<'_>,
+    changes: &ClusterChanges,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE clusters
@@ -274,7 +258,7 @@ pub async fn apply_changes(
         changes.workload_memory_limit_mib,
         changes.control_plane_cpu_request_milli_cores,
         changes.control_plane_memory_request_mib,
-        changes.public_access_mode,
+        changes.public_access_mode.as_str(),
         changes.managed_workload_ingress_enabled,
     )
     .execute(tx)
@@ -284,19 +268,9 @@ pub async fn apply_changes(
 
 /// Clusters whose control plane should answer: ready or being updated.
 pub async fn list_observable(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sqlx::Error> {
-    sqlx::query_as!(
-        Cluster,
-        r#"SELECT id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
-               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
-               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
-               public_access_enabled, public_access_mode, public_access_port,
-               managed_workload_ingress_enabled, managed_workload_ingress_status,
-               managed_workload_ingress_class, managed_workload_ingress_last_error,
-               managed_workload_ingress_dns_record_name AS managed_workload_ingress_cname_target,
-               managed_workload_ingress_dns_target, managed_workload_ingress_dns_last_synced_at,
-               managed_workload_ingress_dns_last_error, tailscale_enabled, api_endpoint, status,
-               connection_status, kubeconfig_available, kubeconfig_available_at,
-               last_observed_at, last_error_message, created_at, updated_at
+    cluster_query!(
+        r#"SELECT"#,
+        r#"
            FROM clusters
            WHERE deleted_at IS NULL AND status IN ('ready', 'updating') AND kubeconfig_available
            ORDER BY id"#
@@ -346,7 +320,7 @@ pub async fn lock_owned(
 pub async fn set_ingress_status(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
-    status: &str,
+    status: IngressStatus,
     last_error: Option<&str>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
@@ -354,7 +328,7 @@ pub async fn set_ingress_status(
          WHERE id = $1 AND (managed_workload_ingress_status, managed_workload_ingress_last_error)
                           IS DISTINCT FROM ($2, $3)",
         cluster_id,
-        status,
+        status.as_str(),
         last_error
     )
     .execute(db)

@@ -114,6 +114,85 @@ async fn a_second_active_job_for_one_cluster_is_rejected() {
 }
 
 #[tokio::test]
+async fn every_cluster_state_the_code_names_is_one_the_database_takes_and_reads_back() {
+    use shared::domain::{ClusterStatus, ConnectionStatus, IngressStatus, PublicAccessMode};
+    let db = TestDb::new().await;
+    let cluster = seed_cluster(&db.pool).await;
+    let set = |column: &'static str, value: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            let sql = match column {
+                "status" => "UPDATE clusters SET status = $2 WHERE id = $1",
+                "connection_status" => "UPDATE clusters SET connection_status = $2 WHERE id = $1",
+                "managed_workload_ingress_status" => {
+                    "UPDATE clusters SET managed_workload_ingress_status = $2 WHERE id = $1"
+                }
+                _ => "UPDATE clusters SET public_access_mode = $2 WHERE id = $1",
+            };
+            sqlx::query(sql)
+                .bind(cluster)
+                .bind(value)
+                .execute(&pool)
+                .await
+                .unwrap_or_else(|e| panic!("{column} = {value}: {e}"));
+            shared::db::clusters::get(&pool, cluster)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    for status in [
+        ClusterStatus::Pending,
+        ClusterStatus::Provisioning,
+        ClusterStatus::Ready,
+        ClusterStatus::Updating,
+        ClusterStatus::Deleting,
+        ClusterStatus::Failed,
+    ] {
+        assert_eq!(set("status", status.as_str()).await.status, status);
+    }
+    for status in [
+        ConnectionStatus::Unknown,
+        ConnectionStatus::Connected,
+        ConnectionStatus::Unreachable,
+    ] {
+        assert_eq!(
+            set("connection_status", status.as_str())
+                .await
+                .connection_status,
+            status
+        );
+    }
+    for status in [
+        IngressStatus::Disabled,
+        IngressStatus::Provisioning,
+        IngressStatus::Ready,
+        IngressStatus::Error,
+    ] {
+        assert_eq!(
+            set("managed_workload_ingress_status", status.as_str())
+                .await
+                .managed_workload_ingress_status,
+            status
+        );
+    }
+    for mode in [PublicAccessMode::Nodeport, PublicAccessMode::Loadbalancer] {
+        assert_eq!(
+            set("public_access_mode", mode.as_str())
+                .await
+                .public_access_mode,
+            mode
+        );
+    }
+    // `deleted` is a state of soft-deleted rows, which live reads leave out.
+    sqlx::query("UPDATE clusters SET status = 'deleted', deleted_at = now() WHERE id = $1")
+        .bind(cluster)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn status_columns_only_take_known_values() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
