@@ -14,12 +14,11 @@ use shared::{
 use tests::{
     database::TestDb,
     handlers::{
-        Behaviour, CLAIM_OF_A_SET, CLAIM_OF_ONE, ScriptedHandler, claims_run, create_jobs, enqueue,
-        job_status, seed_cluster,
+        Behaviour, ScriptedHandler, claims_run, create_jobs, enqueue, job_status, seed_cluster,
     },
 };
 
-fn settings() -> JobSettings {
+pub(crate) fn settings() -> JobSettings {
     JobSettings {
         lease: Duration::from_secs(30),
         max_attempts: 4,
@@ -30,13 +29,13 @@ fn settings() -> JobSettings {
     }
 }
 
-fn worker(db: &TestDb, id: &str, handler: Arc<ScriptedHandler>) -> Worker {
+pub(crate) fn worker(db: &TestDb, id: &str, handler: Arc<ScriptedHandler>) -> Worker {
     Worker::new(db.pool.clone(), settings(), id, vec![handler])
 }
 
 /// A worker on a pool of its own with a single connection: every statement it
 /// sends, and any the test sends on that pool, goes down the same one.
-fn worker_on_one_connection(
+pub(crate) fn worker_on_one_connection(
     db: &TestDb,
     workload: db::Workload,
     id: &str,
@@ -66,7 +65,7 @@ async fn claim_one(
 /// A job of a new cluster that "worker-a" claimed with a 1 ms lease and
 /// died holding: the lease has run out, so the next sweep rescues it.
 /// Returns the cluster, the job's wake-up and the dead worker's claim.
-async fn job_of_a_dead_worker(
+pub(crate) async fn job_of_a_dead_worker(
     db: &TestDb,
     max_attempts: i32,
 ) -> (uuid::Uuid, jobs::JobMessage, jobs::ClaimedJob) {
@@ -75,18 +74,6 @@ async fn job_of_a_dead_worker(
     let dead = claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     (cluster, message, dead)
-}
-
-/// The name of the claim's prepared statement on `conn`.
-async fn claim_statement(conn: &mut sqlx::PgConnection, pattern: &str) -> String {
-    sqlx::query_scalar(
-        "SELECT name FROM pg_prepared_statements
-         WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'",
-    )
-    .bind(pattern)
-    .fetch_one(conn)
-    .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -365,20 +352,6 @@ async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused(
 /// pool per statement would open a second connection on a cold start, while
 /// the first was still being tested on its way back.
 #[tokio::test]
-async fn a_sweep_on_a_cold_pool_opens_one_connection() {
-    let db = TestDb::new().await;
-    job_of_a_dead_worker(&db, 3).await;
-
-    let url = secrecy::SecretString::from(db.url.clone());
-    let cold = db::lazy_pool(&url, 4, db::Workload::Requests).unwrap();
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
-    let (dispatcher, _runner) = inprocess::channel(worker(&db, "worker-b", handler), 1);
-    let report = sweep(&cold, &dispatcher, &settings()).await.unwrap();
-    assert_eq!((report.requeued, report.published), (1, 1));
-    assert_eq!(cold.size(), 1, "connections the sweep opened");
-}
-
-#[tokio::test]
 async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
     let db = TestDb::new().await;
     let (cluster, message, _) = job_of_a_dead_worker(&db, 1).await;
@@ -572,99 +545,6 @@ async fn each_run_of_a_claimed_batch_ends_on_its_own() {
 /// holds thousands of jobs every later claim of a few wake-ups too (a generic
 /// plan counts 100 ids for the `unnest`, dearer than a plan for the actual
 /// array).
-#[tokio::test]
-async fn a_job_workers_pool_plans_the_claim_once() {
-    let db = TestDb::new().await;
-    let mut plans = Vec::new();
-    for workload in [db::Workload::Requests, db::Workload::Jobs] {
-        // Every claim and the check below share the one connection.
-        let (pool, worker) = worker_on_one_connection(&db, workload, "planner", Behaviour::Succeed);
-        for _ in 0..8 {
-            let [lone, pair @ ..] = &create_jobs(&db.pool, 3).await[..] else {
-                unreachable!()
-            };
-            assert_eq!(worker.process(*lone).await.unwrap(), Processed::Succeeded);
-            assert_eq!(
-                worker.process_batch(pair).await.unwrap(),
-                vec![Processed::Succeeded; 2]
-            );
-        }
-        let mut conn = pool.acquire().await.unwrap();
-        for (statement, pattern) in [("one", CLAIM_OF_ONE), ("set", CLAIM_OF_A_SET)] {
-            let claim = claim_statement(&mut conn, pattern).await;
-            let (generic, custom): (i64, i64) = sqlx::query_as(
-                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1",
-            )
-            .bind(claim)
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-            plans.push((workload, statement, generic + custom, custom));
-        }
-    }
-    assert_eq!(
-        plans,
-        vec![
-            (db::Workload::Requests, "one", 8, 5),
-            (db::Workload::Requests, "set", 8, 5),
-            (db::Workload::Jobs, "one", 8, 0),
-            (db::Workload::Jobs, "set", 8, 0),
-        ],
-        "(workload, claim statement, claims, claims planned for their parameters)"
-    );
-}
-
-/// The claims' generic plans, made at their first execution on a nearly
-/// empty table, find the wake-ups' jobs by primary key: not by scanning the
-/// table, nor through the status indexes, whose entries for the earlier
-/// versions of every job grow with each job run until a vacuum.
-#[tokio::test]
-async fn a_claim_planned_on_a_nearly_empty_table_goes_by_primary_key() {
-    let db = TestDb::new().await;
-    // The claims are prepared on the one connection, and explained on it below.
-    let (pool, worker) =
-        worker_on_one_connection(&db, db::Workload::Jobs, "first", Behaviour::CompleteAlone);
-    let messages = create_jobs(&db.pool, 3).await;
-    assert_eq!(
-        worker.process(messages[0]).await.unwrap(),
-        Processed::Succeeded
-    );
-    assert_eq!(
-        worker.process_batch(&messages[1..]).await.unwrap(),
-        vec![Processed::Succeeded; 2]
-    );
-
-    let mut conn = pool.acquire().await.unwrap();
-    for (pattern, arguments) in [
-        (CLAIM_OF_A_SET, "'{}', '{}', 'w', 30"),
-        (
-            CLAIM_OF_ONE,
-            "'00000000-0000-0000-0000-000000000000', 'cluster_create', 'w', 30",
-        ),
-    ] {
-        let claim = claim_statement(&mut conn, pattern).await;
-        // The name comes from the server's own catalog.
-        let plan: Vec<String> = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN EXECUTE {claim}({arguments})"
-        )))
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| sqlx::Row::get(row, 0))
-        .collect();
-        let plan = plan.join("\n");
-        assert!(
-            plan.contains("Index Scan using cluster_jobs_pkey on cluster_jobs j "),
-            "{plan}"
-        );
-        assert!(
-            !plan.contains("Seq Scan on cluster_jobs") && !plan.contains("Bitmap"),
-            "{plan}"
-        );
-    }
-}
-
 /// Batches of wake-ups that reach a worker while its claim is under way
 /// gather behind it and are claimed together: one statement for all, each
 /// batch running the jobs of its own wake-ups, a job woken twice running once.

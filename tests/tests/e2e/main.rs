@@ -15,6 +15,7 @@ mod local_process;
 mod metrics;
 mod nodes;
 mod openapi;
+mod plans_and_connections;
 mod platform;
 mod pool;
 mod quickstart;
