@@ -204,13 +204,20 @@ pub fn network_policy(cluster: &Cluster, settings: &HostSettings) -> Value {
         "spec": isolation(&settings.pod_cidrs)})
 }
 
-/// The policy's rules, keeping the host's pod networks (`pod_cidrs`) out of
-/// the egress blocks of their address family.
+/// Link-local addresses, where the cloud providers' instance metadata
+/// answers (`169.254.169.254`), and AWS's IPv6 metadata address, which is
+/// unique-local and so listed on its own: never a control plane's business.
+const METADATA_BLOCKS: [&str; 3] = ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"];
+
+/// The policy's rules, keeping the host's pod networks (`pod_cidrs`) and the
+/// link-local and metadata addresses out of the egress blocks of their
+/// address family.
 fn isolation(pod_cidrs: &[String]) -> Value {
     let except = |v6: bool| -> Vec<&str> {
         pod_cidrs
             .iter()
             .map(String::as_str)
+            .chain(METADATA_BLOCKS)
             .filter(|c| c.contains(':') == v6)
             .collect()
     };
@@ -1093,8 +1100,14 @@ mod tests {
         let dual = settings("10.42.0.0/16, fd00:42::/56").unwrap();
         assert_eq!(dual.pod_cidrs, ["10.42.0.0/16", "fd00:42::/56"]);
         let blocks = &isolation(&dual.pod_cidrs)["egress"][2]["to"];
-        assert_eq!(blocks[0]["ipBlock"]["except"], json!(["10.42.0.0/16"]));
-        assert_eq!(blocks[1]["ipBlock"]["except"], json!(["fd00:42::/56"]));
+        assert_eq!(
+            blocks[0]["ipBlock"]["except"],
+            json!(["10.42.0.0/16", "169.254.0.0/16"])
+        );
+        assert_eq!(
+            blocks[1]["ipBlock"]["except"],
+            json!(["fd00:42::/56", "fe80::/10", "fd00:ec2::254/128"])
+        );
         for bad in [
             "10.42.0.0",
             "10.42.0.0/33",

@@ -109,7 +109,8 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
     assert_eq!(egress[0], serde_json::json!({"to": [{"podSelector": {}}]}));
     assert_eq!(
         egress[2]["to"][0]["ipBlock"],
-        serde_json::json!({"cidr": "0.0.0.0/0", "except": ["10.42.0.0/16"]})
+        serde_json::json!({"cidr": "0.0.0.0/0", "except": ["10.42.0.0/16", "169.254.0.0/16"]}),
+        "no other tenant's pod, no instance metadata"
     );
     assert!(
         egress
