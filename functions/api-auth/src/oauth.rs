@@ -99,7 +99,9 @@ pub async fn start(
         provider,
         return_to: safe_return(query.return_to.as_deref()),
     };
-    let location = client.authorize_url(&state.settings, &pending.state, &pending.verifier);
+    let location = client
+        .authorize_url(&state.settings, &pending.state, &pending.verifier)
+        .map_err(not_configured)?;
     let value = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(serde_json::to_vec(&pending).map_err(anyhow::Error::from)?);
     let secure = if state.settings.insecure_cookies {

@@ -2,10 +2,8 @@
 //! and PKCE (S256). Client ids and sealed secrets come from the system
 //! settings; endpoints from [`shared::config::OAuthEndpoints`].
 
-use base64::Engine;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use shared::{
     config::Settings,
@@ -36,6 +34,10 @@ impl Provider {
     }
 }
 
+fn bad_url(err: oauth2::url::ParseError) -> OAuthError {
+    OAuthError::BadEndpoint(err.to_string())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OAuthError {
     #[error("{0} login is not configured")]
@@ -44,6 +46,9 @@ pub enum OAuthError {
     Refused(String),
     #[error("the provider could not be reached: {0}")]
     Unreachable(String),
+    /// The platform's own configuration of the provider's endpoints.
+    #[error("an OAuth endpoint is not a URL: {0}")]
+    BadEndpoint(String),
     #[error("reading the settings: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -99,19 +104,6 @@ pub async fn client(
     })
 }
 
-/// The PKCE S256 challenge of a verifier.
-pub fn challenge(verifier: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
-}
-
-fn encode(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={}", percent_encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
 /// RFC 3986's unreserved characters: all that a value keeps as it is.
 const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
@@ -134,22 +126,32 @@ pub struct Identity {
 }
 
 impl Client {
-    /// Where to send the browser.
-    pub fn authorize_url(&self, env: &Settings, state: &str, verifier: &str) -> String {
-        let (base, scope) = match self.provider {
-            Provider::Github => (&env.oauth.github_authorize, "read:user user:email"),
-            Provider::Google => (&env.oauth.google_authorize, "openid email profile"),
+    /// Where to send the browser: the authorization-code flow with `state`
+    /// and a PKCE S256 challenge (the `oauth2` crate).
+    pub fn authorize_url(
+        &self,
+        env: &Settings,
+        state: &str,
+        verifier: &str,
+    ) -> Result<String, OAuthError> {
+        let (base, scopes): (&str, &[&str]) = match self.provider {
+            Provider::Github => (&env.oauth.github_authorize, &["read:user", "user:email"]),
+            Provider::Google => (&env.oauth.google_authorize, &["openid", "email", "profile"]),
         };
-        let query = encode(&[
-            ("client_id", &self.client_id),
-            ("redirect_uri", &self.redirect_uri),
-            ("response_type", "code"),
-            ("scope", scope),
-            ("state", state),
-            ("code_challenge", &challenge(verifier)),
-            ("code_challenge_method", "S256"),
-        ]);
-        format!("{base}?{query}")
+        let client = oauth2::basic::BasicClient::new(oauth2::ClientId::new(self.client_id.clone()))
+            .set_auth_uri(oauth2::AuthUrl::new(base.to_string()).map_err(bad_url)?)
+            .set_redirect_uri(
+                oauth2::RedirectUrl::new(self.redirect_uri.clone()).map_err(bad_url)?,
+            );
+        let state = state.to_string();
+        let (url, _) = client
+            .authorize_url(|| oauth2::CsrfToken::new(state))
+            .add_scopes(scopes.iter().map(|s| oauth2::Scope::new(s.to_string())))
+            .set_pkce_challenge(oauth2::PkceCodeChallenge::from_code_verifier_sha256(
+                &oauth2::PkceCodeVerifier::new(verifier.to_string()),
+            ))
+            .url();
+        Ok(url.to_string())
     }
 
     /// Exchanges the code (with the PKCE verifier) and reads the identity.
@@ -159,7 +161,9 @@ impl Client {
         code: &str,
         verifier: &str,
     ) -> Result<Identity, OAuthError> {
+        // No redirect is followed: the token request carries the secret.
         let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(std::time::Duration::from_secs(15))
             .user_agent("KubeBYON")
             .build()
@@ -168,36 +172,38 @@ impl Client {
             Provider::Github => &env.oauth.github_token,
             Provider::Google => &env.oauth.google_token,
         };
-        let form = encode(&[
-            ("grant_type", "authorization_code"),
-            ("code", code),
-            ("redirect_uri", &self.redirect_uri),
-            ("client_id", &self.client_id),
-            ("client_secret", self.client_secret.expose_secret()),
-            ("code_verifier", verifier),
-        ]);
-        let response = http
-            .post(token_url)
-            .header("accept", "application/json")
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form)
-            .send()
-            .await
-            .map_err(|e| OAuthError::Unreachable(e.without_url().to_string()))?;
-        let status = response.status();
-        let body: serde_json::Value = response.json().await.map_err(|e| {
-            OAuthError::Refused(format!(
-                "unreadable token response ({status}): {}",
-                e.without_url()
+        // The client's secret goes in the form body (`client_secret_post`),
+        // which both providers take.
+        let client = oauth2::basic::BasicClient::new(oauth2::ClientId::new(self.client_id.clone()))
+            .set_client_secret(oauth2::ClientSecret::new(
+                self.client_secret.expose_secret().to_string(),
             ))
-        })?;
-        let Some(access_token) = body["access_token"].as_str() else {
-            let error = body["error"].as_str().unwrap_or("no access token");
-            let description = body["error_description"].as_str().unwrap_or_default();
-            return Err(OAuthError::Refused(
-                format!("{error} {description}").trim().to_string(),
-            ));
-        };
+            .set_auth_type(oauth2::AuthType::RequestBody)
+            .set_token_uri(oauth2::TokenUrl::new(token_url.clone()).map_err(bad_url)?)
+            .set_redirect_uri(
+                oauth2::RedirectUrl::new(self.redirect_uri.clone()).map_err(bad_url)?,
+            );
+        let token = client
+            .exchange_code(oauth2::AuthorizationCode::new(code.to_string()))
+            .set_pkce_verifier(oauth2::PkceCodeVerifier::new(verifier.to_string()))
+            .request_async(&http)
+            .await
+            .map_err(|err| match err {
+                oauth2::RequestTokenError::ServerResponse(refusal) => OAuthError::Refused(
+                    format!(
+                        "{} {}",
+                        refusal.error(),
+                        refusal.error_description().map_or("", String::as_str)
+                    )
+                    .trim()
+                    .to_string(),
+                ),
+                oauth2::RequestTokenError::Request(e) => OAuthError::Unreachable(e.to_string()),
+                other => OAuthError::Refused(format!("unreadable token response: {other}")),
+            })?;
+        let access_token = oauth2::TokenResponse::access_token(&token)
+            .secret()
+            .as_str();
         let get = |url: String| {
             let request = http
                 .get(url)
@@ -267,11 +273,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pkce_challenge_is_rfc_7636s() {
-        // RFC 7636, appendix B.
+    fn the_authorization_url_carries_state_and_an_rfc_7636_challenge() {
+        let env = Settings::from_source(&std::collections::HashMap::new()).unwrap();
+        let client = Client {
+            provider: Provider::Github,
+            client_id: "kb-client".into(),
+            client_secret: SecretString::from("s3cret".to_string()),
+            redirect_uri: "https://kubebyon.example.com/api/auth/oauth/github/callback".into(),
+        };
+        // The verifier and challenge of RFC 7636, appendix B.
+        let url = client
+            .authorize_url(
+                &env,
+                "state-123",
+                "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk",
+            )
+            .unwrap();
+        let url = reqwest::Url::parse(&url).unwrap();
+        let query: std::collections::HashMap<_, _> = url.query_pairs().into_owned().collect();
         assert_eq!(
-            challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            query["code_challenge"],
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+        assert_eq!(query["code_challenge_method"], "S256");
+        assert_eq!(query["state"], "state-123");
+        assert_eq!(query["response_type"], "code");
+        assert_eq!(query["client_id"], "kb-client");
+        assert_eq!(query["scope"], "read:user user:email");
+        assert_eq!(
+            query["redirect_uri"],
+            "https://kubebyon.example.com/api/auth/oauth/github/callback"
+        );
+        assert!(
+            !url.as_str().contains("s3cret"),
+            "the secret stays out of the browser"
         );
         assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
     }
