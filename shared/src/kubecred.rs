@@ -205,21 +205,32 @@ pub async fn remove_stale(
     Ok(report)
 }
 
+/// How long a request that revoked credentials spends removing them.
+const REMOVE_NOW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// After a commit that revoked `revoked` credentials of `user_id`: deletes
-/// their ServiceAccounts at once where the clusters answer; the cluster sync
-/// does the rest.
+/// their ServiceAccounts at once where the clusters answer, for at most a few
+/// seconds; the cluster sync does the rest. It never fails the request that
+/// committed the revocation: what it could not do is logged and left.
 pub async fn remove_revoked_now(
     pool: &sqlx::PgPool,
     host: Option<&crate::host::HostCluster>,
     user_id: Uuid,
     revoked: u64,
-) -> Result<(), sqlx::Error> {
+) {
     let Some(host) = host.filter(|_| revoked > 0) else {
-        return Ok(());
+        return;
     };
-    let report = remove_stale(pool, host, Some(user_id)).await?;
-    if report.pending > 0 {
-        tracing::warn!(%user_id, pending = report.pending, "some revoked kubeconfig credentials are still being removed");
+    match tokio::time::timeout(REMOVE_NOW_TIMEOUT, remove_stale(pool, host, Some(user_id))).await {
+        Ok(Ok(report)) if report.pending == 0 => {}
+        Ok(Ok(report)) => {
+            tracing::warn!(%user_id, pending = report.pending, "some revoked kubeconfig credentials are still being removed");
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(%user_id, %error, "revoked kubeconfig credentials are left to the cluster sync");
+        }
+        Err(_) => {
+            tracing::warn!(%user_id, "removing revoked kubeconfig credentials took too long; the cluster sync goes on");
+        }
     }
-    Ok(())
 }

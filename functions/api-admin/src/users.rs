@@ -158,7 +158,7 @@ pub async fn update(
         user_id,
         kubeconfigs_revoked,
     )
-    .await?;
+    .await;
     accounts::get_user(&state.pool, user_id)
         .await?
         .map(AppJson)

@@ -686,7 +686,7 @@ pub async fn confirm_reset(
         account.user_id,
         kubeconfigs_revoked,
     )
-    .await?;
+    .await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -758,7 +758,7 @@ pub async fn change_password(
         user.id,
         kubeconfigs_revoked,
     )
-    .await?;
+    .await;
     Ok(StatusCode::NO_CONTENT)
 }
 
