@@ -113,6 +113,8 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
     Ok(())
 }
 
+const HOST_REQUIRED: &str = "environment variable KUBEBYON_HOST_KUBECONFIG is required";
+
 /// What one run of a schedule works with: the same in a schedule function
 /// and inside `local`.
 #[derive(Clone)]
@@ -140,9 +142,7 @@ impl ScheduleContext {
 
     /// The host cluster, for schedules that declare they need it.
     pub fn host(&self) -> anyhow::Result<&HostCluster> {
-        self.host
-            .as_deref()
-            .context("environment variable KUBEBYON_HOST_KUBECONFIG is required")
+        self.host.as_deref().context(HOST_REQUIRED)
     }
 
     /// The job publisher, for schedules that declare they need it.
@@ -175,11 +175,7 @@ pub struct Schedule {
 pub async fn schedule_function(schedule: &'static Schedule) -> anyhow::Result<()> {
     let platform = Platform::from_env(db::Workload::Requests)?;
     let host = if schedule.needs_host {
-        Some(
-            shared::host::from_env()
-                .await?
-                .context("environment variable KUBEBYON_HOST_KUBECONFIG is required")?,
-        )
+        Some(shared::host::from_env().await?.context(HOST_REQUIRED)?)
     } else {
         None
     };

@@ -201,21 +201,11 @@ text_enum! {
     }
 }
 
-/// How the control plane is exposed to the user's nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, sqlx::Type)]
-#[serde(rename_all = "lowercase")]
-#[sqlx(type_name = "text", rename_all = "lowercase")]
-pub enum PublicAccessMode {
-    Nodeport,
-    Loadbalancer,
-}
-
-impl PublicAccessMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Nodeport => "nodeport",
-            Self::Loadbalancer => "loadbalancer",
-        }
+text_enum! {
+    /// How the control plane is exposed to the user's nodes.
+    PublicAccessMode {
+        Nodeport => "nodeport",
+        Loadbalancer => "loadbalancer",
     }
 }
 

@@ -122,11 +122,12 @@ fn open_with(key: &LessSafeKey, column: &str, sealed: &[u8]) -> Option<SecretStr
 mod tests {
     use super::*;
 
+    fn key_text(byte: u8) -> SecretString {
+        SecretString::from(base64::engine::general_purpose::STANDARD.encode([byte; 32]))
+    }
+
     fn key(byte: u8) -> SecretBox {
-        SecretBox::new(&SecretString::from(
-            base64::engine::general_purpose::STANDARD.encode([byte; 32]),
-        ))
-        .unwrap()
+        SecretBox::new(&key_text(byte)).unwrap()
     }
 
     #[test]
@@ -157,10 +158,6 @@ mod tests {
             "a fresh nonce each time"
         );
         assert!(SecretBox::new(&SecretString::from("short".to_string())).is_err());
-    }
-
-    fn key_text(byte: u8) -> SecretString {
-        SecretString::from(base64::engine::general_purpose::STANDARD.encode([byte; 32]))
     }
 
     #[test]

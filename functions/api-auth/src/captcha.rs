@@ -49,11 +49,6 @@ pub async fn check(
     if let Some(ip) = ip {
         form.push(("remoteip", ip.to_string()));
     }
-    let body = form
-        .iter()
-        .map(|(k, v)| format!("{k}={}", crate::provider::percent_encode(v)))
-        .collect::<Vec<_>>()
-        .join("&");
     let unreachable = |e: reqwest::Error| ApiError::Upstream {
         code: "captcha_unreachable",
         detail: format!(
@@ -70,8 +65,7 @@ pub async fn check(
     let answer: serde_json::Value = client
         .post(url)
         .timeout(std::time::Duration::from_secs(10))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
+        .form(&form)
         .send()
         .await
         .map_err(unreachable)?

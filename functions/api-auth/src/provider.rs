@@ -104,18 +104,6 @@ pub async fn client(
     })
 }
 
-/// RFC 3986's unreserved characters: all that a value keeps as it is.
-const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
-
-/// Percent-encodes a form or query value (or a path segment).
-pub fn percent_encode(value: &str) -> String {
-    percent_encoding::utf8_percent_encode(value, UNRESERVED).to_string()
-}
-
 /// What a provider says about the person logging in.
 #[derive(Debug, Clone)]
 pub struct Identity {
@@ -126,6 +114,17 @@ pub struct Identity {
 }
 
 impl Client {
+    /// The `oauth2` client of this provider's login: its id and where it
+    /// sends the browser back.
+    fn oauth2(&self) -> Result<oauth2::basic::BasicClient, OAuthError> {
+        Ok(
+            oauth2::basic::BasicClient::new(oauth2::ClientId::new(self.client_id.clone()))
+                .set_redirect_uri(
+                    oauth2::RedirectUrl::new(self.redirect_uri.clone()).map_err(bad_url)?,
+                ),
+        )
+    }
+
     /// Where to send the browser: the authorization-code flow with `state`
     /// and a PKCE S256 challenge (the `oauth2` crate).
     pub fn authorize_url(
@@ -138,11 +137,9 @@ impl Client {
             Provider::Github => (&env.oauth.github_authorize, &["read:user", "user:email"]),
             Provider::Google => (&env.oauth.google_authorize, &["openid", "email", "profile"]),
         };
-        let client = oauth2::basic::BasicClient::new(oauth2::ClientId::new(self.client_id.clone()))
-            .set_auth_uri(oauth2::AuthUrl::new(base.to_string()).map_err(bad_url)?)
-            .set_redirect_uri(
-                oauth2::RedirectUrl::new(self.redirect_uri.clone()).map_err(bad_url)?,
-            );
+        let client = self
+            .oauth2()?
+            .set_auth_uri(oauth2::AuthUrl::new(base.to_string()).map_err(bad_url)?);
         let state = state.to_string();
         let (url, _) = client
             .authorize_url(|| oauth2::CsrfToken::new(state))
@@ -174,15 +171,13 @@ impl Client {
         };
         // The client's secret goes in the form body (`client_secret_post`),
         // which both providers take.
-        let client = oauth2::basic::BasicClient::new(oauth2::ClientId::new(self.client_id.clone()))
+        let client = self
+            .oauth2()?
             .set_client_secret(oauth2::ClientSecret::new(
                 self.client_secret.expose_secret().to_string(),
             ))
             .set_auth_type(oauth2::AuthType::RequestBody)
-            .set_token_uri(oauth2::TokenUrl::new(token_url.clone()).map_err(bad_url)?)
-            .set_redirect_uri(
-                oauth2::RedirectUrl::new(self.redirect_uri.clone()).map_err(bad_url)?,
-            );
+            .set_token_uri(oauth2::TokenUrl::new(token_url.clone()).map_err(bad_url)?);
         let token = client
             .exchange_code(oauth2::AuthorizationCode::new(code.to_string()))
             .set_pkce_verifier(oauth2::PkceCodeVerifier::new(verifier.to_string()))
@@ -308,6 +303,5 @@ mod tests {
             !url.as_str().contains("s3cret"),
             "the secret stays out of the browser"
         );
-        assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
     }
 }

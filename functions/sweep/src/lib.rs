@@ -42,8 +42,13 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
         pruned: accounts::prune_sessions(&mut *conn).await?
             + auth::prune_rate_limits(&mut *conn).await?,
     };
+    // The backbone's part is logged by `sweep_on`.
     if report.tokens_expired + report.pruned > 0 {
-        tracing::info!(?report, "sweep");
+        tracing::info!(
+            tokens_expired = report.tokens_expired,
+            pruned = report.pruned,
+            "sweep pruned"
+        );
     }
     Ok(report)
 }
