@@ -220,6 +220,13 @@ impl FromStr for PublicAccessMode {
     }
 }
 
+/// What one job type carries, from its producer to its handler: a job of
+/// [`JobPayload::JOB_TYPE`] is enqueued with it (`jobs::encode`) and read
+/// back by its handler (`JobContext::payload`), so the two cannot drift.
+pub trait JobPayload: Serialize + serde::de::DeserializeOwned {
+    const JOB_TYPE: JobType;
+}
+
 /// The kinds of work on the job backbone; each has its own queue and function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

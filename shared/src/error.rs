@@ -216,6 +216,14 @@ pub fn unique_violation(err: &sqlx::Error) -> Option<&str> {
     }
 }
 
+/// An error that knows whether another attempt may help: an API that is
+/// down, busy or lost a race, against a request that will fail the same way
+/// again. Adapters return such errors; the job backbone turns them into
+/// retryable or fatal job errors (`jobs::StepError`) without knowing them.
+pub trait Transient: std::fmt::Display {
+    fn is_transient(&self) -> bool;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

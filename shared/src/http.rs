@@ -88,7 +88,7 @@ impl FromRequestParts<AppState> for Caller {
 /// An API key in `Authorization: Bearer`, else the session cookie; a cookie
 /// write must echo the CSRF cookie in `X-CSRF-Token` (double submit).
 async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
-    use crate::{auth, db::accounts};
+    use crate::accounts::{self, auth};
     let bearer = parts
         .headers
         .get(axum::http::header::AUTHORIZATION)
@@ -152,7 +152,7 @@ impl FromRequestParts<AppState> for AdminCaller {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        match crate::db::users::active_role(&state.pool, caller.user_id)
+        match crate::accounts::users::active_role(&state.pool, caller.user_id)
             .await?
             .as_deref()
         {

@@ -6,7 +6,9 @@
 use proptest::prelude::*;
 use shared::{
     domain::{ClusterName, EmailAddress, KubernetesVersion},
-    host, jointoken, outbound,
+    host,
+    nodes::jointoken,
+    outbound,
 };
 
 /// Characters hostile input is made of: ASCII (control characters too),

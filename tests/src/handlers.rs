@@ -7,13 +7,10 @@ use std::sync::{
 
 use async_trait::async_trait;
 use shared::{
-    db::{
-        clusters::{self, NewCluster},
-        jobs::{self, JobMessage, NewJob},
-        users,
-    },
+    accounts::users,
+    clusters::{self, ClusterChanges, ClusterCreation, ClusterDeletion, NewCluster},
     domain::JobType,
-    jobs::{Completed, JobContext, JobError, JobHandler},
+    jobs::{self, Completed, JobContext, JobError, JobHandler, JobMessage, NewJob},
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -130,13 +127,25 @@ pub async fn seed_cluster(pool: &PgPool) -> Uuid {
     id
 }
 
-/// Enqueues and commits a job for the cluster, without publishing it.
+/// Enqueues and commits a job for the cluster, without publishing it, with
+/// the payload its type carries.
 pub async fn enqueue(
     pool: &PgPool,
     cluster_id: Uuid,
     job_type: JobType,
     max_attempts: i32,
 ) -> JobMessage {
+    let cluster = clusters::get(pool, cluster_id)
+        .await
+        .expect("read cluster")
+        .expect("seeded cluster");
+    let (_, payload) = match job_type {
+        JobType::ClusterCreate => jobs::encode(&ClusterCreation::of(&cluster)),
+        JobType::ClusterUpdate => jobs::encode(&ClusterChanges::of(&cluster)),
+        JobType::ClusterDelete => jobs::encode(&ClusterDeletion::of(&cluster)),
+        JobType::NodeRemove => panic!("a node removal names its node: request it through the API"),
+    }
+    .expect("encode payload");
     let mut tx = pool.begin().await.expect("tx");
     let enqueued = jobs::enqueue(
         &mut tx,
@@ -144,7 +153,7 @@ pub async fn enqueue(
             cluster_id,
             job_type,
             requested_by: None,
-            payload: &serde_json::json!({}),
+            payload: &payload,
             max_attempts,
         },
     )

@@ -10,11 +10,8 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use shared::{
-    auth,
-    db::{
-        accounts::{self, ApiKey, Login, NotificationSettings, SessionInfo},
-        audit::{self, AuditEvent, AuditRecord},
-    },
+    accounts::{self, ApiKey, Login, NotificationSettings, SessionInfo, auth},
+    audit::{self, AuditEvent, AuditRecord},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},

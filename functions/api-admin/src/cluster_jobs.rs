@@ -1,14 +1,11 @@
 use axum::extract::State;
 use serde::Deserialize;
 use shared::{
-    db::{
-        audit::{self, AuditEvent},
-        jobs::{self, JobRecord},
-    },
+    audit::{self, AuditEvent},
     error::{ApiError, active_job_conflict},
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
-    jobs::publish_after_commit,
+    jobs::{self, JobRecord, publish_after_commit},
 };
 use utoipa::IntoParams;
 use uuid::Uuid;

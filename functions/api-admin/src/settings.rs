@@ -4,13 +4,11 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
-    db::{
-        audit::{self, AuditEvent},
-        settings::{self, SecretChanges, SecretsSet, SettingsFields},
-    },
+    audit::{self, AuditEvent},
     error::{ApiError, FieldError},
     extract::AppJson,
     http::{AdminCaller, AppState},
+    settings::{self, SecretChanges, SecretsSet, SettingsFields},
 };
 use utoipa::ToSchema;
 

@@ -4,15 +4,12 @@
 use axum::{extract::State, http::StatusCode};
 use serde::Deserialize;
 use shared::{
-    db::{
-        accounts::{self, User},
-        audit::{self, AuditEvent, AuditRecord},
-        kubeconfigs,
-    },
+    accounts::{self, User},
+    audit::{self, AuditEvent, AuditRecord},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
-    kubecred,
+    kubeconfigs::{self, credential},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -152,7 +149,7 @@ pub async fn update(
     )
     .await?;
     tx.commit().await?;
-    kubecred::remove_revoked_now(
+    credential::remove_revoked_now(
         &state.pool,
         state.host.as_deref(),
         user_id,

@@ -8,8 +8,8 @@ use sqlx::PgPool;
 
 use shared::{
     config::Settings,
-    db::settings::{self, column},
     error::ApiError,
+    settings::{self, column},
 };
 
 pub async fn check(

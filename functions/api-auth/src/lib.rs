@@ -12,17 +12,16 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use shared::{
-    auth::{self, CODE_LIFETIME, CODE_MAX_ATTEMPTS},
-    db::{
-        accounts::{self, CodeCheck, LoginEvent, NewSession, User},
-        audit::{self, AuditEvent},
-        kubeconfigs::{self, RevokeAll},
+    accounts::{
+        self, CodeCheck, LoginEvent, NewSession, User,
+        auth::{self, CODE_LIFETIME, CODE_MAX_ATTEMPTS},
     },
+    audit::{self, AuditEvent},
     domain::EmailAddress,
     error::{ApiError, FieldError},
     extract::AppJson,
     http::{AppState, Caller, Origin},
-    kubecred,
+    kubeconfigs::{self, RevokeAll, credential},
 };
 use utoipa::{OpenApi, ToSchema};
 use uuid::Uuid;
@@ -117,7 +116,7 @@ async fn send_code(
         email.to_string(),
     );
     let delivery = async move {
-        if let Err(err) = shared::mail::send(&pool, &settings, &to, subject, body).await {
+        if let Err(err) = shared::accounts::mail::send(&pool, &settings, &to, subject, body).await {
             tracing::error!(error = %err, "could not send an email code");
         }
     };
@@ -155,7 +154,7 @@ async fn answered_alike<T>(
 /// 503 for every address alike when no mail can be sent at all: checked
 /// before any account is looked up, so the answer says nothing about one.
 async fn mail_ready(state: &AppState) -> Result<(), ApiError> {
-    shared::mail::ready(&state.pool, &state.settings)
+    shared::accounts::mail::ready(&state.pool, &state.settings)
         .await
         .map_err(|err| {
             tracing::error!(error = %err, "email codes cannot be sent");
@@ -680,7 +679,7 @@ pub async fn confirm_reset(
     )
     .await?;
     tx.commit().await?;
-    kubecred::remove_revoked_now(
+    credential::remove_revoked_now(
         &state.pool,
         state.host.as_deref(),
         account.user_id,
@@ -752,7 +751,7 @@ pub async fn change_password(
     )
     .await?;
     tx.commit().await?;
-    kubecred::remove_revoked_now(
+    credential::remove_revoked_now(
         &state.pool,
         state.host.as_deref(),
         user.id,

@@ -10,11 +10,8 @@ use axum::{
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use shared::{
-    auth,
-    db::{
-        accounts::{self, LoginEvent},
-        audit,
-    },
+    accounts::{self, LoginEvent, auth},
+    audit,
     error::ApiError,
     extract::{AppPath, AppQuery},
     http::{AppState, Origin},

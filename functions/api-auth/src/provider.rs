@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use shared::{
     config::Settings,
-    db::settings::{self, column},
+    settings::{self, column},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

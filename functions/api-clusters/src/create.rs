@@ -1,15 +1,12 @@
 use axum::{extract::State, response::Response};
 use serde::{Deserialize, Serialize};
 use shared::{
-    db::{
-        clusters::{self, Cluster, NewCluster},
-        jobs::{self, NewJob, Operation},
-    },
-    domain::{ClusterName, JobType, KubernetesVersion, PublicAccessMode},
+    clusters::{self, Cluster, ClusterCreation, NewCluster},
+    domain::{ClusterName, KubernetesVersion, PublicAccessMode},
     error::{ApiError, FieldError, unique_violation},
     extract::AppJson,
     http::{AppState, Caller, accepted},
-    jobs::enqueue_and_publish_after_commit,
+    jobs::{self, NewJob, Operation, enqueue_and_publish_after_commit},
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -187,14 +184,15 @@ pub async fn create(
                 },
                 _ => err.into(),
             })?;
-    let payload = serde_json::to_value(&cluster).map_err(anyhow::Error::from)?;
+    let (job_type, payload) =
+        jobs::encode(&ClusterCreation::of(&cluster)).map_err(anyhow::Error::from)?;
     let enqueued = enqueue_and_publish_after_commit(
         &state.pool,
         state.publisher.as_ref(),
         tx,
         NewJob {
             cluster_id: cluster.id,
-            job_type: JobType::ClusterCreate,
+            job_type,
             requested_by: Some(caller.user_id),
             payload: &payload,
             max_attempts: state.settings.jobs.max_attempts,

@@ -1,14 +1,11 @@
 use axum::{extract::State, response::Response};
 use shared::{
-    db::{
-        clusters,
-        jobs::{self, NewJob},
-    },
+    clusters::{self, ClusterDeletion},
     domain::JobType,
     error::{ApiError, active_job_conflict},
     extract::AppPath,
     http::{AppState, Caller},
-    jobs::enqueue_and_publish_after_commit,
+    jobs::{self, NewJob, enqueue_and_publish_after_commit},
 };
 use uuid::Uuid;
 
@@ -53,27 +50,28 @@ pub async fn delete(
             detail: "this cluster is already being deleted".into(),
         });
     }
+    let (job_type, payload) =
+        jobs::encode(&ClusterDeletion::of(&cluster)).map_err(anyhow::Error::from)?;
     if activity.active_job.is_some() {
         let operation_id = jobs::queue_operation(
             &mut tx,
             cluster.id,
-            JobType::ClusterDelete,
+            job_type,
             Some(caller.user_id),
-            &serde_json::json!({}),
+            &payload,
         )
         .await?;
         tx.commit().await?;
         return crate::accepted_operation(&state, caller, operation_id, cluster.id).await;
     }
     clusters::mark_deleting(&mut tx, cluster.id).await?;
-    let payload = serde_json::json!({ "namespace": cluster.namespace, "vcluster_name": cluster.vcluster_name });
     let enqueued = enqueue_and_publish_after_commit(
         &state.pool,
         state.publisher.as_ref(),
         tx,
         NewJob {
             cluster_id: cluster.id,
-            job_type: JobType::ClusterDelete,
+            job_type,
             requested_by: Some(caller.user_id),
             payload: &payload,
             max_attempts: state.settings.jobs.max_attempts,

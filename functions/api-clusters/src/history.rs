@@ -1,10 +1,10 @@
 use axum::extract::State;
 use serde::Deserialize;
 use shared::{
-    db::jobs::{self, JobRecord, Operation},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
+    jobs::{self, JobRecord, Operation},
 };
 use utoipa::IntoParams;
 use uuid::Uuid;

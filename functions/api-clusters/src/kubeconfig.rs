@@ -11,15 +11,12 @@ use axum::{
 use base64::Engine;
 use serde::Deserialize;
 use shared::{
-    db::{
-        audit::{self, AuditEvent},
-        clusters::Cluster,
-        kubeconfigs::{self, Credential, NewCredential},
-    },
+    audit::{self, AuditEvent},
+    clusters::Cluster,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller, Origin},
-    kubecred,
+    kubeconfigs::{self, Credential, NewCredential, credential},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -72,10 +69,10 @@ pub async fn issue(
         .expiration_seconds
         .unwrap_or(state.settings.kubeconfig_default_ttl_seconds);
     let mut errors = Vec::new();
-    if !(kubecred::MIN_SECONDS..=max).contains(&seconds) {
+    if !(credential::MIN_SECONDS..=max).contains(&seconds) {
         errors.push(shared::error::FieldError {
             field: "expiration_seconds".into(),
-            message: format!("must be between {} and {max}", kubecred::MIN_SECONDS),
+            message: format!("must be between {} and {max}", credential::MIN_SECONDS),
         });
     }
     if let Some(description) = &body.description
@@ -101,7 +98,7 @@ pub async fn issue(
     // Recorded first: a failure half way leaves a revoked row whose
     // ServiceAccount the cluster sync deletes, never an untracked one.
     let id = Uuid::new_v4();
-    let name = kubecred::service_account_name(id);
+    let name = credential::service_account_name(id);
     let mut tx = state.pool.begin().await?;
     kubeconfigs::insert(
         &mut *tx,
@@ -129,7 +126,7 @@ pub async fn issue(
             .vcluster_client(&cluster, server)
             .await
             .map_err(|e| e.to_string())?;
-        kubecred::issue(client, id, caller.user_id, seconds)
+        credential::issue(client, id, caller.user_id, seconds)
             .await
             .map_err(|e| e.to_string())
     };
@@ -275,7 +272,7 @@ pub async fn revoke(
                 .vcluster_client(&cluster, server)
                 .await
                 .map_err(|e| e.to_string())?;
-            kubecred::remove(client, credential_id)
+            credential::remove(client, credential_id)
                 .await
                 .map_err(|e| e.to_string())
         };

@@ -58,11 +58,11 @@ pub(crate) async fn accepted_operation(
     operation_id: uuid::Uuid,
     cluster_id: uuid::Uuid,
 ) -> Result<axum::response::Response, shared::error::ApiError> {
-    use shared::{db, error::ApiError};
-    let operation = db::jobs::get_operation(&state.pool, operation_id)
+    use shared::{clusters, error::ApiError, jobs};
+    let operation = jobs::get_operation(&state.pool, operation_id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
-    let cluster = db::clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
     Ok(shared::http::accepted(OperationAccepted {

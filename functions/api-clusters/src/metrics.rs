@@ -2,10 +2,10 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
-    db::metrics::{self, MetricsPoint},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
+    metrics::{self, MetricsPoint},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;

@@ -1,15 +1,12 @@
 use axum::{extract::State, response::Response};
 use serde::Deserialize;
 use shared::{
-    db::{
-        clusters::{self, ClusterChanges},
-        jobs::NewJob,
-    },
-    domain::{ClusterStatus, JobType, PublicAccessMode},
+    clusters::{self, ClusterChanges},
+    domain::{ClusterStatus, PublicAccessMode},
     error::{ApiError, active_job_conflict},
     extract::{AppJson, AppPath},
     http::{AppState, Caller},
-    jobs::enqueue_and_publish_after_commit,
+    jobs::{self, NewJob, enqueue_and_publish_after_commit},
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -110,21 +107,14 @@ pub async fn update(
         });
     }
     clusters::apply_changes(&mut tx, cluster.id, &changes).await?;
-    let payload = serde_json::json!({
-        "public_access_mode": changes.public_access_mode,
-        "workload_cpu_limit_milli_cores": changes.workload_cpu_limit_milli_cores,
-        "workload_memory_limit_mib": changes.workload_memory_limit_mib,
-        "control_plane_cpu_request_milli_cores": changes.control_plane_cpu_request_milli_cores,
-        "control_plane_memory_request_mib": changes.control_plane_memory_request_mib,
-        "managed_workload_ingress_enabled": changes.managed_workload_ingress_enabled,
-    });
+    let (job_type, payload) = jobs::encode(&changes).map_err(anyhow::Error::from)?;
     let enqueued = enqueue_and_publish_after_commit(
         &state.pool,
         state.publisher.as_ref(),
         tx,
         NewJob {
             cluster_id: cluster.id,
-            job_type: JobType::ClusterUpdate,
+            job_type,
             requested_by: Some(caller.user_id),
             payload: &payload,
             max_attempts: state.settings.jobs.max_attempts,

@@ -12,16 +12,16 @@ use axum::{
 };
 use serde::Deserialize;
 use shared::{
-    db::{
-        audit::{self, AuditEvent},
-        clusters,
-        dns::{self, Binding},
-        settings,
-    },
-    dnsproof::{self, Verdict},
+    audit::{self, AuditEvent},
+    clusters,
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath},
     http::{AppState, Caller},
+    ingress::{
+        dnsproof::{self, Verdict},
+        records::{self, Binding},
+    },
+    settings,
 };
 use utoipa::{OpenApi, ToSchema};
 use uuid::Uuid;
@@ -149,7 +149,7 @@ pub async fn create(
     .flatten()
     .collect();
     let scope = match base.as_deref() {
-        Some(base) if shared::dns::is_under(&hostname, base) => "platform_managed",
+        Some(base) if shared::ingress::dns::is_under(&hostname, base) => "platform_managed",
         Some(base) if hostname == base => {
             return Err(ApiError::invalid(
                 "hostname",
@@ -158,10 +158,10 @@ pub async fn create(
         }
         _ => "self_managed",
     };
-    let own_label = shared::dns::cluster_record(&cluster.vcluster_name, cluster_id, "")
+    let own_label = shared::ingress::dns::cluster_record(&cluster.vcluster_name, cluster_id, "")
         .trim_end_matches('.')
         .to_string();
-    if let Some(reason) = shared::dns::reserved(
+    if let Some(reason) = shared::ingress::dns::reserved(
         &hostname,
         base.as_deref().unwrap_or_default(),
         &own_label,
@@ -174,10 +174,10 @@ pub async fn create(
     }
     let token = (scope == "self_managed").then(dnsproof::new_token);
     let mut tx = state.pool.begin().await?;
-    if dns::hostname_held(&mut *tx, &hostname).await? {
+    if records::hostname_held(&mut *tx, &hostname).await? {
         return Err(taken(&hostname));
     }
-    let id = dns::insert_binding(&mut *tx, cluster_id, &hostname, scope, token.as_deref())
+    let id = records::insert_binding(&mut *tx, cluster_id, &hostname, scope, token.as_deref())
         .await
         .map_err(|err| match unique_violation(&err) {
             Some(
@@ -200,12 +200,11 @@ pub async fn create(
     )
     .await?;
     tx.commit().await?;
-    let binding =
-        dns::get_binding(&state.pool, cluster_id, id)
-            .await?
-            .ok_or(ApiError::NotFound {
-                what: "hostname binding",
-            })?;
+    let binding = records::get_binding(&state.pool, cluster_id, id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            what: "hostname binding",
+        })?;
     Ok((StatusCode::CREATED, AppJson(binding)).into_response())
 }
 
@@ -226,7 +225,7 @@ pub async fn verify(
     AppPath((cluster_id, binding_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<AppJson<Binding>, ApiError> {
     owned(&state, caller, cluster_id).await?;
-    if let Some(pending) = dns::unverified_binding(&state.pool, cluster_id, binding_id).await? {
+    if let Some(pending) = records::unverified_binding(&state.pool, cluster_id, binding_id).await? {
         match dnsproof::check_and_record(&state.pool, state.settings.dns_resolver, &pending).await?
         {
             Verdict::Verified => {}
@@ -239,7 +238,7 @@ pub async fn verify(
             }
         }
     }
-    dns::get_binding(&state.pool, cluster_id, binding_id)
+    records::get_binding(&state.pool, cluster_id, binding_id)
         .await?
         .map(AppJson)
         .ok_or(ApiError::NotFound {
@@ -257,7 +256,9 @@ pub async fn list(
     AppPath(cluster_id): AppPath<Uuid>,
 ) -> Result<AppJson<Vec<Binding>>, ApiError> {
     owned(&state, caller, cluster_id).await?;
-    Ok(AppJson(dns::list_bindings(&state.pool, cluster_id).await?))
+    Ok(AppJson(
+        records::list_bindings(&state.pool, cluster_id).await?,
+    ))
 }
 
 /// Unbind a hostname
@@ -273,7 +274,7 @@ pub async fn remove(
 ) -> Result<StatusCode, ApiError> {
     owned(&state, caller, cluster_id).await?;
     let mut tx = state.pool.begin().await?;
-    if !dns::delete_binding(&mut *tx, cluster_id, binding_id).await? {
+    if !records::delete_binding(&mut *tx, cluster_id, binding_id).await? {
         return Err(ApiError::NotFound {
             what: "hostname binding",
         });

@@ -1,13 +1,11 @@
 use axum::extract::State;
 use serde::Deserialize;
 use shared::{
-    db::{
-        clusters,
-        nodes::{self, NodeEvent},
-    },
+    clusters,
     error::ApiError,
     extract::{AppJson, AppQuery},
     http::{AppState, Caller},
+    nodes::{self, NodeEvent},
 };
 use utoipa::IntoParams;
 use uuid::Uuid;

@@ -4,13 +4,11 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
-    db::{
-        clusters,
-        nodes::{self, Node, NodeEvent},
-    },
+    clusters,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
+    nodes::{self, Node, NodeEvent},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;

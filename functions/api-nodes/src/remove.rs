@@ -3,17 +3,14 @@
 use axum::{extract::State, response::Response};
 use serde::{Deserialize, Serialize};
 use shared::{
-    db::{
-        audit::{self, AuditEvent},
-        clusters,
-        jobs::{self, NewJob, Operation},
-        nodes::{self, Node},
-    },
+    audit::{self, AuditEvent},
+    clusters,
     domain::JobType,
     error::{ApiError, active_job_conflict, unique_violation},
     extract::{AppPath, AppQuery},
     http::{AppState, Caller, accepted},
-    jobs::enqueue_and_publish_after_commit,
+    jobs::{self, NewJob, Operation, enqueue_and_publish_after_commit},
+    nodes::{self, Node, NodeRemoval},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -103,12 +100,13 @@ pub async fn remove(
             detail: "the cluster is being deleted, and its nodes with it".into(),
         });
     }
-    let payload = serde_json::json!({
-        "node_id": node.id,
-        "node_name": node.name,
-        "force": query.force,
-        "drain_timeout_seconds": drain_timeout,
-    });
+    let (job_type, payload) = jobs::encode(&NodeRemoval {
+        node_id: node.id,
+        node_name: node.name.clone(),
+        force: query.force,
+        drain_timeout_seconds: drain_timeout,
+    })
+    .map_err(anyhow::Error::from)?;
     audit::record(
         &mut *tx,
         AuditEvent {
@@ -133,7 +131,7 @@ pub async fn remove(
         let id = jobs::queue_operation(
             &mut tx,
             cluster_id,
-            JobType::NodeRemove,
+            job_type,
             Some(caller.user_id),
             &payload,
         )
@@ -148,7 +146,7 @@ pub async fn remove(
             tx,
             NewJob {
                 cluster_id,
-                job_type: JobType::NodeRemove,
+                job_type,
                 requested_by: Some(caller.user_id),
                 payload: &payload,
                 max_attempts: state.settings.jobs.max_attempts,

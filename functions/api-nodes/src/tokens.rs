@@ -10,16 +10,16 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use shared::{
-    db::{
-        audit::{self, AuditEvent},
-        clusters::{self, Cluster},
-        tokens::{self, Attempt, NewToken, Token},
-    },
+    audit::{self, AuditEvent},
+    clusters::{self, Cluster},
     domain::ClusterStatus,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
-    jointoken::{self, JoinToken},
+    nodes::{
+        jointoken::{self, JoinToken},
+        tokens::{self, Attempt, NewToken, Token},
+    },
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -300,7 +300,8 @@ pub async fn revoke(
     tx.commit().await?;
     // The bootstrap Secrets of joins still under way go at once.
     let secrets =
-        tokens::stale_secrets_of(&state.pool, Some(token_id), shared::nodesync::JOIN_GRACE).await?;
+        tokens::stale_secrets_of(&state.pool, Some(token_id), shared::nodes::sync::JOIN_GRACE)
+            .await?;
     if !secrets.is_empty() {
         let client = match cluster.api_endpoint.as_deref() {
             Some(endpoint) => cluster_client(&state, &cluster, endpoint)

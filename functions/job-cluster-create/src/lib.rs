@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use shared::{
-    db::clusters::{self, Cluster},
+    clusters::{self, Cluster, ClusterCreation},
     domain::JobType,
     host::HostCluster,
     jobs::{Completed, JobContext, JobError, JobHandler},
@@ -35,10 +35,12 @@ impl JobHandler for CreateCluster {
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
-        let host = shared::host::require(&self.host, ctx, NO_HOST_ADAPTER).await?;
-        let cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
+        let target: ClusterCreation = ctx.payload()?;
+        let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
+        let mut cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
             .await?
             .ok_or_else(|| JobError::fatal("the cluster was deleted before it was created"))?;
+        target.apply_to(&mut cluster);
         create(ctx, host, &cluster).await
     }
 }
@@ -75,7 +77,8 @@ async fn create(
         .await?;
     let endpoint = host
         .await_control_plane(cluster, "installing the control plane")
-        .await?;
+        .await
+        .map_err(JobError::from_transient)?;
 
     let url = endpoint.url();
     let mut tx = ctx.pool.begin().await?;

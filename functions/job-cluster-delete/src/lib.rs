@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use shared::{
-    db::clusters,
+    clusters::{self, ClusterDeletion},
     domain::JobType,
     host::HostCluster,
     jobs::{Completed, JobContext, JobError, JobHandler, StepError},
@@ -32,11 +32,13 @@ impl JobHandler for DeleteCluster {
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
-        let host = shared::host::require(&self.host, ctx, NO_HOST_ADAPTER).await?;
-        let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
+        let deletion: ClusterDeletion = ctx.payload()?;
+        let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
+        let Some(mut cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
             // Already deleted by an earlier attempt that lost its lease after committing.
             return ctx.complete_alone().await;
         };
+        deletion.apply_to(&mut cluster);
         ctx.step("deleting the namespace", host.delete_namespace(&cluster))
             .await?;
         ctx.stage("waiting for the namespace to be gone").await?;

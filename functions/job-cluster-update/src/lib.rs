@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use shared::{
-    db::clusters,
+    clusters::{self, ClusterChanges},
     domain::JobType,
     host::HostCluster,
     jobs::{Completed, JobContext, JobError, JobHandler},
@@ -35,10 +35,12 @@ impl JobHandler for UpdateCluster {
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
-        let host = shared::host::require(&self.host, ctx, NO_HOST_ADAPTER).await?;
-        let cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
+        let target: ClusterChanges = ctx.payload()?;
+        let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
+        let mut cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
             .await?
             .ok_or_else(|| JobError::fatal("the cluster was deleted before it could be updated"))?;
+        target.apply_to(&mut cluster);
         ctx.step(
             "applying the resource quota and limits",
             host.ensure_limits(&cluster),
@@ -64,7 +66,8 @@ impl JobHandler for UpdateCluster {
             .await?;
         let endpoint = host
             .await_control_plane(&cluster, "updating the control plane")
-            .await?;
+            .await
+            .map_err(JobError::from_transient)?;
         let url = endpoint.url();
         let mut tx = ctx.pool.begin().await?;
         clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;

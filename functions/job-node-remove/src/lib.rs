@@ -12,28 +12,16 @@ use kube::{
     Api,
     api::{EvictParams, ListParams, Patch, PatchParams},
 };
-use serde::Deserialize;
 use shared::{
-    db::{
-        clusters,
-        nodes::{self, NewNodeEvent},
-    },
+    clusters,
     domain::JobType,
     host::{HostCluster, HostError},
     jobs::{Completed, JobContext, JobError, JobHandler, StepError},
+    nodes::{self, NewNodeEvent, NodeRemoval},
 };
-use uuid::Uuid;
 
 pub const NO_HOST_ADAPTER: &str =
     "cannot reach the cluster: no host cluster adapter is configured on this platform";
-
-#[derive(Debug, Deserialize)]
-struct Removal {
-    node_id: Uuid,
-    node_name: String,
-    force: bool,
-    drain_timeout_seconds: u64,
-}
 
 pub struct RemoveNode {
     host: Option<Arc<HostCluster>>,
@@ -61,9 +49,8 @@ impl JobHandler for RemoveNode {
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
-        let removal: Removal = serde_json::from_value(ctx.job.payload.clone())
-            .map_err(|e| JobError::fatal(format!("the removal request is malformed: {e}")))?;
-        let host = shared::host::require(&self.host, ctx, NO_HOST_ADAPTER).await?;
+        let removal: NodeRemoval = ctx.payload()?;
+        let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
             // The cluster was deleted, and its nodes with it.
             return ctx.complete_alone().await;

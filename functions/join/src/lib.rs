@@ -22,12 +22,12 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use shared::{
-    db::{
-        clusters,
+    clusters,
+    http::AppState,
+    nodes::{
+        jointoken::{self, JoinToken, ScriptParams},
         tokens::{self, NewAttempt, Presented},
     },
-    http::AppState,
-    jointoken::{self, JoinToken, ScriptParams},
 };
 use utoipa::{OpenApi, ToSchema};
 use uuid::Uuid;
@@ -477,7 +477,8 @@ async fn record_step(
         ("join", "running") => {
             let bootstrap = JoinToken::generate();
             let expires_at = chrono::Utc::now()
-                + chrono::Duration::from_std(shared::nodesync::JOIN_GRACE).expect("a short window");
+                + chrono::Duration::from_std(shared::nodes::sync::JOIN_GRACE)
+                    .expect("a short window");
             match tokens::take_use(
                 &mut tx,
                 presented.token_id,

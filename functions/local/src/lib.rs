@@ -196,10 +196,10 @@ async fn reseal_settings(settings: &Settings, database_url: &SecretString) -> an
         .context("KUBEBYON_SETTINGS_KEY must be set to the new key")?;
     let pool = migrate(database_url, settings.database_max_connections).await?;
     let mut tx = pool.begin().await?;
-    let done = db::settings::reseal(&mut tx, &key).await?;
-    db::audit::record(
+    let done = shared::settings::reseal(&mut tx, &key).await?;
+    shared::audit::record(
         &mut *tx,
-        db::audit::AuditEvent {
+        shared::audit::AuditEvent {
             actor_user_id: None,
             actor_kind: "system",
             action: "system.settings.resealed",
@@ -288,12 +288,12 @@ async fn serve(
     }
 
     let identity = if development {
-        let user_id = db::users::ensure_development_user(&pool)
+        let user_id = shared::accounts::users::ensure_development_user(&pool)
             .await
             .context("creating the development user")?;
         tracing::warn!(
             "--development: every console request acts as {}, on 127.0.0.1 only",
-            db::users::DEVELOPMENT_EMAIL
+            shared::accounts::users::DEVELOPMENT_EMAIL
         );
         Identity::Development(user_id)
     } else {

@@ -8,9 +8,9 @@
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
 use shared::{
-    auth,
-    db::{accounts, tokens},
+    accounts::{self, auth},
     jobs::{self, SweepReport},
+    nodes::tokens,
 };
 
 pub const SCHEDULE: Schedule = Schedule {

@@ -1,14 +1,15 @@
 //! `sync-clusters`: the schedule that checks every ready cluster's control
 //! plane and records whether it answers (`connection_status`, `last_observed_at`),
 //! converges its managed ingress and follows its hostnames' certificates
-//! ([`observe`]), then deletes the ServiceAccounts of revoked and expired
+//! ([`observe`], [`tls`]), then deletes the ServiceAccounts of revoked and expired
 //! kubeconfig credentials from their clusters.
 
 pub mod observe;
+pub mod tls;
 
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
-use shared::kubecred::{self, RemovalReport};
+use shared::kubeconfigs::credential::{self, RemovalReport};
 
 use crate::observe::{ObservationReport, observe_clusters};
 
@@ -33,7 +34,7 @@ pub struct Report {
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
     let host = ctx.host()?;
     let observation = observe_clusters(&ctx.pool, host, CONCURRENCY).await?;
-    let credentials = kubecred::remove_stale(&ctx.pool, host, None).await?;
+    let credentials = credential::remove_stale(&ctx.pool, host, None).await?;
     Ok(Report {
         observation,
         credentials,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 use sqlx::PgPool;
 
-use shared::{db::clusters, host::HostCluster};
+use shared::{clusters, host::HostCluster};
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ObservationReport {
@@ -25,7 +25,7 @@ pub async fn observe_clusters(
     host: &HostCluster,
     concurrency: usize,
 ) -> Result<ObservationReport, sqlx::Error> {
-    let bindings = &shared::db::dns::live_bindings(pool).await?;
+    let bindings = &shared::ingress::records::live_bindings(pool).await?;
     let results = host
         .across_ready_clusters(
             pool,
@@ -37,7 +37,7 @@ pub async fn observe_clusters(
                     tracing::warn!(cluster_id = %cluster.id, %error, "could not record the ingress state");
                 }
                 let hostnames = bindings.get(&cluster.id).map_or(&[][..], Vec::as_slice);
-                if let Err(error) = shared::tls::observe(pool, &cluster, hostnames, &client).await {
+                if let Err(error) = crate::tls::observe(pool, &cluster, hostnames, &client).await {
                     tracing::warn!(cluster_id = %cluster.id, %error, "could not record the TLS state");
                 }
                 Ok(version)

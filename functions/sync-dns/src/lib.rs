@@ -4,7 +4,7 @@
 //! resolution of verified ones.
 
 use queues::runtime::{Schedule, ScheduleContext};
-use shared::dns::{DnsReport, sync};
+use shared::ingress::dns::{DnsReport, sync};
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sync-dns",

@@ -22,11 +22,9 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use shared::{
-    db::{
-        clusters,
-        metrics::{self, NewSnapshot},
-    },
+    clusters,
     host::{HostCluster, PodUsage},
+    metrics::{self, NewSnapshot},
 };
 
 /// The container of the vCluster chart's control-plane pod that runs the

@@ -3,7 +3,7 @@
 //! `nodes` snapshot and `node_events` history. A cycle with no change writes nothing.
 
 use queues::runtime::{Schedule, ScheduleContext};
-use shared::nodesync::{DEFAULT_CONCURRENCY, NodeSyncReport, sync_all};
+use shared::nodes::sync::{DEFAULT_CONCURRENCY, NodeSyncReport, sync_all};
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sync-nodes",

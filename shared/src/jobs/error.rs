@@ -1,5 +1,7 @@
 use std::sync::Arc;
 
+use crate::error::Transient;
+
 /// How a job step failed, decided where the failure happens.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -34,6 +36,29 @@ impl From<sqlx::Error> for JobError {
 /// naming the step, retryable or fatal as the error itself tells.
 pub trait StepError {
     fn at_step(self, step: &str) -> JobError;
+}
+
+/// In words for the user: retryable when transient, fatal otherwise.
+impl<E: Transient> StepError for E {
+    fn at_step(self, step: &str) -> JobError {
+        if self.is_transient() {
+            JobError::retryable(format!("{step}: {self}"))
+        } else {
+            JobError::fatal(format!("{step} failed: {self}"))
+        }
+    }
+}
+
+impl JobError {
+    /// A failure that names no step (the error says where it happened):
+    /// retryable when transient, fatal otherwise.
+    pub fn from_transient(err: impl Transient) -> Self {
+        if err.is_transient() {
+            Self::Retryable(err.to_string())
+        } else {
+            Self::Fatal(err.to_string())
+        }
+    }
 }
 
 /// The database could not be used to claim or finish a job: the transport

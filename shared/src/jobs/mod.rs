@@ -4,6 +4,7 @@
 mod error;
 mod publish;
 mod retry;
+mod store;
 mod sweep;
 mod worker;
 
@@ -16,4 +17,4 @@ pub use retry::retry_delay;
 pub use sweep::{SweepReport, sweep, sweep_on};
 pub use worker::{Completed, JobContext, JobHandler, Processed, Worker};
 
-pub use crate::db::jobs::{ClaimedJob, JobMessage};
+pub use store::*;

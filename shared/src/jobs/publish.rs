@@ -3,7 +3,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sqlx::{PgPool, Postgres, Transaction};
 
-use crate::db::jobs::{self, Enqueued, JobMessage, NewJob};
+use crate::jobs::{self, Enqueued, JobMessage, NewJob};
 
 #[derive(Debug, thiserror::Error)]
 #[error("could not publish job wake-ups: {0}")]

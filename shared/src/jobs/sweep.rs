@@ -1,7 +1,7 @@
 use sqlx::{PgConnection, PgPool};
 
 use super::JobPublisher;
-use crate::{config::JobSettings, db::jobs};
+use crate::{config::JobSettings, jobs};
 
 /// What one sweep did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -17,8 +17,8 @@ use uuid::Uuid;
 use super::{JobError, Unavailable, retry_delay};
 use crate::{
     config::JobSettings,
-    db::jobs::{self, ClaimedJob, JobMessage},
-    domain::JobType,
+    domain::{JobPayload, JobType},
+    jobs::{self, ClaimedJob, JobMessage},
 };
 
 /// Proof that a handler finished its job inside a fenced transaction. Only
@@ -51,6 +51,36 @@ impl JobContext {
             Ok(())
         } else {
             Err(JobError::LeaseLost)
+        }
+    }
+
+    /// The job's payload as its type defines it. A job of another type, or a
+    /// payload that does not parse, fails the job: no attempt would read it.
+    pub fn payload<P: JobPayload>(&self) -> Result<P, JobError> {
+        if self.job.job_type != P::JOB_TYPE {
+            return Err(JobError::fatal(format!(
+                "a {} job does not carry a {} payload",
+                self.job.job_type,
+                P::JOB_TYPE
+            )));
+        }
+        serde_json::from_value(self.job.payload.clone())
+            .map_err(|e| JobError::fatal(format!("the job's payload is malformed: {e}")))
+    }
+
+    /// The adapter a job acts on, or the honest failure `reason` when none is
+    /// configured (recorded at the stage "connecting to the host cluster").
+    pub async fn require<'a, T>(
+        &self,
+        adapter: &'a Option<std::sync::Arc<T>>,
+        reason: &str,
+    ) -> Result<&'a T, JobError> {
+        match adapter {
+            Some(adapter) => Ok(adapter),
+            None => {
+                self.stage("connecting to the host cluster").await?;
+                Err(JobError::fatal(reason))
+            }
         }
     }
 

@@ -1034,7 +1034,7 @@ async fn system_settings_seal_their_secrets_and_drive_the_mail() {
     sqlx::query(
         "INSERT INTO users (email, display_name, password_hash, role, email_verified_at) VALUES ('boss@example.com', 'Boss', $1, 'admin', now())",
     )
-    .bind(shared::auth::hash_password("correct horse battery".into()).await.unwrap())
+    .bind(shared::accounts::auth::hash_password("correct horse battery".into()).await.unwrap())
     .execute(&accounts.db.pool)
     .await
     .unwrap();

@@ -11,8 +11,8 @@ use axum::{
 use http_body_util::BodyExt;
 use queues::inprocess::{self, InProcessRunner};
 use shared::{
+    accounts::users,
     config::{JobSettings, Settings},
-    db::users,
     http::{AppState, Identity, with_common_layers},
     jobs::Worker,
 };

@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 use queues::inprocess;
 use shared::{
     config::JobSettings,
-    db::{self, jobs},
+    db,
     domain::JobType,
-    jobs::{JobPublisher, Processed, Worker, enqueue_and_publish_after_commit, sweep},
+    jobs::{self, JobPublisher, Processed, Worker, enqueue_and_publish_after_commit, sweep},
 };
 use tests::{
     database::TestDb,

@@ -7,9 +7,11 @@ use queues::{AmqpPublisher, Consumer};
 use secrecy::SecretString;
 use shared::{
     config::JobSettings,
-    db::jobs::{self, JobMessage, NewJob},
     domain::JobType,
-    jobs::{JobPublisher, Processed, Worker, enqueue_and_publish_after_commit, sweep},
+    jobs::{
+        self, JobMessage, JobPublisher, NewJob, Processed, Worker,
+        enqueue_and_publish_after_commit, sweep,
+    },
 };
 use tests::{
     broker::{TestBroker, amqp_url},

@@ -9,9 +9,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube_sim::Faults;
 use shared::{
-    db::jobs,
     domain::JobType,
-    jobs::{JobMessage, Processed, sweep},
+    jobs::{self, JobMessage, Processed, sweep},
 };
 
 use crate::platform::{Platform, host_settings, job_settings, node, self_worker};
@@ -572,7 +571,8 @@ async fn node_sync_keeps_the_snapshot_and_appends_each_transition_once() {
     let (id, namespace) = platform.create_ready("kappa", "nodeport").await;
     let vcluster = platform.sim.vcluster(&namespace, "kappa").unwrap();
     let offline_after = Duration::from_secs(60);
-    let sync = || shared::nodesync::sync_all(&platform.db.pool, &platform.host, 4, offline_after);
+    let sync =
+        || shared::nodes::sync::sync_all(&platform.db.pool, &platform.host, 4, offline_after);
     let events = |query: String| {
         let platform = &platform;
         async move {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use shared::{config::Settings, db::settings::column, secretbox::SecretBox};
+use shared::{config::Settings, secretbox::SecretBox, settings::column};
 use tests::{dnsserver::DnsServer, moto::Moto};
 
 use crate::platform::Platform;
@@ -61,7 +61,7 @@ async fn sync_dns_converges_route53_to_the_database_and_touches_only_its_own_rec
     let platform = Platform::new().await;
     let resolver = DnsServer::start().await;
     let settings = configure_with(&platform, &moto.url, &zone, Some(resolver.addr)).await;
-    let sync = || shared::dns::sync(&platform.db.pool, &settings);
+    let sync = || shared::ingress::dns::sync(&platform.db.pool, &settings);
 
     let (status, body) = platform
         .call(
@@ -256,7 +256,7 @@ async fn a_new_zone_gets_the_records_and_each_former_zone_is_cleaned_on_its_own(
     let new = moto.create_zone("apps.example.com");
     let platform = Platform::new().await;
     let settings = configure(&platform, &moto.url, &old).await;
-    let sync = || shared::dns::sync(&platform.db.pool, &settings);
+    let sync = || shared::ingress::dns::sync(&platform.db.pool, &settings);
     let (status, body) = platform
         .call(
             "POST",
@@ -427,7 +427,7 @@ async fn a_record_the_platform_did_not_make_is_a_conflict_and_one_refused_change
     moto.put_cname(&zone, "taken.apps.example.com", "foreign.example.org");
     let platform = Platform::new().await;
     let settings = configure(&platform, &moto.url, &zone).await;
-    let sync = || shared::dns::sync(&platform.db.pool, &settings);
+    let sync = || shared::ingress::dns::sync(&platform.db.pool, &settings);
     let id = ingress_cluster(&platform, "sigma").await;
     for hostname in ["taken.apps.example.com", "shop.apps.example.com"] {
         let (status, body) = bind_as(&platform, None, &id, hostname).await;
@@ -549,7 +549,7 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
 
     // Without the record, or with the other claim's value, nothing is proven.
     // The API looks challenges up through the loopback resolver too.
-    let owner = shared::db::users::ensure_development_user(&platform.db.pool)
+    let owner = shared::accounts::users::ensure_development_user(&platform.db.pool)
         .await
         .unwrap();
     let verify = |user: Option<uuid::Uuid>, cluster: String, binding: String| {
@@ -620,7 +620,7 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
     // An unproven claim is neither observed nor followed for TLS; sync-dns
     // proves claims whose record appeared.
     let (_, pending) = bind_as(&platform, None, &owner_cluster, "shop.customer.test").await;
-    let report = shared::dns::sync(&platform.db.pool, &settings)
+    let report = shared::ingress::dns::sync(&platform.db.pool, &settings)
         .await
         .unwrap();
     assert_eq!((report.verified, report.observed), (0, 1), "{report:?}");
@@ -628,7 +628,7 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
         pending["verification_record_name"].as_str().unwrap(),
         pending["verification_record_value"].as_str().unwrap(),
     );
-    let report = shared::dns::sync(&platform.db.pool, &settings)
+    let report = shared::ingress::dns::sync(&platform.db.pool, &settings)
         .await
         .unwrap();
     assert_eq!((report.verified, report.observed), (1, 2), "{report:?}");
@@ -645,7 +645,7 @@ async fn dns_credentials_go_to_no_name_that_resolves_to_a_private_address() {
     assert_ne!(named, moto.url);
     let settings = configure(&platform, &named, &zone).await;
     ingress_cluster(&platform, "rebound").await;
-    let report = shared::dns::sync(&platform.db.pool, &settings)
+    let report = shared::ingress::dns::sync(&platform.db.pool, &settings)
         .await
         .unwrap();
     assert!(report.failed >= 1, "{report:?}");
@@ -660,7 +660,7 @@ async fn dns_credentials_go_to_no_name_that_resolves_to_a_private_address() {
         ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true"),
     ]))
     .unwrap();
-    let report = shared::dns::sync(&platform.db.pool, &allowed)
+    let report = shared::ingress::dns::sync(&platform.db.pool, &allowed)
         .await
         .unwrap();
     assert_eq!(report.failed, 0, "{report:?}");

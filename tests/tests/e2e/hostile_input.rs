@@ -14,8 +14,8 @@ use axum::{
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use shared::{
+    accounts::users,
     config::{JobSettings, Settings},
-    db::users,
     http::{AppState, Identity, with_common_layers},
     jobs::Worker,
 };

@@ -194,9 +194,10 @@ async fn a_revocation_the_cluster_missed_is_finished_by_the_cluster_sync() {
         body["status"], "revoking",
         "the API says the truth: not gone yet"
     );
-    let report = shared::kubecred::remove_stale(&platform.db.pool, &platform.host, None)
-        .await
-        .unwrap();
+    let report =
+        shared::kubeconfigs::credential::remove_stale(&platform.db.pool, &platform.host, None)
+            .await
+            .unwrap();
     assert_eq!((report.removed, report.pending), (0, 1));
 
     vcluster.set_faults(kube_sim::Faults::default());
@@ -205,9 +206,10 @@ async fn a_revocation_the_cluster_missed_is_finished_by_the_cluster_sync() {
         200,
         "still alive before the sync"
     );
-    let report = shared::kubecred::remove_stale(&platform.db.pool, &platform.host, None)
-        .await
-        .unwrap();
+    let report =
+        shared::kubeconfigs::credential::remove_stale(&platform.db.pool, &platform.host, None)
+            .await
+            .unwrap();
     assert_eq!((report.removed, report.pending), (1, 0));
     assert_eq!(answers(&client_of(&text).await).await, 401);
     assert_eq!(credentials(&platform, &id).await[0]["status"], "revoked");
@@ -246,7 +248,7 @@ async fn disabling_a_user_revokes_every_kubeconfig_they_hold() {
     let client = client_of(&text).await;
     assert_eq!(answers(&client).await, 200);
 
-    let owner = shared::db::users::ensure_development_user(&platform.db.pool)
+    let owner = shared::accounts::users::ensure_development_user(&platform.db.pool)
         .await
         .unwrap();
     let admin: uuid::Uuid = sqlx::query_scalar(

@@ -6,9 +6,9 @@ use std::process::Stdio;
 use base64::Engine;
 use shared::{
     config::JobSettings,
-    db::{self, jobs},
+    db,
     domain::JobType,
-    jobs::Worker,
+    jobs::{self, Worker},
 };
 use tests::{
     broker::TestBroker,
@@ -60,18 +60,18 @@ async fn api_clusters_answers_a_recorded_api_gateway_http_api_event() {
         ],
     );
     // Deployed functions authenticate every caller: this one with an API key.
-    let user_id = shared::db::users::ensure_development_user(&db.pool)
+    let user_id = shared::accounts::users::ensure_development_user(&db.pool)
         .await
         .unwrap();
-    let (key, prefix) = shared::auth::new_api_key();
-    shared::db::accounts::insert_api_key(
+    let (key, prefix) = shared::accounts::auth::new_api_key();
+    shared::accounts::insert_api_key(
         &db.pool,
-        &shared::db::accounts::NewApiKey {
+        &shared::accounts::NewApiKey {
             user_id,
             name: "lambda",
             prefix: &prefix,
-            token_hash: &shared::auth::hash_secret(&key),
-            scope: shared::db::accounts::KeyScope::Write,
+            token_hash: &shared::accounts::auth::hash_secret(&key),
+            scope: shared::accounts::KeyScope::Write,
             lifetime: chrono::TimeDelta::days(1),
         },
     )

@@ -284,8 +284,8 @@ async fn reseal(db: &TestDb, env: &[(&str, &str)]) -> std::process::Output {
 async fn a_settings_key_rotation_reseals_every_secret_under_the_new_key() {
     use secrecy::{ExposeSecret, SecretString};
     use shared::{
-        db::settings::{self, SecretChanges, column},
         secretbox::SecretBox,
+        settings::{self, SecretChanges, column},
     };
     const OLD: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
     const NEW: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";

@@ -7,7 +7,7 @@ use std::{path::Path, process::Output, time::Duration};
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use shared::nodesync::sync_all;
+use shared::nodes::sync::sync_all;
 
 use crate::platform::Platform;
 
@@ -234,7 +234,10 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
     )
     .await;
     let plaintext = created["plaintext"].as_str().unwrap().to_string();
-    assert!(shared::jointoken::well_formed(&plaintext), "{plaintext}");
+    assert!(
+        shared::nodes::jointoken::well_formed(&plaintext),
+        "{plaintext}"
+    );
     let url = format!("{}/join", platform.base_url);
     assert_eq!(created["join_url"], url.as_str());
     assert_eq!(

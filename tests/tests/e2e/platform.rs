@@ -13,8 +13,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_sim::{Options, Simulator};
 use queues::inprocess::{self, InProcessDispatcher, InProcessRunner};
 use shared::{
+    accounts::users,
     config::{JobSettings, Settings},
-    db::users,
     host::{HostCluster, HostSettings},
     http::{AppState, Identity, with_common_layers},
     jobs::{JobMessage, Processed, Worker},

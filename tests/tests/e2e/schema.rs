@@ -98,9 +98,9 @@ async fn a_second_active_job_for_one_cluster_is_rejected() {
     let cluster = seed_cluster(&db.pool).await;
     enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
     let mut tx = db.pool.begin().await.unwrap();
-    let err = shared::db::jobs::enqueue(
+    let err = shared::jobs::enqueue(
         &mut tx,
-        shared::db::jobs::NewJob {
+        shared::jobs::NewJob {
             cluster_id: cluster,
             job_type: JobType::ClusterDelete,
             requested_by: None,
@@ -135,7 +135,7 @@ async fn every_cluster_state_the_code_names_is_one_the_database_takes_and_reads_
                 .execute(&pool)
                 .await
                 .unwrap_or_else(|e| panic!("{column} = {value}: {e}"));
-            shared::db::clusters::get(&pool, cluster)
+            shared::clusters::get(&pool, cluster)
                 .await
                 .unwrap()
                 .unwrap()

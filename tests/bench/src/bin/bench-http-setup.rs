@@ -6,7 +6,7 @@
 #![allow(clippy::print_stdout)]
 
 use anyhow::Context;
-use shared::{auth, db};
+use shared::{accounts::auth, db};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -16,14 +16,14 @@ async fn main() -> anyhow::Result<()> {
     // One full page of the cluster listing (its default limit is 50) from the start.
     let user_id = bench::seed_clusters(&pool, "bench-http@example.com", 50).await?;
     let (key, prefix) = auth::new_api_key();
-    db::accounts::insert_api_key(
+    shared::accounts::insert_api_key(
         &pool,
-        &db::accounts::NewApiKey {
+        &shared::accounts::NewApiKey {
             user_id,
             name: "benchmark",
             prefix: &prefix,
             token_hash: &auth::hash_secret(&key),
-            scope: db::accounts::KeyScope::Write,
+            scope: shared::accounts::KeyScope::Write,
             lifetime: chrono::TimeDelta::days(1),
         },
     )

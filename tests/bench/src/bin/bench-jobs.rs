@@ -1,6 +1,6 @@
 //! The platform's side of the job backbone benchmark (`tests/bench/backbone.py`
 //! drives it beside graphile-worker and Celery). Every job goes through the
-//! production code: `db::jobs::enqueue` in a transaction, commit, the RabbitMQ
+//! production code: `jobs::enqueue` in a transaction, commit, the RabbitMQ
 //! publisher with confirms, `published_at`; the production `Consumer` and
 //! `Worker` (claim with a lease, the handler, the fenced completion, the ack).
 //! Only the handler is the benchmark's: it appends `<job id> <µs since the
@@ -53,14 +53,11 @@ use secrecy::ExposeSecret;
 use serde_json::json;
 use shared::{
     config::Settings,
-    db::{
-        self,
-        jobs::{self, NewJob},
-    },
+    db,
     domain::JobType,
     jobs::{
-        Completed, JobContext, JobError, JobHandler, JobMessage, JobPublisher, Worker,
-        publish_after_commit,
+        self, Completed, JobContext, JobError, JobHandler, JobMessage, JobPublisher, NewJob,
+        Worker, publish_after_commit,
     },
 };
 use sqlx::{PgPool, Postgres, pool::PoolConnection, postgres::PgListener};

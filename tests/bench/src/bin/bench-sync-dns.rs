@@ -51,14 +51,19 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-type Runs = (f64, shared::dns::DnsReport, f64, shared::dns::DnsReport);
+type Runs = (
+    f64,
+    shared::ingress::dns::DnsReport,
+    f64,
+    shared::ingress::dns::DnsReport,
+);
 
 async fn run(pool: &PgPool, moto_url: &str, zone: &str, records: i64) -> anyhow::Result<Runs> {
-    let owner = shared::db::users::ensure_development_user(pool).await?;
+    let owner = shared::accounts::users::ensure_development_user(pool).await?;
     let settings =
         shared::config::Settings::from_source(&HashMap::from([("KUBEBYON_SETTINGS_KEY", KEY)]))?;
     let sealed = shared::secretbox::SecretBox::new(settings.settings_key.as_ref().context("key")?)?
-        .seal(shared::db::settings::column::DNS_SECRET, "test");
+        .seal(shared::settings::column::DNS_SECRET, "test");
     sqlx::query(
         "UPDATE system_settings SET managed_workload_ingress_base_domain = 'apps.example.com',
                 managed_workload_ingress_dns_provider = 'route53', managed_workload_ingress_dns_zone_id = $1,
@@ -91,10 +96,10 @@ async fn run(pool: &PgPool, moto_url: &str, zone: &str, records: i64) -> anyhow:
     .execute(pool)
     .await?;
     let started = Instant::now();
-    let first_report = shared::dns::sync(pool, &settings).await?;
+    let first_report = shared::ingress::dns::sync(pool, &settings).await?;
     let first = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let second_report = shared::dns::sync(pool, &settings).await?;
+    let second_report = shared::ingress::dns::sync(pool, &settings).await?;
     let second = started.elapsed().as_secs_f64();
     anyhow::ensure!(
         first_report.failed == 0 && second_report.upserted == 0,

@@ -4,7 +4,7 @@
 //! host cluster holding every cluster's kubeconfig Secret, and one simulated
 //! vCluster API per cluster with its nodes, each on its own loopback port. The
 //! parent is the schedule: a fresh PostgreSQL database with the clusters as
-//! ready, and `shared::nodesync::sync_all` — the code `sync-nodes` runs —
+//! ready, and `shared::nodes::sync::sync_all` — the code `sync-nodes` runs —
 //! timed over a first cycle (every node is new: snapshot rows and events
 //! written) and further cycles with nothing changed. The parent's peak RSS
 //! (VmHWM) covers only the sync, not the simulated fleet.
@@ -184,7 +184,7 @@ async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result
 }
 
 fn sync_nodes_concurrency() -> usize {
-    shared::nodesync::DEFAULT_CONCURRENCY
+    shared::nodes::sync::DEFAULT_CONCURRENCY
 }
 
 type Cycles = (f64, Vec<f64>, (u64, u64));
@@ -194,7 +194,7 @@ async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<C
         .max_connections(10)
         .connect(url)
         .await?;
-    let owner = shared::db::users::ensure_development_user(&pool).await?;
+    let owner = shared::accounts::users::ensure_development_user(&pool).await?;
     let list = fleet["clusters"].as_array().context("clusters")?;
     let field = |key: &str| -> Vec<String> {
         list.iter()
@@ -224,10 +224,10 @@ async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<C
     let host = shared::host::HostCluster::from_kubeconfig(kubeconfig, settings).await?;
     let offline_after = Duration::from_secs(24 * 3600);
     let sync = || {
-        shared::nodesync::sync_all(
+        shared::nodes::sync::sync_all(
             &pool,
             &host,
-            shared::nodesync::DEFAULT_CONCURRENCY,
+            shared::nodes::sync::DEFAULT_CONCURRENCY,
             offline_after,
         )
     };

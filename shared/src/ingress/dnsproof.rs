@@ -115,13 +115,13 @@ pub enum Verdict {
 pub async fn check_and_record(
     pool: &sqlx::PgPool,
     resolver: Option<SocketAddr>,
-    pending: &crate::db::dns::Unverified,
+    pending: &crate::ingress::records::Unverified,
 ) -> Result<Verdict, sqlx::Error> {
-    use crate::db::dns;
+    use crate::ingress::records;
     match check(resolver, &pending.hostname, &pending.token).await {
         Ok(()) => {
             let mut tx = pool.begin().await?;
-            match dns::mark_verified(&mut tx, pending.id).await {
+            match records::mark_verified(&mut tx, pending.id).await {
                 Ok(_) => {
                     tx.commit().await?;
                     Ok(Verdict::Verified)
@@ -131,7 +131,7 @@ pub async fn check_and_record(
                         == Some("idx_workload_ingress_hostname_bindings_hostname") =>
                 {
                     drop(tx);
-                    dns::record_unverified(
+                    records::record_unverified(
                         pool,
                         pending.id,
                         "the TXT record was found, but another cluster proved this name first",
@@ -143,7 +143,7 @@ pub async fn check_and_record(
             }
         }
         Err(message) => {
-            dns::record_unverified(pool, pending.id, &message).await?;
+            records::record_unverified(pool, pending.id, &message).await?;
             Ok(Verdict::NotFound(message))
         }
     }
@@ -157,7 +157,7 @@ pub async fn check_pending(
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
     let mut verified = 0;
-    for pending in crate::db::dns::unverified(pool, limit).await? {
+    for pending in crate::ingress::records::unverified(pool, limit).await? {
         if check_and_record(pool, resolver, &pending).await? == Verdict::Verified {
             verified += 1;
         }

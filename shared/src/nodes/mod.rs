@@ -1,10 +1,30 @@
 //! The `nodes` snapshot and the `node_events` history.
 
+pub mod jointoken;
+pub mod sync;
+pub mod tokens;
+
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
+
+use crate::domain::{JobPayload, JobType};
+
+/// A node-remove job's payload: which node, and how to drain it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRemoval {
+    pub node_id: Uuid,
+    pub node_name: String,
+    /// Skip the drain: delete the node without evicting its pods.
+    pub force: bool,
+    pub drain_timeout_seconds: u64,
+}
+
+impl JobPayload for NodeRemoval {
+    const JOB_TYPE: JobType = JobType::NodeRemove;
+}
 
 /// What the platform last saw of one node.
 #[derive(Debug, Clone, PartialEq)]

@@ -163,7 +163,7 @@ pub async fn remove_stale(
     host: &crate::host::HostCluster,
     user_id: Option<Uuid>,
 ) -> Result<RemovalReport, sqlx::Error> {
-    use crate::db::{clusters, kubeconfigs};
+    use crate::{clusters, kubeconfigs};
     let stale = kubeconfigs::stale(pool, user_id, REMOVAL_BATCH).await?;
     let mut report = RemovalReport::default();
     for batch in stale.chunk_by(|a, b| a.cluster_id == b.cluster_id) {

@@ -1,6 +1,10 @@
 //! Accounts: users, sessions, API keys, email codes, login history and
 //! notification settings.
 
+pub mod auth;
+pub mod mail;
+pub mod users;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor};
@@ -206,8 +210,9 @@ pub async fn check_code(
     else {
         return Ok(CodeCheck::Dead);
     };
-    if code_hash.is_some_and(|presented| crate::auth::constant_time_eq(&live.code_hash, presented))
-    {
+    if code_hash.is_some_and(|presented| {
+        crate::accounts::auth::constant_time_eq(&live.code_hash, presented)
+    }) {
         sqlx::query!(
             "UPDATE email_verification_codes SET consumed_at = now() WHERE id = $1",
             live.id

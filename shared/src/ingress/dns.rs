@@ -31,10 +31,8 @@ use uuid::Uuid;
 
 use crate::{
     config::Settings,
-    db::{
-        dns::{self, Owner},
-        settings::{self, column},
-    },
+    ingress::records::{self, Owner},
+    settings::{self, column},
 };
 
 /// Route53's limits on one change call: 1,000 ResourceRecord elements and
@@ -334,7 +332,7 @@ struct Plan<'a> {
     name: String,
     target: Option<String>,
     /// What the platform recorded of this owner's record.
-    recorded: &'a dns::DnsOwner,
+    recorded: &'a records::DnsOwner,
 }
 
 /// Self-managed hostname challenges one run looks up, at most.
@@ -344,8 +342,12 @@ const VERIFICATIONS_PER_RUN: i64 = 50;
 /// self-managed bindings.
 pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Error> {
     let mut report = DnsReport {
-        verified: crate::dnsproof::check_pending(pool, env.dns_resolver, VERIFICATIONS_PER_RUN)
-            .await?,
+        verified: crate::ingress::dnsproof::check_pending(
+            pool,
+            env.dns_resolver,
+            VERIFICATIONS_PER_RUN,
+        )
+        .await?,
         ..DnsReport::default()
     };
     let zone = match zone(pool, env).await? {
@@ -355,8 +357,8 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
             return Ok(report);
         }
     };
-    dns::retire_other_zones(pool, &zone.zone_id).await?;
-    let owners = dns::owners(pool).await?;
+    records::retire_other_zones(pool, &zone.zone_id).await?;
+    let owners = records::owners(pool).await?;
     let mut plans = Vec::new();
     for owner in &owners {
         let cluster_name =
@@ -372,7 +374,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                             name: cluster_name,
                             target: Some(edge.clone()),
                         }),
-                        None => dns::record_failure(
+                        None => records::record_failure(
                             pool,
                             owner.owner,
                             "no edge target is configured (managed_workload_ingress_edge_target)",
@@ -413,7 +415,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         Ok(current) => current,
         Err(error) => {
             for plan in &plans {
-                dns::record_failure(pool, plan.owner, &error).await?;
+                records::record_failure(pool, plan.owner, &error).await?;
             }
             report.failed = plans.len() as u64;
             return Ok(report);
@@ -469,7 +471,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                     held.push("CNAME");
                 }
                 report.conflicts += 1;
-                dns::record_failure(
+                records::record_failure(
                     pool,
                     plan.owner,
                     &format!(
@@ -501,7 +503,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
         if unchanged {
             continue;
         }
-        dns::record_success(
+        records::record_success(
             pool,
             plan.owner,
             plan.target.as_deref().map(|_| plan.name.as_str()),
@@ -548,7 +550,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                     } else {
                         report.deleted += 1;
                     }
-                    dns::record_success(
+                    records::record_success(
                         pool,
                         plan.owner,
                         plan.target.as_deref().map(|_| plan.name.as_str()),
@@ -560,7 +562,7 @@ pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Erro
                 Err(error) => {
                     tracing::warn!(zone = %zone.zone_id, name = %plan.name, error, "a DNS change was refused");
                     report.failed += 1;
-                    dns::record_failure(pool, plan.owner, &error).await?;
+                    records::record_failure(pool, plan.owner, &error).await?;
                 }
             }
         }
@@ -581,16 +583,17 @@ async fn clean_retired(
     client: &Client,
     report: &mut DnsReport,
 ) -> Result<(), sqlx::Error> {
-    let retired = dns::retired(pool).await?;
+    let retired = records::retired(pool).await?;
     for records in retired.chunk_by(|a, b| a.zone_id == b.zone_id) {
         let zone_id = &records[0].zone_id;
-        let names = |rs: &[&dns::Retired]| rs.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
-        let all: Vec<&dns::Retired> = records.iter().collect();
+        let names =
+            |rs: &[&records::Retired]| rs.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
+        let all: Vec<&records::Retired> = records.iter().collect();
         let listed = match list_records(client, zone_id).await {
             Ok(listed) => listed,
             Err(error) => {
                 report.failed += all.len() as u64;
-                dns::retired_failure(pool, zone_id, &names(&all), &error).await?;
+                records::retired_failure(pool, zone_id, &names(&all), &error).await?;
                 continue;
             }
         };
@@ -600,8 +603,8 @@ async fn clean_retired(
                 .is_some_and(|(value, _)| value.is_empty() || value == normalize(&r.value))
         });
         // Gone already, or changed by someone else since: nothing to delete.
-        dns::forget_retired(pool, zone_id, &names(&gone)).await?;
-        let changes: Vec<(Change, &dns::Retired)> = ours
+        records::forget_retired(pool, zone_id, &names(&gone)).await?;
+        let changes: Vec<(Change, &records::Retired)> = ours
             .into_iter()
             .map(|r| {
                 let ttl = cname_of(&r.name).map_or(0, |(_, ttl)| ttl);
@@ -621,12 +624,12 @@ async fn clean_retired(
             match result {
                 Ok(()) => {
                     report.deleted += batch.len() as u64;
-                    dns::forget_retired(pool, zone_id, &batch_names).await?;
+                    records::forget_retired(pool, zone_id, &batch_names).await?;
                 }
                 Err(error) => {
                     tracing::warn!(zone = %zone_id, error, "deleting records from a former zone failed");
                     report.failed += batch.len() as u64;
-                    dns::retired_failure(pool, zone_id, &batch_names, &error).await?;
+                    records::retired_failure(pool, zone_id, &batch_names, &error).await?;
                 }
             }
         }
@@ -637,7 +640,7 @@ async fn clean_retired(
 /// Self-managed bindings: only their public resolution is looked at — does
 /// the hostname resolve, and to the addresses of its cluster's name?
 async fn observe_self_managed(pool: &PgPool, base_domain: &str) -> Result<u64, sqlx::Error> {
-    let bindings = dns::self_managed(pool).await?;
+    let bindings = records::self_managed(pool).await?;
     for binding in &bindings {
         let target = cluster_record(&binding.vcluster_name, binding.cluster_id, base_domain);
         let resolve = |name: String| async move {
@@ -673,7 +676,7 @@ async fn observe_self_managed(pool: &PgPool, base_domain: &str) -> Result<u64, s
                 ),
             ),
         };
-        dns::record_observation(pool, binding.id, status, &message).await?;
+        records::record_observation(pool, binding.id, status, &message).await?;
     }
     Ok(bindings.len() as u64)
 }

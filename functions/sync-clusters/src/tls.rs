@@ -12,12 +12,10 @@ use kube::{
 use serde_json::Value;
 use sqlx::PgPool;
 
-use crate::{
-    db::{
-        clusters::Cluster,
-        dns::{self, BindingName, TlsState},
-    },
+use shared::{
+    clusters::Cluster,
     host::HostError,
+    ingress::records::{self, BindingName, TlsState},
 };
 
 /// The state of the certificate covering `hostname`, from the Certificates listed.
@@ -99,7 +97,7 @@ pub async fn observe(
         }
     };
     for binding in bindings {
-        dns::record_tls(pool, binding.id, &state_for(&binding.hostname, &listed)).await?;
+        records::record_tls(pool, binding.id, &state_for(&binding.hostname, &listed)).await?;
     }
     Ok(())
 }

@@ -6,6 +6,10 @@
 //! ingress controller the user installed. Its pods run on the user's nodes; its
 //! Service is a NodePort.
 
+pub mod dns;
+pub mod dnsproof;
+pub mod records;
+
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Service, ServiceAccount},
@@ -226,7 +230,7 @@ fn ignore_missing<T>(result: Result<T, kube::Error>) -> Result<(), HostError> {
 /// cluster: the observation schedule converges again.
 pub async fn converge(
     pool: &sqlx::PgPool,
-    cluster: &crate::db::clusters::Cluster,
+    cluster: &crate::clusters::Cluster,
     client: &Client,
 ) -> Result<(), sqlx::Error> {
     let class = cluster.managed_workload_ingress_class.as_str();
@@ -260,7 +264,7 @@ pub async fn converge(
             ),
         }
     };
-    crate::db::clusters::set_ingress_status(pool, cluster.id, status, error.as_deref()).await
+    crate::clusters::set_ingress_status(pool, cluster.id, status, error.as_deref()).await
 }
 
 /// [`converge`] right after a cluster job, with a client of its own; a
@@ -268,7 +272,7 @@ pub async fn converge(
 pub async fn converge_after_job(
     pool: &sqlx::PgPool,
     host: &crate::host::HostCluster,
-    cluster: &crate::db::clusters::Cluster,
+    cluster: &crate::clusters::Cluster,
     server: &str,
 ) -> Result<(), sqlx::Error> {
     if !cluster.managed_workload_ingress_enabled
@@ -281,7 +285,7 @@ pub async fn converge_after_job(
         Err(err) => {
             let error =
                 format!("reaching the cluster's API for the ingress controller failed: {err}");
-            crate::db::clusters::set_ingress_status(
+            crate::clusters::set_ingress_status(
                 pool,
                 cluster.id,
                 IngressStatus::Error,

@@ -1,12 +1,14 @@
 //! The `clusters` snapshot.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::{ClusterStatus, ConnectionStatus, IngressStatus, PublicAccessMode};
+use crate::domain::{
+    ClusterStatus, ConnectionStatus, IngressStatus, JobPayload, JobType, PublicAccessMode,
+};
 
 /// A query answering [`Cluster`] rows: `$head` (a `SELECT`, or an `INSERT`
 /// or `UPDATE` up to `RETURNING`), then the columns, written here once, then
@@ -230,8 +232,9 @@ pub async fn mark_deleted(tx: &mut PgConnection, cluster_id: Uuid) -> Result<(),
     Ok(())
 }
 
-/// The changeable part of a cluster, as an update request leaves it.
-#[derive(Debug)]
+/// The changeable part of a cluster, as an update request leaves it: the
+/// update job's payload, the target it converges to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterChanges {
     pub workload_cpu_limit_milli_cores: i32,
     pub workload_memory_limit_mib: i32,
@@ -239,6 +242,103 @@ pub struct ClusterChanges {
     pub control_plane_memory_request_mib: i32,
     pub public_access_mode: PublicAccessMode,
     pub managed_workload_ingress_enabled: bool,
+}
+
+impl JobPayload for ClusterChanges {
+    const JOB_TYPE: JobType = JobType::ClusterUpdate;
+}
+
+impl ClusterChanges {
+    pub fn of(cluster: &Cluster) -> Self {
+        Self {
+            workload_cpu_limit_milli_cores: cluster.workload_cpu_limit_milli_cores,
+            workload_memory_limit_mib: cluster.workload_memory_limit_mib,
+            control_plane_cpu_request_milli_cores: cluster.control_plane_cpu_request_milli_cores,
+            control_plane_memory_request_mib: cluster.control_plane_memory_request_mib,
+            public_access_mode: cluster.public_access_mode,
+            managed_workload_ingress_enabled: cluster.managed_workload_ingress_enabled,
+        }
+    }
+
+    /// `cluster` as this target leaves it.
+    pub fn apply_to(&self, cluster: &mut Cluster) {
+        cluster.workload_cpu_limit_milli_cores = self.workload_cpu_limit_milli_cores;
+        cluster.workload_memory_limit_mib = self.workload_memory_limit_mib;
+        cluster.control_plane_cpu_request_milli_cores = self.control_plane_cpu_request_milli_cores;
+        cluster.control_plane_memory_request_mib = self.control_plane_memory_request_mib;
+        cluster.public_access_mode = self.public_access_mode;
+        cluster.managed_workload_ingress_enabled = self.managed_workload_ingress_enabled;
+    }
+}
+
+/// A create job's payload: the cluster as its request was accepted, the
+/// target the job builds. The row starts with the same values; a retry
+/// builds what was asked even if the row has moved on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterCreation {
+    pub name: String,
+    pub vcluster_name: String,
+    pub namespace: String,
+    pub kubernetes_version: String,
+    pub tailscale_enabled: bool,
+    #[serde(flatten)]
+    pub target: ClusterChanges,
+}
+
+impl JobPayload for ClusterCreation {
+    const JOB_TYPE: JobType = JobType::ClusterCreate;
+}
+
+impl ClusterCreation {
+    pub fn of(cluster: &Cluster) -> Self {
+        Self {
+            name: cluster.name.clone(),
+            vcluster_name: cluster.vcluster_name.clone(),
+            namespace: cluster.namespace.clone(),
+            kubernetes_version: cluster.kubernetes_version.clone(),
+            tailscale_enabled: cluster.tailscale_enabled,
+            target: ClusterChanges::of(cluster),
+        }
+    }
+
+    /// `cluster` as this target leaves it.
+    pub fn apply_to(&self, cluster: &mut Cluster) {
+        cluster.name.clone_from(&self.name);
+        cluster.vcluster_name.clone_from(&self.vcluster_name);
+        cluster.namespace.clone_from(&self.namespace);
+        cluster
+            .kubernetes_version
+            .clone_from(&self.kubernetes_version);
+        cluster.tailscale_enabled = self.tailscale_enabled;
+        self.target.apply_to(cluster);
+    }
+}
+
+/// A delete job's payload: where the cluster's objects live on the host,
+/// kept with the job so it deletes what the request named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterDeletion {
+    pub namespace: String,
+    pub vcluster_name: String,
+}
+
+impl JobPayload for ClusterDeletion {
+    const JOB_TYPE: JobType = JobType::ClusterDelete;
+}
+
+impl ClusterDeletion {
+    pub fn of(cluster: &Cluster) -> Self {
+        Self {
+            namespace: cluster.namespace.clone(),
+            vcluster_name: cluster.vcluster_name.clone(),
+        }
+    }
+
+    /// `cluster` with the host objects this deletion names.
+    pub fn apply_to(&self, cluster: &mut Cluster) {
+        cluster.namespace.clone_from(&self.namespace);
+        cluster.vcluster_name.clone_from(&self.vcluster_name);
+    }
 }
 
 /// Writes the new target snapshot and moves the cluster to `updating`.

@@ -1,6 +1,8 @@
 //! Kubeconfig credentials: the per-user ServiceAccounts whose tokens the
 //! downloaded kubeconfigs carry. The token itself is never stored.
 
+pub mod credential;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgExecutor};

@@ -1,17 +1,5 @@
-//! PostgreSQL access: the pool, the one migrator, and one module per table family.
+//! PostgreSQL access: the pool, the one migrator, and the checks every function's pool shares.
 //! Repository functions take an executor so callers choose the transaction.
-
-pub mod accounts;
-pub mod audit;
-pub mod clusters;
-pub mod dns;
-pub mod jobs;
-pub mod kubeconfigs;
-pub mod metrics;
-pub mod nodes;
-pub mod settings;
-pub mod tokens;
-pub mod users;
 
 use std::time::Duration;
 

@@ -15,12 +15,11 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{
-    db::{
-        nodes::{self, NewNodeEvent, NodeSnapshot, StoredNode},
+    host::HostCluster,
+    nodes::{
+        self, NewNodeEvent, NodeSnapshot, StoredNode, jointoken,
         tokens::{self, StaleSecret},
     },
-    host::HostCluster,
-    jointoken,
 };
 
 /// Clusters listed at once by default.

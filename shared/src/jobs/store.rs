@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::domain::JobType;
+use crate::domain::{JobPayload, JobType};
 
 /// What travels on the queue: only the id and the type. The row is the truth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -41,6 +41,14 @@ pub struct NewJob<'a> {
     pub requested_by: Option<Uuid>,
     pub payload: &'a serde_json::Value,
     pub max_attempts: i32,
+}
+
+/// `payload` as a job of its type carries it: the job type and the JSON for
+/// [`NewJob`] or [`queue_operation`].
+pub fn encode<P: JobPayload>(
+    payload: &P,
+) -> Result<(JobType, serde_json::Value), serde_json::Error> {
+    Ok((P::JOB_TYPE, serde_json::to_value(payload)?))
 }
 
 /// The identifiers of an enqueued job and its operation.

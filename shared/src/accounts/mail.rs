@@ -14,7 +14,7 @@ use sqlx::PgPool;
 
 use crate::{
     config::Settings,
-    db::settings::{self, column},
+    settings::{self, column},
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,383 @@
+//! The steps a cluster job runs on the host, each a server-side apply (or a
+//! delete) that is safe to run again, and the wait for a control plane.
+
+use std::time::Duration;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::StatefulSet,
+        core::v1::{LimitRange, Namespace, ResourceQuota, Secret, Service},
+        networking::v1::NetworkPolicy,
+    },
+    serde_json::{Value, json},
+};
+use kube::{
+    Api,
+    api::{DeleteParams, DynamicObject, Patch},
+};
+
+use crate::{clusters::Cluster, domain::PublicAccessMode, error::Transient, host::*};
+
+/// Where a cluster's control plane is in its installation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlPlaneState {
+    Installing,
+    Failed(String),
+    Ready,
+}
+
+/// A host and port the control plane is reachable on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: i32,
+}
+
+impl Endpoint {
+    /// The endpoint's URL: Kubernetes APIs speak HTTPS only.
+    pub fn url(&self) -> String {
+        format!("https://{}:{}", self.host, self.port)
+    }
+}
+
+/// Why waiting for a control plane ended without one.
+#[derive(Debug)]
+pub enum WaitError {
+    /// A check along the way failed.
+    Check {
+        step: &'static str,
+        source: HostError,
+    },
+    /// The chart install failed: waiting longer will not help.
+    Failed {
+        action: &'static str,
+        message: String,
+    },
+    /// Not ready within the adapter's `ready_timeout`.
+    NotReadyInTime(Duration),
+}
+
+impl std::fmt::Display for WaitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Check { step, source } if source.is_transient() => write!(f, "{step}: {source}"),
+            Self::Check { step, source } => write!(f, "{step} failed: {source}"),
+            Self::Failed { action, message } => write!(f, "{action} failed: {message}"),
+            Self::NotReadyInTime(timeout) => write!(
+                f,
+                "the control plane was not ready within {} s",
+                timeout.as_secs()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}
+
+impl Transient for WaitError {
+    fn is_transient(&self) -> bool {
+        match self {
+            Self::Check { source, .. } => source.is_transient(),
+            Self::Failed { .. } => false,
+            Self::NotReadyInTime(_) => true,
+        }
+    }
+}
+
+impl HostCluster {
+    pub async fn ensure_namespace(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let object = json!({"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": cluster.namespace, "labels": labels(cluster)}});
+        api.patch(
+            &cluster.namespace,
+            &Self::apply_params(),
+            &Patch::Apply(object),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Bounds what the control plane may take from the host. With private nodes
+    /// the tenant's workloads run on the tenant's machines, not here.
+    pub async fn ensure_limits(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let ns = &cluster.namespace;
+        let quotas: Api<ResourceQuota> = Api::namespaced(self.client.clone(), ns);
+        let cpu = cluster.control_plane_cpu_request_milli_cores * 2;
+        let memory = cluster.control_plane_memory_request_mib * 2;
+        let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "kubebyon-control-plane", "namespace": ns, "labels": labels(cluster)},
+            "spec": {"hard": {
+                "requests.cpu": format!("{cpu}m"), "requests.memory": format!("{memory}Mi"),
+                "limits.cpu": format!("{}m", cpu * 2), "limits.memory": format!("{}Mi", memory * 2),
+                "pods": "10", "persistentvolumeclaims": "2",
+                "services.loadbalancers": "1", "services.nodeports": "2"}}});
+        quotas
+            .patch(
+                "kubebyon-control-plane",
+                &Self::apply_params(),
+                &Patch::Apply(quota),
+            )
+            .await?;
+        let ranges: Api<LimitRange> = Api::namespaced(self.client.clone(), ns);
+        let range = json!({"apiVersion": "v1", "kind": "LimitRange",
+            "metadata": {"name": "kubebyon-defaults", "namespace": ns, "labels": labels(cluster)},
+            "spec": {"limits": [{"type": "Container",
+                "defaultRequest": {"cpu": "50m", "memory": "64Mi"},
+                "default": {"cpu": "500m", "memory": "512Mi"}}]}});
+        ranges
+            .patch(
+                "kubebyon-defaults",
+                &Self::apply_params(),
+                &Patch::Apply(range),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Fences the control plane's namespace off from the host's other pods
+    /// ([`network_policy`]).
+    pub async fn ensure_isolation(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        api.patch(
+            NETWORK_POLICY,
+            &Self::apply_params(),
+            &Patch::Apply(network_policy(cluster, &self.settings)),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's namespace.
+    pub async fn ensure_control_plane(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+        let values = vcluster_values(cluster, &self.settings);
+        let chart = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+        "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
+        "spec": {
+            "repo": self.settings.chart_repo, "chart": "vcluster", "version": self.settings.chart_version,
+            "targetNamespace": cluster.namespace,
+            // JSON is YAML: the helm controller reads it as vcluster.yaml.
+            "valuesContent": values.to_string(),
+        }});
+        api.patch(
+            &cluster.vcluster_name,
+            &Self::apply_params(),
+            &Patch::Apply(chart),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// What nodes dial: a NodePort or LoadBalancer Service by the cluster's mode,
+    /// or, for `loadbalancer` behind the shared Gateway, a TLS-passthrough
+    /// `TLSRoute`. The other kind is removed, so a mode change leaves nothing behind.
+    pub async fn ensure_public_endpoint(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let routes: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
+        let name = public_service_name(cluster);
+        let service_type = match (cluster.public_access_mode, &self.settings.load_balancer) {
+            (PublicAccessMode::Nodeport, _) => "NodePort",
+            (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => "LoadBalancer",
+            (
+                PublicAccessMode::Loadbalancer,
+                LoadBalancerProvider::GatewayApi {
+                    gateway_name,
+                    gateway_namespace,
+                    base_domain,
+                },
+            ) => {
+                let route = json!({"apiVersion": "gateway.networking.k8s.io/v1alpha2", "kind": "TLSRoute",
+                "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
+                "spec": {
+                    "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                    "name": gateway_name, "namespace": gateway_namespace}],
+                    "hostnames": [sni_host(cluster, base_domain)],
+                    "rules": [{"backendRefs": [{"name": cluster.vcluster_name, "port": 443}]}],
+                }});
+                routes
+                    .patch(
+                        &cluster.vcluster_name,
+                        &Self::apply_params(),
+                        &Patch::Apply(route),
+                    )
+                    .await?;
+                return ignore_not_found(
+                    services
+                        .delete(&name, &DeleteParams::default())
+                        .await
+                        .map(|_| ()),
+                );
+            }
+        };
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
+            "spec": {"type": service_type,
+                     "selector": {"app": "vcluster", "release": cluster.vcluster_name},
+                     "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}});
+        services
+            .patch(&name, &Self::apply_params(), &Patch::Apply(service))
+            .await?;
+        ignore_not_found(
+            routes
+                .delete(&cluster.vcluster_name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        )
+    }
+
+    pub async fn control_plane_state(
+        &self,
+        cluster: &Cluster,
+    ) -> Result<ControlPlaneState, HostError> {
+        let charts: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+        let chart = charts.get(&cluster.vcluster_name).await?;
+        let failed = chart
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Failed" && c["status"] == "True");
+        if let Some(condition) = failed {
+            let message = condition["message"]
+                .as_str()
+                .unwrap_or("the chart install job failed");
+            return Ok(ControlPlaneState::Failed(message.to_string()));
+        }
+        let statefulsets: Api<StatefulSet> =
+            Api::namespaced(self.client.clone(), &cluster.namespace);
+        let ready = match statefulsets.get_opt(&cluster.vcluster_name).await? {
+            Some(set) => set.status.and_then(|s| s.ready_replicas).unwrap_or(0) >= 1,
+            None => false,
+        };
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let secret = secrets
+            .get_opt(&format!("vc-{}", cluster.vcluster_name))
+            .await?;
+        Ok(if ready && secret.is_some() {
+            ControlPlaneState::Ready
+        } else {
+            ControlPlaneState::Installing
+        })
+    }
+
+    /// The endpoint nodes and users reach the control plane on, once allocated.
+    pub async fn public_endpoint(&self, cluster: &Cluster) -> Result<Option<Endpoint>, HostError> {
+        if let (
+            PublicAccessMode::Loadbalancer,
+            LoadBalancerProvider::GatewayApi { base_domain, .. },
+        ) = (cluster.public_access_mode, &self.settings.load_balancer)
+        {
+            // Ready once the Gateway accepted the route.
+            let routes: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
+            let accepted = routes
+                .get_opt(&cluster.vcluster_name)
+                .await?
+                .is_some_and(|route| {
+                    route
+                        .data
+                        .pointer("/status/parents")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|parent| {
+                            parent["conditions"].as_array().cloned().unwrap_or_default()
+                        })
+                        .any(|c| c["type"] == "Accepted" && c["status"] == "True")
+                });
+            return Ok(accepted.then(|| Endpoint {
+                host: sni_host(cluster, base_domain),
+                port: 443,
+            }));
+        }
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let Some(service) = api.get_opt(&public_service_name(cluster)).await? else {
+            return Ok(None);
+        };
+        let spec = service.spec.unwrap_or_default();
+        let port = spec.ports.unwrap_or_default().into_iter().next();
+        let endpoint = match spec.type_.as_deref() {
+            Some("NodePort") => port.and_then(|p| p.node_port).map(|node_port| Endpoint {
+                host: self.settings.node_address.clone(),
+                port: node_port,
+            }),
+            Some("LoadBalancer") => service
+                .status
+                .and_then(|s| s.load_balancer)
+                .and_then(|lb| lb.ingress)
+                .and_then(|ingress| ingress.into_iter().next())
+                .and_then(|ingress| {
+                    let host = ingress.hostname.or(ingress.ip)?;
+                    let port = ingress
+                        .ports
+                        .and_then(|ports| ports.first().map(|p| p.port))
+                        .or(port.map(|p| p.port))?;
+                    Some(Endpoint { host, port })
+                }),
+            _ => None,
+        };
+        Ok(endpoint)
+    }
+
+    /// Waits, polling, until the control plane is ready and its public endpoint
+    /// allocated. A failed chart install is fatal ("`action` failed: …"); running
+    /// out of `ready_timeout` is transient. The caller's lease heartbeats meanwhile.
+    pub async fn await_control_plane(
+        &self,
+        cluster: &Cluster,
+        action: &'static str,
+    ) -> Result<Endpoint, WaitError> {
+        let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
+        loop {
+            let state =
+                self.control_plane_state(cluster)
+                    .await
+                    .map_err(|source| WaitError::Check {
+                        step: "checking the control plane",
+                        source,
+                    })?;
+            match state {
+                ControlPlaneState::Failed(message) => {
+                    return Err(WaitError::Failed { action, message });
+                }
+                ControlPlaneState::Ready => {
+                    let endpoint =
+                        self.public_endpoint(cluster)
+                            .await
+                            .map_err(|source| WaitError::Check {
+                                step: "reading the public endpoint",
+                                source,
+                            })?;
+                    if let Some(endpoint) = endpoint {
+                        return Ok(endpoint);
+                    }
+                }
+                ControlPlaneState::Installing => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(WaitError::NotReadyInTime(self.settings.ready_timeout));
+            }
+            tokio::time::sleep(self.settings.poll_interval).await;
+        }
+    }
+
+    /// Starts deleting the cluster's namespace; everything in it goes with it.
+    pub async fn delete_namespace(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        ignore_not_found(
+            api.delete(&cluster.namespace, &DeleteParams::foreground())
+                .await
+                .map(|_| ()),
+        )
+    }
+
+    pub async fn namespace_exists(&self, cluster: &Cluster) -> Result<bool, HostError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        Ok(api.get_opt(&cluster.namespace).await?.is_some())
+    }
+}

@@ -1,0 +1,131 @@
+//! What a cluster's control plane is made of on the host: its NetworkPolicy,
+//! its vCluster chart values, the names and labels of its objects.
+
+use k8s_openapi::serde_json::{Value, json};
+use kube::core::{ApiResource, GroupVersionKind};
+
+use crate::{clusters::Cluster, domain::PublicAccessMode, host::*};
+
+/// The NetworkPolicy that fences a control plane's namespace: its pods talk
+/// to each other; from outside, only the API port (8443, behind the public
+/// endpoint) is open; out of it go DNS to `kube-system` and anything outside
+/// the host's pod networks (the host API, the internet), never another
+/// tenant's pods.
+pub fn network_policy(cluster: &Cluster, settings: &HostSettings) -> Value {
+    json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": NETWORK_POLICY, "namespace": cluster.namespace, "labels": labels(cluster)},
+        "spec": isolation(&settings.pod_cidrs)})
+}
+
+/// Link-local addresses, where the cloud providers' instance metadata
+/// answers (`169.254.169.254`), and AWS's IPv6 metadata address, which is
+/// unique-local and so listed on its own: never a control plane's business.
+pub(super) const METADATA_BLOCKS: [&str; 3] = ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"];
+
+/// The policy's rules, keeping the host's pod networks (`pod_cidrs`) and the
+/// link-local and metadata addresses out of the egress blocks of their
+/// address family.
+pub(super) fn isolation(pod_cidrs: &[String]) -> Value {
+    let except = |v6: bool| -> Vec<&str> {
+        pod_cidrs
+            .iter()
+            .map(String::as_str)
+            .chain(METADATA_BLOCKS)
+            .filter(|c| c.contains(':') == v6)
+            .collect()
+    };
+    json!({
+        "podSelector": {},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [
+            {"from": [{"podSelector": {}}]},
+            {"ports": [{"protocol": "TCP", "port": 8443}]},
+        ],
+        "egress": [
+            {"to": [{"podSelector": {}}]},
+            {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}],
+             "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+            {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": except(false)}},
+                    {"ipBlock": {"cidr": "::/0", "except": except(true)}}]},
+        ],
+    })
+}
+
+/// The name of every control-plane namespace's NetworkPolicy.
+pub const NETWORK_POLICY: &str = "kubebyon-isolation";
+
+pub(super) fn helm_chart() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("helm.cattle.io", "v1", "HelmChart"),
+        "helmcharts",
+    )
+}
+
+/// The Kubernetes patch release each supported minor runs.
+pub fn kubernetes_image_tag(minor: &str) -> String {
+    let patch = match minor {
+        "1.31" => "13",
+        "1.32" => "9",
+        "1.33" => "5",
+        _ => "1",
+    };
+    format!("v{minor}.{patch}")
+}
+
+pub(super) fn tls_route() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1alpha2", "TLSRoute"),
+        "tlsroutes",
+    )
+}
+
+/// The SNI host name of a cluster behind the shared Gateway.
+pub fn sni_host(cluster: &Cluster, base_domain: &str) -> String {
+    format!(
+        "{}-{}.{base_domain}",
+        cluster.vcluster_name,
+        &cluster.id.simple().to_string()[..8]
+    )
+}
+
+/// The public endpoint Service of a cluster.
+pub fn public_service_name(cluster: &Cluster) -> String {
+    format!("{}-public", cluster.vcluster_name)
+}
+
+/// Labels every object of a cluster carries.
+pub(super) fn labels(cluster: &Cluster) -> Value {
+    json!({
+        "app.kubernetes.io/managed-by": "kubebyon",
+        "kubebyon.dev/cluster-id": cluster.id.to_string(),
+        "kubebyon.dev/owner": cluster.owner_user_id.to_string(),
+    })
+}
+
+/// The vCluster chart values (vcluster.yaml) for a cluster.
+pub fn vcluster_values(cluster: &Cluster, settings: &HostSettings) -> Value {
+    let extra_sans: Vec<String> = match (&settings.load_balancer, cluster.public_access_mode) {
+        (LoadBalancerProvider::GatewayApi { base_domain, .. }, PublicAccessMode::Loadbalancer) => {
+            vec![sni_host(cluster, base_domain)]
+        }
+        _ => Vec::new(),
+    };
+    json!({
+        "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},
+        "controlPlane": {
+            "distro": {"k8s": {"image": {"tag": kubernetes_image_tag(&cluster.kubernetes_version)}}},
+            "statefulSet": {
+                "persistence": {"volumeClaim": {
+                    "enabled": true, "size": "5Gi", "storageClass": settings.storage_class,
+                    "accessModes": ["ReadWriteOnce"]}},
+                "resources": {"requests": {
+                    "cpu": format!("{}m", cluster.control_plane_cpu_request_milli_cores),
+                    "memory": format!("{}Mi", cluster.control_plane_memory_request_mib)}},
+            },
+            "service": {"spec": {"type": "ClusterIP"}},
+            "proxy": {"extraSANs": extra_sans},
+        },
+        "networking": {"podCIDR": "10.64.0.0/16", "serviceCIDR": "10.128.0.0/16"},
+        "policies": {"resourceQuota": {"enabled": false}, "limitRange": {"enabled": false}},
+    })
+}

@@ -1,0 +1,162 @@
+//! The host Kubernetes: where each cluster's namespace, quota, network
+//! policy, vCluster control plane (a k3s `HelmChart`) and public endpoint live. Every write is a
+//! server-side apply with one field manager, so every step is safe to rerun.
+//!
+//! The adapter returns its own errors ([`HostError`], [`WaitError`]), each
+//! telling whether another attempt may help ([`crate::error::Transient`]);
+//! the job backbone turns them into job errors. Its parts: [`settings`],
+//! [`error`], [`quantity`], [`chart`] (the objects and chart values a
+//! cluster gets), [`apply`] (the steps, each an idempotent server-side
+//! apply), [`vcluster`] (the clusters' own APIs and the fleet loop),
+//! [`exec`] and [`metrics`].
+
+use kube::{
+    Client, Config,
+    api::PatchParams,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+pub mod apply;
+pub mod chart;
+pub mod error;
+pub mod exec;
+pub mod metrics;
+pub mod quantity;
+pub mod settings;
+pub mod vcluster;
+
+pub use apply::{ControlPlaneState, Endpoint, WaitError};
+pub use chart::{
+    NETWORK_POLICY, kubernetes_image_tag, network_policy, public_service_name, sni_host,
+    vcluster_values,
+};
+use chart::{helm_chart, labels, tls_route};
+pub use error::HostError;
+use error::ignore_not_found;
+pub use metrics::{ContainerUsage, PodUsage};
+pub use quantity::{quantity, quantity_value};
+pub use settings::{HostSettings, LoadBalancerProvider};
+
+/// The field manager of every object the platform applies.
+pub const FIELD_MANAGER: &str = "kubebyon";
+
+pub struct HostCluster {
+    client: Client,
+    settings: HostSettings,
+    /// Clients for clusters' own APIs kept between observation cycles, by
+    /// cluster, with the endpoint they were built for.
+    cluster_clients: std::sync::Mutex<std::collections::HashMap<uuid::Uuid, (String, Config)>>,
+}
+
+impl HostCluster {
+    /// Connects with the kubeconfig file in the settings.
+    pub async fn from_kubeconfig_file(settings: HostSettings) -> Result<Self, HostError> {
+        let path = settings
+            .kubeconfig
+            .clone()
+            .ok_or_else(|| HostError::Kubeconfig("KUBEBYON_HOST_KUBECONFIG is not set".into()))?;
+        let kubeconfig =
+            Kubeconfig::read_from(&path).map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        Self::from_kubeconfig(kubeconfig, settings).await
+    }
+
+    /// Connects with a kubeconfig's current context.
+    pub async fn from_kubeconfig(
+        kubeconfig: Kubeconfig,
+        settings: HostSettings,
+    ) -> Result<Self, HostError> {
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        Self::with_config(config, settings)
+    }
+
+    fn with_config(mut config: Config, settings: HostSettings) -> Result<Self, HostError> {
+        // The job backbone retries with backoff and keeps the lease meanwhile; the
+        // client's own retry layer would hold a job for minutes on a 503.
+        config.default_retry = false;
+        let client = Client::try_from(config).map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        Ok(Self {
+            client,
+            settings,
+            cluster_clients: Default::default(),
+        })
+    }
+
+    pub fn settings(&self) -> &HostSettings {
+        &self.settings
+    }
+
+    fn apply_params() -> PatchParams {
+        PatchParams::apply(FIELD_MANAGER).force()
+    }
+}
+
+/// The host adapter configured by `KUBEBYON_HOST_KUBECONFIG`, or `None` when
+/// no host cluster is configured (cluster jobs then fail and say so).
+pub async fn from_env() -> anyhow::Result<Option<std::sync::Arc<HostCluster>>> {
+    let settings = HostSettings::from_source(&crate::config::ProcessEnv)?;
+    if settings.kubeconfig.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(std::sync::Arc::new(
+        HostCluster::from_kubeconfig_file(settings).await?,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{chart::isolation, *};
+    use crate::config::ConfigError;
+
+    fn settings(cidrs: &str) -> Result<HostSettings, ConfigError> {
+        HostSettings::from_source(&std::collections::HashMap::from([(
+            "KUBEBYON_HOST_POD_CIDRS",
+            cidrs,
+        )]))
+    }
+
+    #[test]
+    fn quantities_in_every_suffix() {
+        assert_eq!(quantity("4", 1000.0), Some(4000));
+        assert_eq!(quantity("3800m", 1000.0), Some(3800));
+        assert_eq!(quantity("16Gi", 1.0), Some(16 * 1024 * 1024 * 1024));
+        assert_eq!(quantity("16384Ki", 1.0), Some(16 * 1024 * 1024));
+        assert_eq!(quantity("1e3", 1.0), Some(1000));
+        assert_eq!(quantity("2G", 1.0), Some(2_000_000_000));
+        assert_eq!(quantity("lots", 1.0), None);
+        assert_eq!(
+            quantity("1e400", 1.0),
+            None,
+            "a kubelet's infinity is no figure"
+        );
+        assert_eq!(quantity("250000000n", 1000.0), Some(250));
+        assert_eq!(quantity("1500u", 1e6), Some(1500));
+    }
+
+    #[test]
+    fn pod_networks_are_cidrs_and_each_family_is_kept_out_of_its_own_block() {
+        let dual = settings("10.42.0.0/16, fd00:42::/56").unwrap();
+        assert_eq!(dual.pod_cidrs, ["10.42.0.0/16", "fd00:42::/56"]);
+        let blocks = &isolation(&dual.pod_cidrs)["egress"][2]["to"];
+        assert_eq!(
+            blocks[0]["ipBlock"]["except"],
+            json!(["10.42.0.0/16", "169.254.0.0/16"])
+        );
+        assert_eq!(
+            blocks[1]["ipBlock"]["except"],
+            json!(["fd00:42::/56", "fe80::/10", "fd00:ec2::254/128"])
+        );
+        for bad in [
+            "10.42.0.0",
+            "10.42.0.0/33",
+            "fd00::/129",
+            "pods/16",
+            "10.42.0.0/x",
+        ] {
+            assert!(settings(bad).is_err(), "{bad}");
+        }
+    }
+}

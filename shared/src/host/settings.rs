@@ -1,0 +1,132 @@
+//! Settings of the host cluster adapter, from the environment.
+
+use std::{path::PathBuf, time::Duration};
+
+use crate::config::{ConfigError, Source};
+
+/// Settings of the host cluster adapter.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// `KUBEBYON_HOST_KUBECONFIG`: a kubeconfig file for the host cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// `KUBEBYON_CONTROL_PLANE_STORAGE_CLASS` (default `longhorn`).
+    pub storage_class: String,
+    /// `KUBEBYON_VCLUSTER_CHART_REPO` (default `https://charts.loft.sh`).
+    pub chart_repo: String,
+    /// `KUBEBYON_VCLUSTER_CHART_VERSION` (default `0.29.1`).
+    pub chart_version: String,
+    /// `KUBEBYON_HOST_NODE_ADDRESS`: the address nodes reach NodePort endpoints on.
+    pub node_address: String,
+    /// `KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS` (default 15 minutes).
+    pub ready_timeout: Duration,
+    /// `KUBEBYON_HOST_POLL_MS` (default 2000): how often waits look again.
+    pub poll_interval: Duration,
+    /// How `loadbalancer` clusters are exposed (`KUBEBYON_LOADBALANCER_PROVIDER`).
+    pub load_balancer: LoadBalancerProvider,
+    /// `KUBEBYON_HOST_POD_CIDRS` (comma-separated, default k3s's
+    /// `10.42.0.0/16`): the host's pod networks, which a control plane may
+    /// not reach outside its own namespace.
+    pub pod_cidrs: Vec<String>,
+}
+
+/// How a `loadbalancer` cluster's control plane is exposed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadBalancerProvider {
+    /// A Service of type LoadBalancer per cluster (`service`, the default).
+    Service,
+    /// A TLS-passthrough `TLSRoute` per cluster on one shared Gateway, routed by
+    /// SNI host name `<vcluster>-<id prefix>.<base domain>` (`gatewayapi`).
+    GatewayApi {
+        gateway_name: String,
+        gateway_namespace: String,
+        base_domain: String,
+    },
+}
+
+impl HostSettings {
+    pub fn from_source(source: &dyn Source) -> Result<Self, ConfigError> {
+        let millis = |name: &'static str, default: u64| -> Result<Duration, ConfigError> {
+            match source.get(name) {
+                None => Ok(Duration::from_millis(default)),
+                Some(raw) => raw
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|v| *v > 0)
+                    .map(Duration::from_millis)
+                    .ok_or(ConfigError::Invalid {
+                        name,
+                        reason: "must be a positive number of milliseconds".into(),
+                    }),
+            }
+        };
+        Ok(Self {
+            kubeconfig: source.get("KUBEBYON_HOST_KUBECONFIG").map(PathBuf::from),
+            storage_class: source
+                .get("KUBEBYON_CONTROL_PLANE_STORAGE_CLASS")
+                .unwrap_or_else(|| "longhorn".into()),
+            chart_repo: source
+                .get("KUBEBYON_VCLUSTER_CHART_REPO")
+                .unwrap_or_else(|| "https://charts.loft.sh".into()),
+            chart_version: source
+                .get("KUBEBYON_VCLUSTER_CHART_VERSION")
+                .unwrap_or_else(|| "0.29.1".into()),
+            node_address: source
+                .get("KUBEBYON_HOST_NODE_ADDRESS")
+                .unwrap_or_else(|| "127.0.0.1".into()),
+            ready_timeout: millis("KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS", 15 * 60 * 1000)?,
+            poll_interval: millis("KUBEBYON_HOST_POLL_MS", 2000)?,
+            pod_cidrs: pod_cidrs(
+                &source
+                    .get("KUBEBYON_HOST_POD_CIDRS")
+                    .unwrap_or_else(|| "10.42.0.0/16".into()),
+            )?,
+            load_balancer: match source.get("KUBEBYON_LOADBALANCER_PROVIDER").as_deref() {
+                None | Some("service") => LoadBalancerProvider::Service,
+                Some("gatewayapi") => LoadBalancerProvider::GatewayApi {
+                    gateway_name: source.get("KUBEBYON_GATEWAY_NAME").ok_or(
+                        ConfigError::Missing {
+                            name: "KUBEBYON_GATEWAY_NAME",
+                        },
+                    )?,
+                    gateway_namespace: source
+                        .get("KUBEBYON_GATEWAY_NAMESPACE")
+                        .unwrap_or_else(|| "kubebyon-system".into()),
+                    base_domain: source.get("KUBEBYON_GATEWAY_BASE_DOMAIN").ok_or(
+                        ConfigError::Missing {
+                            name: "KUBEBYON_GATEWAY_BASE_DOMAIN",
+                        },
+                    )?,
+                },
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "KUBEBYON_LOADBALANCER_PROVIDER",
+                        reason: format!("expected service or gatewayapi, got {other:?}"),
+                    });
+                }
+            },
+        })
+    }
+}
+
+/// Parses a comma-separated list of CIDRs (`10.42.0.0/16`, `fd00:42::/56`).
+pub(super) fn pod_cidrs(raw: &str) -> Result<Vec<String>, ConfigError> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(|cidr| {
+            let (ip, prefix) = cidr.split_once('/').unwrap_or((cidr, ""));
+            let max = match ip.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(_)) => 32,
+                Ok(std::net::IpAddr::V6(_)) => 128,
+                Err(_) => 0,
+            };
+            match prefix.parse::<u8>() {
+                Ok(p) if max > 0 && p <= max => Ok(cidr.to_string()),
+                _ => Err(ConfigError::Invalid {
+                    name: "KUBEBYON_HOST_POD_CIDRS",
+                    reason: format!("{cidr:?} is not a CIDR such as 10.42.0.0/16"),
+                }),
+            }
+        })
+        .collect()
+}
