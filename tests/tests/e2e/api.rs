@@ -12,6 +12,7 @@ use http_body_util::BodyExt;
 use queues::inprocess::{self, InProcessRunner};
 use shared::{
     accounts::users,
+    clusters::ClusterCreation,
     config::{JobSettings, Settings},
     http::{AppState, Identity, with_common_layers},
     jobs::Worker,
@@ -139,6 +140,11 @@ async fn create_answers_202_with_the_operation_and_writes_cluster_operation_and_
         payload["name"], "demo",
         "the job carries the target snapshot"
     );
+    let target: ClusterCreation =
+        serde_json::from_value(payload).expect("a create job carries a ClusterCreation");
+    let earlier: ClusterCreation = serde_json::from_value(body["cluster"].clone())
+        .expect("a create job written with the whole row still parses");
+    assert_eq!(target, earlier, "the target is the cluster as accepted");
 
     let id = body["cluster"]["id"].as_str().unwrap();
     let (status, _, fetched) = api.call(get(&format!("/api/console/clusters/{id}"))).await;
@@ -452,6 +458,31 @@ async fn health_readiness_and_unknown_routes() {
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable"))
+    );
+}
+
+#[tokio::test]
+async fn a_job_whose_payload_is_not_of_its_type_fails_at_once_saying_so() {
+    let api = Api::new().await;
+    api.call(post("/api/console/clusters", cluster("tampered")))
+        .await;
+    // What a producer of another job type would have written.
+    sqlx::query(r#"UPDATE cluster_jobs SET payload = '{"node_id": "x", "force": true}'"#)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    api.runner.run_until_idle().await;
+    let (status, attempts, error): (String, i32, Option<String>) =
+        sqlx::query_as("SELECT status, attempt_count, last_error FROM cluster_jobs")
+            .fetch_one(&api.db.pool)
+            .await
+            .unwrap();
+    assert_eq!((status.as_str(), attempts), ("failed", 1), "{error:?}");
+    assert!(
+        error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("the job's payload is malformed: missing field")),
+        "{error:?}"
     );
 }
 
