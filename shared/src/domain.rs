@@ -183,6 +183,20 @@ impl ClusterStatus {
 }
 
 text_enum! {
+    /// What the platform last saw of a node (its `Ready` condition, or its
+    /// absence), or that it is gone.
+    NodeStatus {
+        /// Registered, no `Ready` condition yet.
+        Pending => "pending",
+        Ready => "ready",
+        NotReady => "not_ready",
+        /// The kubelet stopped reporting (`Unknown`, or a stale heartbeat).
+        Offline => "offline",
+        Deleted => "deleted",
+    }
+}
+
+text_enum! {
     /// Whether the control plane answered its last observation.
     ConnectionStatus {
         Unknown => "unknown",

@@ -14,7 +14,7 @@ use kube::{
 };
 use shared::{
     clusters,
-    domain::JobType,
+    domain::{JobType, NodeStatus},
     host::{HostCluster, HostError},
     jobs::{Completed, JobContext, JobError, JobHandler, StepError},
     nodes::{self, NewNodeEvent, NodeRemoval},
@@ -108,7 +108,7 @@ impl JobHandler for RemoveNode {
                     node_name: name,
                     event_type: "deleted",
                     old_status: Some(old_status),
-                    new_status: "deleted",
+                    new_status: NodeStatus::Deleted,
                     message: Some(format!("removed: {how}")),
                 }],
             )

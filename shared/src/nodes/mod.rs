@@ -10,7 +10,7 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::{JobPayload, JobType};
+use crate::domain::{JobPayload, JobType, NodeStatus};
 
 /// A node-remove job's payload: which node, and how to drain it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,8 +30,8 @@ impl JobPayload for NodeRemoval {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeSnapshot {
     pub name: String,
-    /// `pending`, `ready`, `not_ready` or `offline`.
-    pub status: String,
+    /// Never `deleted`: a snapshot is of a node the cluster lists.
+    pub status: NodeStatus,
     pub internal_ip: Option<String>,
     pub os_image: Option<String>,
     pub kubelet_version: Option<String>,
@@ -54,9 +54,9 @@ pub async fn list_live(
     cluster_id: Uuid,
 ) -> Result<Vec<StoredNode>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"SELECT id, name, status, host(internal_ip) AS internal_ip, os_image, kubelet_version,
-                  container_runtime_version, cpu_allocatable_milli_cores, memory_allocatable_bytes,
-                  ephemeral_storage_allocatable_bytes, last_seen_at
+        r#"SELECT id, name, status AS "status: NodeStatus", host(internal_ip) AS internal_ip,
+                  os_image, kubelet_version, container_runtime_version, cpu_allocatable_milli_cores,
+                  memory_allocatable_bytes, ephemeral_storage_allocatable_bytes, last_seen_at
            FROM nodes WHERE cluster_id = $1 AND deleted_at IS NULL"#,
         cluster_id
     )
@@ -120,7 +120,7 @@ pub async fn upsert_all(
            RETURNING name, id"#,
         cluster_id,
         &column!(name),
-        &column!(status),
+        &nodes.iter().map(|n| n.status.as_str()).collect::<Vec<_>>() as &[&str],
         &column!(internal_ip) as &[Option<String>],
         &column!(os_image) as &[Option<String>],
         &column!(kubelet_version) as &[Option<String>],
@@ -140,12 +140,12 @@ pub async fn upsert_all(
 pub async fn mark_deleted(
     tx: &mut PgConnection,
     node_id: Uuid,
-) -> Result<Option<String>, sqlx::Error> {
+) -> Result<Option<NodeStatus>, sqlx::Error> {
     sqlx::query_scalar!(
         r#"UPDATE nodes n SET status = 'deleted', deleted_at = now()
            FROM (SELECT id, status FROM nodes WHERE id = $1 FOR UPDATE) old
            WHERE n.id = old.id AND n.deleted_at IS NULL
-           RETURNING old.status"#,
+           RETURNING old.status AS "status: NodeStatus""#,
         node_id
     )
     .fetch_optional(tx)
@@ -159,8 +159,8 @@ pub struct NewNodeEvent<'a> {
     pub node_id: Uuid,
     pub node_name: &'a str,
     pub event_type: &'a str,
-    pub old_status: Option<String>,
-    pub new_status: &'a str,
+    pub old_status: Option<NodeStatus>,
+    pub new_status: NodeStatus,
     pub message: Option<String>,
 }
 
@@ -196,8 +196,8 @@ pub async fn insert_events(
         &column!(e => e.node_id),
         &column!(e => e.node_name.to_string()),
         &column!(e => e.event_type.to_string()),
-        &column!(e => e.old_status.clone()) as &[Option<String>],
-        &column!(e => e.new_status.to_string()),
+        &column!(e => e.old_status.map(NodeStatus::as_str)) as &[Option<&str>],
+        &column!(e => e.new_status.as_str()) as &[&str],
         &column!(e => e.message.clone()) as &[Option<String>],
     )
     .execute(tx)
@@ -252,7 +252,7 @@ pub struct Node {
     pub cluster_id: Uuid,
     pub name: String,
     /// `pending`, `ready`, `not_ready`, `offline` or `deleted`.
-    pub status: String,
+    pub status: NodeStatus,
     pub internal_ip: Option<String>,
     pub os_image: Option<String>,
     pub kubelet_version: Option<String>,
@@ -278,10 +278,10 @@ pub async fn list(
 ) -> Result<Vec<Node>, sqlx::Error> {
     sqlx::query_as!(
         Node,
-        r#"SELECT id, cluster_id, name, status, host(internal_ip) AS internal_ip, os_image, kubelet_version,
-                  container_runtime_version, cpu_allocatable_milli_cores, memory_allocatable_bytes,
-                  ephemeral_storage_allocatable_bytes, source, last_seen_at, ready_at, offline_at,
-                  deleted_at, created_at
+        r#"SELECT id, cluster_id, name, status AS "status: NodeStatus", host(internal_ip) AS internal_ip,
+                  os_image, kubelet_version, container_runtime_version, cpu_allocatable_milli_cores,
+                  memory_allocatable_bytes, ephemeral_storage_allocatable_bytes, source, last_seen_at,
+                  ready_at, offline_at, deleted_at, created_at
            FROM nodes
            WHERE cluster_id = $1 AND ($2::uuid IS NULL OR id = $2) AND ($3 OR deleted_at IS NULL)
            ORDER BY name"#,

@@ -15,6 +15,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{
+    domain::NodeStatus,
     host::HostCluster,
     nodes::{
         self, NewNodeEvent, NodeSnapshot, StoredNode, jointoken,
@@ -54,11 +55,11 @@ pub fn snapshot_of(
             .is_ok_and(|age| age > offline_after)
     });
     let state = match ready.as_ref().map(|c| c.status.as_str()) {
-        None => "pending",
-        Some("Unknown") => "offline",
-        Some(_) if stale => "offline",
-        Some("True") => "ready",
-        Some(_) => "not_ready",
+        None => NodeStatus::Pending,
+        Some("Unknown") => NodeStatus::Offline,
+        Some(_) if stale => NodeStatus::Offline,
+        Some("True") => NodeStatus::Ready,
+        Some(_) => NodeStatus::NotReady,
     };
     let info = status.node_info;
     let allocatable = status.allocatable.unwrap_or_default();
@@ -69,7 +70,7 @@ pub fn snapshot_of(
     };
     Some(NodeSnapshot {
         name,
-        status: state.into(),
+        status: state,
         internal_ip: status
             .addresses
             .unwrap_or_default()
@@ -156,16 +157,16 @@ pub async fn apply(
         let id = *ids
             .get(&node.name)
             .ok_or_else(|| sqlx::Error::RowNotFound)?;
-        let event = |event_type: &'static str, old_status: Option<String>| NewNodeEvent {
+        let event = |event_type: &'static str, old_status: Option<NodeStatus>| NewNodeEvent {
             cluster_id,
             node_id: id,
             node_name: &node.name,
             event_type,
             old_status,
             new_status: if event_type == "joined" {
-                "pending"
+                NodeStatus::Pending
             } else {
-                &node.status
+                node.status
             },
             message: None,
         };
@@ -184,15 +185,12 @@ pub async fn apply(
                     }
                 }
                 events.push(event("joined", None));
-                if node.status != "pending" {
-                    events.push(event(status_event(&node.status), Some("pending".into())));
+                if node.status != NodeStatus::Pending {
+                    events.push(event(node.status.as_str(), Some(NodeStatus::Pending)));
                 }
             }
             Some(old) if old.snapshot.status != node.status => {
-                events.push(event(
-                    status_event(&node.status),
-                    Some(old.snapshot.status.clone()),
-                ));
+                events.push(event(node.status.as_str(), Some(old.snapshot.status)));
             }
             Some(_) => {}
         }
@@ -204,8 +202,8 @@ pub async fn apply(
             node_id: node.id,
             node_name: &node.snapshot.name,
             event_type: "deleted",
-            old_status: Some(node.snapshot.status.clone()),
-            new_status: "deleted",
+            old_status: Some(node.snapshot.status),
+            new_status: NodeStatus::Deleted,
             message: Some("the Node object is gone from the cluster".into()),
         });
         report.written += 1;
@@ -214,15 +212,6 @@ pub async fn apply(
     report.events += events.len() as u64;
     tx.commit().await?;
     Ok((report, labels))
-}
-
-fn status_event(status: &str) -> &'static str {
-    match status {
-        "ready" => "ready",
-        "not_ready" => "not_ready",
-        "offline" => "offline",
-        _ => "pending",
-    }
 }
 
 /// One cycle over every ready cluster, `concurrency` clusters at a time: one
