@@ -16,7 +16,15 @@ use kube::{
     api::{DeleteParams, DynamicObject, Patch},
 };
 
-use crate::{clusters::Cluster, domain::PublicAccessMode, error::Transient, host::*};
+use super::{
+    HostCluster, HostError, LoadBalancerProvider,
+    chart::{
+        NETWORK_POLICY, helm_chart, labels, network_policy, public_service_name, sni_host,
+        tls_route, vcluster_values,
+    },
+    error::ignore_not_found,
+};
+use crate::{clusters::Cluster, domain::PublicAccessMode, error::Transient};
 
 /// Where a cluster's control plane is in its installation.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,8 @@
 use k8s_openapi::serde_json::{Value, json};
 use kube::core::{ApiResource, GroupVersionKind};
 
-use crate::{clusters::Cluster, domain::PublicAccessMode, host::*};
+use super::{HostSettings, LoadBalancerProvider};
+use crate::{clusters::Cluster, domain::PublicAccessMode};
 
 /// The NetworkPolicy that fences a control plane's namespace: its pods talk
 /// to each other; from outside, only the API port (8443, behind the public

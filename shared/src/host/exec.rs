@@ -3,7 +3,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, api::AttachParams};
 
-use crate::{clusters::Cluster, host::*};
+use super::{HostCluster, HostError};
+use crate::clusters::Cluster;
 
 impl HostCluster {
     /// Runs `command` in a container of a pod of the cluster's namespace (the

@@ -6,7 +6,8 @@ use kube::{
     core::{ApiResource, GroupVersionKind},
 };
 
-use crate::{clusters::Cluster, host::*};
+use super::{HostCluster, HostError, quantity::quantity_value};
+use crate::clusters::Cluster;
 
 /// One pod's usage as the metrics API reports it.
 #[derive(Debug, Clone)]

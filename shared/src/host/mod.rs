@@ -30,9 +30,7 @@ pub use chart::{
     NETWORK_POLICY, kubernetes_image_tag, network_policy, public_service_name, sni_host,
     vcluster_values,
 };
-use chart::{helm_chart, labels, tls_route};
 pub use error::HostError;
-use error::ignore_not_found;
 pub use metrics::{ContainerUsage, PodUsage};
 pub use quantity::{quantity, quantity_value};
 pub use settings::{HostSettings, LoadBalancerProvider};

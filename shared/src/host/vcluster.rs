@@ -9,7 +9,8 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 
-use crate::{clusters::Cluster, host::*};
+use super::{HostCluster, HostError};
+use crate::clusters::Cluster;
 
 impl HostCluster {
     /// The admin kubeconfig vCluster wrote into its Secret, parsed.
