@@ -222,6 +222,17 @@ pub fn unique_violation(err: &sqlx::Error) -> Option<&str> {
 /// retryable or fatal job errors (`jobs::StepError`) without knowing them.
 pub trait Transient: std::fmt::Display {
     fn is_transient(&self) -> bool;
+
+    /// This error as the failure of `step`, in words for the user: a
+    /// transient one reads as a pause ("step: …"), the other as an end
+    /// ("step failed: …").
+    fn at_step_message(&self, step: &str) -> String {
+        if self.is_transient() {
+            format!("{step}: {self}")
+        } else {
+            format!("{step} failed: {self}")
+        }
+    }
 }
 
 #[cfg(test)]

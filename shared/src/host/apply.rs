@@ -68,8 +68,7 @@ pub enum WaitError {
 impl std::fmt::Display for WaitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Check { step, source } if source.is_transient() => write!(f, "{step}: {source}"),
-            Self::Check { step, source } => write!(f, "{step} failed: {source}"),
+            Self::Check { step, source } => f.write_str(&source.at_step_message(step)),
             Self::Failed { action, message } => write!(f, "{action} failed: {message}"),
             Self::NotReadyInTime(timeout) => write!(
                 f,

@@ -41,10 +41,11 @@ pub trait StepError {
 /// In words for the user: retryable when transient, fatal otherwise.
 impl<E: Transient> StepError for E {
     fn at_step(self, step: &str) -> JobError {
+        let message = self.at_step_message(step);
         if self.is_transient() {
-            JobError::retryable(format!("{step}: {self}"))
+            JobError::Retryable(message)
         } else {
-            JobError::fatal(format!("{step} failed: {self}"))
+            JobError::Fatal(message)
         }
     }
 }

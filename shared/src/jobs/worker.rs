@@ -64,7 +64,7 @@ impl JobContext {
                 P::JOB_TYPE
             )));
         }
-        serde_json::from_value(self.job.payload.clone())
+        P::deserialize(&self.job.payload)
             .map_err(|e| JobError::fatal(format!("the job's payload is malformed: {e}")))
     }
 
