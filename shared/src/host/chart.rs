@@ -4,7 +4,7 @@
 use k8s_openapi::serde_json::{Value, json};
 use kube::core::{ApiResource, GroupVersionKind};
 
-use super::{HostSettings, LoadBalancerProvider};
+use super::settings::{HostSettings, LoadBalancerProvider};
 use crate::{clusters::Cluster, domain::PublicAccessMode};
 
 /// The NetworkPolicy that fences a control plane's namespace: its pods talk
