@@ -25,9 +25,11 @@ pub struct InProcessRunner {
     concurrency: usize,
 }
 
-/// A connected dispatcher and runner.
+/// A connected dispatcher and runner. The worker's follow-up jobs travel on
+/// the same channel.
 pub fn channel(worker: Worker, concurrency: usize) -> (InProcessDispatcher, InProcessRunner) {
     let (tx, rx) = mpsc::unbounded_channel();
+    worker.publish_follow_ups_with(Arc::new(InProcessDispatcher { tx: tx.clone() }));
     (
         InProcessDispatcher { tx: tx.clone() },
         InProcessRunner {

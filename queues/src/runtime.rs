@@ -94,6 +94,12 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
         platform.settings.worker_id.clone(),
         vec![handler],
     );
+    match platform.publisher() {
+        Ok(publisher) => worker.publish_follow_ups_with(publisher),
+        Err(err) => {
+            tracing::info!(error = %err, "follow-up jobs are published by sweep only");
+        }
+    }
     if under_lambda() {
         return lambda_runtime::run(service_fn(move |event: LambdaEvent<RabbitMqEvent>| {
             let worker = worker.clone();

@@ -435,3 +435,30 @@ pub async fn set_ingress_status(
     .await?;
     Ok(())
 }
+
+/// Records whether an installed managed ingress has an available replica
+/// (`ready`) or not yet (`provisioning`), only while it is wanted and
+/// installed: a state an `ingress_converge` job wrote meanwhile (`disabled`,
+/// `error`) is left alone. `true` when it changed.
+pub async fn follow_ingress_availability(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    available: bool,
+) -> Result<bool, sqlx::Error> {
+    let status = if available {
+        IngressStatus::Ready
+    } else {
+        IngressStatus::Provisioning
+    };
+    let result = sqlx::query!(
+        "UPDATE clusters SET managed_workload_ingress_status = $2
+         WHERE id = $1 AND deleted_at IS NULL AND managed_workload_ingress_enabled
+           AND managed_workload_ingress_status IN ('provisioning', 'ready')
+           AND managed_workload_ingress_status <> $2",
+        cluster_id,
+        status.as_str(),
+    )
+    .execute(db)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}

@@ -249,14 +249,16 @@ pub enum JobType {
     ClusterUpdate,
     ClusterDelete,
     NodeRemove,
+    IngressConverge,
 }
 
 impl JobType {
-    pub const ALL: [JobType; 4] = [
+    pub const ALL: [JobType; 5] = [
         Self::ClusterCreate,
         Self::ClusterUpdate,
         Self::ClusterDelete,
         Self::NodeRemove,
+        Self::IngressConverge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -265,6 +267,7 @@ impl JobType {
             Self::ClusterUpdate => "cluster_update",
             Self::ClusterDelete => "cluster_delete",
             Self::NodeRemove => "node_remove",
+            Self::IngressConverge => "ingress_converge",
         }
     }
 
@@ -275,6 +278,7 @@ impl JobType {
             Self::ClusterUpdate => "update",
             Self::ClusterDelete => "delete",
             Self::NodeRemove => "node_remove",
+            Self::IngressConverge => "ingress_converge",
         }
     }
 }

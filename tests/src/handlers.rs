@@ -10,7 +10,8 @@ use shared::{
     accounts::users,
     clusters::{self, ClusterChanges, ClusterCreation, ClusterDeletion, NewCluster},
     domain::JobType,
-    jobs::{self, Completed, JobContext, JobError, JobHandler, JobMessage, NewJob},
+    ingress::IngressConvergence,
+    jobs::{self, Finished, JobContext, JobError, JobHandler, JobMessage, NewJob},
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -59,7 +60,7 @@ impl JobHandler for ScriptedHandler {
         self.job_type
     }
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
         let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
         ctx.stage("scripted step").await?;
         match self.behaviour {
@@ -144,6 +145,7 @@ pub async fn enqueue(
         JobType::ClusterUpdate => jobs::encode(&ClusterChanges::of(&cluster)),
         JobType::ClusterDelete => jobs::encode(&ClusterDeletion::of(&cluster)),
         JobType::NodeRemove => panic!("a node removal names its node: request it through the API"),
+        JobType::IngressConverge => jobs::encode(&IngressConvergence::of(&cluster)),
     }
     .expect("encode payload");
     let mut tx = pool.begin().await.expect("tx");

@@ -3,6 +3,8 @@
 //! Service; then waits (the lease heartbeats meanwhile) until the control plane
 //! is ready and its kubeconfig Secret exists, and records the endpoint. Every
 //! step is a server-side apply: a rerun after a crash picks up where it was.
+//! A cluster created with the managed ingress gets an `ingress_converge` job
+//! in the transaction that finishes this one.
 
 use std::sync::Arc;
 
@@ -11,7 +13,8 @@ use shared::{
     clusters::{self, Cluster, ClusterCreation},
     domain::JobType,
     host::HostCluster,
-    jobs::{Completed, JobContext, JobError, JobHandler},
+    ingress::{self, IngressConvergence},
+    jobs::{Finished, JobContext, JobError, JobHandler},
 };
 
 /// The reason a create fails while no host adapter is configured.
@@ -34,7 +37,7 @@ impl JobHandler for CreateCluster {
         JobType::ClusterCreate
     }
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
         let target: ClusterCreation = ctx.payload()?;
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let mut cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
@@ -49,7 +52,7 @@ async fn create(
     ctx: &JobContext,
     host: &HostCluster,
     cluster: &Cluster,
-) -> Result<Completed, JobError> {
+) -> Result<Finished, JobError> {
     ctx.step("creating the namespace", host.ensure_namespace(cluster))
         .await?;
     ctx.step(
@@ -83,11 +86,12 @@ async fn create(
     let url = endpoint.url();
     let mut tx = ctx.pool.begin().await?;
     clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;
-    let completed = ctx.complete(&mut tx).await?;
+    let finished = ctx.complete(&mut tx).await?;
+    if ingress::needs_convergence(cluster) {
+        ctx.enqueue_follow_up(&mut tx, &IngressConvergence::of(cluster))
+            .await?;
+    }
     tx.commit().await?;
     tracing::info!(api_endpoint = url, "control plane ready");
-    if let Err(error) = shared::ingress::converge_after_job(&ctx.pool, host, cluster, &url).await {
-        tracing::warn!(%error, "could not record the ingress state; the observation will");
-    }
-    Ok(completed)
+    Ok(finished)
 }

@@ -9,7 +9,7 @@ use shared::{
     clusters::{self, ClusterDeletion},
     domain::JobType,
     host::HostCluster,
-    jobs::{Completed, JobContext, JobError, JobHandler, StepError},
+    jobs::{Finished, JobContext, JobError, JobHandler, StepError},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -31,7 +31,7 @@ impl JobHandler for DeleteCluster {
         JobType::ClusterDelete
     }
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
         let deletion: ClusterDeletion = ctx.payload()?;
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let Some(mut cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {

@@ -1,9 +1,9 @@
 //! `job-cluster-update`: converges the host to the cluster's updated snapshot:
 //! quota and limits, the network policy, the control plane's values, and the public endpoint
 //! Service (a change of public access mode changes its type, and so the
-//! endpoint, the kubeconfig server and the join command). The managed ingress
-//! switch is recorded on the cluster; installing the ingress controller is the
-//! ingress capability's job.
+//! endpoint, the kubeconfig server and the join command). When the managed
+//! ingress switch leaves the controller off its target, an `ingress_converge`
+//! job is enqueued in the transaction that finishes this one.
 
 use std::sync::Arc;
 
@@ -12,7 +12,8 @@ use shared::{
     clusters::{self, ClusterChanges},
     domain::JobType,
     host::HostCluster,
-    jobs::{Completed, JobContext, JobError, JobHandler},
+    ingress::{self, IngressConvergence},
+    jobs::{Finished, JobContext, JobError, JobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -34,7 +35,7 @@ impl JobHandler for UpdateCluster {
         JobType::ClusterUpdate
     }
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
         let target: ClusterChanges = ctx.payload()?;
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let mut cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
@@ -71,14 +72,13 @@ impl JobHandler for UpdateCluster {
         let url = endpoint.url();
         let mut tx = ctx.pool.begin().await?;
         clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;
-        let completed = ctx.complete(&mut tx).await?;
+        let finished = ctx.complete(&mut tx).await?;
+        if ingress::needs_convergence(&cluster) {
+            ctx.enqueue_follow_up(&mut tx, &IngressConvergence::of(&cluster))
+                .await?;
+        }
         tx.commit().await?;
         tracing::info!(api_endpoint = url, "cluster updated");
-        if let Err(error) =
-            shared::ingress::converge_after_job(&ctx.pool, host, &cluster, &url).await
-        {
-            tracing::warn!(%error, "could not record the ingress state; the observation will");
-        }
-        Ok(completed)
+        Ok(finished)
     }
 }

@@ -16,7 +16,7 @@ use shared::{
     clusters,
     domain::{JobType, NodeStatus},
     host::{HostCluster, HostError},
-    jobs::{Completed, JobContext, JobError, JobHandler, StepError},
+    jobs::{Finished, JobContext, JobError, JobHandler, StepError},
     nodes::{self, NewNodeEvent, NodeRemoval},
 };
 
@@ -48,7 +48,7 @@ impl JobHandler for RemoveNode {
         JobType::NodeRemove
     }
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
         let removal: NodeRemoval = ctx.payload()?;
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {

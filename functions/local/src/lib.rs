@@ -80,7 +80,8 @@ pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {
         Arc::new(job_cluster_create::CreateCluster::new(host.clone())),
         Arc::new(job_cluster_update::UpdateCluster::new(host.clone())),
         Arc::new(job_cluster_delete::DeleteCluster::new(host.clone())),
-        Arc::new(job_node_remove::RemoveNode::new(host)),
+        Arc::new(job_node_remove::RemoveNode::new(host.clone())),
+        Arc::new(job_ingress_converge::ConvergeIngress::new(host)),
     ]
 }
 
@@ -246,11 +247,12 @@ async fn serve(
         Some(url) => {
             let topology = Topology::new(settings.amqp_exchange.clone());
             tracing::info!(exchange = %topology.exchange, "jobs travel through RabbitMQ");
-            let consumer = Consumer::new(url.clone(), topology.clone(), worker);
-            background.spawn(consumer.run(stopped()));
             let publisher: Arc<dyn JobPublisher> =
-                Arc::new(AmqpPublisher::new(url.clone(), topology));
+                Arc::new(AmqpPublisher::new(url.clone(), topology.clone()));
             jobs::connect_in_background(&publisher);
+            worker.publish_follow_ups_with(publisher.clone());
+            let consumer = Consumer::new(url.clone(), topology, worker);
+            background.spawn(consumer.run(stopped()));
             publisher
         }
         None => {

@@ -1,6 +1,7 @@
 //! `sync-clusters`: the schedule that checks every ready cluster's control
 //! plane and records whether it answers (`connection_status`, `last_observed_at`),
-//! converges its managed ingress and follows its hostnames' certificates
+//! keeps its managed ingress on target (enqueuing an `ingress_converge` job when
+//! it is off it) and follows its hostnames' certificates
 //! ([`observe`], [`tls`]), then deletes the ServiceAccounts of revoked and expired
 //! kubeconfig credentials from their clusters.
 
@@ -11,7 +12,7 @@ use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
 use shared::kubeconfigs::credential::{self, RemovalReport};
 
-use crate::observe::{ObservationReport, observe_clusters};
+use crate::observe::{Enqueuing, ObservationReport, observe_clusters};
 
 /// Control planes checked at once.
 pub const CONCURRENCY: usize = 16;
@@ -20,7 +21,7 @@ pub const SCHEDULE: Schedule = Schedule {
     name: "sync-clusters",
     interval: |s| s.observe_interval,
     needs_host: true,
-    needs_publisher: false,
+    needs_publisher: true,
     run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
 };
 
@@ -33,7 +34,11 @@ pub struct Report {
 
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
     let host = ctx.host()?;
-    let observation = observe_clusters(&ctx.pool, host, CONCURRENCY).await?;
+    let enqueuing = Enqueuing {
+        publisher: ctx.publisher()?,
+        max_attempts: ctx.settings.jobs.max_attempts,
+    };
+    let observation = observe_clusters(&ctx.pool, host, enqueuing, CONCURRENCY).await?;
     let credentials = credential::remove_stale(&ctx.pool, host, None).await?;
     Ok(Report {
         observation,

@@ -20,9 +20,14 @@ use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams},
 };
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::{domain::IngressStatus, host::HostError};
+use crate::{
+    clusters::Cluster,
+    domain::{IngressStatus, JobPayload, JobType},
+    host::HostError,
+};
 
 pub const NAMESPACE: &str = "kubebyon-ingress";
 pub const CONTROLLER: &str = "kubebyon.dev/ingress-nginx";
@@ -223,75 +228,40 @@ fn ignore_missing<T>(result: Result<T, kube::Error>) -> Result<(), HostError> {
     }
 }
 
-/// Brings the cluster's managed ingress to what the cluster asks for and
-/// records the outcome on the cluster: installed (`ready` once a replica is
-/// available, `provisioning` until then — it needs a Ready node), removed
-/// (`disabled`), or `error` with the reason. A failure here never fails the
-/// cluster: the observation schedule converges again.
-pub async fn converge(
-    pool: &sqlx::PgPool,
-    cluster: &crate::clusters::Cluster,
-    client: &Client,
-) -> Result<(), sqlx::Error> {
-    let class = cluster.managed_workload_ingress_class.as_str();
-    let (status, error) = if cluster.managed_workload_ingress_enabled {
-        let installed = async {
-            if matches!(
-                cluster.managed_workload_ingress_status,
-                IngressStatus::Disabled | IngressStatus::Error
-            ) {
-                install(client, class).await?;
-            }
-            available(client).await
-        }
-        .await;
-        match installed {
-            Ok(true) => (IngressStatus::Ready, None),
-            Ok(false) => (IngressStatus::Provisioning, None),
-            Err(err) => (
-                IngressStatus::Error,
-                Some(format!("installing the ingress controller failed: {err}")),
-            ),
-        }
-    } else if cluster.managed_workload_ingress_status == IngressStatus::Disabled {
-        return Ok(());
-    } else {
-        match remove(client, class).await {
-            Ok(()) => (IngressStatus::Disabled, None),
-            Err(err) => (
-                IngressStatus::Error,
-                Some(format!("removing the ingress controller failed: {err}")),
-            ),
-        }
-    };
-    crate::clusters::set_ingress_status(pool, cluster.id, status, error.as_deref()).await
+/// What an `ingress_converge` job brings a cluster's managed ingress to: the
+/// switch as it stood when the job was enqueued (the job reads the rest of
+/// the cluster again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngressConvergence {
+    pub managed_workload_ingress_enabled: bool,
 }
 
-/// [`converge`] right after a cluster job, with a client of its own; a
-/// cluster whose ingress is off and removed costs nothing.
-pub async fn converge_after_job(
-    pool: &sqlx::PgPool,
-    host: &crate::host::HostCluster,
-    cluster: &crate::clusters::Cluster,
-    server: &str,
-) -> Result<(), sqlx::Error> {
-    if !cluster.managed_workload_ingress_enabled
-        && cluster.managed_workload_ingress_status == IngressStatus::Disabled
-    {
-        return Ok(());
-    }
-    match host.vcluster_client(cluster, server).await {
-        Ok(client) => converge(pool, cluster, &client).await,
-        Err(err) => {
-            let error =
-                format!("reaching the cluster's API for the ingress controller failed: {err}");
-            crate::clusters::set_ingress_status(
-                pool,
-                cluster.id,
-                IngressStatus::Error,
-                Some(&error),
-            )
-            .await
+impl JobPayload for IngressConvergence {
+    const JOB_TYPE: JobType = JobType::IngressConverge;
+}
+
+impl IngressConvergence {
+    pub fn of(cluster: &Cluster) -> Self {
+        Self {
+            managed_workload_ingress_enabled: cluster.managed_workload_ingress_enabled,
         }
+    }
+
+    pub fn apply_to(&self, cluster: &mut Cluster) {
+        cluster.managed_workload_ingress_enabled = self.managed_workload_ingress_enabled;
+    }
+}
+
+/// Whether the cluster's managed ingress needs work inside the cluster: the
+/// last install or removal failed (`error`), the controller is wanted but not
+/// installed (`disabled`), or it is installed and no longer wanted. A wanted,
+/// installed controller (`provisioning`, `ready`) only has its availability
+/// followed, which writes nothing in the cluster.
+pub fn needs_convergence(cluster: &Cluster) -> bool {
+    let enabled = cluster.managed_workload_ingress_enabled;
+    match cluster.managed_workload_ingress_status {
+        IngressStatus::Error => true,
+        IngressStatus::Disabled => enabled,
+        IngressStatus::Provisioning | IngressStatus::Ready => !enabled,
     }
 }

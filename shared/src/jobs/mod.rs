@@ -15,6 +15,6 @@ pub use publish::{
 };
 pub use retry::retry_delay;
 pub use sweep::{SweepReport, sweep, sweep_on};
-pub use worker::{Completed, JobContext, JobHandler, Processed, Worker};
+pub use worker::{Finished, JobContext, JobHandler, Processed, Worker};
 
 pub use store::*;

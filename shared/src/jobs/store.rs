@@ -87,6 +87,50 @@ pub async fn enqueue(tx: &mut PgConnection, new: NewJob<'_>) -> Result<Enqueued,
     })
 }
 
+/// [`enqueue`], only when the cluster has nothing else to do: no active job
+/// and no operation queued behind one (that work comes first, and may make
+/// this job moot). `None` when it was not written. Two writers racing for an
+/// idle cluster still meet `idx_cluster_jobs_active_cluster`: one of them
+/// fails with that unique violation.
+pub async fn enqueue_if_idle(
+    tx: &mut PgConnection,
+    new: NewJob<'_>,
+) -> Result<Option<Enqueued>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH idle AS (
+               SELECT 1 WHERE NOT EXISTS (
+                   SELECT 1 FROM cluster_jobs
+                   WHERE cluster_id = $1 AND status IN ('pending', 'running')
+               ) AND NOT EXISTS (
+                   SELECT 1 FROM cluster_operations o
+                   WHERE o.cluster_id = $1 AND o.status = 'pending'
+                     AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
+               )
+           ), operation AS (
+               INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, payload)
+               SELECT $1, $2, $3, $4 FROM idle RETURNING id
+           )
+           INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
+           SELECT $1, operation.id, $5, $4, $6 FROM operation
+           RETURNING id, operation_id"#,
+        new.cluster_id,
+        new.job_type.operation(),
+        new.requested_by,
+        new.payload,
+        new.job_type.as_str(),
+        new.max_attempts,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.map(|row| Enqueued {
+        job: JobMessage {
+            job_id: row.id,
+            job_type: new.job_type,
+        },
+        operation_id: row.operation_id,
+    }))
+}
+
 /// Records that a wake-up for the job was accepted by the transport. Its
 /// commit does not wait for the disk (`synchronous_commit` off for this
 /// transaction only): losing it to a database crash only makes `sweep`
@@ -382,9 +426,14 @@ pub async fn schedule_retry(
 }
 
 /// Ends the job as failed with a reason written for the user, and moves the
-/// operation and the cluster with it (a failed node removal leaves the
-/// cluster as it is). `false` means the lease was lost.
-pub async fn fail(pool: &PgPool, job: &ClaimedJob, reason: &str) -> Result<bool, sqlx::Error> {
+/// operation and, for a job of the cluster's own lifecycle, the cluster with
+/// it (a failed node removal or ingress convergence leaves the cluster as it
+/// is). `false` means the lease was lost.
+pub async fn fail(
+    db: impl PgExecutor<'_>,
+    job: &ClaimedJob,
+    reason: &str,
+) -> Result<bool, sqlx::Error> {
     let row = sqlx::query_scalar!(
         r#"WITH failed AS (
                UPDATE cluster_jobs
@@ -404,14 +453,15 @@ pub async fn fail(pool: &PgPool, job: &ClaimedJob, reason: &str) -> Result<bool,
                SET status = CASE WHEN failed.type = 'cluster_update' THEN 'ready' ELSE 'failed' END,
                    last_error_message = $3
                FROM failed
-               WHERE c.id = failed.cluster_id AND c.deleted_at IS NULL AND failed.type <> 'node_remove'
+               WHERE c.id = failed.cluster_id AND c.deleted_at IS NULL
+                 AND failed.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
            )
            SELECT id FROM failed"#,
         job.id,
         job.attempt,
         reason,
     )
-    .fetch_optional(pool)
+    .fetch_optional(db)
     .await?;
     Ok(row.is_some())
 }
@@ -459,7 +509,7 @@ pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Er
                    last_error_message = rescued.last_error
                FROM rescued
                WHERE rescued.status = 'failed' AND c.id = rescued.cluster_id AND c.deleted_at IS NULL
-                 AND rescued.type <> 'node_remove'
+                 AND rescued.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
            )
            SELECT status AS "status!" FROM rescued"#
     )
@@ -653,7 +703,8 @@ pub async fn list_all(
 }
 
 /// Gives a failed job `extra_attempts` more attempts, due now, and moves its
-/// operation and cluster back in progress. `None` when the job is not failed.
+/// operation back in progress, and its cluster too when the job is one of the
+/// cluster's own lifecycle. `None` when the job is not failed.
 /// Fails with `idx_cluster_jobs_active_cluster` when the cluster has another active job.
 pub async fn retry_failed(
     tx: &mut PgConnection,
@@ -677,6 +728,7 @@ pub async fn retry_failed(
                                               WHEN 'cluster_update' THEN 'updating'
                                               ELSE 'deleting' END
                FROM retried WHERE c.id = retried.cluster_id AND c.deleted_at IS NULL
+                 AND retried.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
            )
            SELECT id, type FROM retried"#,
         job_id,
@@ -720,7 +772,8 @@ pub async fn cancel_pending(
                                  THEN 'ready' ELSE 'failed' END,
                    last_error_message = $2
                FROM cancelled
-               WHERE c.id = cancelled.cluster_id AND c.deleted_at IS NULL AND cancelled.type <> 'node_remove'
+               WHERE c.id = cancelled.cluster_id AND c.deleted_at IS NULL
+                 AND cancelled.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
            )
            SELECT id FROM cancelled"#,
         job_id,

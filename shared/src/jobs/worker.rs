@@ -18,14 +18,21 @@ use super::{JobError, Unavailable, retry_delay};
 use crate::{
     config::JobSettings,
     domain::{JobPayload, JobType},
-    jobs::{self, ClaimedJob, JobMessage},
+    jobs::{self, ClaimedJob, JobMessage, JobPublisher},
 };
 
-/// Proof that a handler finished its job inside a fenced transaction. Only
-/// [`JobContext::complete`] makes one.
-#[must_use = "commit the transaction that completed the job, then return this"]
+/// Proof that a handler ended its job inside a fenced transaction: succeeded
+/// ([`JobContext::complete`], [`JobContext::complete_alone`]) or failed with
+/// business state of its own ([`JobContext::fail_within`]).
+#[must_use = "commit the transaction that finished the job, then return this"]
 #[derive(Debug)]
-pub struct Completed(());
+pub struct Finished(Verdict);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Succeeded,
+    Failed,
+}
 
 /// One job type's work. `handle` re-reads state, performs idempotent steps,
 /// records its stage, and ends by writing its business state and calling
@@ -33,7 +40,7 @@ pub struct Completed(());
 #[async_trait]
 pub trait JobHandler: Send + Sync + 'static {
     fn job_type(&self) -> JobType;
-    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError>;
+    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError>;
 }
 
 /// What a handler sees of the job and the platform.
@@ -41,6 +48,8 @@ pub struct JobContext {
     pub pool: PgPool,
     pub job: ClaimedJob,
     completions: Completions,
+    max_attempts: i32,
+    follow_ups: std::sync::Mutex<Vec<JobMessage>>,
 }
 
 impl JobContext {
@@ -96,21 +105,70 @@ impl JobContext {
     }
 
     /// Marks the job succeeded inside `tx`, fenced by the claimed attempt.
-    pub async fn complete(&self, tx: &mut PgConnection) -> Result<Completed, JobError> {
+    pub async fn complete(&self, tx: &mut PgConnection) -> Result<Finished, JobError> {
         if jobs::complete(tx, &self.job).await? {
-            Ok(Completed(()))
+            Ok(Finished(Verdict::Succeeded))
         } else {
             Err(JobError::LeaseLost)
         }
+    }
+
+    /// Ends the job failed with `reason` inside `tx`, fenced by the claimed
+    /// attempt, for a handler that records the failure in business state of
+    /// its own in the same transaction. No retry follows.
+    pub async fn fail_within(
+        &self,
+        tx: &mut PgConnection,
+        reason: &str,
+    ) -> Result<Finished, JobError> {
+        if jobs::fail(tx, &self.job, reason).await? {
+            tracing::warn!(reason, "job failed");
+            Ok(Finished(Verdict::Failed))
+        } else {
+            Err(JobError::LeaseLost)
+        }
+    }
+
+    /// Enqueues the job `payload` belongs to, on this job's cluster, in `tx`:
+    /// the transaction that completes this job, after [`Self::complete`] (until
+    /// then this job holds the cluster's active-job slot). Nothing is written
+    /// when the cluster has other work queued. The wake-up is published once
+    /// this job has succeeded, where the worker has a publisher; otherwise
+    /// `sweep` publishes it. `true` when the job was written.
+    pub async fn enqueue_follow_up<P: JobPayload>(
+        &self,
+        tx: &mut PgConnection,
+        payload: &P,
+    ) -> Result<bool, JobError> {
+        let (job_type, payload) = jobs::encode(payload)
+            .map_err(|e| JobError::fatal(format!("the follow-up job's payload: {e}")))?;
+        let enqueued = jobs::enqueue_if_idle(
+            tx,
+            jobs::NewJob {
+                cluster_id: self.job.cluster_id,
+                job_type,
+                requested_by: None,
+                payload: &payload,
+                max_attempts: self.max_attempts,
+            },
+        )
+        .await?;
+        if let Some(enqueued) = &enqueued {
+            self.follow_ups
+                .lock()
+                .expect("follow-ups lock")
+                .push(enqueued.job);
+        }
+        Ok(enqueued.is_some())
     }
 
     /// Marks the job succeeded with nothing else to write: its work was done
     /// already (say, by an attempt that lost its lease after committing). Such
     /// completions of concurrent jobs share one statement and one commit; this
     /// returns once the commit that includes it is done.
-    pub async fn complete_alone(&self) -> Result<Completed, JobError> {
+    pub async fn complete_alone(&self) -> Result<Finished, JobError> {
         if self.completions.complete(&self.job).await? {
-            Ok(Completed(()))
+            Ok(Finished(Verdict::Succeeded))
         } else {
             Err(JobError::LeaseLost)
         }
@@ -364,6 +422,7 @@ pub struct Worker {
     claims: Claims,
     settings: JobSettings,
     handlers: Arc<HashMap<JobType, Arc<dyn JobHandler>>>,
+    follow_up_publisher: Arc<OnceLock<Arc<dyn JobPublisher>>>,
 }
 
 impl Worker {
@@ -390,6 +449,17 @@ impl Worker {
             pool,
             settings,
             handlers: Arc::new(handlers),
+            follow_up_publisher: Arc::default(),
+        }
+    }
+
+    /// Publishes the wake-ups of the jobs handlers enqueue as follow-ups
+    /// ([`JobContext::enqueue_follow_up`]) through `publisher`, once the job
+    /// that enqueued them has succeeded. Set once, for this worker and its
+    /// clones; without it the follow-ups wait for `sweep`.
+    pub fn publish_follow_ups_with(&self, publisher: Arc<dyn JobPublisher>) {
+        if self.follow_up_publisher.set(publisher).is_err() {
+            tracing::warn!("this worker already publishes its follow-up jobs elsewhere");
         }
     }
 
@@ -502,6 +572,8 @@ impl Worker {
             pool: self.pool.clone(),
             job: job.clone(),
             completions: self.completions.clone(),
+            max_attempts: self.settings.max_attempts,
+            follow_ups: Default::default(),
         };
         // The lease is extended beside the handler, in the same task (no task
         // to spawn, wake and abort for each job), and stops with the attempt
@@ -517,7 +589,17 @@ impl Worker {
             }
         };
         let outcome = match result {
-            Ok(Completed(())) => Processed::Succeeded,
+            Ok(Finished(Verdict::Succeeded)) => {
+                let follow_ups =
+                    std::mem::take(&mut *ctx.follow_ups.lock().expect("follow-ups lock"));
+                if let Some(publisher) = self.follow_up_publisher.get() {
+                    for message in follow_ups {
+                        jobs::publish_after_commit(&self.pool, publisher.as_ref(), message).await;
+                    }
+                }
+                Processed::Succeeded
+            }
+            Ok(Finished(Verdict::Failed)) => Processed::Failed,
             Err(JobError::LeaseLost) => Processed::LeaseLost,
             Err(JobError::Retryable(error)) if job.attempt < job.max_attempts => {
                 let delay = retry_delay(

@@ -1,7 +1,7 @@
 //! Accounts end to end: real PostgreSQL, a real SMTP exchange (aiosmtpd), and
 //! every route of the platform behind the accounts identity.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use axum::{
     Router,
@@ -9,15 +9,12 @@ use axum::{
     http::{Request, StatusCode, header},
 };
 use http_body_util::BodyExt;
-use queues::inprocess;
 use serde_json::{Value, json};
-use shared::{
-    config::{JobSettings, Settings},
-    http::{AppState, Identity, with_common_layers},
-    jobs::Worker,
-};
+use shared::http::with_common_layers;
 use tests::{database::TestDb, smtp::SmtpSink};
 use tower::ServiceExt;
+
+use crate::platform::{Base, Builder};
 
 struct Accounts {
     db: TestDb,
@@ -48,31 +45,19 @@ impl Accounts {
     }
 
     async fn with_env(env: impl FnOnce(&SmtpSink) -> Vec<(String, String)>) -> Self {
-        let db = TestDb::new().await;
         let mail = SmtpSink::start().await;
-        let worker = Worker::new(
-            db.pool.clone(),
-            JobSettings::default(),
-            "accounts-test",
-            local::handlers(None),
-        );
-        let (dispatcher, _runner) = inprocess::channel(worker, 1);
         let mut vars = env(&mail);
         vars.push(("KUBEBYON_ADMIN_EMAIL".into(), "boss@example.com".into()));
         // The tests play the one proxy in front, which appends the client's address.
         if !vars.iter().any(|(k, _)| k == "KUBEBYON_TRUSTED_PROXY_HOPS") {
             vars.push(("KUBEBYON_TRUSTED_PROXY_HOPS".into(), "1".into()));
         }
-        let source: HashMap<&str, &str> =
-            vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let settings = Settings::from_source(&source).unwrap();
-        let state = AppState {
-            pool: db.pool.clone(),
-            publisher: Arc::new(dispatcher),
-            settings: Arc::new(settings),
-            identity: Identity::Accounts,
-            host: None,
-        };
+        let builder = vars
+            .iter()
+            .fold(Builder::new("accounts-test").accounts(), |b, (k, v)| {
+                b.env(k, v)
+            });
+        let Base { db, state, .. } = builder.build().await;
         let router = with_common_layers(local::routes(), state);
         Self { db, mail, router }
     }

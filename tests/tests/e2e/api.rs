@@ -9,17 +9,17 @@ use axum::{
     http::{Request, StatusCode, header},
 };
 use http_body_util::BodyExt;
-use queues::inprocess::{self, InProcessRunner};
+use queues::inprocess::InProcessRunner;
 use shared::{
-    accounts::users,
     clusters::ClusterCreation,
     config::{JobSettings, Settings},
     http::{AppState, Identity, with_common_layers},
-    jobs::Worker,
 };
 use tests::database::TestDb;
 use tower::ServiceExt;
 use uuid::Uuid;
+
+use crate::platform::{Base, Builder};
 
 struct Api {
     db: TestDb,
@@ -29,23 +29,9 @@ struct Api {
 
 impl Api {
     async fn new() -> Self {
-        let db = TestDb::new().await;
-        let user = users::ensure_development_user(&db.pool).await.unwrap();
-        let worker = Worker::new(
-            db.pool.clone(),
-            JobSettings::default(),
-            "api-test",
-            local::handlers(None),
-        );
-        let (dispatcher, runner) = inprocess::channel(worker, 1);
-        let settings = Settings::from_source(&std::collections::HashMap::new()).unwrap();
-        let state = AppState {
-            pool: db.pool.clone(),
-            publisher: Arc::new(dispatcher),
-            settings: Arc::new(settings),
-            identity: Identity::Development(user),
-            host: None,
-        };
+        let Base {
+            db, runner, state, ..
+        } = Builder::new("api-test").build().await;
         Self { db, runner, state }
     }
 

@@ -450,9 +450,7 @@ async fn observation_records_whether_each_control_plane_answers() {
     let (id, namespace) = platform.create_ready("theta", "nodeport").await;
     let vcluster = platform.sim.vcluster(&namespace, "theta").unwrap();
 
-    let report = sync_clusters::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
-        .await
-        .unwrap();
+    let report = platform.observe().await;
     assert_eq!((report.connected, report.unreachable), (1, 0));
     let seen = platform.cluster(&id).await;
     assert_eq!(seen["connection_status"], "connected");
@@ -461,9 +459,7 @@ async fn observation_records_whether_each_control_plane_answers() {
         api_down: true,
         ..Faults::default()
     });
-    let report = sync_clusters::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
-        .await
-        .unwrap();
+    let report = platform.observe().await;
     assert_eq!((report.connected, report.unreachable), (0, 1));
     let lost = platform.cluster(&id).await;
     assert_eq!(lost["connection_status"], "unreachable");
@@ -473,9 +469,7 @@ async fn observation_records_whether_each_control_plane_answers() {
     );
 
     vcluster.set_faults(Faults::default());
-    sync_clusters::observe::observe_clusters(&platform.db.pool, &platform.host, 4)
-        .await
-        .unwrap();
+    platform.observe().await;
     assert_eq!(
         platform.cluster(&id).await["connection_status"],
         "connected"

@@ -5,22 +5,16 @@
 //! (release builds abort on a panic: one request would end the process) or
 //! make it answer 500; every refusal is problem+json.
 
-use std::sync::Arc;
-
 use axum::{
     body::Body,
     http::{Request, StatusCode, header},
 };
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use shared::{
-    accounts::users,
-    config::{JobSettings, Settings},
-    http::{AppState, Identity, with_common_layers},
-    jobs::Worker,
-};
-use tests::database::TestDb;
+use shared::http::with_common_layers;
 use tower::ServiceExt;
+
+use crate::platform::{Base, Builder};
 
 /// Percent-encodes a query value or path segment.
 fn encode(value: &str) -> String {
@@ -116,23 +110,8 @@ fn query_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_hostile_value_in_any_parameter_or_field_panics_or_answers_500() {
-    let db = TestDb::new().await;
     // The development user is an administrator: the admin routes run their handlers too.
-    let user = users::ensure_development_user(&db.pool).await.unwrap();
-    let worker = Worker::new(
-        db.pool.clone(),
-        JobSettings::default(),
-        "hostile",
-        local::handlers(None),
-    );
-    let (dispatcher, _runner) = queues::inprocess::channel(worker, 1);
-    let state = AppState {
-        pool: db.pool.clone(),
-        publisher: Arc::new(dispatcher),
-        settings: Arc::new(Settings::from_source(&std::collections::HashMap::new()).unwrap()),
-        identity: Identity::Development(user),
-        host: None,
-    };
+    let Base { db: _db, state, .. } = Builder::new("hostile").build().await;
     let router = with_common_layers(local::routes(), state);
     let document = serde_json::to_value(local::openapi()).unwrap();
 

@@ -1,12 +1,29 @@
 //! The managed workload ingress: installed in the simulated vCluster through
-//! its own API, followed to `ready` once a node can run it, repaired after a
-//! failure, and removed without touching an ingress controller of the user's.
+//! its own API by an `ingress_converge` job, followed to `ready` once a node
+//! can run it, repaired after a failure, and removed without touching an
+//! ingress controller of the user's.
 
 use axum::http::StatusCode;
 use serde_json::json;
-use sync_clusters::observe::observe_clusters;
+
+use shared::{http::Identity, jobs::Processed};
 
 use crate::platform::{Platform, node};
+
+/// The type and status of every job of the cluster, oldest first.
+async fn jobs_of(platform: &Platform, id: &str) -> Vec<(String, String)> {
+    sqlx::query_as(
+        "SELECT type, status FROM cluster_jobs WHERE cluster_id = $1::uuid ORDER BY created_at, id",
+    )
+    .bind(id)
+    .fetch_all(&platform.db.pool)
+    .await
+    .unwrap()
+}
+
+fn pair(job_type: &str, status: &str) -> (String, String) {
+    (job_type.to_string(), status.to_string())
+}
 
 #[tokio::test]
 async fn the_managed_ingress_is_installed_followed_and_removed() {
@@ -21,7 +38,19 @@ async fn the_managed_ingress_is_installed_followed_and_removed() {
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let id = body["cluster"]["id"].as_str().unwrap().to_string();
-    platform.drive().await;
+    let outcomes: Vec<Processed> = platform.drive().await.into_iter().map(|(_, p)| p).collect();
+    assert_eq!(
+        outcomes,
+        [Processed::Succeeded, Processed::Succeeded],
+        "the create, then its follow-up"
+    );
+    assert_eq!(
+        jobs_of(&platform, &id).await,
+        [
+            pair("cluster_create", "succeeded"),
+            pair("ingress_converge", "succeeded")
+        ]
+    );
     let cluster = platform.cluster(&id).await;
     assert_eq!(cluster["status"], "ready");
     assert_eq!(
@@ -71,13 +100,13 @@ async fn the_managed_ingress_is_installed_followed_and_removed() {
             .is_some()
     );
 
-    // A node joins: the controller becomes available and the observation says so.
+    // A node joins: the controller becomes available and the observation
+    // says so, with no job: an installed controller is only followed.
     vcluster
         .put(node("worker-1", "True", chrono::Utc::now()))
         .unwrap();
-    observe_clusters(&platform.db.pool, &platform.host, 4)
-        .await
-        .unwrap();
+    assert_eq!(platform.observe().await.ingress_convergences, 0);
+    assert!(platform.drive().await.is_empty());
     assert_eq!(
         platform.cluster(&id).await["managed_workload_ingress_status"],
         "ready"
@@ -99,6 +128,13 @@ async fn the_managed_ingress_is_installed_followed_and_removed() {
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     platform.drive().await;
+    assert_eq!(
+        jobs_of(&platform, &id).await[2..],
+        [
+            pair("cluster_update", "succeeded"),
+            pair("ingress_converge", "succeeded")
+        ]
+    );
     let cluster = platform.cluster(&id).await;
     assert_eq!(
         cluster["managed_workload_ingress_status"], "disabled",
@@ -155,18 +191,55 @@ async fn a_failed_install_is_recorded_and_repaired_by_the_observation() {
         "the cluster itself is fine: {cluster}"
     );
     assert_eq!(cluster["managed_workload_ingress_status"], "error");
+    let error = cluster["managed_workload_ingress_last_error"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(
-        cluster["managed_workload_ingress_last_error"]
-            .as_str()
-            .unwrap()
-            .starts_with("installing the ingress controller failed"),
+        error.starts_with("installing the ingress controller failed"),
         "{cluster}"
     );
+    assert_eq!(
+        jobs_of(&platform, &id).await[1..],
+        [
+            pair("cluster_update", "succeeded"),
+            pair("ingress_converge", "failed")
+        ]
+    );
+    let (attempts, job_error): (i32, String) = sqlx::query_as(
+        "SELECT attempt_count, last_error FROM cluster_jobs WHERE type = 'ingress_converge'",
+    )
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (attempts, job_error),
+        (1, error),
+        "one attempt, the same reason"
+    );
 
+    // Unreachable: no job is enqueued for it.
+    assert_eq!(platform.observe().await.ingress_convergences, 0);
+
+    // Reachable again: one convergence, and only one however often it is
+    // observed; the cluster is busy with it meanwhile.
     vcluster.set_faults(kube_sim::Faults::default());
-    observe_clusters(&platform.db.pool, &platform.host, 4)
-        .await
-        .unwrap();
+    assert_eq!(platform.observe().await.ingress_convergences, 1);
+    assert_eq!(platform.observe().await.ingress_convergences, 0);
+    assert_eq!(
+        platform.cluster(&id).await["managed_workload_ingress_status"],
+        "error",
+        "the job, not the observation, installs"
+    );
+    let (status, body) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "workload_cpu_limit_milli_cores": 3000 })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(platform.drive().await.len(), 1);
     let cluster = platform.cluster(&id).await;
     assert_eq!(
         cluster["managed_workload_ingress_status"], "ready",
@@ -215,9 +288,7 @@ async fn hostname_bindings_follow_their_cert_manager_certificate() {
     };
     // One observation cycle, then the bindings as the API shows them.
     let observed_bindings = async || {
-        observe_clusters(&platform.db.pool, &platform.host, 4)
-            .await
-            .unwrap();
+        platform.observe().await;
         platform
             .call(
                 "GET",
@@ -258,4 +329,100 @@ async fn hostname_bindings_follow_their_cert_manager_certificate() {
         (Some("ready"), Some("shop-tls"))
     );
     assert!(shop["tls_last_error"].is_null());
+}
+
+#[tokio::test]
+async fn retrying_a_failed_convergence_leaves_the_cluster_ready() {
+    let platform = Platform::new().await;
+    let (id, namespace) = platform.create_ready("psi", "nodeport").await;
+    let vcluster = platform.sim.vcluster(&namespace, "psi").unwrap();
+    vcluster.set_faults(kube_sim::Faults {
+        api_down: true,
+        ..Default::default()
+    });
+    platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "managed_workload_ingress_enabled": true })),
+        )
+        .await;
+    platform.drive().await;
+    let job_id: uuid::Uuid = sqlx::query_scalar(
+        "SELECT id FROM cluster_jobs WHERE type = 'ingress_converge' AND status = 'failed'",
+    )
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(platform.cluster(&id).await["status"], "ready");
+
+    let Identity::Development(admin) = platform.state.identity else {
+        unreachable!("the platform serves as the development user")
+    };
+    let (status, body) = platform
+        .call_as(
+            admin,
+            "POST",
+            &format!("/api/console/admin/cluster-jobs/{job_id}/retry"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(
+        cluster["status"], "ready",
+        "an ingress job does not move the cluster: {cluster}"
+    );
+
+    vcluster.set_faults(kube_sim::Faults::default());
+    assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(
+        (
+            cluster["status"].as_str(),
+            cluster["managed_workload_ingress_status"].as_str()
+        ),
+        (Some("ready"), Some("provisioning"))
+    );
+}
+
+#[tokio::test]
+async fn no_convergence_is_enqueued_ahead_of_a_queued_delete() {
+    let platform = Platform::new().await;
+    let (status, body) = platform
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(json!({ "name": "omega", "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
+                         "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+    let (status, body) = platform
+        .call("DELETE", &format!("/api/console/clusters/{id}"), None)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::ACCEPTED,
+        "queued behind the create: {body}"
+    );
+
+    platform.drive().await;
+    assert_eq!(
+        jobs_of(&platform, &id).await,
+        [pair("cluster_create", "succeeded")],
+        "the delete waits for the sweep; no ingress work goes ahead of it"
+    );
+    let operations: Vec<(String, String)> = sqlx::query_as(
+        "SELECT type, status FROM cluster_operations WHERE cluster_id = $1::uuid ORDER BY created_at",
+    )
+    .bind(&id)
+    .fetch_all(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        operations,
+        [pair("create", "succeeded"), pair("delete", "pending")]
+    );
 }

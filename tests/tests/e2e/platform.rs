@@ -19,8 +19,96 @@ use shared::{
     http::{AppState, Identity, with_common_layers},
     jobs::{JobMessage, Processed, Worker},
 };
+use sync_clusters::observe::{Enqueuing, ObservationReport, observe_clusters};
 use tests::database::TestDb;
 use tower::ServiceExt;
+
+/// What every harness of these tests stands on: a fresh database, the
+/// in-process job backbone with the platform's own job handlers, and the state
+/// the routers serve with.
+pub struct Base {
+    pub db: TestDb,
+    pub dispatcher: InProcessDispatcher,
+    pub runner: InProcessRunner,
+    pub state: AppState,
+}
+
+/// How a [`Base`] is made: the settings' environment, the host cluster (none:
+/// cluster jobs fail at once saying so), who the console requests act as.
+pub struct Builder {
+    worker_id: &'static str,
+    env: Vec<(String, String)>,
+    host: Option<Arc<HostCluster>>,
+    accounts: bool,
+}
+
+impl Builder {
+    /// No host, no environment, every request as the development user (an
+    /// administrator).
+    pub fn new(worker_id: &'static str) -> Self {
+        Self {
+            worker_id,
+            env: Vec::new(),
+            host: None,
+            accounts: false,
+        }
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Cluster jobs act on `host`, with a short lease (crash tests wait it out).
+    pub fn host(mut self, host: Arc<HostCluster>) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// Requests carry their own identity: a session cookie or an API key.
+    pub fn accounts(mut self) -> Self {
+        self.accounts = true;
+        self
+    }
+
+    pub async fn build(self) -> Base {
+        let db = TestDb::new().await;
+        let identity = if self.accounts {
+            Identity::Accounts
+        } else {
+            Identity::Development(users::ensure_development_user(&db.pool).await.unwrap())
+        };
+        let job_settings = match self.host {
+            Some(_) => job_settings(),
+            None => JobSettings::default(),
+        };
+        let worker = Worker::new(
+            db.pool.clone(),
+            job_settings,
+            self.worker_id,
+            local::handlers(self.host.clone()),
+        );
+        let (dispatcher, runner) = inprocess::channel(worker, 1);
+        let source: std::collections::HashMap<&str, &str> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let state = AppState {
+            pool: db.pool.clone(),
+            publisher: Arc::new(dispatcher.clone()),
+            settings: Arc::new(Settings::from_source(&source).unwrap()),
+            identity,
+            host: self.host,
+        };
+        Base {
+            db,
+            dispatcher,
+            runner,
+            state,
+        }
+    }
+}
 
 pub struct Platform {
     pub db: TestDb,
@@ -57,7 +145,6 @@ impl Platform {
     }
 
     pub async fn with_host_settings(settings: HostSettings) -> Self {
-        let db = TestDb::new().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         let sim = Simulator::start(Options {
@@ -75,21 +162,16 @@ impl Platform {
             .await
             .unwrap(),
         );
-        let user = users::ensure_development_user(&db.pool).await.unwrap();
-        let (dispatcher, runner) = inprocess::channel(self_worker(&db, &host, "worker-b"), 1);
-        let state = AppState {
-            pool: db.pool.clone(),
-            publisher: Arc::new(dispatcher.clone()),
-            settings: Arc::new(
-                Settings::from_source(&std::collections::HashMap::from([(
-                    "KUBEBYON_JOIN_BASE_URL",
-                    base_url.as_str(),
-                )]))
-                .unwrap(),
-            ),
-            identity: Identity::Development(user),
-            host: Some(host.clone()),
-        };
+        let Base {
+            db,
+            dispatcher,
+            runner,
+            state,
+        } = Builder::new("worker-b")
+            .host(host.clone())
+            .env("KUBEBYON_JOIN_BASE_URL", &base_url)
+            .build()
+            .await;
         let router = with_common_layers(
             api_clusters::router()
                 .merge(api_nodes::router())
@@ -180,6 +262,18 @@ impl Platform {
 
     pub async fn drive(&self) -> Vec<(JobMessage, Processed)> {
         self.runner.run_until_idle().await
+    }
+
+    /// One `sync-clusters` observation of every ready cluster; the jobs it
+    /// enqueues wait for [`Platform::drive`].
+    pub async fn observe(&self) -> ObservationReport {
+        let enqueuing = Enqueuing {
+            publisher: &self.dispatcher,
+            max_attempts: self.state.settings.jobs.max_attempts,
+        };
+        observe_clusters(&self.db.pool, &self.host, enqueuing, 4)
+            .await
+            .unwrap()
     }
 
     /// Issues a kubeconfig and returns its text.

@@ -56,8 +56,8 @@ use shared::{
     db,
     domain::JobType,
     jobs::{
-        self, Completed, JobContext, JobError, JobHandler, JobMessage, JobPublisher, NewJob,
-        Worker, publish_after_commit,
+        self, Finished, JobContext, JobError, JobHandler, JobMessage, JobPublisher, NewJob, Worker,
+        publish_after_commit,
     },
 };
 use sqlx::{PgPool, Postgres, pool::PoolConnection, postgres::PgListener};
@@ -227,7 +227,7 @@ impl JobHandler for NoOp {
         JOB_TYPE
     }
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Completed, JobError> {
+    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
         self.log.record(ctx.job.id);
         ctx.complete_alone().await
     }
