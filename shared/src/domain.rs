@@ -147,9 +147,27 @@ macro_rules! text_enum {
         }
 
         impl $name {
+            /// Every value, in the order the type declares them.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Self::$variant => $text),+
+                }
+            }
+
+            /// The value named `text` exactly.
+            pub fn parse(text: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == text)
+            }
+
+            /// Every name, for an error that lists them: "a, b or c".
+            pub fn names() -> String {
+                let names: Vec<&str> = Self::ALL.iter().map(|v| v.as_str()).collect();
+                match names.split_last() {
+                    Some((last, [])) => last.to_string(),
+                    Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                    None => String::new(),
                 }
             }
         }
@@ -193,6 +211,113 @@ text_enum! {
         /// The kubelet stopped reporting (`Unknown`, or a stale heartbeat).
         Offline => "offline",
         Deleted => "deleted",
+    }
+}
+
+text_enum! {
+    /// What happened to a node, as its event records it: it appeared
+    /// (`joined`), its status changed (to the status of the same name), or it
+    /// was removed.
+    NodeEventType {
+        Joined => "joined",
+        Ready => "ready",
+        NotReady => "not_ready",
+        Pending => "pending",
+        Offline => "offline",
+        Deleted => "deleted",
+    }
+}
+
+impl NodeEventType {
+    /// The event of a node's status changing to `status`.
+    pub fn of_status(status: NodeStatus) -> Self {
+        match status {
+            NodeStatus::Pending => Self::Pending,
+            NodeStatus::Ready => Self::Ready,
+            NodeStatus::NotReady => Self::NotReady,
+            NodeStatus::Offline => Self::Offline,
+            NodeStatus::Deleted => Self::Deleted,
+        }
+    }
+}
+
+text_enum! {
+    /// Where a join token is in its life. An active token past its expiry
+    /// reads `expired` even before the sweep has recorded it.
+    JoinTokenStatus {
+        Active => "active",
+        Used => "used",
+        Expired => "expired",
+        Revoked => "revoked",
+    }
+}
+
+text_enum! {
+    /// How a join attempt ended, or where it is.
+    JoinOutcome {
+        /// The token was not accepted; nothing was handed out.
+        Refused => "refused",
+        /// The script was served.
+        Started => "started",
+        /// The script took a use and got its bootstrap token.
+        Joining => "joining",
+        Succeeded => "succeeded",
+        Failed => "failed",
+    }
+}
+
+text_enum! {
+    /// What a join script reported of one of its steps.
+    JoinStepStatus {
+        Running => "running",
+        Ok => "ok",
+        Warning => "warning",
+        Failed => "failed",
+        Skipped => "skipped",
+    }
+}
+
+text_enum! {
+    /// Who keeps a hostname's DNS record.
+    DnsManagementScope {
+        /// Under the platform's base domain: the platform keeps its CNAME.
+        PlatformManaged => "platform_managed",
+        /// The owner's own domain: only its resolution is observed.
+        SelfManaged => "self_managed",
+    }
+}
+
+text_enum! {
+    /// A hostname's DNS as last synced (platform-managed: `pending`,
+    /// `synced`, `error`) or observed (self-managed: `resolves`,
+    /// `not_resolving`, `mismatch`).
+    DnsManagementStatus {
+        Pending => "pending",
+        Synced => "synced",
+        Error => "error",
+        Resolves => "resolves",
+        NotResolving => "not_resolving",
+        Mismatch => "mismatch",
+    }
+}
+
+text_enum! {
+    /// Where a hostname's certificate comes from.
+    TlsMode {
+        None => "none",
+        /// A cert-manager Certificate in the cluster covers the hostname.
+        CertManager => "cert_manager",
+        Secret => "secret",
+    }
+}
+
+text_enum! {
+    /// A hostname's certificate, as the cluster's cert-manager reports it.
+    TlsStatus {
+        None => "none",
+        Pending => "pending",
+        Ready => "ready",
+        Error => "error",
     }
 }
 
@@ -316,6 +441,26 @@ mod tests {
         assert_eq!(KubernetesVersion::parse("v1.33").unwrap().as_str(), "1.33");
         assert!(KubernetesVersion::parse("1.20").is_err());
         assert!(KubernetesVersion::parse("latest").is_err());
+    }
+
+    #[test]
+    fn text_enums_read_back_only_their_exact_names() {
+        for t in NodeEventType::ALL {
+            assert_eq!(NodeEventType::parse(t.as_str()), Some(*t));
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                serde_json::Value::String(t.as_str().into()),
+                "the API says what the database holds"
+            );
+        }
+        // Case, padding and a Cyrillic look-alike `а` are other words.
+        for bad in ["Ready", " ready", "ready ", "re\u{0430}dy", "", "not-ready"] {
+            assert_eq!(NodeEventType::parse(bad), None, "{bad:?}");
+        }
+        for status in [NodeStatus::Ready, NodeStatus::Offline, NodeStatus::Deleted] {
+            assert_eq!(NodeEventType::of_status(status).as_str(), status.as_str());
+        }
+        assert_eq!(JoinTokenStatus::names(), "active, used, expired or revoked");
     }
 
     #[test]

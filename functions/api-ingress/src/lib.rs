@@ -14,6 +14,7 @@ use serde::Deserialize;
 use shared::{
     audit::{self, AuditEvent},
     clusters,
+    domain::DnsManagementScope,
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath},
     http::{AppState, Caller},
@@ -149,14 +150,16 @@ pub async fn create(
     .flatten()
     .collect();
     let scope = match base.as_deref() {
-        Some(base) if shared::ingress::dns::is_under(&hostname, base) => "platform_managed",
+        Some(base) if shared::ingress::dns::is_under(&hostname, base) => {
+            DnsManagementScope::PlatformManaged
+        }
         Some(base) if hostname == base => {
             return Err(ApiError::invalid(
                 "hostname",
                 "the platform's base domain itself cannot be bound",
             ));
         }
-        _ => "self_managed",
+        _ => DnsManagementScope::SelfManaged,
     };
     let own_label = shared::ingress::dns::cluster_record(&cluster.vcluster_name, cluster_id, "")
         .trim_end_matches('.')
@@ -172,7 +175,7 @@ pub async fn create(
             detail: format!("{reason}; bind another name"),
         });
     }
-    let token = (scope == "self_managed").then(dnsproof::new_token);
+    let token = (scope == DnsManagementScope::SelfManaged).then(dnsproof::new_token);
     let mut tx = state.pool.begin().await?;
     if records::hostname_held(&mut *tx, &hostname).await? {
         return Err(taken(&hostname));

@@ -2,6 +2,7 @@ use axum::extract::State;
 use serde::Deserialize;
 use shared::{
     clusters,
+    domain::NodeEventType,
     error::ApiError,
     extract::{AppJson, AppQuery},
     http::{AppState, Caller},
@@ -10,24 +11,14 @@ use shared::{
 use utoipa::IntoParams;
 use uuid::Uuid;
 
-const TYPES: [&str; 6] = [
-    "joined",
-    "ready",
-    "not_ready",
-    "pending",
-    "offline",
-    "deleted",
-];
-
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     pub cluster_id: Uuid,
     pub node_id: Option<Uuid>,
-    /// `joined`, `ready`, `not_ready`, `pending`, `offline` or `deleted`.
     #[serde(rename = "type")]
-    #[param(rename = "type")]
+    #[param(rename = "type", value_type = Option<NodeEventType>)]
     pub event_type: Option<String>,
     /// 1–500, default 100.
     pub limit: Option<i64>,
@@ -54,14 +45,15 @@ pub async fn list(
     AppQuery(query): AppQuery<EventsQuery>,
 ) -> Result<AppJson<Vec<NodeEvent>>, ApiError> {
     let limit = shared::extract::page_limit(query.limit)?;
-    if let Some(event_type) = query.event_type.as_deref()
-        && !TYPES.contains(&event_type)
-    {
-        return Err(ApiError::invalid(
-            "type",
-            format!("must be one of {}", TYPES.join(", ")),
-        ));
-    }
+    let event_type = query
+        .event_type
+        .as_deref()
+        .map(|text| {
+            NodeEventType::parse(text).ok_or_else(|| {
+                ApiError::invalid("type", format!("must be {}", NodeEventType::names()))
+            })
+        })
+        .transpose()?;
     clusters::get_owned(&state.pool, caller.user_id, query.cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
@@ -69,7 +61,7 @@ pub async fn list(
         &state.pool,
         query.cluster_id,
         query.node_id,
-        query.event_type.as_deref(),
+        event_type,
         limit,
     )
     .await?;

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
     clusters,
+    domain::NodeStatus,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
@@ -144,9 +145,9 @@ fn uptime(events: &[NodeEvent], from: DateTime<Utc>, to: DateTime<Utc>) -> (i64,
             continue;
         }
         let seconds = (end - start).num_seconds();
-        match event.new_status.as_deref() {
-            Some("deleted") => {}
-            Some("ready") => {
+        match event.new_status {
+            Some(NodeStatus::Deleted) => {}
+            Some(NodeStatus::Ready) => {
                 observed += seconds;
                 ready += seconds;
             }
@@ -158,21 +159,23 @@ fn uptime(events: &[NodeEvent], from: DateTime<Utc>, to: DateTime<Utc>) -> (i64,
 
 #[cfg(test)]
 mod tests {
+    use shared::domain::NodeEventType;
+
     use super::*;
 
     fn at(minute: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + minute * 60, 0).unwrap()
     }
 
-    fn event(minute: i64, status: &str) -> NodeEvent {
+    fn event(minute: i64, status: NodeStatus) -> NodeEvent {
         NodeEvent {
             id: minute,
             cluster_id: Uuid::nil(),
             node_id: None,
             node_name: "n".into(),
-            event_type: status.into(),
+            event_type: NodeEventType::of_status(status),
             old_status: None,
-            new_status: Some(status.into()),
+            new_status: Some(status),
             message: None,
             observed_at: at(minute),
         }
@@ -182,9 +185,9 @@ mod tests {
     fn uptime_counts_ready_time_inside_the_period() {
         // Ready before the period, offline for 15 of its 60 minutes, then ready.
         let events = [
-            event(-10, "ready"),
-            event(20, "offline"),
-            event(35, "ready"),
+            event(-10, NodeStatus::Ready),
+            event(20, NodeStatus::Offline),
+            event(35, NodeStatus::Ready),
         ];
         assert_eq!(uptime(&events, at(0), at(60)), (3600, 2700));
     }
@@ -192,9 +195,9 @@ mod tests {
     #[test]
     fn time_before_joining_and_after_deletion_is_not_observed() {
         let events = [
-            event(30, "pending"),
-            event(40, "ready"),
-            event(50, "deleted"),
+            event(30, NodeStatus::Pending),
+            event(40, NodeStatus::Ready),
+            event(50, NodeStatus::Deleted),
         ];
         assert_eq!(uptime(&events, at(0), at(60)), (1200, 600));
         assert_eq!(uptime(&[], at(0), at(60)), (0, 0));

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
     clusters::{self, Cluster},
-    domain::ClusterStatus,
+    domain::{ClusterStatus, JoinTokenStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
@@ -276,8 +276,8 @@ pub async fn revoke(
         let token = tokens::get(&state.pool, cluster_id, token_id)
             .await?
             .ok_or(ApiError::NotFound { what: "token" })?;
-        return match token.status.as_str() {
-            "revoked" => Ok(AppJson(token)),
+        return match token.status {
+            JoinTokenStatus::Revoked => Ok(AppJson(token)),
             status => Err(ApiError::Conflict {
                 code: "token_not_active",
                 detail: format!("the token is {status}; only an active token can be revoked"),

@@ -14,7 +14,7 @@ use kube::{
 };
 use shared::{
     clusters,
-    domain::{JobType, NodeStatus},
+    domain::{JobType, NodeEventType, NodeStatus},
     host::{HostCluster, HostError},
     jobs::{Finished, JobContext, JobError, JobHandler, StepError},
     nodes::{self, NewNodeEvent, NodeRemoval},
@@ -106,7 +106,7 @@ impl JobHandler for RemoveNode {
                     cluster_id: cluster.id,
                     node_id: removal.node_id,
                     node_name: name,
-                    event_type: "deleted",
+                    event_type: NodeEventType::Deleted,
                     old_status: Some(old_status),
                     new_status: NodeStatus::Deleted,
                     message: Some(format!("removed: {how}")),

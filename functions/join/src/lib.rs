@@ -23,6 +23,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use shared::{
     clusters,
+    domain::{JoinOutcome, JoinStepStatus},
     http::AppState,
     nodes::{
         jointoken::{self, JoinToken, ScriptParams},
@@ -36,7 +37,6 @@ use uuid::Uuid;
 pub const MAX_CLOCK_SKEW_SECS: u64 = 60;
 /// Steps one attempt may report.
 const MAX_STEPS: i64 = 100;
-const STATUSES: [&str; 5] = ["running", "ok", "warning", "failed", "skipped"];
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -335,7 +335,7 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
     };
     let invalid = if !valid_step(&report.step) {
         Some("step must be 1–32 lowercase letters, digits or '_', starting with a letter")
-    } else if !STATUSES.contains(&report.status.as_str()) {
+    } else if JoinStepStatus::parse(&report.status).is_none() {
         Some("status must be running, ok, warning, failed or skipped")
     } else if report
         .detail
@@ -448,7 +448,10 @@ async fn record_step(
             "no such join attempt for this token".into(),
         )));
     };
-    if matches!(attempt.outcome.as_str(), "refused" | "succeeded" | "failed") {
+    if matches!(
+        attempt.outcome,
+        JoinOutcome::Refused | JoinOutcome::Succeeded | JoinOutcome::Failed
+    ) {
         return Ok(Err((
             StatusCode::CONFLICT,
             format!(
@@ -467,7 +470,7 @@ async fn record_step(
         &mut tx,
         report.attempt_id,
         &report.step,
-        &report.status,
+        JoinStepStatus::parse(&report.status).expect("validated above"),
         report.detail.as_deref(),
         report.hostname.as_deref(),
     )
@@ -490,8 +493,13 @@ async fn record_step(
             {
                 Ok(()) => outcome = Ok(Some((bootstrap, expires_at))),
                 Err(reason) => {
-                    tokens::finish_attempt(&mut tx, report.attempt_id, "refused", Some(&reason))
-                        .await?;
+                    tokens::finish_attempt(
+                        &mut tx,
+                        report.attempt_id,
+                        JoinOutcome::Refused,
+                        Some(&reason),
+                    )
+                    .await?;
                     outcome = Err((StatusCode::GONE, reason));
                 }
             }
@@ -501,10 +509,17 @@ async fn record_step(
                 Some(detail) => format!("{step}: {detail}"),
                 None => format!("{step} failed"),
             };
-            tokens::finish_attempt(&mut tx, report.attempt_id, "failed", Some(&reason)).await?;
+            tokens::finish_attempt(
+                &mut tx,
+                report.attempt_id,
+                JoinOutcome::Failed,
+                Some(&reason),
+            )
+            .await?;
         }
         ("done", "ok") => {
-            tokens::finish_attempt(&mut tx, report.attempt_id, "succeeded", None).await?;
+            tokens::finish_attempt(&mut tx, report.attempt_id, JoinOutcome::Succeeded, None)
+                .await?;
         }
         _ => {}
     }

@@ -14,6 +14,7 @@ use sqlx::PgPool;
 
 use shared::{
     clusters::Cluster,
+    domain::{TlsMode, TlsStatus},
     host::HostError,
     ingress::records::{self, BindingName, TlsState},
 };
@@ -27,8 +28,8 @@ pub fn state_for(hostname: &str, certificates: &[DynamicObject]) -> TlsState {
     });
     let Some(certificate) = covering else {
         return TlsState {
-            mode: "none",
-            status: "none",
+            mode: TlsMode::None,
+            status: TlsStatus::None,
             secret_name: None,
             error: None,
         };
@@ -42,19 +43,19 @@ pub fn state_for(hostname: &str, certificates: &[DynamicObject]) -> TlsState {
         .cloned()
         .unwrap_or(Value::Null);
     let (status, error) = match ready["status"].as_str() {
-        Some("True") => ("ready", None),
+        Some("True") => (TlsStatus::Ready, None),
         Some("False") => (
-            "error",
+            TlsStatus::Error,
             Some(format!(
                 "{}: {}",
                 ready["reason"].as_str().unwrap_or("NotReady"),
                 ready["message"].as_str().unwrap_or_default()
             )),
         ),
-        _ => ("pending", None),
+        _ => (TlsStatus::Pending, None),
     };
     TlsState {
-        mode: "cert_manager",
+        mode: TlsMode::CertManager,
         status,
         secret_name,
         error,

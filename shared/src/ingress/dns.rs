@@ -31,6 +31,7 @@ use uuid::Uuid;
 
 use crate::{
     config::Settings,
+    domain::DnsManagementStatus,
     ingress::records::{self, Owner},
     settings::{self, column},
 };
@@ -658,18 +659,18 @@ async fn observe_self_managed(pool: &PgPool, base_domain: &str) -> Result<u64, s
             resolve(target.clone()).await,
         ) {
             (None, _) => (
-                "not_resolving",
+                DnsManagementStatus::NotResolving,
                 format!(
                     "{} does not resolve; point a CNAME at {target}",
                     binding.hostname
                 ),
             ),
             (Some(ours), Some(theirs)) if ours.iter().any(|a| theirs.contains(a)) => (
-                "resolves",
+                DnsManagementStatus::Resolves,
                 format!("{} resolves to the cluster's ingress", binding.hostname),
             ),
             (Some(_), _) => (
-                "mismatch",
+                DnsManagementStatus::Mismatch,
                 format!(
                     "{} resolves elsewhere; point a CNAME at {target}",
                     binding.hostname

@@ -7,6 +7,8 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::domain::{DnsManagementScope, DnsManagementStatus, TlsMode, TlsStatus};
+
 /// What a DNS record belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner {
@@ -277,7 +279,7 @@ pub async fn self_managed(pool: &PgPool) -> Result<Vec<SelfManaged>, sqlx::Error
 pub async fn record_observation(
     pool: &PgPool,
     id: Uuid,
-    status: &str,
+    status: DnsManagementStatus,
     message: &str,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
@@ -286,7 +288,7 @@ pub async fn record_observation(
              dns_management_last_success_at = CASE WHEN $2 = 'resolves' THEN now() ELSE dns_management_last_success_at END
          WHERE id = $1",
         id,
-        status,
+        status.as_str(),
         message
     )
     .execute(pool)
@@ -300,12 +302,8 @@ pub struct Binding {
     pub id: Uuid,
     pub cluster_id: Uuid,
     pub hostname: String,
-    /// `platform_managed` (under the platform's base domain: the platform
-    /// keeps its CNAME) or `self_managed` (only its resolution is observed).
-    pub dns_management_scope: String,
-    /// `pending`, `synced`, `error` (platform-managed); `resolves`,
-    /// `not_resolving`, `mismatch` (self-managed).
-    pub dns_management_status: String,
+    pub dns_management_scope: DnsManagementScope,
+    pub dns_management_status: DnsManagementStatus,
     pub dns_management_message: Option<String>,
     pub managed_dns_record_name: Option<String>,
     pub managed_dns_target: Option<String>,
@@ -313,10 +311,8 @@ pub struct Binding {
     pub dns_management_last_success_at: Option<DateTime<Utc>>,
     pub dns_management_last_error: Option<String>,
     pub dns_management_last_error_at: Option<DateTime<Utc>>,
-    /// `none`, or `cert_manager` when a cert-manager Certificate covers the hostname.
-    pub tls_mode: String,
-    /// `none`, `pending`, `ready` or `error`.
-    pub tls_status: String,
+    pub tls_mode: TlsMode,
+    pub tls_status: TlsStatus,
     pub tls_secret_name: Option<String>,
     pub tls_last_synced_at: Option<DateTime<Utc>>,
     pub tls_last_error: Option<String>,
@@ -340,10 +336,12 @@ macro_rules! select_binding {
     ($tail:literal $(, $arg:expr)* $(,)?) => {
         sqlx::query_as!(
             Binding,
-            r#"SELECT id, cluster_id, hostname, dns_management_scope, dns_management_status, dns_management_message,
+            r#"SELECT id, cluster_id, hostname, dns_management_scope AS "dns_management_scope: DnsManagementScope",
+                      dns_management_status AS "dns_management_status: DnsManagementStatus", dns_management_message,
                       managed_dns_record_name, managed_dns_target, dns_management_last_synced_at,
                       dns_management_last_success_at, dns_management_last_error, dns_management_last_error_at,
-                      tls_mode, tls_status, tls_secret_name, tls_last_synced_at, tls_last_error,
+                      tls_mode AS "tls_mode: TlsMode", tls_status AS "tls_status: TlsStatus",
+                      tls_secret_name, tls_last_synced_at, tls_last_error,
                       verified_at IS NOT NULL AS "verified!", verified_at,
                       CASE WHEN verified_at IS NULL THEN '_kubebyon-challenge.' || hostname END AS verification_record_name,
                       CASE WHEN verified_at IS NULL THEN 'kubebyon-verification=' || verification_token END AS verification_record_value,
@@ -360,7 +358,7 @@ pub async fn insert_binding(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
     hostname: &str,
-    scope: &str,
+    scope: DnsManagementScope,
     verification_token: Option<&str>,
 ) -> Result<Uuid, sqlx::Error> {
     sqlx::query_scalar!(
@@ -369,7 +367,7 @@ pub async fn insert_binding(
          VALUES ($1, $2, $3, $4, CASE WHEN $3 = 'platform_managed' THEN now() END) RETURNING id",
         cluster_id,
         hostname,
-        scope,
+        scope.as_str(),
         verification_token
     )
     .fetch_one(db)
@@ -552,10 +550,8 @@ pub async fn live_bindings(
 /// What the cluster's cert-manager says of a binding's certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsState {
-    /// `none` or `cert_manager`.
-    pub mode: &'static str,
-    /// `none`, `pending`, `ready` or `error`.
-    pub status: &'static str,
+    pub mode: TlsMode,
+    pub status: TlsStatus,
     pub secret_name: Option<String>,
     pub error: Option<String>,
 }
@@ -568,8 +564,8 @@ pub async fn record_tls(pool: &PgPool, id: Uuid, tls: &TlsState) -> Result<(), s
              tls_last_error = $5, tls_last_error_at = CASE WHEN $5::text IS NULL THEN tls_last_error_at ELSE now() END
          WHERE id = $1 AND (tls_mode, tls_status, tls_secret_name, tls_last_error) IS DISTINCT FROM ($2, $3, $4, $5)",
         id,
-        tls.mode,
-        tls.status,
+        tls.mode.as_str(),
+        tls.status.as_str(),
         tls.secret_name,
         tls.error
     )

@@ -10,7 +10,7 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::{JobPayload, JobType, NodeStatus};
+use crate::domain::{JobPayload, JobType, NodeEventType, NodeStatus};
 
 /// A node-remove job's payload: which node, and how to drain it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,7 +158,7 @@ pub struct NewNodeEvent<'a> {
     pub cluster_id: Uuid,
     pub node_id: Uuid,
     pub node_name: &'a str,
-    pub event_type: &'a str,
+    pub event_type: NodeEventType,
     pub old_status: Option<NodeStatus>,
     pub new_status: NodeStatus,
     pub message: Option<String>,
@@ -195,7 +195,7 @@ pub async fn insert_events(
         &column!(e => e.cluster_id),
         &column!(e => e.node_id),
         &column!(e => e.node_name.to_string()),
-        &column!(e => e.event_type.to_string()),
+        &column!(e => e.event_type.as_str()) as &[&str],
         &column!(e => e.old_status.map(NodeStatus::as_str)) as &[Option<&str>],
         &column!(e => e.new_status.as_str()) as &[&str],
         &column!(e => e.message.clone()) as &[Option<String>],
@@ -212,11 +212,10 @@ pub struct NodeEvent {
     pub cluster_id: Uuid,
     pub node_id: Option<Uuid>,
     pub node_name: String,
-    /// `joined`, `ready`, `not_ready`, `pending`, `offline` or `deleted`.
     #[serde(rename = "type")]
-    pub event_type: String,
-    pub old_status: Option<String>,
-    pub new_status: Option<String>,
+    pub event_type: NodeEventType,
+    pub old_status: Option<NodeStatus>,
+    pub new_status: Option<NodeStatus>,
     pub message: Option<String>,
     pub observed_at: DateTime<Utc>,
 }
@@ -226,19 +225,21 @@ pub async fn list_events(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
     node_id: Option<Uuid>,
-    event_type: Option<&str>,
+    event_type: Option<NodeEventType>,
     limit: i64,
 ) -> Result<Vec<NodeEvent>, sqlx::Error> {
     sqlx::query_as!(
         NodeEvent,
-        r#"SELECT id, cluster_id, node_id, node_name, type AS event_type, old_status, new_status, message, observed_at
+        r#"SELECT id, cluster_id, node_id, node_name, type AS "event_type: NodeEventType",
+                  old_status AS "old_status: NodeStatus", new_status AS "new_status: NodeStatus",
+                  message, observed_at
            FROM node_events
            WHERE cluster_id = $1 AND ($2::uuid IS NULL OR node_id = $2) AND ($3::text IS NULL OR type = $3)
            ORDER BY observed_at DESC, id DESC
            LIMIT $4"#,
         cluster_id,
         node_id,
-        event_type,
+        event_type.map(NodeEventType::as_str),
         limit
     )
     .fetch_all(db)
@@ -304,7 +305,8 @@ pub async fn events_for_timeline(
     sqlx::query_as!(
         NodeEvent,
         r#"SELECT id AS "id!", cluster_id AS "cluster_id!", node_id, node_name AS "node_name!",
-                  event_type AS "event_type!", old_status, new_status, message, observed_at AS "observed_at!"
+                  event_type AS "event_type!: NodeEventType", old_status AS "old_status: NodeStatus",
+                  new_status AS "new_status: NodeStatus", message, observed_at AS "observed_at!"
            FROM (
                (SELECT id, cluster_id, node_id, node_name, type AS event_type, old_status, new_status, message, observed_at
                 FROM node_events WHERE node_id = $1 AND observed_at < $2

@@ -15,7 +15,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{
-    domain::NodeStatus,
+    domain::{NodeEventType, NodeStatus},
     host::HostCluster,
     nodes::{
         self, NewNodeEvent, NodeSnapshot, StoredNode, jointoken,
@@ -157,13 +157,13 @@ pub async fn apply(
         let id = *ids
             .get(&node.name)
             .ok_or_else(|| sqlx::Error::RowNotFound)?;
-        let event = |event_type: &'static str, old_status: Option<NodeStatus>| NewNodeEvent {
+        let event = |event_type: NodeEventType, old_status: Option<NodeStatus>| NewNodeEvent {
             cluster_id,
             node_id: id,
             node_name: &node.name,
             event_type,
             old_status,
-            new_status: if event_type == "joined" {
+            new_status: if event_type == NodeEventType::Joined {
                 NodeStatus::Pending
             } else {
                 node.status
@@ -184,13 +184,19 @@ pub async fn apply(
                         });
                     }
                 }
-                events.push(event("joined", None));
+                events.push(event(NodeEventType::Joined, None));
                 if node.status != NodeStatus::Pending {
-                    events.push(event(node.status.as_str(), Some(NodeStatus::Pending)));
+                    events.push(event(
+                        NodeEventType::of_status(node.status),
+                        Some(NodeStatus::Pending),
+                    ));
                 }
             }
             Some(old) if old.snapshot.status != node.status => {
-                events.push(event(node.status.as_str(), Some(old.snapshot.status)));
+                events.push(event(
+                    NodeEventType::of_status(node.status),
+                    Some(old.snapshot.status),
+                ));
             }
             Some(_) => {}
         }
@@ -201,7 +207,7 @@ pub async fn apply(
             cluster_id,
             node_id: node.id,
             node_name: &node.snapshot.name,
-            event_type: "deleted",
+            event_type: NodeEventType::Deleted,
             old_status: Some(node.snapshot.status),
             new_status: NodeStatus::Deleted,
             message: Some("the Node object is gone from the cluster".into()),

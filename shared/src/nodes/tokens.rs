@@ -6,6 +6,8 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::domain::{JoinOutcome, JoinStepStatus, JoinTokenStatus};
+
 /// A join token as its owner sees it; the plaintext is never stored.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Token {
@@ -13,9 +15,7 @@ pub struct Token {
     pub cluster_id: Uuid,
     /// The token's public id: the first six characters of the token.
     pub display_prefix: String,
-    /// `active`, `used`, `expired` or `revoked`. An active token past its
-    /// expiry reads `expired` even before the sweep has recorded it.
-    pub status: String,
+    pub status: JoinTokenStatus,
     pub description: Option<String>,
     pub max_uses: i32,
     pub use_count: i32,
@@ -34,7 +34,8 @@ macro_rules! select_token {
         sqlx::query_as!(
             Token,
             r#"SELECT id, cluster_id, display_prefix,
-                      CASE WHEN status = 'active' AND expires_at <= now() THEN 'expired' ELSE status END AS "status!",
+                      CASE WHEN status = 'active' AND expires_at <= now() THEN 'expired' ELSE status END
+                          AS "status!: JoinTokenStatus",
                       description, max_uses, use_count, node_labels, used_by_node_id,
                       expires_at, used_at, revoked_at, created_at
                FROM tokens "# + $tail,
@@ -239,7 +240,7 @@ pub async fn find_presented(
     .execute(pool)
     .await?;
     let row = sqlx::query!(
-        r#"SELECT t.id, t.cluster_id, t.status, c.name AS cluster_name, c.api_endpoint,
+        r#"SELECT t.id, t.cluster_id, t.status AS "status: JoinTokenStatus", c.name AS cluster_name, c.api_endpoint,
                   c.status = 'ready' AS "cluster_ready!", c.deleted_at IS NOT NULL AS "cluster_deleted!"
            FROM tokens t JOIN clusters c ON c.id = t.cluster_id
            WHERE t.token_hash = $1"#,
@@ -253,20 +254,19 @@ pub async fn find_presented(
         cluster_name: r.cluster_name,
         api_endpoint: r.api_endpoint,
         cluster_ready: r.cluster_ready,
-        refusal: refusal(&r.status, r.cluster_deleted),
+        refusal: refusal(r.status, r.cluster_deleted),
     }))
 }
 
-fn refusal(status: &str, cluster_deleted: bool) -> Option<String> {
+fn refusal(status: JoinTokenStatus, cluster_deleted: bool) -> Option<String> {
     if cluster_deleted {
         return Some("the cluster of this join token was deleted".into());
     }
     match status {
-        "active" => None,
-        "used" => Some("this join token has been used up".into()),
-        "expired" => Some("this join token has expired".into()),
-        "revoked" => Some("this join token was revoked".into()),
-        other => Some(format!("this join token is {other}")),
+        JoinTokenStatus::Active => None,
+        JoinTokenStatus::Used => Some("this join token has been used up".into()),
+        JoinTokenStatus::Expired => Some("this join token has expired".into()),
+        JoinTokenStatus::Revoked => Some("this join token was revoked".into()),
     }
 }
 
@@ -302,7 +302,7 @@ pub async fn insert_attempt(
 /// An attempt's state, locked for a step report.
 #[derive(Debug, Clone)]
 pub struct OpenAttempt {
-    pub outcome: String,
+    pub outcome: JoinOutcome,
     pub steps: i64,
 }
 
@@ -313,7 +313,7 @@ pub async fn lock_attempt(
 ) -> Result<Option<OpenAttempt>, sqlx::Error> {
     sqlx::query_as!(
         OpenAttempt,
-        r#"SELECT outcome, (SELECT count(*) FROM join_attempt_steps s WHERE s.attempt_id = a.id) AS "steps!"
+        r#"SELECT outcome AS "outcome: JoinOutcome", (SELECT count(*) FROM join_attempt_steps s WHERE s.attempt_id = a.id) AS "steps!"
            FROM join_attempts a WHERE id = $1 AND token_id = $2 FOR UPDATE"#,
         attempt_id,
         token_id
@@ -326,7 +326,7 @@ pub async fn insert_step(
     tx: &mut PgConnection,
     attempt_id: Uuid,
     step: &str,
-    status: &str,
+    status: JoinStepStatus,
     detail: Option<&str>,
     hostname: Option<&str>,
 ) -> Result<(), sqlx::Error> {
@@ -334,7 +334,7 @@ pub async fn insert_step(
         "INSERT INTO join_attempt_steps (attempt_id, step, status, detail) VALUES ($1, $2, $3, $4)",
         attempt_id,
         step,
-        status,
+        status.as_str(),
         detail
     )
     .execute(&mut *tx)
@@ -371,14 +371,15 @@ pub async fn take_use(
     .rows_affected();
     if taken == 0 {
         let row = sqlx::query!(
-            r#"SELECT CASE WHEN status = 'active' AND expires_at <= now() THEN 'expired' ELSE status END AS "status!"
+            r#"SELECT CASE WHEN status = 'active' AND expires_at <= now() THEN 'expired' ELSE status END
+                          AS "status!: JoinTokenStatus"
                FROM tokens WHERE id = $1"#,
             token_id
         )
         .fetch_one(&mut *tx)
         .await?;
         return Ok(Err(
-            refusal(&row.status, false).unwrap_or_else(|| "this join token cannot be used".into())
+            refusal(row.status, false).unwrap_or_else(|| "this join token cannot be used".into())
         ));
     }
     sqlx::query!(
@@ -424,21 +425,21 @@ pub async fn give_back_use(
         .execute(&mut *tx)
         .await?;
     }
-    finish_attempt(tx, attempt_id, "failed", Some(reason)).await
+    finish_attempt(tx, attempt_id, JoinOutcome::Failed, Some(reason)).await
 }
 
 /// Ends an attempt: `succeeded`, `failed` or `refused`, with the reason.
 pub async fn finish_attempt(
     tx: &mut PgConnection,
     attempt_id: Uuid,
-    outcome: &str,
+    outcome: JoinOutcome,
     reason: Option<&str>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE join_attempts SET outcome = $2, reason = $3, finished_at = now()
          WHERE id = $1 AND finished_at IS NULL",
         attempt_id,
-        outcome,
+        outcome.as_str(),
         reason
     )
     .execute(tx)
@@ -502,8 +503,7 @@ pub struct Attempt {
     pub source_ip: Option<String>,
     pub user_agent: Option<String>,
     pub hostname: Option<String>,
-    /// `refused`, `started`, `joining`, `succeeded` or `failed`.
-    pub outcome: String,
+    pub outcome: JoinOutcome,
     pub reason: Option<String>,
     /// Whether the attempt took a use of its token.
     pub counted_use: bool,
@@ -524,8 +524,7 @@ pub struct Attempt {
 #[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct Step {
     pub step: String,
-    /// `running`, `ok`, `warning`, `failed` or `skipped`.
-    pub status: String,
+    pub status: JoinStepStatus,
     pub detail: Option<String>,
     pub reported_at: DateTime<Utc>,
 }
@@ -539,7 +538,7 @@ pub async fn list_attempts(
 ) -> Result<Vec<Attempt>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT a.id, a.token_id, t.display_prefix, host(a.source_ip) AS source_ip, a.user_agent,
-                  a.hostname, a.outcome, a.reason, a.counted_use, a.node_id, a.created_at, a.finished_at,
+                  a.hostname, a.outcome AS "outcome: JoinOutcome", a.reason, a.counted_use, a.node_id, a.created_at, a.finished_at,
                   a.bootstrap_secret_name, a.bootstrap_expires_at,
                   a.bootstrap_secret_deleted_at IS NOT NULL AS "bootstrap_secret_deleted!",
                   COALESCE((SELECT jsonb_agg(jsonb_build_object('step', s.step, 'status', s.status,

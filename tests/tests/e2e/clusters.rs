@@ -657,6 +657,27 @@ async fn node_sync_keeps_the_snapshot_and_appends_each_transition_once() {
         (status, body["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
     );
+    // An unknown type, or a look-alike of a known one (Cyrillic `а`), is refused
+    // with the list of types, not answered with an empty page.
+    for bad in ["bogus", "re%D0%B0dy", "Ready"] {
+        let (status, body) = platform
+            .call(
+                "GET",
+                &format!("/api/console/node-events?cluster_id={id}&type={bad}"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed")),
+            "{bad}: {body}"
+        );
+        assert!(
+            body.to_string()
+                .contains("joined, ready, not_ready, pending, offline or deleted"),
+            "{body}"
+        );
+    }
     let (status, _) = platform
         .call(
             "GET",
