@@ -299,9 +299,7 @@ pub async fn revoke(
     .await?;
     tx.commit().await?;
     // The bootstrap Secrets of joins still under way go at once.
-    let secrets =
-        tokens::stale_secrets_of(&state.pool, Some(token_id), shared::nodes::sync::JOIN_GRACE)
-            .await?;
+    let secrets = tokens::stale_secrets_of(&state.pool, Some(token_id), tokens::JOIN_GRACE).await?;
     if !secrets.is_empty() {
         let client = match cluster.api_endpoint.as_deref() {
             Some(endpoint) => cluster_client(&state, &cluster, endpoint)

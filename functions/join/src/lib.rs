@@ -480,8 +480,7 @@ async fn record_step(
         ("join", "running") => {
             let bootstrap = JoinToken::generate();
             let expires_at = chrono::Utc::now()
-                + chrono::Duration::from_std(shared::nodes::sync::JOIN_GRACE)
-                    .expect("a short window");
+                + chrono::Duration::from_std(tokens::JOIN_GRACE).expect("a short window");
             match tokens::take_use(
                 &mut tx,
                 presented.token_id,

@@ -1,10 +1,16 @@
 //! `sync-dns`: the schedule that converges the platform's Route53 zone to the
 //! database (cluster CNAMEs and platform-managed hostnames), looks up the DNS
 //! challenges of self-managed hostnames not verified yet, and observes the
-//! resolution of verified ones.
+//! resolution of verified ones ([`route53`]).
+
+// The Route53 client makes deep futures.
+#![recursion_limit = "256"]
+
+pub mod route53;
 
 use queues::runtime::{Schedule, ScheduleContext};
-use shared::ingress::dns::{DnsReport, sync};
+
+use crate::route53::{DnsReport, sync};
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sync-dns",

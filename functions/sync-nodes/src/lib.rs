@@ -2,8 +2,11 @@
 //! (one list per cluster per cycle, 16 clusters at a time) and keeps the
 //! `nodes` snapshot and `node_events` history. A cycle with no change writes nothing.
 
+pub mod sync;
+
 use queues::runtime::{Schedule, ScheduleContext};
-use shared::nodes::sync::{DEFAULT_CONCURRENCY, NodeSyncReport, sync_all};
+
+use crate::sync::{DEFAULT_CONCURRENCY, NodeSyncReport, sync_all};
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sync-nodes",

@@ -61,30 +61,9 @@ pub struct Enqueued {
 /// Writes the operation and its pending job. Fails with the unique violation
 /// `idx_cluster_jobs_active_cluster` when the cluster already has an active job.
 pub async fn enqueue(tx: &mut PgConnection, new: NewJob<'_>) -> Result<Enqueued, sqlx::Error> {
-    let row = sqlx::query!(
-        r#"WITH operation AS (
-               INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, payload)
-               VALUES ($1, $2, $3, $4) RETURNING id
-           )
-           INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
-           SELECT $1, operation.id, $5, $4, $6 FROM operation
-           RETURNING id, operation_id"#,
-        new.cluster_id,
-        new.job_type.operation(),
-        new.requested_by,
-        new.payload,
-        new.job_type.as_str(),
-        new.max_attempts,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    Ok(Enqueued {
-        job: JobMessage {
-            job_id: row.id,
-            job_type: new.job_type,
-        },
-        operation_id: row.operation_id,
-    })
+    insert_job(tx, new, false)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)
 }
 
 /// [`enqueue`], only when the cluster has nothing else to do: no active job
@@ -96,19 +75,29 @@ pub async fn enqueue_if_idle(
     tx: &mut PgConnection,
     new: NewJob<'_>,
 ) -> Result<Option<Enqueued>, sqlx::Error> {
+    insert_job(tx, new, true).await
+}
+
+async fn insert_job(
+    tx: &mut PgConnection,
+    new: NewJob<'_>,
+    only_if_idle: bool,
+) -> Result<Option<Enqueued>, sqlx::Error> {
     let row = sqlx::query!(
-        r#"WITH idle AS (
-               SELECT 1 WHERE NOT EXISTS (
-                   SELECT 1 FROM cluster_jobs
-                   WHERE cluster_id = $1 AND status IN ('pending', 'running')
-               ) AND NOT EXISTS (
-                   SELECT 1 FROM cluster_operations o
-                   WHERE o.cluster_id = $1 AND o.status = 'pending'
-                     AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
-               )
-           ), operation AS (
+        r#"WITH operation AS (
                INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, payload)
-               SELECT $1, $2, $3, $4 FROM idle RETURNING id
+               SELECT $1, $2, $3, $4
+               WHERE NOT $7::bool OR (
+                   NOT EXISTS (
+                       SELECT 1 FROM cluster_jobs
+                       WHERE cluster_id = $1 AND status IN ('pending', 'running')
+                   ) AND NOT EXISTS (
+                       SELECT 1 FROM cluster_operations o
+                       WHERE o.cluster_id = $1 AND o.status = 'pending'
+                         AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
+                   )
+               )
+               RETURNING id
            )
            INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
            SELECT $1, operation.id, $5, $4, $6 FROM operation
@@ -119,6 +108,7 @@ pub async fn enqueue_if_idle(
         new.payload,
         new.job_type.as_str(),
         new.max_attempts,
+        only_if_idle,
     )
     .fetch_optional(&mut *tx)
     .await?;

@@ -1,7 +1,6 @@
 //! The `nodes` snapshot and the `node_events` history.
 
 pub mod jointoken;
-pub mod sync;
 pub mod tokens;
 
 use chrono::{DateTime, Utc};

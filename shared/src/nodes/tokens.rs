@@ -8,6 +8,12 @@ use uuid::Uuid;
 
 use crate::domain::{JoinOutcome, JoinStepStatus, JoinTokenStatus};
 
+/// How long a join may take: the lifetime of the bootstrap token a join
+/// attempt gets when it takes a use, and how long a used token's own Secret
+/// (tokens made before attempts had their own) may outlive a join that never
+/// reported its end.
+pub const JOIN_GRACE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// A join token as its owner sees it; the plaintext is never stored.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Token {

@@ -565,8 +565,7 @@ async fn node_sync_keeps_the_snapshot_and_appends_each_transition_once() {
     let (id, namespace) = platform.create_ready("kappa", "nodeport").await;
     let vcluster = platform.sim.vcluster(&namespace, "kappa").unwrap();
     let offline_after = Duration::from_secs(60);
-    let sync =
-        || shared::nodes::sync::sync_all(&platform.db.pool, &platform.host, 4, offline_after);
+    let sync = || sync_nodes::sync::sync_all(&platform.db.pool, &platform.host, 4, offline_after);
     let events = |query: String| {
         let platform = &platform;
         async move {

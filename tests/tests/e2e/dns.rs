@@ -61,18 +61,9 @@ async fn sync_dns_converges_route53_to_the_database_and_touches_only_its_own_rec
     let platform = Platform::new().await;
     let resolver = DnsServer::start().await;
     let settings = configure_with(&platform, &moto.url, &zone, Some(resolver.addr)).await;
-    let sync = || shared::ingress::dns::sync(&platform.db.pool, &settings);
+    let sync = || sync_dns::route53::sync(&platform.db.pool, &settings);
 
-    let (status, body) = platform
-        .call(
-            "POST",
-            "/api/console/clusters",
-            Some(json!({ "name": "omega", "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
-                         "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+    let id = platform.create_with_ingress("omega").await;
     platform.drive().await;
     let cluster_name = format!("omega-{}.apps.example.com", &id.replace('-', "")[..8]);
 
@@ -256,17 +247,8 @@ async fn a_new_zone_gets_the_records_and_each_former_zone_is_cleaned_on_its_own(
     let new = moto.create_zone("apps.example.com");
     let platform = Platform::new().await;
     let settings = configure(&platform, &moto.url, &old).await;
-    let sync = || shared::ingress::dns::sync(&platform.db.pool, &settings);
-    let (status, body) = platform
-        .call(
-            "POST",
-            "/api/console/clusters",
-            Some(json!({ "name": "kappa", "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
-                         "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+    let sync = || sync_dns::route53::sync(&platform.db.pool, &settings);
+    let id = platform.create_with_ingress("kappa").await;
     platform.drive().await;
     let (status, _) = platform
         .call(
@@ -345,17 +327,9 @@ async fn a_new_zone_gets_the_records_and_each_former_zone_is_cleaned_on_its_own(
 }
 
 async fn ingress_cluster(platform: &Platform, name: &str) -> String {
-    let (status, body) = platform
-        .call(
-            "POST",
-            "/api/console/clusters",
-            Some(json!({ "name": name, "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
-                         "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id = platform.create_with_ingress(name).await;
     platform.drive().await;
-    body["cluster"]["id"].as_str().unwrap().to_string()
+    id
 }
 
 async fn bind_as(
@@ -427,7 +401,7 @@ async fn a_record_the_platform_did_not_make_is_a_conflict_and_one_refused_change
     moto.put_cname(&zone, "taken.apps.example.com", "foreign.example.org");
     let platform = Platform::new().await;
     let settings = configure(&platform, &moto.url, &zone).await;
-    let sync = || shared::ingress::dns::sync(&platform.db.pool, &settings);
+    let sync = || sync_dns::route53::sync(&platform.db.pool, &settings);
     let id = ingress_cluster(&platform, "sigma").await;
     for hostname in ["taken.apps.example.com", "shop.apps.example.com"] {
         let (status, body) = bind_as(&platform, None, &id, hostname).await;
@@ -620,7 +594,7 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
     // An unproven claim is neither observed nor followed for TLS; sync-dns
     // proves claims whose record appeared.
     let (_, pending) = bind_as(&platform, None, &owner_cluster, "shop.customer.test").await;
-    let report = shared::ingress::dns::sync(&platform.db.pool, &settings)
+    let report = sync_dns::route53::sync(&platform.db.pool, &settings)
         .await
         .unwrap();
     assert_eq!((report.verified, report.observed), (0, 1), "{report:?}");
@@ -628,7 +602,7 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
         pending["verification_record_name"].as_str().unwrap(),
         pending["verification_record_value"].as_str().unwrap(),
     );
-    let report = shared::ingress::dns::sync(&platform.db.pool, &settings)
+    let report = sync_dns::route53::sync(&platform.db.pool, &settings)
         .await
         .unwrap();
     assert_eq!((report.verified, report.observed), (1, 2), "{report:?}");
@@ -645,7 +619,7 @@ async fn dns_credentials_go_to_no_name_that_resolves_to_a_private_address() {
     assert_ne!(named, moto.url);
     let settings = configure(&platform, &named, &zone).await;
     ingress_cluster(&platform, "rebound").await;
-    let report = shared::ingress::dns::sync(&platform.db.pool, &settings)
+    let report = sync_dns::route53::sync(&platform.db.pool, &settings)
         .await
         .unwrap();
     assert!(report.failed >= 1, "{report:?}");
@@ -660,7 +634,7 @@ async fn dns_credentials_go_to_no_name_that_resolves_to_a_private_address() {
         ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true"),
     ]))
     .unwrap();
-    let report = shared::ingress::dns::sync(&platform.db.pool, &allowed)
+    let report = sync_dns::route53::sync(&platform.db.pool, &allowed)
         .await
         .unwrap();
     assert_eq!(report.failed, 0, "{report:?}");

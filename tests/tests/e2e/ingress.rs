@@ -28,16 +28,7 @@ fn pair(job_type: &str, status: &str) -> (String, String) {
 #[tokio::test]
 async fn the_managed_ingress_is_installed_followed_and_removed() {
     let platform = Platform::new().await;
-    let (status, body) = platform
-        .call(
-            "POST",
-            "/api/console/clusters",
-            Some(json!({ "name": "phi", "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
-                         "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+    let id = platform.create_with_ingress("phi").await;
     let outcomes: Vec<Processed> = platform.drive().await.into_iter().map(|(_, p)| p).collect();
     assert_eq!(
         outcomes,
@@ -389,16 +380,7 @@ async fn retrying_a_failed_convergence_leaves_the_cluster_ready() {
 #[tokio::test]
 async fn no_convergence_is_enqueued_ahead_of_a_queued_delete() {
     let platform = Platform::new().await;
-    let (status, body) = platform
-        .call(
-            "POST",
-            "/api/console/clusters",
-            Some(json!({ "name": "omega", "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
-                         "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+    let id = platform.create_with_ingress("omega").await;
     let (status, body) = platform
         .call("DELETE", &format!("/api/console/clusters/{id}"), None)
         .await;

@@ -7,7 +7,7 @@ use std::{path::Path, process::Output, time::Duration};
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use shared::nodes::sync::sync_all;
+use sync_nodes::sync::sync_all;
 
 use crate::platform::Platform;
 

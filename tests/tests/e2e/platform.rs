@@ -240,6 +240,23 @@ impl Platform {
         body["cluster"]["id"].as_str().unwrap().to_string()
     }
 
+    /// Asks for a cluster with the managed ingress switched on; its id. Its
+    /// jobs wait for [`Platform::drive`].
+    pub async fn create_with_ingress(&self, name: &str) -> String {
+        let (status, body) = self
+            .call(
+                "POST",
+                "/api/console/clusters",
+                Some(serde_json::json!({
+                    "name": name, "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
+                    "public_access_mode": "nodeport", "managed_workload_ingress_enabled": true,
+                })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        body["cluster"]["id"].as_str().unwrap().to_string()
+    }
+
     /// Creates a cluster, runs its jobs until it is ready, and returns its id
     /// and namespace.
     pub async fn create_ready(&self, name: &str, mode: &str) -> (String, String) {

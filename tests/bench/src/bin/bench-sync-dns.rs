@@ -53,9 +53,9 @@ async fn main() -> anyhow::Result<()> {
 
 type Runs = (
     f64,
-    shared::ingress::dns::DnsReport,
+    sync_dns::route53::DnsReport,
     f64,
-    shared::ingress::dns::DnsReport,
+    sync_dns::route53::DnsReport,
 );
 
 async fn run(pool: &PgPool, moto_url: &str, zone: &str, records: i64) -> anyhow::Result<Runs> {
@@ -96,10 +96,10 @@ async fn run(pool: &PgPool, moto_url: &str, zone: &str, records: i64) -> anyhow:
     .execute(pool)
     .await?;
     let started = Instant::now();
-    let first_report = shared::ingress::dns::sync(pool, &settings).await?;
+    let first_report = sync_dns::route53::sync(pool, &settings).await?;
     let first = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let second_report = shared::ingress::dns::sync(pool, &settings).await?;
+    let second_report = sync_dns::route53::sync(pool, &settings).await?;
     let second = started.elapsed().as_secs_f64();
     anyhow::ensure!(
         first_report.failed == 0 && second_report.upserted == 0,

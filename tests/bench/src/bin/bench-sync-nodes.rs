@@ -4,7 +4,7 @@
 //! host cluster holding every cluster's kubeconfig Secret, and one simulated
 //! vCluster API per cluster with its nodes, each on its own loopback port. The
 //! parent is the schedule: a fresh PostgreSQL database with the clusters as
-//! ready, and `shared::nodes::sync::sync_all` — the code `sync-nodes` runs —
+//! ready, and `sync_nodes::sync::sync_all` — the code `sync-nodes` runs —
 //! timed over a first cycle (every node is new: snapshot rows and events
 //! written) and further cycles with nothing changed. The parent's peak RSS
 //! (VmHWM) covers only the sync, not the simulated fleet.
@@ -184,7 +184,7 @@ async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result
 }
 
 fn sync_nodes_concurrency() -> usize {
-    shared::nodes::sync::DEFAULT_CONCURRENCY
+    sync_nodes::sync::DEFAULT_CONCURRENCY
 }
 
 type Cycles = (f64, Vec<f64>, (u64, u64));
@@ -224,10 +224,10 @@ async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<C
     let host = shared::host::HostCluster::from_kubeconfig(kubeconfig, settings).await?;
     let offline_after = Duration::from_secs(24 * 3600);
     let sync = || {
-        shared::nodes::sync::sync_all(
+        sync_nodes::sync::sync_all(
             &pool,
             &host,
-            shared::nodes::sync::DEFAULT_CONCURRENCY,
+            sync_nodes::sync::DEFAULT_CONCURRENCY,
             offline_after,
         )
     };

@@ -14,23 +14,17 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{
+use shared::{
     domain::{NodeEventType, NodeStatus},
     host::HostCluster,
     nodes::{
         self, NewNodeEvent, NodeSnapshot, StoredNode, jointoken,
-        tokens::{self, StaleSecret},
+        tokens::{self, JOIN_GRACE, StaleSecret},
     },
 };
 
 /// Clusters listed at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 16;
-
-/// How long a join may take: the lifetime of the bootstrap token a join
-/// attempt gets when it takes a use, and how long a used token's own Secret
-/// (tokens made before attempts had their own) may outlive a join that never
-/// reported its end.
-pub const JOIN_GRACE: Duration = Duration::from_secs(15 * 60);
 
 /// The platform's view of one Node object at `now`.
 pub fn snapshot_of(
@@ -66,7 +60,7 @@ pub fn snapshot_of(
     let amount = |key: &str, scale: f64| {
         allocatable
             .get(key)
-            .and_then(|q| crate::host::quantity(&q.0, scale))
+            .and_then(|q| shared::host::quantity(&q.0, scale))
     };
     Some(NodeSnapshot {
         name,
