@@ -50,6 +50,10 @@ pub enum ApiError {
     NotFound { what: &'static str },
     #[error("{detail}")]
     Conflict { code: &'static str, detail: String },
+    /// The request is well formed but cannot be processed as it stands
+    /// (422 with a code of its own, unlike [`ApiError::Validation`]).
+    #[error("{detail}")]
+    Unprocessable { code: &'static str, detail: String },
     #[error("unsupported media type: {0}")]
     UnsupportedMediaType(String),
     /// The body is larger than the platform reads.
@@ -107,6 +111,11 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", "Not found"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code, "Conflict"),
+            Self::Unprocessable { code, .. } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                code,
+                "Unprocessable content",
+            ),
             Self::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",

@@ -18,5 +18,84 @@ pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
             "Bring-your-own-node Kubernetes platform. Errors are application/problem+json with a stable `code`.",
         ))
         .build();
+    document_idempotency_key(&mut doc);
     doc
+}
+
+/// Every console POST takes `Idempotency-Key` (`http::idempotency`): the
+/// header, and the answers it can bring, on each of them.
+fn document_idempotency_key(doc: &mut OpenApi) {
+    use utoipa::openapi::{
+        ContentBuilder, Ref, RefOr, Required, ResponseBuilder,
+        path::{ParameterBuilder, ParameterIn},
+        schema::{ObjectBuilder, Type},
+    };
+    let answers = [
+        (
+            "400",
+            "invalid_idempotency_key",
+            "The Idempotency-Key is not 1–255 printable ASCII characters",
+        ),
+        (
+            "409",
+            "idempotency_request_in_flight",
+            "A request with this Idempotency-Key is still being processed",
+        ),
+        (
+            "422",
+            "idempotency_key_reused",
+            "This Idempotency-Key was sent with another request",
+        ),
+    ];
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let Some(operation) = item
+            .post
+            .as_mut()
+            .filter(|_| path.starts_with("/api/console/"))
+        else {
+            continue;
+        };
+        operation.parameters.get_or_insert_with(Vec::new).push(
+            ParameterBuilder::new()
+                .name("Idempotency-Key")
+                .parameter_in(ParameterIn::Header)
+                .required(Required::False)
+                .description(Some(
+                    "Makes a retry safe: the first answer to this key is replayed for 24 hours \
+                     to the same request (method, path, body), with the key echoed.",
+                ))
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .min_length(Some(1))
+                        .max_length(Some(257)),
+                ))
+                .build(),
+        );
+        for (status, code, why) in answers {
+            let responses = &mut operation.responses.responses;
+            match responses.get_mut(status) {
+                Some(RefOr::T(response)) => {
+                    response.description = format!("{}; {why} (`{code}`)", response.description);
+                }
+                Some(RefOr::Ref(_)) => {}
+                None => {
+                    responses.insert(
+                        status.to_string(),
+                        RefOr::T(
+                            ResponseBuilder::new()
+                                .description(format!("{why} (`{code}`)"))
+                                .content(
+                                    "application/problem+json",
+                                    ContentBuilder::new()
+                                        .schema(Some(Ref::from_schema_name("Problem")))
+                                        .build(),
+                                )
+                                .build(),
+                        ),
+                    );
+                }
+            }
+        }
+    }
 }

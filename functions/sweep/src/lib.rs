@@ -3,12 +3,13 @@
 //! publishes every due job that has no live wake-up, so a committed job is
 //! always delivered even when the publish after commit was lost. Then it
 //! records the expiry of join tokens past their time and prunes expired
-//! sessions and old rate-limit windows.
+//! sessions, old rate-limit windows and Idempotency-Key answers past keeping.
 
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
 use shared::{
     accounts::{self, auth},
+    http::idempotency,
     jobs::{self, SweepReport},
     nodes::tokens,
 };
@@ -28,7 +29,8 @@ pub struct Report {
     pub jobs: SweepReport,
     /// Join tokens whose expiry was recorded.
     pub tokens_expired: u64,
-    /// Expired sessions and old rate-limit windows removed.
+    /// Expired sessions, old rate-limit windows and Idempotency-Key answers
+    /// past keeping removed.
     pub pruned: u64,
 }
 
@@ -40,7 +42,8 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
         jobs,
         tokens_expired: tokens::expire_due(&mut *conn).await?,
         pruned: accounts::prune_sessions(&mut *conn).await?
-            + auth::prune_rate_limits(&mut *conn).await?,
+            + auth::prune_rate_limits(&mut *conn).await?
+            + idempotency::prune_expired(&mut *conn).await?,
     };
     // The backbone's part is logged by `sweep_on`.
     if report.tokens_expired + report.pruned > 0 {

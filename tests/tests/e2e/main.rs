@@ -8,6 +8,7 @@ mod broker;
 mod clusters;
 mod dns;
 mod hostile_input;
+mod idempotency;
 mod ingress;
 mod kubeconfigs;
 mod lambda;

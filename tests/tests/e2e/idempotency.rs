@@ -1,0 +1,227 @@
+//! `Idempotency-Key` on the console's POSTs, as a client that retries sends
+//! it: one cluster however many retries arrive, together or after; the first
+//! answer replayed; another request under the same key refused; each user's
+//! keys their own; an answer past keeping forgotten.
+
+use axum::{
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use shared::http::{Identity, with_common_layers};
+use tower::ServiceExt;
+use uuid::Uuid;
+
+use crate::platform::{Base, Builder};
+
+struct Answer {
+    status: StatusCode,
+    key: Option<String>,
+    body: Value,
+}
+
+async fn send(
+    base: &Base,
+    identity: Identity,
+    path: &str,
+    key: Option<&[u8]>,
+    body: Value,
+) -> Answer {
+    let state = shared::http::AppState {
+        identity,
+        ..base.state.clone()
+    };
+    let router = with_common_layers(api_clusters::router().merge(api_nodes::router()), state);
+    let mut request = Request::post(path).header(header::CONTENT_TYPE, "application/json");
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    let response = router
+        .oneshot(request.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let key = response
+        .headers()
+        .get("idempotency-key")
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        key,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+fn cluster(name: &str) -> Value {
+    json!({ "name": name, "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
+            "public_access_mode": "nodeport" })
+}
+
+async fn clusters_named(base: &Base, name: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM clusters WHERE name = $1")
+        .bind(name)
+        .fetch_one(&base.db.pool)
+        .await
+        .unwrap()
+}
+
+fn developer(base: &Base) -> Identity {
+    base.state.identity
+}
+
+#[tokio::test]
+async fn a_retried_create_is_answered_again_not_done_again() {
+    let base = Builder::new("idempotency").build().await;
+    let me = developer(&base);
+    let key = Some(&b"\"create-alpha-1\""[..]);
+
+    let first = send(&base, me, "/api/console/clusters", key, cluster("alpha")).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
+    assert_eq!(
+        first.key.as_deref(),
+        Some("\"create-alpha-1\""),
+        "the key is echoed"
+    );
+    let retry = send(&base, me, "/api/console/clusters", key, cluster("alpha")).await;
+    assert_eq!(
+        (retry.status, &retry.body),
+        (StatusCode::ACCEPTED, &first.body),
+        "the first answer, replayed"
+    );
+    assert_eq!(retry.key, first.key);
+    assert_eq!(clusters_named(&base, "alpha").await, 1);
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM cluster_jobs")
+        .fetch_one(&base.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 1, "one job enqueued");
+
+    // The same key with another body, or on another route: refused, nothing made.
+    let other = send(&base, me, "/api/console/clusters", key, cluster("beta")).await;
+    assert_eq!(
+        (other.status, other.body["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("idempotency_key_reused")
+        ),
+        "{}",
+        other.body
+    );
+    assert_eq!(clusters_named(&base, "beta").await, 0);
+    let id = first.body["cluster"]["id"].as_str().unwrap();
+    let elsewhere = send(
+        &base,
+        me,
+        &format!("/api/console/clusters/{id}/tokens"),
+        key,
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        elsewhere.body["code"], "idempotency_key_reused",
+        "{}",
+        elsewhere.body
+    );
+
+    // Keys are the user's own: another user's same key is another request.
+    let other_user: Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name, role, email_verified_at)
+         VALUES ('other@example.com', 'Other', 'user', now()) RETURNING id",
+    )
+    .fetch_one(&base.db.pool)
+    .await
+    .unwrap();
+    let theirs = send(
+        &base,
+        Identity::Development(other_user),
+        "/api/console/clusters",
+        key,
+        cluster("alpha"),
+    )
+    .await;
+    assert_eq!(theirs.status, StatusCode::ACCEPTED, "{}", theirs.body);
+    assert_ne!(theirs.body["cluster"]["id"], first.body["cluster"]["id"]);
+
+    // Past keeping, the key is free for a new request.
+    sqlx::query("UPDATE idempotency_keys SET expires_at = now() - interval '1 second'")
+        .execute(&base.db.pool)
+        .await
+        .unwrap();
+    let later = send(&base, me, "/api/console/clusters", key, cluster("beta")).await;
+    assert_eq!(later.status, StatusCode::ACCEPTED, "{}", later.body);
+    assert_eq!(clusters_named(&base, "beta").await, 1);
+    sqlx::query("UPDATE idempotency_keys SET expires_at = now() - interval '1 second'")
+        .execute(&base.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        shared::http::idempotency::prune_expired(&base.db.pool)
+            .await
+            .unwrap(),
+        2,
+        "the sweep's pruning takes both users' lapsed keys"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_retries_with_one_key_make_one_cluster() {
+    let base = Builder::new("idempotency").build().await;
+    let me = developer(&base);
+    let key = Some(&b"burst-7"[..]);
+    let answers = futures_util::future::join_all(
+        (0..8).map(|_| send(&base, me, "/api/console/clusters", key, cluster("gamma"))),
+    )
+    .await;
+    assert_eq!(clusters_named(&base, "gamma").await, 1);
+    let made: Vec<&Answer> = answers
+        .iter()
+        .filter(|a| a.status == StatusCode::ACCEPTED)
+        .collect();
+    assert!(!made.is_empty());
+    assert!(
+        made.iter().all(|a| a.body == made[0].body),
+        "every 202 is the one answer"
+    );
+    for answer in &answers {
+        match answer.status {
+            StatusCode::ACCEPTED => {}
+            StatusCode::CONFLICT => {
+                assert_eq!(
+                    answer.body["code"], "idempotency_request_in_flight",
+                    "{}",
+                    answer.body
+                )
+            }
+            other => panic!("{other}: {}", answer.body),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_key_is_refused_before_anything_is_made() {
+    let base = Builder::new("idempotency").build().await;
+    let me = developer(&base);
+    let long = "k".repeat(256);
+    for bad in [&b""[..], b"\"\"", "k\u{0430}y".as_bytes(), long.as_bytes()] {
+        let answer = send(
+            &base,
+            me,
+            "/api/console/clusters",
+            Some(bad),
+            cluster("delta"),
+        )
+        .await;
+        assert_eq!(
+            (answer.status, answer.body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_idempotency_key")),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    assert_eq!(clusters_named(&base, "delta").await, 0);
+    // Without the header the route works as ever.
+    let plain = send(&base, me, "/api/console/clusters", None, cluster("delta")).await;
+    assert_eq!((plain.status, plain.key), (StatusCode::ACCEPTED, None));
+}
