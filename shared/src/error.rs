@@ -61,6 +61,10 @@ pub enum ApiError {
     PayloadTooLarge { limit_bytes: usize },
     #[error("the service is not ready")]
     Unavailable,
+    /// The database could not be reached (down, restarting, failing over,
+    /// out of connections): nothing was done; try again after `Retry-After`.
+    #[error("the database cannot be reached; nothing was done, try again shortly")]
+    DatabaseUnavailable,
     /// More requests are in flight than the function takes.
     #[error("too many requests are in flight; try again shortly")]
     Overloaded,
@@ -82,7 +86,36 @@ pub enum ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        Self::Internal(err.into())
+        if database_unreachable(&err) {
+            tracing::warn!(error = %err, "the database cannot be reached");
+            Self::DatabaseUnavailable
+        } else {
+            Self::Internal(err.into())
+        }
+    }
+}
+
+/// Seconds a client is told to wait when the database cannot be reached.
+pub const DATABASE_RETRY_AFTER_SECS: u64 = 5;
+
+/// Whether a database error says the database could not be reached — the
+/// connection failed or broke, the pool could not get one in time, the server
+/// is shutting down, starting up or out of connections — rather than that a
+/// statement failed. A request that met it may succeed once the database is
+/// back.
+pub fn database_unreachable(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        // Class 08: connection exception; 57P01–57P03: admin or crash
+        // shutdown, cannot connect now; 53300: too many connections.
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
+        }),
+        _ => false,
     }
 }
 
@@ -129,6 +162,11 @@ impl ApiError {
             Self::Unavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
+                "Service unavailable",
+            ),
+            Self::DatabaseUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
                 "Service unavailable",
             ),
             Self::Overloaded => (
@@ -186,6 +224,7 @@ impl IntoResponse for ApiError {
         }
         let retry_after = match &self {
             Self::TooManyRequests { retry_after_secs } => Some(*retry_after_secs),
+            Self::DatabaseUnavailable => Some(DATABASE_RETRY_AFTER_SECS),
             _ => None,
         };
         let problem = self.problem();

@@ -19,6 +19,7 @@ pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
         ))
         .build();
     document_idempotency_key(&mut doc);
+    document_database_unavailable(&mut doc);
     doc
 }
 
@@ -26,27 +27,10 @@ pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
 /// header, and the answers it can bring, on each of them.
 fn document_idempotency_key(doc: &mut OpenApi) {
     use utoipa::openapi::{
-        ContentBuilder, Ref, RefOr, Required, ResponseBuilder,
+        Required,
         path::{ParameterBuilder, ParameterIn},
         schema::{ObjectBuilder, Type},
     };
-    let answers = [
-        (
-            "400",
-            "invalid_idempotency_key",
-            "The Idempotency-Key is not 1–255 printable ASCII characters",
-        ),
-        (
-            "409",
-            "idempotency_request_in_flight",
-            "A request with this Idempotency-Key is still being processed",
-        ),
-        (
-            "422",
-            "idempotency_key_reused",
-            "This Idempotency-Key was sent with another request",
-        ),
-    ];
     for (path, item) in doc.paths.paths.iter_mut() {
         let Some(operation) = item
             .post
@@ -72,30 +56,84 @@ fn document_idempotency_key(doc: &mut OpenApi) {
                 ))
                 .build(),
         );
-        for (status, code, why) in answers {
-            let responses = &mut operation.responses.responses;
-            match responses.get_mut(status) {
-                Some(RefOr::T(response)) => {
-                    response.description = format!("{}; {why} (`{code}`)", response.description);
-                }
-                Some(RefOr::Ref(_)) => {}
-                None => {
-                    responses.insert(
-                        status.to_string(),
-                        RefOr::T(
-                            ResponseBuilder::new()
-                                .description(format!("{why} (`{code}`)"))
-                                .content(
-                                    "application/problem+json",
-                                    ContentBuilder::new()
-                                        .schema(Some(Ref::from_schema_name("Problem")))
-                                        .build(),
-                                )
+        add_answer(
+            operation,
+            "400",
+            "invalid_idempotency_key",
+            "The Idempotency-Key is not 1–255 printable ASCII characters",
+        );
+        add_answer(
+            operation,
+            "409",
+            "idempotency_request_in_flight",
+            "A request with this Idempotency-Key is still being processed",
+        );
+        add_answer(
+            operation,
+            "422",
+            "idempotency_key_reused",
+            "This Idempotency-Key was sent with another request",
+        );
+    }
+}
+
+/// Every `/api/` operation reads the database: while it cannot be reached
+/// the answer is 503 `database_unavailable` with `Retry-After`.
+fn document_database_unavailable(doc: &mut OpenApi) {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if !path.starts_with("/api/") {
+            continue;
+        }
+        for operation in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            add_answer(
+                operation,
+                "503",
+                "database_unavailable",
+                "The database cannot be reached; nothing was done, try again after `Retry-After`",
+            );
+        }
+    }
+}
+
+/// Documents one more problem+json answer of `operation`: a new response, or
+/// a reason added to the one already there for that status.
+fn add_answer(
+    operation: &mut utoipa::openapi::path::Operation,
+    status: &str,
+    code: &str,
+    why: &str,
+) {
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+    let responses = &mut operation.responses.responses;
+    match responses.get_mut(status) {
+        Some(RefOr::T(response)) => {
+            response.description = format!("{}; {why} (`{code}`)", response.description);
+        }
+        Some(RefOr::Ref(_)) => {}
+        None => {
+            responses.insert(
+                status.to_string(),
+                RefOr::T(
+                    ResponseBuilder::new()
+                        .description(format!("{why} (`{code}`)"))
+                        .content(
+                            "application/problem+json",
+                            ContentBuilder::new()
+                                .schema(Some(Ref::from_schema_name("Problem")))
                                 .build(),
-                        ),
-                    );
-                }
-            }
+                        )
+                        .build(),
+                ),
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ mod local_process;
 mod metrics;
 mod nodes;
 mod openapi;
+mod outages;
 mod plans_and_connections;
 mod platform;
 mod pool;

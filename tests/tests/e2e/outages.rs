@@ -1,0 +1,146 @@
+//! The HTTP functions while PostgreSQL cannot be reached: every request gets
+//! 503 `database_unavailable` with `Retry-After` within a bounded time (the
+//! pool's acquire timeout), never a 500 or a hang, nothing half-written; and
+//! once the database is back they answer again without a restart.
+
+use std::time::{Duration, Instant};
+
+use axum::{
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use shared::{
+    db::{self, Workload},
+    http::{AppState, with_common_layers},
+};
+use tests::proxy::TcpProxy;
+use tower::ServiceExt;
+
+use crate::platform::Builder;
+
+struct Answer {
+    status: StatusCode,
+    retry_after: Option<String>,
+    body: Value,
+}
+
+async fn send(router: &axum::Router, method: &str, path: &str, body: Option<Value>) -> Answer {
+    let mut request = Request::builder().method(method).uri(path);
+    let body = match body {
+        Some(json) => {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+            Body::from(json.to_string())
+        }
+        None => Body::empty(),
+    };
+    let response = router
+        .clone()
+        .oneshot(request.body(body).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        retry_after,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+/// `url` with its `host:port` replaced by `addr`.
+fn through(url: &str, addr: std::net::SocketAddr) -> String {
+    let (scheme_and_user, rest) = url.split_once('@').expect("a URL with a user");
+    let (_, path) = rest.split_once('/').expect("a URL with a database");
+    format!("{scheme_and_user}@{addr}/{path}")
+}
+
+fn upstream(url: &str) -> std::net::SocketAddr {
+    let rest = url.split_once('@').unwrap().1;
+    let host_port = rest.split_once('/').unwrap().0;
+    let host_port = if host_port.contains(':') {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:5432")
+    };
+    std::net::ToSocketAddrs::to_socket_addrs(&host_port)
+        .unwrap()
+        .next()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn while_the_database_is_unreachable_requests_get_503_and_then_recover() {
+    let base = Builder::new("outage").build().await;
+    let proxy = TcpProxy::start(upstream(&base.db.url)).await;
+    let url = secrecy::SecretString::from(through(&base.db.url, proxy.addr));
+    let state = AppState {
+        pool: db::lazy_pool(&url, 4, Workload::Requests).unwrap(),
+        ..base.state.clone()
+    };
+    let router = with_common_layers(api_clusters::router(), state);
+    let create = |name: &str| {
+        json!({ "name": name, "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
+                "public_access_mode": "nodeport" })
+    };
+
+    let answer = send(&router, "GET", "/api/console/clusters", None).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+
+    // Down: open connections cut, new ones refused.
+    proxy.down();
+    for (method, path, body) in [
+        ("GET", "/api/console/clusters", None),
+        ("POST", "/api/console/clusters", Some(create("during"))),
+        ("GET", "/api/console/clusters", None),
+    ] {
+        let started = Instant::now();
+        let answer = send(&router, method, path, body).await;
+        assert_eq!(
+            (answer.status, answer.body["code"].as_str()),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some("database_unavailable")
+            ),
+            "{method} {path}: {}",
+            answer.body
+        );
+        assert_eq!(answer.retry_after.as_deref(), Some("5"));
+        assert!(
+            answer.body["type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("/database_unavailable")),
+            "problem+json: {}",
+            answer.body
+        );
+        // Bounded by the pool's acquire timeout (10 s), well inside the request timeout.
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{method} {path} answered after {:?}",
+            started.elapsed()
+        );
+    }
+
+    // Back: the same pool and router answer again; nothing of the refused create was kept.
+    proxy.up();
+    let answer = send(&router, "GET", "/api/console/clusters", None).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    let during: i64 = sqlx::query_scalar("SELECT count(*) FROM clusters WHERE name = 'during'")
+        .fetch_one(&base.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(during, 0);
+    let answer = send(
+        &router,
+        "POST",
+        "/api/console/clusters",
+        Some(create("after")),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+}
