@@ -119,6 +119,16 @@ pub fn database_unreachable(err: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether an error, through any context added on its way up, is the
+/// database being unreachable (see [`database_unreachable`]).
+pub fn caused_by_unreachable_database(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<sqlx::Error>()
+            .is_some_and(database_unreachable)
+    })
+}
+
 impl ApiError {
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         Self::Validation(vec![FieldError {
@@ -287,6 +297,27 @@ pub trait Transient: std::fmt::Display {
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
+
+    #[test]
+    fn an_unreachable_database_is_told_from_a_failed_statement() {
+        let refused = || sqlx::Error::Io(std::io::ErrorKind::ConnectionRefused.into());
+        for unreachable in [
+            refused(),
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+        ] {
+            assert!(database_unreachable(&unreachable), "{unreachable}");
+        }
+        for failed in [
+            sqlx::Error::RowNotFound,
+            sqlx::Error::ColumnNotFound("x".into()),
+        ] {
+            assert!(!database_unreachable(&failed), "{failed}");
+        }
+        let wrapped = anyhow::Error::from(refused()).context("listing clusters");
+        assert!(caused_by_unreachable_database(&wrapped));
+        assert!(!caused_by_unreachable_database(&anyhow::anyhow!("no host")));
+    }
 
     async fn render(err: ApiError) -> (StatusCode, String, serde_json::Value) {
         let response = err.into_response();

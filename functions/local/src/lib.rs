@@ -30,7 +30,7 @@ use shared::{
     host::HostCluster,
     http::{AppState, Identity, loopback_only, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
-    runtime::serve_http_on,
+    runtime::{report_failed_run, serve_http_on},
     telemetry,
 };
 use tokio::sync::watch;
@@ -278,11 +278,7 @@ async fn serve(
                 let context = context.clone();
                 async move {
                     if let Err(err) = (schedule.run)(context).await {
-                        tracing::error!(
-                            schedule = schedule.name,
-                            error = format!("{err:#}"),
-                            "scheduled run failed"
-                        );
+                        report_failed_run(schedule.name, &err);
                     }
                 }
             },

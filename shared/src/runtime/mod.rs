@@ -6,7 +6,7 @@ mod http;
 mod schedule;
 
 pub use http::{serve_http, serve_http_on};
-pub use schedule::{ScheduleMode, run_schedule};
+pub use schedule::{ScheduleMode, report_failed_run, run_schedule};
 
 /// True when the process was started by the Lambda runtime.
 pub fn under_lambda() -> bool {

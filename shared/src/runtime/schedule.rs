@@ -25,9 +25,25 @@ impl ScheduleMode {
     }
 }
 
+/// Logs a failed run of a looping schedule: a warning that the cycle was
+/// skipped when the database could not be reached, an error otherwise.
+pub fn report_failed_run(schedule: &str, err: &anyhow::Error) {
+    if crate::error::caused_by_unreachable_database(err) {
+        tracing::warn!(
+            schedule,
+            error = format!("{err:#}"),
+            "the database cannot be reached; this cycle is skipped"
+        );
+    } else {
+        tracing::error!(schedule, error = format!("{err:#}"), "scheduled run failed");
+    }
+}
+
 /// Runs a scheduled task in the given mode. The task returns a JSON summary,
 /// which is the Lambda response and is logged otherwise. A failed run is logged
-/// and the loop goes on; under `--once` or Lambda the failure is returned.
+/// and the loop goes on (a run that found the database unreachable says the
+/// cycle was skipped for that); under `--once` or Lambda the failure is
+/// returned.
 pub async fn run_schedule<F, Fut>(
     name: &'static str,
     mode: ScheduleMode,
@@ -65,7 +81,7 @@ where
                     () = &mut shutdown => return Ok(()),
                     _ = ticker.tick() => {
                         if let Err(err) = task().await {
-                            tracing::error!(schedule = name, error = format!("{err:#}"), "scheduled run failed");
+                            report_failed_run(name, &err);
                         }
                     }
                 }
