@@ -5,20 +5,15 @@
 
 use std::time::{Duration, Instant};
 
-use axum::{
-    body::Body,
-    http::{Request, StatusCode, header},
-};
-use http_body_util::BodyExt;
+use axum::http::{StatusCode, header};
 use serde_json::{Value, json};
 use shared::{
     db::{self, Workload},
     http::{AppState, with_common_layers},
 };
 use tests::proxy::TcpProxy;
-use tower::ServiceExt;
 
-use crate::platform::Builder;
+use crate::platform::{Builder, send_with_headers};
 
 struct Answer {
     status: StatusCode,
@@ -27,29 +22,13 @@ struct Answer {
 }
 
 async fn send(router: &axum::Router, method: &str, path: &str, body: Option<Value>) -> Answer {
-    let mut request = Request::builder().method(method).uri(path);
-    let body = match body {
-        Some(json) => {
-            request = request.header(header::CONTENT_TYPE, "application/json");
-            Body::from(json.to_string())
-        }
-        None => Body::empty(),
-    };
-    let response = router
-        .clone()
-        .oneshot(request.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(header::RETRY_AFTER)
-        .map(|v| v.to_str().unwrap().to_string());
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let (status, headers, body) = send_with_headers(router.clone(), method, path, body).await;
     Answer {
         status,
-        retry_after,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        retry_after: headers
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_string()),
+        body,
     }
 }
 

@@ -360,6 +360,17 @@ pub async fn send(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> (StatusCode, serde_json::Value) {
+    let (status, _, json) = send_with_headers(router, method, path, body).await;
+    (status, json)
+}
+
+/// [`send`], with the answer's headers too.
+pub async fn send_with_headers(
+    router: Router,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
     let mut request = Request::builder().method(method).uri(path);
     let body = match body {
         Some(json) => {
@@ -370,9 +381,10 @@ pub async fn send(
     };
     let response = router.oneshot(request.body(body).unwrap()).await.unwrap();
     let status = response.status();
+    let headers = response.headers().clone();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
         String::from_utf8_lossy(&bytes).into(),
     ));
-    (status, json)
+    (status, headers, json)
 }
