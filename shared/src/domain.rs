@@ -322,6 +322,106 @@ text_enum! {
 }
 
 text_enum! {
+    /// Why a job, and the operation it runs, failed: a small, stable taxonomy
+    /// clients switch on (docs/runbooks/jobs.md lists what each means and
+    /// what to do). The words of the failure stay in the error message.
+    FailureCode {
+        /// The host's API, or the cluster's API through it, could not be
+        /// reached, or was busy, until the attempts ran out.
+        HostUnreachable => "host_unreachable",
+        /// The host's or the cluster's API refused the change.
+        HostRejected => "host_rejected",
+        /// A quota on the host refused the control plane.
+        QuotaExceeded => "quota_exceeded",
+        /// The control plane's chart failed to install.
+        ChartInstallFailed => "chart_install_failed",
+        /// The managed ingress controller could not be installed or removed.
+        IngressInstallFailed => "ingress_install_failed",
+        /// The control plane was not ready in time.
+        Timeout => "timeout",
+        /// A node's pods did not leave it in time.
+        DrainTimeout => "drain_timeout",
+        /// The cluster has no API to act on yet.
+        ClusterNotReady => "cluster_not_ready",
+        /// The cluster was deleted before the operation ran.
+        ClusterDeleted => "cluster_deleted",
+        /// The platform lacks configuration the operation needs.
+        InvalidConfiguration => "invalid_configuration",
+        /// The worker running the last attempt stopped before finishing.
+        WorkerLost => "worker_lost",
+        /// An administrator cancelled the operation before it ran.
+        Cancelled => "cancelled",
+        /// The platform failed on its side (its database, say).
+        Internal => "internal",
+    }
+}
+
+impl FailureCode {
+    /// Whether running the same operation again may succeed with nothing
+    /// changed: a user may retry their own failed operation only then.
+    pub fn retryable(self) -> bool {
+        match self {
+            Self::HostUnreachable
+            | Self::ChartInstallFailed
+            | Self::IngressInstallFailed
+            | Self::Timeout
+            | Self::DrainTimeout
+            | Self::ClusterNotReady
+            | Self::WorkerLost
+            | Self::Internal => true,
+            Self::HostRejected
+            | Self::QuotaExceeded
+            | Self::ClusterDeleted
+            | Self::InvalidConfiguration
+            | Self::Cancelled => false,
+        }
+    }
+
+    /// What the user can do about it, in words.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Self::HostUnreachable => {
+                "The platform could not reach the Kubernetes API it acts on. Retry the operation; if it keeps failing, the platform's operator should check the host cluster."
+            }
+            Self::HostRejected => {
+                "The Kubernetes API refused the change. A retry will fail the same way: the platform's operator needs to look at the error."
+            }
+            Self::QuotaExceeded => {
+                "The host cluster has no room for this control plane. Lower the cluster's limits, or ask the platform's operator for more capacity."
+            }
+            Self::ChartInstallFailed => {
+                "The control plane failed to install. Retry the operation; if it fails again, the platform's operator should read the error."
+            }
+            Self::IngressInstallFailed => {
+                "The managed ingress controller could not be installed or removed in the cluster. Retry once the cluster answers and has a node that can run it."
+            }
+            Self::Timeout => {
+                "The control plane did not become ready in time; a busy host can take longer. Retry the operation."
+            }
+            Self::DrainTimeout => {
+                "Pods did not leave the node in time (a disruption budget may hold them). Retry later, or remove the node with force."
+            }
+            Self::ClusterNotReady => {
+                "The cluster's API is not available yet. Retry once the cluster is ready."
+            }
+            Self::ClusterDeleted => "The cluster was deleted; there is nothing left to act on.",
+            Self::InvalidConfiguration => {
+                "The platform lacks configuration this operation needs. A retry will fail the same way: the platform's operator must fix the configuration."
+            }
+            Self::WorkerLost => {
+                "The worker running the operation stopped before it finished. Retry the operation."
+            }
+            Self::Cancelled => {
+                "An administrator cancelled the operation. Request the change again to run it."
+            }
+            Self::Internal => {
+                "The platform failed on its side. Retry the operation; if it keeps failing, contact the platform's operator."
+            }
+        }
+    }
+}
+
+text_enum! {
     /// Whether the control plane answered its last observation.
     ConnectionStatus {
         Unknown => "unknown",

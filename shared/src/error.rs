@@ -281,6 +281,9 @@ pub fn unique_violation(err: &sqlx::Error) -> Option<&str> {
 pub trait Transient: std::fmt::Display {
     fn is_transient(&self) -> bool;
 
+    /// What kind of failure this is, for the job it ends.
+    fn failure_code(&self) -> crate::domain::FailureCode;
+
     /// This error as the failure of `step`, in words for the user: a
     /// transient one reads as a pause ("step: …"), the other as an end
     /// ("step failed: …").

@@ -419,7 +419,7 @@ WITH relaxed AS (
 SELECT id AS job, attempt_count AS attempt FROM claimed \\gset
 BEGIN;
 WITH done AS (
-    UPDATE cluster_jobs SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL,
+    UPDATE cluster_jobs SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL, error_code = NULL,
         updated_at = now()
     WHERE id = :job AND attempt_count = :attempt AND status = 'running'
     RETURNING operation_id

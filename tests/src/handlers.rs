@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use shared::{
     accounts::users,
     clusters::{self, ClusterChanges, ClusterCreation, ClusterDeletion, NewCluster},
-    domain::JobType,
+    domain::{FailureCode, JobType},
     ingress::IngressConvergence,
     jobs::{self, Finished, JobContext, JobError, JobHandler, JobMessage, NewJob},
 };
@@ -74,8 +74,14 @@ impl JobHandler for ScriptedHandler {
                 tx.commit().await?;
                 Ok(completed)
             }
-            Behaviour::Retryable => Err(JobError::retryable(format!("host API busy (run {run})"))),
-            Behaviour::Fatal => Err(JobError::fatal("the chart values are invalid")),
+            Behaviour::Retryable => Err(JobError::retryable(
+                FailureCode::HostUnreachable,
+                format!("host API busy (run {run})"),
+            )),
+            Behaviour::Fatal => Err(JobError::fatal(
+                FailureCode::ChartInstallFailed,
+                "the chart values are invalid",
+            )),
             Behaviour::CompleteAlone => ctx.complete_alone().await,
             Behaviour::SlowFirstCompleteAlone(work) => {
                 if run == 1 {

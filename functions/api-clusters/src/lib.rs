@@ -8,6 +8,7 @@ mod history;
 mod kubeconfig;
 mod metrics;
 mod read;
+mod retry;
 mod update;
 
 use axum::{
@@ -32,6 +33,10 @@ pub fn router() -> Router<AppState> {
         .route(
             "/api/console/clusters/{cluster_id}/operations",
             get(history::operations),
+        )
+        .route(
+            "/api/console/clusters/{cluster_id}/operations/{operation_id}/retry",
+            post(retry::retry),
         )
         .route(
             "/api/console/clusters/{cluster_id}/jobs",
@@ -73,7 +78,7 @@ pub(crate) async fn accepted_operation(
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, history::jobs, kubeconfig::issue, kubeconfig::list, kubeconfig::get, kubeconfig::revoke, metrics::series),
+    paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, retry::retry, history::jobs, kubeconfig::issue, kubeconfig::list, kubeconfig::get, kubeconfig::revoke, metrics::series),
     components(schemas(shared::error::Problem, shared::error::FieldError)),
     tags((name = "clusters", description = "Cluster lifecycle"))
 )]

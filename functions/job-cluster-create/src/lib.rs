@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use shared::{
     clusters::{self, Cluster, ClusterCreation},
-    domain::JobType,
+    domain::{FailureCode, JobType},
     host::HostCluster,
     ingress::{self, IngressConvergence},
     jobs::{Finished, JobContext, JobError, JobHandler},
@@ -42,7 +42,12 @@ impl JobHandler for CreateCluster {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let mut cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
             .await?
-            .ok_or_else(|| JobError::fatal("the cluster was deleted before it was created"))?;
+            .ok_or_else(|| {
+                JobError::fatal(
+                    FailureCode::ClusterDeleted,
+                    "the cluster was deleted before it was created",
+                )
+            })?;
         target.apply_to(&mut cluster);
         create(ctx, host, &cluster).await
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use shared::{
     clusters::{self, ClusterDeletion},
-    domain::JobType,
+    domain::{FailureCode, JobType},
     host::HostCluster,
     jobs::{Finished, JobContext, JobError, JobHandler, StepError},
 };
@@ -50,11 +50,14 @@ impl JobHandler for DeleteCluster {
             .map_err(|e| e.at_step("checking the namespace"))?
         {
             if tokio::time::Instant::now() >= deadline {
-                return Err(JobError::retryable(format!(
-                    "the namespace {} was still terminating after {} s",
-                    cluster.namespace,
-                    settings.ready_timeout.as_secs()
-                )));
+                return Err(JobError::retryable(
+                    FailureCode::Timeout,
+                    format!(
+                        "the namespace {} was still terminating after {} s",
+                        cluster.namespace,
+                        settings.ready_timeout.as_secs()
+                    ),
+                ));
             }
             tokio::time::sleep(settings.poll_interval).await;
         }

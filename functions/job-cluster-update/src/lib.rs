@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use shared::{
     clusters::{self, ClusterChanges},
-    domain::JobType,
+    domain::{FailureCode, JobType},
     host::HostCluster,
     ingress::{self, IngressConvergence},
     jobs::{Finished, JobContext, JobError, JobHandler},
@@ -40,7 +40,12 @@ impl JobHandler for UpdateCluster {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let mut cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
             .await?
-            .ok_or_else(|| JobError::fatal("the cluster was deleted before it could be updated"))?;
+            .ok_or_else(|| {
+                JobError::fatal(
+                    FailureCode::ClusterDeleted,
+                    "the cluster was deleted before it could be updated",
+                )
+            })?;
         target.apply_to(&mut cluster);
         ctx.step(
             "applying the resource quota and limits",

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use shared::{
     clusters::{self, Cluster},
-    domain::{IngressStatus, JobType},
+    domain::{FailureCode, IngressStatus, JobType},
     host::HostCluster,
     ingress::{self, IngressConvergence},
-    jobs::{Finished, JobContext, JobError, JobHandler},
+    jobs::{self, Finished, JobContext, JobError, JobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -64,7 +64,11 @@ impl JobHandler for ConvergeIngress {
                     Some(&reason),
                 )
                 .await?;
-                ctx.fail_within(&mut tx, &reason).await?
+                let failure = jobs::Failure {
+                    code: FailureCode::IngressInstallFailed,
+                    message: reason,
+                };
+                ctx.fail_within(&mut tx, &failure).await?
             }
             Err(Failure::Job(err)) => return Err(err),
         };

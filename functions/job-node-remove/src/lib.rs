@@ -14,7 +14,7 @@ use kube::{
 };
 use shared::{
     clusters,
-    domain::{JobType, NodeEventType, NodeStatus},
+    domain::{FailureCode, JobType, NodeEventType, NodeStatus},
     host::{HostCluster, HostError},
     jobs::{Finished, JobContext, JobError, JobHandler, StepError},
     nodes::{self, NewNodeEvent, NodeRemoval},
@@ -55,10 +55,12 @@ impl JobHandler for RemoveNode {
             // The cluster was deleted, and its nodes with it.
             return ctx.complete_alone().await;
         };
-        let endpoint = cluster
-            .api_endpoint
-            .as_deref()
-            .ok_or_else(|| JobError::fatal("the cluster has no API endpoint"))?;
+        let endpoint = cluster.api_endpoint.as_deref().ok_or_else(|| {
+            JobError::fatal(
+                FailureCode::ClusterNotReady,
+                "the cluster has no API endpoint",
+            )
+        })?;
         let client = ctx
             .step(
                 "connecting to the cluster",
@@ -190,13 +192,16 @@ async fn drain(
             } else {
                 format!("; evictions refused: {}", blocked.join(", "))
             };
-            return Err(JobError::fatal(format!(
-                "draining {node} did not finish within {} s: {} pod(s) still on it ({}){why}. \
+            return Err(JobError::fatal(
+                FailureCode::DrainTimeout,
+                format!(
+                    "draining {node} did not finish within {} s: {} pod(s) still on it ({}){why}. \
                  The node stays cordoned; remove it with force=true to skip draining",
-                timeout.as_secs(),
-                remaining.len(),
-                names.join(", ")
-            )));
+                    timeout.as_secs(),
+                    remaining.len(),
+                    names.join(", ")
+                ),
+            ));
         }
         tokio::time::sleep(poll).await;
     }

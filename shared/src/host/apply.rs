@@ -24,7 +24,11 @@ use super::{
     },
     error::ignore_not_found,
 };
-use crate::{clusters::Cluster, domain::PublicAccessMode, error::Transient};
+use crate::{
+    clusters::Cluster,
+    domain::{FailureCode, PublicAccessMode},
+    error::Transient,
+};
 
 /// Where a cluster's control plane is in its installation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +93,30 @@ impl Transient for WaitError {
             Self::NotReadyInTime(_) => true,
         }
     }
+
+    fn failure_code(&self) -> FailureCode {
+        match self {
+            Self::Check { source, .. } => source.failure_code(),
+            Self::Failed { .. } => FailureCode::ChartInstallFailed,
+            Self::NotReadyInTime(_) => FailureCode::Timeout,
+        }
+    }
+}
+
+/// The message of a chart's `Failed` condition, when its install failed.
+fn chart_failure(chart: &DynamicObject) -> Option<String> {
+    let condition = chart
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == "Failed" && c["status"] == "True")?;
+    Some(
+        condition["message"]
+            .as_str()
+            .unwrap_or("the chart install job failed")
+            .to_string(),
+    )
 }
 
 impl HostCluster {
@@ -155,10 +183,32 @@ impl HostCluster {
         Ok(())
     }
 
-    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's namespace.
+    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's
+    /// namespace. A chart whose install failed is removed first (the helm
+    /// controller uninstalls what it left) and applied anew: the controller
+    /// runs no second install of a chart that did not change, so a retried
+    /// create would otherwise find the same failure.
     pub async fn ensure_control_plane(&self, cluster: &Cluster) -> Result<(), HostError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+        if let Some(chart) = api.get_opt(&cluster.vcluster_name).await?
+            && chart_failure(&chart).is_some()
+        {
+            ignore_not_found(
+                api.delete(&cluster.vcluster_name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+            let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
+            while api.get_opt(&cluster.vcluster_name).await?.is_some() {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(HostError::Transport(
+                        "the failed control-plane chart is still being removed".into(),
+                    ));
+                }
+                tokio::time::sleep(self.settings.poll_interval).await;
+            }
+        }
         let values = vcluster_values(cluster, &self.settings);
         let chart = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
         "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
@@ -242,18 +292,8 @@ impl HostCluster {
         let charts: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
         let chart = charts.get(&cluster.vcluster_name).await?;
-        let failed = chart
-            .data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "Failed" && c["status"] == "True");
-        if let Some(condition) = failed {
-            let message = condition["message"]
-                .as_str()
-                .unwrap_or("the chart install job failed");
-            return Ok(ControlPlaneState::Failed(message.to_string()));
+        if let Some(message) = chart_failure(&chart) {
+            return Ok(ControlPlaneState::Failed(message));
         }
         let statefulsets: Api<StatefulSet> =
             Api::namespaced(self.client.clone(), &cluster.namespace);

@@ -8,7 +8,7 @@ mod store;
 mod sweep;
 mod worker;
 
-pub use error::{JobError, StepError, Unavailable};
+pub use error::{Failure, JobError, StepError, Unavailable};
 pub use publish::{
     JobPublisher, PublishError, connect_in_background, enqueue_and_publish_after_commit,
     publish_after_commit,

@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::domain::{JobPayload, JobType};
+use super::Failure;
+use crate::domain::{FailureCode, JobPayload, JobType};
 
 /// What travels on the queue: only the id and the type. The row is the truth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -335,13 +336,13 @@ pub async fn complete(tx: &mut PgConnection, job: &ClaimedJob) -> Result<bool, s
         r#"WITH done AS (
                UPDATE cluster_jobs
                SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL,
-                   updated_at = now()
+                   error_code = NULL, updated_at = now()
                WHERE id = $1 AND attempt_count = $2 AND status = 'running'
                RETURNING operation_id, started_at
            )
            UPDATE cluster_operations o
            SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
-               started_at = coalesce(o.started_at, done.started_at), updated_at = now()
+               error_code = NULL, started_at = coalesce(o.started_at, done.started_at), updated_at = now()
            FROM done WHERE o.id = done.operation_id
            RETURNING o.id"#,
         job.id,
@@ -364,14 +365,14 @@ pub async fn complete_many(
         r#"WITH done AS (
                UPDATE cluster_jobs j
                SET status = 'succeeded', finished_at = now(), leased_until = NULL, last_error = NULL,
-                   updated_at = now()
+                   error_code = NULL, updated_at = now()
                FROM unnest($1::uuid[], $2::int[]) AS d (id, attempt)
                WHERE j.id = d.id AND j.attempt_count = d.attempt AND j.status = 'running'
                RETURNING j.id, j.operation_id, j.started_at
            ), operation AS (
                UPDATE cluster_operations o
                SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
-                   started_at = coalesce(o.started_at, done.started_at), updated_at = now()
+                   error_code = NULL, started_at = coalesce(o.started_at, done.started_at), updated_at = now()
                FROM done WHERE o.id = done.operation_id
            )
            SELECT id AS "id!" FROM done"#,
@@ -386,7 +387,7 @@ pub async fn complete_many(
 pub async fn schedule_retry(
     pool: &PgPool,
     job: &ClaimedJob,
-    error: &str,
+    failure: &Failure,
     delay: Duration,
 ) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
     sqlx::query_scalar!(
@@ -394,49 +395,52 @@ pub async fn schedule_retry(
                UPDATE cluster_jobs
                SET status = 'pending', leased_until = NULL, published_at = NULL,
                    run_after = now() + make_interval(secs => $4),
-                   last_error = $3, updated_at = now(),
+                   last_error = $3, error_code = $5, updated_at = now(),
                    error_history = error_history || jsonb_build_array(jsonb_build_object(
                        'attempt', attempt_count, 'worker_id', worker_id, 'error', $3::text,
-                       'at', now(), 'retry_at', now() + make_interval(secs => $4)))
+                       'code', $5::text, 'at', now(), 'retry_at', now() + make_interval(secs => $4)))
                WHERE id = $1 AND attempt_count = $2 AND status = 'running'
                RETURNING operation_id, run_after
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'pending', stage = 'waiting to retry', error_message = $3, updated_at = now()
+               SET status = 'pending', stage = 'waiting to retry', error_message = $3,
+                   error_code = $5, updated_at = now()
                FROM retried WHERE o.id = retried.operation_id
            )
            SELECT run_after AS "run_after!" FROM retried"#,
         job.id,
         job.attempt,
-        error,
+        failure.message,
         delay.as_secs_f64(),
+        failure.code.as_str(),
     )
     .fetch_optional(pool)
     .await
 }
 
-/// Ends the job as failed with a reason written for the user, and moves the
+/// Ends the job as failed with a failure written for the user, and moves the
 /// operation and, for a job of the cluster's own lifecycle, the cluster with
 /// it (a failed node removal or ingress convergence leaves the cluster as it
 /// is). `false` means the lease was lost.
 pub async fn fail(
     db: impl PgExecutor<'_>,
     job: &ClaimedJob,
-    reason: &str,
+    failure: &Failure,
 ) -> Result<bool, sqlx::Error> {
     let row = sqlx::query_scalar!(
         r#"WITH failed AS (
                UPDATE cluster_jobs
                SET status = 'failed', finished_at = now(), leased_until = NULL, last_error = $3,
-                   updated_at = now(),
+                   error_code = $4, updated_at = now(),
                    error_history = error_history || jsonb_build_array(jsonb_build_object(
-                       'attempt', attempt_count, 'worker_id', worker_id, 'error', $3::text, 'at', now()))
+                       'attempt', attempt_count, 'worker_id', worker_id, 'error', $3::text,
+                       'code', $4::text, 'at', now()))
                WHERE id = $1 AND attempt_count = $2 AND status = 'running'
                RETURNING id, operation_id, cluster_id, type, started_at
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'failed', finished_at = now(), error_message = $3, updated_at = now(),
-                   started_at = coalesce(o.started_at, failed.started_at)
+               SET status = 'failed', finished_at = now(), error_message = $3, error_code = $4,
+                   updated_at = now(), started_at = coalesce(o.started_at, failed.started_at)
                FROM failed WHERE o.id = failed.operation_id
            ), cluster AS (
                UPDATE clusters c
@@ -449,7 +453,8 @@ pub async fn fail(
            SELECT id FROM failed"#,
         job.id,
         job.attempt,
-        reason,
+        failure.message,
+        failure.code.as_str(),
     )
     .fetch_optional(db)
     .await?;
@@ -479,19 +484,21 @@ pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Er
                    finished_at = CASE WHEN j.attempt_count >= j.max_attempts THEN now() END,
                    leased_until = NULL, published_at = NULL, run_after = now(), updated_at = now(),
                    last_error = 'the worker ' || j.worker_id || ' stopped before finishing (lease expired)',
+                   error_code = 'worker_lost',
                    error_history = j.error_history || jsonb_build_array(jsonb_build_object(
                        'attempt', j.attempt_count, 'worker_id', j.worker_id,
-                       'error', 'lease expired', 'at', now()))
+                       'error', 'lease expired', 'code', 'worker_lost', 'at', now()))
                FROM expired WHERE j.id = expired.id
                RETURNING j.id, j.status, j.operation_id, j.cluster_id, j.type, j.last_error,
-                         j.started_at
+                         j.error_code, j.started_at
            ), operation AS (
                UPDATE cluster_operations o
                SET status = rescued.status,
                    started_at = coalesce(o.started_at, rescued.started_at),
                    stage = CASE WHEN rescued.status = 'pending' THEN 'waiting to retry' ELSE o.stage END,
                    finished_at = CASE WHEN rescued.status = 'failed' THEN now() END,
-                   error_message = rescued.last_error, updated_at = now()
+                   error_message = rescued.last_error, error_code = rescued.error_code,
+                   updated_at = now()
                FROM rescued WHERE o.id = rescued.operation_id
            ), cluster AS (
                UPDATE clusters c
@@ -565,6 +572,45 @@ pub async fn unmark_published(
 }
 
 /// The full record of one job, for history views and tests.
+/// A failure's code, whether running it again may help, and what the user
+/// can do: read from the stored code, so a changed hint applies to old
+/// failures too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct FailureDetail {
+    pub code: FailureCode,
+    /// Whether the same operation may succeed when run again with nothing
+    /// changed; a user may retry their own failed operation only then.
+    pub retryable: bool,
+    #[schema(value_type = String)]
+    pub hint: &'static str,
+}
+
+impl From<FailureCode> for FailureDetail {
+    fn from(code: FailureCode) -> Self {
+        Self {
+            code,
+            retryable: code.retryable(),
+            hint: code.hint(),
+        }
+    }
+}
+
+impl sqlx::Type<sqlx::Postgres> for FailureDetail {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <FailureCode as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <FailureCode as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for FailureDetail {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        <FailureCode as sqlx::Decode<'r, sqlx::Postgres>>::decode(value).map(Self::from)
+    }
+}
+
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct JobRecord {
     pub id: Uuid,
@@ -580,7 +626,10 @@ pub struct JobRecord {
     pub leased_until: Option<DateTime<Utc>>,
     pub worker_id: Option<String>,
     pub last_error: Option<String>,
-    /// One entry per failed attempt: attempt, worker_id, error, at, retry_at.
+    /// The code of `last_error`: why the job failed, or why its last attempt
+    /// did while it waits to retry.
+    pub error: Option<FailureDetail>,
+    /// One entry per failed attempt: attempt, worker_id, error, code, at, retry_at.
     #[schema(value_type = Vec<Object>)]
     pub error_history: serde_json::Value,
     pub started_at: Option<DateTime<Utc>>,
@@ -592,7 +641,8 @@ pub async fn get(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<Option<JobReco
     sqlx::query_as!(
         JobRecord,
         r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
-                  run_after, published_at, leased_until, worker_id, last_error, error_history,
+                  run_after, published_at, leased_until, worker_id, last_error,
+                  error_code AS "error: FailureDetail", error_history,
                   started_at, finished_at, created_at
            FROM cluster_jobs WHERE id = $1"#,
         job_id
@@ -609,7 +659,8 @@ pub async fn list_for_cluster(
     sqlx::query_as!(
         JobRecord,
         r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
-                  run_after, published_at, leased_until, worker_id, last_error, error_history,
+                  run_after, published_at, leased_until, worker_id, last_error,
+                  error_code AS "error: FailureDetail", error_history,
                   started_at, finished_at, created_at
            FROM cluster_jobs WHERE cluster_id = $1
            ORDER BY created_at DESC, id DESC LIMIT $2"#,
@@ -618,6 +669,41 @@ pub async fn list_for_cluster(
     )
     .fetch_all(db)
     .await
+}
+
+/// The job that runs operation `operation_id` of cluster `cluster_id`, and
+/// whether a later operation of the cluster exists (then running this one
+/// again would undo what came after it).
+pub async fn job_of_operation(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    operation_id: Uuid,
+) -> Result<Option<(JobRecord, bool)>, sqlx::Error> {
+    let job = sqlx::query_as!(
+        JobRecord,
+        r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
+                  run_after, published_at, leased_until, worker_id, last_error,
+                  error_code AS "error: FailureDetail", error_history,
+                  started_at, finished_at, created_at
+           FROM cluster_jobs WHERE operation_id = $1 AND cluster_id = $2"#,
+        operation_id,
+        cluster_id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(job) = job else { return Ok(None) };
+    let superseded = sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+               SELECT 1 FROM cluster_operations later, cluster_operations this
+               WHERE this.id = $2 AND later.cluster_id = $1 AND later.id <> this.id
+                 AND (later.created_at, later.id) > (this.created_at, this.id)
+           ) AS "superseded!""#,
+        cluster_id,
+        operation_id,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(Some((job, superseded)))
 }
 
 /// The business view of one lifecycle operation.
@@ -631,6 +717,8 @@ pub struct Operation {
     pub stage: String,
     pub requested_by_user_id: Option<Uuid>,
     pub error_message: Option<String>,
+    /// The code of `error_message`, with whether the operation may be retried.
+    pub error: Option<FailureDetail>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
@@ -643,7 +731,8 @@ pub async fn get_operation(
     sqlx::query_as!(
         Operation,
         r#"SELECT id, cluster_id, type AS operation_type, status, stage, requested_by_user_id,
-                  error_message, started_at, finished_at, created_at
+                  error_message, error_code AS "error: FailureDetail", started_at, finished_at,
+                  created_at
            FROM cluster_operations WHERE id = $1"#,
         operation_id
     )
@@ -659,7 +748,8 @@ pub async fn list_operations(
     sqlx::query_as!(
         Operation,
         r#"SELECT id, cluster_id, type AS operation_type, status, stage, requested_by_user_id,
-                  error_message, started_at, finished_at, created_at
+                  error_message, error_code AS "error: FailureDetail", started_at, finished_at,
+                  created_at
            FROM cluster_operations WHERE cluster_id = $1
            ORDER BY created_at DESC, id DESC LIMIT $2"#,
         cluster_id,
@@ -679,7 +769,8 @@ pub async fn list_all(
     sqlx::query_as!(
         JobRecord,
         r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
-                  run_after, published_at, leased_until, worker_id, last_error, error_history,
+                  run_after, published_at, leased_until, worker_id, last_error,
+                  error_code AS "error: FailureDetail", error_history,
                   started_at, finished_at, created_at
            FROM cluster_jobs
            WHERE ($1::text IS NULL OR status = $1) AND ($2::uuid IS NULL OR cluster_id = $2)
@@ -749,12 +840,14 @@ pub async fn cancel_pending(
     let row = sqlx::query_scalar!(
         r#"WITH cancelled AS (
                UPDATE cluster_jobs
-               SET status = 'cancelled', finished_at = now(), last_error = $2, updated_at = now()
+               SET status = 'cancelled', finished_at = now(), last_error = $2,
+                   error_code = 'cancelled', updated_at = now()
                WHERE id = $1 AND status = 'pending'
                RETURNING id, type, operation_id, cluster_id
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'cancelled', finished_at = now(), error_message = $2, updated_at = now()
+               SET status = 'cancelled', finished_at = now(), error_message = $2,
+                   error_code = 'cancelled', updated_at = now()
                FROM cancelled WHERE o.id = cancelled.operation_id
            ), cluster AS (
                UPDATE clusters c

@@ -14,10 +14,10 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::{JobError, Unavailable, retry_delay};
+use super::{Failure, JobError, Unavailable, retry_delay};
 use crate::{
     config::JobSettings,
-    domain::{JobPayload, JobType},
+    domain::{FailureCode, JobPayload, JobType},
     jobs::{self, ClaimedJob, JobMessage, JobPublisher},
 };
 
@@ -67,18 +67,26 @@ impl JobContext {
     /// payload that does not parse, fails the job: no attempt would read it.
     pub fn payload<P: JobPayload>(&self) -> Result<P, JobError> {
         if self.job.job_type != P::JOB_TYPE {
-            return Err(JobError::fatal(format!(
-                "a {} job does not carry a {} payload",
-                self.job.job_type,
-                P::JOB_TYPE
-            )));
+            return Err(JobError::fatal(
+                FailureCode::InvalidConfiguration,
+                format!(
+                    "a {} job does not carry a {} payload",
+                    self.job.job_type,
+                    P::JOB_TYPE
+                ),
+            ));
         }
-        P::deserialize(&self.job.payload)
-            .map_err(|e| JobError::fatal(format!("the job's payload is malformed: {e}")))
+        P::deserialize(&self.job.payload).map_err(|e| {
+            JobError::fatal(
+                FailureCode::InvalidConfiguration,
+                format!("the job's payload is malformed: {e}"),
+            )
+        })
     }
 
     /// The adapter a job acts on, or the honest failure `reason` when none is
-    /// configured (recorded at the stage "connecting to the host cluster").
+    /// configured (recorded at the stage "connecting to the host cluster";
+    /// `invalid_configuration`).
     pub async fn require<'a, T>(
         &self,
         adapter: &'a Option<std::sync::Arc<T>>,
@@ -88,7 +96,7 @@ impl JobContext {
             Some(adapter) => Ok(adapter),
             None => {
                 self.stage("connecting to the host cluster").await?;
-                Err(JobError::fatal(reason))
+                Err(JobError::fatal(FailureCode::InvalidConfiguration, reason))
             }
         }
     }
@@ -113,16 +121,16 @@ impl JobContext {
         }
     }
 
-    /// Ends the job failed with `reason` inside `tx`, fenced by the claimed
+    /// Ends the job failed with `failure` inside `tx`, fenced by the claimed
     /// attempt, for a handler that records the failure in business state of
     /// its own in the same transaction. No retry follows.
     pub async fn fail_within(
         &self,
         tx: &mut PgConnection,
-        reason: &str,
+        failure: &Failure,
     ) -> Result<Finished, JobError> {
-        if jobs::fail(tx, &self.job, reason).await? {
-            tracing::warn!(reason, "job failed");
+        if jobs::fail(tx, &self.job, failure).await? {
+            tracing::warn!(reason = failure.message, code = %failure.code, "job failed");
             Ok(Finished(Verdict::Failed))
         } else {
             Err(JobError::LeaseLost)
@@ -140,8 +148,12 @@ impl JobContext {
         tx: &mut PgConnection,
         payload: &P,
     ) -> Result<bool, JobError> {
-        let (job_type, payload) = jobs::encode(payload)
-            .map_err(|e| JobError::fatal(format!("the follow-up job's payload: {e}")))?;
+        let (job_type, payload) = jobs::encode(payload).map_err(|e| {
+            JobError::fatal(
+                FailureCode::InvalidConfiguration,
+                format!("the follow-up job's payload: {e}"),
+            )
+        })?;
         let enqueued = jobs::enqueue_if_idle(
             tx,
             jobs::NewJob {
@@ -198,12 +210,15 @@ impl Completions {
         let (reply, answer) = oneshot::channel();
         sender
             .send((job.id, job.attempt, reply))
-            .map_err(|_| JobError::retryable("the completion task has stopped"))?;
-        answer
-            .await
-            .map_err(|_| JobError::retryable("the completion task has stopped"))?
-            .map_err(|err| JobError::Retryable(format!("database error: {err}")))
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?.map_err(|err| {
+            JobError::retryable(FailureCode::Internal, format!("database error: {err}"))
+        })
     }
+}
+
+fn stopped() -> JobError {
+    JobError::retryable(FailureCode::Internal, "the completion task has stopped")
 }
 
 async fn run_completions(pool: PgPool, mut requests: mpsc::UnboundedReceiver<CompletionRequest>) {
@@ -601,25 +616,28 @@ impl Worker {
             }
             Ok(Finished(Verdict::Failed)) => Processed::Failed,
             Err(JobError::LeaseLost) => Processed::LeaseLost,
-            Err(JobError::Retryable(error)) if job.attempt < job.max_attempts => {
+            Err(JobError::Retryable(failure)) if job.attempt < job.max_attempts => {
                 let delay = retry_delay(
                     job.attempt,
                     self.settings.retry_base,
                     self.settings.retry_max,
                 );
-                match jobs::schedule_retry(&self.pool, &job, &error, delay).await? {
+                match jobs::schedule_retry(&self.pool, &job, &failure, delay).await? {
                     Some(at) => {
-                        tracing::warn!(error, retry_at = %at, "job attempt failed; retry scheduled");
+                        tracing::warn!(error = failure.message, code = %failure.code, retry_at = %at, "job attempt failed; retry scheduled");
                         Processed::RetryScheduled
                     }
                     None => Processed::LeaseLost,
                 }
             }
-            Err(JobError::Retryable(error)) => {
-                let reason = format!("gave up after {} attempts: {error}", job.attempt);
-                self.fail(&job, &reason).await?
+            Err(JobError::Retryable(failure)) => {
+                let given_up = Failure {
+                    code: failure.code,
+                    message: format!("gave up after {} attempts: {failure}", job.attempt),
+                };
+                self.fail(&job, &given_up).await?
             }
-            Err(JobError::Fatal(reason)) => self.fail(&job, &reason).await?,
+            Err(JobError::Fatal(failure)) => self.fail(&job, &failure).await?,
         };
         tracing::info!(
             ?outcome,
@@ -629,9 +647,9 @@ impl Worker {
         Ok(outcome)
     }
 
-    async fn fail(&self, job: &ClaimedJob, reason: &str) -> Result<Processed, Unavailable> {
-        if jobs::fail(&self.pool, job, reason).await? {
-            tracing::warn!(reason, "job failed");
+    async fn fail(&self, job: &ClaimedJob, failure: &Failure) -> Result<Processed, Unavailable> {
+        if jobs::fail(&self.pool, job, failure).await? {
+            tracing::warn!(reason = failure.message, code = %failure.code, "job failed");
             Ok(Processed::Failed)
         } else {
             Ok(Processed::LeaseLost)

@@ -8,7 +8,7 @@ use queues::inprocess;
 use shared::{
     config::JobSettings,
     db,
-    domain::JobType,
+    domain::{FailureCode, JobType},
     jobs::{self, JobPublisher, Processed, Worker, enqueue_and_publish_after_commit, sweep},
 };
 use tests::{
@@ -326,9 +326,13 @@ async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused(
     let mut tx = db.pool.begin().await.unwrap();
     assert!(!jobs::complete(&mut tx, &dead).await.unwrap());
     tx.rollback().await.unwrap();
-    assert!(!jobs::fail(&db.pool, &dead, "late failure").await.unwrap());
     assert!(
-        jobs::schedule_retry(&db.pool, &dead, "late", Duration::ZERO)
+        !jobs::fail(&db.pool, &dead, &failure("late failure"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        jobs::schedule_retry(&db.pool, &dead, &failure("late"), Duration::ZERO)
             .await
             .unwrap()
             .is_none()
@@ -370,6 +374,16 @@ async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
     );
     let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
     assert_eq!(record.status, "failed");
+    let error = record.error.expect("a failed job carries its code");
+    assert_eq!(
+        (error.code, error.retryable),
+        (FailureCode::WorkerLost, true)
+    );
+    let operation = jobs::get_operation(&db.pool, record.operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(operation.error, Some(error));
     let (status, error): (String, Option<String>) =
         sqlx::query_as("SELECT status, last_error_message FROM clusters WHERE id = $1")
             .bind(cluster)
@@ -378,6 +392,13 @@ async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
             .unwrap();
     assert_eq!(status, "failed");
     assert!(error.unwrap().contains("lease expired"));
+}
+
+fn failure(message: &str) -> jobs::Failure {
+    jobs::Failure {
+        code: FailureCode::Internal,
+        message: message.into(),
+    }
 }
 
 fn at(value: &serde_json::Value) -> DateTime<Utc> {
@@ -402,6 +423,11 @@ async fn retryable_failures_back_off_and_end_failed_with_every_error_kept() {
         assert_eq!(worker.process(message).await.unwrap(), Processed::Skipped);
         let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
         assert_eq!(record.status, "pending");
+        // While it waits to retry, the job shows why its last attempt failed.
+        assert_eq!(
+            record.error.map(|e| e.code),
+            Some(FailureCode::HostUnreachable)
+        );
         assert!(
             record.published_at.is_none(),
             "sweep will publish the retry when due"
@@ -427,6 +453,7 @@ async fn retryable_failures_back_off_and_end_failed_with_every_error_kept() {
     assert_eq!(history.len(), 4, "one entry per attempt: {history:?}");
     for (i, entry) in history.iter().enumerate() {
         assert_eq!(entry["attempt"], i as i64 + 1);
+        assert_eq!(entry["code"], "host_unreachable");
     }
     let delays: Vec<i64> = history[..3]
         .iter()
@@ -451,6 +478,12 @@ async fn retryable_failures_back_off_and_end_failed_with_every_error_kept() {
         .unwrap();
     assert_eq!(operation.status, "failed");
     assert_eq!(operation.error_message, record.last_error);
+    let error = operation
+        .error
+        .expect("a failed operation carries its code");
+    assert_eq!(error.code, FailureCode::HostUnreachable);
+    assert!(error.retryable, "running it again may succeed");
+    assert_eq!(record.error, Some(error));
 }
 
 #[tokio::test]
@@ -466,6 +499,10 @@ async fn a_fatal_failure_fails_at_once_and_tells_the_user_why() {
     assert_eq!(
         (record.status.as_str(), record.attempt_count),
         ("failed", 1)
+    );
+    assert_eq!(
+        record.error.map(|e| e.code),
+        Some(FailureCode::ChartInstallFailed)
     );
     let (status, error): (String, Option<String>) =
         sqlx::query_as("SELECT status, last_error_message FROM clusters WHERE id = $1")
@@ -685,7 +722,7 @@ async fn an_operation_runs_from_its_jobs_first_stage() {
     assert!(started.is_some());
     assert_eq!(started, job_start(job.id).await);
     let job = claimed().await;
-    assert!(jobs::fail(&db.pool, &job, "no").await.unwrap());
+    assert!(jobs::fail(&db.pool, &job, &failure("no")).await.unwrap());
     let (status, _, started) = operation(job.id).await;
     assert_eq!(status, "failed");
     assert_eq!(started, job_start(job.id).await);

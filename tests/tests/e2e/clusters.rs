@@ -309,6 +309,106 @@ async fn a_failed_chart_install_fails_the_create_and_names_the_step() {
 }
 
 #[tokio::test]
+async fn a_user_retries_a_failed_create_whose_failure_may_pass_and_only_that() {
+    let platform = Platform::new().await;
+    platform.sim.set_faults(Faults {
+        chart_install_error: Some("Error: INSTALLATION FAILED: image pull timed out".into()),
+        ..Faults::default()
+    });
+    let id = platform.create("zeta", "nodeport").await;
+    assert_eq!(platform.drive().await[0].1, Processed::Failed);
+    let history = format!("/api/console/clusters/{id}/operations");
+    let failed = &platform.call("GET", &history, None).await.1[0];
+    assert_eq!(failed["error"]["code"], "chart_install_failed", "{failed}");
+    assert_eq!(failed["error"]["retryable"], true);
+    assert!(failed["error"]["hint"].as_str().unwrap().contains("Retry"));
+    let (_, jobs) = platform
+        .call("GET", &format!("/api/console/clusters/{id}/jobs"), None)
+        .await;
+    assert_eq!(jobs[0]["error"]["code"], "chart_install_failed");
+    assert_eq!(jobs[0]["error_history"][0]["code"], "chart_install_failed");
+    let retry = format!(
+        "/api/console/clusters/{id}/operations/{}/retry",
+        failed["id"].as_str().unwrap()
+    );
+
+    // Another user's cluster, or another cluster's operation, is not found.
+    let (status, body) = platform
+        .call(
+            "POST",
+            &format!(
+                "/api/console/clusters/{}/operations/{}/retry",
+                uuid::Uuid::new_v4(),
+                failed["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+
+    // A failure that would repeat is refused, with what to do instead.
+    sqlx::query("UPDATE cluster_jobs SET error_code = 'host_rejected' WHERE cluster_id = $1::uuid")
+        .bind(&id)
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
+    let (status, body) = platform.call("POST", &retry, None).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("operation_not_retryable")),
+        "{body}"
+    );
+    assert!(
+        body["detail"].as_str().unwrap().contains("operator"),
+        "{body}"
+    );
+    assert_eq!(
+        platform.cluster(&id).await["status"],
+        "failed",
+        "nothing moved"
+    );
+    sqlx::query(
+        "UPDATE cluster_jobs SET error_code = 'chart_install_failed' WHERE cluster_id = $1::uuid",
+    )
+    .bind(&id)
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+
+    // The cause has gone: the retry runs the create again, to the end.
+    platform.sim.set_faults(Faults::default());
+    let (status, accepted) = platform.call("POST", &retry, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(accepted["operation"]["status"], "pending");
+    assert_eq!(accepted["cluster"]["status"], "provisioning");
+    assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
+    assert_eq!(platform.cluster(&id).await["status"], "ready");
+    let done = &platform.call("GET", &history, None).await.1[0];
+    assert_eq!(
+        (done["status"].as_str(), &done["error"]),
+        (Some("succeeded"), &serde_json::Value::Null)
+    );
+
+    // A succeeded operation is not retried.
+    let (status, body) = platform.call("POST", &retry, None).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("operation_not_failed"))
+    );
+    let (audited,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM audit_events WHERE action = 'cluster_operation.retry' AND cluster_id = $1::uuid",
+    )
+    .bind(&id)
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(audited, 1);
+}
+
+#[tokio::test]
 async fn an_unreachable_host_api_is_retried_not_failed() {
     let platform = Platform::new().await;
     platform.sim.set_faults(Faults {
