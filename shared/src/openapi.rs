@@ -20,7 +20,89 @@ pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
         .build();
     document_idempotency_key(&mut doc);
     document_database_unavailable(&mut doc);
+    document_rejected_input(&mut doc);
     doc
+}
+
+/// The answers `extract` gives before an `/api/` handler runs: a body that
+/// is not JSON of the operation's shape (`AppJson`), a path or query
+/// parameter that does not parse (`AppPath`, `AppQuery`); and the 422 of the
+/// rules handlers check on what was read.
+fn document_rejected_input(doc: &mut OpenApi) {
+    use utoipa::openapi::path::ParameterIn;
+    // The join script's routes read their own input and answer it in their
+    // own shape; the API's read theirs through `extract`.
+    for (_, item) in doc
+        .paths
+        .paths
+        .iter_mut()
+        .filter(|(path, _)| path.starts_with("/api/"))
+    {
+        for operation in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let takes = |place: ParameterIn| {
+                operation
+                    .parameters
+                    .iter()
+                    .flatten()
+                    .any(|p| p.parameter_in == place)
+            };
+            let (path, query) = (takes(ParameterIn::Path), takes(ParameterIn::Query));
+            if operation.request_body.is_some() {
+                add_answer(operation, "400", "malformed_json", "The body is not JSON");
+                add_answer(
+                    operation,
+                    "400",
+                    "invalid_body",
+                    "The body is not of the documented shape",
+                );
+                add_answer(
+                    operation,
+                    "413",
+                    "payload_too_large",
+                    "The body is larger than the platform reads",
+                );
+                add_answer(
+                    operation,
+                    "415",
+                    "unsupported_media_type",
+                    "The body is not sent as `application/json`",
+                );
+            }
+            if path {
+                add_answer(
+                    operation,
+                    "400",
+                    "invalid_path",
+                    "A path parameter does not parse",
+                );
+            }
+            if query {
+                add_answer(
+                    operation,
+                    "400",
+                    "invalid_query",
+                    "A query parameter does not parse",
+                );
+            }
+            if query || operation.request_body.is_some() {
+                add_answer(
+                    operation,
+                    "422",
+                    "validation_failed",
+                    "A field breaks a rule; `errors` names each",
+                );
+            }
+        }
+    }
 }
 
 /// Every console POST takes `Idempotency-Key` (`http::idempotency`): the

@@ -12,3 +12,55 @@ fn the_committed_openapi_document_is_current() {
         "docs/openapi.json is stale; regenerate it with: cargo run -q -p local -- openapi > docs/openapi.json"
     );
 }
+
+/// What the extractors answer before an API handler runs is documented on
+/// every operation that reads a body, a path or a query: a client generated
+/// from the document knows each status it can meet.
+#[test]
+fn every_operation_documents_how_its_input_can_be_refused() {
+    let doc = serde_json::to_value(local::openapi()).unwrap();
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        if !path.starts_with("/api/") {
+            continue;
+        }
+        for (method, operation) in item.as_object().unwrap() {
+            let responses = &operation["responses"];
+            let documents = |status: &str, code: &str| {
+                responses[status]["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains(&format!("`{code}`")))
+                    && responses[status]["content"]["application/problem+json"].is_object()
+            };
+            let places: Vec<&str> = operation["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["in"].as_str())
+                .collect();
+            let mut expected = Vec::new();
+            if operation.get("requestBody").is_some() {
+                expected.extend([
+                    ("400", "malformed_json"),
+                    ("413", "payload_too_large"),
+                    ("415", "unsupported_media_type"),
+                    ("422", "validation_failed"),
+                ]);
+            }
+            if places.contains(&"path") {
+                expected.push(("400", "invalid_path"));
+            }
+            if places.contains(&"query") {
+                expected.extend([("400", "invalid_query"), ("422", "validation_failed")]);
+            }
+            for (status, code) in expected {
+                assert!(
+                    documents(status, code),
+                    "{method} {path} does not document {status} {code}: {responses}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} answers checked");
+}
