@@ -70,6 +70,12 @@ async fn create(
         host.ensure_isolation(cluster),
     )
     .await?;
+    // A create run again after its chart failed starts the install afresh.
+    ctx.step(
+        "removing the failed install",
+        host.remove_failed_install(cluster),
+    )
+    .await?;
     ctx.step(
         "installing the control plane",
         host.ensure_control_plane(cluster),

@@ -183,32 +183,42 @@ impl HostCluster {
         Ok(())
     }
 
-    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's
-    /// namespace. A chart whose install failed is removed first (the helm
-    /// controller uninstalls what it left) and applied anew: the controller
-    /// runs no second install of a chart that did not change, so a retried
-    /// create would otherwise find the same failure.
+    /// Removes the control plane's chart when its first install failed (the
+    /// helm controller uninstalls what it left) and waits until it is gone,
+    /// so that applying it again runs a fresh install: the controller runs no
+    /// second install of a chart that did not change. For a cluster being
+    /// created only: a live control plane's failed upgrade is never removed.
+    pub async fn remove_failed_install(&self, cluster: &Cluster) -> Result<(), HostError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+        let Some(chart) = api.get_opt(&cluster.vcluster_name).await? else {
+            return Ok(());
+        };
+        if chart_failure(&chart).is_none() {
+            return Ok(());
+        }
+        ignore_not_found(
+            api.delete(&cluster.vcluster_name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        )?;
+        let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
+        while api.get_opt(&cluster.vcluster_name).await?.is_some() {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(HostError::Transport(format!(
+                    "the failed control-plane chart was still being removed after {} s",
+                    self.settings.ready_timeout.as_secs()
+                )));
+            }
+            tokio::time::sleep(self.settings.poll_interval).await;
+        }
+        Ok(())
+    }
+
+    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's namespace.
     pub async fn ensure_control_plane(&self, cluster: &Cluster) -> Result<(), HostError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
-        if let Some(chart) = api.get_opt(&cluster.vcluster_name).await?
-            && chart_failure(&chart).is_some()
-        {
-            ignore_not_found(
-                api.delete(&cluster.vcluster_name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
-            let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
-            while api.get_opt(&cluster.vcluster_name).await?.is_some() {
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(HostError::Transport(
-                        "the failed control-plane chart is still being removed".into(),
-                    ));
-                }
-                tokio::time::sleep(self.settings.poll_interval).await;
-            }
-        }
         let values = vcluster_values(cluster, &self.settings);
         let chart = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
         "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
