@@ -32,75 +32,59 @@ fn document_rejected_input(doc: &mut OpenApi) {
     use utoipa::openapi::path::ParameterIn;
     // The join script's routes read their own input and answer it in their
     // own shape; the API's read theirs through `extract`.
-    for (_, item) in doc
-        .paths
-        .paths
-        .iter_mut()
-        .filter(|(path, _)| path.starts_with("/api/"))
-    {
-        for operation in [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.patch,
-            &mut item.delete,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let takes = |place: ParameterIn| {
-                operation
-                    .parameters
-                    .iter()
-                    .flatten()
-                    .any(|p| p.parameter_in == place)
-            };
-            let (path, query) = (takes(ParameterIn::Path), takes(ParameterIn::Query));
-            if operation.request_body.is_some() {
-                add_answer(operation, "400", "malformed_json", "The body is not JSON");
-                add_answer(
-                    operation,
-                    "400",
-                    "invalid_body",
-                    "The body is not of the documented shape",
-                );
-                add_answer(
-                    operation,
-                    "413",
-                    "payload_too_large",
-                    "The body is larger than the platform reads",
-                );
-                add_answer(
-                    operation,
-                    "415",
-                    "unsupported_media_type",
-                    "The body is not sent as `application/json`",
-                );
-            }
-            if path {
-                add_answer(
-                    operation,
-                    "400",
-                    "invalid_path",
-                    "A path parameter does not parse",
-                );
-            }
-            if query {
-                add_answer(
-                    operation,
-                    "400",
-                    "invalid_query",
-                    "A query parameter does not parse",
-                );
-            }
-            if query || operation.request_body.is_some() {
-                add_answer(
-                    operation,
-                    "422",
-                    "validation_failed",
-                    "A field breaks a rule; `errors` names each",
-                );
-            }
+    for operation in api_operations(doc) {
+        let takes = |place: ParameterIn| {
+            operation
+                .parameters
+                .iter()
+                .flatten()
+                .any(|p| p.parameter_in == place)
+        };
+        let (path, query) = (takes(ParameterIn::Path), takes(ParameterIn::Query));
+        if operation.request_body.is_some() {
+            add_answer(operation, "400", "malformed_json", "The body is not JSON");
+            add_answer(
+                operation,
+                "400",
+                "invalid_body",
+                "The body is not of the documented shape",
+            );
+            add_answer(
+                operation,
+                "413",
+                "payload_too_large",
+                "The body is larger than the platform reads",
+            );
+            add_answer(
+                operation,
+                "415",
+                "unsupported_media_type",
+                "The body is not sent as `application/json`",
+            );
+        }
+        if path {
+            add_answer(
+                operation,
+                "400",
+                "invalid_path",
+                "A path parameter does not parse",
+            );
+        }
+        if query {
+            add_answer(
+                operation,
+                "400",
+                "invalid_query",
+                "A query parameter does not parse",
+            );
+        }
+        if query || operation.request_body.is_some() {
+            add_answer(
+                operation,
+                "422",
+                "validation_failed",
+                "A field breaks a rule; `errors` names each",
+            );
         }
     }
 }
@@ -162,28 +146,35 @@ fn document_idempotency_key(doc: &mut OpenApi) {
 /// Every `/api/` operation reads the database: while it cannot be reached
 /// the answer is 503 `database_unavailable` with `Retry-After`.
 fn document_database_unavailable(doc: &mut OpenApi) {
-    for (path, item) in doc.paths.paths.iter_mut() {
-        if !path.starts_with("/api/") {
-            continue;
-        }
-        for operation in [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.patch,
-            &mut item.delete,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            add_answer(
-                operation,
-                "503",
-                "database_unavailable",
-                "The database cannot be reached; nothing was done, try again after `Retry-After`",
-            );
-        }
+    for operation in api_operations(doc) {
+        add_answer(
+            operation,
+            "503",
+            "database_unavailable",
+            "The database cannot be reached; nothing was done, try again after `Retry-After`",
+        );
     }
+}
+
+/// Every operation under `/api/`.
+fn api_operations(
+    doc: &mut OpenApi,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    doc.paths
+        .paths
+        .iter_mut()
+        .filter(|(path, _)| path.starts_with("/api/"))
+        .flat_map(|(_, item)| {
+            [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+        })
 }
 
 /// Documents one more problem+json answer of `operation`: a new response, or
