@@ -637,18 +637,26 @@ pub struct JobRecord {
     pub created_at: DateTime<Utc>,
 }
 
-pub async fn get(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<Option<JobRecord>, sqlx::Error> {
-    sqlx::query_as!(
-        JobRecord,
-        r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
+/// `query_as!` for [`JobRecord`]: its column list once, then `$tail`
+/// (from `FROM cluster_jobs` on).
+macro_rules! job_query {
+    ($tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            JobRecord,
+            r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
                   run_after, published_at, leased_until, worker_id, last_error,
                   error_code AS "error: FailureDetail", error_history,
                   started_at, finished_at, created_at
-           FROM cluster_jobs WHERE id = $1"#,
-        job_id
-    )
-    .fetch_optional(db)
-    .await
+           "# + $tail,
+            $($arg),*
+        )
+    };
+}
+
+pub async fn get(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<Option<JobRecord>, sqlx::Error> {
+    job_query!(r#"FROM cluster_jobs WHERE id = $1"#, job_id)
+        .fetch_optional(db)
+        .await
 }
 
 pub async fn list_for_cluster(
@@ -656,13 +664,8 @@ pub async fn list_for_cluster(
     cluster_id: Uuid,
     limit: i64,
 ) -> Result<Vec<JobRecord>, sqlx::Error> {
-    sqlx::query_as!(
-        JobRecord,
-        r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
-                  run_after, published_at, leased_until, worker_id, last_error,
-                  error_code AS "error: FailureDetail", error_history,
-                  started_at, finished_at, created_at
-           FROM cluster_jobs WHERE cluster_id = $1
+    job_query!(
+        r#"FROM cluster_jobs WHERE cluster_id = $1
            ORDER BY created_at DESC, id DESC LIMIT $2"#,
         cluster_id,
         limit
@@ -679,13 +682,8 @@ pub async fn job_of_operation(
     cluster_id: Uuid,
     operation_id: Uuid,
 ) -> Result<Option<(JobRecord, bool)>, sqlx::Error> {
-    let job = sqlx::query_as!(
-        JobRecord,
-        r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
-                  run_after, published_at, leased_until, worker_id, last_error,
-                  error_code AS "error: FailureDetail", error_history,
-                  started_at, finished_at, created_at
-           FROM cluster_jobs WHERE operation_id = $1 AND cluster_id = $2"#,
+    let job = job_query!(
+        r#"FROM cluster_jobs WHERE operation_id = $1 AND cluster_id = $2"#,
         operation_id,
         cluster_id,
     )
@@ -766,13 +764,8 @@ pub async fn list_all(
     cluster_id: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<JobRecord>, sqlx::Error> {
-    sqlx::query_as!(
-        JobRecord,
-        r#"SELECT id, cluster_id, operation_id, type AS job_type, status, attempt_count, max_attempts,
-                  run_after, published_at, leased_until, worker_id, last_error,
-                  error_code AS "error: FailureDetail", error_history,
-                  started_at, finished_at, created_at
-           FROM cluster_jobs
+    job_query!(
+        r#"FROM cluster_jobs
            WHERE ($1::text IS NULL OR status = $1) AND ($2::uuid IS NULL OR cluster_id = $2)
            ORDER BY created_at DESC, id DESC LIMIT $3"#,
         status,
