@@ -95,16 +95,17 @@ if ! port_open "$amqp_host" "$amqp_port"; then
     esac
 fi
 
-# Test servers from PyPI, in a venv of their own: aiosmtpd (an SMTP sink for
-# the account tests) and moto (a Route53-compatible server, with boto3 as an
-# independent client, for the DNS tests).
-if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3' 2>/dev/null; then
+# Test tools from PyPI, in a venv of their own: aiosmtpd (an SMTP sink for
+# the account tests), moto (a Route53-compatible server, with boto3 as an
+# independent client, for the DNS tests) and schemathesis (generates requests
+# from the OpenAPI document and checks the answers against it).
+if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis' 2>/dev/null; then
     command -v python3 >/dev/null || apt_install python3
     python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
-    log "installing aiosmtpd and moto into target/test-venv"
+    log "installing aiosmtpd, moto and schemathesis into target/test-venv"
     rm -rf target/test-venv
     python3 -m venv target/test-venv
-    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4"
+    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5
 fi
 export KUBEBYON_TEST_PYTHON="$PWD/target/test-venv/bin/python"
 

@@ -181,6 +181,33 @@ macro_rules! text_enum {
 }
 
 text_enum! {
+    /// What a user may do: `admin` also runs the back office.
+    UserRole {
+        User => "user",
+        Admin => "admin",
+    }
+}
+
+text_enum! {
+    /// Whether a user may sign in (the statuses an administrator sets).
+    UserStatus {
+        Active => "active",
+        Disabled => "disabled",
+    }
+}
+
+text_enum! {
+    /// Where a cluster job is in its life.
+    JobStatus {
+        Pending => "pending",
+        Running => "running",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        Cancelled => "cancelled",
+    }
+}
+
+text_enum! {
     /// Where a cluster is in its life.
     ClusterStatus {
         Pending => "pending",

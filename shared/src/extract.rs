@@ -53,18 +53,63 @@ where
                 });
             }
         };
+        if !value.is_object() {
+            // serde would read an array into a struct's fields by position.
+            return Err(ApiError::BadRequest {
+                code: "invalid_body",
+                detail: "the body must be a JSON object".into(),
+            });
+        }
         if holds_nul(&value) {
             return Err(ApiError::BadRequest {
                 code: "invalid_body",
                 detail: "text in the body must not contain NUL (\\u0000)".into(),
             });
         }
+        let mut value = value;
+        integral_numbers_as_integers(&mut value);
         serde_json::from_value(value)
             .map(Self)
             .map_err(|err| ApiError::BadRequest {
                 code: "invalid_body",
                 detail: format!("Failed to deserialize the JSON body into the target type: {err}"),
             })
+    }
+}
+
+/// `deserialize_with` for a nested struct field: reads a JSON object only
+/// (serde would also read an array into the struct's fields by position).
+pub fn json_object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    use serde::{Deserialize, de::Error};
+    let map = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+    serde_json::from_value(serde_json::Value::Object(map)).map_err(D::Error::custom)
+}
+
+/// Writes every number with no fraction that fits an `i64` (`1024.0`, `-0.0`,
+/// `1e3`) as that integer. JSON has one number type, and JSON Schema's
+/// `integer` is any number whose fraction is zero; serde reads `1024.0` into
+/// an integer field as an error, so the body is normalised first. Numbers
+/// with a fraction, or too large for an `i64`, are left for the field's type
+/// to refuse.
+fn integral_numbers_as_integers(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                // -2^63 is exact as a float; 2^63 is one past i64::MAX.
+                && f >= i64::MIN as f64
+                && f < i64::MAX as f64
+            {
+                *value = serde_json::Value::from(f as i64);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(integral_numbers_as_integers),
+        serde_json::Value::Object(map) => map.values_mut().for_each(integral_numbers_as_integers),
+        _ => {}
     }
 }
 
@@ -242,5 +287,21 @@ mod tests {
         let (from, to) = range(None, Some("2026-01-01T00:00:00Z")).unwrap();
         assert_eq!(to - from, TimeDelta::hours(24));
         assert!(range(None, None).is_ok());
+    }
+
+    #[test]
+    fn integral_numbers_read_as_integers_and_fractions_stay_numbers() {
+        let mut body = serde_json::json!({
+            "a": 1024.0, "b": -17466667.0, "c": -0.0, "d": 1.5,
+            "e": [3.0, {"f": 9.223372036854776e18}], "g": 7, "h": -9.223372036854776e18,
+        });
+        integral_numbers_as_integers(&mut body);
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "a": 1024, "b": -17466667, "c": 0, "d": 1.5,
+                "e": [3, {"f": 9.223372036854776e18}], "g": 7, "h": i64::MIN,
+            })
+        );
     }
 }

@@ -18,10 +18,69 @@ pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
             "Bring-your-own-node Kubernetes platform. Errors are application/problem+json with a stable `code`.",
         ))
         .build();
+    merge_flattened_objects(&mut doc);
     document_idempotency_key(&mut doc);
     document_database_unavailable(&mut doc);
     document_rejected_input(&mut doc);
     doc
+}
+
+/// A struct that `#[serde(flatten)]`s a closed one (`deny_unknown_fields`)
+/// comes out of utoipa as `allOf` the two, in which the closed part forbids
+/// the other's properties: no value validates. serde reads and writes the
+/// pair as one object with the properties of both, so that object is what
+/// the document says, closed when a part is.
+fn merge_flattened_objects(doc: &mut OpenApi) {
+    use utoipa::openapi::{
+        RefOr,
+        schema::{AdditionalProperties, Object, Schema},
+    };
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let named = components.schemas.clone();
+    let object = |item: &RefOr<Schema>| -> Option<Object> {
+        let schema = match item {
+            RefOr::Ref(reference) => named.get(
+                reference
+                    .ref_location
+                    .strip_prefix("#/components/schemas/")?,
+            )?,
+            schema => schema,
+        };
+        match schema {
+            RefOr::T(Schema::Object(object)) => Some(object.clone()),
+            _ => None,
+        }
+    };
+    let closed = |object: &Object| {
+        matches!(
+            object.additional_properties.as_deref(),
+            Some(AdditionalProperties::FreeForm(false))
+        )
+    };
+    for schema in components.schemas.values_mut() {
+        let RefOr::T(Schema::AllOf(all_of)) = schema else {
+            continue;
+        };
+        let Some(parts) = all_of.items.iter().map(object).collect::<Option<Vec<_>>>() else {
+            continue;
+        };
+        if !parts.iter().any(closed) {
+            continue;
+        }
+        let mut parts = parts.into_iter();
+        let Some(mut merged) = parts.next() else {
+            continue;
+        };
+        for part in parts {
+            merged.properties.extend(part.properties);
+            merged.required.extend(part.required);
+        }
+        merged.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
+        merged.description = all_of.description.clone();
+        *schema = RefOr::T(Schema::Object(merged));
+    }
 }
 
 /// The answers `extract` gives before an `/api/` handler runs: a body that
@@ -117,8 +176,9 @@ fn document_idempotency_key(doc: &mut OpenApi) {
                 .schema(Some(
                     ObjectBuilder::new()
                         .schema_type(Type::String)
-                        .min_length(Some(1))
-                        .max_length(Some(257)),
+                        .max_length(Some(255))
+                        // Printable ASCII, not only spaces.
+                        .pattern(Some("^[ -~]*[!-~][ -~]*$")),
                 ))
                 .build(),
         );
@@ -126,7 +186,7 @@ fn document_idempotency_key(doc: &mut OpenApi) {
             operation,
             "400",
             "invalid_idempotency_key",
-            "The Idempotency-Key is not 1–255 printable ASCII characters",
+            "The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces",
         );
         add_answer(
             operation,
@@ -209,4 +269,22 @@ fn add_answer(
             );
         }
     }
+}
+
+/// The schema of an email address field: the ASCII forms
+/// [`crate::domain::EmailAddress::parse`] takes (it also takes
+/// internationalised domains, which no pattern here describes).
+pub fn email_address() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::{Type, schema::ObjectBuilder};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .max_length(Some(crate::domain::EmailAddress::MAX_LEN))
+        .pattern(Some(concat!(
+            // Atoms with single dots between, at most 64 characters.
+            r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,32}(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,15}){0,2}",
+            // Labels of letters and digits, single hyphens between.
+            r"@([A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20}){0,2}\.){1,3}[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20}){0,2}$",
+        )))
+        .examples(["name@example.com"])
+        .build()
 }

@@ -18,13 +18,15 @@ pub struct SettingsFields {
     pub join_base_url: Option<String>,
     pub managed_workload_ingress_base_domain: Option<String>,
     /// `route53` or absent.
+    #[schema(pattern = "^route53$")]
     pub managed_workload_ingress_dns_provider: Option<String>,
     pub managed_workload_ingress_dns_zone_id: Option<String>,
     pub managed_workload_ingress_dns_endpoint: Option<String>,
     pub managed_workload_ingress_dns_access_key_id: Option<String>,
     /// 1–172800 seconds.
+    #[schema(minimum = 1, maximum = 172_800)]
     pub managed_workload_ingress_dns_record_ttl: i32,
-    /// `nodeport` or `loadbalancer`.
+    #[schema(value_type = crate::domain::PublicAccessMode)]
     pub default_cluster_public_access_mode: String,
     pub github_oauth_client_id: Option<String>,
     pub google_oauth_client_id: Option<String>,
@@ -33,10 +35,12 @@ pub struct SettingsFields {
     pub captcha_verify_url: Option<String>,
     pub captcha_site_key: Option<String>,
     pub smtp_host: Option<String>,
+    #[schema(minimum = 1, maximum = 65_535)]
     pub smtp_port: Option<i32>,
     pub smtp_username: Option<String>,
     pub smtp_from: Option<String>,
     /// `none`, `starttls` or `tls`.
+    #[schema(pattern = "^(none|starttls|tls)$")]
     pub smtp_tls: String,
     pub outbound_webhook_url: Option<String>,
     /// Where cluster CNAMEs point: the hostname of the platform's ingress edge.

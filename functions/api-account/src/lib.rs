@@ -52,11 +52,13 @@ pub struct ApiDoc;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKey {
-    /// 1–100 characters, to tell keys apart.
+    /// 1–100 characters, not only spaces, to tell keys apart.
+    #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
     pub name: String,
     /// `read` (GET only) or `write`.
     pub scope: accounts::KeyScope,
     /// 1–365, default 90.
+    #[schema(minimum = 1, maximum = 365)]
     pub expires_in_days: Option<i64>,
     /// The account's password, asked again before a key is made. An account
     /// without one (signed up with GitHub or Google) makes keys within 10
@@ -190,7 +192,7 @@ pub async fn list_keys(
 ///
 /// It stops working at once. Revoking a revoked key changes nothing.
 #[utoipa::path(delete, path = "/api/console/account/api-keys/{key_id}", tag = "account", params(("key_id" = Uuid, Path)),
-    responses((status = 200, body = ApiKey), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, body = ApiKey), (status = 403, description = "Not from a session: an API key cannot manage the account's credentials", body = shared::error::Problem, content_type = "application/problem+json"), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn revoke_key(
     State(state): State<AppState>,
     caller: Caller,
@@ -211,6 +213,7 @@ pub async fn revoke_key(
 #[serde(deny_unknown_fields)]
 pub struct Page {
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     /// Only entries older than this id (the last id of the previous page).
     pub before_id: Option<i64>,

@@ -2,6 +2,7 @@ use axum::extract::State;
 use serde::Deserialize;
 use shared::{
     audit::{self, AuditEvent},
+    domain::JobStatus,
     error::{ApiError, active_job_conflict},
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
@@ -14,14 +15,12 @@ use uuid::Uuid;
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct QueueQuery {
-    /// `pending`, `running`, `succeeded`, `failed` or `cancelled`.
-    pub status: Option<String>,
+    pub status: Option<JobStatus>,
     pub cluster_id: Option<Uuid>,
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
-
-const STATUSES: [&str; 5] = ["pending", "running", "succeeded", "failed", "cancelled"];
 
 /// The cluster job queue
 ///
@@ -44,17 +43,9 @@ pub async fn list(
     AppQuery(query): AppQuery<QueueQuery>,
 ) -> Result<AppJson<Vec<JobRecord>>, ApiError> {
     let limit = shared::extract::page_limit(query.limit)?;
-    if let Some(status) = query.status.as_deref()
-        && !STATUSES.contains(&status)
-    {
-        return Err(ApiError::invalid(
-            "status",
-            format!("must be one of {}", STATUSES.join(", ")),
-        ));
-    }
     let jobs = jobs::list_all(
         &state.pool,
-        query.status.as_deref(),
+        query.status.map(JobStatus::as_str),
         query.cluster_id,
         limit,
     )

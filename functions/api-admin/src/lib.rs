@@ -39,6 +39,8 @@ pub fn router() -> Router<AppState> {
 #[derive(OpenApi)]
 #[openapi(
     paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, settings::get, settings::put),
+    // Named by the query parameters, which utoipa does not collect from.
+    components(schemas(shared::domain::JobStatus, shared::domain::UserStatus, shared::domain::UserRole)),
     tags((name = "admin", description = "Back office (administrators only)"))
 )]
 pub struct ApiDoc;

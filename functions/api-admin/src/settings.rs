@@ -29,7 +29,7 @@ pub struct SettingsUpdate {
     #[serde(flatten)]
     pub fields: SettingsFields,
     /// Absent: kept; `null`: cleared; a string: set.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "shared::extract::json_object")]
     pub secrets: SecretChanges,
 }
 

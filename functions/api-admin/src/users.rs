@@ -6,6 +6,7 @@ use serde::Deserialize;
 use shared::{
     accounts::{self, User},
     audit::{self, AuditEvent, AuditRecord},
+    domain::{UserRole, UserStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
@@ -37,11 +38,10 @@ fn admin_event(
 pub struct UsersQuery {
     /// Part of the email or the display name.
     pub q: Option<String>,
-    /// `active` or `disabled`.
-    pub status: Option<String>,
-    /// `user` or `admin`.
-    pub role: Option<String>,
+    pub status: Option<UserStatus>,
+    pub role: Option<UserRole>,
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 
@@ -56,39 +56,26 @@ pub async fn list(
     AppQuery(query): AppQuery<UsersQuery>,
 ) -> Result<AppJson<Vec<User>>, ApiError> {
     let limit = shared::extract::page_limit(query.limit)?;
-    check_choice("status", query.status.as_deref(), &["active", "disabled"])?;
-    check_choice("role", query.role.as_deref(), &["user", "admin"])?;
     let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
     Ok(AppJson(
         accounts::list_users(
             &state.pool,
             q,
-            query.status.as_deref(),
-            query.role.as_deref(),
+            query.status.map(UserStatus::as_str),
+            query.role.map(UserRole::as_str),
             limit,
         )
         .await?,
     ))
 }
 
-fn check_choice(field: &str, value: Option<&str>, allowed: &[&str]) -> Result<(), ApiError> {
-    match value {
-        Some(v) if !allowed.contains(&v) => Err(ApiError::invalid(
-            field,
-            format!("must be one of {}", allowed.join(", ")),
-        )),
-        _ => Ok(()),
-    }
-}
-
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UserChange {
-    /// `active` or `disabled`: a disabled user's sessions end and keys stop at
-    /// once, and every kubeconfig credential they were issued is revoked.
-    pub status: Option<String>,
-    /// `user` or `admin`.
-    pub role: Option<String>,
+    /// A disabled user's sessions end and keys stop at once, and every
+    /// kubeconfig credential they were issued is revoked.
+    pub status: Option<UserStatus>,
+    pub role: Option<UserRole>,
 }
 
 /// Change a user's status or role
@@ -104,10 +91,8 @@ pub async fn update(
     AppPath(user_id): AppPath<Uuid>,
     AppJson(body): AppJson<UserChange>,
 ) -> Result<AppJson<User>, ApiError> {
-    check_choice("status", body.status.as_deref(), &["active", "disabled"])?;
-    check_choice("role", body.role.as_deref(), &["user", "admin"])?;
     if user_id == admin.user_id
-        && (body.status.as_deref() == Some("disabled") || body.role.as_deref() == Some("user"))
+        && (body.status == Some(UserStatus::Disabled) || body.role == Some(UserRole::User))
     {
         return Err(ApiError::Conflict {
             code: "cannot_change_self",
@@ -118,13 +103,13 @@ pub async fn update(
     accounts::update_user(
         &mut tx,
         user_id,
-        body.status.as_deref(),
-        body.role.as_deref(),
+        body.status.map(UserStatus::as_str),
+        body.role.map(UserRole::as_str),
     )
     .await?
     .ok_or(ApiError::NotFound { what: "user" })?;
     let (mut ended, mut kubeconfigs_revoked) = (0, 0);
-    let disabling = body.status.as_deref() == Some("disabled");
+    let disabling = body.status == Some(UserStatus::Disabled);
     if disabling {
         ended = accounts::delete_sessions(&mut *tx, user_id, None).await?;
         kubeconfigs_revoked = kubeconfigs::revoke_all_of_user(
@@ -213,6 +198,7 @@ pub struct AuditQuery {
     /// Only events older than this id (the last id of the previous page).
     pub before_id: Option<i64>,
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 

@@ -177,9 +177,13 @@ fn code_sent() -> Response {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Register {
+    #[schema(schema_with = shared::openapi::email_address)]
     pub email: String,
-    /// 10–200 characters.
+    /// 10–200 characters, hard to guess.
+    #[schema(min_length = 10, max_length = 200)]
     pub password: String,
+    /// 1–200 characters, not only spaces.
+    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
     pub display_name: String,
     /// The captcha's answer, when the platform asks for one.
     pub captcha_token: Option<String>,
@@ -301,7 +305,10 @@ async fn limit_codes(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyEmail {
+    #[schema(schema_with = shared::openapi::email_address)]
     pub email: String,
+    /// The 6 digits the email holds.
+    #[schema(pattern = "^[0-9]{6}$")]
     pub code: String,
     /// The password of the registration the code was sent for: a code
     /// confirms the address only together with it, so a second registration
@@ -445,6 +452,7 @@ fn invalid_code(outcome: CodeCheck) -> ApiError {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResendCode {
+    #[schema(schema_with = shared::openapi::email_address)]
     pub email: String,
     /// The captcha's answer, when the platform asks for one.
     pub captcha_token: Option<String>,
@@ -474,6 +482,7 @@ pub async fn resend_code(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Login {
+    #[schema(schema_with = shared::openapi::email_address)]
     pub email: String,
     pub password: String,
     /// The captcha's answer, when the platform asks for one.
@@ -581,6 +590,7 @@ pub async fn logout(State(state): State<AppState>, caller: Caller) -> Result<Res
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestReset {
+    #[schema(schema_with = shared::openapi::email_address)]
     pub email: String,
     /// The captcha's answer, when the platform asks for one.
     pub captcha_token: Option<String>,
@@ -610,8 +620,13 @@ pub async fn request_reset(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfirmReset {
+    #[schema(schema_with = shared::openapi::email_address)]
     pub email: String,
+    /// The 6 digits the email holds.
+    #[schema(pattern = "^[0-9]{6}$")]
     pub code: String,
+    /// 10–200 characters, hard to guess.
+    #[schema(min_length = 10, max_length = 200)]
     pub new_password: String,
 }
 
@@ -693,6 +708,8 @@ pub async fn confirm_reset(
 #[serde(deny_unknown_fields)]
 pub struct ChangePassword {
     pub current_password: String,
+    /// 10–200 characters, hard to guess.
+    #[schema(min_length = 10, max_length = 200)]
     pub new_password: String,
 }
 
@@ -703,6 +720,7 @@ pub struct ChangePassword {
 #[utoipa::path(post, path = "/api/auth/change-password", tag = "auth", request_body = ChangePassword,
     responses((status = 204, description = "The password was changed"),
               (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, description = "Not from a session: an API key cannot manage the account's credentials", body = shared::error::Problem, content_type = "application/problem+json"), 
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn change_password(
     State(state): State<AppState>,

@@ -153,7 +153,8 @@ fn failed(code: &'static str, detail: impl Into<String>) -> ApiError {
     params(("provider" = String, Path), CallbackQuery),
     responses((status = 303, description = "Logged in: to the page the login started from, with the session cookies"),
               (status = 400, description = "`oauth_state_mismatch`, `oauth_refused` or `oauth_email_unverified`", body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 401, description = "The linked account is disabled", body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 401, description = "The linked account is disabled", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, description = "No such provider, or it is not configured", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn callback(
     State(state): State<AppState>,
     origin: Origin,

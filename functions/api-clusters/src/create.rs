@@ -21,16 +21,26 @@ pub(crate) const CONTROL_PLANE_MEMORY_MIB: std::ops::RangeInclusive<i64> = 256..
 #[serde(deny_unknown_fields)]
 pub struct CreateClusterRequest {
     /// RFC 1123 label, 1–40 characters, unique among the owner's live clusters.
+    #[schema(
+        min_length = 1,
+        max_length = 40,
+        pattern = "^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"
+    )]
     pub name: String,
     /// Kubernetes minor version, e.g. `1.33` (default).
+    #[schema(pattern = "^v?1\\.3[1-4]$")]
     pub kubernetes_version: Option<String>,
     /// CPU the tenant's workloads may use in total, in millicores (100–256000).
+    #[schema(minimum = 100, maximum = 256_000)]
     pub workload_cpu_limit_milli_cores: i64,
     /// Memory the tenant's workloads may use in total, in MiB (128–1048576).
+    #[schema(minimum = 128, maximum = 1_048_576)]
     pub workload_memory_limit_mib: i64,
     /// Control-plane CPU request in millicores (100–8000, default 500).
+    #[schema(minimum = 100, maximum = 8_000)]
     pub control_plane_cpu_request_milli_cores: Option<i64>,
     /// Control-plane memory request in MiB (256–32768, default 1024).
+    #[schema(minimum = 256, maximum = 32_768)]
     pub control_plane_memory_request_mib: Option<i64>,
     /// How nodes reach the control plane (default `loadbalancer`).
     pub public_access_mode: Option<PublicAccessMode>,

@@ -16,6 +16,7 @@ use crate::read::owned;
 #[serde(deny_unknown_fields)]
 pub struct HistoryQuery {
     /// Entries to return, 1–500 (default 100), newest first.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 

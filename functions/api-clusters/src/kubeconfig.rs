@@ -28,9 +28,13 @@ use crate::read::owned;
 #[serde(deny_unknown_fields)]
 pub struct IssueKubeconfig {
     /// Lifetime of its token in seconds: 600 up to the platform's maximum
-    /// (24 hours by default); the platform default (8 hours) when absent.
+    /// (24 hours unless the operator sets it; the documented maximum is that
+    /// default); the platform default (8 hours) when absent.
+    #[schema(minimum = 600, maximum = 86_400)]
     pub expiration_seconds: Option<i64>,
-    /// A note for the owner (where it is used), up to 200 characters.
+    /// A note for the owner (where it is used), up to 200 characters, no
+    /// control characters.
+    #[schema(max_length = 200, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$")]
     pub description: Option<String>,
 }
 
@@ -48,7 +52,7 @@ pub struct IssueKubeconfig {
     params(("cluster_id" = Uuid, Path)),
     request_body = IssueKubeconfig,
     responses(
-        (status = 201, description = "A kubeconfig (JSON, which is also valid YAML)", content_type = "application/yaml", body = String,
+        (status = 201, description = "A kubeconfig (JSON, which is also valid YAML)", content_type = "application/yaml", body = Object,
          headers(("Location" = String, description = "The credential: `/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}`"))),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not available yet (`kubeconfig_unavailable`)", body = shared::error::Problem, content_type = "application/problem+json"),
@@ -165,6 +169,7 @@ pub async fn issue(
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 

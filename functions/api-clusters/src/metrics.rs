@@ -21,6 +21,7 @@ pub struct MetricsQuery {
     /// End (RFC 3339); default now.
     pub to: Option<DateTime<Utc>>,
     /// How many equal slices to cut the range into: 1–1000, default 100.
+    #[param(minimum = 1, maximum = 1000)]
     pub points: Option<i32>,
 }
 

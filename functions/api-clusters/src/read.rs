@@ -15,6 +15,7 @@ use uuid::Uuid;
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Page size, 1–200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -20,9 +20,13 @@ use crate::create::{
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateClusterRequest {
+    #[schema(minimum = 100, maximum = 256_000)]
     pub workload_cpu_limit_milli_cores: Option<i64>,
+    #[schema(minimum = 128, maximum = 1_048_576)]
     pub workload_memory_limit_mib: Option<i64>,
+    #[schema(minimum = 100, maximum = 8_000)]
     pub control_plane_cpu_request_milli_cores: Option<i64>,
+    #[schema(minimum = 256, maximum = 32_768)]
     pub control_plane_memory_request_mib: Option<i64>,
     /// Changing it moves the public endpoint: download the kubeconfig again afterwards.
     pub public_access_mode: Option<PublicAccessMode>,

@@ -104,6 +104,11 @@ fn host_of(url: &str) -> Option<String> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBinding {
+    /// A lowercase DNS name of two labels or more, no wildcard.
+    #[schema(
+        max_length = 253,
+        pattern = "^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\\.)+[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+    )]
     pub hostname: String,
 }
 

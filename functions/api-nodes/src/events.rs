@@ -21,6 +21,7 @@ pub struct EventsQuery {
     #[param(rename = "type", value_type = Option<NodeEventType>)]
     pub event_type: Option<String>,
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 

@@ -27,6 +27,7 @@ pub struct RemoveQuery {
     #[serde(default)]
     pub force: bool,
     /// How long to wait for the node's pods to be evicted: 1–3600 s, default 300.
+    #[param(minimum = 1, maximum = 3600)]
     pub drain_timeout_seconds: Option<u64>,
 }
 

@@ -28,15 +28,20 @@ use uuid::Uuid;
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
-    /// Lifetime in seconds: 60 up to the platform's maximum (7 days by
-    /// default); the platform default (1 hour) when absent.
+    /// Lifetime in seconds: 60 up to the platform's maximum
+    /// (`JOIN_TOKEN_MAX_TTL_MS`, 7 days unless the operator sets it; the
+    /// documented maximum is that default); the platform default (1 hour)
+    /// when absent.
+    #[schema(minimum = 60, maximum = 604_800)]
     pub ttl_seconds: Option<i64>,
     /// How many nodes may join with it: 1–100, default 1.
+    #[schema(minimum = 1, maximum = 100)]
     pub max_uses: Option<i32>,
     /// Labels put on each node it joins.
     #[serde(default)]
     pub node_labels: BTreeMap<String, String>,
     /// A note for the owner, up to 200 characters.
+    #[schema(max_length = 200)]
     pub description: Option<String>,
 }
 
@@ -210,6 +215,7 @@ pub async fn create(
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 
@@ -335,6 +341,7 @@ pub struct AttemptsQuery {
     /// Only the attempts with this token.
     pub token_id: Option<Uuid>,
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 

@@ -120,14 +120,23 @@ fn internal(err: impl std::fmt::Display) -> Response {
     params(("Authorization" = String, Header, description = "`Bearer <token>`: the join token, `<id>.<secret>`")),
     responses(
         (status = 200, description = "The script", content_type = "text/x-shellscript", body = String),
-        (status = 404, description = "No token, or an unknown one", content_type = "text/plain", body = String),
+        (status = 401, description = "No `Authorization: Bearer` token", content_type = "text/plain", body = String),
+        (status = 404, description = "An unknown token", content_type = "text/plain", body = String),
         (status = 410, description = "The token is used, expired or revoked", content_type = "text/plain", body = String),
         (status = 503, description = "The cluster is not ready", content_type = "text/plain", body = String),
     )
 )]
 pub async fn script(State(state): State<AppState>, request: Request) -> Response {
     let Some(token) = bearer(request.headers()) else {
-        return plain(StatusCode::NOT_FOUND, UNKNOWN);
+        let mut refused = plain(
+            StatusCode::UNAUTHORIZED,
+            "kubebyon: the join command sends its token as Authorization: Bearer <token>; copy the command again",
+        );
+        refused.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return refused;
     };
     let presented = match lookup(&state, &token).await {
         Ok(Some(presented)) => presented,
@@ -233,11 +242,14 @@ pub struct StepReport {
     /// Lowercase letters, digits and `_`, up to 32: `os`, `arch`, `root`,
     /// `cgroups`, `swap`, `existing_kubelet`, `ports`, `clock`, `dns`, `api`,
     /// `join`, `done`.
+    #[schema(pattern = "^[a-z][a-z0-9_]{0,31}$")]
     pub step: String,
-    /// `running`, `ok`, `warning`, `failed` or `skipped`.
+    #[schema(value_type = JoinStepStatus)]
     pub status: String,
+    #[schema(max_length = 1000)]
     pub detail: Option<String>,
     /// The machine's host name (its node name, lowercased).
+    #[schema(min_length = 1, max_length = 253, pattern = "^[-a-z0-9.]+$")]
     pub hostname: Option<String>,
 }
 

@@ -549,6 +549,7 @@ pub async fn record_login(
 
 /// One login, as the user's history shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = LoginEvent)]
 pub struct Login {
     pub id: i64,
     pub method: String,

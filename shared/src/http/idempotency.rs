@@ -112,21 +112,24 @@ async fn handle(state: &AppState, request: Request, next: Next) -> Result<Respon
 }
 
 /// The key as sent: a structured-field string (`"…"`) or its bare contents,
-/// 1–255 printable ASCII characters.
+/// at most 255 printable ASCII characters in all, not only spaces.
 fn parse_key(raw: &HeaderValue) -> Result<String, ApiError> {
     let invalid = || ApiError::BadRequest {
         code: "invalid_idempotency_key",
         detail: format!(
-            "Idempotency-Key must be 1–{MAX_KEY_CHARS} printable ASCII characters, optionally quoted"
+            "Idempotency-Key must be 1–{MAX_KEY_CHARS} printable ASCII characters (quotes included), not only spaces"
         ),
     };
     let text = raw.to_str().map_err(|_| invalid())?;
+    if text.len() > MAX_KEY_CHARS {
+        return Err(invalid());
+    }
     let text = text
         .strip_prefix('"')
         .and_then(|t| t.strip_suffix('"'))
         .unwrap_or(text);
     let printable = text.bytes().all(|b| (0x20..=0x7e).contains(&b));
-    if text.trim().is_empty() || text.len() > MAX_KEY_CHARS || !printable {
+    if text.trim().is_empty() || !printable {
         return Err(invalid());
     }
     Ok(text.to_string())

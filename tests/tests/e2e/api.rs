@@ -504,7 +504,7 @@ async fn admins_read_the_job_queue_and_retry_or_cancel_jobs() {
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
+        (StatusCode::BAD_REQUEST, Some("invalid_query"))
     );
 
     // Retry the failed one: pending again with fresh attempts, the cluster back in progress.

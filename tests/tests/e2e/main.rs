@@ -6,6 +6,7 @@ mod api;
 mod backbone;
 mod broker;
 mod clusters;
+mod contract;
 mod dns;
 mod hostile_input;
 mod idempotency;
