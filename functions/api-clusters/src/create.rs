@@ -6,7 +6,7 @@ use shared::{
     error::{ApiError, FieldError, unique_violation},
     extract::AppJson,
     http::{AppState, Caller, accepted},
-    jobs::{self, NewJob, Operation, enqueue_and_publish_after_commit},
+    jobs::{self, NewJob, Operation, publish_after_commit},
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -196,10 +196,8 @@ pub async fn create(
             })?;
     let (job_type, payload) =
         jobs::encode(&ClusterCreation::of(&cluster)).map_err(anyhow::Error::from)?;
-    let enqueued = enqueue_and_publish_after_commit(
-        &state.pool,
-        state.publisher.as_ref(),
-        tx,
+    let enqueued = jobs::enqueue(
+        &mut tx,
         NewJob {
             cluster_id: cluster.id,
             job_type,
@@ -209,10 +207,13 @@ pub async fn create(
         },
     )
     .await?;
-    tracing::info!(cluster_id = %cluster.id, operation_id = %enqueued.operation_id, "cluster create accepted");
-    let operation = jobs::get_operation(&state.pool, enqueued.operation_id)
+    // Read before the commit: after it nothing may fail the answer.
+    let operation = jobs::get_operation(&mut *tx, enqueued.operation_id)
         .await?
-        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
+        .ok_or_else(|| anyhow::anyhow!("the operation just written is missing"))?;
+    tx.commit().await?;
+    tracing::info!(cluster_id = %cluster.id, operation_id = %enqueued.operation_id, "cluster create accepted");
+    publish_after_commit(&state.pool, state.publisher.as_ref(), enqueued.job).await;
     Ok(accepted(OperationAccepted { operation, cluster }))
 }
 

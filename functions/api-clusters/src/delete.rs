@@ -5,7 +5,7 @@ use shared::{
     error::{ApiError, active_job_conflict},
     extract::AppPath,
     http::{AppState, Caller},
-    jobs::{self, NewJob, enqueue_and_publish_after_commit},
+    jobs::{self, NewJob, publish_after_commit},
 };
 use uuid::Uuid;
 
@@ -61,14 +61,13 @@ pub async fn delete(
             &payload,
         )
         .await?;
+        let answer = crate::accepted_operation(&mut tx, caller, operation_id, cluster.id).await?;
         tx.commit().await?;
-        return crate::accepted_operation(&state, caller, operation_id, cluster.id).await;
+        return Ok(shared::http::accepted(answer));
     }
     clusters::mark_deleting(&mut tx, cluster.id).await?;
-    let enqueued = enqueue_and_publish_after_commit(
-        &state.pool,
-        state.publisher.as_ref(),
-        tx,
+    let enqueued = jobs::enqueue(
+        &mut tx,
         NewJob {
             cluster_id: cluster.id,
             job_type,
@@ -79,5 +78,9 @@ pub async fn delete(
     )
     .await
     .map_err(active_job_conflict)?;
-    crate::accepted_operation(&state, caller, enqueued.operation_id, cluster.id).await
+    let answer =
+        crate::accepted_operation(&mut tx, caller, enqueued.operation_id, cluster.id).await?;
+    tx.commit().await?;
+    publish_after_commit(&state.pool, state.publisher.as_ref(), enqueued.job).await;
+    Ok(shared::http::accepted(answer))
 }

@@ -57,23 +57,24 @@ pub fn router() -> Router<AppState> {
 }
 
 /// 202 with the operation and the cluster as they are after the commit.
+/// The 202 answer to an accepted operation, read in the transaction that
+/// wrote it, before its commit: once the commit succeeds the answer is
+/// certain, for nothing after it reads the database (a 503 after a commit
+/// would tell the client that nothing was done).
 pub(crate) async fn accepted_operation(
-    state: &AppState,
+    tx: &mut sqlx::PgConnection,
     caller: shared::http::Caller,
     operation_id: uuid::Uuid,
     cluster_id: uuid::Uuid,
-) -> Result<axum::response::Response, shared::error::ApiError> {
+) -> Result<OperationAccepted, shared::error::ApiError> {
     use shared::{clusters, error::ApiError, jobs};
-    let operation = jobs::get_operation(&state.pool, operation_id)
+    let operation = jobs::get_operation(&mut *tx, operation_id)
         .await?
-        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
-    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster_id)
+        .ok_or_else(|| anyhow::anyhow!("the operation just written is missing"))?;
+    let cluster = clusters::get_owned(&mut *tx, caller.user_id, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
-    Ok(shared::http::accepted(OperationAccepted {
-        operation,
-        cluster,
-    }))
+    Ok(OperationAccepted { operation, cluster })
 }
 
 #[derive(OpenApi)]

@@ -89,7 +89,8 @@ pub async fn retry(
         },
     )
     .await?;
+    let answer = crate::accepted_operation(&mut tx, caller, operation_id, cluster_id).await?;
     tx.commit().await?;
     publish_after_commit(&state.pool, state.publisher.as_ref(), message).await;
-    crate::accepted_operation(&state, caller, operation_id, cluster_id).await
+    Ok(shared::http::accepted(answer))
 }

@@ -6,7 +6,7 @@ use shared::{
     error::{ApiError, active_job_conflict},
     extract::{AppJson, AppPath},
     http::{AppState, Caller},
-    jobs::{self, NewJob, enqueue_and_publish_after_commit},
+    jobs::{self, NewJob, publish_after_commit},
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -112,10 +112,8 @@ pub async fn update(
     }
     clusters::apply_changes(&mut tx, cluster.id, &changes).await?;
     let (job_type, payload) = jobs::encode(&changes).map_err(anyhow::Error::from)?;
-    let enqueued = enqueue_and_publish_after_commit(
-        &state.pool,
-        state.publisher.as_ref(),
-        tx,
+    let enqueued = jobs::enqueue(
+        &mut tx,
         NewJob {
             cluster_id: cluster.id,
             job_type,
@@ -126,5 +124,9 @@ pub async fn update(
     )
     .await
     .map_err(active_job_conflict)?;
-    crate::accepted_operation(&state, caller, enqueued.operation_id, cluster.id).await
+    let answer =
+        crate::accepted_operation(&mut tx, caller, enqueued.operation_id, cluster.id).await?;
+    tx.commit().await?;
+    publish_after_commit(&state.pool, state.publisher.as_ref(), enqueued.job).await;
+    Ok(shared::http::accepted(answer))
 }
