@@ -171,10 +171,30 @@ impl EmbeddedPostgres {
         }
         let _ = self.child.kill().await;
     }
+
+    /// Immediate shutdown (SIGQUIT), what `pg_ctl stop -m immediate` sends:
+    /// every connection is cut, nothing is checkpointed, and the next start
+    /// on the same data directory runs crash recovery. A database crash, for
+    /// the fault-injection tests.
+    pub async fn stop_immediately(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = send(pid, nix::sys::signal::Signal::SIGQUIT);
+            if tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+        }
+        let _ = self.child.kill().await;
+    }
 }
 
 /// Sends SIGINT: PostgreSQL's fast shutdown.
 fn interrupt(pid: u32) -> nix::Result<()> {
-    use nix::{sys::signal, unistd::Pid};
-    signal::kill(Pid::from_raw(pid as i32), signal::Signal::SIGINT)
+    send(pid, nix::sys::signal::Signal::SIGINT)
+}
+
+fn send(pid: u32, signal: nix::sys::signal::Signal) -> nix::Result<()> {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
 }

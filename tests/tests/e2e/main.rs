@@ -8,6 +8,7 @@ mod broker;
 mod clusters;
 mod contract;
 mod dns;
+mod faults;
 mod hostile_input;
 mod idempotency;
 mod ingress;
