@@ -134,6 +134,20 @@ pub async fn seed_cluster(pool: &PgPool) -> Uuid {
     id
 }
 
+/// What a handler does to start a job: enqueues it in a transaction,
+/// commits, then publishes its wake-up.
+pub async fn enqueue_and_publish(
+    pool: &PgPool,
+    publisher: &dyn jobs::JobPublisher,
+    new: NewJob<'_>,
+) -> jobs::Enqueued {
+    let mut tx = pool.begin().await.expect("tx");
+    let enqueued = jobs::enqueue(&mut tx, new).await.expect("enqueue");
+    tx.commit().await.expect("commit");
+    jobs::publish_after_commit(pool, publisher, enqueued.job).await;
+    enqueued
+}
+
 /// Enqueues and commits a job for the cluster, without publishing it, with
 /// the payload its type carries.
 pub async fn enqueue(

@@ -9,7 +9,7 @@ use shared::{
     error::{ApiError, active_job_conflict, unique_violation},
     extract::{AppPath, AppQuery},
     http::{AppState, Caller, accepted},
-    jobs::{self, NewJob, Operation, enqueue_and_publish_after_commit},
+    jobs::{self, NewJob, Operation, publish_after_commit},
     nodes::{self, Node, NodeRemoval},
 };
 use utoipa::{IntoParams, ToSchema};
@@ -128,37 +128,40 @@ pub async fn remove(
         },
         _ => active_job_conflict(err),
     };
-    let operation_id = if activity.active_job.is_some() || activity.queued_operation.is_some() {
-        let id = jobs::queue_operation(
-            &mut tx,
-            cluster_id,
-            job_type,
-            Some(caller.user_id),
-            &payload,
-        )
-        .await
-        .map_err(in_progress)?;
-        tx.commit().await?;
-        id
-    } else {
-        enqueue_and_publish_after_commit(
-            &state.pool,
-            state.publisher.as_ref(),
-            tx,
-            NewJob {
+    let (operation_id, wake_up) =
+        if activity.active_job.is_some() || activity.queued_operation.is_some() {
+            let id = jobs::queue_operation(
+                &mut tx,
                 cluster_id,
                 job_type,
-                requested_by: Some(caller.user_id),
-                payload: &payload,
-                max_attempts: state.settings.jobs.max_attempts,
-            },
-        )
-        .await
-        .map_err(in_progress)?
-        .operation_id
-    };
-    let operation = jobs::get_operation(&state.pool, operation_id)
+                Some(caller.user_id),
+                &payload,
+            )
+            .await
+            .map_err(in_progress)?;
+            (id, None)
+        } else {
+            let enqueued = jobs::enqueue(
+                &mut tx,
+                NewJob {
+                    cluster_id,
+                    job_type,
+                    requested_by: Some(caller.user_id),
+                    payload: &payload,
+                    max_attempts: state.settings.jobs.max_attempts,
+                },
+            )
+            .await
+            .map_err(in_progress)?;
+            (enqueued.operation_id, Some(enqueued.job))
+        };
+    // Read before the commit: after it nothing may fail the answer.
+    let operation = jobs::get_operation(&mut *tx, operation_id)
         .await?
-        .ok_or_else(|| anyhow::anyhow!("operation vanished after commit"))?;
+        .ok_or_else(|| anyhow::anyhow!("the operation just written is missing"))?;
+    tx.commit().await?;
+    if let Some(job) = wake_up {
+        publish_after_commit(&state.pool, state.publisher.as_ref(), job).await;
+    }
     Ok(accepted(NodeRemovalAccepted { operation, node }))
 }

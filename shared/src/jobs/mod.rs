@@ -9,10 +9,7 @@ mod sweep;
 mod worker;
 
 pub use error::{Failure, JobError, StepError, Unavailable};
-pub use publish::{
-    JobPublisher, PublishError, connect_in_background, enqueue_and_publish_after_commit,
-    publish_after_commit,
-};
+pub use publish::{JobPublisher, PublishError, connect_in_background, publish_after_commit};
 pub use retry::retry_delay;
 pub use sweep::{SweepReport, sweep, sweep_on};
 pub use worker::{Finished, JobContext, JobHandler, Processed, Worker};

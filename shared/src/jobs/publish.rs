@@ -1,9 +1,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::PgPool;
 
-use crate::jobs::{self, Enqueued, JobMessage, NewJob};
+use crate::jobs::{self, JobMessage};
 
 #[derive(Debug, thiserror::Error)]
 #[error("could not publish job wake-ups: {0}")]
@@ -55,17 +55,4 @@ pub async fn publish_after_commit(
             tracing::warn!(job_id = %message.job_id, error = %err, "publish after commit failed; sweep will publish it");
         }
     }
-}
-
-/// Enqueues in the caller's transaction, commits it, then publishes.
-pub async fn enqueue_and_publish_after_commit(
-    pool: &PgPool,
-    publisher: &dyn JobPublisher,
-    mut tx: Transaction<'_, Postgres>,
-    new: NewJob<'_>,
-) -> Result<Enqueued, sqlx::Error> {
-    let enqueued = jobs::enqueue(&mut tx, new).await?;
-    tx.commit().await?;
-    publish_after_commit(pool, publisher, enqueued.job).await;
-    Ok(enqueued)
 }

@@ -9,7 +9,7 @@ use shared::{
     config::JobSettings,
     db,
     domain::{FailureCode, JobType},
-    jobs::{self, JobPublisher, Processed, Worker, enqueue_and_publish_after_commit, sweep},
+    jobs::{self, JobPublisher, Processed, Worker, sweep},
 };
 use tests::{
     database::TestDb,
@@ -114,11 +114,9 @@ async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_deliver
         "a rolled-back enqueue leaves nothing behind"
     );
 
-    let tx = db.pool.begin().await.unwrap();
-    let enqueued = enqueue_and_publish_after_commit(
+    let enqueued = tests::handlers::enqueue_and_publish(
         &db.pool,
         &dispatcher,
-        tx,
         jobs::NewJob {
             cluster_id: cluster,
             job_type: JobType::ClusterCreate,
@@ -127,8 +125,7 @@ async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_deliver
             max_attempts: 3,
         },
     )
-    .await
-    .unwrap();
+    .await;
     let record = jobs::get(&db.pool, enqueued.job.job_id)
         .await
         .unwrap()

@@ -8,10 +8,7 @@ use secrecy::SecretString;
 use shared::{
     config::JobSettings,
     domain::JobType,
-    jobs::{
-        self, JobMessage, JobPublisher, NewJob, Processed, Worker,
-        enqueue_and_publish_after_commit, sweep,
-    },
+    jobs::{self, JobMessage, JobPublisher, NewJob, Processed, Worker, sweep},
 };
 use tests::{
     broker::{TestBroker, amqp_url},
@@ -113,10 +110,8 @@ async fn a_committed_job_is_delivered_once_through_rabbitmq_and_a_rolled_back_on
     tx.rollback().await.unwrap();
 
     let cluster = seed_cluster(&db.pool).await;
-    let tx = db.pool.begin().await.unwrap();
-    let enqueued = enqueue_and_publish_after_commit(&db.pool, &publisher, tx, new_job(cluster))
-        .await
-        .unwrap();
+    let enqueued =
+        tests::handlers::enqueue_and_publish(&db.pool, &publisher, new_job(cluster)).await;
     assert_eq!(
         next_outcome(&mut outcomes).await,
         (enqueued.job, Processed::Succeeded)
@@ -180,10 +175,9 @@ async fn a_publish_lost_to_a_broker_outage_after_commit_is_published_by_sweep_wh
 
     proxy.down();
     let cluster = seed_cluster(&db.pool).await;
-    let tx = db.pool.begin().await.unwrap();
-    let enqueued = enqueue_and_publish_after_commit(&db.pool, &publisher, tx, new_job(cluster))
-        .await
-        .expect("the request still succeeds: the job is committed");
+    // The request still succeeds: the job is committed.
+    let enqueued =
+        tests::handlers::enqueue_and_publish(&db.pool, &publisher, new_job(cluster)).await;
     let record = jobs::get(&db.pool, enqueued.job.job_id)
         .await
         .unwrap()
