@@ -64,3 +64,27 @@ pub fn interrupt(pid: u32) {
     use nix::{sys::signal, unistd::Pid};
     signal::kill(Pid::from_raw(pid as i32), signal::Signal::SIGINT).expect("signal the process");
 }
+
+/// A write-scoped API key of the development user (an administrator),
+/// valid for a day: what the tests that run deployed functions, which
+/// authenticate every caller, present as `Authorization: Bearer`.
+pub async fn development_api_key(pool: &sqlx::PgPool, name: &str) -> String {
+    let user_id = shared::accounts::users::ensure_development_user(pool)
+        .await
+        .expect("development user");
+    let (key, prefix) = shared::accounts::auth::new_api_key();
+    shared::accounts::insert_api_key(
+        pool,
+        &shared::accounts::NewApiKey {
+            user_id,
+            name,
+            prefix: &prefix,
+            token_hash: &shared::accounts::auth::hash_secret(&key),
+            scope: shared::accounts::KeyScope::Write,
+            lifetime: chrono::TimeDelta::days(1),
+        },
+    )
+    .await
+    .expect("API key");
+    key
+}

@@ -55,23 +55,7 @@ async fn the_api_answers_as_its_document_says_for_the_development_identity() {
 async fn the_api_answers_as_its_document_says_to_an_api_key() {
     let db = TestDb::new().await;
     // An administrator's key, so the back office's operations are reached too.
-    let user_id = shared::accounts::users::ensure_development_user(&db.pool)
-        .await
-        .unwrap();
-    let (key, prefix) = shared::accounts::auth::new_api_key();
-    shared::accounts::insert_api_key(
-        &db.pool,
-        &shared::accounts::NewApiKey {
-            user_id,
-            name: "contract",
-            prefix: &prefix,
-            token_hash: &shared::accounts::auth::hash_secret(&key),
-            scope: shared::accounts::KeyScope::Write,
-            lifetime: chrono::TimeDelta::days(1),
-        },
-    )
-    .await
-    .unwrap();
+    let key = tests::development_api_key(&db.pool, "contract").await;
     let local = Local::start_with(&[], &[("DATABASE_URL", &db.url)]).await;
     run_against(
         &local,

@@ -281,23 +281,7 @@ async fn the_platform_survives_its_dependencies_failing_under_load() {
         .await
         .expect("effect counter");
 
-    let user_id = shared::accounts::users::ensure_development_user(&pool)
-        .await
-        .unwrap();
-    let (key, prefix) = shared::accounts::auth::new_api_key();
-    shared::accounts::insert_api_key(
-        &pool,
-        &shared::accounts::NewApiKey {
-            user_id,
-            name: "faults",
-            prefix: &prefix,
-            token_hash: &shared::accounts::auth::hash_secret(&key),
-            scope: shared::accounts::KeyScope::Write,
-            lifetime: chrono::TimeDelta::days(1),
-        },
-    )
-    .await
-    .unwrap();
+    let key = tests::development_api_key(&pool, "faults").await;
 
     // The host, and RabbitMQ behind a proxy the test can cut.
     let host = kube_sim::Simulator::start(kube_sim::Options::host())

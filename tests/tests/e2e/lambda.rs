@@ -60,23 +60,7 @@ async fn api_clusters_answers_a_recorded_api_gateway_http_api_event() {
         ],
     );
     // Deployed functions authenticate every caller: this one with an API key.
-    let user_id = shared::accounts::users::ensure_development_user(&db.pool)
-        .await
-        .unwrap();
-    let (key, prefix) = shared::accounts::auth::new_api_key();
-    shared::accounts::insert_api_key(
-        &db.pool,
-        &shared::accounts::NewApiKey {
-            user_id,
-            name: "lambda",
-            prefix: &prefix,
-            token_hash: &shared::accounts::auth::hash_secret(&key),
-            scope: shared::accounts::KeyScope::Write,
-            lifetime: chrono::TimeDelta::days(1),
-        },
-    )
-    .await
-    .unwrap();
+    let key = tests::development_api_key(&db.pool, "lambda").await;
     let mut event = fixture("apigw-http-v2-create-cluster.json");
     let anonymous = response(api.invoke(event.clone()).await);
     assert_eq!(anonymous["statusCode"], 401, "{anonymous}");
