@@ -378,10 +378,23 @@ async fn a_user_retries_a_failed_create_whose_failure_may_pass_and_only_that() {
     .await
     .unwrap();
 
-    // The cause has gone: the retry runs the create again, to the end.
+    // The cause has gone: the retry runs the create again, to the end. Two
+    // sent at once (a double click) retry it once: the other is told why.
     platform.sim.set_faults(Faults::default());
-    let (status, accepted) = platform.call("POST", &retry, None).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let (first, second) = tokio::join!(
+        platform.call("POST", &retry, None),
+        platform.call("POST", &retry, None)
+    );
+    let (mut answers, refused): (Vec<_>, Vec<_>) = [first, second]
+        .into_iter()
+        .partition(|(status, _)| *status == StatusCode::ACCEPTED);
+    assert_eq!(
+        (answers.len(), refused.len()),
+        (1, 1),
+        "{answers:?} {refused:?}"
+    );
+    assert_eq!(refused[0].0, StatusCode::CONFLICT, "{refused:?}");
+    let (_, accepted) = answers.remove(0);
     assert_eq!(accepted["operation"]["status"], "pending");
     assert_eq!(accepted["cluster"]["status"], "provisioning");
     assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
