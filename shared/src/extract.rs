@@ -28,7 +28,7 @@ where
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         // Read as a JSON value first: text holding NUL is refused here, for
         // PostgreSQL can store no NUL in text and would fail the request late.
-        let value = match axum::Json::<serde_json::Value>::from_request(req, state).await {
+        let mut value = match axum::Json::<serde_json::Value>::from_request(req, state).await {
             Ok(axum::Json(value)) => value,
             Err(JsonRejection::MissingJsonContentType(_)) => {
                 return Err(ApiError::UnsupportedMediaType(
@@ -66,7 +66,6 @@ where
                 detail: "text in the body must not contain NUL (\\u0000)".into(),
             });
         }
-        let mut value = value;
         integral_numbers_as_integers(&mut value);
         serde_json::from_value(value)
             .map(Self)

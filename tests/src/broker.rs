@@ -8,6 +8,25 @@ pub fn amqp_url() -> String {
     std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
+/// The broker's address, from `AMQP_URL`: what a proxy in front of it dials.
+pub fn addr() -> std::net::SocketAddr {
+    let url = amqp_url();
+    let host_port = url
+        .split('@')
+        .nth(1)
+        .unwrap_or("127.0.0.1:5672")
+        .split('/')
+        .next()
+        .unwrap();
+    let host_port = if host_port.contains(':') {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:5672")
+    };
+    let host_port = host_port.replace("localhost", "127.0.0.1");
+    host_port.parse().expect("AMQP_URL host:port")
+}
+
 /// An exchange and queues of this test's own, deleted when it ends.
 pub struct TestBroker {
     pub url: SecretString,

@@ -1,7 +1,7 @@
 //! The backbone through a real RabbitMQ: publisher confirms, the consumer with
 //! manual ack, duplicate deliveries, an outage after commit, and reconnection.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use queues::{AmqpPublisher, Consumer};
 use secrecy::SecretString;
@@ -11,7 +11,7 @@ use shared::{
     jobs::{self, JobMessage, JobPublisher, NewJob, Processed, Worker, sweep},
 };
 use tests::{
-    broker::{TestBroker, amqp_url},
+    broker::TestBroker,
     database::TestDb,
     handlers::{Behaviour, ScriptedHandler, create_jobs, enqueue, job_status, seed_cluster},
     proxy::TcpProxy,
@@ -52,24 +52,6 @@ async fn next_outcome(outcomes: &mut Outcomes) -> (JobMessage, Processed) {
         .await
         .expect("a delivery was processed within 30 s")
         .expect("consumer is running")
-}
-
-fn broker_addr() -> SocketAddr {
-    let url = amqp_url();
-    let host_port = url
-        .split('@')
-        .nth(1)
-        .unwrap_or("127.0.0.1:5672")
-        .split('/')
-        .next()
-        .unwrap();
-    let host_port = if host_port.contains(':') {
-        host_port.to_string()
-    } else {
-        format!("{host_port}:5672")
-    };
-    let host_port = host_port.replace("localhost", "127.0.0.1");
-    host_port.parse().expect("AMQP_URL host:port")
 }
 
 fn worker(db: &TestDb, handler: Arc<ScriptedHandler>) -> Worker {
@@ -159,7 +141,7 @@ async fn the_same_message_delivered_twice_by_rabbitmq_runs_the_handler_once() {
 async fn a_publish_lost_to_a_broker_outage_after_commit_is_published_by_sweep_when_it_returns() {
     let db = TestDb::new().await;
     let broker = TestBroker::new();
-    let proxy = TcpProxy::start(broker_addr()).await;
+    let proxy = TcpProxy::start(tests::broker::addr()).await;
     let publisher = AmqpPublisher::new(
         SecretString::from(proxy.amqp_url()),
         broker.topology.clone(),
@@ -222,7 +204,7 @@ async fn a_publish_lost_to_a_broker_outage_after_commit_is_published_by_sweep_wh
 #[tokio::test]
 async fn a_publisher_connected_ahead_publishes_on_the_connection_it_opened() {
     let broker = TestBroker::new();
-    let proxy = TcpProxy::start(broker_addr()).await;
+    let proxy = TcpProxy::start(tests::broker::addr()).await;
     let publisher: Arc<dyn JobPublisher> = Arc::new(AmqpPublisher::new(
         SecretString::from(proxy.amqp_url()),
         broker.topology.clone(),
@@ -246,7 +228,7 @@ async fn a_publisher_connected_ahead_publishes_on_the_connection_it_opened() {
 async fn the_consumer_reconnects_after_the_broker_goes_away_and_comes_back() {
     let db = TestDb::new().await;
     let broker = TestBroker::new();
-    let proxy = TcpProxy::start(broker_addr()).await;
+    let proxy = TcpProxy::start(tests::broker::addr()).await;
     let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
     let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
     let (mut outcomes, _stop) = start_consumer(
@@ -293,7 +275,7 @@ async fn the_consumer_reconnects_after_the_broker_goes_away_and_comes_back() {
 async fn every_delivery_is_acknowledged_once_its_job_is_done() {
     let db = TestDb::new().await;
     let broker = TestBroker::new();
-    let proxy = TcpProxy::start(broker_addr()).await;
+    let proxy = TcpProxy::start(tests::broker::addr()).await;
     let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
     // Jobs whose completions share commits end together: their acks go
     // together, as one ack of many deliveries where it can.

@@ -258,6 +258,23 @@ async fn until_jobs_progress(pool: &PgPool) -> f64 {
     .await
 }
 
+/// How long after `fault` ended the API answered and jobs progressed again;
+/// then two quiet seconds before the next fault.
+async fn recovered<F, Fut>(
+    fault: &'static str,
+    api_answers: F,
+    pool: &PgPool,
+) -> (&'static str, f64, f64)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let api = seconds_until(Duration::from_secs(30), api_answers).await;
+    let jobs = until_jobs_progress(pool).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    (fault, api, jobs)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_platform_survives_its_dependencies_failing_under_load() {
     // A private PostgreSQL the test may crash.
@@ -290,14 +307,7 @@ async fn the_platform_survives_its_dependencies_failing_under_load() {
     let kubeconfig = pg_dir.with_extension("kubeconfig");
     std::fs::write(&kubeconfig, host.kubeconfig(None)).expect("write kubeconfig");
     let broker = TestBroker::new();
-    let rabbit: std::net::SocketAddr = "127.0.0.1:5672".parse().expect("address");
-    let rabbit = tests::broker::amqp_url()
-        .split('@')
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|hostport| hostport.parse().ok())
-        .unwrap_or(rabbit);
-    let proxy = TcpProxy::start(rabbit).await;
+    let proxy = TcpProxy::start(tests::broker::addr()).await;
 
     let env: Vec<(String, String)> = [
         ("DATABASE_URL", database_url.as_str()),
@@ -360,31 +370,17 @@ async fn the_platform_survives_its_dependencies_failing_under_load() {
             .await
             .expect("PostgreSQL restarts"),
     );
-    let api = seconds_until(Duration::from_secs(30), api_answers).await;
-    recovery.push((
-        "PostgreSQL restarted (immediate)",
-        api,
-        until_jobs_progress(&pool).await,
-    ));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    recovery.push(recovered("PostgreSQL restarted (immediate)", &api_answers, &pool).await);
 
     // (b) RabbitMQ: every connection cut, none accepted, for OUTAGE.
     proxy.down();
     tokio::time::sleep(OUTAGE).await;
     proxy.up();
-    let api = seconds_until(Duration::from_secs(30), api_answers).await;
-    recovery.push(("RabbitMQ cut", api, until_jobs_progress(&pool).await));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    recovery.push(recovered("RabbitMQ cut", &api_answers, &pool).await);
 
     // (c) Job workers: SIGKILL in the middle of their jobs, new ones a second later.
     platform.kill_workers().await;
-    let api = seconds_until(Duration::from_secs(30), api_answers).await;
-    recovery.push((
-        "job workers killed (SIGKILL)",
-        api,
-        until_jobs_progress(&pool).await,
-    ));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    recovery.push(recovered("job workers killed (SIGKILL)", &api_answers, &pool).await);
 
     // (d) The host API: down for OUTAGE.
     host.set_faults(kube_sim::Faults {
@@ -393,9 +389,7 @@ async fn the_platform_survives_its_dependencies_failing_under_load() {
     });
     tokio::time::sleep(OUTAGE).await;
     host.set_faults(kube_sim::Faults::default());
-    let api = seconds_until(Duration::from_secs(30), api_answers).await;
-    recovery.push(("host API down", api, until_jobs_progress(&pool).await));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    recovery.push(recovered("host API down", &api_answers, &pool).await);
 
     let _ = stop_tx.send(true);
     for client in clients {
