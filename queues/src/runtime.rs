@@ -176,6 +176,29 @@ pub struct Schedule {
     pub run: ScheduleRun,
 }
 
+impl Schedule {
+    /// One run, unless another run of this schedule (anywhere: another
+    /// process, a CronJob still going, an overlapping Lambda invocation)
+    /// holds its advisory lock; then this one steps aside at once and its
+    /// summary says so.
+    pub async fn run_exclusively(
+        &self,
+        context: ScheduleContext,
+    ) -> anyhow::Result<serde_json::Value> {
+        let lock = db::try_advisory_lock(&context.pool, &format!("schedule:{}", self.name))
+            .await
+            .context("taking the schedule's lock")?;
+        let Some(_lock) = lock else {
+            tracing::info!(
+                schedule = self.name,
+                "another run of this schedule is in progress: this one steps aside"
+            );
+            return Ok(serde_json::json!({ "skipped": "another run is in progress" }));
+        };
+        (self.run)(context).await
+    }
+}
+
 /// A schedule function: EventBridge under Lambda, `--once`, or a loop every
 /// `interval`.
 pub async fn schedule_function(schedule: &'static Schedule) -> anyhow::Result<()> {
@@ -197,5 +220,8 @@ pub async fn schedule_function(schedule: &'static Schedule) -> anyhow::Result<()
         publisher,
     );
     let mode = ScheduleMode::from_process((schedule.interval)(&platform.settings));
-    run_schedule(schedule.name, mode, move || (schedule.run)(context.clone())).await
+    run_schedule(schedule.name, mode, move || {
+        schedule.run_exclusively(context.clone())
+    })
+    .await
 }

@@ -78,3 +78,37 @@ pub async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {
         .await
         .map(|_| ())
 }
+
+/// The first key of every advisory lock the platform takes ("KB"), so its
+/// locks cannot collide with another application's on the same database.
+const ADVISORY_LOCK_SPACE: i32 = 0x4b42;
+
+/// An advisory lock on a name, held until this value is dropped.
+///
+/// It is a transaction-level lock taken in a transaction kept open for as
+/// long as the holder runs, so it ends with that transaction however the
+/// holder ends: returned, cancelled, panicked or cut off from the server.
+/// That also keeps it working through a pooler in transaction mode, where a
+/// session-level lock could be left on a server connection someone else gets
+/// next. The open transaction takes one connection from the pool for the
+/// duration, holds no snapshot between statements and so no vacuum back.
+pub struct AdvisoryLock {
+    _tx: sqlx::Transaction<'static, sqlx::Postgres>,
+}
+
+/// Takes the advisory lock on `name` unless another holder has it: `None`
+/// then, at once, without waiting.
+pub async fn try_advisory_lock(
+    pool: &PgPool,
+    name: &str,
+) -> Result<Option<AdvisoryLock>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let held = sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS "held!""#,
+        ADVISORY_LOCK_SPACE,
+        name
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(held.then_some(AdvisoryLock { _tx: tx }))
+}

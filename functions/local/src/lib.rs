@@ -277,7 +277,7 @@ async fn serve(
             move || {
                 let context = context.clone();
                 async move {
-                    if let Err(err) = (schedule.run)(context).await {
+                    if let Err(err) = schedule.run_exclusively(context).await {
                         report_failed_run(schedule.name, &err);
                     }
                 }

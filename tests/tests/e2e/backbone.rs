@@ -817,3 +817,76 @@ async fn a_handler_working_past_its_lease_keeps_it() {
     assert_eq!(handler.runs(), 1);
     assert_eq!(job_status(&db.pool, message.job_id).await, "succeeded");
 }
+
+/// A schedule's run steps aside while another run holds its advisory lock
+/// (an overlapping invocation, a CronJob still going) and does nothing; the
+/// lock is per schedule, and goes with its holder.
+#[tokio::test]
+async fn a_schedule_run_steps_aside_while_another_run_holds_its_lock() {
+    let db = TestDb::new().await;
+    let (dispatcher, _runner) = inprocess::channel(
+        worker(
+            &db,
+            "w",
+            ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed),
+        ),
+        4,
+    );
+    let settings = shared::config::Settings::from_source(&std::collections::HashMap::new())
+        .expect("default settings");
+    let context = queues::runtime::ScheduleContext::new(
+        db.pool.clone(),
+        Arc::new(settings),
+        None,
+        Some(Arc::new(dispatcher)),
+    );
+    let stale = || async {
+        sqlx::query("INSERT INTO rate_limit_hits (bucket, window_start, hits) VALUES ('b', now() - interval '2 days', 1) ON CONFLICT DO NOTHING")
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    };
+    let stale_left = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM rate_limit_hits")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+
+    stale().await;
+    let other_run = db::try_advisory_lock(&db.pool, "schedule:sweep")
+        .await
+        .unwrap()
+        .expect("nobody holds it yet");
+    assert!(
+        db::try_advisory_lock(&db.pool, "schedule:sweep")
+            .await
+            .unwrap()
+            .is_none(),
+        "a second holder is refused"
+    );
+    let summary = ::sweep::SCHEDULE
+        .run_exclusively(context.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        summary,
+        serde_json::json!({ "skipped": "another run is in progress" })
+    );
+    assert_eq!(
+        stale_left().await,
+        1,
+        "the stepped-aside run pruned nothing"
+    );
+
+    // Another schedule's lock is its own.
+    let other_schedule = db::try_advisory_lock(&db.pool, "schedule:sync-dns")
+        .await
+        .unwrap();
+    assert!(other_schedule.is_some());
+
+    drop(other_run);
+    let summary = ::sweep::SCHEDULE.run_exclusively(context).await.unwrap();
+    assert_eq!(summary["pruned"], 1, "{summary}");
+    assert_eq!(stale_left().await, 0);
+}
