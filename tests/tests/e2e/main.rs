@@ -22,6 +22,7 @@ mod outages;
 mod plans_and_connections;
 mod platform;
 mod pool;
+mod postgres_tls;
 mod quickstart;
 mod schema;
 mod simulator;
