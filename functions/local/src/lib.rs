@@ -25,6 +25,7 @@ use queues::{
 };
 use secrecy::SecretString;
 use shared::{
+    accounts::AdminUpsert,
     config::Settings,
     db,
     host::HostCluster,
@@ -170,8 +171,14 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             .await
             .map(|_| ()),
         "reseal-settings" => reseal_settings(&settings, &database_url).await,
+        "create-admin" => match args.get(1) {
+            Some(email) if args.len() == 2 => create_admin(&settings, &database_url, email).await,
+            _ => Err(anyhow::anyhow!(
+                "usage: local create-admin EMAIL (the password is read from standard input)"
+            )),
+        },
         other => Err(anyhow::anyhow!(
-            "unknown command {other:?}; expected run, migrate, reseal-settings or openapi"
+            "unknown command {other:?}; expected run, migrate, create-admin, reseal-settings or openapi"
         )),
     };
     if let Some(pg) = embedded {
@@ -188,6 +195,83 @@ async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sql
         .context("applying migrations")?;
     tracing::info!("migrations applied");
     Ok(pool)
+}
+
+/// Makes `email` an administrator with the password on standard input
+/// (one line; a trailing newline is not part of it), creating the account
+/// when there is none: the first admin, without mail. An existing account is
+/// promoted, its password replaced and, as after a password reset, its
+/// sessions end and its API keys and kubeconfigs are revoked. Audited.
+async fn create_admin(
+    settings: &Settings,
+    database_url: &SecretString,
+    email: &str,
+) -> anyhow::Result<()> {
+    use std::io::Read;
+
+    let email = shared::domain::EmailAddress::parse(email)
+        .map_err(|reason| anyhow::anyhow!("EMAIL {reason}"))?;
+    let mut password = String::new();
+    std::io::stdin()
+        .take(4096)
+        .read_to_string(&mut password)
+        .context("reading the password from standard input")?;
+    let password = password
+        .strip_suffix('\n')
+        .map(|p| p.strip_suffix('\r').unwrap_or(p))
+        .unwrap_or(&password)
+        .to_string();
+    shared::accounts::auth::check_password_policy(&password, email.as_str())
+        .map_err(|reason| anyhow::anyhow!("the password {reason}"))?;
+    let hash = shared::accounts::auth::hash_password(password)
+        .await
+        .map_err(|err| anyhow::anyhow!("hashing the password: {err}"))?;
+    let pool = migrate(database_url, settings.database_max_connections).await?;
+    let display_name = email.as_str().split('@').next().unwrap_or("admin");
+    let mut tx = pool.begin().await?;
+    let (user_id, action, metadata) =
+        match shared::accounts::upsert_admin(&mut tx, email.as_str(), display_name, &hash).await? {
+            AdminUpsert::Created(id) => (id, "user.admin_created", serde_json::json!({})),
+            AdminUpsert::Promoted(id) => {
+                let ended = shared::accounts::delete_sessions(&mut *tx, id, None).await?;
+                let revoked = shared::accounts::revoke_all_api_keys(&mut tx, id).await?;
+                let kubeconfigs_revoked = shared::kubeconfigs::revoke_all_of_user(
+                    &mut tx,
+                    id,
+                    id,
+                    shared::kubeconfigs::RevokeAll::PasswordChanged,
+                )
+                .await?;
+                (
+                    id,
+                    "user.admin_promoted",
+                    serde_json::json!({
+                        "sessions_ended": ended, "api_keys_revoked": revoked,
+                        "kubeconfigs_revoked": kubeconfigs_revoked,
+                    }),
+                )
+            }
+            AdminUpsert::Deleted => anyhow::bail!(
+                "the account of {} was deleted; it cannot be made an admin",
+                email.as_str()
+            ),
+        };
+    shared::audit::record(
+        &mut *tx,
+        shared::audit::AuditEvent {
+            actor_user_id: None,
+            actor_kind: "system",
+            action,
+            target_kind: "user",
+            target_id: user_id.to_string(),
+            cluster_id: None,
+            metadata,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(%user_id, email = email.as_str(), action, "administrator ready: sign in with this address and password");
+    Ok(())
 }
 
 /// Re-seals every stored secret under the current settings key, audited.

@@ -124,6 +124,46 @@ pub async fn claim_unverified(tx: &mut PgConnection, user_id: Uuid) -> Result<()
     Ok(())
 }
 
+/// What [`upsert_admin`] did to the address's account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminUpsert {
+    Created(Uuid),
+    /// An existing account, now an active admin with the new password.
+    Promoted(Uuid),
+    /// The address belongs to a deleted account, which stays deleted.
+    Deleted,
+}
+
+/// Makes the address's account an active, verified admin with this password
+/// hash, creating it when there is none: how an operator gets the first
+/// admin without mail (`local create-admin`).
+pub async fn upsert_admin(
+    tx: &mut PgConnection,
+    email: &str,
+    display_name: &str,
+    password_hash: &str,
+) -> Result<AdminUpsert, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"INSERT INTO users (email, display_name, password_hash, role, email_verified_at)
+           VALUES ($1::text::citext, $2, $3, 'admin', now())
+           ON CONFLICT (email) DO UPDATE
+           SET password_hash = EXCLUDED.password_hash, role = 'admin', status = 'active',
+               email_verified_at = COALESCE(users.email_verified_at, now()), updated_at = now()
+           WHERE users.deleted_at IS NULL
+           RETURNING id, (xmax = 0) AS "created!""#,
+        email,
+        display_name,
+        password_hash
+    )
+    .fetch_optional(tx)
+    .await?;
+    Ok(match row {
+        Some(r) if r.created => AdminUpsert::Created(r.id),
+        Some(r) => AdminUpsert::Promoted(r.id),
+        None => AdminUpsert::Deleted,
+    })
+}
+
 pub async fn set_role(tx: &mut PgConnection, user_id: Uuid, role: &str) -> Result<(), sqlx::Error> {
     sqlx::query!("UPDATE users SET role = $2 WHERE id = $1", user_id, role)
         .execute(tx)

@@ -384,3 +384,110 @@ async fn a_settings_key_rotation_reseals_every_secret_under_the_new_key() {
         sealed(&after)
     );
 }
+
+/// `local create-admin EMAIL`, the password on standard input, as an
+/// operator runs it (or a Job does) on a platform with no mail yet.
+async fn create_admin(db: &TestDb, email: &str, password: &str) -> std::process::Output {
+    use tokio::io::AsyncWriteExt;
+    let mut child = Command::new(workspace_binary("local"))
+        .args(["create-admin", email])
+        .env("DATABASE_URL", &db.url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("local runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(password.as_bytes()).await.unwrap();
+    drop(stdin);
+    child.wait_with_output().await.unwrap()
+}
+
+#[tokio::test]
+async fn create_admin_makes_the_first_administrator_without_mail() {
+    let db = TestDb::new().await;
+    let weak = create_admin(&db, "root@example.com", "password123\n").await;
+    assert!(!weak.status.success());
+    assert!(
+        String::from_utf8_lossy(&weak.stderr).contains("the password is too easy to guess"),
+        "{}",
+        String::from_utf8_lossy(&weak.stderr)
+    );
+    let bad = create_admin(&db, "not an address", "grown trusty lantern sofa\n").await;
+    assert!(!bad.status.success());
+    let users = || async {
+        sqlx::query_as::<_, (String, String, bool)>(
+            "SELECT email::text, role, email_verified_at IS NOT NULL FROM users ORDER BY email",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(users().await, vec![], "nothing half-made stays behind");
+
+    let made = create_admin(&db, "Root@Example.com", "grown trusty lantern sofa\n").await;
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    assert_eq!(
+        users().await,
+        vec![("root@example.com".into(), "admin".into(), true)]
+    );
+
+    // The admin signs in with that password, in accounts mode.
+    let local = Local::start_with(&[], &[("DATABASE_URL", &db.url)]).await;
+    let login = |password: &'static str| {
+        local
+            .http
+            .post(format!("{}/api/auth/login", local.base))
+            .json(&serde_json::json!({ "email": "root@example.com", "password": password }))
+            .send()
+    };
+    let signed_in = login("grown trusty lantern sofa").await.unwrap();
+    assert_eq!(signed_in.status(), 200);
+    let session = signed_in
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let me = |cookie: String| {
+        local
+            .http
+            .get(format!("{}/api/auth/me", local.base))
+            .header("cookie", cookie)
+            .send()
+    };
+    let answer: serde_json::Value = me(session.clone()).await.unwrap().json().await.unwrap();
+    assert_eq!(answer["role"], "admin", "{answer}");
+
+    // Run again for the same account (a forgotten password): the new
+    // password works, the old one and its sessions do not.
+    let again = create_admin(&db, "root@example.com", "seven amber kettles hum\r\n").await;
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(me(session).await.unwrap().status(), 401);
+    assert_eq!(
+        login("grown trusty lantern sofa").await.unwrap().status(),
+        401
+    );
+    assert_eq!(
+        login("seven amber kettles hum").await.unwrap().status(),
+        200
+    );
+    local.stop().await;
+
+    let audited: Vec<String> = sqlx::query_scalar(
+        "SELECT action FROM audit_events WHERE actor_kind = 'system' ORDER BY created_at, id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(audited, ["user.admin_created", "user.admin_promoted"]);
+}
