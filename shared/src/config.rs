@@ -373,7 +373,16 @@ impl Settings {
 
     pub fn from_source(source: &dyn Source) -> Result<Self, ConfigError> {
         check_auth_mode(source)?;
-        let database_max_connections = parse_or(source, "DATABASE_MAX_CONNECTIONS", 10u32)?;
+        let deployed = source.get("AWS_LAMBDA_RUNTIME_API").is_some();
+        // A Lambda instance serves one event at a time: a few connections
+        // (a schedule's lock and its run, a request's transaction and a
+        // read beside it) and no more, or a scaled-out fleet of instances
+        // exhausts the server's connections.
+        let database_max_connections = parse_or(
+            source,
+            "DATABASE_MAX_CONNECTIONS",
+            if deployed { 3u32 } else { 10 },
+        )?;
         if database_max_connections == 0 {
             return Err(ConfigError::Invalid {
                 name: "DATABASE_MAX_CONNECTIONS",
@@ -392,7 +401,6 @@ impl Settings {
                 reason: "only letters, digits, '.', '-' and '_' are allowed".into(),
             });
         }
-        let deployed = source.get("AWS_LAMBDA_RUNTIME_API").is_some();
         let default_format = if deployed {
             LogFormat::Json
         } else {
@@ -599,6 +607,24 @@ mod tests {
         let env = HashMap::from([("AMQP_EXCHANGE", "bad name")]);
         let err = Settings::from_source(&env).unwrap_err();
         assert!(err.to_string().contains("AMQP_EXCHANGE"), "{err}");
+    }
+
+    #[test]
+    fn a_lambda_instance_keeps_a_small_pool_unless_told_otherwise() {
+        let pool = |env: &[(&'static str, &'static str)]| {
+            Settings::from_source(&HashMap::from_iter(env.iter().copied()))
+                .unwrap()
+                .database_max_connections
+        };
+        assert_eq!(pool(&[]), 10);
+        assert_eq!(pool(&[("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001")]), 3);
+        assert_eq!(
+            pool(&[
+                ("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"),
+                ("DATABASE_MAX_CONNECTIONS", "5")
+            ]),
+            5
+        );
     }
 
     #[test]
