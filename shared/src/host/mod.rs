@@ -47,14 +47,25 @@ pub struct HostCluster {
 }
 
 impl HostCluster {
-    /// Connects with the kubeconfig file in the settings.
+    /// Connects as the settings say: the kubeconfig file they name, or the
+    /// pod's service account for [`settings::IN_CLUSTER`].
     pub async fn from_kubeconfig_file(settings: HostSettings) -> Result<Self, HostError> {
         let path = settings
             .kubeconfig
             .clone()
             .ok_or_else(|| HostError::Kubeconfig("KUBEBYON_HOST_KUBECONFIG is not set".into()))?;
-        let kubeconfig =
-            Kubeconfig::read_from(&path).map_err(|e| HostError::Kubeconfig(e.to_string()))?;
+        if path.as_os_str() == settings::IN_CLUSTER {
+            let config = Config::incluster().map_err(|e| {
+                HostError::Kubeconfig(format!(
+                    "KUBEBYON_HOST_KUBECONFIG={}: this process runs in no Kubernetes pod with a service account ({e})",
+                    settings::IN_CLUSTER
+                ))
+            })?;
+            return Self::with_config(config, settings);
+        }
+        let kubeconfig = Kubeconfig::read_from(&path).map_err(|e| {
+            HostError::Kubeconfig(format!("KUBEBYON_HOST_KUBECONFIG={}: {e}", path.display()))
+        })?;
         Self::from_kubeconfig(kubeconfig, settings).await
     }
 
@@ -114,6 +125,38 @@ mod tests {
             "KUBEBYON_HOST_POD_CIDRS",
             cidrs,
         )]))
+    }
+
+    #[tokio::test]
+    async fn an_unusable_host_setting_names_the_variable_and_what_is_wrong() {
+        let at = |value: &str| {
+            HostSettings::from_source(&std::collections::HashMap::from([(
+                "KUBEBYON_HOST_KUBECONFIG",
+                value,
+            )]))
+            .unwrap()
+        };
+        let missing = HostCluster::from_kubeconfig_file(at("/nowhere/host.yaml"))
+            .await
+            .err()
+            .expect("no such file")
+            .to_string();
+        assert!(
+            missing.contains("KUBEBYON_HOST_KUBECONFIG=/nowhere/host.yaml"),
+            "{missing}"
+        );
+        // These tests run in no pod: no KUBERNETES_SERVICE_HOST, no token.
+        let outside = HostCluster::from_kubeconfig_file(at("in-cluster"))
+            .await
+            .err()
+            .expect("not in a pod")
+            .to_string();
+        assert!(
+            outside.contains(
+                "KUBEBYON_HOST_KUBECONFIG=in-cluster: this process runs in no Kubernetes pod"
+            ),
+            "{outside}"
+        );
     }
 
     #[test]

@@ -4,10 +4,17 @@ use std::{path::PathBuf, time::Duration};
 
 use crate::config::{ConfigError, Source};
 
+/// The `KUBEBYON_HOST_KUBECONFIG` value that means the pod's own service
+/// account: its token and CA under `/var/run/secrets/kubernetes.io/serviceaccount`
+/// and the API at `KUBERNETES_SERVICE_HOST`.
+pub const IN_CLUSTER: &str = "in-cluster";
+
 /// Settings of the host cluster adapter.
 #[derive(Debug, Clone)]
 pub struct HostSettings {
-    /// `KUBEBYON_HOST_KUBECONFIG`: a kubeconfig file for the host cluster.
+    /// `KUBEBYON_HOST_KUBECONFIG`: where the host cluster's credentials
+    /// are: a kubeconfig file, or [`IN_CLUSTER`] for the service account of
+    /// the pod the function runs in (the platform on its host cluster).
     pub kubeconfig: Option<PathBuf>,
     /// `KUBEBYON_CONTROL_PLANE_STORAGE_CLASS` (default `longhorn`).
     pub storage_class: String,
