@@ -15,7 +15,7 @@ use shared::{
     http::{AppState, Identity, with_common_layers},
     jobs::{self, JobHandler, JobPublisher, Worker},
     runtime::{ScheduleMode, run_schedule, serve_http, shutdown_signal, under_lambda},
-    telemetry,
+    telemetry::{self, metrics::RunResult},
 };
 use sqlx::PgPool;
 
@@ -65,6 +65,54 @@ impl Platform {
     }
 }
 
+/// Serves `GET /metrics` (OpenMetrics text, which Prometheus scrapes) on
+/// `METRICS_PORT` when it is set, on `ip`, in the background: every figure
+/// of this process, and the job backlog read from PostgreSQL at each scrape.
+/// A port that cannot be bound stops the start with a message naming it.
+/// Not served under Lambda (no listener there).
+pub async fn serve_metrics(
+    settings: &Settings,
+    pool: PgPool,
+    ip: std::net::IpAddr,
+) -> anyhow::Result<()> {
+    use axum::{http::header, routing::get};
+    let Some(port) = settings.metrics_port.filter(|_| !under_lambda()) else {
+        return Ok(());
+    };
+    let listener = tokio::net::TcpListener::bind((ip, port))
+        .await
+        .with_context(|| format!("cannot listen on port {port} (METRICS_PORT)"))?;
+    tracing::info!(addr = %listener.local_addr()?, "serving /metrics");
+    let router = Router::new().route(
+        "/metrics",
+        get(move || {
+            let pool = pool.clone();
+            async move {
+                let metrics = shared::telemetry::metrics::metrics();
+                match jobs::backlog(&pool).await {
+                    Ok(backlog) => metrics.set_backlog(&backlog),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "the job backlog cannot be read; its figures are the last read")
+                    }
+                }
+                (
+                    [(header::CONTENT_TYPE, shared::telemetry::metrics::CONTENT_TYPE)],
+                    metrics.encode(),
+                )
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+        {
+            tracing::error!(error = %err, "the metrics server stopped");
+        }
+    });
+    Ok(())
+}
+
 /// Resolves who console requests act as.
 /// An HTTP function: its routes behind API Gateway or on `PORT`.
 pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<()> {
@@ -75,6 +123,7 @@ pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<(
     if !under_lambda() {
         jobs::connect_in_background(&publisher);
     }
+    serve_metrics(&platform.settings, platform.pool.clone(), ANY).await?;
     let state = AppState {
         publisher,
         identity: Identity::Accounts,
@@ -108,6 +157,7 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
         .await
         .map_err(|err| anyhow::anyhow!("lambda runtime: {err}"));
     }
+    serve_metrics(&platform.settings, platform.pool.clone(), ANY).await?;
     let url = platform
         .settings
         .amqp_url
@@ -118,6 +168,9 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
         .await;
     Ok(())
 }
+
+/// Every address: the metrics port of a deployed process.
+const ANY: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
 
 const HOST_REQUIRED: &str = "environment variable KUBEBYON_HOST_KUBECONFIG is required";
 
@@ -188,14 +241,24 @@ impl Schedule {
         let lock = db::try_advisory_lock(&context.pool, &format!("schedule:{}", self.name))
             .await
             .context("taking the schedule's lock")?;
+        let metrics = shared::telemetry::metrics::metrics();
+        let started = std::time::Instant::now();
         let Some(_lock) = lock else {
             tracing::info!(
                 schedule = self.name,
                 "another run of this schedule is in progress: this one steps aside"
             );
+            metrics.schedule_run(self.name, RunResult::Skipped, started.elapsed());
             return Ok(serde_json::json!({ "skipped": "another run is in progress" }));
         };
-        (self.run)(context).await
+        let result = (self.run)(context).await;
+        let outcome = if result.is_ok() {
+            RunResult::Succeeded
+        } else {
+            RunResult::Failed
+        };
+        metrics.schedule_run(self.name, outcome, started.elapsed());
+        result
     }
 }
 
@@ -220,6 +283,9 @@ pub async fn schedule_function(schedule: &'static Schedule) -> anyhow::Result<()
         publisher,
     );
     let mode = ScheduleMode::from_process((schedule.interval)(&platform.settings));
+    if matches!(mode, ScheduleMode::Loop(_)) {
+        serve_metrics(&platform.settings, platform.pool.clone(), ANY).await?;
+    }
     run_schedule(schedule.name, mode, move || {
         schedule.run_exclusively(context.clone())
     })

@@ -289,6 +289,10 @@ pub struct Settings {
     /// Name of the durable exchange; queues are named `<exchange>.<job type>`.
     pub amqp_exchange: String,
     pub port: u16,
+    /// `METRICS_PORT`: where a long-running process serves `GET /metrics`
+    /// (Prometheus), on its own port so the public routes never expose it.
+    /// Unset: not served. Ignored under Lambda.
+    pub metrics_port: Option<u16>,
     pub log_format: LogFormat,
     pub worker_id: String,
     /// `KUBEBYON_TRUSTED_PROXY_HOPS` (default 0): how many proxies in front of
@@ -436,6 +440,18 @@ impl Settings {
             amqp_url: secret(source, "AMQP_URL"),
             amqp_exchange,
             port,
+            metrics_port: source
+                .get("METRICS_PORT")
+                .map(|raw| {
+                    raw.parse::<u16>()
+                        .ok()
+                        .filter(|p| *p > 0)
+                        .ok_or(ConfigError::Invalid {
+                            name: "METRICS_PORT",
+                            reason: "must be a port number (1-65535)".into(),
+                        })
+                })
+                .transpose()?,
             log_format: parse_or(source, "LOG_FORMAT", default_format)?,
             worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
             trusted_proxy_hops: parse_or(source, "KUBEBYON_TRUSTED_PROXY_HOPS", 0u8)?,

@@ -381,6 +381,12 @@ async fn serve(
     } else {
         Identity::Accounts
     };
+    let ip: std::net::IpAddr = if development {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    queues::runtime::serve_metrics(&settings, pool.clone(), ip).await?;
     let state = AppState {
         identity,
         pool,
@@ -389,17 +395,12 @@ async fn serve(
         host: Some(host),
     };
     let router = with_common_layers(routes(), state);
-    let served = if development {
-        let router = router.layer(axum::middleware::from_fn(loopback_only));
-        serve_http_on(router, std::net::Ipv4Addr::LOCALHOST.into(), settings.port).await
+    let router = if development {
+        router.layer(axum::middleware::from_fn(loopback_only))
     } else {
-        serve_http_on(
-            router,
-            std::net::Ipv4Addr::UNSPECIFIED.into(),
-            settings.port,
-        )
-        .await
+        router
     };
+    let served = serve_http_on(router, ip, settings.port).await;
     let _ = stop_tx.send(true);
     background.join_all().await;
     tracing::info!("stopped");

@@ -81,6 +81,7 @@ pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             crate::extract::MAX_BODY_BYTES,
         ))
+        .layer(axum::middleware::from_fn(count_request))
         .layer(
             tower_http::trace::TraceLayer::new_for_http()
                 .make_span_with(request_span)
@@ -121,6 +122,21 @@ fn request_span(request: &Request) -> tracing::Span {
         .take(64)
         .collect();
     tracing::info_span!("request", method = %request.method(), route, request_id, status = tracing::field::Empty)
+}
+
+/// Counts the answer in the process's metrics, by route template.
+async fn count_request(request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    crate::telemetry::metrics::metrics().http_request(
+        route.as_ref().map_or("unmatched", MatchedPath::as_str),
+        method.as_str(),
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
 }
 
 /// A server error is logged at `warn`, every other answer at `debug`.

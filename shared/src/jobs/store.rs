@@ -150,6 +150,8 @@ pub struct ClaimedJob {
     pub attempt: i32,
     pub max_attempts: i32,
     pub worker_id: String,
+    /// How long the job had been due (enqueued, or its retry time) when claimed.
+    pub due_for: Duration,
 }
 
 impl ClaimedJob {
@@ -212,7 +214,8 @@ pub async fn claim_many(
                WHERE j.id = $1 AND j.type = $2 AND (j.status = 'pending') IS TRUE
                  AND j.run_after <= now() AND j.attempt_count < j.max_attempts
                RETURNING j.id, j.type AS job_type, j.cluster_id, j.operation_id, j.payload,
-                         j.attempt_count, j.max_attempts"#,
+                         j.attempt_count, j.max_attempts,
+                         extract(epoch FROM now() - j.run_after)::float8 AS "due_for_seconds!""#,
             message.job_id,
             message.job_type.as_str(),
             worker_id,
@@ -245,11 +248,13 @@ pub async fn claim_many(
                    WHERE j.id = locked.id AND locked.status = 'pending'
                      AND j.run_after <= now() AND j.attempt_count < j.max_attempts
                    RETURNING j.id, j.type, j.cluster_id, j.operation_id, j.payload,
-                             j.attempt_count, j.max_attempts
+                             j.attempt_count, j.max_attempts,
+                             extract(epoch FROM now() - j.run_after)::float8 AS due_for_seconds
                )
                SELECT id AS "id!", type AS "job_type!", cluster_id AS "cluster_id!",
                       operation_id AS "operation_id!", payload AS "payload!",
-                      attempt_count AS "attempt_count!", max_attempts AS "max_attempts!"
+                      attempt_count AS "attempt_count!", max_attempts AS "max_attempts!",
+                      due_for_seconds AS "due_for_seconds!"
                FROM claimed"#,
             &ids,
             &types as &[&str],
@@ -273,6 +278,7 @@ pub async fn claim_many(
                 attempt: r.attempt_count,
                 max_attempts: r.max_attempts,
                 worker_id: worker_id.to_string(),
+                due_for: Duration::from_secs_f64(r.due_for_seconds.max(0.0)),
             })
         })
         .collect()
@@ -287,6 +293,32 @@ struct ClaimedRow {
     payload: serde_json::Value,
     attempt_count: i32,
     max_attempts: i32,
+    due_for_seconds: f64,
+}
+
+/// Pending jobs by type, and how long the oldest of those already due has
+/// been waiting: the figures an alarm or an autoscaler watches.
+pub async fn backlog(
+    db: impl PgExecutor<'_>,
+) -> Result<Vec<crate::telemetry::metrics::Backlog>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT type AS "job_type!", count(*) AS "pending!",
+                  COALESCE(extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now())), 0)::float8
+                      AS "oldest_due_seconds!"
+           FROM cluster_jobs WHERE status = 'pending' GROUP BY type"#
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            Some(crate::telemetry::metrics::Backlog {
+                job_type: r.job_type.parse().ok()?,
+                pending: r.pending,
+                oldest_due_seconds: r.oldest_due_seconds,
+            })
+        })
+        .collect())
 }
 
 /// Extends the lease. `false` means the lease is no longer ours.

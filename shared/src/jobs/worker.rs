@@ -19,6 +19,7 @@ use crate::{
     config::JobSettings,
     domain::{FailureCode, JobPayload, JobType},
     jobs::{self, ClaimedJob, JobMessage, JobPublisher},
+    telemetry::metrics::AttemptOutcome,
 };
 
 /// Proof that a handler ended its job inside a fenced transaction: succeeded
@@ -429,6 +430,19 @@ pub enum Processed {
     NoHandler,
 }
 
+impl Processed {
+    /// How a job attempt that ran ended, for the metrics.
+    fn attempt_outcome(&self) -> Option<AttemptOutcome> {
+        match self {
+            Self::Succeeded => Some(AttemptOutcome::Succeeded),
+            Self::RetryScheduled => Some(AttemptOutcome::Retried),
+            Self::Failed => Some(AttemptOutcome::Failed),
+            Self::LeaseLost => Some(AttemptOutcome::LeaseLost),
+            Self::Skipped | Self::NoHandler => None,
+        }
+    }
+}
+
 /// Claims, runs and finishes jobs for the handlers it was given.
 #[derive(Clone)]
 pub struct Worker {
@@ -583,6 +597,8 @@ impl Worker {
         job: ClaimedJob,
     ) -> Result<Processed, Unavailable> {
         let started = Instant::now();
+        let metrics = crate::telemetry::metrics::metrics();
+        metrics.job_claimed(job.job_type, job.due_for);
         let ctx = JobContext {
             pool: self.pool.clone(),
             job: job.clone(),
@@ -639,9 +655,13 @@ impl Worker {
             }
             Err(JobError::Fatal(failure)) => self.fail(&job, &failure).await?,
         };
+        let elapsed = started.elapsed();
+        if let Some(counted) = outcome.attempt_outcome() {
+            metrics.job_attempt(job.job_type, counted, elapsed);
+        }
         tracing::info!(
             ?outcome,
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = elapsed.as_millis() as u64,
             "job attempt finished"
         );
         Ok(outcome)

@@ -890,3 +890,39 @@ async fn a_schedule_run_steps_aside_while_another_run_holds_its_lock() {
     assert_eq!(summary["pruned"], 1, "{summary}");
     assert_eq!(stale_left().await, 0);
 }
+
+/// The backlog figures: pending jobs by type, and how long the oldest due
+/// one has waited; a job not yet due counts as pending but not as waiting.
+#[tokio::test]
+async fn the_backlog_counts_pending_jobs_and_the_oldest_due_ones_wait() {
+    let db = TestDb::new().await;
+    assert_eq!(jobs::backlog(&db.pool).await.unwrap(), vec![]);
+    let waiting = create_jobs(&db.pool, 2).await;
+    let later = create_jobs(&db.pool, 1).await;
+    sqlx::query("UPDATE cluster_jobs SET run_after = now() - interval '90 seconds' WHERE id = $1")
+        .bind(waiting[0].job_id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE cluster_jobs SET run_after = now() + interval '1 hour' WHERE id = $1")
+        .bind(later[0].job_id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let backlog = jobs::backlog(&db.pool).await.unwrap();
+    assert_eq!(backlog.len(), 1, "{backlog:?}");
+    assert_eq!(
+        (backlog[0].job_type, backlog[0].pending),
+        (JobType::ClusterCreate, 3)
+    );
+    assert!(
+        (90.0..120.0).contains(&backlog[0].oldest_due_seconds),
+        "{backlog:?}"
+    );
+
+    // Claimed, a job leaves the backlog.
+    claim_one(&db.pool, waiting[0], "w", Duration::from_secs(30)).await;
+    let backlog = jobs::backlog(&db.pool).await.unwrap();
+    assert_eq!(backlog[0].pending, 2);
+    assert!(backlog[0].oldest_due_seconds < 90.0, "{backlog:?}");
+}

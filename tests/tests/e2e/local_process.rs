@@ -175,13 +175,73 @@ async fn local_runs_the_platform_through_rabbitmq() {
     let db = TestDb::new().await;
     let broker = TestBroker::new();
     let amqp_url = tests::broker::amqp_url();
+    let metrics_port = free_port().to_string();
     let local = Local::start(&[
         ("DATABASE_URL", &db.url),
         ("AMQP_URL", &amqp_url),
         ("AMQP_EXCHANGE", &broker.topology.exchange),
+        ("METRICS_PORT", &metrics_port),
     ])
     .await;
     create_and_watch_it_become_ready(&local).await;
+
+    // What that did, as Prometheus scrapes it from the metrics port.
+    let scrape = || async {
+        let response = local
+            .http
+            .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        );
+        response.text().await.unwrap()
+    };
+    let text = scrape().await;
+    let value = |text: &str, series: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    };
+    for (series, expected) in [
+        (
+            r#"kubebyon_http_requests_total{route="/api/console/clusters",method="POST",status="202"}"#,
+            1.0,
+        ),
+        (
+            r#"kubebyon_http_requests_total{route="/api/console/clusters/{cluster_id}/kubeconfigs",method="POST",status="201"}"#,
+            1.0,
+        ),
+        (
+            r#"kubebyon_jobs_claimed_total{job_type="cluster_create"}"#,
+            1.0,
+        ),
+        (
+            r#"kubebyon_job_attempts_total{job_type="cluster_create",outcome="succeeded"}"#,
+            1.0,
+        ),
+        (
+            r#"kubebyon_job_attempt_duration_seconds_count{job_type="cluster_create"}"#,
+            1.0,
+        ),
+        // Read from PostgreSQL at the scrape (absent had nobody set it).
+        (r#"kubebyon_jobs_pending{job_type="cluster_create"}"#, 0.0),
+    ] {
+        assert_eq!(value(&text, series), Some(expected), "{series} in\n{text}");
+    }
+    assert!(
+        value(
+            &text,
+            r#"kubebyon_schedule_runs_total{schedule="sweep",result="succeeded"}"#
+        )
+        .is_some_and(|runs| runs >= 1.0),
+        "{text}"
+    );
+    assert!(
+        !text.contains("/healthz") && !text.contains("/metrics"),
+        "probes and scrapes are not counted"
+    );
     local.stop().await;
 }
 

@@ -21,3 +21,5 @@ pub fn init(format: LogFormat) {
         LogFormat::Pretty => registry.with(fmt::layer().compact()).try_init(),
     };
 }
+
+pub mod metrics;
