@@ -30,7 +30,8 @@ pub struct Platform {
 }
 
 impl Platform {
-    pub fn from_env(workload: db::Workload) -> anyhow::Result<Self> {
+    pub async fn from_env(workload: db::Workload) -> anyhow::Result<Self> {
+        shared::config::fetch_secrets().await?;
         let settings = Settings::from_env()?;
         telemetry::init(settings.log_format);
         let pool = db::lazy_pool(
@@ -113,10 +114,9 @@ pub async fn serve_metrics(
     Ok(())
 }
 
-/// Resolves who console requests act as.
 /// An HTTP function: its routes behind API Gateway or on `PORT`.
 pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<()> {
-    let platform = Platform::from_env(db::Workload::Requests)?;
+    let platform = Platform::from_env(db::Workload::Requests).await?;
     let publisher = platform.publisher()?;
     // A long-lived server connects now; a Lambda instance at its first
     // publish, so functions that never publish open no broker connection.
@@ -136,7 +136,7 @@ pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<(
 
 /// A job function: Amazon MQ event batches under Lambda, or a RabbitMQ consumer.
 pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
-    let platform = Platform::from_env(db::Workload::Jobs)?;
+    let platform = Platform::from_env(db::Workload::Jobs).await?;
     let worker = Worker::new(
         platform.pool.clone(),
         platform.settings.jobs.clone(),
@@ -265,7 +265,7 @@ impl Schedule {
 /// A schedule function: EventBridge under Lambda, `--once`, or a loop every
 /// `interval`.
 pub async fn schedule_function(schedule: &'static Schedule) -> anyhow::Result<()> {
-    let platform = Platform::from_env(db::Workload::Requests)?;
+    let platform = Platform::from_env(db::Workload::Requests).await?;
     let host = if schedule.needs_host {
         Some(shared::host::from_env().await?.context(HOST_REQUIRED)?)
     } else {

@@ -26,12 +26,143 @@ pub trait Source {
     }
 }
 
+/// The process environment, with the secrets [`fetch_secrets`] fetched.
 pub struct ProcessEnv;
 
 impl Source for ProcessEnv {
     fn raw(&self, name: &str) -> Option<String> {
+        std::env::var(name)
+            .ok()
+            .or_else(|| FETCHED.get()?.get(name).cloned())
+    }
+}
+
+/// The variables a deployment may give as a Secrets Manager secret instead,
+/// in `<NAME>_SECRET_ARN`: the secret's value is the variable's value.
+const FETCHABLE: [(&str, &str); 6] = [
+    ("DATABASE_URL", "DATABASE_URL_SECRET_ARN"),
+    ("AMQP_URL", "AMQP_URL_SECRET_ARN"),
+    ("SMTP_URL", "SMTP_URL_SECRET_ARN"),
+    ("KUBEBYON_SETTINGS_KEY", "KUBEBYON_SETTINGS_KEY_SECRET_ARN"),
+    (
+        "KUBEBYON_SETTINGS_KEY_PREVIOUS",
+        "KUBEBYON_SETTINGS_KEY_PREVIOUS_SECRET_ARN",
+    ),
+    // The host cluster's kubeconfig itself, written to a private file.
+    (
+        "KUBEBYON_HOST_KUBECONFIG",
+        "KUBEBYON_HOST_KUBECONFIG_SECRET_ARN",
+    ),
+];
+
+static FETCHED: tokio::sync::OnceCell<HashMap<String, String>> = tokio::sync::OnceCell::const_new();
+
+/// Fetches, once per process, the secrets named by `<NAME>_SECRET_ARN`
+/// variables (see [`FETCHABLE`]) through the AWS Parameters and Secrets
+/// Lambda Extension (`localhost:$PARAMETERS_SECRETS_EXTENSION_HTTP_PORT`,
+/// 2773 by default, authenticated with the function's `AWS_SESSION_TOKEN`),
+/// so secrets reach the function at start, from its own role, and never sit
+/// in its configuration. Settings read afterwards see them as variables.
+/// A variable set both ways, or a secret that cannot be fetched, is an
+/// error naming it.
+pub async fn fetch_secrets() -> Result<(), ConfigError> {
+    FETCHED
+        .get_or_try_init(|| fetch_from(&EnvOnly))
+        .await
+        .map(|_| ())
+}
+
+/// The process environment alone (what names the secrets to fetch).
+struct EnvOnly;
+
+impl Source for EnvOnly {
+    fn raw(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
     }
+}
+
+async fn fetch_from(source: &dyn Source) -> Result<HashMap<String, String>, ConfigError> {
+    let mut fetched = HashMap::new();
+    let wanted: Vec<(&'static str, &'static str, String)> = FETCHABLE
+        .iter()
+        .filter_map(|&(name, arn_name)| Some((name, arn_name, source.get(arn_name)?)))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(fetched);
+    }
+    let port = source
+        .get("PARAMETERS_SECRETS_EXTENSION_HTTP_PORT")
+        .unwrap_or_else(|| "2773".into());
+    let token = source.get("AWS_SESSION_TOKEN");
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| ConfigError::Invalid {
+            name: wanted[0].1,
+            reason: e.to_string(),
+        })?;
+    for (name, arn_name, arn) in wanted {
+        let invalid = |reason: String| ConfigError::Invalid {
+            name: arn_name,
+            reason,
+        };
+        if source.get(name).is_some() {
+            return Err(invalid(format!("{name} is set too; set one of them")));
+        }
+        let mut request = client
+            .get(format!("http://localhost:{port}/secretsmanager/get"))
+            .query(&[("secretId", arn.as_str())]);
+        if let Some(token) = &token {
+            request = request.header("X-Aws-Parameters-Secrets-Token", token);
+        }
+        let response = request.send().await.map_err(|e| {
+            invalid(format!(
+                "the Parameters and Secrets Lambda Extension on port {port} cannot be reached ({e}); add its layer to the function"
+            ))
+        })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(invalid(format!(
+                "Secrets Manager answered {status} for {arn}"
+            )));
+        }
+        let body: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| invalid(format!("the secret's answer is not JSON ({e})")))?;
+        let value = body["SecretString"]
+            .as_str()
+            .ok_or_else(|| invalid(format!("{arn} holds no SecretString")))?
+            .to_string();
+        let value = if name == "KUBEBYON_HOST_KUBECONFIG" {
+            write_private_file("kubebyon-host-kubeconfig", &value)
+                .map_err(|e| invalid(e.to_string()))?
+        } else {
+            value
+        };
+        fetched.insert(name.to_string(), value);
+    }
+    Ok(fetched)
+}
+
+/// Writes `contents` to a file only this user may read, in the temporary
+/// directory (under Lambda the only writable one), and answers its path.
+fn write_private_file(name: &str, contents: &str) -> std::io::Result<String> {
+    use std::{
+        io::Write,
+        os::unix::fs::{OpenOptionsExt, PermissionsExt},
+    };
+    let path = std::env::temp_dir().join(name);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)?;
+    // Also when the file was there before, with another mode.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(contents.as_bytes())?;
+    Ok(path.display().to_string())
 }
 
 impl Source for HashMap<&str, &str> {

@@ -104,6 +104,7 @@ impl HostCluster {
 /// The host adapter configured by `KUBEBYON_HOST_KUBECONFIG`, or `None` when
 /// no host cluster is configured (cluster jobs then fail and say so).
 pub async fn from_env() -> anyhow::Result<Option<std::sync::Arc<HostCluster>>> {
+    crate::config::fetch_secrets().await?;
     let settings = HostSettings::from_source(&crate::config::ProcessEnv)?;
     if settings.kubeconfig.is_none() {
         return Ok(None);

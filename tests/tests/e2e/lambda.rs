@@ -272,3 +272,133 @@ async fn under_lambda_a_code_request_answers_at_the_same_time_for_real_and_unkno
         "nothing went to the unknown address"
     );
 }
+
+/// A stand-in for the AWS Parameters and Secrets Lambda Extension: answers
+/// `GET /secretsmanager/get?secretId=<arn>` with the secret's `SecretString`
+/// when the request carries the function's session token, as the extension
+/// does; records every secret asked for.
+async fn secrets_extension(
+    secrets: Vec<(&'static str, String)>,
+) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::{
+        extract::Query,
+        http::{HeaderMap, StatusCode},
+        routing::get,
+    };
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let app = axum::Router::new().route(
+        "/secretsmanager/get",
+        get(
+            move |headers: HeaderMap,
+                  Query(query): Query<std::collections::HashMap<String, String>>| {
+                let secrets = secrets.clone();
+                let seen = seen.clone();
+                async move {
+                    let id = query.get("secretId").cloned().unwrap_or_default();
+                    seen.lock().unwrap().push(id.clone());
+                    if headers
+                        .get("x-aws-parameters-secrets-token")
+                        .map(|v| v.as_bytes())
+                        != Some(b"session-token")
+                    {
+                        return (
+                            StatusCode::UNAUTHORIZED,
+                            axum::Json(serde_json::json!({"message": "bad token"})),
+                        );
+                    }
+                    match secrets.iter().find(|(arn, _)| *arn == id) {
+                        Some((arn, value)) => (
+                            StatusCode::OK,
+                            axum::Json(serde_json::json!({ "ARN": arn, "SecretString": value })),
+                        ),
+                        None => (
+                            StatusCode::BAD_REQUEST,
+                            axum::Json(serde_json::json!({"__type": "ResourceNotFoundException"})),
+                        ),
+                    }
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (port, asked)
+}
+
+#[tokio::test]
+async fn a_function_fetches_its_secrets_at_start_from_the_arns_it_is_given() {
+    const DB_ARN: &str =
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kubebyon/database-AbCdEf";
+    const MQ_ARN: &str =
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kubebyon/amqp-GhIjKl";
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let (port, asked) = secrets_extension(vec![
+        (DB_ARN, db.url.clone()),
+        (MQ_ARN, tests::broker::amqp_url()),
+    ])
+    .await;
+    let port = port.to_string();
+    let api = RuntimeApi::start().await;
+    let mut function = Command::new(workspace_binary("api-clusters"));
+    function
+        .envs(api.env("api-clusters"))
+        .env_remove("DATABASE_URL")
+        .env_remove("AMQP_URL")
+        .env("DATABASE_URL_SECRET_ARN", DB_ARN)
+        .env("AMQP_URL_SECRET_ARN", MQ_ARN)
+        .env("AMQP_EXCHANGE", &broker.topology.exchange)
+        .env("PARAMETERS_SECRETS_EXTENSION_HTTP_PORT", &port)
+        .kill_on_drop(true);
+    let _function = function
+        .env("AWS_SESSION_TOKEN", "session-token")
+        .spawn()
+        .unwrap();
+    let key = tests::development_api_key(&db.pool, "lambda").await;
+    let mut event = fixture("apigw-http-v2-create-cluster.json");
+    event["headers"]["authorization"] = format!("Bearer {key}").into();
+    let answer = response(api.invoke(event).await);
+    assert_eq!(
+        answer["statusCode"], 202,
+        "the database and the broker were reached: {answer}"
+    );
+    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [DB_ARN, MQ_ARN],
+        "each fetched once, at start"
+    );
+
+    // A token the extension refuses, or a variable given both ways, stops
+    // the start naming the variable.
+    for (token, also_set) in [("someone-else", false), ("session-token", true)] {
+        let mut command = Command::new(workspace_binary("api-clusters"));
+        command
+            .envs(api.env("api-clusters"))
+            .env_remove("AMQP_URL")
+            .env("DATABASE_URL_SECRET_ARN", DB_ARN)
+            .env("PARAMETERS_SECRETS_EXTENSION_HTTP_PORT", &port)
+            .env("AWS_SESSION_TOKEN", token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if also_set {
+            command.env("DATABASE_URL", &db.url);
+        } else {
+            command.env_remove("DATABASE_URL");
+        }
+        let output = tokio::time::timeout(std::time::Duration::from_secs(20), command.output())
+            .await
+            .expect("the start fails at once")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(stderr.contains("DATABASE_URL_SECRET_ARN"), "{stderr}");
+        if also_set {
+            assert!(stderr.contains("DATABASE_URL is set too"), "{stderr}");
+        } else {
+            assert!(stderr.contains("401"), "{stderr}");
+        }
+    }
+}
