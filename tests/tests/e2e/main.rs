@@ -24,5 +24,6 @@ mod platform;
 mod pool;
 mod postgres_tls;
 mod quickstart;
+mod routing;
 mod schema;
 mod simulator;

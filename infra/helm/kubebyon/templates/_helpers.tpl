@@ -1,0 +1,112 @@
+{{- define "kubebyon.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* Labels of every object, beside a function's selector labels. */}}
+{{- define "kubebyon.base" -}}
+app.kubernetes.io/part-of: kubebyon
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end }}
+
+{{/* Labels of an object that belongs to no one function. */}}
+{{- define "kubebyon.labels" -}}
+{{ include "kubebyon.base" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Selector labels of one function: (list $ name). */}}
+{{- define "kubebyon.selector" -}}
+app.kubernetes.io/name: {{ index . 1 }}
+app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
+{{- end }}
+
+{{/* The ServiceAccount of a function: (list $ needsHost). */}}
+{{- define "kubebyon.serviceAccount" -}}
+{{- if index . 1 -}}{{ (index . 0).Release.Name }}-host{{- else -}}{{ (index . 0).Release.Name }}{{- end -}}
+{{- end }}
+
+{{/* The pod spec every function shares: (dict "root" $ "name" name "host" bool "args" list "ports" list "probes" bool). */}}
+{{- define "kubebyon.pod" -}}
+{{- $root := .root -}}
+serviceAccountName: {{ include "kubebyon.serviceAccount" (list $root .host) }}
+automountServiceAccountToken: {{ and .host $root.Values.host.inCluster }}
+securityContext:
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+containers:
+  - name: {{ .name }}
+    image: {{ include "kubebyon.image" $root }}
+    imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+    command: ["/usr/local/bin/{{ .name }}"]
+    {{- with .args }}
+    args:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    envFrom:
+      - configMapRef:
+          name: {{ $root.Release.Name }}-config
+      - secretRef:
+          name: {{ $root.Values.existingSecret }}
+    env:
+      - name: LOG_FORMAT
+        value: json
+      {{- if .http }}
+      - name: PORT
+        value: {{ $root.Values.port | quote }}
+      {{- end }}
+      - name: METRICS_PORT
+        value: {{ $root.Values.metricsPort | quote }}
+      - name: WORKER_ID
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.name
+      {{- if .host }}
+      - name: KUBEBYON_HOST_KUBECONFIG
+        value: {{ if $root.Values.host.inCluster }}in-cluster{{ else }}/etc/kubebyon/host/kubeconfig{{ end }}
+      {{- end }}
+    ports:
+      {{- if .http }}
+      - name: http
+        containerPort: {{ $root.Values.port }}
+      {{- end }}
+      - name: metrics
+        containerPort: {{ $root.Values.metricsPort }}
+    {{- if .probes }}
+    livenessProbe:
+      httpGet:
+        path: {{ if .http }}/healthz{{ else }}/metrics{{ end }}
+        port: {{ if .http }}http{{ else }}metrics{{ end }}
+      periodSeconds: 10
+      failureThreshold: 3
+    {{- if .http }}
+    readinessProbe:
+      httpGet:
+        path: /readyz
+        port: http
+      periodSeconds: 5
+    {{- end }}
+    {{- end }}
+    resources:
+      {{- toYaml $root.Values.resources | nindent 6 }}
+    securityContext:
+      {{- toYaml $root.Values.securityContext | nindent 6 }}
+    {{- if and .host (not $root.Values.host.inCluster) }}
+    volumeMounts:
+      - name: host-kubeconfig
+        mountPath: /etc/kubebyon/host
+        readOnly: true
+    {{- end }}
+{{- if and .host (not $root.Values.host.inCluster) }}
+volumes:
+  - name: host-kubeconfig
+    secret:
+      secretName: {{ required "host.kubeconfigSecret is required when host.inCluster is false" $root.Values.host.kubeconfigSecret }}
+      items:
+        - key: {{ $root.Values.host.kubeconfigKey }}
+          path: kubeconfig
+{{- end }}
+{{- end }}
