@@ -243,7 +243,7 @@ impl Schedule {
             .context("taking the schedule's lock")?;
         let metrics = shared::telemetry::metrics::metrics();
         let started = std::time::Instant::now();
-        let Some(_lock) = lock else {
+        let Some(lock) = lock else {
             tracing::info!(
                 schedule = self.name,
                 "another run of this schedule is in progress: this one steps aside"
@@ -252,6 +252,7 @@ impl Schedule {
             return Ok(serde_json::json!({ "skipped": "another run is in progress" }));
         };
         let result = (self.run)(context).await;
+        lock.release().await;
         let outcome = if result.is_ok() {
             RunResult::Succeeded
         } else {

@@ -93,7 +93,19 @@ const ADVISORY_LOCK_SPACE: i32 = 0x4b42;
 /// next. The open transaction takes one connection from the pool for the
 /// duration, holds no snapshot between statements and so no vacuum back.
 pub struct AdvisoryLock {
-    _tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+}
+
+impl AdvisoryLock {
+    /// Ends the transaction, and the lock with it, before answering. A lock
+    /// merely dropped is released too, but only once the pool gets round to
+    /// rolling its connection back: a holder that is done releases it.
+    pub async fn release(self) {
+        if let Err(err) = self.tx.rollback().await {
+            // The connection is gone, and the lock with its session.
+            tracing::warn!(error = %err, "releasing an advisory lock");
+        }
+    }
 }
 
 /// Takes the advisory lock on `name` unless another holder has it: `None`
@@ -110,5 +122,5 @@ pub async fn try_advisory_lock(
     )
     .fetch_one(&mut *tx)
     .await?;
-    Ok(held.then_some(AdvisoryLock { _tx: tx }))
+    Ok(held.then_some(AdvisoryLock { tx }))
 }

@@ -820,7 +820,7 @@ async fn a_handler_working_past_its_lease_keeps_it() {
 
 /// A schedule's run steps aside while another run holds its advisory lock
 /// (an overlapping invocation, a CronJob still going) and does nothing; the
-/// lock is per schedule, and goes with its holder.
+/// lock is per schedule, and a released one is free at once.
 #[tokio::test]
 async fn a_schedule_run_steps_aside_while_another_run_holds_its_lock() {
     let db = TestDb::new().await;
@@ -885,10 +885,25 @@ async fn a_schedule_run_steps_aside_while_another_run_holds_its_lock() {
         .unwrap();
     assert!(other_schedule.is_some());
 
-    drop(other_run);
+    other_run.release().await;
     let summary = ::sweep::SCHEDULE.run_exclusively(context).await.unwrap();
     assert_eq!(summary["pruned"], 1, "{summary}");
     assert_eq!(stale_left().await, 0);
+
+    // Dropped unreleased (a run cancelled mid-way), the lock goes with the
+    // transaction once the pool takes its connection back.
+    let cancelled = db::try_advisory_lock(&db.pool, "schedule:sweep")
+        .await
+        .unwrap()
+        .expect("free");
+    drop(cancelled);
+    tests::eventually(10, "the dropped lock to be free", || async {
+        db::try_advisory_lock(&db.pool, "schedule:sweep")
+            .await
+            .unwrap()
+            .map(drop)
+    })
+    .await;
 }
 
 /// The backlog figures: pending jobs by type, and how long the oldest due
