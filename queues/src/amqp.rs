@@ -94,6 +94,24 @@ impl Topology {
     }
 }
 
+impl Topology {
+    /// Connects to the broker at `url`, declares the topology and
+    /// disconnects: the release step that makes the queues exist before any
+    /// consumer or event source mapping needs them.
+    pub async fn declare_at(&self, url: &SecretString) -> Result<(), String> {
+        let connection = connect(url).await?;
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(|err| format!("cannot open a channel: {err}"))?;
+        self.declare(&channel)
+            .await
+            .map_err(|err| format!("cannot declare the topology: {err}"))?;
+        let _ = connection.close(200, "declared".into()).await;
+        Ok(())
+    }
+}
+
 async fn connect(url: &SecretString) -> Result<Connection, String> {
     let properties = ConnectionProperties::default().with_connection_name("kubebyon".into());
     match tokio::time::timeout(

@@ -402,3 +402,149 @@ async fn a_function_fetches_its_secrets_at_start_from_the_arns_it_is_given() {
         }
     }
 }
+
+/// Where CloudFormation's presigned `ResponseURL` points: records each
+/// answer a custom resource PUTs there.
+async fn response_url() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(Option<String>, serde_json::Value)>,
+) {
+    use axum::{http::HeaderMap, routing::put};
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/cloudformation-response",
+        put(move |headers: HeaderMap, body: String| {
+            let tx = tx.clone();
+            async move {
+                let content_type = headers
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap().to_string());
+                let _ = tx.send((content_type, serde_json::from_str(&body).unwrap()));
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/cloudformation-response",
+        listener.local_addr().unwrap()
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, rx)
+}
+
+fn custom_resource(request_type: &str, response_url: &str) -> serde_json::Value {
+    serde_json::json!({
+        "RequestType": request_type,
+        "ServiceToken": "arn:aws:lambda:eu-west-1:123456789012:function:migrate",
+        "ResponseURL": response_url,
+        "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/kubebyon/0f4e",
+        "RequestId": uuid::Uuid::new_v4().to_string(),
+        "LogicalResourceId": "Migration",
+        "ResourceType": "Custom::Migration",
+        "ResourceProperties": { "ServiceToken": "arn:aws:lambda:eu-west-1:123456789012:function:migrate", "Version": "7" }
+    })
+}
+
+async fn queue_exists(queue: &str) -> bool {
+    let connection = lapin::Connection::connect(
+        &tests::broker::amqp_url(),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    let declared = channel
+        .queue_declare(
+            queue.into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .is_ok();
+    let _ = connection.close(200, "done".into()).await;
+    declared
+}
+
+#[tokio::test]
+async fn migrate_as_a_cloudformation_custom_resource_prepares_the_database_and_the_queues() {
+    let db = TestDb::empty().await;
+    let broker = TestBroker::new();
+    let api = RuntimeApi::start().await;
+    let (url, mut answers) = response_url().await;
+    let amqp_url = tests::broker::amqp_url();
+    let _function = spawn_function(
+        "migrate",
+        &api,
+        &[
+            ("DATABASE_URL", &db.url),
+            ("AMQP_URL", &amqp_url),
+            ("AMQP_EXCHANGE", &broker.topology.exchange),
+        ],
+    );
+    let queue = broker.topology.queue(JobType::ClusterCreate);
+    assert!(!queue_exists(&queue).await);
+
+    let event = custom_resource("Create", &url);
+    let result = response(api.invoke(event.clone()).await);
+    assert_eq!(
+        result,
+        serde_json::json!({ "status": "SUCCESS", "delivered": true })
+    );
+    let (content_type, answer) = answers.recv().await.unwrap();
+    assert_eq!(
+        content_type, None,
+        "the presigned URL signs no content type"
+    );
+    assert_eq!(answer["Status"], "SUCCESS", "{answer}");
+    assert_eq!(answer["PhysicalResourceId"], "kubebyon-migration");
+    for field in ["RequestId", "StackId", "LogicalResourceId"] {
+        assert_eq!(answer[field], event[field]);
+    }
+    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(applied as usize, shared::db::MIGRATOR.iter().count());
+    assert!(
+        queue_exists(&queue).await,
+        "the job queues exist before any consumer"
+    );
+
+    // An update runs again (idempotent); a delete leaves the data alone.
+    let result = response(api.invoke(custom_resource("Update", &url)).await);
+    assert_eq!(result["status"], "SUCCESS");
+    assert_eq!(answers.recv().await.unwrap().1["Status"], "SUCCESS");
+    let result = response(api.invoke(custom_resource("Delete", &url)).await);
+    assert_eq!(result["status"], "SUCCESS");
+    assert_eq!(answers.recv().await.unwrap().1["Status"], "SUCCESS");
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'clusters'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(tables, 1);
+}
+
+#[tokio::test]
+async fn a_migration_that_cannot_run_answers_failed_with_its_reason() {
+    let api = RuntimeApi::start().await;
+    let (url, mut answers) = response_url().await;
+    let missing = tests::database::server_url()
+        .rsplit_once('/')
+        .unwrap()
+        .0
+        .to_string()
+        + "/kubebyon_no_such_database";
+    let _function = spawn_function("migrate", &api, &[("DATABASE_URL", &missing)]);
+    let result = response(api.invoke(custom_resource("Create", &url)).await);
+    assert_eq!(result["status"], "FAILED");
+    let (_, answer) = answers.recv().await.unwrap();
+    assert_eq!(answer["Status"], "FAILED");
+    let reason = answer["Reason"].as_str().unwrap();
+    assert!(reason.contains("applying migrations"), "{reason}");
+    assert!(reason.contains("kubebyon_no_such_database"), "{reason}");
+}

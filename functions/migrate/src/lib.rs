@@ -1,0 +1,123 @@
+//! `migrate`: applies the database migrations and declares the RabbitMQ
+//! topology (the exchange and one queue per job type), once per release,
+//! before the release's functions start. Both are idempotent.
+//!
+//! As a process (the Helm chart's pre-install/pre-upgrade hook) it runs once
+//! and exits. Under Lambda it is a CloudFormation custom resource: a
+//! `Create` or `Update` applies both and answers `SUCCESS` (or `FAILED` with
+//! the reason, which rolls the stack back) to the request's presigned
+//! `ResponseURL`; a `Delete` changes nothing, since a stack's removal must
+//! never drop the platform's data.
+
+use anyhow::Context;
+use lambda_runtime::{LambdaEvent, service_fn};
+use serde::{Deserialize, Serialize};
+use shared::{config::Settings, db, runtime::under_lambda, telemetry};
+
+/// The physical id of the one migration resource a stack holds.
+const PHYSICAL_ID: &str = "kubebyon-migration";
+
+pub async fn run() -> anyhow::Result<()> {
+    shared::config::fetch_secrets().await?;
+    let settings = Settings::from_env()?;
+    telemetry::init(settings.log_format);
+    if !under_lambda() {
+        return apply(&settings).await;
+    }
+    lambda_runtime::run(service_fn(|event: LambdaEvent<CustomResourceRequest>| {
+        let settings = &settings;
+        async move { Ok::<_, lambda_runtime::Error>(handle(settings, event.payload).await) }
+    }))
+    .await
+    .map_err(|err| anyhow::anyhow!("lambda runtime: {err}"))
+}
+
+/// Migrations, then the topology when `AMQP_URL` is set.
+pub async fn apply(settings: &Settings) -> anyhow::Result<()> {
+    let pool = db::lazy_pool(
+        settings.require_database_url()?,
+        settings.database_max_connections,
+        db::Workload::Requests,
+    )?;
+    db::MIGRATOR
+        .run(&pool)
+        .await
+        .context("applying migrations")?;
+    pool.close().await;
+    tracing::info!("migrations applied");
+    match &settings.amqp_url {
+        Some(url) => {
+            queues::Topology::new(settings.amqp_exchange.clone())
+                .declare_at(url)
+                .await
+                .map_err(|err| anyhow::anyhow!("declaring the RabbitMQ topology: {err}"))?;
+            tracing::info!(
+                exchange = settings.amqp_exchange,
+                "RabbitMQ topology declared"
+            );
+        }
+        None => tracing::info!("AMQP_URL not set: no RabbitMQ topology declared"),
+    }
+    Ok(())
+}
+
+/// What CloudFormation sends a custom resource's function.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CustomResourceRequest {
+    pub request_type: String,
+    #[serde(rename = "ResponseURL")]
+    pub response_url: String,
+    pub stack_id: String,
+    pub request_id: String,
+    pub logical_resource_id: String,
+}
+
+/// What it expects back at the `ResponseURL`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct CustomResourceResponse<'a> {
+    status: &'static str,
+    reason: String,
+    physical_resource_id: &'static str,
+    stack_id: &'a str,
+    request_id: &'a str,
+    logical_resource_id: &'a str,
+}
+
+/// Handles one request and answers it at its `ResponseURL`; the
+/// invocation's own result says what was answered.
+async fn handle(settings: &Settings, request: CustomResourceRequest) -> serde_json::Value {
+    let outcome = match request.request_type.as_str() {
+        "Create" | "Update" => apply(settings).await,
+        "Delete" => Ok(()),
+        other => Err(anyhow::anyhow!("unknown request type {other:?}")),
+    };
+    let (status, reason) = match &outcome {
+        Ok(()) => ("SUCCESS", format!("{} done", request.request_type)),
+        Err(err) => {
+            tracing::error!(error = format!("{err:#}"), "migration failed");
+            ("FAILED", format!("{err:#}"))
+        }
+    };
+    let response = CustomResourceResponse {
+        status,
+        reason,
+        physical_resource_id: PHYSICAL_ID,
+        stack_id: &request.stack_id,
+        request_id: &request.request_id,
+        logical_resource_id: &request.logical_resource_id,
+    };
+    let body = serde_json::to_string(&response).expect("a response serializes");
+    // The presigned URL signs no content type: send none.
+    let sent = reqwest::Client::new()
+        .put(&request.response_url)
+        .body(body)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status);
+    if let Err(err) = &sent {
+        tracing::error!(error = %err, "the answer to CloudFormation could not be delivered");
+    }
+    serde_json::json!({ "status": status, "delivered": sent.is_ok() })
+}
