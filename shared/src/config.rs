@@ -314,6 +314,14 @@ fn check_auth_mode(source: &dyn Source) -> Result<(), ConfigError> {
     }
 }
 
+/// AWS credentials from the environment.
+#[derive(Debug, Clone)]
+pub struct AwsCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: SecretString,
+    pub session_token: Option<SecretString>,
+}
+
 /// Where the OAuth providers are.
 #[derive(Debug, Clone)]
 pub struct OAuthEndpoints {
@@ -490,6 +498,11 @@ pub struct Settings {
     pub admin_email: Option<String>,
     /// `KUBEBYON_SETTINGS_KEY`: seals the system settings' secrets.
     pub settings_key: Option<SecretString>,
+    /// The function's own AWS credentials (`AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`: under Lambda, its
+    /// execution role's), used for Route53 when the system settings hold no
+    /// access key.
+    pub aws_credentials: Option<AwsCredentials>,
     /// `KUBEBYON_SETTINGS_KEY_PREVIOUS`: former keys (comma-separated), still
     /// accepted to open secrets while a rotation is under way.
     pub settings_key_previous: Vec<SecretString>,
@@ -647,6 +660,17 @@ impl Settings {
                 .trim_end_matches('/')
                 .to_string(),
             oauth: OAuthEndpoints::from_source(source),
+            aws_credentials: match (
+                source.get("AWS_ACCESS_KEY_ID"),
+                secret(source, "AWS_SECRET_ACCESS_KEY"),
+            ) {
+                (Some(access_key_id), Some(secret_access_key)) => Some(AwsCredentials {
+                    access_key_id,
+                    secret_access_key,
+                    session_token: secret(source, "AWS_SESSION_TOKEN"),
+                }),
+                _ => None,
+            },
             settings_key: match secret(source, "KUBEBYON_SETTINGS_KEY") {
                 Some(key) => {
                     crate::secretbox::SecretBox::new(&key).map_err(|e| ConfigError::Invalid {

@@ -120,24 +120,41 @@ pub async fn zone(
         .behavior_version(BehaviorVersion::latest())
         .http_client(http)
         .region(Region::new("us-east-1"));
-    if let (Some(id), Ok(Some(secret))) = (
-        f.managed_workload_ingress_dns_access_key_id.clone(),
-        settings::open(
+    // The access key in the settings, else the function's own credentials
+    // (under Lambda its role's, allowed only the zone by the template).
+    let credentials = match f.managed_workload_ingress_dns_access_key_id.clone() {
+        Some(id) => match settings::open(
             key.as_ref(),
             column::DNS_SECRET,
             stored.dns_secret.as_deref(),
-        ),
-    ) {
-        config = config.credentials_provider(Credentials::new(
-            id,
-            secret.expose_secret().to_string(),
-            None,
-            None,
-            "kubebyon-settings",
-        ));
-    } else {
-        return Ok(Err("the Route53 access key is not configured"));
-    }
+        ) {
+            Ok(Some(secret)) => Credentials::new(
+                id,
+                secret.expose_secret().to_string(),
+                None,
+                None,
+                "kubebyon-settings",
+            ),
+            _ => return Ok(Err("the Route53 access key's secret cannot be opened")),
+        },
+        None => match &env.aws_credentials {
+            Some(own) => Credentials::new(
+                own.access_key_id.clone(),
+                own.secret_access_key.expose_secret().to_string(),
+                own.session_token
+                    .as_ref()
+                    .map(|t| t.expose_secret().to_string()),
+                None,
+                "environment",
+            ),
+            None => {
+                return Ok(Err(
+                    "no Route53 access key is configured and the function has no AWS credentials of its own",
+                ));
+            }
+        },
+    };
+    config = config.credentials_provider(credentials);
     if let Some(endpoint) = f.managed_workload_ingress_dns_endpoint.clone() {
         config = config.endpoint_url(endpoint);
     }

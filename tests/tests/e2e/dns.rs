@@ -640,3 +640,47 @@ async fn dns_credentials_go_to_no_name_that_resolves_to_a_private_address() {
     assert_eq!(report.failed, 0, "{report:?}");
     assert_eq!(moto.cnames(&zone).len(), 1, "{:?}", moto.cnames(&zone));
 }
+
+/// With no access key in the settings, `sync-dns` signs with the function's
+/// own credentials (under Lambda, its role's); with neither it does nothing
+/// and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_stored_key_route53_is_reached_with_the_functions_own_credentials() {
+    let moto = Moto::start().await;
+    let zone = moto.create_zone("apps.example.com");
+    let platform = Platform::new().await;
+    configure(&platform, &moto.url, &zone).await;
+    sqlx::query(
+        "UPDATE system_settings SET managed_workload_ingress_dns_access_key_id = NULL,
+                managed_workload_ingress_dns_secret_encrypted = NULL",
+    )
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+    ingress_cluster(&platform, "roled").await;
+
+    let without = Settings::from_source(&HashMap::from([("KUBEBYON_SETTINGS_KEY", KEY)])).unwrap();
+    let report = sync_dns::route53::sync(&platform.db.pool, &without)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.skipped,
+        Some(
+            "no Route53 access key is configured and the function has no AWS credentials of its own"
+        )
+    );
+    assert!(moto.cnames(&zone).is_empty());
+
+    let with_role = Settings::from_source(&HashMap::from([
+        ("KUBEBYON_SETTINGS_KEY", KEY),
+        ("AWS_ACCESS_KEY_ID", "ASIAROLEEXAMPLE"),
+        ("AWS_SECRET_ACCESS_KEY", "role-secret"),
+        ("AWS_SESSION_TOKEN", "role-session-token"),
+    ]))
+    .unwrap();
+    let report = sync_dns::route53::sync(&platform.db.pool, &with_role)
+        .await
+        .unwrap();
+    assert_eq!((report.skipped, report.failed), (None, 0), "{report:?}");
+    assert_eq!(moto.cnames(&zone).len(), 1, "{:?}", moto.cnames(&zone));
+}
