@@ -1,7 +1,10 @@
-//! The process's Prometheus figures: HTTP requests, job attempts, schedule
-//! runs and the job backlog, in one registry per process, exposed as
+//! The process's figures: HTTP requests, job attempts, schedule runs and the
+//! job backlog, in one Prometheus registry per process, exposed as
 //! OpenMetrics text (which Prometheus scrapes) by the process runtimes on
-//! `METRICS_PORT`. Names and labels are documented in
+//! `METRICS_PORT`. Under Lambda, where nothing scrapes, each figure is also
+//! written as it happens as a CloudWatch Embedded Metric Format line on
+//! standard output, which CloudWatch Logs turns into metrics (namespace
+//! `KubeBYON`). Names and labels are documented in
 //! `docs/runbooks/observability.md`; every label has a bounded set of values
 //! (route templates, not paths).
 
@@ -108,6 +111,8 @@ pub struct Backlog {
 }
 
 pub struct Metrics {
+    /// Whether figures are also written as EMF lines (under Lambda).
+    emf: bool,
     registry: Registry,
     requests: Family<Request, Counter>,
     request_seconds: Family<Route, Histogram>,
@@ -131,8 +136,56 @@ fn slow() -> Histogram {
     Histogram::new(exponential_buckets(0.05, 2.0, 16))
 }
 
+/// The CloudWatch namespace of the EMF figures.
+const EMF_NAMESPACE: &str = "KubeBYON";
+
+/// One Embedded Metric Format line: `values` (name, unit, value) under each
+/// of the `dimension_sets`, whose dimensions' values are in `dimensions`.
+fn emf_line(
+    timestamp_ms: i64,
+    dimensions: &[(&str, &str)],
+    dimension_sets: &[&[&str]],
+    values: &[(&str, &str, f64)],
+) -> String {
+    let mut line = serde_json::Map::new();
+    line.insert(
+        "_aws".into(),
+        serde_json::json!({
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": EMF_NAMESPACE,
+                "Dimensions": dimension_sets,
+                "Metrics": values.iter().map(|(name, unit, _)| serde_json::json!({ "Name": name, "Unit": unit })).collect::<Vec<_>>(),
+            }],
+        }),
+    );
+    for (name, value) in dimensions {
+        line.insert((*name).into(), (*value).into());
+    }
+    for (name, _, value) in values {
+        line.insert((*name).into(), serde_json::json!(value));
+    }
+    serde_json::Value::Object(line).to_string()
+}
+
 impl Metrics {
-    fn new() -> Self {
+    /// Writes one EMF line, when this process writes them.
+    fn emit(&self, dimensions: &[(&str, &str)], sets: &[&[&str]], values: &[(&str, &str, f64)]) {
+        if !self.emf {
+            return;
+        }
+        use std::io::Write;
+        let line = emf_line(
+            chrono::Utc::now().timestamp_millis(),
+            dimensions,
+            sets,
+            values,
+        );
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+    }
+
+    fn new(emf: bool) -> Self {
         let mut registry = Registry::with_prefix("kubebyon");
         let requests = Family::default();
         registry.register(
@@ -192,6 +245,7 @@ impl Metrics {
             oldest_pending_seconds.clone(),
         );
         Self {
+            emf,
             registry,
             requests,
             request_seconds,
@@ -207,6 +261,19 @@ impl Metrics {
     }
 
     pub fn http_request(&self, route: &str, method: &str, status: u16, took: Duration) {
+        let status_text = status.to_string();
+        self.emit(
+            &[
+                ("route", route),
+                ("method", method),
+                ("status", &status_text),
+            ],
+            &[&["route", "method", "status"]],
+            &[
+                ("Requests", "Count", 1.0),
+                ("RequestDuration", "Seconds", took.as_secs_f64()),
+            ],
+        );
         let (route, method) = (route.to_string(), method.to_string());
         self.request_seconds
             .get_or_create(&Route {
@@ -224,6 +291,11 @@ impl Metrics {
     }
 
     pub fn job_claimed(&self, job_type: JobType, due_for: Duration) {
+        self.emit(
+            &[("job_type", job_type.as_str())],
+            &[&["job_type"]],
+            &[("JobStartDelay", "Seconds", due_for.as_secs_f64())],
+        );
         let kind = Kind {
             job_type: job_type.as_str(),
         };
@@ -234,6 +306,19 @@ impl Metrics {
     }
 
     pub fn job_attempt(&self, job_type: JobType, outcome: AttemptOutcome, took: Duration) {
+        self.emit(
+            &[
+                ("job_type", job_type.as_str()),
+                ("outcome", outcome.as_str()),
+            ],
+            // By type and outcome, and by outcome alone (what an alarm on
+            // failed jobs watches).
+            &[&["job_type", "outcome"], &["outcome"]],
+            &[
+                ("JobAttempts", "Count", 1.0),
+                ("JobAttemptDuration", "Seconds", took.as_secs_f64()),
+            ],
+        );
         self.attempts
             .get_or_create(&Attempt {
                 job_type: job_type.as_str(),
@@ -248,6 +333,14 @@ impl Metrics {
     }
 
     pub fn schedule_run(&self, schedule: &'static str, result: RunResult, took: Duration) {
+        self.emit(
+            &[("schedule", schedule), ("result", result.as_str())],
+            &[&["schedule", "result"]],
+            &[
+                ("ScheduleRuns", "Count", 1.0),
+                ("ScheduleRunDuration", "Seconds", took.as_secs_f64()),
+            ],
+        );
         self.runs
             .get_or_create(&Run {
                 schedule,
@@ -259,8 +352,39 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// Sets the backlog gauges: every job type, those without pending jobs at 0.
+    /// Sets the backlog gauges: every job type, those without pending jobs
+    /// at 0. As EMF, by type and in total (the oldest age across types:
+    /// what an alarm on stuck jobs watches).
     pub fn set_backlog(&self, backlog: &[Backlog]) {
+        for b in backlog {
+            self.emit(
+                &[("job_type", b.job_type.as_str())],
+                &[&["job_type"]],
+                &[
+                    ("JobsPending", "Count", b.pending as f64),
+                    ("JobsOldestPendingAge", "Seconds", b.oldest_due_seconds),
+                ],
+            );
+        }
+        self.emit(
+            &[("service", "kubebyon")],
+            &[&["service"]],
+            &[
+                (
+                    "JobsPending",
+                    "Count",
+                    backlog.iter().map(|b| b.pending as f64).sum(),
+                ),
+                (
+                    "JobsOldestPendingAge",
+                    "Seconds",
+                    backlog
+                        .iter()
+                        .map(|b| b.oldest_due_seconds)
+                        .fold(0.0, f64::max),
+                ),
+            ],
+        );
         for job_type in JobType::ALL {
             let kind = Kind {
                 job_type: job_type.as_str(),
@@ -287,7 +411,7 @@ impl Metrics {
 /// The process's figures.
 pub fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(Metrics::new)
+    METRICS.get_or_init(|| Metrics::new(std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some()))
 }
 
 /// The content type of [`Metrics::encode`]'s text.
@@ -299,7 +423,7 @@ mod tests {
 
     #[test]
     fn figures_come_out_as_openmetrics_text_with_their_labels() {
-        let m = Metrics::new();
+        let m = Metrics::new(false);
         m.http_request(
             "/api/console/clusters/{id}",
             "GET",
@@ -339,5 +463,39 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn an_emf_line_names_its_metrics_dimensions_and_values() {
+        let line: serde_json::Value = serde_json::from_str(&emf_line(
+            1_700_000_000_000,
+            &[("job_type", "cluster_create"), ("outcome", "failed")],
+            &[&["job_type", "outcome"], &["outcome"]],
+            &[
+                ("JobAttempts", "Count", 1.0),
+                ("JobAttemptDuration", "Seconds", 2.5),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(
+            line,
+            serde_json::json!({
+                "_aws": {
+                    "Timestamp": 1_700_000_000_000_i64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "KubeBYON",
+                        "Dimensions": [["job_type", "outcome"], ["outcome"]],
+                        "Metrics": [
+                            { "Name": "JobAttempts", "Unit": "Count" },
+                            { "Name": "JobAttemptDuration", "Unit": "Seconds" }
+                        ]
+                    }]
+                },
+                "job_type": "cluster_create",
+                "outcome": "failed",
+                "JobAttempts": 1.0,
+                "JobAttemptDuration": 2.5
+            })
+        );
     }
 }

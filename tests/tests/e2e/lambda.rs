@@ -548,3 +548,65 @@ async fn a_migration_that_cannot_run_answers_failed_with_its_reason() {
     assert!(reason.contains("applying migrations"), "{reason}");
     assert!(reason.contains("kubebyon_no_such_database"), "{reason}");
 }
+
+/// Under Lambda, where nothing scrapes `/metrics`, the figures are written
+/// as CloudWatch Embedded Metric Format lines: a sweep's run reports the job
+/// backlog (by type and in total) and itself.
+#[tokio::test]
+async fn under_lambda_a_sweep_writes_the_backlog_as_embedded_metric_format_lines() {
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let cluster = seed_cluster(&db.pool).await;
+    let pending = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    sqlx::query("UPDATE cluster_jobs SET run_after = now() - interval '45 seconds' WHERE id = $1")
+        .bind(pending.job_id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let api = RuntimeApi::start().await;
+    let amqp_url = tests::broker::amqp_url();
+    let mut command = Command::new(workspace_binary("sweep"));
+    command
+        .envs(api.env("sweep"))
+        .env("DATABASE_URL", &db.url)
+        .env("AMQP_URL", &amqp_url)
+        .env("AMQP_EXCHANGE", &broker.topology.exchange)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    let mut sweep = command.spawn().unwrap();
+    let result = response(
+        api.invoke(serde_json::json!({ "source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {} }))
+            .await,
+    );
+    assert!(result["published"].is_number(), "{result}");
+    sweep.start_kill().unwrap();
+    let output = sweep.wait_with_output().await.unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l.get("_aws").is_some())
+        .collect();
+    let find = |key: &str, value: &str| {
+        lines
+            .iter()
+            .find(|l| l[key] == value && l.get("JobsPending").is_some())
+            .unwrap_or_else(|| panic!("no backlog line for {key}={value} in {lines:?}"))
+    };
+    let by_type = find("job_type", "cluster_create");
+    assert_eq!(by_type["JobsPending"], 1.0);
+    let age = by_type["JobsOldestPendingAge"].as_f64().unwrap();
+    assert!((45.0..90.0).contains(&age), "{age}");
+    assert_eq!(
+        by_type["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+        "KubeBYON"
+    );
+    assert_eq!(find("service", "kubebyon")["JobsPending"], 1.0);
+    let run = lines
+        .iter()
+        .find(|l| l["schedule"] == "sweep")
+        .expect("the run's own line");
+    assert_eq!(
+        (run["result"].as_str(), run["ScheduleRuns"].as_f64()),
+        (Some("succeeded"), Some(1.0))
+    );
+}
