@@ -24,6 +24,8 @@ command -v cc >/dev/null || apt_install gcc libc6-dev
 command -v mold >/dev/null || apt_install mold
 command -v curl >/dev/null || apt_install curl
 command -v jq >/dev/null || apt_install jq
+# A real pooler, for what it does to the platform's connections (pool.rs).
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer
 
 # kubectl, the client users drive their clusters with (the simulator's
 # faithfulness test and the README's quickstart run it), and helm, which

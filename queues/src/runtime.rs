@@ -34,10 +34,11 @@ impl Platform {
         shared::config::fetch_secrets().await?;
         let settings = Settings::from_env()?;
         telemetry::init(settings.log_format);
-        let pool = db::lazy_pool(
+        let pool = db::lazy_pool_with(
             settings.require_database_url()?,
             settings.database_max_connections,
             workload,
+            settings.database_session_settings,
         )
         .context("DATABASE_URL")?;
         Ok(Self {

@@ -428,6 +428,9 @@ pub struct Settings {
     /// Name of the durable exchange; queues are named `<exchange>.<job type>`.
     pub amqp_exchange: String,
     pub port: u16,
+    /// `DATABASE_SESSION_SETTINGS` (default true): whether job workers send
+    /// their planner settings at connect (see `db::lazy_pool_with`).
+    pub database_session_settings: bool,
     /// `METRICS_PORT`: where a long-running process serves `GET /metrics`
     /// (Prometheus), on its own port so the public routes never expose it.
     /// Unset: not served. Ignored under Lambda.
@@ -584,6 +587,7 @@ impl Settings {
             amqp_url: secret(source, "AMQP_URL"),
             amqp_exchange,
             port,
+            database_session_settings: parse_or(source, "DATABASE_SESSION_SETTINGS", true)?,
             metrics_port: source
                 .get("METRICS_PORT")
                 .map(|raw| {

@@ -48,15 +48,57 @@ pub fn lazy_pool(
     max_connections: u32,
     workload: Workload,
 ) -> Result<PgPool, sqlx::Error> {
+    lazy_pool_with(url, max_connections, workload, true)
+}
+
+/// [`lazy_pool`], saying whether the job workload's planner settings are sent
+/// (`DATABASE_SESSION_SETTINGS`). They travel as the `options` startup
+/// parameter, which PostgreSQL and RDS take but a pooler may refuse
+/// (PgBouncer: `unsupported startup parameter: options`) or drop
+/// (`ignore_startup_parameters = options`). Without them the job statements
+/// are planned as PostgreSQL plans by default: slower claims, the same
+/// results. Sent, each new connection checks they arrived and warns when a
+/// pooler dropped them.
+pub fn lazy_pool_with(
+    url: &SecretString,
+    max_connections: u32,
+    workload: Workload,
+    session_settings: bool,
+) -> Result<PgPool, sqlx::Error> {
     let mut options: PgConnectOptions = url.expose_secret().parse()?;
-    options = options.application_name("kubebyon");
-    if workload == Workload::Jobs {
+    // No `extra_float_digits` startup parameter: PostgreSQL 12 and later
+    // write floats exactly by default, and poolers refuse parameters they do
+    // not know (PgBouncer: `unsupported startup parameter`).
+    options = options
+        .application_name("kubebyon")
+        .extra_float_digits(None);
+    let sent = workload == Workload::Jobs && session_settings;
+    if sent {
         options = options.options([
             ("plan_cache_mode", "force_generic_plan"),
             ("enable_seqscan", "off"),
         ]);
     }
-    Ok(PgPoolOptions::new()
+    let mut pool = PgPoolOptions::new();
+    if sent {
+        pool = pool.after_connect(|conn, _| {
+            Box::pin(async move {
+                let mode = sqlx::query_scalar!(
+                    r#"SELECT current_setting('plan_cache_mode') AS "mode!""#
+                )
+                .fetch_one(conn)
+                .await?;
+                if mode != "force_generic_plan" {
+                    tracing::warn!(
+                        plan_cache_mode = mode,
+                        "the job workload's planner settings did not reach PostgreSQL: something between (a pooler ignoring the options startup parameter) dropped them; set DATABASE_SESSION_SETTINGS=false to stop sending them"
+                    );
+                }
+                Ok(())
+            })
+        });
+    }
+    Ok(pool
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
         .test_before_acquire(false)

@@ -37,7 +37,7 @@ use shared::{
 use tokio::sync::watch;
 use utoipa::OpenApi;
 
-pub use postgres::EmbeddedPostgres;
+pub use postgres::{EmbeddedPostgres, run_as};
 
 /// The OpenAPI document of every HTTP function.
 pub fn openapi() -> utoipa::openapi::OpenApi {

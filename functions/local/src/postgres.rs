@@ -41,7 +41,7 @@ fn bin_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// uid and gid of the `postgres` user, when we are root and must drop privileges.
-fn run_as() -> anyhow::Result<Option<(u32, u32)>> {
+pub fn run_as() -> anyhow::Result<Option<(u32, u32)>> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let is_root = status
         .lines()
