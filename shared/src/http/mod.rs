@@ -124,15 +124,31 @@ fn request_span(request: &Request) -> tracing::Span {
     tracing::info_span!("request", method = %request.method(), route, request_id, status = tracing::field::Empty)
 }
 
+/// A request method as a metrics label: the standard ones by name, any
+/// other (a client may send any token) as `other`, so no caller can grow
+/// the number of series.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
 /// Counts the answer in the process's metrics, by route template.
 async fn count_request(request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let route = request.extensions().get::<MatchedPath>().cloned();
-    let method = request.method().clone();
+    let method = method_label(request.method());
     let response = next.run(request).await;
     crate::telemetry::metrics::metrics().http_request(
         route.as_ref().map_or("unmatched", MatchedPath::as_str),
-        method.as_str(),
+        method,
         response.status().as_u16(),
         started.elapsed(),
     );

@@ -185,6 +185,23 @@ async fn local_runs_the_platform_through_rabbitmq() {
     .await;
     create_and_watch_it_become_ready(&local).await;
 
+    // A caller cannot grow the number of series: any method token and any
+    // path count as one label each.
+    for (method, path) in [
+        ("BREW", "/api/console/clusters"),
+        ("GET", "/no/such/route/7f3a"),
+    ] {
+        local
+            .http
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                format!("{}{path}", local.base),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+
     // What that did, as Prometheus scrapes it from the metrics port.
     let scrape = || async {
         let response = local
@@ -241,6 +258,15 @@ async fn local_runs_the_platform_through_rabbitmq() {
     assert!(
         !text.contains("/healthz") && !text.contains("/metrics"),
         "probes and scrapes are not counted"
+    );
+    assert!(!text.contains("BREW") && !text.contains("7f3a"), "{text}");
+    assert!(
+        text.contains(r#"route="/api/console/clusters",method="other""#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"route="unmatched",method="GET",status="404""#),
+        "{text}"
     );
     local.stop().await;
 }
