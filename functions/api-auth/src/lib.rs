@@ -30,8 +30,22 @@ mod captcha;
 mod oauth;
 mod provider;
 
+/// The platform's OpenAPI document as committed (`docs/openapi.json`, which a
+/// test keeps equal to what the handlers generate), served by this public
+/// function so deployed clients and the console can fetch it.
+const OPENAPI_DOCUMENT: &str = include_str!("../../../docs/openapi.json");
+
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route(
+            "/api/openapi.json",
+            get(|| async {
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    OPENAPI_DOCUMENT,
+                )
+            }),
+        )
         .route("/api/auth/register", post(register))
         .route("/api/auth/verify-email", post(verify_email))
         .route("/api/auth/resend-code", post(resend_code))

@@ -18,7 +18,7 @@ mod postgres;
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
-use axum::{Router, routing::get};
+use axum::Router;
 use queues::{
     AmqpPublisher, Consumer, Topology, inprocess,
     runtime::{Schedule, ScheduleContext},
@@ -61,7 +61,6 @@ pub fn routes() -> Router<AppState> {
         .merge(api_nodes::router())
         .merge(api_admin::router())
         .merge(join::router())
-        .route("/api/openapi.json", get(|| async { axum::Json(openapi()) }))
 }
 
 /// Every schedule function, run on its interval.

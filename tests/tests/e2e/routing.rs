@@ -179,6 +179,15 @@ async fn misrouted(state: &AppState, route: impl Fn(&str, &str) -> Option<String
         }
     }
     assert!(checked > 50, "only {checked} operations checked");
+    // The document itself, which is not among its own paths.
+    let document_path = "/api/openapi.json";
+    let served = match route("GET", document_path).and_then(|backend| router_of(&backend)) {
+        Some(router) => serves(router.with_state(state.clone()), "GET", document_path).await,
+        None => false,
+    };
+    if !served {
+        wrong.push(format!("GET {document_path}: not served"));
+    }
     wrong
 }
 
