@@ -113,6 +113,16 @@ pub fn lazy_pool_with(
         .connect_lazy_with(options))
 }
 
+/// A pool for requests on a database brought to the current schema: every
+/// migration not yet applied is, first (the release step, and `local`).
+pub async fn migrated_pool(url: &SecretString, max_connections: u32) -> anyhow::Result<PgPool> {
+    use anyhow::Context;
+    let pool = lazy_pool(url, max_connections, Workload::Requests)?;
+    MIGRATOR.run(&pool).await.context("applying migrations")?;
+    tracing::info!("migrations applied");
+    Ok(pool)
+}
+
 /// Readiness: the database answers a trivial query.
 pub async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {
     sqlx::query_scalar!("SELECT 1 AS \"one!\"")

@@ -166,7 +166,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
     };
     let result = match command {
         "run" => serve(settings, database_url, development).await,
-        "migrate" => migrate(&database_url, settings.database_max_connections)
+        "migrate" => db::migrated_pool(&database_url, settings.database_max_connections)
             .await
             .map(|_| ()),
         "reseal-settings" => reseal_settings(&settings, &database_url).await,
@@ -184,16 +184,6 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         pg.stop().await;
     }
     result
-}
-
-async fn migrate(url: &SecretString, max_connections: u32) -> anyhow::Result<sqlx::PgPool> {
-    let pool = db::lazy_pool(url, max_connections, db::Workload::Requests)?;
-    db::MIGRATOR
-        .run(&pool)
-        .await
-        .context("applying migrations")?;
-    tracing::info!("migrations applied");
-    Ok(pool)
 }
 
 /// Makes `email` an administrator with the password on standard input
@@ -225,7 +215,7 @@ async fn create_admin(
     let hash = shared::accounts::auth::hash_password(password)
         .await
         .map_err(|err| anyhow::anyhow!("hashing the password: {err}"))?;
-    let pool = migrate(database_url, settings.database_max_connections).await?;
+    let pool = db::migrated_pool(database_url, settings.database_max_connections).await?;
     let display_name = email.as_str().split('@').next().unwrap_or("admin");
     let mut tx = pool.begin().await?;
     let (user_id, action, metadata) =
@@ -278,7 +268,7 @@ async fn reseal_settings(settings: &Settings, database_url: &SecretString) -> an
     let key = settings
         .secret_box()
         .context("KUBEBYON_SETTINGS_KEY must be set to the new key")?;
-    let pool = migrate(database_url, settings.database_max_connections).await?;
+    let pool = db::migrated_pool(database_url, settings.database_max_connections).await?;
     let mut tx = pool.begin().await?;
     let done = shared::settings::reseal(&mut tx, &key).await?;
     shared::audit::record(
@@ -308,7 +298,7 @@ async fn serve(
     database_url: SecretString,
     development: bool,
 ) -> anyhow::Result<()> {
-    let pool = migrate(&database_url, settings.database_max_connections).await?;
+    let pool = db::migrated_pool(&database_url, settings.database_max_connections).await?;
     let settings = Arc::new(settings);
     let (host, _simulator) = host().await?;
     let worker = Worker::new(

@@ -9,7 +9,6 @@
 //! `ResponseURL`; a `Delete` changes nothing, since a stack's removal must
 //! never drop the platform's data.
 
-use anyhow::Context;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde::{Deserialize, Serialize};
 use shared::{config::Settings, db, runtime::under_lambda, telemetry};
@@ -34,17 +33,13 @@ pub async fn run() -> anyhow::Result<()> {
 
 /// Migrations, then the topology when `AMQP_URL` is set.
 pub async fn apply(settings: &Settings) -> anyhow::Result<()> {
-    let pool = db::lazy_pool(
+    db::migrated_pool(
         settings.require_database_url()?,
         settings.database_max_connections,
-        db::Workload::Requests,
-    )?;
-    db::MIGRATOR
-        .run(&pool)
-        .await
-        .context("applying migrations")?;
-    pool.close().await;
-    tracing::info!("migrations applied");
+    )
+    .await?
+    .close()
+    .await;
     match &settings.amqp_url {
         Some(url) => {
             queues::Topology::new(settings.amqp_exchange.clone())
