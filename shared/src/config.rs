@@ -66,19 +66,12 @@ static FETCHED: tokio::sync::OnceCell<HashMap<String, String>> = tokio::sync::On
 /// A variable set both ways, or a secret that cannot be fetched, is an
 /// error naming it.
 pub async fn fetch_secrets() -> Result<(), ConfigError> {
+    // While this runs nothing is fetched yet: `ProcessEnv` is the
+    // environment alone.
     FETCHED
-        .get_or_try_init(|| fetch_from(&EnvOnly))
+        .get_or_try_init(|| fetch_from(&ProcessEnv))
         .await
         .map(|_| ())
-}
-
-/// The process environment alone (what names the secrets to fetch).
-struct EnvOnly;
-
-impl Source for EnvOnly {
-    fn raw(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok()
-    }
 }
 
 async fn fetch_from(source: &dyn Source) -> Result<HashMap<String, String>, ConfigError> {

@@ -29,14 +29,14 @@ use crate::domain::JobType;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Request {
     route: String,
-    method: String,
+    method: &'static str,
     status: u16,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Route {
     route: String,
-    method: String,
+    method: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -260,25 +260,28 @@ impl Metrics {
         }
     }
 
-    pub fn http_request(&self, route: &str, method: &str, status: u16, took: Duration) {
-        let status_text = status.to_string();
-        self.emit(
-            &[
-                ("route", route),
-                ("method", method),
-                ("status", &status_text),
-            ],
-            &[&["route", "method", "status"]],
-            &[
-                ("Requests", "Count", 1.0),
-                ("RequestDuration", "Seconds", took.as_secs_f64()),
-            ],
-        );
-        let (route, method) = (route.to_string(), method.to_string());
+    /// `method` is one of a bounded set (the HTTP layer names any
+    /// non-standard method `other`).
+    pub fn http_request(&self, route: &str, method: &'static str, status: u16, took: Duration) {
+        if self.emf {
+            self.emit(
+                &[
+                    ("route", route),
+                    ("method", method),
+                    ("status", &status.to_string()),
+                ],
+                &[&["route", "method", "status"]],
+                &[
+                    ("Requests", "Count", 1.0),
+                    ("RequestDuration", "Seconds", took.as_secs_f64()),
+                ],
+            );
+        }
+        let route = route.to_string();
         self.request_seconds
             .get_or_create(&Route {
                 route: route.clone(),
-                method: method.clone(),
+                method,
             })
             .observe(took.as_secs_f64());
         self.requests
