@@ -239,21 +239,28 @@ impl Schedule {
         &self,
         context: ScheduleContext,
     ) -> anyhow::Result<serde_json::Value> {
-        let lock = db::try_advisory_lock(&context.pool, &format!("schedule:{}", self.name))
-            .await
-            .context("taking the schedule's lock")?;
         let metrics = shared::telemetry::metrics::metrics();
         let started = std::time::Instant::now();
-        let Some(lock) = lock else {
-            tracing::info!(
-                schedule = self.name,
-                "another run of this schedule is in progress: this one steps aside"
-            );
-            metrics.schedule_run(self.name, RunResult::Skipped, started.elapsed());
-            return Ok(serde_json::json!({ "skipped": "another run is in progress" }));
+        let lock = db::try_advisory_lock(&context.pool, &format!("schedule:{}", self.name))
+            .await
+            .context("taking the schedule's lock");
+        let result = match lock {
+            Ok(Some(lock)) => {
+                let result = (self.run)(context).await;
+                lock.release().await;
+                result
+            }
+            Ok(None) => {
+                tracing::info!(
+                    schedule = self.name,
+                    "another run of this schedule is in progress: this one steps aside"
+                );
+                metrics.schedule_run(self.name, RunResult::Skipped, started.elapsed());
+                return Ok(serde_json::json!({ "skipped": "another run is in progress" }));
+            }
+            // The database cannot be reached, say: a failed run like any other.
+            Err(err) => Err(err),
         };
-        let result = (self.run)(context).await;
-        lock.release().await;
         let outcome = if result.is_ok() {
             RunResult::Succeeded
         } else {

@@ -941,3 +941,33 @@ async fn the_backlog_counts_pending_jobs_and_the_oldest_due_ones_wait() {
     assert_eq!(backlog[0].pending, 2);
     assert!(backlog[0].oldest_due_seconds < 90.0, "{backlog:?}");
 }
+
+/// A run that cannot even take its lock (the database is unreachable) is a
+/// failed run in the metrics, like one whose work failed.
+#[tokio::test]
+async fn a_schedule_run_that_cannot_take_its_lock_counts_as_failed() {
+    let unreachable = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_millis(500))
+        .connect_lazy(&format!(
+            "postgres://postgres@127.0.0.1:{}/none",
+            tests::free_port()
+        ))
+        .unwrap();
+    let settings = shared::config::Settings::from_source(&std::collections::HashMap::new())
+        .expect("default settings");
+    let context =
+        queues::runtime::ScheduleContext::new(unreachable, Arc::new(settings), None, None);
+    let err = ::sweep::SCHEDULE
+        .run_exclusively(context)
+        .await
+        .expect_err("no database");
+    assert!(
+        format!("{err:#}").contains("taking the schedule's lock"),
+        "{err:#}"
+    );
+    let text = shared::telemetry::metrics::metrics().encode();
+    assert!(
+        text.contains(r#"kubebyon_schedule_runs_total{schedule="sweep",result="failed"} 1"#),
+        "{text}"
+    );
+}
