@@ -45,9 +45,12 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
             + auth::prune_rate_limits(&mut *conn).await?
             + idempotency::prune_expired(&mut *conn).await?,
     };
-    // The backlog's figures, also where nothing scrapes (under Lambda, as
-    // EMF lines every run).
-    shared::telemetry::metrics::metrics().set_backlog(&jobs::backlog(&mut *conn).await?);
+    // Where nothing scrapes (under Lambda), the backlog's figures are
+    // written every run; a scrape reads them itself.
+    let metrics = shared::telemetry::metrics::metrics();
+    if metrics.writes_lines() {
+        metrics.set_backlog(&jobs::backlog(&mut *conn).await?);
+    }
     // The backbone's part is logged by `sweep_on`.
     if report.tokens_expired + report.pruned > 0 {
         tracing::info!(

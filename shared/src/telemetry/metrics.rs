@@ -260,6 +260,12 @@ impl Metrics {
         }
     }
 
+    /// Whether figures are written as they happen (EMF under Lambda), so
+    /// what is otherwise read at a scrape has to be reported by someone.
+    pub fn writes_lines(&self) -> bool {
+        self.emf
+    }
+
     /// `method` is one of a bounded set (the HTTP layer names any
     /// non-standard method `other`).
     pub fn http_request(&self, route: &str, method: &'static str, status: u16, took: Duration) {
