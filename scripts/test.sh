@@ -109,15 +109,17 @@ fi
 # the account tests), moto (a Route53-compatible server, with boto3 as an
 # independent client, for the DNS tests) and schemathesis (generates requests
 # from the OpenAPI document and checks the answers against it), and
-# kubernetes-validate (the Kubernetes schemas the chart is checked against)
-# and cfn-lint (the AWS template, its SAM transform included).
-if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis, kubernetes_validate, cfnlint' 2>/dev/null; then
+# kubernetes-validate (the Kubernetes schemas the chart is checked against),
+# cfn-lint (the AWS template, its SAM transform included), yamllint (every
+# YAML file of infra/) and prometheus-client (Prometheus's own parser of the
+# text /metrics serves).
+if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis, kubernetes_validate, cfnlint, yamllint, prometheus_client' 2>/dev/null; then
     command -v python3 >/dev/null || apt_install python3
     python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
-    log "installing aiosmtpd, moto, schemathesis, kubernetes-validate and cfn-lint into target/test-venv"
+    log "installing aiosmtpd, moto, schemathesis, kubernetes-validate, cfn-lint, yamllint and prometheus-client into target/test-venv"
     rm -rf target/test-venv
     python3 -m venv target/test-venv
-    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5 kubernetes-validate==1.37.0 cfn-lint==1.58.0
+    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5 kubernetes-validate==1.37.0 cfn-lint==1.58.0 yamllint==1.38.0 prometheus-client==0.26.0
 fi
 export KUBEBYON_TEST_PYTHON="$PWD/target/test-venv/bin/python"
 

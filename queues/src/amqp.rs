@@ -184,12 +184,25 @@ impl AmqpPublisher {
 
     async fn publish_on(&self, channel: &Channel, messages: &[JobMessage]) -> Result<(), String> {
         let mut confirms = Vec::with_capacity(messages.len());
+        // The publishing span's W3C trace context, for whatever reads the
+        // broker; the job itself continues the trace kept in its row.
+        let headers = shared::telemetry::trace::current_traceparent().map(|traceparent| {
+            let mut headers = FieldTable::default();
+            headers.insert(
+                "traceparent".into(),
+                lapin::types::AMQPValue::LongString(traceparent.into()),
+            );
+            headers
+        });
         for message in messages {
             let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
-            let properties = BasicProperties::default()
+            let mut properties = BasicProperties::default()
                 .with_delivery_mode(2)
                 .with_content_type("application/json".into())
                 .with_message_id(message.job_id.to_string().into());
+            if let Some(headers) = &headers {
+                properties = properties.with_headers(headers.clone());
+            }
             let confirm = channel
                 .basic_publish(
                     self.topology.exchange.as_str().into(),

@@ -18,6 +18,7 @@ use shared::{
     telemetry::{self, metrics::RunResult},
 };
 use sqlx::PgPool;
+use tracing::Instrument;
 
 use crate::{AmqpPublisher, Consumer, Topology, lambda::handle_batch};
 
@@ -33,7 +34,7 @@ impl Platform {
     pub async fn from_env(workload: db::Workload) -> anyhow::Result<Self> {
         shared::config::fetch_secrets().await?;
         let settings = Settings::from_env()?;
-        telemetry::init(settings.log_format);
+        telemetry::init(settings.log_format, settings.traces.as_ref());
         let pool = db::lazy_pool_with(
             settings.require_database_url()?,
             settings.database_max_connections,
@@ -132,7 +133,9 @@ pub async fn http_function(routes: fn() -> Router<AppState>) -> anyhow::Result<(
         settings: platform.settings.clone(),
         host: shared::host::from_env().await?,
     };
-    serve_http(with_common_layers(routes(), state), platform.settings.port).await
+    let served = serve_http(with_common_layers(routes(), state), platform.settings.port).await;
+    telemetry::trace::shutdown().await;
+    served
 }
 
 /// A job function: Amazon MQ event batches under Lambda, or a RabbitMQ consumer.
@@ -153,7 +156,11 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
     if under_lambda() {
         return lambda_runtime::run(service_fn(move |event: LambdaEvent<RabbitMqEvent>| {
             let worker = worker.clone();
-            async move { Ok::<_, lambda_runtime::Error>(handle_batch(&worker, event.payload).await) }
+            async move {
+                let response = handle_batch(&worker, event.payload).await;
+                telemetry::trace::flush().await;
+                Ok::<_, lambda_runtime::Error>(response)
+            }
         }))
         .await
         .map_err(|err| anyhow::anyhow!("lambda runtime: {err}"));
@@ -167,6 +174,7 @@ pub async fn job_function(handler: Arc<dyn JobHandler>) -> anyhow::Result<()> {
     Consumer::new(url, platform.topology(), worker)
         .run(shutdown_signal())
         .await;
+    telemetry::trace::shutdown().await;
     Ok(())
 }
 
@@ -239,6 +247,15 @@ impl Schedule {
         &self,
         context: ScheduleContext,
     ) -> anyhow::Result<serde_json::Value> {
+        let span = tracing::info_span!(
+            "schedule",
+            otel.name = %format_args!("schedule {}", self.name),
+            schedule = self.name,
+        );
+        self.run_locked(context).instrument(span).await
+    }
+
+    async fn run_locked(&self, context: ScheduleContext) -> anyhow::Result<serde_json::Value> {
         let metrics = shared::telemetry::metrics::metrics();
         let started = std::time::Instant::now();
         let lock = db::try_advisory_lock(&context.pool, &format!("schedule:{}", self.name))
@@ -295,8 +312,10 @@ pub async fn schedule_function(schedule: &'static Schedule) -> anyhow::Result<()
     if matches!(mode, ScheduleMode::Loop(_)) {
         serve_metrics(&platform.settings, platform.pool.clone(), ANY).await?;
     }
-    run_schedule(schedule.name, mode, move || {
+    let ran = run_schedule(schedule.name, mode, move || {
         schedule.run_exclusively(context.clone())
     })
-    .await
+    .await;
+    telemetry::trace::shutdown().await;
+    ran
 }

@@ -263,6 +263,74 @@ fn secret(source: &dyn Source, name: &'static str) -> Option<SecretString> {
     source.get(name).map(SecretString::from)
 }
 
+/// Spans exported over OTLP/HTTP (protobuf), named by the standard
+/// OpenTelemetry variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceExport {
+    /// The full URL spans are posted to (`…/v1/traces`).
+    pub endpoint: String,
+    /// `OTEL_SERVICE_NAME`, else the Lambda function's name, else the
+    /// executable's (`api-clusters`, `local`…).
+    pub service_name: String,
+}
+
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as given, or
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/traces` appended, as the
+/// specification says; none, or `OTEL_SDK_DISABLED=true`: no export. Only
+/// `http/protobuf` is built in, so another `OTEL_EXPORTER_OTLP_PROTOCOL` is an
+/// error rather than spans silently sent in a form the collector refuses.
+fn trace_export(source: &dyn Source) -> Result<Option<TraceExport>, ConfigError> {
+    if parse_or(source, "OTEL_SDK_DISABLED", false)? {
+        return Ok(None);
+    }
+    let (name, endpoint) = match (
+        source.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+        source.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+    ) {
+        (Some(traces), _) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces),
+        (None, Some(base)) => (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("{}/v1/traces", base.trim_end_matches('/')),
+        ),
+        (None, None) => return Ok(None),
+    };
+    match url::Url::parse(&endpoint) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
+        _ => {
+            return Err(ConfigError::Invalid {
+                name,
+                reason: "must be an http:// or https:// URL".into(),
+            });
+        }
+    }
+    for protocol in [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ] {
+        if let Some(value) = source.get(protocol).filter(|v| v != "http/protobuf") {
+            return Err(ConfigError::Invalid {
+                name: protocol,
+                reason: format!("only http/protobuf is supported, got {value:?}"),
+            });
+        }
+    }
+    let service_name = source
+        .get("OTEL_SERVICE_NAME")
+        .or_else(|| source.get("AWS_LAMBDA_FUNCTION_NAME"))
+        .or_else(|| {
+            std::env::current_exe()
+                .ok()?
+                .file_name()?
+                .to_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "kubebyon".into());
+    Ok(Some(TraceExport {
+        endpoint,
+        service_name,
+    }))
+}
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -429,6 +497,9 @@ pub struct Settings {
     /// Unset: not served. Ignored under Lambda.
     pub metrics_port: Option<u16>,
     pub log_format: LogFormat,
+    /// Where spans are exported over OTLP, when an endpoint is configured
+    /// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub traces: Option<TraceExport>,
     pub worker_id: String,
     /// `KUBEBYON_TRUSTED_PROXY_HOPS` (default 0): how many proxies in front of
     /// the functions append to `X-Forwarded-For`. With 0 the header is ignored
@@ -594,6 +665,7 @@ impl Settings {
                 })
                 .transpose()?,
             log_format: parse_or(source, "LOG_FORMAT", default_format)?,
+            traces: trace_export(source)?,
             worker_id: source.get("WORKER_ID").unwrap_or_else(default_worker_id),
             trusted_proxy_hops: parse_or(source, "KUBEBYON_TRUSTED_PROXY_HOPS", 0u8)?,
             request_timeout: positive_millis(source, "KUBEBYON_REQUEST_TIMEOUT_MS", 30_000)?,
@@ -760,6 +832,63 @@ mod tests {
         }
         let env = HashMap::from([("KUBEBYON_AUTH_MODE", "accounts")]);
         assert!(Settings::from_source(&env).is_ok());
+    }
+
+    #[test]
+    fn traces_are_exported_only_where_an_otlp_endpoint_is_named() {
+        let traces = |pairs: &[(&'static str, &'static str)]| {
+            Settings::from_source(&HashMap::from_iter(pairs.iter().copied())).map(|s| s.traces)
+        };
+        assert_eq!(traces(&[]).unwrap(), None);
+        let base = traces(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+            ("OTEL_SERVICE_NAME", "api-clusters"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(base.endpoint, "http://collector:4318/v1/traces");
+        assert_eq!(base.service_name, "api-clusters");
+        // The per-signal variable is taken as it is, and wins.
+        let own = traces(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "https://traces.example/ingest",
+            ),
+            ("AWS_LAMBDA_FUNCTION_NAME", "kubebyon-api-nodes"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(own.endpoint, "https://traces.example/ingest");
+        assert_eq!(own.service_name, "kubebyon-api-nodes");
+        assert_eq!(
+            traces(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+                ("OTEL_SDK_DISABLED", "true"),
+            ])
+            .unwrap(),
+            None
+        );
+        for (bad, named) in [
+            (
+                &[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")][..],
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+            ),
+            (
+                &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "file:///tmp/x")][..],
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ][..],
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ),
+        ] {
+            let err = traces(bad).unwrap_err().to_string();
+            assert!(err.contains(named), "{bad:?}: {err}");
+        }
     }
 
     #[test]

@@ -145,7 +145,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         return Ok(());
     }
     let settings = Settings::from_env()?;
-    telemetry::init(settings.log_format);
+    telemetry::init(settings.log_format, settings.traces.as_ref());
     let (database_url, embedded) = match &settings.database_url {
         Some(url) => (url.clone(), None),
         None => {
@@ -393,6 +393,7 @@ async fn serve(
     let _ = stop_tx.send(true);
     background.join_all().await;
     tracing::info!("stopped");
+    shared::telemetry::trace::shutdown().await;
     served
 }
 

@@ -19,7 +19,7 @@ const PHYSICAL_ID: &str = "kubebyon-migration";
 pub async fn run() -> anyhow::Result<()> {
     shared::config::fetch_secrets().await?;
     let settings = Settings::from_env()?;
-    telemetry::init(settings.log_format);
+    telemetry::init(settings.log_format, None);
     if !under_lambda() {
         return apply(&settings).await;
     }

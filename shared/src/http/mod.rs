@@ -121,7 +121,24 @@ fn request_span(request: &Request) -> tracing::Span {
         .chars()
         .take(64)
         .collect();
-    tracing::info_span!("request", method = %request.method(), route, request_id, status = tracing::field::Empty)
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format_args!("{} {route}", request.method()),
+        otel.kind = "server",
+        method = %request.method(),
+        route,
+        request_id,
+        status = tracing::field::Empty,
+    );
+    // A caller's W3C trace context (a gateway's, a client's) is continued.
+    if let Some(parent) = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+    {
+        crate::telemetry::trace::continue_trace(&span, parent);
+    }
+    span
 }
 
 /// A request method as a metrics label: the standard ones by name, any

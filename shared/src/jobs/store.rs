@@ -100,8 +100,8 @@ async fn insert_job(
                )
                RETURNING id
            )
-           INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
-           SELECT $1, operation.id, $5, $4, $6 FROM operation
+           INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts, trace_parent)
+           SELECT $1, operation.id, $5, $4, $6, $8 FROM operation
            RETURNING id, operation_id"#,
         new.cluster_id,
         new.job_type.operation(),
@@ -110,6 +110,7 @@ async fn insert_job(
         new.job_type.as_str(),
         new.max_attempts,
         only_if_idle,
+        crate::telemetry::trace::current_traceparent(),
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -152,6 +153,8 @@ pub struct ClaimedJob {
     pub worker_id: String,
     /// How long the job had been due (enqueued, or its retry time) when claimed.
     pub due_for: Duration,
+    /// The trace of the span that enqueued the job, when traces are exported.
+    pub trace_parent: Option<String>,
 }
 
 impl ClaimedJob {
@@ -214,7 +217,7 @@ pub async fn claim_many(
                WHERE j.id = $1 AND j.type = $2 AND (j.status = 'pending') IS TRUE
                  AND j.run_after <= now() AND j.attempt_count < j.max_attempts
                RETURNING j.id, j.type AS job_type, j.cluster_id, j.operation_id, j.payload,
-                         j.attempt_count, j.max_attempts,
+                         j.attempt_count, j.max_attempts, j.trace_parent,
                          extract(epoch FROM now() - j.run_after)::float8 AS "due_for_seconds!""#,
             message.job_id,
             message.job_type.as_str(),
@@ -248,13 +251,13 @@ pub async fn claim_many(
                    WHERE j.id = locked.id AND locked.status = 'pending'
                      AND j.run_after <= now() AND j.attempt_count < j.max_attempts
                    RETURNING j.id, j.type, j.cluster_id, j.operation_id, j.payload,
-                             j.attempt_count, j.max_attempts,
+                             j.attempt_count, j.max_attempts, j.trace_parent,
                              extract(epoch FROM now() - j.run_after)::float8 AS due_for_seconds
                )
                SELECT id AS "id!", type AS "job_type!", cluster_id AS "cluster_id!",
                       operation_id AS "operation_id!", payload AS "payload!",
                       attempt_count AS "attempt_count!", max_attempts AS "max_attempts!",
-                      due_for_seconds AS "due_for_seconds!"
+                      trace_parent, due_for_seconds AS "due_for_seconds!"
                FROM claimed"#,
             &ids,
             &types as &[&str],
@@ -279,6 +282,7 @@ pub async fn claim_many(
                 max_attempts: r.max_attempts,
                 worker_id: worker_id.to_string(),
                 due_for: Duration::from_secs_f64(r.due_for_seconds.max(0.0)),
+                trace_parent: r.trace_parent,
             })
         })
         .collect()
@@ -293,6 +297,7 @@ struct ClaimedRow {
     payload: serde_json::Value,
     attempt_count: i32,
     max_attempts: i32,
+    trace_parent: Option<String>,
     due_for_seconds: f64,
 }
 

@@ -579,11 +579,16 @@ impl Worker {
                     };
                     let span = tracing::info_span!(
                         "job",
+                        otel.name = %format_args!("job {}", job.job_type),
+                        otel.kind = "consumer",
                         job_id = %job.id,
                         job_type = %job.job_type,
                         attempt = job.attempt,
                         cluster_id = %job.cluster_id,
                     );
+                    if let Some(parent) = &job.trace_parent {
+                        crate::telemetry::trace::continue_trace(&span, parent);
+                    }
                     self.run_claimed(handler, job).instrument(span).await
                 }
                 .boxed()

@@ -11,7 +11,16 @@ pub async fn serve_http(router: Router, port: u16) -> anyhow::Result<()> {
 /// [`serve_http`] on one address only (loopback, for `local --development`).
 pub async fn serve_http_on(router: Router, ip: std::net::IpAddr, port: u16) -> anyhow::Result<()> {
     if super::under_lambda() {
-        return lambda_http::run(router)
+        // Each invocation's spans are sent before the instance may be frozen.
+        let service = tower::service_fn(move |request: lambda_http::Request| {
+            let router = router.clone();
+            async move {
+                let response = tower::ServiceExt::oneshot(router, request).await;
+                crate::telemetry::trace::flush().await;
+                response
+            }
+        });
+        return lambda_http::run(service)
             .await
             .map_err(|err| anyhow::anyhow!("lambda runtime: {err}"));
     }

@@ -58,9 +58,9 @@ where
             lambda_runtime::run(service_fn(move |_event: LambdaEvent<serde_json::Value>| {
                 let task = task.clone();
                 async move {
-                    task()
-                        .await
-                        .map_err(|e| lambda_runtime::Error::from(format!("{e:#}")))
+                    let result = task().await;
+                    crate::telemetry::trace::flush().await;
+                    result.map_err(|e| lambda_runtime::Error::from(format!("{e:#}")))
                 }
             }))
             .await

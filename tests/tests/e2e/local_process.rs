@@ -217,6 +217,26 @@ async fn local_runs_the_platform_through_rabbitmq() {
         response.text().await.unwrap()
     };
     let text = scrape().await;
+    let parsed = parse_openmetrics(&text).await;
+    assert_eq!(
+        parsed["kubebyon_http_requests"]["type"], "counter",
+        "{parsed}"
+    );
+    assert!(
+        parsed["kubebyon_http_requests"]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "kubebyon_http_requests_total"
+                && s["labels"]["route"] == "/api/console/clusters"
+                && s["labels"]["status"] == "202"
+                && s["value"] == 1.0),
+        "{parsed}"
+    );
+    assert_eq!(
+        parsed["kubebyon_job_attempt_duration_seconds"]["type"], "histogram",
+        "{parsed}"
+    );
     let value = |text: &str, series: &str| -> Option<f64> {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
@@ -269,6 +289,37 @@ async fn local_runs_the_platform_through_rabbitmq() {
         "{text}"
     );
     local.stop().await;
+}
+
+/// The scrape as Prometheus's own Python client parses OpenMetrics text
+/// (strictly: a malformed line, a missing `# EOF`, a counter without its
+/// `_total` fail it): each family's type and samples, by family name.
+async fn parse_openmetrics(text: &str) -> serde_json::Value {
+    let mut child = Command::new(tests::moto::python())
+        .args([
+            "-c",
+            "import json, sys\n\
+             from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse\n\
+             print(json.dumps({f.name: {'type': f.type, 'samples': [\n\
+                 {'name': s.name, 'labels': s.labels, 'value': s.value} for s in f.samples]}\n\
+                 for f in parse(sys.stdin.read())}))",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the test venv's python runs");
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(text.as_bytes()).await.unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "prometheus_client refuses the scrape: {}\n{text}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 #[tokio::test]

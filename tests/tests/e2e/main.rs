@@ -27,3 +27,4 @@ mod quickstart;
 mod routing;
 mod schema;
 mod simulator;
+mod traces;

@@ -7,6 +7,8 @@
 //!   rules matched as the Gateway API orders them: Exact, then
 //!   RegularExpression (the chart requires an implementation that prefers
 //!   them, as Envoy Gateway does), then the longest PathPrefix.
+//! - The chart's optional Ingress, as ingress-nginx reads regular-expression
+//!   paths.
 //! - AWS: the SAM template's HttpApi events, matched as API Gateway HTTP APIs
 //!   select routes: a route without a greedy variable first (the method
 //!   itself before `ANY`), then the longest `{proxy+}` route.
@@ -42,12 +44,13 @@ impl PathMatch {
     }
 }
 
-/// The HTTPRoute rules as (match, backend Service).
-fn rendered_rules() -> Vec<(PathMatch, String)> {
+/// The chart's manifests, rendered with `set` values.
+fn rendered(set: &[&str]) -> Vec<Value> {
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/helm/kubebyon");
     let output = Command::new("helm")
         .args(["template", "kb"])
         .arg(&chart)
+        .args(set.iter().flat_map(|value| ["--set", value]))
         .output()
         .expect("helm runs (scripts/test.sh installs it into target/tools/bin)");
     assert!(
@@ -55,8 +58,12 @@ fn rendered_rules() -> Vec<(PathMatch, String)> {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let documents: Vec<Value> =
-        serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout).unwrap()).unwrap();
+    serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout).unwrap()).unwrap()
+}
+
+/// The HTTPRoute rules as (match, backend Service).
+fn rendered_rules() -> Vec<(PathMatch, String)> {
+    let documents = rendered(&[]);
     let routes: Vec<&Value> = documents
         .iter()
         .filter(|d| d["kind"] == "HTTPRoute")
@@ -205,6 +212,72 @@ async fn the_helm_route_table_sends_every_operation_to_the_function_that_serves_
         !serves(api_clusters::router().with_state(state), "GET", &tokens).await,
         "api-clusters does not serve a cluster's tokens"
     );
+}
+
+/// The Ingress's paths as ingress-nginx with `use-regex` reads them: regular
+/// expressions matched from the start of the path, case-insensitively
+/// (`location ~*`), the longest path first.
+fn ingress_paths() -> Vec<(Regex, String)> {
+    let documents = rendered(&["ingress.enabled=true", "ingress.hosts={api.example.com}"]);
+    let ingresses: Vec<&Value> = documents
+        .iter()
+        .filter(|d| d["kind"] == "Ingress")
+        .collect();
+    assert_eq!(ingresses.len(), 1, "one Ingress");
+    assert_eq!(
+        ingresses[0]["metadata"]["annotations"]["nginx.ingress.kubernetes.io/use-regex"],
+        "true"
+    );
+    let rules = ingresses[0]["spec"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0]["host"], "api.example.com");
+    let mut paths: Vec<(String, String)> = rules[0]["http"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["pathType"], "ImplementationSpecific", "{p}");
+            assert_eq!(p["backend"]["service"]["port"]["number"], 80, "{p}");
+            (
+                p["path"].as_str().unwrap().to_string(),
+                p["backend"]["service"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    paths.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
+    paths
+        .into_iter()
+        .map(|(path, backend)| (Regex::new(&format!("(?i)^{path}")).unwrap(), backend))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_helm_ingress_sends_every_operation_to_the_function_that_serves_it() {
+    let paths = ingress_paths();
+    let backend = |path: &str| {
+        paths
+            .iter()
+            .find(|(regex, _)| regex.is_match(path))
+            .map(|(_, backend)| backend.clone())
+    };
+    let state = Builder::new("routing").build().await.state;
+    let wrong = misrouted(&state, |_, path| backend(path)).await;
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The split the prefixes alone cannot make.
+    let cluster = "/api/console/clusters/0b7e0a52-5a43-4b8e-a0a4-0c4d9f3f2a61";
+    for (path, expected) in [
+        (format!("{cluster}/tokens"), "api-nodes"),
+        (format!("{cluster}/nodes/n1"), "api-nodes"),
+        (format!("{cluster}/hostnames"), "api-ingress"),
+        (format!("{cluster}/kubeconfigs"), "api-clusters"),
+        (cluster.to_string(), "api-clusters"),
+        (format!("{cluster}/tokensmith"), "api-clusters"),
+    ] {
+        assert_eq!(backend(&path).as_deref(), Some(expected), "{path}");
+    }
 }
 
 /// One `HttpApi` event of the SAM template: method (or `ANY`), path
