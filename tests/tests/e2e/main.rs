@@ -24,6 +24,7 @@ mod platform;
 mod pool;
 mod postgres_tls;
 mod quickstart;
+mod rehearsal;
 mod routing;
 mod schema;
 mod simulator;

@@ -24,7 +24,7 @@ use tower::ServiceExt;
 
 use crate::platform::Builder;
 
-enum PathMatch {
+pub(crate) enum PathMatch {
     Exact(String),
     Regex(Regex),
     Prefix(String),
@@ -45,7 +45,7 @@ impl PathMatch {
 }
 
 /// The chart's manifests, rendered with `set` values.
-fn rendered(set: &[&str]) -> Vec<Value> {
+pub(crate) fn rendered(set: &[&str]) -> Vec<Value> {
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/helm/kubebyon");
     let output = Command::new("helm")
         .args(["template", "kb"])
@@ -62,7 +62,7 @@ fn rendered(set: &[&str]) -> Vec<Value> {
 }
 
 /// The HTTPRoute rules as (match, backend Service).
-fn rendered_rules() -> Vec<(PathMatch, String)> {
+pub(crate) fn rendered_rules() -> Vec<(PathMatch, String)> {
     let documents = rendered(&[]);
     let routes: Vec<&Value> = documents
         .iter()
@@ -90,7 +90,7 @@ fn rendered_rules() -> Vec<(PathMatch, String)> {
 }
 
 /// The Service a request for `path` reaches, by the Gateway API's precedence.
-fn backend_of<'a>(rules: &'a [(PathMatch, String)], path: &str) -> Option<&'a str> {
+pub(crate) fn backend_of<'a>(rules: &'a [(PathMatch, String)], path: &str) -> Option<&'a str> {
     let exact = rules
         .iter()
         .find(|(m, _)| matches!(m, PathMatch::Exact(_)) && m.matches(path));

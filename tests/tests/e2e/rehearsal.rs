@@ -1,0 +1,645 @@
+//! A deployment rehearsal: the Helm chart's rendered manifests run as
+//! processes on this machine. Every workload's command and environment are
+//! read from `helm template` (its ConfigMap, the Secret it names, its own
+//! variables, the host kubeconfig Secret's mount), each Deployment runs as
+//! two processes, behind a router that sends each request where the
+//! HTTPRoute's rules send it. The migration hook runs first, the first admin
+//! comes from the admin command, and a user goes from registering to a
+//! deleted cluster. Every job runs exactly once, and a schedule run that
+//! finds another holding its lock steps aside.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::PathBuf,
+    process::Stdio,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use axum::{
+    Router,
+    body::{Body, Bytes},
+    extract::{Request, State},
+    http::{HeaderMap, StatusCode},
+    response::Response,
+};
+use serde_json::{Value, json};
+use tests::{
+    broker::TestBroker, database::TestDb, eventually, free_port, smtp::SmtpSink, workspace_binary,
+};
+use tokio::{
+    io::AsyncWriteExt,
+    process::{Child, Command},
+};
+
+use crate::routing::{PathMatch, backend_of, rendered, rendered_rules};
+
+const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+/// Where the chart mounts the host kubeconfig Secret (`host.kubeconfigSecret`).
+const HOST_SECRET: &str = "host";
+/// The Secret the workloads read (`existingSecret`).
+const SECRET: &str = "kubebyon";
+
+/// A Deployment, CronJob or Job as the chart renders it.
+#[derive(Debug, Clone)]
+struct Workload {
+    kind: String,
+    name: String,
+    binary: String,
+    args: Vec<String>,
+    /// Kubernetes order: `envFrom` first, `env` over it.
+    env: BTreeMap<String, String>,
+    replicas: usize,
+}
+
+/// The pod template's spec of a Deployment, Job or CronJob.
+fn pod_spec(document: &Value) -> &Value {
+    match document["kind"].as_str() {
+        Some("CronJob") => &document["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        _ => &document["spec"]["template"]["spec"],
+    }
+}
+
+/// Every workload, its environment resolved as the kubelet would: the
+/// ConfigMap, `secret` for the Secret, the pod's name for `metadata.name`
+/// (`{pod}`, filled in per copy), and paths under a Secret's mount to the
+/// test's copy of that Secret in `mounted`.
+fn workloads(
+    documents: &[Value],
+    secret: &HashMap<String, String>,
+    mounted: &HashMap<String, PathBuf>,
+) -> Vec<Workload> {
+    let config_maps: HashMap<&str, &Value> = documents
+        .iter()
+        .filter(|d| d["kind"] == "ConfigMap")
+        .map(|d| (d["metadata"]["name"].as_str().unwrap(), &d["data"]))
+        .collect();
+    let mut workloads = Vec::new();
+    for document in documents {
+        let kind = document["kind"].as_str().unwrap_or_default();
+        if !matches!(kind, "Deployment" | "CronJob" | "Job") {
+            continue;
+        }
+        let spec = pod_spec(document);
+        let containers = spec["containers"].as_array().unwrap();
+        assert_eq!(containers.len(), 1, "one container per pod");
+        let container = &containers[0];
+        let mut env = BTreeMap::new();
+        for from in container["envFrom"].as_array().into_iter().flatten() {
+            if let Some(name) = from["configMapRef"]["name"].as_str() {
+                for (k, v) in config_maps[name].as_object().unwrap() {
+                    env.insert(k.clone(), v.as_str().unwrap().to_string());
+                }
+            }
+            if let Some(name) = from["secretRef"]["name"].as_str() {
+                assert_eq!(name, SECRET);
+                env.extend(secret.clone());
+            }
+        }
+        for var in container["env"].as_array().into_iter().flatten() {
+            let name = var["name"].as_str().unwrap().to_string();
+            let value = if let Some(value) = var["value"].as_str() {
+                value.to_string()
+            } else if let Some(key) = var["valueFrom"]["secretKeyRef"]["key"].as_str() {
+                assert_eq!(var["valueFrom"]["secretKeyRef"]["name"], SECRET);
+                secret[key].clone()
+            } else if var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name" {
+                "{pod}".to_string()
+            } else {
+                panic!("an environment variable this rehearsal cannot resolve: {var}");
+            };
+            env.insert(name, value);
+        }
+        // Paths under a mounted Secret, to the test's copy of it.
+        let volumes: HashMap<&str, &str> = spec["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| Some((v["name"].as_str()?, v["secret"]["secretName"].as_str()?)))
+            .collect();
+        for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+            let path = mount["mountPath"].as_str().unwrap();
+            let Some(secret_name) = volumes.get(mount["name"].as_str().unwrap()) else {
+                continue;
+            };
+            let local = mounted[*secret_name].to_str().unwrap();
+            for value in env.values_mut() {
+                if let Some(rest) = value.strip_prefix(path) {
+                    *value = format!("{local}{rest}");
+                }
+            }
+        }
+        let command = container["command"].as_array().unwrap();
+        assert_eq!(command.len(), 1, "{command:?}");
+        let binary = command[0]
+            .as_str()
+            .unwrap()
+            .strip_prefix("/usr/local/bin/")
+            .expect("the image's binaries lie in /usr/local/bin")
+            .to_string();
+        workloads.push(Workload {
+            kind: kind.to_string(),
+            name: document["metadata"]["name"].as_str().unwrap().to_string(),
+            binary,
+            args: container["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect(),
+            env,
+            replicas: document["spec"]["replicas"].as_u64().unwrap_or(1) as usize,
+        });
+    }
+    workloads
+}
+
+/// One copy of a workload as a process; `PORT` and `METRICS_PORT` moved to
+/// free ports (every copy shares this machine's network).
+struct Running {
+    workload: String,
+    port: Option<u16>,
+    metrics_port: Option<u16>,
+    child: Child,
+}
+
+fn start(workload: &Workload, copy: usize) -> Running {
+    let pod = format!("{}-{copy}", workload.name);
+    let mut env = workload.env.clone();
+    let port = env.contains_key("PORT").then(free_port);
+    if let Some(port) = port {
+        env.insert("PORT".into(), port.to_string());
+    }
+    let metrics_port = env.contains_key("METRICS_PORT").then(free_port);
+    if let Some(port) = metrics_port {
+        env.insert("METRICS_PORT".into(), port.to_string());
+    }
+    for value in env.values_mut() {
+        *value = value.replace("{pod}", &pod);
+    }
+    let child = Command::new(workspace_binary(&workload.binary))
+        .args(&workload.args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} starts: {e}", workload.binary));
+    Running {
+        workload: workload.name.clone(),
+        port,
+        metrics_port,
+        child,
+    }
+}
+
+/// The router in front: each request to the Service the HTTPRoute's rules
+/// pick, the copies of its Deployment in turn, with `X-Forwarded-For`
+/// appended as the gateway does.
+#[derive(Clone)]
+struct Gateway {
+    rules: Arc<Vec<(PathMatch, String)>>,
+    backends: Arc<HashMap<String, Vec<u16>>>,
+    turn: Arc<AtomicUsize>,
+    http: reqwest::Client,
+}
+
+async fn forward(State(gateway): State<Gateway>, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    let Some(service) = backend_of(&gateway.rules, &path) else {
+        return Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .body(Body::from("no route"))
+            .unwrap();
+    };
+    let ports = &gateway.backends[service];
+    let port = ports[gateway.turn.fetch_add(1, Ordering::Relaxed) % ports.len()];
+    let query = request
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let method = request.method().clone();
+    let mut headers: HeaderMap = request.headers().clone();
+    headers.remove("host");
+    headers.insert("x-forwarded-for", "198.51.100.7".parse().unwrap());
+    let body: Bytes = axum::body::to_bytes(request.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let answer = gateway
+        .http
+        .request(method, format!("http://127.0.0.1:{port}{path}{query}"))
+        .headers(headers)
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{service} on {port} answers {path}: {e}"));
+    let mut response = Response::builder().status(answer.status());
+    *response.headers_mut().unwrap() = answer.headers().clone();
+    response
+        .body(Body::from(answer.bytes().await.unwrap()))
+        .unwrap()
+}
+
+/// A browser: its session cookie and CSRF token once signed in.
+#[derive(Default)]
+struct Browser {
+    cookies: Vec<String>,
+    csrf: Option<String>,
+}
+
+impl Browser {
+    async fn call(
+        &mut self,
+        http: &reqwest::Client,
+        base: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = http.request(method.parse().unwrap(), format!("{base}{path}"));
+        if !self.cookies.is_empty() {
+            request = request.header("cookie", self.cookies.join("; "));
+        }
+        if let Some(csrf) = &self.csrf {
+            request = request.header("x-csrf-token", csrf);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        for cookie in response.headers().get_all("set-cookie") {
+            let pair = cookie
+                .to_str()
+                .unwrap()
+                .split(';')
+                .next()
+                .unwrap()
+                .to_string();
+            let name = pair.split('=').next().unwrap().to_string();
+            if name == "__Host-kb_csrf" {
+                self.csrf = Some(pair[name.len() + 1..].to_string());
+            }
+            self.cookies.retain(|c| !c.starts_with(&format!("{name}=")));
+            self.cookies.push(pair);
+        }
+        let bytes = response.bytes().await.unwrap();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+        (StatusCode::from_u16(status.as_u16()).unwrap(), body)
+    }
+}
+
+/// `sum` of one counter over the processes' `/metrics`.
+async fn total(http: &reqwest::Client, running: &[Running], series: &str) -> f64 {
+    let mut sum = 0.0;
+    for process in running {
+        let Some(port) = process.metrics_port else {
+            continue;
+        };
+        let text = http
+            .get(format!("http://127.0.0.1:{port}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        sum += text
+            .lines()
+            .filter(|l| l.starts_with(series))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    sum
+}
+
+#[tokio::test]
+async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
+    let db = TestDb::empty().await;
+    let broker = TestBroker::new();
+    let mail = SmtpSink::start().await;
+    let host = kube_sim::Simulator::start(kube_sim::Options::host())
+        .await
+        .unwrap();
+    let host_dir = tempfile_dir();
+    std::fs::write(host_dir.join("kubeconfig"), host.kubeconfig(None)).unwrap();
+
+    let exchange = format!("config.AMQP_EXCHANGE={}", broker.topology.exchange);
+    let documents = rendered(&[
+        "host.inCluster=false",
+        &format!("host.kubeconfigSecret={HOST_SECRET}"),
+        &format!("existingSecret={SECRET}"),
+        &exchange,
+        "config.KUBEBYON_ADMIN_EMAIL=root@example.com",
+    ]);
+    let secret = HashMap::from([
+        ("DATABASE_URL".to_string(), db.url.clone()),
+        ("AMQP_URL".to_string(), tests::broker::amqp_url()),
+        (
+            "KUBEBYON_SETTINGS_KEY".to_string(),
+            SETTINGS_KEY.to_string(),
+        ),
+        ("SMTP_URL".to_string(), mail.url()),
+    ]);
+    let mounted = HashMap::from([(HOST_SECRET.to_string(), host_dir.clone())]);
+    let workloads = workloads(&documents, &secret, &mounted);
+    let kinds =
+        |kind: &str| -> Vec<&Workload> { workloads.iter().filter(|w| w.kind == kind).collect() };
+
+    // The pre-install hook: migrations and the broker's queues.
+    let [migrate] = kinds("Job")[..] else {
+        panic!("one hook Job: {:?}", kinds("Job"));
+    };
+    let status = start(migrate, 0).child.wait().await.unwrap();
+    assert!(status.success(), "the migration hook succeeds");
+
+    // Every Deployment, two copies each (at least).
+    let mut running = Vec::new();
+    for workload in kinds("Deployment") {
+        for copy in 0..workload.replicas.max(2) {
+            running.push(start(workload, copy));
+        }
+    }
+    // Each CronJob's run, two at once (a slow run meeting the next): both
+    // end well, whether one stepped aside or they did not meet.
+    for cron in kinds("CronJob") {
+        let (mut first, mut second) = (start(cron, 0), start(cron, 1));
+        let (a, b) = tokio::join!(first.child.wait(), second.child.wait());
+        assert!(
+            a.unwrap().success() && b.unwrap().success(),
+            "{}",
+            cron.name
+        );
+    }
+    let http = reqwest::Client::new();
+    let mut backends: HashMap<String, Vec<u16>> = HashMap::new();
+    for process in &running {
+        if let Some(port) = process.port {
+            backends
+                .entry(process.workload.clone())
+                .or_default()
+                .push(port);
+        }
+    }
+    for ports in backends.values() {
+        for port in ports {
+            let url = format!("http://127.0.0.1:{port}/readyz");
+            eventually(30, "an HTTP function to be ready", || {
+                let http = http.clone();
+                let url = url.clone();
+                async move {
+                    http.get(url)
+                        .send()
+                        .await
+                        .ok()
+                        .filter(|r| r.status().is_success())
+                }
+            })
+            .await;
+        }
+    }
+    let gateway = Gateway {
+        rules: Arc::new(rendered_rules()),
+        backends: Arc::new(backends),
+        turn: Arc::default(),
+        http: http.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let router = Router::new().fallback(forward).with_state(gateway);
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+
+    // The first admin, by the admin command, as the runbook runs it.
+    let mut admin_command = Command::new(workspace_binary("local"))
+        .args(["create-admin", "root@example.com"])
+        .env("DATABASE_URL", &db.url)
+        .env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = admin_command.stdin.take().unwrap();
+    stdin
+        .write_all(b"grown trusty lantern sofa\n")
+        .await
+        .unwrap();
+    drop(stdin);
+    let output = admin_command.wait_with_output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut admin = Browser::default();
+    let (status, body) = admin
+        .call(
+            &http,
+            &base,
+            "POST",
+            "/api/auth/login",
+            Some(json!({ "email": "root@example.com", "password": "grown trusty lantern sofa" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, me) = admin.call(&http, &base, "GET", "/api/auth/me", None).await;
+    assert_eq!(
+        (status, me["role"].as_str()),
+        (StatusCode::OK, Some("admin"))
+    );
+
+    // A user registers by the emailed code.
+    let mut user = Browser::default();
+    let password = "correct horse battery staple";
+    let (status, body) = user
+        .call(
+            &http,
+            &base,
+            "POST",
+            "/api/auth/register",
+            Some(json!({ "email": "alice@example.com", "password": password, "display_name": "Alice" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let code = mail.code_for("alice@example.com").await;
+    let (status, body) = user
+        .call(
+            &http,
+            &base,
+            "POST",
+            "/api/auth/verify-email",
+            Some(json!({ "email": "alice@example.com", "code": code, "password": password })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // A cluster, built by the job functions through RabbitMQ.
+    let (status, body) = user
+        .call(
+            &http,
+            &base,
+            "POST",
+            "/api/console/clusters",
+            Some(json!({
+                "name": "rehearsal",
+                "workload_cpu_limit_milli_cores": 2000,
+                "workload_memory_limit_mib": 4096,
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id = body["cluster"]["id"].as_str().unwrap().to_string();
+    let cookie = user.cookies.join("; ");
+    let cluster = eventually(60, "the cluster to be ready", || {
+        let request = http
+            .get(format!("{base}/api/console/clusters/{id}"))
+            .header("cookie", cookie.clone());
+        async move {
+            let cluster: Value = request.send().await.ok()?.json().await.ok()?;
+            (cluster["status"] != "provisioning").then_some(cluster)
+        }
+    })
+    .await;
+    assert_eq!(cluster["status"], "ready", "{cluster}");
+
+    // A join token (api-nodes) and a hostname (api-ingress), under the
+    // cluster's path that api-clusters serves.
+    let (status, token) = user
+        .call(
+            &http,
+            &base,
+            "POST",
+            &format!("/api/console/clusters/{id}/tokens"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{token}");
+    assert!(
+        token.to_string().contains("/join"),
+        "the token comes with its join command: {token}"
+    );
+    let (status, binding) = user
+        .call(
+            &http,
+            &base,
+            "POST",
+            &format!("/api/console/clusters/{id}/hostnames"),
+            Some(json!({ "hostname": "shop.customer.test" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{binding}");
+
+    // Deleted, by the delete job.
+    let (status, body) = user
+        .call(
+            &http,
+            &base,
+            "DELETE",
+            &format!("/api/console/clusters/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    eventually(60, "the cluster to be deleted", || {
+        let pool = db.pool.clone();
+        let id: uuid::Uuid = id.parse().unwrap();
+        async move {
+            let status: String = sqlx::query_scalar("SELECT status FROM clusters WHERE id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .ok()?;
+            (status == "deleted").then_some(())
+        }
+    })
+    .await;
+
+    // Every job ran once: one attempt each, all succeeded, and the job
+    // processes together claimed each exactly once.
+    let jobs: Vec<(String, String, i32)> =
+        sqlx::query_as("SELECT type, status, attempt_count FROM cluster_jobs ORDER BY created_at")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert!(
+        jobs.iter().any(|j| j.0 == "cluster_create")
+            && jobs.iter().any(|j| j.0 == "cluster_delete"),
+        "{jobs:?}"
+    );
+    for job in &jobs {
+        assert_eq!((job.1.as_str(), job.2), ("succeeded", 1), "{jobs:?}");
+    }
+    assert_eq!(
+        total(&http, &running, "kubebyon_jobs_claimed_total{").await,
+        jobs.len() as f64,
+        "claims over every job process"
+    );
+
+    // A schedule run that finds its lock held steps aside at once: each
+    // schedule, looping Deployment or CronJob, run once more while the
+    // rehearsal holds that schedule's lock.
+    let schedules: Vec<&Workload> = workloads
+        .iter()
+        .filter(|w| {
+            w.kind == "CronJob"
+                || (w.kind == "Deployment"
+                    && !w.env.contains_key("PORT")
+                    && !w.name.starts_with("job-"))
+        })
+        .collect();
+    assert_eq!(schedules.len(), 5, "{schedules:?}");
+    for schedule in schedules {
+        let mut lock = db.pool.begin().await.unwrap();
+        sqlx::query("SELECT pg_advisory_xact_lock(19266, hashtext($1))")
+            .bind(format!("schedule:{}", schedule.binary))
+            .execute(&mut *lock)
+            .await
+            .unwrap();
+        let mut once = schedule.clone();
+        if !once.args.iter().any(|a| a == "--once") {
+            once.args.push("--once".into());
+        }
+        let mut env = once.env.clone();
+        env.insert("LOG_FORMAT".into(), "json".into());
+        env.remove("METRICS_PORT");
+        let output = Command::new(workspace_binary(&once.binary))
+            .args(&once.args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v.replace("{pod}", "once"))))
+            .output()
+            .await
+            .unwrap();
+        let logs = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{}: {logs}", schedule.name);
+        assert!(
+            logs.contains("another run of this schedule is in progress"),
+            "{} stepped aside: {logs}",
+            schedule.name
+        );
+        lock.rollback().await.unwrap();
+    }
+
+    for mut process in running {
+        let pid = process.child.id().unwrap();
+        tests::interrupt(pid);
+        let status = process.child.wait().await.unwrap();
+        assert!(
+            status.success(),
+            "{} stops cleanly on SIGINT",
+            process.workload
+        );
+    }
+}
+
+/// A private directory for the test's copy of a mounted Secret.
+fn tempfile_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kubebyon-rehearsal-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
