@@ -5,8 +5,9 @@
 //! two processes, behind a router that sends each request where the
 //! HTTPRoute's rules send it. The migration hook runs first, the first admin
 //! comes from the admin command, and a user goes from registering to a
-//! deleted cluster. Every job runs exactly once, and a schedule run that
-//! finds another holding its lock steps aside.
+//! deleted cluster. Every job runs exactly once, the create's request and
+//! job are one trace across the two functions, and a schedule run that finds
+//! another holding its lock steps aside.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -330,12 +331,16 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     let host_dir = tempfile_dir();
     std::fs::write(host_dir.join("kubeconfig"), host.kubeconfig(None)).unwrap();
 
+    let (collector, spans) = crate::traces::collector().await;
     let exchange = format!("config.AMQP_EXCHANGE={}", broker.topology.exchange);
+    let traces = format!("config.OTEL_EXPORTER_OTLP_ENDPOINT={collector}");
     let documents = rendered(&[
         "host.inCluster=false",
         &format!("host.kubeconfigSecret={HOST_SECRET}"),
         &format!("existingSecret={SECRET}"),
         &exchange,
+        &traces,
+        "config.OTEL_BSP_SCHEDULE_DELAY=100",
         "config.KUBEBYON_ADMIN_EMAIL=root@example.com",
     ]);
     let secret = HashMap::from([
@@ -507,6 +512,36 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     })
     .await;
     assert_eq!(cluster["status"], "ready", "{cluster}");
+
+    // One trace from the request in api-clusters to the job in
+    // job-cluster-create, through RabbitMQ.
+    let job_id: uuid::Uuid = sqlx::query_scalar(
+        "SELECT id FROM cluster_jobs WHERE type = 'cluster_create' AND cluster_id = $1::uuid",
+    )
+    .bind(&id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let (request, job) = eventually(30, "the create's spans from both functions", || {
+        let spans = spans.lock().unwrap().clone();
+        let job_id = job_id.to_string();
+        async move {
+            let job = spans
+                .iter()
+                .find(|s| s.attributes.get("job_id") == Some(&job_id))?
+                .clone();
+            let request = spans
+                .iter()
+                .find(|s| s.name == "POST /api/console/clusters" && s.trace_id == job.trace_id)?
+                .clone();
+            Some((request, job))
+        }
+    })
+    .await;
+    assert_eq!(
+        (request.service.as_str(), job.service.as_str()),
+        ("api-clusters", "job-cluster-create")
+    );
 
     // A join token (api-nodes) and a hostname (api-ingress), under the
     // cluster's path that api-clusters serves.

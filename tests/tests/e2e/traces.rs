@@ -19,20 +19,20 @@ use crate::local_process::Local;
 
 /// A span as the collector received it.
 #[derive(Debug, Clone)]
-struct Received {
-    service: String,
-    name: String,
-    trace_id: String,
+pub(crate) struct Received {
+    pub(crate) service: String,
+    pub(crate) name: String,
+    pub(crate) trace_id: String,
     span_id: String,
     parent_span_id: String,
-    attributes: HashMap<String, String>,
+    pub(crate) attributes: HashMap<String, String>,
 }
 
-type Spans = Arc<Mutex<Vec<Received>>>;
+pub(crate) type Spans = Arc<Mutex<Vec<Received>>>;
 
 /// `POST /v1/traces` with `application/x-protobuf` bodies, answered as
 /// OTLP/HTTP says: 200 with an `ExportTraceServiceResponse`.
-async fn collector() -> (String, Spans) {
+pub(crate) async fn collector() -> (String, Spans) {
     let spans = Spans::default();
     let router = Router::new()
         .route("/v1/traces", post(receive))
