@@ -198,6 +198,42 @@ fn start(workload: &Workload, copy: usize) -> Running {
     }
 }
 
+/// Starts a copy and waits until it answers (`/readyz` on its port, else
+/// `/metrics`). The ports were free when picked, but another process of the
+/// machine may take one before the copy binds it; the copy then exits
+/// saying so, and is started again on other ports.
+async fn launch(workload: &Workload, copy: usize, http: &reqwest::Client) -> Running {
+    for _ in 0..5 {
+        let mut process = start(workload, copy);
+        let probe = match (process.port, process.metrics_port) {
+            (Some(port), _) => format!("http://127.0.0.1:{port}/readyz"),
+            (None, Some(port)) => format!("http://127.0.0.1:{port}/metrics"),
+            (None, None) => return process,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(status) = process.child.try_wait().unwrap() {
+                eprintln!(
+                    "{} exited at start ({status}); starting it again",
+                    workload.name
+                );
+                break;
+            }
+            let answered = http.get(&probe).send().await;
+            if answered.is_ok_and(|r| r.status().is_success()) {
+                return process;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} does not answer {probe}",
+                workload.name
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    panic!("{} exits at every start", workload.name);
+}
+
 /// The router in front: each request to the Service the HTTPRoute's rules
 /// pick, the copies of its Deployment in turn, with `X-Forwarded-For`
 /// appended as the gateway does.
@@ -365,12 +401,17 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     assert!(status.success(), "the migration hook succeeds");
 
     // Every Deployment, two copies each (at least).
-    let mut running = Vec::new();
-    for workload in kinds("Deployment") {
-        for copy in 0..workload.replicas.max(2) {
-            running.push(start(workload, copy));
-        }
-    }
+    let http = reqwest::Client::new();
+    let copies: Vec<(&Workload, usize)> = kinds("Deployment")
+        .into_iter()
+        .flat_map(|w| (0..w.replicas.max(2)).map(move |copy| (w, copy)))
+        .collect();
+    let running: Vec<Running> = futures_util::future::join_all(
+        copies
+            .iter()
+            .map(|(workload, copy)| launch(workload, *copy, &http)),
+    )
+    .await;
     // Each CronJob's run, two at once (a slow run meeting the next): both
     // end well, whether one stepped aside or they did not meet.
     for cron in kinds("CronJob") {
@@ -382,7 +423,6 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
             cron.name
         );
     }
-    let http = reqwest::Client::new();
     let mut backends: HashMap<String, Vec<u16>> = HashMap::new();
     for process in &running {
         if let Some(port) = process.port {
@@ -390,23 +430,6 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
                 .entry(process.workload.clone())
                 .or_default()
                 .push(port);
-        }
-    }
-    for ports in backends.values() {
-        for port in ports {
-            let url = format!("http://127.0.0.1:{port}/readyz");
-            eventually(30, "an HTTP function to be ready", || {
-                let http = http.clone();
-                let url = url.clone();
-                async move {
-                    http.get(url)
-                        .send()
-                        .await
-                        .ok()
-                        .filter(|r| r.status().is_success())
-                }
-            })
-            .await;
         }
     }
     let gateway = Gateway {
