@@ -111,15 +111,17 @@ fi
 # from the OpenAPI document and checks the answers against it), and
 # kubernetes-validate (the Kubernetes schemas the chart is checked against),
 # cfn-lint (the AWS template, its SAM transform included), yamllint (every
-# YAML file of infra/) and prometheus-client (Prometheus's own parser of the
-# text /metrics serves).
-if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis, kubernetes_validate, cfnlint, yamllint, prometheus_client' 2>/dev/null; then
+# YAML file of infra/), prometheus-client (Prometheus's own parser of the
+# text /metrics serves) and cargo-lambda (builds the Lambda functions as
+# `sam build` does, and its emulator runs them).
+if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis, kubernetes_validate, cfnlint, yamllint, prometheus_client' 2>/dev/null \
+    || [ ! -x target/test-venv/bin/cargo-lambda ]; then
     command -v python3 >/dev/null || apt_install python3
     python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
-    log "installing aiosmtpd, moto, schemathesis, kubernetes-validate, cfn-lint, yamllint and prometheus-client into target/test-venv"
+    log "installing aiosmtpd, moto, schemathesis, kubernetes-validate, cfn-lint, yamllint, prometheus-client and cargo-lambda into target/test-venv"
     rm -rf target/test-venv
     python3 -m venv target/test-venv
-    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5 kubernetes-validate==1.37.0 cfn-lint==1.58.0 yamllint==1.38.0 prometheus-client==0.26.0
+    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5 kubernetes-validate==1.37.0 cfn-lint==1.58.0 yamllint==1.38.0 prometheus-client==0.26.0 cargo-lambda==1.9.2
 fi
 export KUBEBYON_TEST_PYTHON="$PWD/target/test-venv/bin/python"
 
@@ -129,6 +131,13 @@ log "checking the deployment files: the Helm chart, the manifests rendered from 
 # Build and test -------------------------------------------------------------
 log "building the workspace"
 cargo build --workspace --bins --locked
+# The AWS template's functions as `sam build` builds them (BuildMethod
+# rust-cargolambda), into target/lambda/<binary>/bootstrap, for the journey
+# under the Lambda emulator (tests/tests/e2e/lambda_journey.rs).
+log "building the Lambda functions with cargo lambda build"
+lambda_bins=$(sed -n 's/^ *Binary: *//p' infra/aws/template.yaml | sort -u | sed 's/^/--bin /')
+# shellcheck disable=SC2086
+target/test-venv/bin/cargo-lambda lambda build --compiler cargo --locked $lambda_bins
 if cargo nextest --version >/dev/null 2>&1; then
     log "running the tests with cargo-nextest"
     cargo nextest run --workspace --locked --no-fail-fast

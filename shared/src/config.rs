@@ -140,7 +140,11 @@ async fn fetch_from(source: &dyn Source) -> Result<HashMap<String, String>, Conf
 
 /// Writes `contents` to a file only this user may read, in the temporary
 /// directory (under Lambda the only writable one), and answers its path.
+/// The name carries the process id: processes sharing a temporary
+/// directory (several functions on one machine) each write their own, and
+/// none reads another's half-written file.
 fn write_private_file(name: &str, contents: &str) -> std::io::Result<String> {
+    let name = format!("{name}-{}", std::process::id());
     use std::{
         io::Write,
         os::unix::fs::{OpenOptionsExt, PermissionsExt},

@@ -277,7 +277,7 @@ async fn under_lambda_a_code_request_answers_at_the_same_time_for_real_and_unkno
 /// `GET /secretsmanager/get?secretId=<arn>` with the secret's `SecretString`
 /// when the request carries the function's session token, as the extension
 /// does; records every secret asked for.
-async fn secrets_extension(
+pub(crate) async fn secrets_extension(
     secrets: Vec<(&'static str, String)>,
 ) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use axum::{
@@ -405,7 +405,7 @@ async fn a_function_fetches_its_secrets_at_start_from_the_arns_it_is_given() {
 
 /// Where CloudFormation's presigned `ResponseURL` points: records each
 /// answer a custom resource PUTs there.
-async fn response_url() -> (
+pub(crate) async fn response_url() -> (
     String,
     tokio::sync::mpsc::UnboundedReceiver<(Option<String>, serde_json::Value)>,
 ) {
@@ -432,7 +432,7 @@ async fn response_url() -> (
     (url, rx)
 }
 
-fn custom_resource(request_type: &str, response_url: &str) -> serde_json::Value {
+pub(crate) fn custom_resource(request_type: &str, response_url: &str) -> serde_json::Value {
     serde_json::json!({
         "RequestType": request_type,
         "ServiceToken": "arn:aws:lambda:eu-west-1:123456789012:function:migrate",

@@ -14,6 +14,7 @@ mod idempotency;
 mod ingress;
 mod kubeconfigs;
 mod lambda;
+mod lambda_journey;
 mod local_process;
 mod metrics;
 mod nodes;

@@ -284,13 +284,13 @@ async fn forward(State(gateway): State<Gateway>, request: Request) -> Response {
 
 /// A browser: its session cookie and CSRF token once signed in.
 #[derive(Default)]
-struct Browser {
-    cookies: Vec<String>,
+pub(crate) struct Browser {
+    pub(crate) cookies: Vec<String>,
     csrf: Option<String>,
 }
 
 impl Browser {
-    async fn call(
+    pub(crate) async fn call(
         &mut self,
         http: &reqwest::Client,
         base: &str,

@@ -282,7 +282,7 @@ async fn the_helm_ingress_sends_every_operation_to_the_function_that_serves_it()
 
 /// One `HttpApi` event of the SAM template: method (or `ANY`), path
 /// segments, and the function (the binary cargo-lambda builds for it).
-struct ApiRoute {
+pub(crate) struct ApiRoute {
     method: String,
     segments: Vec<String>,
     function: String,
@@ -314,15 +314,20 @@ impl ApiRoute {
     }
 }
 
-/// The SAM template's HTTP API routes. Its CloudFormation tags (`!Ref`,
-/// `!Sub`, …) are dropped first: the routes hold none.
-fn sam_routes() -> Vec<ApiRoute> {
+/// The SAM template with its CloudFormation tags (`!Ref`, `!Sub`, …)
+/// dropped: `!Ref X` reads as `X`, `!If [C, a, b]` as `[C, a, b]`.
+pub(crate) fn sam_template() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/aws/template.yaml");
     let text = std::fs::read_to_string(path).unwrap();
     let text = Regex::new(r"!(Ref|Sub|GetAtt|If|Equals|Not|And|Or|Select|Join|Split|FindInMap|ImportValue|Base64|Cidr|GetAZs|Condition)\b")
         .unwrap()
         .replace_all(&text, "");
-    let template: Value = serde_saphyr::from_str(&text).unwrap();
+    serde_saphyr::from_str(&text).unwrap()
+}
+
+/// The SAM template's HTTP API routes (they hold no tags).
+pub(crate) fn sam_routes() -> Vec<ApiRoute> {
+    let template = sam_template();
     let mut routes = Vec::new();
     for resource in template["Resources"].as_object().unwrap().values() {
         let Some(function) = resource["Metadata"]["BuildProperties"]["Binary"].as_str() else {
@@ -353,7 +358,7 @@ fn sam_routes() -> Vec<ApiRoute> {
 }
 
 /// The function API Gateway sends `method path` to.
-fn sam_backend(routes: &[ApiRoute], method: &str, path: &str) -> Option<String> {
+pub(crate) fn sam_backend(routes: &[ApiRoute], method: &str, path: &str) -> Option<String> {
     let path: Vec<&str> = path.split('/').skip(1).collect();
     let for_method = |r: &&ApiRoute| r.method == method || r.method == "ANY";
     let exact = routes
