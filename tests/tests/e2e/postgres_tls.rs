@@ -122,6 +122,43 @@ async fn the_pool_connects_over_tls_and_verifies_the_servers_certificate() {
         "{refused}"
     );
 
+    // A server that takes TCP connections over TLS only (`hostssl`): a
+    // plain one is refused, saying why.
+    let hba = std::fs::read_to_string(data_dir.join("pg_hba.conf")).unwrap();
+    let hostssl: String = hba
+        .lines()
+        .map(|line| match line.strip_prefix("host ") {
+            Some(rest) => format!("hostssl {rest}\n"),
+            None => format!("{line}\n"),
+        })
+        .collect();
+    assert_ne!(hba.trim(), hostssl.trim(), "the server had host lines");
+    write_owned(&data_dir, "pg_hba.conf", &hostssl);
+    let admin = sqlx::PgPool::connect(&verified).await.unwrap();
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let disabled = format!("{plain}?sslmode=disable");
+    let mut refused = connection_is_encrypted(&disabled).await;
+    for _ in 0..50 {
+        if refused.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        refused = connection_is_encrypted(&disabled).await;
+    }
+    let refused = refused.expect_err("a plain connection to a hostssl-only server is refused");
+    assert!(
+        format!("{refused}").contains("no encryption"),
+        "the refusal says the connection was not encrypted: {refused}"
+    );
+    assert!(
+        connection_is_encrypted(&verified).await.unwrap(),
+        "verify-full still connects"
+    );
+
     pg.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&ca_file);
