@@ -28,8 +28,8 @@ use tests::{broker::TestBroker, database::TestDb, eventually, free_port, smtp::S
 use tokio::process::{Child, Command};
 
 use crate::{
+    journey::Journey,
     lambda::{custom_resource, response_url, secrets_extension},
-    rehearsal::Browser,
     routing::{ApiRoute, sam_backend, sam_routes, sam_template},
 };
 
@@ -410,101 +410,19 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
     // A user registers, builds a cluster, adds a token and a hostname, and
-    // deletes it.
-    let mut user = Browser::default();
-    let password = "correct horse battery staple";
-    let (status, body) = user
-        .call(
-            &http,
-            &base,
-            "POST",
-            "/api/auth/register",
-            Some(json!({ "email": "alice@example.com", "password": password, "display_name": "Alice" })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let code = mail.code_for("alice@example.com").await;
-    let (status, body) = user
-        .call(
-            &http,
-            &base,
-            "POST",
-            "/api/auth/verify-email",
-            Some(json!({ "email": "alice@example.com", "code": code, "password": password })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = user
-        .call(
-            &http,
-            &base,
-            "POST",
-            "/api/console/clusters",
-            Some(json!({
-                "name": "through-lambda",
-                "workload_cpu_limit_milli_cores": 2000,
-                "workload_memory_limit_mib": 4096,
-            })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let id = body["cluster"]["id"].as_str().unwrap().to_string();
-    let cookie = user.cookies.join("; ");
-    let cluster = eventually(60, "the cluster to be ready", || {
-        let request = http
-            .get(format!("{base}/api/console/clusters/{id}"))
-            .header("cookie", cookie.clone());
-        async move {
-            let cluster: Value = request.send().await.ok()?.json().await.ok()?;
-            (cluster["status"] != "provisioning").then_some(cluster)
-        }
-    })
-    .await;
-    assert_eq!(cluster["status"], "ready", "{cluster}");
-    for (path, body) in [
-        (format!("/api/console/clusters/{id}/tokens"), json!({})),
-        (
-            format!("/api/console/clusters/{id}/hostnames"),
-            json!({ "hostname": "shop.customer.test" }),
-        ),
-    ] {
-        let (status, answer) = user.call(&http, &base, "POST", &path, Some(body)).await;
-        assert_eq!(status, StatusCode::CREATED, "{path}: {answer}");
-    }
-    let (status, body) = user
-        .call(
-            &http,
-            &base,
-            "DELETE",
-            &format!("/api/console/clusters/{id}"),
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let cluster_id: uuid::Uuid = id.parse().unwrap();
-    eventually(60, "the cluster to be deleted", || {
-        let pool = db.pool.clone();
-        async move {
-            let status: String = sqlx::query_scalar("SELECT status FROM clusters WHERE id = $1")
-                .bind(cluster_id)
-                .fetch_one(&pool)
-                .await
-                .ok()?;
-            (status == "deleted").then_some(())
-        }
-    })
-    .await;
-
-    // Each job ran once: one attempt, succeeded, and one batch item said so.
-    let jobs: Vec<(uuid::Uuid, String, i32)> =
-        sqlx::query_as("SELECT id, status, attempt_count FROM cluster_jobs")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-    assert!(jobs.len() >= 2, "a create and a delete: {jobs:?}");
+    // deletes it; each job ran once, and one batch item says so.
+    let journey = Journey {
+        http: &http,
+        base: &base,
+        mail: &mail,
+        pool: &db.pool,
+    };
+    let mut user = journey.sign_up("alice@example.com").await;
+    let id = journey.ready_cluster(&mut user, "through-lambda").await;
+    journey.token_and_hostname(&mut user, &id).await;
+    journey.delete(&mut user, &id).await;
     let processed = processed.lock().unwrap().clone();
-    for (job, status, attempts) in &jobs {
-        assert_eq!((status.as_str(), *attempts), ("succeeded", 1), "{jobs:?}");
+    for job in journey.jobs_ran_once().await {
         let runs = processed
             .iter()
             .filter(|(id, outcome)| *id == job.to_string() && outcome == "succeeded")

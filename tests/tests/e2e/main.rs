@@ -12,6 +12,7 @@ mod faults;
 mod hostile_input;
 mod idempotency;
 mod ingress;
+mod journey;
 mod kubeconfigs;
 mod lambda;
 mod lambda_journey;

@@ -35,7 +35,10 @@ use tokio::{
     process::{Child, Command},
 };
 
-use crate::routing::{PathMatch, backend_of, rendered, rendered_rules};
+use crate::{
+    journey::{Browser, Journey},
+    routing::{PathMatch, backend_of, rendered, rendered_rules},
+};
 
 const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 /// Where the chart mounts the host kubeconfig Secret (`host.kubeconfigSecret`).
@@ -282,56 +285,6 @@ async fn forward(State(gateway): State<Gateway>, request: Request) -> Response {
         .unwrap()
 }
 
-/// A browser: its session cookie and CSRF token once signed in.
-#[derive(Default)]
-pub(crate) struct Browser {
-    pub(crate) cookies: Vec<String>,
-    csrf: Option<String>,
-}
-
-impl Browser {
-    pub(crate) async fn call(
-        &mut self,
-        http: &reqwest::Client,
-        base: &str,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut request = http.request(method.parse().unwrap(), format!("{base}{path}"));
-        if !self.cookies.is_empty() {
-            request = request.header("cookie", self.cookies.join("; "));
-        }
-        if let Some(csrf) = &self.csrf {
-            request = request.header("x-csrf-token", csrf);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        for cookie in response.headers().get_all("set-cookie") {
-            let pair = cookie
-                .to_str()
-                .unwrap()
-                .split(';')
-                .next()
-                .unwrap()
-                .to_string();
-            let name = pair.split('=').next().unwrap().to_string();
-            if name == "__Host-kb_csrf" {
-                self.csrf = Some(pair[name.len() + 1..].to_string());
-            }
-            self.cookies.retain(|c| !c.starts_with(&format!("{name}=")));
-            self.cookies.push(pair);
-        }
-        let bytes = response.bytes().await.unwrap();
-        let body = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-        (StatusCode::from_u16(status.as_u16()).unwrap(), body)
-    }
-}
-
 /// `sum` of one counter over the processes' `/metrics`.
 async fn total(http: &reqwest::Client, running: &[Running], series: &str) -> f64 {
     let mut sum = 0.0;
@@ -482,59 +435,16 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         (StatusCode::OK, Some("admin"))
     );
 
-    // A user registers by the emailed code.
-    let mut user = Browser::default();
-    let password = "correct horse battery staple";
-    let (status, body) = user
-        .call(
-            &http,
-            &base,
-            "POST",
-            "/api/auth/register",
-            Some(json!({ "email": "alice@example.com", "password": password, "display_name": "Alice" })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let code = mail.code_for("alice@example.com").await;
-    let (status, body) = user
-        .call(
-            &http,
-            &base,
-            "POST",
-            "/api/auth/verify-email",
-            Some(json!({ "email": "alice@example.com", "code": code, "password": password })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-
-    // A cluster, built by the job functions through RabbitMQ.
-    let (status, body) = user
-        .call(
-            &http,
-            &base,
-            "POST",
-            "/api/console/clusters",
-            Some(json!({
-                "name": "rehearsal",
-                "workload_cpu_limit_milli_cores": 2000,
-                "workload_memory_limit_mib": 4096,
-            })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let id = body["cluster"]["id"].as_str().unwrap().to_string();
-    let cookie = user.cookies.join("; ");
-    let cluster = eventually(60, "the cluster to be ready", || {
-        let request = http
-            .get(format!("{base}/api/console/clusters/{id}"))
-            .header("cookie", cookie.clone());
-        async move {
-            let cluster: Value = request.send().await.ok()?.json().await.ok()?;
-            (cluster["status"] != "provisioning").then_some(cluster)
-        }
-    })
-    .await;
-    assert_eq!(cluster["status"], "ready", "{cluster}");
+    // A user registers and builds a cluster, through the job functions and
+    // RabbitMQ.
+    let journey = Journey {
+        http: &http,
+        base: &base,
+        mail: &mail,
+        pool: &db.pool,
+    };
+    let mut user = journey.sign_up("alice@example.com").await;
+    let id = journey.ready_cluster(&mut user, "rehearsal").await;
 
     // One trace from the request in api-clusters to the job in
     // job-cluster-create, through RabbitMQ.
@@ -566,73 +476,12 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         ("api-clusters", "job-cluster-create")
     );
 
-    // A join token (api-nodes) and a hostname (api-ingress), under the
-    // cluster's path that api-clusters serves.
-    let (status, token) = user
-        .call(
-            &http,
-            &base,
-            "POST",
-            &format!("/api/console/clusters/{id}/tokens"),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{token}");
-    assert!(
-        token.to_string().contains("/join"),
-        "the token comes with its join command: {token}"
-    );
-    let (status, binding) = user
-        .call(
-            &http,
-            &base,
-            "POST",
-            &format!("/api/console/clusters/{id}/hostnames"),
-            Some(json!({ "hostname": "shop.customer.test" })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{binding}");
-
-    // Deleted, by the delete job.
-    let (status, body) = user
-        .call(
-            &http,
-            &base,
-            "DELETE",
-            &format!("/api/console/clusters/{id}"),
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    eventually(60, "the cluster to be deleted", || {
-        let pool = db.pool.clone();
-        let id: uuid::Uuid = id.parse().unwrap();
-        async move {
-            let status: String = sqlx::query_scalar("SELECT status FROM clusters WHERE id = $1")
-                .bind(id)
-                .fetch_one(&pool)
-                .await
-                .ok()?;
-            (status == "deleted").then_some(())
-        }
-    })
-    .await;
+    journey.token_and_hostname(&mut user, &id).await;
+    journey.delete(&mut user, &id).await;
 
     // Every job ran once: one attempt each, all succeeded, and the job
     // processes together claimed each exactly once.
-    let jobs: Vec<(String, String, i32)> =
-        sqlx::query_as("SELECT type, status, attempt_count FROM cluster_jobs ORDER BY created_at")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-    assert!(
-        jobs.iter().any(|j| j.0 == "cluster_create")
-            && jobs.iter().any(|j| j.0 == "cluster_delete"),
-        "{jobs:?}"
-    );
-    for job in &jobs {
-        assert_eq!((job.1.as_str(), job.2), ("succeeded", 1), "{jobs:?}");
-    }
+    let jobs = journey.jobs_ran_once().await;
     assert_eq!(
         total(&http, &running, "kubebyon_jobs_claimed_total{").await,
         jobs.len() as f64,
