@@ -23,7 +23,7 @@ import tempfile
 # without `.rs` (`settings`) or directories (`accounts`). The capabilities may
 # use what lies below them, never each other.
 BELOW_CAPABILITIES = ["kernel", "backbone", "clusters", "kubernetes"]
-CAPABILITIES = ["accounts", "nodes", "kubeconfigs", "ingress", "metrics"]
+CAPABILITIES = ["accounts", "nodes", "kubeconfigs", "ingress", "metrics", "billing"]
 PARTS = {
     "kernel": ([], ["lib", "config", "error", "extract", "domain", "secretbox", "outbound",
                     "telemetry", "openapi", "runtime", "db", "settings", "audit"]),

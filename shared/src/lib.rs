@@ -14,6 +14,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod billing;
 pub mod clusters;
 pub mod config;
 pub mod db;

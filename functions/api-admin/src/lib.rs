@@ -1,8 +1,9 @@
 //! `api-admin`: the back office under `/api/console/admin/*`: the cluster job
 //! queue (read, retry a failed job, cancel a pending one), users, the audit
-//! stream, and the system settings.
+//! stream, plans, and the system settings.
 
 mod cluster_jobs;
+mod plans;
 mod settings;
 mod users;
 
@@ -31,6 +32,14 @@ pub fn router() -> Router<AppState> {
         )
         .route("/api/console/admin/audit-events", get(users::audit_events))
         .route(
+            "/api/console/admin/plans",
+            get(plans::list).post(plans::create),
+        )
+        .route(
+            "/api/console/admin/plans/{plan_id}",
+            get(plans::get).put(plans::put).delete(plans::delete),
+        )
+        .route(
             "/api/console/admin/settings",
             get(settings::get).put(settings::put),
         )
@@ -38,7 +47,7 @@ pub fn router() -> Router<AppState> {
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, settings::get, settings::put),
+    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, plans::list, plans::create, plans::get, plans::put, plans::delete, settings::get, settings::put),
     // Named by the query parameters, which utoipa does not collect from.
     components(schemas(shared::domain::JobStatus, shared::domain::UserStatus, shared::domain::UserRole)),
     tags((name = "admin", description = "Back office (administrators only)"))

@@ -700,3 +700,133 @@ async fn every_answer_carries_the_security_headers_and_the_limits_hold() {
         "the slot is free again"
     );
 }
+
+fn put(path: &str, body: serde_json::Value) -> Request<Body> {
+    Request::put(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted() {
+    let api = Api::new().await;
+    let plan_body = |name: &str, max_clusters: i64| {
+        serde_json::json!({
+            "name": name, "max_clusters": max_clusters, "max_nodes": 20,
+            "max_cpu_milli_cores": 32000, "max_memory_mib": 65536, "max_hostnames": 10,
+            "price_minor_units": 4900, "currency": "eur", "stripe_price_id": "price_1PqRsT",
+        })
+    };
+    let (status, _, plan) = api
+        .call(post("/api/console/admin/plans", plan_body("  Pro  ", 5)))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{plan}");
+    assert_eq!(
+        (
+            plan["name"].as_str(),
+            plan["active"].as_bool(),
+            plan["max_clusters"].as_i64()
+        ),
+        (Some("Pro"), Some(true), Some(5))
+    );
+    let id = plan["id"].as_str().unwrap().to_string();
+
+    // The same name (its edge spaces trimmed) and invalid fields are refused,
+    // and nothing is written.
+    let (status, _, body) = api
+        .call(post("/api/console/admin/plans", plan_body("Pro", 1)))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("plan_name_taken"))
+    );
+    let mut invalid = plan_body("Pro\u{1}Max", 1);
+    invalid["currency"] = "EUR".into();
+    invalid["price_minor_units"] = (-1).into();
+    let (status, _, body) = api.call(post("/api/console/admin/plans", invalid)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["name", "price_minor_units", "currency"], "{body}");
+    assert_eq!(api.count("plans").await, 1);
+
+    // Replaced: new limits, deactivated.
+    let mut change = plan_body("Pro", 8);
+    change["active"] = false.into();
+    let (status, _, plan) = api
+        .call(put(&format!("/api/console/admin/plans/{id}"), change))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    let (_, _, read) = api
+        .call(get(&format!("/api/console/admin/plans/{id}")))
+        .await;
+    assert_eq!(
+        (read["max_clusters"].as_i64(), read["active"].as_bool()),
+        (Some(8), Some(false))
+    );
+
+    // An order refers to it: it cannot be deleted.
+    let user: Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name) VALUES ('carol@example.com', 'Carol') RETURNING id",
+    )
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO orders (user_id, plan_id, amount, currency) VALUES ($1, $2::uuid, 4900, 'eur')")
+        .bind(user)
+        .bind(&id)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    let (status, _, body) = api
+        .call(delete(&format!("/api/console/admin/plans/{id}")))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("plan_in_use")),
+        "{body}"
+    );
+    assert_eq!(api.count("plans").await, 1);
+
+    // One no order refers to is deleted.
+    let (_, _, free) = api
+        .call(post("/api/console/admin/plans", plan_body("Free", 1)))
+        .await;
+    let free_id = free["id"].as_str().unwrap();
+    let (status, _, _) = api
+        .call(delete(&format!("/api/console/admin/plans/{free_id}")))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = api
+        .call(get(&format!("/api/console/admin/plans/{free_id}")))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, _, list) = api.call(get("/api/console/admin/plans")).await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+
+    // Each change is in the audit stream, and only administrators see plans.
+    let actions: Vec<String> = sqlx::query_scalar(
+        "SELECT action FROM audit_events WHERE target_kind = 'plan' ORDER BY id",
+    )
+    .fetch_all(&api.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        actions,
+        [
+            "admin.plan.create",
+            "admin.plan.update",
+            "admin.plan.create",
+            "admin.plan.delete"
+        ]
+    );
+    let (status, _, _) = api
+        .call_as(Identity::Development(user), get("/api/console/admin/plans"))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
