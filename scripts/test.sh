@@ -137,7 +137,9 @@ cargo build --workspace --bins --locked
 log "building the Lambda functions with cargo lambda build"
 lambda_bins=$(sed -n 's/^ *Binary: *//p' infra/aws/template.yaml | sort -u | sed 's/^/--bin /')
 # shellcheck disable=SC2086
-target/test-venv/bin/cargo-lambda lambda build --compiler cargo --locked $lambda_bins
+# For this machine's own target (they run here), built by plain cargo.
+host_target=$(rustc -vV | sed -n 's/^host: //p')
+target/test-venv/bin/cargo-lambda lambda build --compiler cargo --target "$host_target" --locked $lambda_bins
 if cargo nextest --version >/dev/null 2>&1; then
     log "running the tests with cargo-nextest"
     cargo nextest run --workspace --locked --no-fail-fast
