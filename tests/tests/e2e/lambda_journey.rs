@@ -402,7 +402,7 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
         }
     }
     let api = HttpApi {
-        routes: Arc::new(sam_routes()),
+        routes: Arc::new(sam_routes(&template)),
         emulator: emulator_port,
         http: http.clone(),
     };

@@ -37,7 +37,7 @@ use tokio::{
 
 use crate::{
     journey::{Browser, Journey},
-    routing::{PathMatch, backend_of, rendered, rendered_rules},
+    routing::{PathMatch, backend_of, httproute_rules, rendered},
 };
 
 const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
@@ -386,7 +386,8 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         }
     }
     let gateway = Gateway {
-        rules: Arc::new(rendered_rules()),
+        // The rules of the same rendering the workloads came from.
+        rules: Arc::new(httproute_rules(&documents)),
         backends: Arc::new(backends),
         turn: Arc::default(),
         http: http.clone(),

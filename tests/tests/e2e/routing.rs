@@ -61,9 +61,8 @@ pub(crate) fn rendered(set: &[&str]) -> Vec<Value> {
     serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout).unwrap()).unwrap()
 }
 
-/// The HTTPRoute rules as (match, backend Service).
-pub(crate) fn rendered_rules() -> Vec<(PathMatch, String)> {
-    let documents = rendered(&[]);
+/// The HTTPRoute rules of a rendering as (match, backend Service).
+pub(crate) fn httproute_rules(documents: &[Value]) -> Vec<(PathMatch, String)> {
     let routes: Vec<&Value> = documents
         .iter()
         .filter(|d| d["kind"] == "HTTPRoute")
@@ -200,7 +199,7 @@ async fn misrouted(state: &AppState, route: impl Fn(&str, &str) -> Option<String
 
 #[tokio::test]
 async fn the_helm_route_table_sends_every_operation_to_the_function_that_serves_it() {
-    let rules = rendered_rules();
+    let rules = httproute_rules(&rendered(&[]));
     let state = Builder::new("routing").build().await.state;
     let wrong = misrouted(&state, |_, path| backend_of(&rules, path).map(String::from)).await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -326,8 +325,7 @@ pub(crate) fn sam_template() -> Value {
 }
 
 /// The SAM template's HTTP API routes (they hold no tags).
-pub(crate) fn sam_routes() -> Vec<ApiRoute> {
-    let template = sam_template();
+pub(crate) fn sam_routes(template: &Value) -> Vec<ApiRoute> {
     let mut routes = Vec::new();
     for resource in template["Resources"].as_object().unwrap().values() {
         let Some(function) = resource["Metadata"]["BuildProperties"]["Binary"].as_str() else {
@@ -384,7 +382,7 @@ pub(crate) fn sam_backend(routes: &[ApiRoute], method: &str, path: &str) -> Opti
 
 #[tokio::test]
 async fn the_sam_route_table_sends_every_operation_to_the_function_that_serves_it() {
-    let routes = sam_routes();
+    let routes = sam_routes(&sam_template());
     let state = Builder::new("routing").build().await.state;
     let wrong = misrouted(&state, |method, path| sam_backend(&routes, method, path)).await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
