@@ -23,10 +23,11 @@ import tempfile
 # without `.rs` (`settings`) or directories (`accounts`). The capabilities may
 # use what lies below them, never each other.
 BELOW_CAPABILITIES = ["kernel", "backbone", "clusters", "kubernetes"]
-CAPABILITIES = ["accounts", "nodes", "kubeconfigs", "ingress", "metrics", "billing"]
+CAPABILITIES = ["accounts", "nodes", "kubeconfigs", "ingress", "metrics", "billing",
+                "notifications"]
 PARTS = {
     "kernel": ([], ["lib", "config", "error", "extract", "domain", "secretbox", "outbound",
-                    "telemetry", "openapi", "runtime", "db", "settings", "audit"]),
+                    "telemetry", "openapi", "runtime", "db", "settings", "audit", "mail"]),
     "backbone": (["kernel"], ["jobs"]),
     "clusters": (["kernel"], ["clusters"]),
     # The Kubernetes adapter returns its own errors: it never builds job errors.

@@ -528,6 +528,13 @@ pub struct Settings {
     pub metrics_retention: Duration,
     /// How often `sync-dns` converges the zone.
     pub dns_interval: Duration,
+    /// How often `notify` delivers the notifications that are due.
+    pub notify_interval: Duration,
+    /// The wait before a notification's second attempt; it doubles with
+    /// each further one, up to an hour.
+    pub notify_retry_base: Duration,
+    /// Attempts per notification and channel before it is `failed`.
+    pub notify_max_attempts: i32,
     /// Base URL of the public `join` function; join commands point under it.
     pub join_base_url: String,
     /// `KUBEBYON_ALLOW_PRIVATE_OUTBOUND` (default false): let the URLs the
@@ -693,6 +700,17 @@ impl Settings {
             metrics_interval: positive_millis(source, "SYNC_METRICS_INTERVAL_MS", 60_000)?,
             metrics_retention: positive_millis(source, "METRICS_RETENTION_MS", 7 * 86_400_000)?,
             dns_interval: positive_millis(source, "SYNC_DNS_INTERVAL_MS", 60_000)?,
+            notify_interval: positive_millis(source, "NOTIFY_INTERVAL_MS", 5_000)?,
+            notify_retry_base: positive_millis(source, "NOTIFY_RETRY_BASE_MS", 10_000)?,
+            notify_max_attempts: match parse_or(source, "NOTIFY_MAX_ATTEMPTS", 8)? {
+                n @ 1..=50 => n,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        name: "NOTIFY_MAX_ATTEMPTS",
+                        reason: "must be between 1 and 50".into(),
+                    });
+                }
+            },
             join_base_url,
             allow_private_outbound,
             join_token_default_ttl,

@@ -23,6 +23,27 @@ pub struct Problem {
     /// Per-field validation messages, when the input was invalid.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
+    /// With `plan_limit_exceeded`: which limit, and by how much.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_limit: Option<PlanLimit>,
+}
+
+/// A limit of the user's plan that a request would pass.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
+pub struct PlanLimit {
+    /// `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib` or `hostnames`.
+    pub resource: String,
+    /// The plan's name.
+    pub plan: String,
+    pub limit: i64,
+    /// What the user has now.
+    pub usage: i64,
+    /// What the request adds.
+    pub requested: i64,
+    /// `usage + requested - limit`: by how much the request passes the limit.
+    pub excess: i64,
+    /// Where the user can choose a bigger plan.
+    pub upgrade_url: String,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
@@ -46,6 +67,9 @@ pub enum ApiError {
     Unauthorized { code: &'static str, detail: String },
     #[error("{0}")]
     Forbidden(String),
+    /// The request would pass a limit of the user's plan (403).
+    #[error("{} would exceed the {} plan's limit of {} by {} (in use: {}, requested: {}); upgrade at {}", .0.resource, .0.plan, .0.limit, .0.excess, .0.usage, .0.requested, .0.upgrade_url)]
+    PlanLimitExceeded(Box<PlanLimit>),
     #[error("{what} not found")]
     NotFound { what: &'static str },
     #[error("{detail}")]
@@ -152,6 +176,11 @@ impl ApiError {
             ),
             Self::Unauthorized { code, .. } => (StatusCode::UNAUTHORIZED, code, "Unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
+            Self::PlanLimitExceeded(_) => (
+                StatusCode::FORBIDDEN,
+                "plan_limit_exceeded",
+                "Plan limit exceeded",
+            ),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", "Not found"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code, "Conflict"),
             Self::Unprocessable { code, .. } => (
@@ -216,6 +245,10 @@ impl ApiError {
             Self::Validation(errors) => errors.clone(),
             _ => Vec::new(),
         };
+        let plan_limit = match self {
+            Self::PlanLimitExceeded(limit) => Some((**limit).clone()),
+            _ => None,
+        };
         Problem {
             type_: format!("https://kubebyon.dev/problems/{code}"),
             title: title.into(),
@@ -223,6 +256,7 @@ impl ApiError {
             detail,
             code: code.into(),
             errors,
+            plan_limit,
         }
     }
 }

@@ -203,6 +203,29 @@ pub fn page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
     }
 }
 
+/// An instant asked for in a query (a keyset cursor, a period's end),
+/// refused unless it lies between 2000-01-01 and a day from now: the edges
+/// of what a timestamp holds are a 422, never an overflow in the database.
+pub fn instant(
+    field: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+    use chrono::{TimeDelta, TimeZone, Utc};
+    let earliest = Utc
+        .with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
+        .single()
+        .expect("a valid date");
+    let latest = Utc::now() + TimeDelta::days(1);
+    if (earliest..=latest).contains(&at) {
+        Ok(at)
+    } else {
+        Err(ApiError::invalid(
+            field,
+            "must be between 2000-01-01 and a day from now",
+        ))
+    }
+}
+
 /// A period asked for in a query, bounded before any arithmetic: `to`
 /// defaults to now, `from` to `default_span` before `to`; both must lie
 /// between 2000-01-01 and a day from now, `from` before `to`, and the
@@ -214,23 +237,9 @@ pub fn time_range(
     default_span: chrono::TimeDelta,
     max_span: chrono::TimeDelta,
 ) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), ApiError> {
-    use chrono::{TimeDelta, TimeZone, Utc};
+    use chrono::Utc;
     let now = Utc::now();
-    let earliest = Utc
-        .with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
-        .single()
-        .expect("a valid date");
-    let latest = now + TimeDelta::days(1);
-    let within = |field: &str, at: chrono::DateTime<Utc>| {
-        if (earliest..=latest).contains(&at) {
-            Ok(at)
-        } else {
-            Err(ApiError::invalid(
-                field,
-                "must be between 2000-01-01 and a day from now",
-            ))
-        }
-    };
+    let within = |field: &str, at: chrono::DateTime<Utc>| instant(field, at);
     let to = within("to", to.unwrap_or(now))?;
     let from = match from {
         Some(from) => within("from", from)?,

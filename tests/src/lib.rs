@@ -1,7 +1,8 @@
 //! Support for the end-to-end tests: a fresh database per test, an isolated
 //! RabbitMQ topology per test, a TCP proxy that can take the broker away, a
 //! loopback Lambda Runtime API, handlers whose behaviour the test chooses, and
-//! a real SMTP sink, a loopback OAuth provider, and a Route53-compatible server.
+//! a real SMTP sink, a loopback OAuth provider, a Route53-compatible server,
+//! and a loopback Stripe API.
 
 pub mod broker;
 pub mod database;
@@ -13,6 +14,7 @@ pub mod moto;
 pub mod oauth;
 pub mod proxy;
 pub mod smtp;
+pub mod stripe;
 
 use std::path::PathBuf;
 

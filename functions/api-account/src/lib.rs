@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use shared::{
     accounts::{self, ApiKey, Login, NotificationSettings, SessionInfo, auth},
     audit::{self, AuditEvent, AuditRecord},
+    billing::{
+        self,
+        entitlements::{Amounts, Entitlement},
+    },
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
@@ -40,11 +44,12 @@ pub fn router() -> Router<AppState> {
             get(notifications).put(save_notifications),
         )
         .route("/api/console/account/activity", get(activity))
+        .route("/api/console/account/entitlements", get(entitlements))
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(list_keys, create_key, revoke_key, list_sessions, end_session, end_other_sessions, logins, notifications, save_notifications, activity),
+    paths(list_keys, create_key, revoke_key, list_sessions, end_session, end_other_sessions, logins, notifications, save_notifications, activity, entitlements),
     tags((name = "account", description = "The caller's own account"))
 )]
 pub struct ApiDoc;
@@ -402,4 +407,57 @@ pub async fn end_other_sessions(
     .await?;
     tx.commit().await?;
     Ok(AppJson(SessionsEnded { ended }))
+}
+
+/// What the caller's plan allows and what they use.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EntitlementsView {
+    #[serde(flatten)]
+    pub entitlement: Entitlement,
+    /// `limits − usage` per resource; negative where a downgrade left the
+    /// account over a limit (nothing is deleted: only growth is refused).
+    /// Absent when nothing is limited.
+    pub remaining: Option<Amounts>,
+    /// The resources whose usage is above the limit.
+    pub over_limit: Vec<String>,
+    /// Where to choose a bigger plan.
+    pub upgrade_url: String,
+}
+
+/// The caller's plan and usage
+///
+/// The plan comes from the latest paid order, else the settings' default
+/// plan; without either nothing is limited. Usage counts live clusters, their
+/// nodes (and joins under way), the clusters' workload CPU and memory limits
+/// summed, and hostname bindings.
+#[utoipa::path(get, path = "/api/console/account/entitlements", tag = "account",
+    responses((status = 200, body = EntitlementsView),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn entitlements(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<AppJson<EntitlementsView>, ApiError> {
+    let mut conn = state.pool.acquire().await?;
+    let entitlement = billing::entitlements::read(&mut conn, caller.user_id).await?;
+    let remaining = entitlement.remaining();
+    let over_limit = match (entitlement.limits, remaining) {
+        (Some(_), Some(left)) => [
+            ("clusters", left.clusters),
+            ("nodes", left.nodes),
+            ("cpu_milli_cores", left.cpu_milli_cores),
+            ("memory_mib", left.memory_mib),
+            ("hostnames", left.hostnames),
+        ]
+        .into_iter()
+        .filter(|(_, left)| *left < 0)
+        .map(|(name, _)| name.to_string())
+        .collect(),
+        _ => Vec::new(),
+    };
+    Ok(AppJson(EntitlementsView {
+        remaining,
+        over_limit,
+        upgrade_url: billing::entitlements::upgrade_url(&state.settings.public_base_url),
+        entitlement,
+    }))
 }

@@ -1,8 +1,9 @@
 //! `api-admin`: the back office under `/api/console/admin/*`: the cluster job
 //! queue (read, retry a failed job, cancel a pending one), users, the audit
-//! stream, plans, and the system settings.
+//! stream, plans, orders, and the system settings.
 
 mod cluster_jobs;
+mod orders;
 mod plans;
 mod settings;
 mod users;
@@ -39,6 +40,11 @@ pub fn router() -> Router<AppState> {
             "/api/console/admin/plans/{plan_id}",
             get(plans::get).put(plans::put).delete(plans::delete),
         )
+        .route("/api/console/admin/orders", get(orders::list))
+        .route(
+            "/api/console/admin/orders/{order_id}/cancel",
+            post(orders::cancel),
+        )
         .route(
             "/api/console/admin/settings",
             get(settings::get).put(settings::put),
@@ -47,7 +53,7 @@ pub fn router() -> Router<AppState> {
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, plans::list, plans::create, plans::get, plans::put, plans::delete, settings::get, settings::put),
+    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, plans::list, plans::create, plans::get, plans::put, plans::delete, orders::list, orders::cancel, settings::get, settings::put),
     // Named by the query parameters, which utoipa does not collect from.
     components(schemas(shared::domain::JobStatus, shared::domain::UserStatus, shared::domain::UserRole)),
     tags((name = "admin", description = "Back office (administrators only)"))

@@ -239,12 +239,17 @@ pub async fn delete(
     let plan = match billing::delete_plan(&mut tx, plan_id).await? {
         PlanDeletion::Deleted(plan) => plan,
         PlanDeletion::NotFound => return Err(ApiError::NotFound { what: "plan" }),
-        PlanDeletion::InUse { orders } => {
+        PlanDeletion::InUse { orders, default } => {
+            let detail = if default {
+                "it is the default plan of the settings; name another default_plan_id first".into()
+            } else {
+                format!(
+                    "{orders} order(s) refer to this plan; deactivate it (active: false) instead"
+                )
+            };
             return Err(ApiError::Conflict {
                 code: "plan_in_use",
-                detail: format!(
-                    "{orders} order(s) refer to this plan; deactivate it (active: false) instead"
-                ),
+                detail,
             });
         }
     };

@@ -130,7 +130,7 @@ async fn send_code(
         email.to_string(),
     );
     let delivery = async move {
-        if let Err(err) = shared::accounts::mail::send(&pool, &settings, &to, subject, body).await {
+        if let Err(err) = shared::mail::send(&pool, &settings, &to, subject, body).await {
             tracing::error!(error = %err, "could not send an email code");
         }
     };
@@ -168,7 +168,7 @@ async fn answered_alike<T>(
 /// 503 for every address alike when no mail can be sent at all: checked
 /// before any account is looked up, so the answer says nothing about one.
 async fn mail_ready(state: &AppState) -> Result<(), ApiError> {
-    shared::accounts::mail::ready(&state.pool, &state.settings)
+    shared::mail::ready(&state.pool, &state.settings)
         .await
         .map_err(|err| {
             tracing::error!(error = %err, "email codes cannot be sent");

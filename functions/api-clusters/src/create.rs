@@ -1,6 +1,7 @@
 use axum::{extract::State, response::Response};
 use serde::{Deserialize, Serialize};
 use shared::{
+    billing::entitlements::Amounts,
     clusters::{self, Cluster, ClusterCreation, NewCluster},
     domain::{ClusterName, KubernetesVersion, PublicAccessMode},
     error::{ApiError, FieldError, unique_violation},
@@ -144,8 +145,8 @@ impl CreateClusterRequest {
 
 /// Create a cluster
 ///
-/// Validates the request, writes the cluster, its `create` operation and the
-/// job in one transaction, and answers 202; the control plane is built by the
+/// Validates the request, checks the plan's limits, writes the cluster, its
+/// `create` operation and the job in one transaction, and answers 202; the control plane is built by the
 /// `cluster_create` job.
 #[utoipa::path(
     post,
@@ -156,6 +157,7 @@ impl CreateClusterRequest {
         (status = 202, description = "Accepted; the operation tracks the work", body = OperationAccepted),
         (status = 400, description = "Malformed body", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "Not authenticated", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The plan's cluster, CPU or memory limit would be passed (`plan_limit_exceeded`, with `plan_limit`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "A live cluster of this name exists (`cluster_name_taken`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
     )
@@ -183,7 +185,14 @@ pub async fn create(
         managed_workload_ingress_enabled: request.managed_workload_ingress_enabled,
         tailscale_enabled: request.tailscale_enabled,
     };
-    let mut tx = state.pool.begin().await?;
+    let tx = state.pool.begin().await?;
+    let adds = Amounts {
+        clusters: 1,
+        cpu_milli_cores: valid.workload_cpu.into(),
+        memory_mib: valid.workload_memory.into(),
+        ..Amounts::default()
+    };
+    let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
     let cluster =
         clusters::insert(&mut tx, &new)
             .await

@@ -1,6 +1,7 @@
 use axum::{extract::State, response::Response};
 use serde::Deserialize;
 use shared::{
+    billing::entitlements::Amounts,
     clusters::{self, ClusterChanges},
     domain::{ClusterStatus, PublicAccessMode},
     error::{ApiError, active_job_conflict},
@@ -46,6 +47,7 @@ pub struct UpdateClusterRequest {
     request_body = UpdateClusterRequest,
     responses(
         (status = 202, body = OperationAccepted),
+        (status = 403, description = "Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not ready (`cluster_not_ready`) or another operation is active (`cluster_job_active`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -110,6 +112,14 @@ pub async fn update(
             ),
         });
     }
+    let adds = Amounts {
+        cpu_milli_cores: i64::from(changes.workload_cpu_limit_milli_cores)
+            - i64::from(cluster.workload_cpu_limit_milli_cores),
+        memory_mib: i64::from(changes.workload_memory_limit_mib)
+            - i64::from(cluster.workload_memory_limit_mib),
+        ..Amounts::default()
+    };
+    let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
     clusters::apply_changes(&mut tx, cluster.id, &changes).await?;
     let (job_type, payload) = jobs::encode(&changes).map_err(anyhow::Error::from)?;
     let enqueued = jobs::enqueue(

@@ -127,6 +127,7 @@ pub struct CreateBinding {
 #[utoipa::path(post, path = "/api/console/clusters/{cluster_id}/hostnames", tag = "ingress",
     params(("cluster_id" = Uuid, Path)), request_body = CreateBinding,
     responses((status = 201, body = Binding),
+              (status = 403, description = "The plan's hostname limit is reached (`plan_limit_exceeded`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 409, description = "`hostname_taken` or `hostname_reserved`", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
@@ -181,7 +182,12 @@ pub async fn create(
         });
     }
     let token = (scope == DnsManagementScope::SelfManaged).then(dnsproof::new_token);
-    let mut tx = state.pool.begin().await?;
+    let tx = state.pool.begin().await?;
+    let adds = shared::billing::entitlements::Amounts {
+        hostnames: 1,
+        ..Default::default()
+    };
+    let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
     if records::hostname_held(&mut *tx, &hostname).await? {
         return Err(taken(&hostname));
     }

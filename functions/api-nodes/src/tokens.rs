@@ -114,6 +114,7 @@ fn join_command(url: &str, plaintext: &str) -> String {
     request_body = CreateToken,
     responses(
         (status = 201, body = CreatedToken),
+        (status = 403, description = "`max_uses` is more nodes than the plan has left (`plan_limit_exceeded`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready (`cluster_not_ready`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -164,7 +165,13 @@ pub async fn create(
     // Only its hash is kept; nothing is made in the cluster until a join
     // attempt takes a use (it then gets a bootstrap token of its own).
     let token = JoinToken::generate();
-    let mut tx = state.pool.begin().await?;
+    let tx = state.pool.begin().await?;
+    // A token cannot promise more nodes than the plan has left.
+    let adds = shared::billing::entitlements::Amounts {
+        nodes: max_uses.into(),
+        ..Default::default()
+    };
+    let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
     let token_id = tokens::insert(
         &mut tx,
         &NewToken {

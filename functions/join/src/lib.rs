@@ -22,6 +22,7 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use shared::{
+    billing::entitlements,
     clusters,
     domain::{JoinOutcome, JoinStepStatus},
     http::AppState,
@@ -302,7 +303,8 @@ fn valid_hostname(hostname: &str) -> bool {
 /// `join` as `running` takes one use of the token (410 when none is left, or
 /// the token expired or was revoked in the meantime) and answers the
 /// attempt's own bootstrap token (502, the use given back, when the cluster
-/// would not take it); `failed` ends the attempt with the step's detail as
+/// would not take it; 403 when one more node would pass the plan of the
+/// cluster's owner); `failed` ends the attempt with the step's detail as
 /// its reason; `done` as `ok` ends it as succeeded.
 #[utoipa::path(
     post,
@@ -312,6 +314,7 @@ fn valid_hostname(hostname: &str) -> bool {
     responses(
         (status = 200, body = StepReply),
         (status = 401, description = "No token", body = StepReply),
+        (status = 403, description = "One more node would pass the plan of the cluster's owner; the attempt is refused and the script prints the message", body = StepReply),
         (status = 404, description = "Unknown token or attempt", body = StepReply),
         (status = 409, description = "The attempt has ended", body = StepReply),
         (status = 410, description = "The token cannot be used any more", body = StepReply),
@@ -444,6 +447,30 @@ async fn hand_out(
         .into_response()
 }
 
+/// Why one more node would pass the plan of the cluster's owner, if it
+/// would: under their entitlement lock, so two joins at the last free slot
+/// are decided one after the other (a join under way counts as a node).
+async fn over_node_limit(
+    state: &AppState,
+    tx: &mut sqlx::PgConnection,
+    cluster_id: Uuid,
+) -> Result<Option<String>, sqlx::Error> {
+    let Some((_, entitlement)) = entitlements::lock_for_cluster(tx, cluster_id).await? else {
+        return Ok(Some("the cluster is gone".into()));
+    };
+    let one_node = entitlements::Amounts {
+        nodes: 1,
+        ..Default::default()
+    };
+    let upgrade_url = entitlements::upgrade_url(&state.settings.public_base_url);
+    Ok(entitlement.exceeded(&one_node, &upgrade_url).map(|limit| {
+        format!(
+            "the {} plan allows {} node(s) and {} are in use or joining; remove a node or upgrade at {}",
+            limit.plan, limit.limit, limit.usage, limit.upgrade_url
+        )
+    }))
+}
+
 /// Records one step; `Some` with the attempt's new bootstrap token (not made
 /// in the cluster yet) when the step took a use of the join token.
 async fn record_step(
@@ -490,6 +517,17 @@ async fn record_step(
     let mut outcome = Ok(None);
     match (report.step.as_str(), report.status.as_str()) {
         ("join", "running") => {
+            if let Some(reason) = over_node_limit(state, &mut tx, presented.cluster_id).await? {
+                tokens::finish_attempt(
+                    &mut tx,
+                    report.attempt_id,
+                    JoinOutcome::Refused,
+                    Some(&reason),
+                )
+                .await?;
+                tx.commit().await?;
+                return Ok(Err((StatusCode::FORBIDDEN, reason)));
+            }
             let bootstrap = JoinToken::generate();
             let expires_at = chrono::Utc::now()
                 + chrono::Duration::from_std(tokens::JOIN_GRACE).expect("a short window");

@@ -48,6 +48,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         api_clusters::ApiDoc::openapi(),
         api_nodes::ApiDoc::openapi(),
         api_admin::ApiDoc::openapi(),
+        api_billing::ApiDoc::openapi(),
         join::ApiDoc::openapi(),
     ])
 }
@@ -60,17 +61,19 @@ pub fn routes() -> Router<AppState> {
         .merge(api_ingress::router())
         .merge(api_nodes::router())
         .merge(api_admin::router())
+        .merge(api_billing::router())
         .merge(join::router())
 }
 
 /// Every schedule function, run on its interval.
-pub fn schedules() -> [&'static Schedule; 5] {
+pub fn schedules() -> [&'static Schedule; 6] {
     [
         &sweep::SCHEDULE,
         &sync_clusters::SCHEDULE,
         &sync_nodes::SCHEDULE,
         &sync_metrics::SCHEDULE,
         &sync_dns::SCHEDULE,
+        &notify::SCHEDULE,
     ]
 }
 

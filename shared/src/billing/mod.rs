@@ -1,11 +1,16 @@
 //! Plans: what a user may have (clusters, nodes, CPU, memory, hostnames) and
-//! what it costs. Administrators define them; orders refer to them.
+//! what it costs. Administrators define them; orders refer to them; the
+//! entitlements say which one a user has.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
+
+pub mod entitlements;
+pub mod orders;
+pub mod stripe;
 
 /// A plan as the back office shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -134,6 +139,8 @@ pub enum PlanDeletion {
     /// Orders refer to it: it can be deactivated, not deleted.
     InUse {
         orders: i64,
+        /// It is the settings' default plan.
+        default: bool,
     },
 }
 
@@ -160,8 +167,17 @@ pub async fn delete_plan(tx: &mut PgConnection, id: Uuid) -> Result<PlanDeletion
     )
     .fetch_one(&mut *tx)
     .await?;
-    if orders > 0 {
-        return Ok(PlanDeletion::InUse { orders });
+    let default = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM system_settings WHERE default_plan_id = $1"#,
+        id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if orders > 0 || default > 0 {
+        return Ok(PlanDeletion::InUse {
+            orders,
+            default: default > 0,
+        });
     }
     sqlx::query!("DELETE FROM plans WHERE id = $1", id)
         .execute(&mut *tx)

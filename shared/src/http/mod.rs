@@ -4,6 +4,7 @@
 
 pub mod caller;
 pub mod idempotency;
+pub mod plan;
 
 pub use caller::{AdminCaller, AppState, Caller, Identity};
 

@@ -209,7 +209,7 @@ esac
 code=$(report join running "taking a use of the join token")
 case "$code" in
     2??) ;;
-    *) fail join "the platform refused the token: $(reply_message)" ;;
+    *) fail join "the platform refused this join: $(reply_message)" ;;
 esac
 KB_BOOTSTRAP=$(sed -n 's/.*"bootstrap_token":"\([a-z0-9]\{6\}\.[a-z0-9]\{16\}\)".*/\1/p' "$KB_TMP/response")
 [ -n "$KB_BOOTSTRAP" ] || fail join "the platform did not hand out a bootstrap token for this attempt"

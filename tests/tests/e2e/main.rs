@@ -4,6 +4,7 @@
 mod accounts;
 mod api;
 mod backbone;
+mod billing;
 mod broker;
 mod clusters;
 mod contract;
@@ -19,6 +20,7 @@ mod lambda_journey;
 mod local_process;
 mod metrics;
 mod nodes;
+mod notifications;
 mod openapi;
 mod outages;
 mod plans_and_connections;

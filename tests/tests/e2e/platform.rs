@@ -145,6 +145,15 @@ impl Platform {
     }
 
     pub async fn with_host_settings(settings: HostSettings) -> Self {
+        Self::with_settings(settings, &[]).await
+    }
+
+    /// With more of the platform's environment (a settings key, an SMTP server).
+    pub async fn with_env(env: &[(&str, &str)]) -> Self {
+        Self::with_settings(host_settings(), env).await
+    }
+
+    async fn with_settings(settings: HostSettings, env: &[(&str, &str)]) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         let sim = Simulator::start(Options {
@@ -167,7 +176,11 @@ impl Platform {
             dispatcher,
             runner,
             state,
-        } = Builder::new("worker-b")
+        } = env
+            .iter()
+            .fold(Builder::new("worker-b"), |builder, (key, value)| {
+                builder.env(key, value)
+            })
             .host(host.clone())
             .env("KUBEBYON_JOIN_BASE_URL", &base_url)
             .build()

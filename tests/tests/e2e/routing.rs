@@ -125,6 +125,7 @@ fn router_of(function: &str) -> Option<Router<AppState>> {
         "api-nodes" => api_nodes::router(),
         "api-ingress" => api_ingress::router(),
         "api-admin" => api_admin::router(),
+        "api-billing" => api_billing::router(),
         "join" => join::router(),
         _ => return None,
     })

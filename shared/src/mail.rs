@@ -83,6 +83,48 @@ pub async fn ready(pool: &PgPool, env: &Settings) -> Result<(), MailError> {
     transport(pool, env).await.map(|_| ())
 }
 
+/// A connection setup to the configured server, for sending several messages.
+pub struct Mailer {
+    transport: Transport,
+    from: Mailbox,
+}
+
+impl Mailer {
+    pub async fn from_settings(pool: &PgPool, env: &Settings) -> Result<Self, MailError> {
+        let (transport, from) = transport(pool, env).await?;
+        let from = from
+            .parse::<Mailbox>()
+            .map_err(|e| MailError::Message(format!("sender: {e}")))?;
+        Ok(Self { transport, from })
+    }
+
+    /// Sends one plain-text message. With `message_id` (`<local@domain>`),
+    /// a receiver can tell a resent message from a new one.
+    pub async fn send(
+        &self,
+        to: &str,
+        subject: &str,
+        body: String,
+        message_id: Option<String>,
+    ) -> Result<(), MailError> {
+        let message = Message::builder()
+            .from(self.from.clone())
+            .to(to
+                .parse()
+                .map_err(|e| MailError::Message(format!("recipient: {e}")))?)
+            .subject(subject)
+            .message_id(message_id)
+            .header(ContentType::TEXT_PLAIN)
+            .body(body)
+            .map_err(|e| MailError::Message(e.to_string()))?;
+        self.transport
+            .send(message)
+            .await
+            .map(|_| ())
+            .map_err(|e| MailError::Send(e.to_string()))
+    }
+}
+
 /// Sends one plain-text message.
 pub async fn send(
     pool: &PgPool,
@@ -91,22 +133,8 @@ pub async fn send(
     subject: &str,
     body: String,
 ) -> Result<(), MailError> {
-    let (transport, from) = transport(pool, env).await?;
-    let message = Message::builder()
-        .from(
-            from.parse::<Mailbox>()
-                .map_err(|e| MailError::Message(format!("sender: {e}")))?,
-        )
-        .to(to
-            .parse()
-            .map_err(|e| MailError::Message(format!("recipient: {e}")))?)
-        .subject(subject)
-        .header(ContentType::TEXT_PLAIN)
-        .body(body)
-        .map_err(|e| MailError::Message(e.to_string()))?;
-    transport
-        .send(message)
+    Mailer::from_settings(pool, env)
+        .await?
+        .send(to, subject, body, None)
         .await
-        .map(|_| ())
-        .map_err(|e| MailError::Send(e.to_string()))
 }

@@ -1,0 +1,119 @@
+//! Every user's orders, and cancelling one (a pending order, or a paid one
+//! that was refunded: its plan stops applying at once).
+
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use shared::{
+    audit::{self, AuditEvent},
+    billing::orders::{self, Order},
+    error::ApiError,
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AdminCaller, AppState},
+};
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct OrderQuery {
+    /// Only this user's orders.
+    pub user_id: Option<Uuid>,
+    /// `pending`, `paid` or `cancelled`.
+    #[param(pattern = "^(pending|paid|cancelled)$")]
+    pub status: Option<String>,
+    /// Orders created before this time (the last one's `created_at`).
+    pub before: Option<DateTime<Utc>>,
+    /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+}
+
+/// All orders
+///
+/// Newest first, filtered by user and status.
+#[utoipa::path(get, path = "/api/console/admin/orders", tag = "admin", params(OrderQuery),
+    responses((status = 200, body = [Order]),
+              (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    State(state): State<AppState>,
+    _admin: AdminCaller,
+    AppQuery(query): AppQuery<OrderQuery>,
+) -> Result<AppJson<Vec<Order>>, ApiError> {
+    if query
+        .status
+        .as_deref()
+        .is_some_and(|s| !matches!(s, "pending" | "paid" | "cancelled"))
+    {
+        return Err(ApiError::invalid(
+            "status",
+            "must be pending, paid or cancelled",
+        ));
+    }
+    let limit = shared::extract::page_limit(query.limit)?;
+    let before = query
+        .before
+        .map(|at| shared::extract::instant("before", at))
+        .transpose()?;
+    Ok(AppJson(
+        orders::list(
+            &state.pool,
+            query.user_id,
+            query.status.as_deref(),
+            before,
+            limit,
+        )
+        .await?,
+    ))
+}
+
+/// Cancel an order
+///
+/// A pending order, or a paid one (after a refund): the user's entitlement
+/// falls back to their previous paid order or the default plan at once;
+/// nothing they have is deleted. Audited.
+#[utoipa::path(post, path = "/api/console/admin/orders/{order_id}/cancel", tag = "admin",
+    params(("order_id" = Uuid, Path)),
+    responses((status = 200, body = Order),
+              (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "Already cancelled (`order_cancelled`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    admin: AdminCaller,
+    AppPath(order_id): AppPath<Uuid>,
+) -> Result<AppJson<Order>, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    let order = orders::get(&mut *tx, order_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "order" })?;
+    // Under the user's entitlement lock: a create deciding on the old plan
+    // finishes first.
+    shared::billing::entitlements::lock(&mut tx, order.user_id).await?;
+    if !orders::cancel(&mut *tx, order.id, "admin").await? {
+        return Err(ApiError::Conflict {
+            code: "order_cancelled",
+            detail: "the order is cancelled already".into(),
+        });
+    }
+    audit::record(
+        &mut *tx,
+        AuditEvent {
+            actor_user_id: Some(admin.user_id),
+            actor_kind: "admin",
+            action: "admin.order.cancel",
+            target_kind: "order",
+            target_id: order.id.to_string(),
+            cluster_id: None,
+            metadata: serde_json::json!({ "user_id": order.user_id, "previous_status": order.status, "plan_id": order.plan_id }),
+        },
+    )
+    .await?;
+    let order = orders::get(&mut *tx, order.id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the order just cancelled is missing"))?;
+    tx.commit().await?;
+    Ok(AppJson(order))
+}

@@ -1,0 +1,480 @@
+//! `api-billing`: the plans a user can choose, their orders paid through
+//! Stripe Checkout, and Stripe's webhook, which settles them.
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::{
+    accounts,
+    audit::{self, AuditEvent},
+    billing::{
+        self, Plan,
+        orders::{self, EventChange, EventOutcome, Order},
+        stripe::{self, CheckoutRequest, LineItem, SignatureError, StripeError},
+    },
+    error::{ApiError, unique_violation},
+    extract::{AppJson, AppPath, AppQuery},
+    http::{AppState, Caller},
+    settings,
+};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+use uuid::Uuid;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/console/billing/plans", get(plans))
+        .route("/api/console/billing/orders", get(list).post(create))
+        .route("/api/console/billing/orders/{order_id}", get(read))
+        .route(
+            "/api/console/billing/orders/{order_id}/cancel",
+            post(cancel),
+        )
+        .route("/api/billing/stripe/webhook", post(webhook))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(plans, list, create, read, cancel, webhook),
+    tags((name = "billing", description = "Plans, orders and Stripe payments"))
+)]
+pub struct ApiDoc;
+
+/// Plans a user can choose
+///
+/// The active plans, cheapest first.
+#[utoipa::path(get, path = "/api/console/billing/plans", tag = "billing",
+    responses((status = 200, body = [Plan]),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn plans(
+    State(state): State<AppState>,
+    _caller: Caller,
+) -> Result<AppJson<Vec<Plan>>, ApiError> {
+    let plans = billing::list_plans(&state.pool).await?;
+    Ok(AppJson(plans.into_iter().filter(|p| p.active).collect()))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+    /// Orders created before this time (the last one's `created_at`).
+    pub before: Option<DateTime<Utc>>,
+}
+
+/// The caller's orders
+///
+/// Newest first.
+#[utoipa::path(get, path = "/api/console/billing/orders", tag = "billing", params(ListQuery),
+    responses((status = 200, body = [Order]),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppQuery(query): AppQuery<ListQuery>,
+) -> Result<AppJson<Vec<Order>>, ApiError> {
+    let limit = shared::extract::page_limit(query.limit)?;
+    let before = query
+        .before
+        .map(|at| shared::extract::instant("before", at))
+        .transpose()?;
+    Ok(AppJson(
+        orders::list(&state.pool, Some(caller.user_id), None, before, limit).await?,
+    ))
+}
+
+/// One of the caller's orders
+#[utoipa::path(get, path = "/api/console/billing/orders/{order_id}", tag = "billing",
+    params(("order_id" = Uuid, Path)),
+    responses((status = 200, body = Order),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(order_id): AppPath<Uuid>,
+) -> Result<AppJson<Order>, ApiError> {
+    match orders::get(&state.pool, order_id).await? {
+        Some(order) if order.user_id == caller.user_id => Ok(AppJson(order)),
+        _ => Err(ApiError::NotFound { what: "order" }),
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewOrder {
+    pub plan_id: Uuid,
+}
+
+/// An order and where to pay it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Checkout {
+    pub order: Order,
+    /// The Stripe Checkout page: send the user there.
+    pub checkout_url: String,
+}
+
+/// Choose a plan
+///
+/// Writes a pending order at the plan's current price, makes its Stripe
+/// Checkout Session (one `Idempotency-Key` per order, so a retry cannot make
+/// a second one) and answers the page to pay on. Choosing the plan of the
+/// pending order again resumes that order and its session; another plan
+/// while one is pending is refused. When Stripe cannot be reached the order stays pending and the
+/// same request can be sent again.
+#[utoipa::path(post, path = "/api/console/billing/orders", tag = "billing", request_body = NewOrder,
+    responses((status = 201, description = "A new order", body = Checkout),
+              (status = 200, description = "The pending order for this plan, resumed", body = Checkout),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "An order for another plan is pending (`order_pending`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, description = "No such active plan, or a free one (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 502, description = "Stripe refused or could not be reached (`stripe_unavailable`, `stripe_refused`); the order stays pending", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "Stripe is not configured (`billing_not_configured`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppJson(body): AppJson<NewOrder>,
+) -> Result<Response, ApiError> {
+    let stored = settings::load(&state.pool).await?;
+    let secret_key = settings::open(
+        state.settings.secret_box().as_ref(),
+        settings::column::STRIPE_SECRET_KEY,
+        stored.stripe_secret_key.as_deref(),
+    )
+    .map_err(|err| anyhow::anyhow!("the Stripe secret key cannot be opened: {err}"))?
+    .ok_or_else(|| ApiError::NotConfigured {
+        code: "billing_not_configured",
+        detail: "payments are not set up on this platform (no Stripe secret key)".into(),
+    })?;
+    let plan = billing::get_plan(&state.pool, body.plan_id)
+        .await?
+        .filter(|p| p.active)
+        .ok_or_else(|| ApiError::invalid("plan_id", "no active plan has this id"))?;
+    if plan.stripe_price_id.is_none() && plan.price_minor_units == 0 {
+        return Err(ApiError::invalid("plan_id", "is free: it needs no order"));
+    }
+    let user = accounts::get_user(&state.pool, caller.user_id)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+
+    let mut tx = state.pool.begin().await?;
+    let (order, created) = match orders::lock_pending(&mut tx, caller.user_id).await? {
+        Some(pending) if pending.plan_id == plan.id => (pending, false),
+        Some(pending) => {
+            return Err(ApiError::Conflict {
+                code: "order_pending",
+                detail: format!(
+                    "order {} for the {} plan is pending; pay or cancel it first",
+                    pending.id, pending.plan_name
+                ),
+            });
+        }
+        None => {
+            let order = orders::insert_pending(&mut tx, caller.user_id, &plan)
+                .await
+                .map_err(|err| match unique_violation(&err) {
+                    Some("idx_orders_one_pending_per_user") => ApiError::Conflict {
+                        code: "order_pending",
+                        detail: "another order is pending; pay or cancel it first".into(),
+                    },
+                    _ => err.into(),
+                })?;
+            audit::record(
+                &mut *tx,
+                order_event(caller, "billing.order.create", &order),
+            )
+            .await?;
+            (order, true)
+        }
+    };
+    tx.commit().await?;
+    // A session made before is answered as it is: asking Stripe again after
+    // its idempotency window (24 h) would make a second session, and the
+    // first one's payment would no longer match the order.
+    if let Some(url) = order.checkout_url.clone() {
+        return Ok((
+            StatusCode::OK,
+            AppJson(Checkout {
+                order,
+                checkout_url: url,
+            }),
+        )
+            .into_response());
+    }
+
+    let base = stored
+        .fields
+        .public_base_url
+        .clone()
+        .unwrap_or_else(|| state.settings.public_base_url.clone());
+    let base = base.trim_end_matches('/');
+    let success_url = format!("{base}/account/orders/{}?checkout=success", order.id);
+    let cancel_url = format!("{base}/account/orders/{}?checkout=cancelled", order.id);
+    let line_item = match plan.stripe_price_id.as_deref() {
+        Some(price) => LineItem::Price(price),
+        None => LineItem::Amount {
+            currency: &order.currency,
+            unit_amount: order.amount,
+            product_name: &plan.name,
+        },
+    };
+    let request = CheckoutRequest {
+        order_id: order.id,
+        line_item,
+        customer_email: &user.email,
+        success_url: &success_url,
+        cancel_url: &cancel_url,
+    };
+    let client = shared::outbound::PublicOnly::reqwest(state.settings.allow_private_outbound)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(anyhow::Error::from)?;
+    let api_base = stored
+        .fields
+        .stripe_api_base_url
+        .as_deref()
+        .unwrap_or(stripe::DEFAULT_API_BASE);
+    let session = stripe::create_checkout_session(&client, api_base, &secret_key, &request)
+        .await
+        .map_err(|err| {
+            tracing::warn!(order_id = %order.id, error = %err, "no Checkout Session for the order");
+            match err {
+                StripeError::Unavailable(_) => ApiError::Upstream {
+                    code: "stripe_unavailable",
+                    detail: format!(
+                        "Stripe could not be reached; order {} stays pending, send the same request again",
+                        order.id
+                    ),
+                },
+                StripeError::Refused { .. } => ApiError::Upstream {
+                    code: "stripe_refused",
+                    detail: format!("{err}; order {} stays pending", order.id),
+                },
+            }
+        })?;
+    orders::set_checkout(&state.pool, order.id, &session.id, &session.url).await?;
+    let order = orders::get(&state.pool, order.id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the order just written is missing"))?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        AppJson(Checkout {
+            order,
+            checkout_url: session.url,
+        }),
+    )
+        .into_response())
+}
+
+fn order_event<'a>(caller: Caller, action: &'a str, order: &Order) -> AuditEvent<'a> {
+    AuditEvent {
+        actor_user_id: Some(caller.user_id),
+        actor_kind: "user",
+        action,
+        target_kind: "order",
+        target_id: order.id.to_string(),
+        cluster_id: None,
+        metadata: serde_json::json!({ "plan_id": order.plan_id, "amount": order.amount, "currency": order.currency }),
+    }
+}
+
+/// Cancel a pending order
+///
+/// The previous entitlement stays. A payment Stripe reports afterwards still
+/// counts: the money was taken.
+#[utoipa::path(post, path = "/api/console/billing/orders/{order_id}/cancel", tag = "billing",
+    params(("order_id" = Uuid, Path)),
+    responses((status = 200, body = Order),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "The order is not pending (`order_not_pending`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(order_id): AppPath<Uuid>,
+) -> Result<AppJson<Order>, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    let order = orders::lock_owned(&mut tx, caller.user_id, order_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "order" })?;
+    if order.status != "pending" {
+        return Err(ApiError::Conflict {
+            code: "order_not_pending",
+            detail: format!(
+                "the order is {}; only a pending order can be cancelled",
+                order.status
+            ),
+        });
+    }
+    orders::cancel(&mut *tx, order.id, "user").await?;
+    audit::record(
+        &mut *tx,
+        order_event(caller, "billing.order.cancel", &order),
+    )
+    .await?;
+    let order = orders::get(&mut *tx, order.id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the order just cancelled is missing"))?;
+    tx.commit().await?;
+    Ok(AppJson(order))
+}
+
+/// What the webhook answers Stripe.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookReceipt {
+    pub received: bool,
+    /// `applied`, `no_change`, `ignored` or `replayed`.
+    pub outcome: String,
+}
+
+/// The body the webhook reads; larger events are refused.
+const WEBHOOK_BODY_LIMIT: usize = 256 * 1024;
+
+/// Stripe's events
+///
+/// Verifies `Stripe-Signature` (HMAC-SHA256 of `t.payload` under the
+/// endpoint secret, any of several v1 values, 5 minutes' tolerance), then
+/// records the event by id and applies it once:
+/// `checkout.session.completed` with `payment_status` `paid` (or
+/// `no_payment_required`) and `checkout.session.async_payment_succeeded`
+/// mark the order paid; `checkout.session.expired` cancels a pending one. A
+/// replay, a second delivery or an event after a payment changes nothing
+/// and answers 200; other types are acknowledged and ignored.
+#[utoipa::path(post, path = "/api/billing/stripe/webhook", tag = "billing",
+    params(("Stripe-Signature" = String, Header, description = "`t=<unix>,v1=<hex>`")),
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses((status = 200, body = WebhookReceipt),
+              (status = 400, description = "A bad or stale signature (`invalid_signature`) or a body that is not an event (`invalid_event`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 413, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "No webhook secret is configured (`billing_not_configured`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn webhook(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<AppJson<WebhookReceipt>, ApiError> {
+    if body.len() > WEBHOOK_BODY_LIMIT {
+        return Err(ApiError::PayloadTooLarge {
+            limit_bytes: WEBHOOK_BODY_LIMIT,
+        });
+    }
+    let signature = headers
+        .get("stripe-signature")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| ApiError::BadRequest {
+            code: "invalid_signature",
+            detail: SignatureError::Malformed.to_string(),
+        })?;
+    let stored = settings::load(&state.pool).await?;
+    let secret = settings::open(
+        state.settings.secret_box().as_ref(),
+        settings::column::STRIPE_WEBHOOK_SECRET,
+        stored.stripe_webhook_secret.as_deref(),
+    )
+    .map_err(|err| anyhow::anyhow!("the Stripe webhook secret cannot be opened: {err}"))?
+    .ok_or_else(|| ApiError::NotConfigured {
+        code: "billing_not_configured",
+        detail: "no Stripe webhook secret is configured".into(),
+    })?;
+    stripe::verify_signature(signature, &body, &secret, Utc::now().timestamp()).map_err(|err| {
+        tracing::warn!(error = %err, "a Stripe webhook was refused");
+        ApiError::BadRequest {
+            code: "invalid_signature",
+            detail: err.to_string(),
+        }
+    })?;
+    let event: stripe::Event =
+        serde_json::from_slice(&body).map_err(|err| ApiError::BadRequest {
+            code: "invalid_event",
+            detail: format!("the body is not a Stripe event: {err}"),
+        })?;
+    if !event.id.starts_with("evt_") || event.id.len() > 204 {
+        return Err(ApiError::BadRequest {
+            code: "invalid_event",
+            detail: "the event id is not a Stripe event id".into(),
+        });
+    }
+    let object = &event.data.object;
+    let change = match event.kind.as_str() {
+        "checkout.session.completed" => match object["payment_status"].as_str() {
+            Some("paid" | "no_payment_required") => EventChange::Paid {
+                payment_intent: object["payment_intent"].as_str().map(str::to_string),
+            },
+            // Paid later (a bank transfer): async_payment_succeeded follows.
+            _ => EventChange::Nothing,
+        },
+        "checkout.session.async_payment_succeeded" => EventChange::Paid {
+            payment_intent: object["payment_intent"].as_str().map(str::to_string),
+        },
+        "checkout.session.expired" => EventChange::Expired,
+        _ => EventChange::Nothing,
+    };
+    let order_id = object["client_reference_id"]
+        .as_str()
+        .and_then(|id| id.parse::<Uuid>().ok());
+    let session_id = object["id"].as_str().filter(|id| id.starts_with("cs_"));
+    let mut tx = state.pool.begin().await?;
+    let (outcome, order) = orders::apply_event(
+        &mut tx,
+        &event.id,
+        &event.kind,
+        order_id,
+        session_id,
+        &change,
+    )
+    .await?;
+    if let Some(order) = &order {
+        audit::record(
+            &mut *tx,
+            AuditEvent {
+                actor_user_id: None,
+                actor_kind: "system",
+                action: if order.status == "paid" {
+                    "billing.order.paid"
+                } else {
+                    "billing.order.expired"
+                },
+                target_kind: "order",
+                target_id: order.id.to_string(),
+                cluster_id: None,
+                metadata: serde_json::json!({ "stripe_event_id": event.id, "plan_id": order.plan_id }),
+            },
+        )
+        .await?;
+        if order.status == "paid" {
+            shared::notifications::enqueue(
+                &mut *tx,
+                order.user_id,
+                "order_paid",
+                None,
+                serde_json::json!({ "order_id": order.id, "plan": order.plan_name, "amount": order.amount, "currency": order.currency }),
+            )
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    tracing::info!(event_id = %event.id, kind = %event.kind, ?outcome, "Stripe event received");
+    let outcome = match outcome {
+        EventOutcome::Applied => "applied",
+        EventOutcome::NoChange => "no_change",
+        EventOutcome::Ignored => "ignored",
+        EventOutcome::Replayed => "replayed",
+    };
+    Ok(AppJson(WebhookReceipt {
+        received: true,
+        outcome: outcome.into(),
+    }))
+}

@@ -1,0 +1,336 @@
+//! What a user may have now: one function of their orders (the plan of the
+//! latest paid order, else the default plan named in the settings), and what
+//! they have. Every write that adds to a limited resource takes the user's
+//! entitlement lock first, in its own transaction, so two writes at the last
+//! free slot are serialized and the second sees the first.
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::error::{ApiError, PlanLimit};
+
+/// Where the plan a user has comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanSource {
+    /// Their latest paid order.
+    Order,
+    /// No paid order: the default plan of the settings.
+    Default,
+    /// No paid order and no default plan: nothing is limited.
+    Unlimited,
+}
+
+/// The plan a user has.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PlanRef {
+    pub id: Uuid,
+    pub name: String,
+}
+
+/// One count per limited resource.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Amounts {
+    pub clusters: i64,
+    pub nodes: i64,
+    pub cpu_milli_cores: i64,
+    pub memory_mib: i64,
+    pub hostnames: i64,
+}
+
+impl Amounts {
+    fn each(&self) -> [(&'static str, i64); 5] {
+        [
+            ("clusters", self.clusters),
+            ("nodes", self.nodes),
+            ("cpu_milli_cores", self.cpu_milli_cores),
+            ("memory_mib", self.memory_mib),
+            ("hostnames", self.hostnames),
+        ]
+    }
+}
+
+/// A user's plan, its limits and their use.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Entitlement {
+    pub source: PlanSource,
+    /// Absent when nothing is limited.
+    pub plan: Option<PlanRef>,
+    /// The paid order the plan comes from.
+    pub order_id: Option<Uuid>,
+    /// Absent when nothing is limited.
+    pub limits: Option<Amounts>,
+    /// Live clusters, live nodes (and joins under way), the clusters' summed
+    /// workload CPU and memory limits, hostname bindings.
+    pub usage: Amounts,
+}
+
+/// A request's additions to the user's usage.
+pub type Request = Amounts;
+
+impl Entitlement {
+    /// What is left of each limit (negative when a downgrade left the user
+    /// over it); absent when nothing is limited.
+    pub fn remaining(&self) -> Option<Amounts> {
+        self.limits.map(|l| Amounts {
+            clusters: l.clusters - self.usage.clusters,
+            nodes: l.nodes - self.usage.nodes,
+            cpu_milli_cores: l.cpu_milli_cores - self.usage.cpu_milli_cores,
+            memory_mib: l.memory_mib - self.usage.memory_mib,
+            hostnames: l.hostnames - self.usage.hostnames,
+        })
+    }
+
+    /// The first limit the request would pass. A resource the request does
+    /// not add to never refuses it, even when the user is over that limit
+    /// already: a downgrade stops growth, it does not stop other work.
+    pub fn exceeded(&self, request: &Request, upgrade_url: &str) -> Option<PlanLimit> {
+        let (limits, plan) = (self.limits?, self.plan.as_ref()?);
+        limits
+            .each()
+            .into_iter()
+            .zip(self.usage.each())
+            .zip(request.each())
+            .find_map(|(((resource, limit), (_, usage)), (_, requested))| {
+                (requested > 0 && usage + requested > limit).then(|| PlanLimit {
+                    resource: resource.into(),
+                    plan: plan.name.clone(),
+                    limit,
+                    usage,
+                    requested,
+                    excess: usage + requested - limit,
+                    upgrade_url: upgrade_url.into(),
+                })
+            })
+    }
+
+    /// [`Entitlement::exceeded`] as the API's refusal.
+    pub fn require(&self, request: &Request, upgrade_url: &str) -> Result<(), ApiError> {
+        match self.exceeded(request, upgrade_url) {
+            Some(limit) => Err(ApiError::PlanLimitExceeded(Box::new(limit))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Where users choose a bigger plan, under the console's base URL.
+pub fn upgrade_url(public_base_url: &str) -> String {
+    format!("{}/account/plan", public_base_url.trim_end_matches('/'))
+}
+
+/// Takes the user's entitlement lock until the end of the transaction and
+/// reads the entitlement under it. `None` when there is no such user.
+pub async fn lock(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+) -> Result<Option<Entitlement>, sqlx::Error> {
+    let locked = sqlx::query_scalar!(
+        "SELECT id FROM users WHERE id = $1 FOR NO KEY UPDATE",
+        user_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if locked.is_none() {
+        return Ok(None);
+    }
+    read(tx, user_id).await.map(Some)
+}
+
+/// [`lock`] for the owner of a cluster (the join endpoint knows the
+/// cluster, not the user), with the owner's id.
+pub async fn lock_for_cluster(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+) -> Result<Option<(Uuid, Entitlement)>, sqlx::Error> {
+    let owner = sqlx::query_scalar!(
+        "SELECT owner_user_id FROM clusters WHERE id = $1",
+        cluster_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    match owner {
+        Some(owner) => Ok(lock(tx, owner).await?.map(|e| (owner, e))),
+        None => Ok(None),
+    }
+}
+
+/// The entitlement without the lock, for reading it: one statement.
+///
+/// The plan is that of the latest paid order, else the settings' default.
+/// Usage: clusters not deleted (a failed or deleting one still holds its
+/// place), their nodes not deleted plus joins that took a token's use and
+/// have no node yet, the clusters' workload limits summed, and the
+/// hostnames bound to them.
+pub async fn read(db: &mut PgConnection, user_id: Uuid) -> Result<Entitlement, sqlx::Error> {
+    let r = sqlx::query!(
+        r#"WITH plan AS (
+               SELECT * FROM (
+                   (SELECT 0 AS rank, o.id AS order_id, p.id, p.name, p.max_clusters, p.max_nodes,
+                           p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames
+                    FROM orders o JOIN plans p ON p.id = o.plan_id
+                    WHERE o.user_id = $1 AND o.status = 'paid'
+                    ORDER BY o.paid_at DESC, o.id DESC LIMIT 1)
+                   UNION ALL
+                   (SELECT 1, NULL::uuid, p.id, p.name, p.max_clusters, p.max_nodes,
+                           p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames
+                    FROM system_settings s JOIN plans p ON p.id = s.default_plan_id WHERE s.id)
+               ) candidates ORDER BY rank LIMIT 1),
+           live AS (
+               SELECT id, workload_cpu_limit_milli_cores, workload_memory_limit_mib
+               FROM clusters WHERE owner_user_id = $1 AND deleted_at IS NULL)
+           SELECT
+               (SELECT rank FROM plan) AS rank,
+               (SELECT order_id FROM plan) AS order_id,
+               (SELECT id FROM plan) AS plan_id,
+               (SELECT name FROM plan) AS plan_name,
+               (SELECT max_clusters FROM plan) AS max_clusters,
+               (SELECT max_nodes FROM plan) AS max_nodes,
+               (SELECT max_cpu_milli_cores FROM plan) AS max_cpu,
+               (SELECT max_memory_mib FROM plan) AS max_memory,
+               (SELECT max_hostnames FROM plan) AS max_hostnames,
+               (SELECT count(*) FROM live) AS "clusters!",
+               (SELECT coalesce(sum(workload_cpu_limit_milli_cores), 0) FROM live)::bigint AS "cpu!",
+               (SELECT coalesce(sum(workload_memory_limit_mib), 0) FROM live)::bigint AS "memory!",
+               (SELECT count(*) FROM nodes n JOIN live ON live.id = n.cluster_id
+                WHERE n.deleted_at IS NULL AND n.status <> 'deleted')
+               + (SELECT count(*) FROM join_attempts a JOIN live ON live.id = a.cluster_id
+                  WHERE a.outcome = 'joining' AND a.node_id IS NULL
+                    AND a.bootstrap_expires_at > now()) AS "nodes!",
+               (SELECT count(*) FROM workload_ingress_hostname_bindings b
+                JOIN live ON live.id = b.cluster_id) AS "hostnames!""#,
+        user_id
+    )
+    .fetch_one(db)
+    .await?;
+    let usage = Amounts {
+        clusters: r.clusters,
+        nodes: r.nodes,
+        cpu_milli_cores: r.cpu,
+        memory_mib: r.memory,
+        hostnames: r.hostnames,
+    };
+    let plan = match (r.plan_id, r.plan_name) {
+        (Some(id), Some(name)) => Some((
+            PlanRef { id, name },
+            Amounts {
+                clusters: r.max_clusters.unwrap_or_default().into(),
+                nodes: r.max_nodes.unwrap_or_default().into(),
+                cpu_milli_cores: r.max_cpu.unwrap_or_default().into(),
+                memory_mib: r.max_memory.unwrap_or_default().into(),
+                hostnames: r.max_hostnames.unwrap_or_default().into(),
+            },
+        )),
+        _ => None,
+    };
+    let source = match (&plan, r.rank) {
+        (None, _) => PlanSource::Unlimited,
+        (Some(_), Some(0)) => PlanSource::Order,
+        (Some(_), _) => PlanSource::Default,
+    };
+    let (plan, limits) = plan.unzip();
+    Ok(Entitlement {
+        source,
+        plan,
+        order_id: r.order_id,
+        limits,
+        usage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entitlement(limits: Amounts, usage: Amounts) -> Entitlement {
+        Entitlement {
+            source: PlanSource::Default,
+            plan: Some(PlanRef {
+                id: Uuid::nil(),
+                name: "Free".into(),
+            }),
+            order_id: None,
+            limits: Some(limits),
+            usage,
+        }
+    }
+
+    const LIMITS: Amounts = Amounts {
+        clusters: 2,
+        nodes: 3,
+        cpu_milli_cores: 4000,
+        memory_mib: 8192,
+        hostnames: 1,
+    };
+
+    #[test]
+    fn the_last_free_slot_is_taken_and_the_next_request_refused_with_the_numbers() {
+        let mut usage = Amounts {
+            clusters: 1,
+            cpu_milli_cores: 1000,
+            memory_mib: 1024,
+            ..Amounts::default()
+        };
+        let create = Amounts {
+            clusters: 1,
+            cpu_milli_cores: 3000,
+            memory_mib: 1024,
+            ..Amounts::default()
+        };
+        assert!(entitlement(LIMITS, usage).exceeded(&create, "u").is_none());
+        usage.clusters = 2;
+        let refused = entitlement(LIMITS, usage).exceeded(&create, "https://p/account/plan");
+        assert_eq!(
+            refused,
+            Some(PlanLimit {
+                resource: "clusters".into(),
+                plan: "Free".into(),
+                limit: 2,
+                usage: 2,
+                requested: 1,
+                excess: 1,
+                upgrade_url: "https://p/account/plan".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn being_over_one_limit_refuses_only_requests_that_add_to_it() {
+        let over = entitlement(
+            LIMITS,
+            Amounts {
+                nodes: 5,
+                ..Amounts::default()
+            },
+        );
+        let hostname = Amounts {
+            hostnames: 1,
+            ..Amounts::default()
+        };
+        assert!(over.exceeded(&hostname, "u").is_none());
+        let node = Amounts {
+            nodes: 1,
+            ..Amounts::default()
+        };
+        assert_eq!(over.exceeded(&node, "u").map(|l| l.excess), Some(3));
+        assert_eq!(over.remaining().map(|r| r.nodes), Some(-2));
+    }
+
+    #[test]
+    fn without_a_plan_nothing_is_refused() {
+        let unlimited = Entitlement {
+            source: PlanSource::Unlimited,
+            plan: None,
+            order_id: None,
+            limits: None,
+            usage: Amounts::default(),
+        };
+        let huge = Amounts {
+            clusters: i64::from(i32::MAX),
+            ..Amounts::default()
+        };
+        assert!(unlimited.exceeded(&huge, "u").is_none());
+        assert!(unlimited.remaining().is_none());
+    }
+}

@@ -1,0 +1,282 @@
+//! Orders: a user's choice of a plan, paid through a Stripe Checkout Session.
+//! `pending` until Stripe says it is paid (→ `paid`) or the session expired,
+//! the user or an administrator cancelled it (→ `cancelled`). A payment is
+//! never undone by an event that arrives after it.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgExecutor};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Order {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub plan_id: Uuid,
+    pub plan_name: String,
+    /// `pending`, `paid` or `cancelled`.
+    pub status: String,
+    /// In the currency's minor units; what the plan cost when it was chosen.
+    pub amount: i64,
+    pub currency: String,
+    pub stripe_checkout_session_id: Option<String>,
+    /// Where the user pays, while the order is pending.
+    pub checkout_url: Option<String>,
+    pub stripe_payment_intent_id: Option<String>,
+    pub paid_at: Option<DateTime<Utc>>,
+    pub cancelled_at: Option<DateTime<Utc>>,
+    /// `user`, `admin` or `expired` (the Checkout Session expired unpaid).
+    pub cancel_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Order>, sqlx::Error> {
+    sqlx::query_as!(Order, "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status, o.amount, o.currency,
+                    o.stripe_checkout_session_id,
+                    CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
+                    o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
+             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE o.id = $1", id)
+        .fetch_optional(db)
+        .await
+}
+
+/// The order, locked, when it is the user's.
+pub async fn lock_owned(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Order>, sqlx::Error> {
+    sqlx::query_as!(
+        Order,
+        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status, o.amount, o.currency,
+                    o.stripe_checkout_session_id,
+                    CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
+                    o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
+             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE o.id = $1 AND o.user_id = $2 FOR UPDATE OF o",
+        id,
+        user_id
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+/// The user's pending order, locked.
+pub async fn lock_pending(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+) -> Result<Option<Order>, sqlx::Error> {
+    sqlx::query_as!(
+        Order,
+        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status, o.amount, o.currency,
+                    o.stripe_checkout_session_id,
+                    CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
+                    o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
+             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE o.user_id = $1 AND o.status = 'pending' FOR UPDATE OF o",
+        user_id
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+/// Newest first; `before` is the keyset cursor (the last order's creation time).
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    user_id: Option<Uuid>,
+    status: Option<&str>,
+    before: Option<DateTime<Utc>>,
+    limit: i64,
+) -> Result<Vec<Order>, sqlx::Error> {
+    sqlx::query_as!(
+        Order,
+        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status, o.amount, o.currency,
+                    o.stripe_checkout_session_id,
+                    CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
+                    o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
+             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE ($1::uuid IS NULL OR o.user_id = $1) AND ($2::text IS NULL OR o.status = $2)
+               AND ($3::timestamptz IS NULL OR o.created_at < $3)
+             ORDER BY o.created_at DESC, o.id DESC LIMIT $4",
+        user_id,
+        status,
+        before,
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// A pending order for the plan at its current price. Fails with the unique
+/// violation `idx_orders_one_pending_per_user` when the user has one.
+pub async fn insert_pending(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+    plan: &super::Plan,
+) -> Result<Order, sqlx::Error> {
+    let id = sqlx::query_scalar!(
+        "INSERT INTO orders (user_id, plan_id, amount, currency) VALUES ($1, $2, $3, $4) RETURNING id",
+        user_id,
+        plan.id,
+        plan.price_minor_units,
+        plan.currency
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(get(&mut *tx, id)
+        .await?
+        .expect("the order was just written in this transaction"))
+}
+
+/// Records the Checkout Session made for a pending order.
+pub async fn set_checkout(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    session_id: &str,
+    url: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE orders SET stripe_checkout_session_id = $2, stripe_checkout_url = $3, updated_at = now()
+         WHERE id = $1 AND status = 'pending'",
+        id,
+        session_id,
+        url
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Cancels an order that is not cancelled yet; `false` when it was.
+pub async fn cancel(db: impl PgExecutor<'_>, id: Uuid, reason: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE orders SET status = 'cancelled', cancelled_at = now(), cancel_reason = $2, updated_at = now()
+         WHERE id = $1 AND status <> 'cancelled'",
+        id,
+        reason
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// What one Stripe event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventOutcome {
+    /// It changed an order.
+    Applied,
+    /// Its order is already where the event would put it, or past it (an
+    /// expiry after the payment), or unknown.
+    NoChange,
+    /// A type the platform does not handle.
+    Ignored,
+    /// This event id was processed before: nothing was done again.
+    Replayed,
+}
+
+impl EventOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::NoChange => "no_change",
+            Self::Ignored | Self::Replayed => "ignored",
+        }
+    }
+}
+
+/// What a Stripe event asks of an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventChange {
+    Paid { payment_intent: Option<String> },
+    Expired,
+    Nothing,
+}
+
+/// Records the event by id and applies it, in the caller's transaction. The
+/// id's primary key makes a second delivery, even one running at the same
+/// moment, wait for the first and then do nothing.
+pub async fn apply_event(
+    tx: &mut PgConnection,
+    event_id: &str,
+    event_type: &str,
+    order_id: Option<Uuid>,
+    session_id: Option<&str>,
+    change: &EventChange,
+) -> Result<(EventOutcome, Option<Order>), sqlx::Error> {
+    let first = sqlx::query_scalar!(
+        "INSERT INTO stripe_events (id, type, outcome) VALUES ($1, $2, 'ignored')
+         ON CONFLICT (id) DO NOTHING RETURNING id",
+        event_id,
+        event_type
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if first.is_none() {
+        return Ok((EventOutcome::Replayed, None));
+    }
+    // The order the session was made for: by the id the platform gave it
+    // (client_reference_id), and only while the session is the one recorded
+    // for it, if one is.
+    let order = match order_id {
+        Some(id) => sqlx::query_scalar!(
+            "SELECT id FROM orders WHERE id = $1
+               AND ($2::text IS NULL OR stripe_checkout_session_id IS NULL OR stripe_checkout_session_id = $2)
+             FOR UPDATE",
+            id,
+            session_id
+        )
+        .fetch_optional(&mut *tx)
+        .await?,
+        None => None,
+    };
+    let outcome = match (change, order) {
+        (EventChange::Nothing, _) => EventOutcome::Ignored,
+        (_, None) => EventOutcome::NoChange,
+        (EventChange::Paid { payment_intent }, Some(id)) => {
+            // A payment wins over a cancellation: the money was taken.
+            let done = sqlx::query!(
+                "UPDATE orders SET status = 'paid', paid_at = now(), cancelled_at = NULL,
+                        cancel_reason = NULL, stripe_payment_intent_id = $2,
+                        stripe_checkout_session_id = coalesce(stripe_checkout_session_id, $3),
+                        updated_at = now()
+                 WHERE id = $1 AND status <> 'paid'",
+                id,
+                payment_intent.as_deref(),
+                session_id
+            )
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 1 {
+                EventOutcome::Applied
+            } else {
+                EventOutcome::NoChange
+            }
+        }
+        (EventChange::Expired, Some(id)) => {
+            let done = sqlx::query!(
+                "UPDATE orders SET status = 'cancelled', cancelled_at = now(), cancel_reason = 'expired',
+                        updated_at = now()
+                 WHERE id = $1 AND status = 'pending'",
+                id
+            )
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 1 {
+                EventOutcome::Applied
+            } else {
+                EventOutcome::NoChange
+            }
+        }
+    };
+    sqlx::query!(
+        "UPDATE stripe_events SET outcome = $2, order_id = $3 WHERE id = $1",
+        event_id,
+        outcome.as_str(),
+        order
+    )
+    .execute(&mut *tx)
+    .await?;
+    let order = match (outcome, order) {
+        (EventOutcome::Applied, Some(id)) => get(&mut *tx, id).await?,
+        _ => None,
+    };
+    Ok((outcome, order))
+}

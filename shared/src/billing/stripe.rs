@@ -1,0 +1,330 @@
+//! The parts of Stripe's API the platform uses: creating a Checkout Session
+//! (form-encoded, with an `Idempotency-Key`) and verifying the
+//! `Stripe-Signature` of the events it sends.
+
+use std::time::Duration;
+
+use ring::hmac;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+/// Stripe's API, unless the settings name another base (tests do).
+pub const DEFAULT_API_BASE: &str = "https://api.stripe.com";
+
+/// How old a signed event may be; Stripe's libraries use the same default.
+pub const SIGNATURE_TOLERANCE_SECS: i64 = 300;
+
+/// What a Checkout Session charges.
+#[derive(Debug, Clone)]
+pub enum LineItem<'a> {
+    /// A Price of the operator's Stripe account.
+    Price(&'a str),
+    /// An amount in minor units, named after the plan.
+    Amount {
+        currency: &'a str,
+        unit_amount: i64,
+        product_name: &'a str,
+    },
+}
+
+/// A Checkout Session to create, in payment mode, for one order.
+#[derive(Debug, Clone)]
+pub struct CheckoutRequest<'a> {
+    /// The order's id: Stripe returns it as `client_reference_id` in the
+    /// session's events.
+    pub order_id: uuid::Uuid,
+    pub line_item: LineItem<'a>,
+    pub customer_email: &'a str,
+    pub success_url: &'a str,
+    pub cancel_url: &'a str,
+}
+
+impl CheckoutRequest<'_> {
+    /// The form fields, in Stripe's bracket notation.
+    pub fn form(&self) -> String {
+        let order_id = self.order_id.to_string();
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        form.append_pair("mode", "payment")
+            .append_pair("client_reference_id", &order_id)
+            .append_pair("metadata[order_id]", &order_id)
+            .append_pair("customer_email", self.customer_email)
+            .append_pair("success_url", self.success_url)
+            .append_pair("cancel_url", self.cancel_url)
+            .append_pair("line_items[0][quantity]", "1");
+        match &self.line_item {
+            LineItem::Price(price) => {
+                form.append_pair("line_items[0][price]", price);
+            }
+            LineItem::Amount {
+                currency,
+                unit_amount,
+                product_name,
+            } => {
+                form.append_pair("line_items[0][price_data][currency]", currency)
+                    .append_pair(
+                        "line_items[0][price_data][unit_amount]",
+                        &unit_amount.to_string(),
+                    )
+                    .append_pair(
+                        "line_items[0][price_data][product_data][name]",
+                        product_name,
+                    );
+            }
+        }
+        form.finish()
+    }
+
+    /// One key per order: a retried request gets the session the first one
+    /// made instead of a second one.
+    pub fn idempotency_key(&self) -> String {
+        format!("kubebyon-order-{}", self.order_id)
+    }
+}
+
+/// The session Stripe made.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct CheckoutSession {
+    pub id: String,
+    pub url: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StripeError {
+    /// Stripe could not be reached, timed out, or answered 429 or 5xx: the
+    /// same request (same idempotency key) may be sent again.
+    #[error("Stripe is unavailable: {0}")]
+    Unavailable(String),
+    /// Stripe refused the request.
+    #[error("Stripe refused the request ({status}): {message}")]
+    Refused { status: u16, message: String },
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    message: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+/// Creates the session: `POST {base}/v1/checkout/sessions`.
+pub async fn create_checkout_session(
+    client: &reqwest::Client,
+    api_base: &str,
+    secret_key: &SecretString,
+    request: &CheckoutRequest<'_>,
+) -> Result<CheckoutSession, StripeError> {
+    let url = format!("{}/v1/checkout/sessions", api_base.trim_end_matches('/'));
+    let response = client
+        .post(url)
+        .bearer_auth(secret_key.expose_secret())
+        .header("Idempotency-Key", request.idempotency_key())
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .timeout(Duration::from_secs(20))
+        .body(request.form())
+        .send()
+        .await
+        .map_err(|err| StripeError::Unavailable(without_url(err)))?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|err| StripeError::Unavailable(without_url(err)))?;
+    if status.is_success() {
+        return serde_json::from_slice(&body).map_err(|err| StripeError::Refused {
+            status: status.as_u16(),
+            message: format!("the answer is not a Checkout Session: {err}"),
+        });
+    }
+    let message = serde_json::from_slice::<ErrorBody>(&body)
+        .ok()
+        .map(|b| {
+            format!(
+                "{}: {}",
+                b.error.kind.unwrap_or_else(|| "error".into()),
+                b.error.message.unwrap_or_default()
+            )
+        })
+        .unwrap_or_else(|| format!("HTTP {status}"));
+    if status.as_u16() == 429 || status.is_server_error() {
+        Err(StripeError::Unavailable(message))
+    } else {
+        Err(StripeError::Refused {
+            status: status.as_u16(),
+            message,
+        })
+    }
+}
+
+/// reqwest's message without the URL (it is ours, and says nothing).
+fn without_url(err: reqwest::Error) -> String {
+    err.without_url().to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error("the Stripe-Signature header is missing or malformed")]
+    Malformed,
+    #[error("the signature's timestamp is outside the {SIGNATURE_TOLERANCE_SECS} s tolerance")]
+    Stale,
+    #[error("no v1 signature matches")]
+    Mismatch,
+}
+
+/// Verifies `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>…]`: one of the v1
+/// values must be HMAC-SHA256 of `<t>.<payload>` under the endpoint secret
+/// (during a secret roll Stripe signs with both secrets), compared in
+/// constant time, and `t` within the tolerance of `now`, either way.
+pub fn verify_signature(
+    header: &str,
+    payload: &[u8],
+    secret: &SecretString,
+    now_unix: i64,
+) -> Result<(), SignatureError> {
+    let mut timestamp = None;
+    let mut signatures = Vec::new();
+    for part in header.split(',') {
+        let (key, value) = part
+            .trim()
+            .split_once('=')
+            .ok_or(SignatureError::Malformed)?;
+        match key {
+            "t" => {
+                timestamp = Some(
+                    value
+                        .parse::<i64>()
+                        .map_err(|_| SignatureError::Malformed)?,
+                )
+            }
+            "v1" => signatures.push(decode_hex(value).ok_or(SignatureError::Malformed)?),
+            _ => {}
+        }
+    }
+    let timestamp = timestamp.ok_or(SignatureError::Malformed)?;
+    if signatures.is_empty() || signatures.len() > 8 {
+        return Err(SignatureError::Malformed);
+    }
+    if (now_unix - timestamp).abs() > SIGNATURE_TOLERANCE_SECS {
+        return Err(SignatureError::Stale);
+    }
+    let key = hmac::Key::new(hmac::HMAC_SHA256, secret.expose_secret().as_bytes());
+    let mut signed = timestamp.to_string().into_bytes();
+    signed.push(b'.');
+    signed.extend_from_slice(payload);
+    if signatures
+        .iter()
+        .any(|signature| hmac::verify(&key, &signed, signature).is_ok())
+    {
+        Ok(())
+    } else {
+        Err(SignatureError::Mismatch)
+    }
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// The fields of an event the platform reads.
+#[derive(Debug, Deserialize)]
+pub struct Event {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub data: EventData,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct EventData {
+    pub object: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sign(secret: &str, t: i64, payload: &[u8]) -> String {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
+        let mut signed = format!("{t}.").into_bytes();
+        signed.extend_from_slice(payload);
+        hmac::sign(&key, &signed)
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_signature_under_the_secret_and_in_time_passes_and_any_change_fails() {
+        let secret = SecretString::from("whsec_test");
+        let body = br#"{"id":"evt_1"}"#;
+        let v1 = sign("whsec_test", 1_000, body);
+        let header = format!("t=1000,v1={v1}");
+        assert_eq!(verify_signature(&header, body, &secret, 1_100), Ok(()));
+        assert_eq!(
+            verify_signature(&header, br#"{"id":"evt_2"}"#, &secret, 1_100),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            verify_signature(&header, body, &secret, 1_301),
+            Err(SignatureError::Stale)
+        );
+        assert_eq!(
+            verify_signature(&format!("t=1001,v1={v1}"), body, &secret, 1_100),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            verify_signature("v1=00", body, &secret, 1_100),
+            Err(SignatureError::Malformed)
+        );
+    }
+
+    #[test]
+    fn during_a_secret_roll_either_signature_may_match() {
+        let secret = SecretString::from("whsec_new");
+        let body = b"{}";
+        let header = format!(
+            "t=5,v1={},v1={},v0=ignored",
+            sign("whsec_old", 5, body),
+            sign("whsec_new", 5, body)
+        );
+        assert_eq!(verify_signature(&header, body, &secret, 5), Ok(()));
+    }
+
+    #[test]
+    fn the_form_uses_stripe_bracket_notation_and_one_key_per_order() {
+        let order_id = uuid::Uuid::nil();
+        let request = CheckoutRequest {
+            order_id,
+            line_item: LineItem::Amount {
+                currency: "usd",
+                unit_amount: 1900,
+                product_name: "Pro & more",
+            },
+            customer_email: "a+b@example.com",
+            success_url: "https://p/s?x=1",
+            cancel_url: "https://p/c",
+        };
+        let form = request.form();
+        assert!(form.contains("line_items%5B0%5D%5Bprice_data%5D%5Bunit_amount%5D=1900"));
+        assert!(form.contains("product_data%5D%5Bname%5D=Pro+%26+more"));
+        assert!(form.contains("customer_email=a%2Bb%40example.com"));
+        assert_eq!(
+            request.idempotency_key(),
+            format!("kubebyon-order-{order_id}")
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! A loopback stand-in for the part of Stripe's API the platform calls:
+//! `POST /v1/checkout/sessions`, form-encoded, with a secret key as bearer
+//! credential and an `Idempotency-Key` (a repeated key answers the first
+//! answer again, as Stripe does for 24 hours). It records every request, and
+//! can be told to fail the next requests with 500.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use axum::{
+    Router,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::post,
+};
+
+/// One request as Stripe received it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub idempotency_key: Option<String>,
+    pub authorization: Option<String>,
+    pub form: Vec<(String, String)>,
+}
+
+impl Recorded {
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.form
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: Vec<Recorded>,
+    by_key: HashMap<String, serde_json::Value>,
+    sessions: u32,
+    fail_next: u32,
+}
+
+#[derive(Clone, Default)]
+pub struct StripeStub {
+    inner: Arc<Mutex<Inner>>,
+    pub base_url: String,
+}
+
+impl StripeStub {
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stub = Self {
+            inner: Arc::default(),
+            base_url: format!("http://{}", listener.local_addr().unwrap()),
+        };
+        let app = Router::new()
+            .route("/v1/checkout/sessions", post(create_session))
+            .with_state(stub.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        stub
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.inner.lock().unwrap().requests.clone()
+    }
+
+    /// Sessions made (a replayed key makes none).
+    pub fn sessions(&self) -> u32 {
+        self.inner.lock().unwrap().sessions
+    }
+
+    pub fn fail_next(&self, n: u32) {
+        self.inner.lock().unwrap().fail_next = n;
+    }
+}
+
+fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(serde_json::json!({ "error": { "type": kind, "message": message } })),
+    )
+        .into_response()
+}
+
+async fn create_session(
+    State(stub): State<StripeStub>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let form: Vec<(String, String)> = url::form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect();
+    let recorded = Recorded {
+        idempotency_key: header("idempotency-key"),
+        authorization: header("authorization"),
+        form,
+    };
+    let mut inner = stub.inner.lock().unwrap();
+    inner.requests.push(recorded.clone());
+    if inner.fail_next > 0 {
+        inner.fail_next -= 1;
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api_error",
+            "something went wrong",
+        );
+    }
+    if !recorded
+        .authorization
+        .as_deref()
+        .is_some_and(|a| a.starts_with("Bearer sk_test_"))
+    {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "Invalid API Key provided",
+        );
+    }
+    if header("content-type").as_deref() != Some("application/x-www-form-urlencoded") {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "the body must be form-encoded",
+        );
+    }
+    for required in ["mode", "success_url", "line_items[0][quantity]"] {
+        if recorded.field(required).is_none() {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("Missing required param: {required}."),
+            );
+        }
+    }
+    if let Some(answer) = recorded
+        .idempotency_key
+        .as_ref()
+        .and_then(|k| inner.by_key.get(k))
+    {
+        return (StatusCode::OK, axum::Json(answer.clone())).into_response();
+    }
+    inner.sessions += 1;
+    let id = format!("cs_test_a1{:06}", inner.sessions);
+    let answer = serde_json::json!({
+        "id": id,
+        "object": "checkout.session",
+        "mode": recorded.field("mode"),
+        "client_reference_id": recorded.field("client_reference_id"),
+        "customer_email": recorded.field("customer_email"),
+        "payment_status": "unpaid",
+        "status": "open",
+        "url": format!("https://checkout.stripe.com/c/pay/{id}"),
+    });
+    if let Some(key) = recorded.idempotency_key {
+        inner.by_key.insert(key, answer.clone());
+    }
+    (StatusCode::OK, axum::Json(answer)).into_response()
+}

@@ -1,0 +1,829 @@
+//! Plans, entitlements and Stripe: the limits a plan sets are enforced in the
+//! write's own transaction (cluster create and update, join tokens,
+//! hostnames, joins), an order is paid through a Checkout Session on the
+//! loopback Stripe API and a webhook signed by the official `stripe`
+//! library's helper, and each event is applied once.
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Request, StatusCode},
+};
+use http_body_util::BodyExt;
+use shared::{
+    http::with_common_layers,
+    settings::{self, SecretChanges},
+};
+use tests::stripe::StripeStub;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+use crate::platform::{Platform, send};
+
+const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+const WEBHOOK_SECRET: &str = "whsec_test_9f8e7d6c5b4a";
+
+/// The `Stripe-Signature` header the official library's helper makes.
+fn stripe_header(payload: &str, secret: &str, timestamp: i64) -> String {
+    let output = std::process::Command::new(tests::moto::python())
+        .args([
+            "-c",
+            "import sys, stripe; print(stripe.WebhookSignature.generate_signature_header(sys.stdin.read(), sys.argv[1], int(sys.argv[2])))",
+            secret,
+            &timestamp.to_string(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(payload.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("python with stripe (scripts/test.sh installs it)");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
+struct Billing {
+    p: Platform,
+    stripe: StripeStub,
+    router: Router,
+}
+
+impl Billing {
+    async fn new() -> Self {
+        let stripe = StripeStub::start().await;
+        let p = Platform::with_env(&[
+            ("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY),
+            ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true"),
+        ])
+        .await;
+        let mut stored = settings::load(&p.db.pool).await.unwrap();
+        stored.fields.stripe_api_base_url = Some(stripe.base_url.clone());
+        let secrets = SecretChanges {
+            stripe_secret_key: Some(Some("sk_test_51Abc".into())),
+            stripe_webhook_secret: Some(Some(WEBHOOK_SECRET.into())),
+            ..SecretChanges::default()
+        };
+        settings::save(
+            &p.db.pool,
+            p.state.settings.secret_box().as_ref(),
+            &stored.fields,
+            &secrets,
+        )
+        .await
+        .unwrap();
+        let router = with_common_layers(
+            api_billing::router()
+                .merge(api_account::router())
+                .merge(api_admin::router()),
+            p.state.clone(),
+        );
+        Self { p, stripe, router }
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (StatusCode, serde_json::Value) {
+        send(self.router.clone(), method, path, body).await
+    }
+
+    /// A plan, made through the back office.
+    async fn plan(
+        &self,
+        name: &str,
+        clusters: i64,
+        nodes: i64,
+        cpu: i64,
+        hostnames: i64,
+    ) -> String {
+        let (status, plan) = self
+            .call(
+                "POST",
+                "/api/console/admin/plans",
+                Some(serde_json::json!({
+                    "name": name, "max_clusters": clusters, "max_nodes": nodes,
+                    "max_cpu_milli_cores": cpu, "max_memory_mib": 65536, "max_hostnames": hostnames,
+                    "price_minor_units": if name == "Free" { 0 } else { 1900 }, "currency": "usd",
+                })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{plan}");
+        plan["id"].as_str().unwrap().to_string()
+    }
+
+    async fn make_default(&self, plan_id: &str) {
+        sqlx::query("UPDATE system_settings SET default_plan_id = $1::uuid")
+            .bind(plan_id)
+            .execute(&self.p.db.pool)
+            .await
+            .unwrap();
+    }
+
+    async fn entitlements(&self) -> serde_json::Value {
+        let (status, body) = self
+            .call("GET", "/api/console/account/entitlements", None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    /// Posts an event to the webhook with a `Stripe-Signature` header.
+    async fn deliver(&self, payload: &str, signature: &str) -> (StatusCode, serde_json::Value) {
+        webhook(self.router.clone(), payload, signature).await
+    }
+}
+
+async fn webhook(
+    router: Router,
+    payload: &str,
+    signature: &str,
+) -> (StatusCode, serde_json::Value) {
+    let request = Request::post("/api/billing/stripe/webhook")
+        .header("content-type", "application/json")
+        .header("stripe-signature", signature)
+        .body(Body::from(payload.to_string()))
+        .unwrap();
+    let response = router.oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+async fn count(pool: &sqlx::PgPool, table: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+fn event(id: &str, kind: &str, order_id: &str, session_id: &str) -> String {
+    serde_json::json!({
+        "id": id, "object": "event", "api_version": "2024-06-20", "type": kind,
+        "created": chrono::Utc::now().timestamp(),
+        "data": { "object": {
+            "id": session_id, "object": "checkout.session", "client_reference_id": order_id,
+            "payment_status": if kind == "checkout.session.completed" { "paid" } else { "unpaid" },
+            "payment_intent": "pi_3AbcDef", "status": "complete",
+        }},
+    })
+    .to_string()
+}
+
+fn limit_refusal(
+    status: StatusCode,
+    body: &serde_json::Value,
+) -> (StatusCode, &str, &str, i64, i64, i64, i64) {
+    let l = &body["plan_limit"];
+    (
+        status,
+        body["code"].as_str().unwrap_or_default(),
+        l["resource"].as_str().unwrap_or_default(),
+        l["limit"].as_i64().unwrap_or(-1),
+        l["usage"].as_i64().unwrap_or(-1),
+        l["requested"].as_i64().unwrap_or(-1),
+        l["excess"].as_i64().unwrap_or(-1),
+    )
+}
+
+fn create_body(name: &str, cpu: i64) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "workload_cpu_limit_milli_cores": cpu, "workload_memory_limit_mib": 1024,
+        "public_access_mode": "nodeport",
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_until_a_paid_plan_lifts_them()
+ {
+    let b = Billing::new().await;
+    // Without a default plan nothing is limited.
+    assert_eq!(b.entitlements().await["source"], "unlimited");
+    let free = b.plan("Free", 1, 1, 2000, 1).await;
+    let pro = b.plan("Pro", 5, 10, 32000, 10).await;
+    b.make_default(&free).await;
+
+    let (status, body) =
+        b.p.call(
+            "POST",
+            "/api/console/clusters",
+            Some(create_body("one", 2500)),
+        )
+        .await;
+    assert_eq!(
+        limit_refusal(status, &body),
+        (
+            StatusCode::FORBIDDEN,
+            "plan_limit_exceeded",
+            "cpu_milli_cores",
+            2000,
+            0,
+            2500,
+            500
+        ),
+        "{body}"
+    );
+    assert!(
+        body["plan_limit"]["upgrade_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/account/plan")
+    );
+    assert_eq!(
+        count(&b.p.db.pool, "clusters").await,
+        0,
+        "nothing is written"
+    );
+
+    let (status, body) =
+        b.p.call(
+            "POST",
+            "/api/console/clusters",
+            Some(create_body("one", 1500)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let cluster = body["cluster"]["id"].as_str().unwrap().to_string();
+    b.p.drive().await;
+    assert_eq!(b.p.cluster(&cluster).await["status"], "ready");
+
+    let (status, body) =
+        b.p.call(
+            "POST",
+            "/api/console/clusters",
+            Some(create_body("two", 100)),
+        )
+        .await;
+    assert_eq!(
+        limit_refusal(status, &body),
+        (
+            StatusCode::FORBIDDEN,
+            "plan_limit_exceeded",
+            "clusters",
+            1,
+            1,
+            1,
+            1
+        ),
+        "{body}"
+    );
+    // Raising the cluster's CPU past the plan is refused too.
+    let (status, body) =
+        b.p.call(
+            "PATCH",
+            &format!("/api/console/clusters/{cluster}"),
+            Some(serde_json::json!({ "workload_cpu_limit_milli_cores": 2100 })),
+        )
+        .await;
+    assert_eq!(
+        limit_refusal(status, &body),
+        (
+            StatusCode::FORBIDDEN,
+            "plan_limit_exceeded",
+            "cpu_milli_cores",
+            2000,
+            1500,
+            600,
+            100
+        ),
+        "{body}"
+    );
+
+    // A token cannot promise more nodes than the plan has left.
+    let tokens = format!("/api/console/clusters/{cluster}/tokens");
+    let (status, body) =
+        b.p.call("POST", &tokens, Some(serde_json::json!({ "max_uses": 2 })))
+            .await;
+    assert_eq!(
+        limit_refusal(status, &body),
+        (
+            StatusCode::FORBIDDEN,
+            "plan_limit_exceeded",
+            "nodes",
+            1,
+            0,
+            2,
+            1
+        ),
+        "{body}"
+    );
+    let (status, body) =
+        b.p.call("POST", &tokens, Some(serde_json::json!({ "max_uses": 1 })))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    let hostnames = format!("/api/console/clusters/{cluster}/hostnames");
+    let (status, body) =
+        b.p.call(
+            "POST",
+            &hostnames,
+            Some(serde_json::json!({ "hostname": "shop.example.org" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) =
+        b.p.call(
+            "POST",
+            &hostnames,
+            Some(serde_json::json!({ "hostname": "blog.example.org" })),
+        )
+        .await;
+    assert_eq!(
+        limit_refusal(status, &body),
+        (
+            StatusCode::FORBIDDEN,
+            "plan_limit_exceeded",
+            "hostnames",
+            1,
+            1,
+            1,
+            1
+        ),
+        "{body}"
+    );
+
+    let e = b.entitlements().await;
+    assert_eq!(
+        (e["source"].as_str(), e["plan"]["name"].as_str()),
+        (Some("default"), Some("Free")),
+        "{e}"
+    );
+    assert_eq!(e["usage"]["clusters"], 1);
+    assert_eq!(e["usage"]["cpu_milli_cores"], 1500);
+    assert_eq!(e["usage"]["hostnames"], 1);
+    assert_eq!(e["remaining"]["cpu_milli_cores"], 500);
+    assert_eq!(e["over_limit"], serde_json::json!([]));
+    // One notification per resource refused, however often.
+    let limit_notices: Vec<String> = sqlx::query_scalar(
+        "SELECT payload->>'resource' FROM notification_outbox WHERE kind = 'plan_limit_reached' ORDER BY id",
+    )
+    .fetch_all(&b.p.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        limit_notices,
+        ["cpu_milli_cores", "clusters", "nodes", "hostnames"]
+    );
+
+    // Buying Pro: a pending order and its Checkout Session.
+    let (status, checkout) = b
+        .call(
+            "POST",
+            "/api/console/billing/orders",
+            Some(serde_json::json!({ "plan_id": pro })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{checkout}");
+    let order = checkout["order"]["id"].as_str().unwrap().to_string();
+    let session = checkout["order"]["stripe_checkout_session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(checkout["order"]["status"], "pending");
+    assert_eq!(
+        checkout["checkout_url"].as_str(),
+        Some(format!("https://checkout.stripe.com/c/pay/{session}").as_str())
+    );
+    let sent = &b.stripe.requests()[0];
+    assert_eq!(
+        sent.idempotency_key.as_deref(),
+        Some(format!("kubebyon-order-{order}").as_str())
+    );
+    assert_eq!(sent.authorization.as_deref(), Some("Bearer sk_test_51Abc"));
+    for (field, value) in [
+        ("mode", "payment"),
+        ("client_reference_id", order.as_str()),
+        ("line_items[0][quantity]", "1"),
+        ("line_items[0][price_data][currency]", "usd"),
+        ("line_items[0][price_data][unit_amount]", "1900"),
+        ("line_items[0][price_data][product_data][name]", "Pro"),
+        ("customer_email", "dev@kubebyon.local"),
+    ] {
+        assert_eq!(sent.field(field), Some(value), "{field} in {:?}", sent.form);
+    }
+    // The same choice again resumes the order and its session, without
+    // asking Stripe for another.
+    let (status, again) = b
+        .call(
+            "POST",
+            "/api/console/billing/orders",
+            Some(serde_json::json!({ "plan_id": pro })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["order"]["id"], checkout["order"]["id"]);
+    assert_eq!(again["checkout_url"], checkout["checkout_url"]);
+    assert_eq!((b.stripe.requests().len(), b.stripe.sessions()), (1, 1));
+    // A free plan needs no order.
+    let (status, body) = b
+        .call(
+            "POST",
+            "/api/console/billing/orders",
+            Some(serde_json::json!({ "plan_id": free })),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "a free plan needs no order: {body}"
+    );
+
+    // Hostile webhooks: a bad signature, a stale one, an unsigned body.
+    let now = chrono::Utc::now().timestamp();
+    let paid = event("evt_1Paid", "checkout.session.completed", &order, &session);
+    for (signature, why) in [
+        (
+            stripe_header(&paid, "whsec_someone_else", now),
+            "no v1 signature matches",
+        ),
+        (
+            stripe_header(&paid, WEBHOOK_SECRET, now - 301),
+            "outside the 300 s tolerance",
+        ),
+        (String::new(), "missing or malformed"),
+    ] {
+        let (status, body) = b.deliver(&paid, &signature).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_signature")),
+            "{body}"
+        );
+        assert!(body["detail"].as_str().unwrap().contains(why), "{body}");
+    }
+    let tampered = paid.replace("pi_3AbcDef", "pi_3Other");
+    let (status, _) = b
+        .deliver(&tampered, &stripe_header(&paid, WEBHOOK_SECRET, now))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(count(&b.p.db.pool, "stripe_events").await, 0);
+
+    // Two deliveries of one event at once: one state change.
+    let signature = stripe_header(&paid, WEBHOOK_SECRET, now);
+    let (first, second) = tokio::join!(
+        webhook(b.router.clone(), &paid, &signature),
+        webhook(b.router.clone(), &paid, &signature)
+    );
+    let mut outcomes = [
+        first.1["outcome"].as_str().unwrap().to_string(),
+        second.1["outcome"].as_str().unwrap().to_string(),
+    ];
+    outcomes.sort();
+    assert_eq!((first.0, second.0), (StatusCode::OK, StatusCode::OK));
+    assert_eq!(outcomes, ["applied", "replayed"]);
+    let paid_audits: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE action = 'billing.order.paid'")
+            .fetch_one(&b.p.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(paid_audits, 1);
+    // A replay later changes nothing either.
+    let (status, body) = b
+        .deliver(&paid, &stripe_header(&paid, WEBHOOK_SECRET, now))
+        .await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (StatusCode::OK, Some("replayed"))
+    );
+    // An expiry that arrives after the payment does not undo it.
+    let expired = event("evt_2Expired", "checkout.session.expired", &order, &session);
+    let (status, body) = b
+        .deliver(&expired, &stripe_header(&expired, WEBHOOK_SECRET, now))
+        .await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (StatusCode::OK, Some("no_change"))
+    );
+    // Other types are acknowledged and ignored.
+    let other = event("evt_3Other", "customer.created", &order, &session);
+    let (status, body) = b
+        .deliver(&other, &stripe_header(&other, WEBHOOK_SECRET, now))
+        .await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (StatusCode::OK, Some("ignored"))
+    );
+
+    let (_, read) = b
+        .call("GET", &format!("/api/console/billing/orders/{order}"), None)
+        .await;
+    assert_eq!(
+        (
+            read["status"].as_str(),
+            read["stripe_payment_intent_id"].as_str()
+        ),
+        (Some("paid"), Some("pi_3AbcDef")),
+        "{read}"
+    );
+    assert!(read["checkout_url"].is_null());
+    let e = b.entitlements().await;
+    assert_eq!(
+        (
+            e["source"].as_str(),
+            e["plan"]["name"].as_str(),
+            e["order_id"].as_str()
+        ),
+        (Some("order"), Some("Pro"), Some(order.as_str())),
+        "{e}"
+    );
+    let order_paid: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM notification_outbox WHERE kind = 'order_paid'")
+            .fetch_one(&b.p.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(order_paid, 1);
+
+    // What was refused passes now.
+    let (status, body) =
+        b.p.call(
+            "POST",
+            "/api/console/clusters",
+            Some(create_body("two", 100)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (status, _) =
+        b.p.call("POST", &tokens, Some(serde_json::json!({ "max_uses": 2 })))
+            .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) =
+        b.p.call(
+            "POST",
+            &hostnames,
+            Some(serde_json::json!({ "hostname": "blog.example.org" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    // An administrator cancels the paid order (a refund): the default plan
+    // applies again, nothing is deleted, and the entitlement says what is over.
+    let (status, body) = b
+        .call(
+            "POST",
+            &format!("/api/console/admin/orders/{order}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{body}"
+    );
+    let e = b.entitlements().await;
+    assert_eq!(e["plan"]["name"], "Free");
+    assert_eq!(
+        e["over_limit"],
+        serde_json::json!(["clusters", "hostnames"]),
+        "{e}"
+    );
+    assert_eq!(e["remaining"]["clusters"], -1);
+    assert_eq!(count(&b.p.db.pool, "clusters").await, 2);
+    let (status, body) = b
+        .call(
+            "POST",
+            &format!("/api/console/admin/orders/{order}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("order_cancelled"))
+    );
+    let (status, orders) = b
+        .call("GET", "/api/console/admin/orders?status=cancelled", None)
+        .await;
+    assert_eq!(
+        (status, orders.as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_creates_at_the_last_free_slot_let_exactly_one_through() {
+    let b = Billing::new().await;
+    let plan = b.plan("Free", 1, 1, 100_000, 1).await;
+    b.make_default(&plan).await;
+    let creates = (0..20).map(|i| {
+        let router = b.p.router.clone();
+        async move {
+            send(
+                router,
+                "POST",
+                "/api/console/clusters",
+                Some(create_body(&format!("race-{i}"), 100)),
+            )
+            .await
+        }
+    });
+    let answers = futures_util::future::join_all(creates).await;
+    let accepted = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::ACCEPTED)
+        .count();
+    let refused = answers
+        .iter()
+        .filter(|(s, body)| *s == StatusCode::FORBIDDEN && body["code"] == "plan_limit_exceeded")
+        .count();
+    assert_eq!((accepted, refused), (1, 19), "{answers:?}");
+    assert_eq!(count(&b.p.db.pool, "clusters").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
+    let b = Billing::new().await;
+    let pro = b.plan("Pro", 5, 10, 32000, 10).await;
+    b.stripe.fail_next(1);
+    let (status, body) = b
+        .call(
+            "POST",
+            "/api/console/billing/orders",
+            Some(serde_json::json!({ "plan_id": pro })),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_GATEWAY, Some("stripe_unavailable")),
+        "{body}"
+    );
+    let (_, orders) = b.call("GET", "/api/console/billing/orders", None).await;
+    let order = orders[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(orders[0]["status"], "pending");
+    // The retry carries the same key and makes the one session.
+    let (status, body) = b
+        .call(
+            "POST",
+            "/api/console/billing/orders",
+            Some(serde_json::json!({ "plan_id": pro })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let keys: Vec<_> = b
+        .stripe
+        .requests()
+        .into_iter()
+        .map(|r| r.idempotency_key)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            Some(format!("kubebyon-order-{order}")),
+            Some(format!("kubebyon-order-{order}"))
+        ]
+    );
+    // Unknown plans and bodies are refused before anything is written.
+    let (status, _) = b
+        .call(
+            "POST",
+            "/api/console/billing/orders",
+            Some(serde_json::json!({ "plan_id": Uuid::new_v4() })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = b
+        .call(
+            "POST",
+            "/api/console/billing/orders",
+            Some(serde_json::json!({ "plan_id": pro, "amount": 1 })),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "an unknown field is refused"
+    );
+
+    let (status, body) = b
+        .call(
+            "POST",
+            &format!("/api/console/billing/orders/{order}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (
+            status,
+            body["status"].as_str(),
+            body["cancel_reason"].as_str()
+        ),
+        (StatusCode::OK, Some("cancelled"), Some("user")),
+        "{body}"
+    );
+    let (status, body) = b
+        .call(
+            "POST",
+            &format!("/api/console/billing/orders/{order}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("order_not_pending"))
+    );
+    // An expiry for the cancelled order changes nothing; the user stays unlimited.
+    let expired = event(
+        "evt_9Expired",
+        "checkout.session.expired",
+        &order,
+        "cs_test_a1000001",
+    );
+    let now = chrono::Utc::now().timestamp();
+    let (status, body) = b
+        .deliver(&expired, &stripe_header(&expired, WEBHOOK_SECRET, now))
+        .await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (StatusCode::OK, Some("no_change")),
+        "{body}"
+    );
+    assert_eq!(b.entitlements().await["source"], "unlimited");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_join_past_the_plan_is_refused_with_a_message_the_script_prints() {
+    let b = Billing::new().await;
+    let plan = b.plan("Free", 1, 2, 100_000, 1).await;
+    b.make_default(&plan).await;
+    let (cluster, _) = b.p.create_ready("edge", "nodeport").await;
+    let (status, token) =
+        b.p.call(
+            "POST",
+            &format!("/api/console/clusters/{cluster}/tokens"),
+            Some(serde_json::json!({ "max_uses": 2 })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{token}");
+    let plaintext = token["plaintext"].as_str().unwrap().to_string();
+    // The plan shrinks after the token was made: the join endpoint decides.
+    let (status, _) = b
+        .call(
+            "PUT",
+            &format!("/api/console/admin/plans/{plan}"),
+            Some(serde_json::json!({
+                "name": "Free", "max_clusters": 1, "max_nodes": 1, "max_cpu_milli_cores": 100_000,
+                "max_memory_mib": 65536, "max_hostnames": 1, "price_minor_units": 0, "currency": "usd",
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let client = reqwest::Client::new();
+    let join = |host: &'static str| {
+        let (client, plaintext, base) = (client.clone(), plaintext.clone(), b.p.base_url.clone());
+        async move {
+            let script = client
+                .get(format!("{base}/join"))
+                .bearer_auth(&plaintext)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(script.status().as_u16(), 200);
+            let attempt = script
+                .text()
+                .await
+                .unwrap()
+                .lines()
+                .find_map(|line| {
+                    line.strip_prefix("KB_ATTEMPT=")
+                        .map(|a| a.trim_matches('\'').to_string())
+                })
+                .unwrap();
+            let reply = client
+                .post(format!("{base}/join/steps"))
+                .bearer_auth(&plaintext)
+                .json(&serde_json::json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": host }))
+                .send()
+                .await
+                .unwrap();
+            let status = reply.status().as_u16();
+            (status, reply.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (status, first) = join("node-a").await;
+    assert_eq!(status, 200, "{first}");
+    assert!(first["bootstrap_token"].is_string());
+    // The first join is under way: it holds the one node the plan allows.
+    let (status, second) = join("node-b").await;
+    assert_eq!(status, 403, "{second}");
+    let message = second["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the Free plan allows 1 node(s) and 1 are in use or joining; remove a node or upgrade at ")
+            && !message.contains('"'),
+        "{message}"
+    );
+    let outcome: (String, String) =
+        sqlx::query_as("SELECT outcome, reason FROM join_attempts WHERE hostname = 'node-b'")
+            .fetch_one(&b.p.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (outcome.0.as_str(), outcome.1.as_str()),
+        ("refused", message)
+    );
+    let uses: i32 = sqlx::query_scalar("SELECT use_count FROM tokens")
+        .fetch_one(&b.p.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(uses, 1, "the refused join took no use");
+}
