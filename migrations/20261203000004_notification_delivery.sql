@@ -10,6 +10,9 @@ ALTER TABLE notification_outbox
         CHECK (kind IN ('cluster_ready', 'cluster_failed', 'node_offline', 'node_joined', 'order_paid', 'plan_limit_reached')),
     ADD COLUMN fanned_out_at timestamptz;
 CREATE INDEX idx_notification_outbox_unfanned ON notification_outbox (id) WHERE fanned_out_at IS NULL;
+-- A user's recent notifications of a kind: the once-a-day check of
+-- plan_limit_reached reads them.
+CREATE INDEX idx_notification_outbox_user_kind_created_at ON notification_outbox (user_id, kind, created_at DESC);
 -- Rows written before delivery existed are history, not news.
 UPDATE notification_outbox SET fanned_out_at = now(), delivered_at = coalesce(delivered_at, now());
 

@@ -580,6 +580,14 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         "{e}"
     );
     assert_eq!(e["remaining"]["clusters"], -1);
+    let audited: (String, serde_json::Value) = sqlx::query_as(
+        "SELECT target_id, metadata FROM audit_events WHERE action = 'admin.order.cancel'",
+    )
+    .fetch_one(&b.p.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(audited.0, order);
+    assert_eq!(audited.1["previous_status"], "paid");
     assert_eq!(count(&b.p.db.pool, "clusters").await, 2);
     let (status, body) = b
         .call(
