@@ -1254,3 +1254,39 @@ async fn a_use_the_cluster_could_not_serve_is_given_back_and_revocation_catches_
     assert!(attempt_secret(&vcluster, attempt).is_none());
     assert_eq!(direct_join_status(&vcluster, &attempt_token).await, 401);
 }
+
+#[tokio::test]
+async fn a_machine_past_the_plan_s_node_limit_is_told_why_by_the_script() {
+    let platform = Platform::new().await;
+    let (plan,): (uuid::Uuid,) = sqlx::query_as(
+        "INSERT INTO plans (name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
+                            max_hostnames, price_minor_units, currency)
+         VALUES ('Starter', 1, 1, 100000, 100000, 1, 0, 'usd') RETURNING id",
+    )
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE system_settings SET default_plan_id = $1")
+        .bind(plan)
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
+    let (cluster_id, _) = ready_cluster(&platform, "xi").await;
+    let created = create_token(&platform, &cluster_id, json!({})).await;
+    // The plan shrinks once the token exists: the join decides.
+    sqlx::query("UPDATE plans SET max_nodes = 0")
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
+    let machine = Machine::healthy("worker-9");
+    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    assert!(!out.status.success());
+    let printed = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        printed.contains(
+            "the platform refused this join: the Starter plan allows 0 node(s) and 0 are in use or joining; remove a node or upgrade at "
+        ),
+        "{printed}"
+    );
+    assert!(!printed.contains("registered"), "{printed}");
+}
