@@ -22,7 +22,58 @@ pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     document_idempotency_key(&mut doc);
     document_database_unavailable(&mut doc);
     document_rejected_input(&mut doc);
+    unique_operation_ids(&mut doc);
     doc
+}
+
+/// Operation ids are the handlers' names, which repeat across functions
+/// (`list`, `create`): OpenAPI wants each unique (generated clients name
+/// methods after them). A repeated one becomes the method and the path,
+/// `get_admin_orders`, `post_clusters_by_cluster_id_tokens`.
+fn unique_operation_ids(doc: &mut OpenApi) {
+    use std::collections::HashMap;
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for item in doc.paths.paths.values() {
+        for op in [&item.get, &item.put, &item.post, &item.delete, &item.patch]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(id) = &op.operation_id {
+                *seen.entry(id.clone()).or_default() += 1;
+            }
+        }
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let name: Vec<String> = path
+            .trim_start_matches("/api/console/")
+            .trim_start_matches("/api/")
+            .trim_start_matches('/')
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(
+                |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    Some(param) => format!("by_{param}"),
+                    None => s.replace(['-', '.'], "_"),
+                },
+            )
+            .collect();
+        for (method, op) in [
+            ("get", &mut item.get),
+            ("put", &mut item.put),
+            ("post", &mut item.post),
+            ("delete", &mut item.delete),
+            ("patch", &mut item.patch),
+        ] {
+            let Some(op) = op.as_mut() else { continue };
+            if op
+                .operation_id
+                .as_ref()
+                .is_some_and(|id| seen.get(id).copied().unwrap_or(0) > 1)
+            {
+                op.operation_id = Some(format!("{method}_{}", name.join("_")));
+            }
+        }
+    }
 }
 
 /// A struct that `#[serde(flatten)]`s a closed one (`deny_unknown_fields`)

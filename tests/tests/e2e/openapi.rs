@@ -64,3 +64,24 @@ fn every_operation_documents_how_its_input_can_be_refused() {
     }
     assert!(checked > 50, "only {checked} answers checked");
 }
+
+/// OpenAPI wants every `operationId` unique: generated clients name their
+/// methods after them.
+#[test]
+fn every_operation_id_is_unique() {
+    let document = serde_json::to_value(local::openapi()).unwrap();
+    let mut ids = std::collections::HashMap::<String, Vec<String>>::new();
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let id = operation["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+            ids.entry(id.to_string())
+                .or_default()
+                .push(format!("{method} {path}"));
+        }
+    }
+    let repeated: Vec<_> = ids.iter().filter(|(_, ops)| ops.len() > 1).collect();
+    assert!(repeated.is_empty(), "{repeated:?}");
+    assert!(ids.contains_key("get_admin_orders") && ids.contains_key("webhook"));
+}
