@@ -421,13 +421,23 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
     let id = journey.ready_cluster(&mut user, "through-lambda").await;
     journey.token_and_hostname(&mut user, &id).await;
     journey.delete(&mut user, &id).await;
-    let processed = processed.lock().unwrap().clone();
-    for job in journey.jobs_ran_once().await {
-        let runs = processed
+    // A job commits before its function answers the batch: wait for the
+    // answers before counting them.
+    let jobs = journey.jobs_ran_once().await;
+    let runs = |job: &uuid::Uuid, processed: &[(String, String)]| {
+        processed
             .iter()
             .filter(|(id, outcome)| *id == job.to_string() && outcome == "succeeded")
-            .count();
-        assert_eq!(runs, 1, "{job}: {processed:?}");
+            .count()
+    };
+    let processed = tests::eventually(10, "every job's batch answer", || {
+        let processed = processed.lock().unwrap().clone();
+        let answered = jobs.iter().all(|job| runs(job, &processed) > 0);
+        async move { answered.then_some(processed) }
+    })
+    .await;
+    for job in &jobs {
+        assert_eq!(runs(job, &processed), 1, "{job}: {processed:?}");
     }
 
     // A scheduled run, as EventBridge Scheduler invokes it; and one that
