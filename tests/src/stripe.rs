@@ -1,8 +1,10 @@
 //! A loopback stand-in for the part of Stripe's API the platform calls:
 //! `POST /v1/checkout/sessions`, form-encoded, with a secret key as bearer
 //! credential and an `Idempotency-Key` (a repeated key answers the first
-//! answer again, as Stripe does for 24 hours). It records every request, and
-//! can be told to fail the next requests with 500.
+//! answer again, as Stripe does for 24 hours), and expiring and reading a
+//! session (`POST …/{id}/expire` refuses a session that is not open, as
+//! Stripe does). It records every request, and can be told to fail the next
+//! requests with 500 or to take a session as paid.
 
 use std::{
     collections::HashMap,
@@ -40,6 +42,10 @@ struct Inner {
     by_key: HashMap<String, serde_json::Value>,
     sessions: u32,
     fail_next: u32,
+    /// Each session's status: `open`, `complete` or `expired`.
+    status: HashMap<String, String>,
+    /// Sessions asked to expire, in order.
+    expired: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -57,6 +63,11 @@ impl StripeStub {
         };
         let app = Router::new()
             .route("/v1/checkout/sessions", post(create_session))
+            .route(
+                "/v1/checkout/sessions/{id}",
+                axum::routing::get(read_session),
+            )
+            .route("/v1/checkout/sessions/{id}/expire", post(expire_session))
             .with_state(stub.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
         stub
@@ -73,6 +84,96 @@ impl StripeStub {
 
     pub fn fail_next(&self, n: u32) {
         self.inner.lock().unwrap().fail_next = n;
+    }
+
+    /// The customer paid this session.
+    pub fn complete(&self, session: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .status
+            .insert(session.into(), "complete".into());
+    }
+
+    /// The session can be paid again.
+    pub fn reopen(&self, session: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .status
+            .insert(session.into(), "open".into());
+    }
+
+    /// The sessions the platform asked to expire.
+    pub fn expired(&self) -> Vec<String> {
+        self.inner.lock().unwrap().expired.clone()
+    }
+}
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.starts_with("Bearer sk_test_"))
+}
+
+fn session(id: &str, status: &str) -> serde_json::Value {
+    serde_json::json!({ "id": id, "object": "checkout.session", "status": status })
+}
+
+async fn read_session(
+    State(stub): State<StripeStub>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !authorized(&headers) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "Invalid API Key provided",
+        );
+    }
+    match stub.inner.lock().unwrap().status.get(&id) {
+        Some(status) => axum::Json(session(&id, status)).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "No such checkout.session",
+        ),
+    }
+}
+
+async fn expire_session(
+    State(stub): State<StripeStub>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !authorized(&headers) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "Invalid API Key provided",
+        );
+    }
+    let mut inner = stub.inner.lock().unwrap();
+    inner.expired.push(id.clone());
+    match inner.status.get(&id).cloned().as_deref() {
+        Some("open") => {
+            inner.status.insert(id.clone(), "expired".into());
+            axum::Json(session(&id, "expired")).into_response()
+        }
+        Some(status) => error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!(
+                "Only Checkout Sessions with a status in [\"open\"] can be expired. This Checkout Session has a status of `{status}`."
+            ),
+        ),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "No such checkout.session",
+        ),
     }
 }
 
@@ -149,6 +250,7 @@ async fn create_session(
     }
     inner.sessions += 1;
     let id = format!("cs_test_a1{:06}", inner.sessions);
+    inner.status.insert(id.clone(), "open".into());
     let answer = serde_json::json!({
         "id": id,
         "object": "checkout.session",

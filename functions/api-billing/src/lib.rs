@@ -17,7 +17,7 @@ use shared::{
     billing::{
         self, Plan,
         orders::{self, EventChange, EventOutcome, Order},
-        stripe::{self, CheckoutRequest, LineItem, SignatureError, StripeError},
+        stripe::{self, CheckoutRequest, Expiry, LineItem, SignatureError, StripeError},
     },
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath, AppQuery},
@@ -123,6 +123,46 @@ pub struct Checkout {
     pub checkout_url: String,
 }
 
+/// What calling Stripe needs: a client that follows no redirect (it would
+/// carry the key elsewhere), the API base and the sealed key, opened.
+struct StripeApi {
+    client: reqwest::Client,
+    base: String,
+    key: secrecy::SecretString,
+}
+
+fn stripe_api(state: &AppState, stored: &settings::Stored) -> Result<StripeApi, ApiError> {
+    let key = settings::open(
+        state.settings.secret_box().as_ref(),
+        settings::column::STRIPE_SECRET_KEY,
+        stored.stripe_secret_key.as_deref(),
+    )
+    .map_err(|err| anyhow::anyhow!("the Stripe secret key cannot be opened: {err}"))?
+    .ok_or_else(|| ApiError::NotConfigured {
+        code: "billing_not_configured",
+        detail: "payments are not set up on this platform (no Stripe secret key)".into(),
+    })?;
+    let client = shared::outbound::PublicOnly::reqwest(state.settings.allow_private_outbound)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(anyhow::Error::from)?;
+    let base = stored
+        .fields
+        .stripe_api_base_url
+        .clone()
+        .unwrap_or_else(|| stripe::DEFAULT_API_BASE.into());
+    Ok(StripeApi { client, base, key })
+}
+
+fn stripe_unavailable(order_id: Uuid) -> ApiError {
+    ApiError::Upstream {
+        code: "stripe_unavailable",
+        detail: format!(
+            "Stripe could not be reached; order {order_id} stays pending, send the same request again"
+        ),
+    }
+}
+
 /// Choose a plan
 ///
 /// Writes a pending order at the plan's current price, makes its Stripe
@@ -145,16 +185,7 @@ pub async fn create(
     AppJson(body): AppJson<NewOrder>,
 ) -> Result<Response, ApiError> {
     let stored = settings::load(&state.pool).await?;
-    let secret_key = settings::open(
-        state.settings.secret_box().as_ref(),
-        settings::column::STRIPE_SECRET_KEY,
-        stored.stripe_secret_key.as_deref(),
-    )
-    .map_err(|err| anyhow::anyhow!("the Stripe secret key cannot be opened: {err}"))?
-    .ok_or_else(|| ApiError::NotConfigured {
-        code: "billing_not_configured",
-        detail: "payments are not set up on this platform (no Stripe secret key)".into(),
-    })?;
+    let api = stripe_api(&state, &stored)?;
     let plan = billing::get_plan(&state.pool, body.plan_id)
         .await?
         .filter(|p| p.active)
@@ -234,27 +265,12 @@ pub async fn create(
         success_url: &success_url,
         cancel_url: &cancel_url,
     };
-    let client = shared::outbound::PublicOnly::reqwest(state.settings.allow_private_outbound)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(anyhow::Error::from)?;
-    let api_base = stored
-        .fields
-        .stripe_api_base_url
-        .as_deref()
-        .unwrap_or(stripe::DEFAULT_API_BASE);
-    let session = stripe::create_checkout_session(&client, api_base, &secret_key, &request)
+    let session = stripe::create_checkout_session(&api.client, &api.base, &api.key, &request)
         .await
         .map_err(|err| {
             tracing::warn!(order_id = %order.id, error = %err, "no Checkout Session for the order");
             match err {
-                StripeError::Unavailable(_) => ApiError::Upstream {
-                    code: "stripe_unavailable",
-                    detail: format!(
-                        "Stripe could not be reached; order {} stays pending, send the same request again",
-                        order.id
-                    ),
-                },
+                StripeError::Unavailable(_) => stripe_unavailable(order.id),
                 StripeError::Refused { .. } => ApiError::Upstream {
                     code: "stripe_refused",
                     detail: format!("{err}; order {} stays pending", order.id),
@@ -294,30 +310,63 @@ fn order_event<'a>(caller: Caller, action: &'a str, order: &Order) -> AuditEvent
 
 /// Cancel a pending order
 ///
-/// The previous entitlement stays. A payment Stripe reports afterwards still
-/// counts: the money was taken.
+/// Its Checkout Session is expired at Stripe first, so it can no longer be
+/// paid (409 `order_paid_in_stripe` when Stripe has the payment already: its
+/// event marks the order paid). The previous entitlement stays.
 #[utoipa::path(post, path = "/api/console/billing/orders/{order_id}/cancel", tag = "billing",
     params(("order_id" = Uuid, Path)),
     responses((status = 200, body = Order),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 409, description = "The order is not pending (`order_not_pending`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 409, description = "The order is not pending (`order_not_pending`), or Stripe has its payment (`order_paid_in_stripe`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 502, description = "Stripe could not expire the session (`stripe_unavailable`, `stripe_refused`); the order stays pending", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "Stripe is not configured (`billing_not_configured`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
     AppPath(order_id): AppPath<Uuid>,
 ) -> Result<AppJson<Order>, ApiError> {
+    let not_pending = |order: &Order| ApiError::Conflict {
+        code: "order_not_pending",
+        detail: format!(
+            "the order is {}; only a pending order can be cancelled",
+            order.status
+        ),
+    };
+    let order = orders::get(&state.pool, order_id)
+        .await?
+        .filter(|o| o.user_id == caller.user_id)
+        .ok_or(ApiError::NotFound { what: "order" })?;
+    if order.status != "pending" {
+        return Err(not_pending(&order));
+    }
+    // The session is expired first, so that a cancelled order cannot be
+    // paid; a session Stripe says is complete was paid: its event settles it.
+    if let Some(session) = order.stripe_checkout_session_id.as_deref() {
+        let stored = settings::load(&state.pool).await?;
+        let api = stripe_api(&state, &stored)?;
+        match stripe::expire_checkout_session(&api.client, &api.base, &api.key, session).await {
+            Ok(Expiry::Expired) => {}
+            Ok(Expiry::Complete) => {
+                return Err(ApiError::Conflict {
+                    code: "order_paid_in_stripe",
+                    detail: "Stripe has the payment for this order; it becomes paid when Stripe's event arrives".into(),
+                });
+            }
+            Err(StripeError::Unavailable(_)) => return Err(stripe_unavailable(order.id)),
+            Err(err) => {
+                return Err(ApiError::Upstream {
+                    code: "stripe_refused",
+                    detail: format!("{err}; order {} stays pending", order.id),
+                });
+            }
+        }
+    }
     let mut tx = state.pool.begin().await?;
     let order = orders::lock_owned(&mut tx, caller.user_id, order_id)
         .await?
         .ok_or(ApiError::NotFound { what: "order" })?;
     if order.status != "pending" {
-        return Err(ApiError::Conflict {
-            code: "order_not_pending",
-            detail: format!(
-                "the order is {}; only a pending order can be cancelled",
-                order.status
-            ),
-        });
+        return Err(not_pending(&order));
     }
     orders::cancel(&mut *tx, order.id, "user").await?;
     audit::record(

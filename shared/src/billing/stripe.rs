@@ -163,6 +163,74 @@ pub async fn create_checkout_session(
     }
 }
 
+/// What expiring a session found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// The session is expired now (or was): it can no longer be paid.
+    Expired,
+    /// Stripe refused: the session is complete, paid already.
+    Complete,
+}
+
+/// Expires an open session so that it can no longer be paid:
+/// `POST {base}/v1/checkout/sessions/{id}/expire`.
+pub async fn expire_checkout_session(
+    client: &reqwest::Client,
+    api_base: &str,
+    secret_key: &SecretString,
+    session_id: &str,
+) -> Result<Expiry, StripeError> {
+    let url = format!(
+        "{}/v1/checkout/sessions/{}/expire",
+        api_base.trim_end_matches('/'),
+        url::form_urlencoded::byte_serialize(session_id.as_bytes()).collect::<String>()
+    );
+    let response = client
+        .post(url)
+        .bearer_auth(secret_key.expose_secret())
+        .header("Idempotency-Key", format!("kubebyon-expire-{session_id}"))
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .map_err(|err| StripeError::Unavailable(without_url(err)))?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    if status.is_success() {
+        return Ok(Expiry::Expired);
+    }
+    if status.as_u16() == 429 || status.is_server_error() {
+        return Err(StripeError::Unavailable(format!("HTTP {status}")));
+    }
+    // Only an open session can be expired: what it is now says why not.
+    let message = body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let url = format!(
+        "{}/v1/checkout/sessions/{}",
+        api_base.trim_end_matches('/'),
+        url::form_urlencoded::byte_serialize(session_id.as_bytes()).collect::<String>()
+    );
+    let session: serde_json::Value = client
+        .get(url)
+        .bearer_auth(secret_key.expose_secret())
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .map_err(|err| StripeError::Unavailable(without_url(err)))?
+        .json()
+        .await
+        .unwrap_or_default();
+    match session["status"].as_str() {
+        Some("complete") => Ok(Expiry::Complete),
+        Some("expired") => Ok(Expiry::Expired),
+        _ => Err(StripeError::Refused {
+            status: status.as_u16(),
+            message,
+        }),
+    }
+}
+
 /// reqwest's message without the URL (it is ours, and says nothing).
 fn without_url(err: reqwest::Error) -> String {
     err.without_url().to_string()

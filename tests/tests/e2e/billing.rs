@@ -703,6 +703,22 @@ async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
         "an unknown field is refused"
     );
 
+    // Paid at Stripe meanwhile: cancelling is refused, its event settles it.
+    b.stripe.complete("cs_test_a1000001");
+    let (status, body) = b
+        .call(
+            "POST",
+            &format!("/api/console/billing/orders/{order}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("order_paid_in_stripe")),
+        "{body}"
+    );
+    // Open again (a stand-in's shortcut): cancelling expires the session first.
+    b.stripe.reopen("cs_test_a1000001");
     let (status, body) = b
         .call(
             "POST",
@@ -719,6 +735,7 @@ async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
         (StatusCode::OK, Some("cancelled"), Some("user")),
         "{body}"
     );
+    assert_eq!(b.stripe.expired(), ["cs_test_a1000001", "cs_test_a1000001"]);
     let (status, body) = b
         .call(
             "POST",
