@@ -168,6 +168,19 @@ async fn validate(
             "must be a mailbox such as `KubeBYON <noreply@example.com>`",
         );
     }
+    // Receivers verify with Standard Webhooks libraries, which take only
+    // `whsec_` and base64.
+    if let Some(Some(secret)) = &secrets.outbound_webhook_secret
+        && shared::notifications::webhook::Signer::from_secret(&secrecy::SecretString::from(
+            secret.clone(),
+        ))
+        .is_none()
+    {
+        bad(
+            "secrets.outbound_webhook_secret",
+            "must be whsec_ followed by 16–128 bytes in base64 (Standard Webhooks)",
+        );
+    }
     let captcha_secret = match &secrets.captcha_secret {
         None => captcha_secret_set,
         Some(change) => change.is_some(),

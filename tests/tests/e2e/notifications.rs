@@ -416,3 +416,37 @@ async fn a_crash_between_sending_and_recording_resends_under_the_same_id_and_cop
     assert_eq!(ids.len(), 60);
     assert_eq!(s.receiver.received().len(), 62);
 }
+
+#[tokio::test]
+async fn the_outbound_webhook_secret_is_refused_unless_receivers_can_verify_with_it() {
+    let s = setup().await;
+    let router = shared::http::with_common_layers(api_admin::router(), s.p.state.clone());
+    let (status, mut body) =
+        crate::platform::send(router.clone(), "GET", "/api/console/admin/settings", None).await;
+    assert_eq!(status, axum::http::StatusCode::OK);
+    let fields = body.as_object_mut().unwrap();
+    fields.remove("secrets");
+    fields.remove("updated_at");
+    for (secret, expected) in [
+        ("hunter2", axum::http::StatusCode::UNPROCESSABLE_ENTITY),
+        ("whsec_AAAA", axum::http::StatusCode::UNPROCESSABLE_ENTITY),
+        (s.secret.as_str(), axum::http::StatusCode::OK),
+    ] {
+        let mut put = body.clone();
+        put["secrets"] = serde_json::json!({ "outbound_webhook_secret": secret });
+        let (status, answer) = crate::platform::send(
+            router.clone(),
+            "PUT",
+            "/api/console/admin/settings",
+            Some(put),
+        )
+        .await;
+        assert_eq!(status, expected, "{secret}: {answer}");
+        if expected != axum::http::StatusCode::OK {
+            assert_eq!(
+                answer["errors"][0]["field"],
+                "secrets.outbound_webhook_secret"
+            );
+        }
+    }
+}
