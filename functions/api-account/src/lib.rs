@@ -440,20 +440,11 @@ pub async fn entitlements(
     let mut conn = state.pool.acquire().await?;
     let entitlement = billing::entitlements::read(&mut conn, caller.user_id).await?;
     let remaining = entitlement.remaining();
-    let over_limit = match (entitlement.limits, remaining) {
-        (Some(_), Some(left)) => [
-            ("clusters", left.clusters),
-            ("nodes", left.nodes),
-            ("cpu_milli_cores", left.cpu_milli_cores),
-            ("memory_mib", left.memory_mib),
-            ("hostnames", left.hostnames),
-        ]
+    let over_limit = entitlement
+        .over_limit()
         .into_iter()
-        .filter(|(_, left)| *left < 0)
-        .map(|(name, _)| name.to_string())
-        .collect(),
-        _ => Vec::new(),
-    };
+        .map(String::from)
+        .collect();
     Ok(AppJson(EntitlementsView {
         remaining,
         over_limit,

@@ -16,7 +16,7 @@ use shared::{
     audit::{self, AuditEvent},
     billing::{
         self, Plan,
-        orders::{self, EventChange, EventOutcome, Order},
+        orders::{self, EventChange, Order},
         stripe::{self, CheckoutRequest, Expiry, LineItem, SignatureError, StripeError},
     },
     error::{ApiError, unique_violation},
@@ -516,14 +516,8 @@ pub async fn webhook(
     }
     tx.commit().await?;
     tracing::info!(event_id = %event.id, kind = %event.kind, ?outcome, "Stripe event received");
-    let outcome = match outcome {
-        EventOutcome::Applied => "applied",
-        EventOutcome::NoChange => "no_change",
-        EventOutcome::Ignored => "ignored",
-        EventOutcome::Replayed => "replayed",
-    };
     Ok(AppJson(WebhookReceipt {
         received: true,
-        outcome: outcome.into(),
+        outcome: outcome.as_str().into(),
     }))
 }

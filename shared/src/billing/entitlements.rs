@@ -83,6 +83,20 @@ impl Entitlement {
         })
     }
 
+    /// The resources whose usage is above their limit (after a downgrade).
+    pub fn over_limit(&self) -> Vec<&'static str> {
+        let Some(limits) = self.limits else {
+            return Vec::new();
+        };
+        limits
+            .each()
+            .into_iter()
+            .zip(self.usage.each())
+            .filter(|((_, limit), (_, usage))| usage > limit)
+            .map(|((resource, _), _)| resource)
+            .collect()
+    }
+
     /// The first limit the request would pass. A resource the request does
     /// not add to never refuses it, even when the user is over that limit
     /// already: a downgrade stops growth, it does not stop other work.
@@ -304,6 +318,7 @@ mod tests {
                 ..Amounts::default()
             },
         );
+        assert_eq!(over.over_limit(), ["nodes"]);
         let hostname = Amounts {
             hostnames: 1,
             ..Amounts::default()

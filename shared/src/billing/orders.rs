@@ -173,11 +173,14 @@ pub enum EventOutcome {
 }
 
 impl EventOutcome {
-    fn as_str(self) -> &'static str {
+    /// The outcome as the webhook answers it, and as `stripe_events` keeps
+    /// it (a replay is never stored: the first delivery's row stands).
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Applied => "applied",
             Self::NoChange => "no_change",
-            Self::Ignored | Self::Replayed => "ignored",
+            Self::Ignored => "ignored",
+            Self::Replayed => "replayed",
         }
     }
 }
