@@ -23,7 +23,7 @@ import tempfile
 # without `.rs` (`settings`) or directories (`accounts`). The capabilities may
 # use what lies below them, never each other.
 BELOW_CAPABILITIES = ["kernel", "backbone", "clusters", "kubernetes"]
-CAPABILITIES = ["accounts", "nodes", "kubeconfigs", "ingress", "metrics", "billing",
+CAPABILITIES = ["accounts", "admission", "nodes", "kubeconfigs", "ingress", "metrics", "billing",
                 "notifications"]
 PARTS = {
     "kernel": ([], ["lib", "config", "error", "extract", "domain", "secretbox", "outbound",

@@ -9,10 +9,12 @@
 //! - the clusters every capability hangs off: `clusters`;
 //! - the Kubernetes adapter: `host`;
 //! - the capabilities, each with its SQL beside its logic and none using a
-//!   sibling: `accounts`, `nodes`, `kubeconfigs`, `ingress`, `metrics`;
+//!   sibling: `accounts`, `admission`, `nodes`, `kubeconfigs`, `ingress`, `metrics`,
+//!   `billing`, `notifications`;
 //! - the HTTP application layer over them: `http`.
 
 pub mod accounts;
+pub mod admission;
 pub mod audit;
 pub mod billing;
 pub mod clusters;

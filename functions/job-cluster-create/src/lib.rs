@@ -1,7 +1,8 @@
 //! `job-cluster-create`: builds a cluster's control plane on the host Kubernetes:
 //! namespace, quota and limits, network policy, the vCluster `HelmChart`, the public endpoint
 //! Service; then waits (the lease heartbeats meanwhile) until the control plane
-//! is ready and its kubeconfig Secret exists, and records the endpoint. Every
+//! is ready and its kubeconfig Secret exists, registers the admission webhook
+//! inside it, and records the endpoint. Every
 //! step is a server-side apply: a rerun after a crash picks up where it was.
 //! A cluster created with the managed ingress gets an `ingress_converge` job
 //! in the transaction that finishes this one.
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use shared::{
+    admission,
     clusters::{self, Cluster, ClusterCreation},
     domain::{FailureCode, JobType},
     host::HostCluster,
@@ -95,6 +97,7 @@ async fn create(
         .map_err(JobError::from_transient)?;
 
     let url = endpoint.url();
+    admission::registration::register(ctx, host, cluster, &url).await?;
     let mut tx = ctx.pool.begin().await?;
     clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;
     let finished = ctx.complete(&mut tx).await?;

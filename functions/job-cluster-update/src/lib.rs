@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use shared::{
+    admission,
     clusters::{self, ClusterChanges},
     domain::{FailureCode, JobType},
     host::HostCluster,
@@ -75,6 +76,7 @@ impl JobHandler for UpdateCluster {
             .await
             .map_err(JobError::from_transient)?;
         let url = endpoint.url();
+        admission::registration::register(ctx, host, &cluster, &url).await?;
         let mut tx = ctx.pool.begin().await?;
         clusters::mark_ready(&mut tx, cluster.id, &url, &endpoint.host, endpoint.port).await?;
         let finished = ctx.complete(&mut tx).await?;

@@ -50,6 +50,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         api_admin::ApiDoc::openapi(),
         api_billing::ApiDoc::openapi(),
         join::ApiDoc::openapi(),
+        admission::ApiDoc::openapi(),
     ])
 }
 
@@ -63,6 +64,7 @@ pub fn routes() -> Router<AppState> {
         .merge(api_admin::router())
         .merge(api_billing::router())
         .merge(join::router())
+        .merge(admission::router())
 }
 
 /// Every schedule function, run on its interval.

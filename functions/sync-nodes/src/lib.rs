@@ -1,6 +1,9 @@
 //! `sync-nodes`: the schedule that lists every ready cluster's Node objects
 //! (one list per cluster per cycle, 16 clusters at a time) and keeps the
-//! `nodes` snapshot and `node_events` history. A cycle with no change writes nothing.
+//! `nodes` snapshot and `node_events` history (a cycle with no change writes
+//! no node), and records what the cluster's pods request and how many nodes
+//! it has (`cluster_workload_usage`), which the admission webhook weighs
+//! against.
 
 pub mod sync;
 

@@ -1,11 +1,12 @@
 //! Node observation: list each ready cluster's Node objects once per cycle,
-//! keep the `nodes` snapshot and append `node_events` for every transition.
-//! A cycle with no change writes nothing.
+//! keep the `nodes` snapshot and append `node_events` for every transition;
+//! and list its pods, recording what they request for the admission webhook.
+//! A cycle with no change writes no node row.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api,
     api::{Patch, PatchParams},
@@ -15,6 +16,11 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use shared::{
+    admission::{
+        self,
+        demand::{self, Requests},
+        store,
+    },
     domain::{NodeEventType, NodeStatus},
     host::HostCluster,
     nodes::{
@@ -214,6 +220,31 @@ pub async fn apply(
     Ok((report, labels))
 }
 
+/// What the cluster's pods request, outside the exempt namespaces and
+/// leaving out those that finished, and how many they are (the admission
+/// webhook's observed usage).
+pub async fn observe_pods(client: &kube::Client) -> Result<(Requests, i64), String> {
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| format!("listing the pods: {e}"))?;
+    let running = pods.items.iter().filter(|pod| {
+        !admission::exempt(pod.metadata.namespace.as_deref())
+            && !matches!(
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+    });
+    let mut count = 0;
+    let mut total = Requests::default();
+    for pod in running {
+        let spec = serde_json::to_value(&pod.spec).unwrap_or_default();
+        total = total.plus(demand::pod(&spec));
+        count += 1;
+    }
+    Ok((total, count))
+}
+
 /// One cycle over every ready cluster, `concurrency` clusters at a time: one
 /// Node list per cluster, the snapshot and events written where something
 /// changed, token labels put on newly joined nodes, and the bootstrap Secrets
@@ -232,6 +263,8 @@ pub async fn sync_all(
     let results = host
         .across_ready_clusters(pool, concurrency, None, |cluster, client| async move {
             let cluster_id = cluster.id;
+            let began = Utc::now();
+            let pods = observe_pods(&client).await?;
             let api = Api::<Node>::all(client.clone());
             let list = api
                 .list(&Default::default())
@@ -246,6 +279,15 @@ pub async fn sync_all(
             let (mut report, labels) = apply(pool, cluster_id, &observed)
                 .await
                 .map_err(|e| format!("recording the nodes: {e}"))?;
+            let usage = store::Observed {
+                requests: pods.0,
+                pods: pods.1,
+                nodes: list.items.len() as i64,
+                at: began,
+            };
+            store::record_usage(pool, cluster_id, &usage)
+                .await
+                .map_err(|e| format!("recording the workload usage: {e}"))?;
             for request in labels {
                 let patch = serde_json::json!({ "metadata": { "labels": request.labels } });
                 if let Err(error) = api

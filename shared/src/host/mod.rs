@@ -161,6 +161,41 @@ mod tests {
     }
 
     #[test]
+    fn the_admission_url_is_https_without_credentials_query_or_fragment() {
+        let at = |value: &str| {
+            HostSettings::from_source(&std::collections::HashMap::from([(
+                "KUBEBYON_ADMISSION_URL",
+                value,
+            )]))
+        };
+        assert_eq!(
+            at("https://platform.example/")
+                .unwrap()
+                .admission_url
+                .as_deref(),
+            Some("https://platform.example")
+        );
+        for bad in [
+            "http://platform.example",
+            "https://",
+            "https://user:pw@platform.example",
+            "https://platform.example/?x=1",
+            "https://platform.example/#top",
+            "https://platform.example/a b",
+        ] {
+            let err = at(bad).expect_err(bad).to_string();
+            assert!(err.contains("KUBEBYON_ADMISSION_URL"), "{err}");
+        }
+        let missing = HostSettings::from_source(&std::collections::HashMap::from([(
+            "KUBEBYON_ADMISSION_CA_FILE",
+            "/nowhere/ca.pem",
+        )]))
+        .expect_err("no such file")
+        .to_string();
+        assert!(missing.contains("KUBEBYON_ADMISSION_CA_FILE"), "{missing}");
+    }
+
+    #[test]
     fn quantities_in_every_suffix() {
         assert_eq!(quantity("4", 1000.0), Some(4000));
         assert_eq!(quantity("3800m", 1000.0), Some(3800));
@@ -168,6 +203,9 @@ mod tests {
         assert_eq!(quantity("16384Ki", 1.0), Some(16 * 1024 * 1024));
         assert_eq!(quantity("1e3", 1.0), Some(1000));
         assert_eq!(quantity("2G", 1.0), Some(2_000_000_000));
+        assert_eq!(quantity("1Ei", 1.0), Some(1 << 60));
+        assert_eq!(quantity("2E", 1.0), Some(2_000_000_000_000_000_000));
+        assert_eq!(quantity("2E3", 1.0), Some(2000));
         assert_eq!(quantity("lots", 1.0), None);
         assert_eq!(
             quantity("1e400", 1.0),

@@ -26,11 +26,13 @@ pub fn quantity_value(raw: &str) -> Option<f64> {
         "G" => 1e9,
         "T" => 1e12,
         "P" => 1e15,
+        "E" => 1e18,
         "Ki" => 1024.0,
         "Mi" => 1024f64.powi(2),
         "Gi" => 1024f64.powi(3),
         "Ti" => 1024f64.powi(4),
         "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
         s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
         _ => return None,
     };

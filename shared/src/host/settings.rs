@@ -34,6 +34,14 @@ pub struct HostSettings {
     /// `10.42.0.0/16`): the host's pod networks, which a control plane may
     /// not reach outside its own namespace.
     pub pod_cidrs: Vec<String>,
+    /// `KUBEBYON_ADMISSION_URL`: the HTTPS base (`https://platform.example`)
+    /// clusters' API servers call the admission webhook at; unset, the
+    /// settings' public base URL when it is HTTPS.
+    pub admission_url: Option<String>,
+    /// The PEM read from `KUBEBYON_ADMISSION_CA_FILE`: the CA the webhook's
+    /// certificate is signed by, when no public CA signs it (the webhook
+    /// configuration's `caBundle`).
+    pub admission_ca_pem: Option<String>,
 }
 
 /// How a `loadbalancer` cluster's control plane is exposed.
@@ -87,6 +95,14 @@ impl HostSettings {
                     .get("KUBEBYON_HOST_POD_CIDRS")
                     .unwrap_or_else(|| "10.42.0.0/16".into()),
             )?,
+            admission_url: source
+                .get("KUBEBYON_ADMISSION_URL")
+                .map(|url| admission_url(&url))
+                .transpose()?,
+            admission_ca_pem: source
+                .get("KUBEBYON_ADMISSION_CA_FILE")
+                .map(|path| admission_ca(&path))
+                .transpose()?,
             load_balancer: match source.get("KUBEBYON_LOADBALANCER_PROVIDER").as_deref() {
                 None | Some("service") => LoadBalancerProvider::Service,
                 Some("gatewayapi") => LoadBalancerProvider::GatewayApi {
@@ -113,6 +129,39 @@ impl HostSettings {
             },
         })
     }
+}
+
+/// An HTTPS base URL an API server accepts for a webhook: no credentials,
+/// query or fragment. Without a trailing slash.
+fn admission_url(raw: &str) -> Result<String, ConfigError> {
+    let invalid = |reason: &str| ConfigError::Invalid {
+        name: "KUBEBYON_ADMISSION_URL",
+        reason: format!("{raw:?} {reason}"),
+    };
+    let rest = raw.strip_prefix("https://").ok_or_else(|| {
+        invalid("must start with https://: API servers call webhooks over HTTPS only")
+    })?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') {
+        return Err(invalid("must name a host and no credentials"));
+    }
+    if raw.contains(['?', '#']) || raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid("may hold no query, fragment or whitespace"));
+    }
+    Ok(raw.trim_end_matches('/').to_string())
+}
+
+/// The PEM of a CA certificate file.
+fn admission_ca(path: &str) -> Result<String, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: "KUBEBYON_ADMISSION_CA_FILE",
+        reason,
+    };
+    let pem = std::fs::read_to_string(path).map_err(|e| invalid(format!("{path}: {e}")))?;
+    if !pem.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(invalid(format!("{path} holds no PEM certificate")));
+    }
+    Ok(pem)
 }
 
 /// Parses a comma-separated list of CIDRs (`10.42.0.0/16`, `fd00:42::/56`).

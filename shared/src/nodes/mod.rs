@@ -322,3 +322,26 @@ pub async fn events_for_timeline(
     .fetch_all(db)
     .await
 }
+
+/// Whether a Node named `name` is counted against the owner's plan already:
+/// a live node of that name, or a join under way from a machine of that
+/// name (the join took its place when it started).
+pub async fn counted(
+    db: impl sqlx::PgExecutor<'_>,
+    cluster_id: Uuid,
+    name: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM nodes
+                          WHERE cluster_id = $1 AND name = $2 AND deleted_at IS NULL
+                            AND status <> 'deleted')
+               OR EXISTS (SELECT 1 FROM join_attempts
+                          WHERE cluster_id = $1 AND outcome = 'joining' AND node_id IS NULL
+                            AND lower(hostname) = lower($2) AND bootstrap_expires_at > now())
+           AS "counted!""#,
+        cluster_id,
+        name,
+    )
+    .fetch_one(db)
+    .await
+}

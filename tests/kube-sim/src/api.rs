@@ -198,17 +198,23 @@ fn decode(raw: &str) -> Option<String> {
 /// The answer a request gets before its path is looked at, if any: 503 when
 /// the API is down, the unauthenticated `before_auth` routes, then 401 without
 /// a bearer token it accepts.
+fn unavailable(shared: &Shared) -> Option<Response> {
+    shared.faults.lock().expect("lock").api_down.then(|| {
+        error(ApiError {
+            code: 503,
+            reason: "ServiceUnavailable",
+            message: "the server is currently unable to handle the request".into(),
+        })
+    })
+}
+
 pub(crate) fn refuse(
     shared: &Shared,
     headers: &HeaderMap,
     before_auth: impl FnOnce() -> Option<Response>,
 ) -> Option<Response> {
-    if shared.faults.lock().expect("lock").api_down {
-        return Some(error(ApiError {
-            code: 503,
-            reason: "ServiceUnavailable",
-            message: "the server is currently unable to handle the request".into(),
-        }));
+    if let Some(down) = unavailable(shared) {
+        return Some(down);
     }
     if let Some(response) = before_auth() {
         return Some(response);
@@ -237,11 +243,13 @@ pub async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = refuse(&shared, &headers, || {
-        (shared.options.role == crate::Role::VCluster)
-            .then(|| crate::join::handle(&shared, &method, &uri, &headers))
-            .flatten()
-    }) {
+    if shared.options.role == crate::Role::VCluster && uri.path() == "/node/join" {
+        if let Some(down) = unavailable(&shared) {
+            return down;
+        }
+        return crate::join::handle(&shared, &method, &uri, &headers).await;
+    }
+    if let Some(refused) = refuse(&shared, &headers, || None) {
         return refused;
     }
     let target = match route(uri.path()) {
@@ -266,6 +274,19 @@ pub async fn handle(
         .unwrap_or_default()
         .trim()
         .to_string();
+    if let Err(err) = admit(
+        &shared,
+        &method,
+        &target,
+        &params,
+        &headers,
+        &content_type,
+        &body,
+    )
+    .await
+    {
+        return error(err);
+    }
     let result = match (&method, &target.name) {
         (&Method::GET, None) if matches!(params.get("watch").map(String::as_str), Some("true" | "1")) => {
             return watch(&shared, &target, &params);
@@ -355,6 +376,88 @@ pub async fn handle(
         }
         Err(err) => error(err),
     }
+}
+
+/// Asks the validating webhooks about a create, replace, merge patch or
+/// apply of a main resource (not its status, an eviction or a token
+/// request), with the object as it would be stored.
+async fn admit(
+    shared: &Shared,
+    method: &Method,
+    target: &Target,
+    params: &HashMap<String, String>,
+    headers: &HeaderMap,
+    content_type: &str,
+    body: &Bytes,
+) -> Result<(), ApiError> {
+    if target.status || target.eviction || target.token_request {
+        return Ok(());
+    }
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let stored = |name: &str| {
+        shared
+            .store
+            .lock()
+            .expect("lock")
+            .get(target.resource, &namespace, name)
+            .ok()
+    };
+    let (operation, name, object, old) = match (method, &target.name) {
+        (&Method::POST, None) => {
+            let Ok(object) = object_of(content_type, body) else {
+                return Ok(());
+            };
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            ("CREATE", name, object, None)
+        }
+        (&Method::PUT, Some(name)) => {
+            let (Ok(object), Some(old)) = (object_of(content_type, body), stored(name)) else {
+                return Ok(());
+            };
+            ("UPDATE", name.clone(), object, Some(old))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let Ok(patch) = parse(body) else {
+                return Ok(());
+            };
+            match stored(name) {
+                Some(old) => {
+                    let mut object = old.clone();
+                    crate::store::merge(&mut object, &patch);
+                    ("UPDATE", name.clone(), object, Some(old))
+                }
+                None if content_type == "application/apply-patch+yaml" => {
+                    ("CREATE", name.clone(), patch, None)
+                }
+                None => return Ok(()),
+            }
+        }
+        _ => return Ok(()),
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let user = if presented.is_some() && presented == shared.token.as_deref() {
+        crate::admission::admin()
+    } else {
+        json!({"username": "system:serviceaccount", "groups": ["system:serviceaccounts", "system:authenticated"]})
+    };
+    let attributes = crate::admission::Attributes {
+        resource: target.resource,
+        namespace: &namespace,
+        name: &name,
+        operation,
+        object: &object,
+        old_object: old.as_ref(),
+        dry_run: params.contains_key("dryRun"),
+        user,
+    };
+    crate::admission::validate(shared, &attributes).await
 }
 
 /// The Eviction API: deletes the pod unless evictions are blocked, as a

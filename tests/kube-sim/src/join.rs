@@ -14,24 +14,21 @@ use axum::{
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::{Shared, registry};
+use crate::{Shared, registry, store::ApiError};
 
-/// Answers the join endpoint; `None` for any other request.
-pub(crate) fn handle(
+/// Answers the join endpoint.
+pub(crate) async fn handle(
     shared: &Shared,
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
-) -> Option<Response> {
-    if uri.path() != "/node/join" {
-        return None;
-    }
+) -> Response {
     let params = crate::api::query(uri);
     let token = params.get("token").map(String::as_str).unwrap_or_default();
     if let Err(reason) = check_token(shared, token) {
-        return Some((StatusCode::UNAUTHORIZED, format!("{reason}\n")).into_response());
+        return (StatusCode::UNAUTHORIZED, format!("{reason}\n")).into_response();
     }
-    let response = match *method {
+    match *method {
         Method::GET => {
             let host = headers
                 .get(header::HOST)
@@ -46,7 +43,7 @@ pub(crate) fn handle(
                  cat > \"$ca\" <<'KUBE_SIM_CA'\n{ca}\nKUBE_SIM_CA\n\
                  conf=$(mktemp)\ntrap 'rm -f \"$ca\" \"$conf\"' EXIT\n\
                  printf 'url = \"https://{host}/node/join?token={token}&node=%s\"\\n' \"$name\" > \"$conf\"\n\
-                 curl -fsS --cacert \"$ca\" -X POST -K \"$conf\" >/dev/null\n\
+                 if ! out=$(curl -sS --fail-with-body --cacert \"$ca\" -X POST -K \"$conf\"); then echo \"kube-sim: the node was not registered: $out\" >&2; exit 1; fi\n\
                  echo \"kube-sim: node $name registered\"\n",
                 ca = shared.ca_pem.trim_end(),
             );
@@ -54,16 +51,19 @@ pub(crate) fn handle(
         }
         Method::POST => {
             let Some(name) = params.get("node").filter(|n| !n.is_empty()) else {
-                return Some((StatusCode::BAD_REQUEST, "node is required\n").into_response());
+                return (StatusCode::BAD_REQUEST, "node is required\n").into_response();
             };
-            match register_node(shared, name) {
+            match register_node(shared, name).await {
                 Ok(()) => (StatusCode::CREATED, "registered\n").into_response(),
-                Err(message) => (StatusCode::CONFLICT, format!("{message}\n")).into_response(),
+                Err(err) => (
+                    StatusCode::from_u16(err.code).unwrap_or(StatusCode::CONFLICT),
+                    format!("{}\n", err.message),
+                )
+                    .into_response(),
             }
         }
         _ => (StatusCode::METHOD_NOT_ALLOWED, "").into_response(),
-    };
-    Some(response)
+    }
 }
 
 fn check_token(shared: &Shared, token: &str) -> Result<(), &'static str> {
@@ -95,8 +95,9 @@ fn check_token(shared: &Shared, token: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn register_node(shared: &Shared, name: &str) -> Result<(), String> {
-    let resource = registry::find_kind("v1", "Node").ok_or("no Node kind")?;
+/// Registers the Node as its kubelet would: the webhooks are asked first.
+async fn register_node(shared: &Shared, name: &str) -> Result<(), ApiError> {
+    let resource = registry::find_kind("v1", "Node").expect("registered");
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let node = json!({
         "apiVersion": "v1", "kind": "Node",
@@ -111,12 +112,29 @@ fn register_node(shared: &Shared, name: &str) -> Result<(), String> {
                       "operatingSystem": "linux" },
         "allocatable": { "cpu": "2", "memory": "4Gi", "ephemeral-storage": "20Gi", "pods": "110" },
     }});
+    let mut registered = node.clone();
+    crate::store::merge(&mut registered, &status);
+    let exists = shared
+        .store
+        .lock()
+        .expect("lock")
+        .get(resource, "", name)
+        .is_ok();
+    if !exists {
+        let attributes = crate::admission::Attributes {
+            resource,
+            namespace: "",
+            name,
+            operation: "CREATE",
+            object: &registered,
+            old_object: None,
+            dry_run: false,
+            user: crate::admission::kubelet(name),
+        };
+        crate::admission::validate(shared, &attributes).await?;
+    }
     let mut store = shared.store.lock().expect("lock");
-    store
-        .apply(resource, "", name, &node, "kubelet", false)
-        .map_err(|e| e.message.clone())?;
-    store
-        .merge_patch(resource, "", name, &status, true)
-        .map_err(|e| e.message.clone())?;
+    store.apply(resource, "", name, &node, "kubelet", false)?;
+    store.merge_patch(resource, "", name, &status, true)?;
     Ok(())
 }

@@ -10,14 +10,17 @@
 //!
 //! Simplifications, on purpose: server-side apply merges maps and replaces lists
 //! and does not detect field-ownership conflicts; strategic merge patch is
-//! treated as JSON merge patch; no admission, no RBAC, no defaulting beyond
-//! metadata. Every simulator serves HTTPS with a CA of its own (`kubeconfig()`
-//! pins it); a vCluster's API asks for a bearer token: its admin token, or
+//! treated as JSON merge patch; no RBAC, no defaulting beyond metadata; of
+//! admission, validating webhooks only (see `admission`), called for CREATE
+//! and UPDATE. Every simulator serves HTTPS with a CA of its own
+//! (`kubeconfig()` pins it); a vCluster's API asks for a bearer token: its admin token, or
 //! one the TokenRequest API issued for a ServiceAccount that still exists and
 //! has not expired (RBAC is not checked: any such account is an admin). A vCluster
 //! also serves the private-node join endpoint (`/node/join`), whose script
-//! registers the joining machine as a Ready Node.
+//! registers the joining machine as a Ready Node (its webhooks asked first,
+//! as for a kubelet's registration).
 
+mod admission;
 mod api;
 mod behaviour;
 mod exec;
@@ -30,6 +33,7 @@ mod tls;
 mod tokens;
 
 pub use exec::{ExecHandler, ExecOutput, ExecRequest};
+pub use tls::TlsFront;
 
 use std::{
     collections::HashMap,

@@ -49,6 +49,16 @@ pub static RESOURCES: &[ResourceType] = &[
     resource!("apps", "v1", "StatefulSet", "statefulsets", true),
     resource!("apps", "v1", "Deployment", "deployments", true),
     resource!("apps", "v1", "DaemonSet", "daemonsets", true),
+    resource!("apps", "v1", "ReplicaSet", "replicasets", true),
+    resource!("batch", "v1", "Job", "jobs", true),
+    resource!("batch", "v1", "CronJob", "cronjobs", true),
+    resource!(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        false
+    ),
     resource!(
         "rbac.authorization.k8s.io",
         "v1",
@@ -174,6 +184,8 @@ fn short_names(plural: &str) -> &'static [&'static str] {
         "statefulsets" => &["sts"],
         "deployments" => &["deploy"],
         "daemonsets" => &["ds"],
+        "replicasets" => &["rs"],
+        "cronjobs" => &["cj"],
         "ingresses" => &["ing"],
         "networkpolicies" => &["netpol"],
         "certificates" => &["cert", "certs"],

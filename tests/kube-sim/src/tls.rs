@@ -100,3 +100,54 @@ pub(crate) async fn serve(listener: TcpListener, acceptor: TlsAcceptor, app: Rou
         });
     }
 }
+
+/// HTTPS in front of a plain-HTTP server, as the platform's ingress or API
+/// gateway terminates TLS for it: a CA of its own, a certificate for
+/// loopback, and every connection relayed to `upstream` byte for byte.
+/// Stops when dropped.
+pub struct TlsFront {
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// The PEM of the CA the certificate is signed by.
+    pub ca_pem: String,
+    task: tokio::task::AbortHandle,
+}
+
+impl TlsFront {
+    pub async fn start(upstream: std::net::SocketAddr) -> std::io::Result<Self> {
+        let authority = Authority::new("kube-sim-tls-front", &[])?;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("https://{}", listener.local_addr()?);
+        let acceptor = authority.acceptor;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let Ok(mut plain) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                });
+            }
+        })
+        .abort_handle();
+        Ok(Self {
+            url,
+            ca_pem: authority.ca_pem,
+            task,
+        })
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

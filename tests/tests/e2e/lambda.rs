@@ -25,7 +25,7 @@ fn fixture(name: &str) -> serde_json::Value {
         .expect("fixture is JSON")
 }
 
-fn spawn_function(name: &str, api: &RuntimeApi, env: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn_function(name: &str, api: &RuntimeApi, env: &[(&str, &str)]) -> Child {
     let mut command = Command::new(workspace_binary(name));
     command
         .envs(api.env(name))
@@ -37,7 +37,7 @@ fn spawn_function(name: &str, api: &RuntimeApi, env: &[(&str, &str)]) -> Child {
     command.spawn().expect("function starts")
 }
 
-fn response(invocation: Invocation) -> serde_json::Value {
+pub(crate) fn response(invocation: Invocation) -> serde_json::Value {
     match invocation {
         Invocation::Response(value) => value,
         Invocation::Error(error) => panic!("the function reported an error: {error}"),
@@ -205,7 +205,7 @@ async fn the_jobs_of_an_amazon_mq_batch_run_together() {
 }
 
 /// A recorded API Gateway event, turned into `POST path` with a JSON body.
-fn post_event(path: &str, body: serde_json::Value) -> serde_json::Value {
+pub(crate) fn post_event(path: &str, body: serde_json::Value) -> serde_json::Value {
     let mut event = fixture("apigw-http-v2-create-cluster.json");
     event["rawPath"] = path.into();
     event["requestContext"]["http"]["path"] = path.into();

@@ -2,6 +2,7 @@
 //! (`AMQP_URL`), and the workspace's own binaries.
 
 mod accounts;
+mod admission;
 mod api;
 mod backbone;
 mod billing;

@@ -121,6 +121,9 @@ pub struct Platform {
     pub state: AppState,
     /// Where the router is also served over TCP (the join function's base URL).
     pub base_url: String,
+    /// HTTPS in front of `base_url`, where the admission webhook is
+    /// registered, when the platform was made with one.
+    pub front: Option<kube_sim::TlsFront>,
 }
 
 pub fn host_settings() -> HostSettings {
@@ -145,17 +148,33 @@ impl Platform {
     }
 
     pub async fn with_host_settings(settings: HostSettings) -> Self {
-        Self::with_settings(settings, &[]).await
+        Self::with_settings(settings, &[], false).await
     }
 
     /// With more of the platform's environment (a settings key, an SMTP server).
     pub async fn with_env(env: &[(&str, &str)]) -> Self {
-        Self::with_settings(host_settings(), env).await
+        Self::with_settings(host_settings(), env, false).await
     }
 
-    async fn with_settings(settings: HostSettings, env: &[(&str, &str)]) -> Self {
+    /// Served over HTTPS too (a CA of its own), the cluster jobs registering
+    /// the admission webhook there with that CA as its `caBundle`.
+    pub async fn with_admission() -> Self {
+        Self::with_settings(host_settings(), &[], true).await
+    }
+
+    async fn with_settings(mut settings: HostSettings, env: &[(&str, &str)], https: bool) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}", listener.local_addr().unwrap());
+        let front = if https {
+            let front = kube_sim::TlsFront::start(listener.local_addr().unwrap())
+                .await
+                .unwrap();
+            settings.admission_url = Some(front.url.clone());
+            settings.admission_ca_pem = Some(front.ca_pem.clone());
+            Some(front)
+        } else {
+            None
+        };
         let sim = Simulator::start(Options {
             ready_delay: Duration::from_millis(100),
             namespace_delete_delay: Duration::from_millis(100),
@@ -189,7 +208,8 @@ impl Platform {
             api_clusters::router()
                 .merge(api_nodes::router())
                 .merge(api_ingress::router())
-                .merge(join::router()),
+                .merge(join::router())
+                .merge(admission::router()),
             state.clone(),
         );
         let served = router
@@ -205,6 +225,7 @@ impl Platform {
             runner,
             router,
             state,
+            front,
         }
     }
 

@@ -127,6 +127,7 @@ fn router_of(function: &str) -> Option<Router<AppState>> {
         "api-admin" => api_admin::router(),
         "api-billing" => api_billing::router(),
         "join" => join::router(),
+        "admission" => admission::router(),
         _ => return None,
     })
 }

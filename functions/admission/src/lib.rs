@@ -1,0 +1,454 @@
+//! `admission`: the validating webhook every cluster's API server calls
+//! (`POST /api/admission/{cluster_id}/{secret}`, registered by the cluster
+//! jobs; docs/admission.md). It answers `AdmissionReview` v1 and never
+//! mutates:
+//!
+//! - a Pod (CREATE) is weighed against the cluster's workload CPU and memory
+//!   limits with what is in use (the last observation and the pods admitted
+//!   since), and reserved when it passes;
+//! - a workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job,
+//!   CronJob; CREATE and UPDATE) by the pods it would run, replicas ×
+//!   template, less what it ran before; one another object controls (a
+//!   Deployment's ReplicaSet) was weighed with its owner;
+//! - a Node (CREATE) against the owner's plan, under the same lock and with
+//!   the same count as joins, and recorded as a pending node when it passes.
+//!
+//! A review for an unknown or deleted cluster, or with a wrong secret, is
+//! refused with one message that tells none of them apart.
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::{DefaultBodyLimit, State, rejection::BytesRejection},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::post,
+};
+use serde_json::Value;
+use shared::{
+    admission::{
+        self,
+        demand::{self, Kind, Requests},
+        review::{self, Request},
+        store::{self, Admitting},
+    },
+    billing::entitlements,
+    domain::{NodeEventType, NodeStatus},
+    error::ApiError,
+    extract::AppPath,
+    http::AppState,
+    nodes::{self, NewNodeEvent, NodeSnapshot},
+    notifications,
+};
+use utoipa::OpenApi;
+use uuid::Uuid;
+
+/// The largest review read: an UPDATE carries the object twice, and an
+/// object may be 1.5 MiB.
+pub const MAX_REVIEW_BYTES: usize = 4 * 1024 * 1024;
+
+/// What every refused credential is told.
+pub const NOT_REGISTERED: &str =
+    "this admission webhook is not registered for a live cluster on this platform";
+
+pub fn router() -> Router<AppState> {
+    Router::new().route(
+        "/api/admission/{cluster_id}/{secret}",
+        post(review).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
+    )
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(review),
+    tags((name = "admission", description = "The validating webhook clusters' API servers call"))
+)]
+pub struct ApiDoc;
+
+/// Answer an AdmissionReview
+///
+/// Called by a cluster's API server, at the URL its webhook configuration
+/// holds. The body is an `admission.k8s.io/v1` `AdmissionReview`; the answer
+/// is one too, echoing `request.uid`, `allowed` or refused with a `status`
+/// (403) that names the limit, what is in use, what the object asks for and
+/// the excess. A wrong secret, an unknown or a deleted cluster are refused
+/// alike.
+#[utoipa::path(post, path = "/api/admission/{cluster_id}/{secret}", tag = "admission",
+    params(("cluster_id" = Uuid, Path, description = "The cluster the webhook is registered for"),
+           ("secret" = String, Path, description = "The webhook's secret")),
+    request_body(content = document::Review, content_type = "application/json",
+        description = "An admission.k8s.io/v1 AdmissionReview"),
+    responses((status = 200, description = "An admission.k8s.io/v1 AdmissionReview answer", body = document::Answer),
+              (status = 400, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 413, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 415, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn review(
+    State(state): State<AppState>,
+    AppPath((cluster_id, secret)): AppPath<(Uuid, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().unwrap_or_default().trim() == "application/json");
+    if !json {
+        return Err(ApiError::UnsupportedMediaType(
+            "expected content-type application/json".into(),
+        ));
+    }
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge {
+                limit_bytes: MAX_REVIEW_BYTES,
+            }
+        } else {
+            ApiError::BadRequest {
+                code: "invalid_body",
+                detail: rejection.body_text(),
+            }
+        }
+    })?;
+    let request = review::parse(&body).map_err(|e| ApiError::BadRequest {
+        code: "invalid_admission_review",
+        detail: e.to_string(),
+    })?;
+    let refusal = decide(&state, cluster_id, &secret, &request).await?;
+    if let Some(message) = &refusal {
+        tracing::info!(%cluster_id, kind = request.kind.kind, operation = request.operation, message, "admission refused");
+    }
+    Ok(axum::Json(review::answer(&request.uid, refusal.as_deref())).into_response())
+}
+
+/// What the review is about, as far as the webhook weighs it.
+enum Subject {
+    Node,
+    Pod,
+    Workload(Kind),
+    /// Anything else (a delete, a subresource, an exempt namespace): allowed.
+    Ignored,
+}
+
+fn subject(request: &Request) -> Subject {
+    let op = request.operation.as_str();
+    if request
+        .sub_resource
+        .as_deref()
+        .is_some_and(|s| !s.is_empty())
+        || !matches!(op, "CREATE" | "UPDATE")
+    {
+        return Subject::Ignored;
+    }
+    if request.kind.group.is_empty() && request.kind.kind == "Node" {
+        return if op == "CREATE" {
+            Subject::Node
+        } else {
+            Subject::Ignored
+        };
+    }
+    if admission::exempt(request.namespace.as_deref()) {
+        return Subject::Ignored;
+    }
+    match Kind::of(&request.kind.group, &request.kind.kind) {
+        Some(Kind::Pod) if op == "CREATE" => Subject::Pod,
+        Some(Kind::Pod) | None => Subject::Ignored,
+        Some(kind) => Subject::Workload(kind),
+    }
+}
+
+/// `None` to allow, else the refusal's message.
+async fn decide(
+    state: &AppState,
+    cluster_id: Uuid,
+    secret: &str,
+    request: &Request,
+) -> Result<Option<String>, ApiError> {
+    let object = request.object.as_ref().unwrap_or(&Value::Null);
+    let subject = subject(request);
+    if let Subject::Pod = subject {
+        let asks = demand::pod(object.get("spec").unwrap_or(&Value::Null));
+        return pod(state, cluster_id, secret, request, asks).await;
+    }
+    let Some(cluster) = store::admitting(&state.pool, cluster_id, secret).await? else {
+        return Ok(Some(NOT_REGISTERED.into()));
+    };
+    match subject {
+        Subject::Node => node(state, &cluster, request).await,
+        Subject::Workload(_) if demand::controlled(object) => Ok(None),
+        Subject::Workload(kind) => {
+            let weight = |o: Option<&Value>| {
+                o.map_or((0, Requests::default()), |o| {
+                    demand::workload(kind, o, cluster.nodes)
+                })
+            };
+            let (pods, each) = weight(Some(object));
+            let before = weight(
+                request
+                    .old_object
+                    .as_ref()
+                    .filter(|_| request.operation == "UPDATE"),
+            );
+            let asks = each.times(pods).increase_over(before.1.times(before.0));
+            let what = format!(
+                "{} ({pods} pod(s) × {}m CPU, {}Mi memory)",
+                request.describe(),
+                each.cpu_milli_cores,
+                each.memory_mib
+            );
+            refusal(state, &cluster, cluster.in_use, asks, &what).await
+        }
+        Subject::Pod | Subject::Ignored => Ok(None),
+    }
+}
+
+/// A pod is reserved before the cluster is read (see
+/// [`store::reserve`]), and released when it is refused.
+async fn pod(
+    state: &AppState,
+    cluster_id: Uuid,
+    secret: &str,
+    request: &Request,
+    asks: Requests,
+) -> Result<Option<String>, ApiError> {
+    let reserving = !request.is_dry_run();
+    if reserving {
+        store::reserve(&state.pool, cluster_id, secret, &request.uid, asks).await?;
+    }
+    let Some(cluster) = store::admitting(&state.pool, cluster_id, secret).await? else {
+        return Ok(Some(NOT_REGISTERED.into()));
+    };
+    let others = if reserving {
+        Requests {
+            cpu_milli_cores: cluster.in_use.cpu_milli_cores - asks.cpu_milli_cores,
+            memory_mib: cluster.in_use.memory_mib - asks.memory_mib,
+        }
+    } else {
+        cluster.in_use
+    };
+    let refused = refusal(state, &cluster, others, asks, &request.describe()).await?;
+    if refused.is_some() && reserving {
+        store::release(&state.pool, cluster_id, &request.uid).await?;
+    }
+    Ok(refused)
+}
+
+/// The refusal of `asks` on top of `in_use`, if it passes a limit: the
+/// numbers, and what would lift it (the plan's upgrade page when the plan
+/// leaves too little to raise the cluster's limit).
+async fn refusal(
+    state: &AppState,
+    cluster: &Admitting,
+    in_use: Requests,
+    asks: Requests,
+    what: &str,
+) -> Result<Option<String>, ApiError> {
+    let Some(excess) = admission::weigh(cluster.limits, in_use, asks) else {
+        return Ok(None);
+    };
+    let mut message = excess.message(&cluster.name, what);
+    let mut db = state.pool.acquire().await?;
+    let entitlement = entitlements::read(&mut db, cluster.owner_user_id).await?;
+    let left = entitlement.remaining().map(|r| {
+        if excess.resource == "cpu" {
+            r.cpu_milli_cores
+        } else {
+            r.memory_mib
+        }
+    });
+    match (left, &entitlement.plan) {
+        (Some(left), Some(plan)) if left < excess.excess => message.push_str(&format!(
+            "; the {} plan leaves {}{} to raise the cluster's limit by: upgrade at {}",
+            plan.name,
+            left.max(0),
+            if excess.resource == "cpu" { "m" } else { "Mi" },
+            entitlements::upgrade_url(&state.settings.public_base_url),
+        )),
+        _ => message.push_str("; raise the cluster's workload limit or remove workloads"),
+    }
+    Ok(Some(message))
+}
+
+/// A Node registration: one more node for the owner's plan unless the node
+/// is counted already (a re-registration, or a join under way from it). It
+/// takes the owner's entitlement lock, as joins do, and on a pass records
+/// the node as pending so the next registration counts it.
+async fn node(
+    state: &AppState,
+    cluster: &Admitting,
+    request: &Request,
+) -> Result<Option<String>, ApiError> {
+    let name = request
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            request
+                .object
+                .as_ref()?
+                .pointer("/metadata/name")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    let mut tx = state.pool.begin().await?;
+    let Some((owner, entitlement)) =
+        entitlements::lock_for_cluster(&mut tx, cluster.cluster_id).await?
+    else {
+        return Ok(Some(NOT_REGISTERED.into()));
+    };
+    let counted = nodes::counted(&mut *tx, cluster.cluster_id, &name).await?;
+    let asks = entitlements::Request {
+        nodes: i64::from(!counted),
+        ..Default::default()
+    };
+    let upgrade = entitlements::upgrade_url(&state.settings.public_base_url);
+    if let Some(limit) = entitlement.exceeded(&asks, &upgrade) {
+        let payload = serde_json::to_value(&limit).unwrap_or_default();
+        notifications::enqueue_limit_reached(&mut *tx, owner, payload).await?;
+        tx.commit().await?;
+        return Ok(Some(format!(
+            "the {} plan allows {} node(s) and {} are in use or joining: {} would be {} over; remove a node or upgrade at {}",
+            limit.plan,
+            limit.limit,
+            limit.usage,
+            request.describe(),
+            limit.excess,
+            limit.upgrade_url
+        )));
+    }
+    if !counted && !request.is_dry_run() {
+        let pending = NodeSnapshot {
+            name,
+            status: NodeStatus::Pending,
+            internal_ip: None,
+            os_image: None,
+            kubelet_version: None,
+            container_runtime_version: None,
+            cpu_allocatable_milli_cores: None,
+            memory_allocatable_bytes: None,
+            ephemeral_storage_allocatable_bytes: None,
+            last_seen_at: None,
+        };
+        let ids = nodes::upsert_all(&mut tx, cluster.cluster_id, &[&pending]).await?;
+        let events: Vec<NewNodeEvent> = ids
+            .iter()
+            .map(|(name, id)| NewNodeEvent {
+                cluster_id: cluster.cluster_id,
+                node_id: *id,
+                node_name: name,
+                event_type: NodeEventType::Joined,
+                old_status: None,
+                new_status: NodeStatus::Pending,
+                message: Some("registered with the cluster's API server".into()),
+            })
+            .collect();
+        nodes::insert_events(&mut tx, &events).await?;
+    }
+    tx.commit().await?;
+    Ok(None)
+}
+
+/// The documents of the API reference: what a cluster's API server sends and
+/// what it is answered (read by [`review::parse`], written by
+/// [`review::answer`]).
+mod document {
+    #![allow(dead_code)] // Described, never built: the review is read as JSON.
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+    use utoipa::ToSchema;
+
+    #[derive(Deserialize, Serialize, ToSchema)]
+    pub enum ReviewVersion {
+        #[serde(rename = "admission.k8s.io/v1")]
+        V1,
+    }
+
+    #[derive(Deserialize, Serialize, ToSchema)]
+    pub enum ReviewKind {
+        AdmissionReview,
+    }
+
+    #[derive(Deserialize, Serialize, ToSchema)]
+    #[serde(rename_all = "UPPERCASE")]
+    pub enum ReviewOperation {
+        Create,
+        Update,
+        Delete,
+        Connect,
+    }
+
+    /// An `admission.k8s.io/v1` `AdmissionReview` with its request.
+    #[derive(Deserialize, ToSchema)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Review {
+        pub api_version: ReviewVersion,
+        pub kind: ReviewKind,
+        pub request: ReviewRequest,
+    }
+
+    /// What the API server asks about.
+    #[derive(Deserialize, ToSchema)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ReviewRequest {
+        /// Echoed in the answer; 1–128 characters, no control character.
+        #[schema(
+            min_length = 1,
+            max_length = 128,
+            pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+        )]
+        pub uid: String,
+        pub kind: ObjectKind,
+        pub operation: ReviewOperation,
+        pub name: Option<String>,
+        pub namespace: Option<String>,
+        pub sub_resource: Option<String>,
+        /// The object as it would be stored.
+        pub object: Option<Value>,
+        /// The object before an UPDATE.
+        pub old_object: Option<Value>,
+        /// Weighed, but nothing is reserved or recorded.
+        pub dry_run: Option<bool>,
+    }
+
+    /// `request.kind`: the object's group, version and kind.
+    #[derive(Deserialize, ToSchema)]
+    pub struct ObjectKind {
+        /// Empty (or left out) for the core group.
+        #[serde(default)]
+        pub group: String,
+        pub version: String,
+        pub kind: String,
+    }
+
+    /// The answer: an `AdmissionReview` with a response.
+    #[derive(Serialize, ToSchema)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Answer {
+        pub api_version: ReviewVersion,
+        pub kind: ReviewKind,
+        pub response: AnswerResponse,
+    }
+
+    #[derive(Serialize, ToSchema)]
+    pub struct AnswerResponse {
+        /// The request's uid.
+        pub uid: String,
+        pub allowed: bool,
+        /// With a refusal.
+        pub status: Option<Refusal>,
+    }
+
+    /// Why the object is refused: the limit, what is in use, what the object
+    /// asks for and the excess, in `message`.
+    #[derive(Serialize, ToSchema)]
+    pub struct Refusal {
+        /// `Failure`.
+        pub status: String,
+        /// 403.
+        pub code: u16,
+        /// `Forbidden`.
+        pub reason: String,
+        pub message: String,
+    }
+}

@@ -1,0 +1,221 @@
+//! The admission webhook's answer time, beside the floor: the `admission`
+//! router (with the common layers every function has, and the default HTTP
+//! pool of 10 connections) served by axum on loopback, for a cluster that
+//! `sync-nodes` observed running `--pods` pods (default 1,000), answering a
+//! mix of recorded reviews (a Pod CREATE, which reserves, and a Deployment
+//! UPDATE) each with a fresh uid; and a minimal axum handler that parses the
+//! review and echoes its uid. Each at 1 and 64 concurrent reviews, the
+//! client keeping its connections alive as an API server does. Checked:
+//! every answer echoes its uid and allows.
+//!
+//! Usage: `bench-admission [--pods N] [--reviews N]`; prints one JSON line.
+//! Needs `DATABASE_URL`.
+
+// A benchmark's output is its result line.
+#![allow(clippy::print_stdout)]
+
+use std::{sync::Arc, time::Instant};
+
+use anyhow::Context;
+use axum::{Json, Router, routing::post};
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use shared::{
+    admission::{demand::Requests, store},
+    config::Settings,
+    db::{Workload, lazy_pool},
+    http::{AppState, Identity, with_common_layers},
+};
+
+/// Drops every message: the webhook enqueues nothing.
+struct Nowhere;
+
+#[async_trait::async_trait]
+impl shared::jobs::JobPublisher for Nowhere {
+    async fn publish(
+        &self,
+        _: &[shared::jobs::JobMessage],
+    ) -> Result<(), shared::jobs::PublishError> {
+        Ok(())
+    }
+}
+
+fn arg(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
+    match args.iter().position(|a| a == name) {
+        Some(i) => Ok(args.get(i + 1).context("a value")?.parse()?),
+        None => Ok(default),
+    }
+}
+
+fn fixture(name: &str) -> anyhow::Result<Value> {
+    let path = format!(
+        "{}/../fixtures/admission/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    Ok(serde_json::from_str(&std::fs::read_to_string(path)?)?)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    (sorted[i] * 1000.0).round() / 1000.0
+}
+
+async fn serve(app: Router) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
+}
+
+/// `reviews` reviews over `concurrency` connections: latencies and rate.
+async fn run(
+    url: &str,
+    reviews: &[Value],
+    total: usize,
+    concurrency: usize,
+) -> anyhow::Result<Value> {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .build()?;
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (client, next, url, reviews) = (
+            client.clone(),
+            next.clone(),
+            url.to_string(),
+            reviews.to_vec(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut took = Vec::new();
+            loop {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if n >= total {
+                    return anyhow::Ok(took);
+                }
+                let mut review = reviews[n % reviews.len()].clone();
+                let uid = uuid::Uuid::new_v4().to_string();
+                review["request"]["uid"] = uid.clone().into();
+                let body = review.to_string();
+                let begun = Instant::now();
+                let answer: Value = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await?
+                    .json()
+                    .await?;
+                took.push(begun.elapsed().as_secs_f64() * 1000.0);
+                anyhow::ensure!(
+                    answer["response"]["uid"] == uid.as_str()
+                        && answer["response"]["allowed"] == true,
+                    "{answer}"
+                );
+            }
+        }));
+    }
+    let mut took = Vec::new();
+    for task in tasks {
+        took.extend(task.await??);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    took.sort_by(f64::total_cmp);
+    Ok(json!({
+        "concurrency": concurrency,
+        "reviews": total,
+        "p50_ms": percentile(&took, 0.5),
+        "p99_ms": percentile(&took, 0.99),
+        "per_second": (total as f64 / seconds).round(),
+    }))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let pods = arg(&args, "--pods", 1000)?;
+    let total = arg(&args, "--reviews", 5000)?;
+
+    let db = tests::database::TestDb::new().await;
+    let id = tests::handlers::seed_cluster(&db.pool).await;
+    let owner: uuid::Uuid = sqlx::query_scalar(
+        "UPDATE clusters SET workload_cpu_limit_milli_cores = 2000000000,
+                             workload_memory_limit_mib = 2000000000, status = 'ready'
+         WHERE id = $1 RETURNING owner_user_id",
+    )
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await?;
+    let secret = store::issue_secret(&db.pool, id).await?;
+    store::record_usage(
+        &db.pool,
+        id,
+        &store::Observed {
+            requests: Requests {
+                cpu_milli_cores: 250,
+                memory_mib: 256,
+            }
+            .times(pods as i64),
+            pods: pods as i64,
+            nodes: 20,
+            at: chrono::Utc::now(),
+        },
+    )
+    .await?;
+    let url: SecretString = db.url.clone().into();
+    let state = AppState {
+        pool: lazy_pool(&url, 10, Workload::Requests)?,
+        publisher: Arc::new(Nowhere),
+        settings: Arc::new(Settings::from_source(&std::collections::HashMap::<
+            &str,
+            &str,
+        >::new())?),
+        identity: Identity::Development(owner),
+        host: None,
+    };
+    let platform = serve(with_common_layers(admission::router(), state)).await?;
+    let platform = format!("{platform}/api/admission/{id}/{secret}");
+    let floor = serve(Router::new().route(
+        "/review",
+        post(|Json(review): Json<Value>| async move {
+            Json(json!({
+                "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": { "uid": review["request"]["uid"], "allowed": true },
+            }))
+        }),
+    ))
+    .await?;
+    let floor = format!("{floor}/review");
+    let reviews = [
+        fixture("pod-create.json")?,
+        fixture("deployment-update.json")?,
+    ];
+
+    let mut results = Vec::new();
+    for concurrency in [1, 64] {
+        // Warm: connections made, statements prepared.
+        run(&platform, &reviews, 200, concurrency).await?;
+        run(&floor, &reviews, 200, concurrency).await?;
+        let webhook = run(&platform, &reviews, total, concurrency).await?;
+        let minimal = run(&floor, &reviews, total, concurrency).await?;
+        let share = webhook["per_second"].as_f64().unwrap_or(0.0)
+            / minimal["per_second"].as_f64().unwrap_or(1.0);
+        results.push(json!({
+            "concurrency": concurrency,
+            "webhook": webhook,
+            "floor": minimal,
+            "throughput_of_floor": (share * 1000.0).round() / 1000.0,
+        }));
+    }
+    let reserved: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM admission_reservations WHERE cluster_id = $1")
+            .bind(id)
+            .fetch_one(&db.pool)
+            .await?;
+    println!(
+        "{}",
+        json!({ "bench": "admission", "pods_observed": pods, "reservations_at_end": reserved, "runs": results })
+    );
+    Ok(())
+}

@@ -1,0 +1,713 @@
+//! The admission webhook: registered by the cluster jobs inside the
+//! simulated vCluster, whose API server calls it over HTTPS as kube-apiserver
+//! does; the real `kubectl` with a downloaded kubeconfig sees its refusals;
+//! recorded AdmissionReviews answered over HTTP and under the Lambda runtime.
+
+use std::{path::PathBuf, process::Stdio};
+
+use crate::platform::{Platform, send};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use shared::admission::registration::{CONFIGURATION, NODES, PODS, WORKLOADS};
+
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/fixtures/admission/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture exists"))
+        .expect("fixture is JSON")
+}
+
+/// The webhook configuration inside the cluster `id`.
+async fn registered(platform: &Platform, id: &str) -> Value {
+    let cluster = platform.cluster(id).await;
+    let vcluster = platform
+        .sim
+        .vcluster(
+            cluster["namespace"].as_str().unwrap(),
+            cluster["vcluster_name"].as_str().unwrap(),
+        )
+        .expect("the control plane runs");
+    vcluster
+        .get(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingWebhookConfiguration",
+            "",
+            CONFIGURATION,
+        )
+        .expect("the webhook is registered inside the cluster")
+}
+
+/// The path of the registered webhook URL (`/api/admission/<id>/<secret>`).
+fn webhook_path(configuration: &Value) -> String {
+    let url = configuration["webhooks"][0]["clientConfig"]["url"]
+        .as_str()
+        .unwrap();
+    url[url.find("/api/admission/").unwrap()..].to_string()
+}
+
+struct Kubectl {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    async fn for_cluster(platform: &Platform, id: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("admission-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("config");
+        std::fs::write(&kubeconfig, platform.issue_kubeconfig(id, json!({})).await).unwrap();
+        Self { dir, kubeconfig }
+    }
+
+    /// Runs kubectl with `stdin` as the manifest; (succeeded, stdout + stderr).
+    async fn run(&self, args: &[&str], stdin: &str) -> (bool, String) {
+        use tokio::io::AsyncWriteExt;
+        let mut child = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .env("HOME", &self.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("kubectl is installed (scripts/test.sh installs it)");
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.as_bytes()).await.unwrap();
+        drop(input);
+        let output = child.wait_with_output().await.unwrap();
+        (
+            output.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        )
+    }
+
+    async fn create(&self, manifest: &str) -> (bool, String) {
+        self.run(&["create", "--validate=false", "-f", "-"], manifest)
+            .await
+    }
+}
+
+fn deployment(name: &str, replicas: i64, cpu: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: app\n        image: nginx:1.27\n        resources:\n          requests: {{cpu: {cpu}, memory: 256Mi}}\n"
+    )
+}
+
+fn pod(name: &str, namespace: &str, cpu: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  containers:\n  - name: app\n    image: nginx:1.27\n    resources:\n      requests: {{cpu: {cpu}, memory: 128Mi}}\n"
+    )
+}
+
+fn node(name: &str) -> String {
+    format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n")
+}
+
+// Multi-threaded: kubectl runs as a child process while the platform answers
+// the simulated API server's webhook calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_limit_lets_it_through()
+ {
+    let mut platform = Platform::with_admission().await;
+    let front_url = platform.front.as_ref().unwrap().url.clone();
+    // 4000m of CPU and 8192 MiB for workloads.
+    let (id, _) = platform.create_ready("shop", "nodeport").await;
+    let configuration = registered(&platform, &id).await;
+    let path = webhook_path(&configuration);
+    for hook in configuration["webhooks"].as_array().unwrap() {
+        let url = hook["clientConfig"]["url"].as_str().unwrap();
+        assert!(
+            url.starts_with(&format!("{front_url}/api/admission/{id}/")),
+            "{url}"
+        );
+        assert!(hook["clientConfig"]["caBundle"].is_string());
+    }
+    let secret = path.rsplit('/').next().unwrap();
+    let stored: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT secret_hash FROM cluster_admission_secrets WHERE cluster_id = $1::uuid",
+    )
+    .bind(&id)
+    .fetch_all(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        stored,
+        [shared::secretbox::hash(secret)],
+        "only the hash is kept"
+    );
+
+    let kubectl = Kubectl::for_cluster(&platform, &id).await;
+    let (ok, out) = kubectl.run(&["create", "namespace", "shop"], "").await;
+    assert!(ok, "{out}");
+
+    // Within the limit: 2 × 1000m.
+    let (ok, out) = kubectl.create(&deployment("web", 2, "1000m")).await;
+    assert!(ok, "a deployment within the limit is created: {out}");
+    // A bare pod of 1500m is admitted and counted at once.
+    let (ok, out) = kubectl.create(&pod("batch", "shop", "1500m")).await;
+    assert!(ok, "{out}");
+
+    // 2 × 1500m on top of the 1500m in use passes 4000m by 500m.
+    let big = deployment("big", 2, "1500m");
+    let (ok, out) = kubectl.create(&big).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("admission webhook \"{WORKLOADS}\" denied the request: the cluster \"shop\" allows 4000m of CPU requests; 1500m are in use and Deployment \"big\" (2 pod(s) × 1500m CPU, 256Mi memory) asks for 3000m more: 500m over the limit")),
+        "{out}"
+    );
+    assert!(out.contains("Error from server (Forbidden)"), "{out}");
+
+    // Scaling past the limit: 2 → 5 replicas adds 3000m.
+    let (ok, out) = kubectl
+        .run(
+            &[
+                "patch",
+                "deployment",
+                "web",
+                "-n",
+                "shop",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"replicas":5}}"#,
+            ],
+            "",
+        )
+        .await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("asks for 3000m more: 500m over the limit"),
+        "{out}"
+    );
+    // Scaling down always passes.
+    let (ok, out) = kubectl
+        .run(
+            &[
+                "patch",
+                "deployment",
+                "web",
+                "-n",
+                "shop",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"replicas":1}}"#,
+            ],
+            "",
+        )
+        .await;
+    assert!(ok, "{out}");
+
+    // A pod past the limit, and one in an exempt namespace (not even sent).
+    let (ok, out) = kubectl.create(&pod("huge", "shop", "3")).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("admission webhook \"{PODS}\" denied the request")),
+        "{out}"
+    );
+    assert!(
+        out.contains("1500m are in use and Pod \"huge\" asks for 3000m more: 500m over"),
+        "{out}"
+    );
+    let (ok, out) = kubectl.create(&pod("system", "kube-system", "64")).await;
+    assert!(ok, "kube-system is exempt: {out}");
+
+    // Raising the cluster's limit lets the same deployment through, and the
+    // update registered the webhook again under a new secret.
+    let (status, body) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "workload_cpu_limit_milli_cores": 8000 })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    platform.drive().await;
+    let rotated = webhook_path(&registered(&platform, &id).await);
+    assert_ne!(rotated, path, "the update rotates the secret");
+    let (ok, out) = kubectl.create(&big).await;
+    assert!(ok, "the raised limit admits it: {out}");
+    let old = fixture("deployment-create.json");
+    let (status, answer) = send(platform.router.clone(), "POST", &path, Some(old)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        answer["response"]["allowed"], false,
+        "the retired secret is refused"
+    );
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        admission::NOT_REGISTERED
+    );
+
+    // The plan: one node. The first registers, the second is refused, and the
+    // join script of a token the tenant made themselves reports why.
+    let plan: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO plans (name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
+                            max_hostnames, price_minor_units, currency)
+         VALUES ('Starter', 5, 1, 64000, 65536, 5, 0, 'usd') RETURNING id",
+    )
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE system_settings SET default_plan_id = $1")
+        .bind(plan)
+        .execute(&platform.db.pool)
+        .await
+        .unwrap();
+    let (ok, out) = kubectl.create(&node("first")).await;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl.create(&node("second")).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("admission webhook \"{NODES}\" denied the request: the Starter plan allows 1 node(s) and 1 are in use or joining: Node \"second\" would be 1 over; remove a node or upgrade at ")),
+        "{out}"
+    );
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  namespace: kube-system\ntype: bootstrap.kubernetes.io/token\ndata:\n  token-id: YWJjZGVm\n  token-secret: MDEyMzQ1Njc4OWFiY2RlZg==\n";
+    let (ok, out) = kubectl.create(secret).await;
+    assert!(ok, "{out}");
+    let cluster = platform.cluster(&id).await;
+    let vcluster = platform
+        .sim
+        .vcluster(
+            cluster["namespace"].as_str().unwrap(),
+            cluster["vcluster_name"].as_str().unwrap(),
+        )
+        .unwrap();
+    let script = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(vcluster.ca_pem().as_bytes()).unwrap())
+        .build()
+        .unwrap()
+        .get(format!(
+            "{}/node/join?token=abcdef.0123456789abcdef",
+            vcluster.url()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let joined = tokio::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&joined.stderr);
+    assert!(!joined.status.success(), "{said}");
+    assert!(
+        said.contains("the node was not registered")
+            && said.contains("the Starter plan allows 1 node(s)"),
+        "{said}"
+    );
+
+    // The platform down: deploys fail (Fail), pods are still created (Ignore).
+    drop(platform.front.take());
+    let (ok, out) = kubectl.create(&deployment("later", 1, "100m")).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("failed calling webhook \"{WORKLOADS}\"")),
+        "{out}"
+    );
+    let (ok, out) = kubectl.create(&pod("meanwhile", "shop", "100m")).await;
+    assert!(ok, "pods are not stopped by the platform's outage: {out}");
+}
+
+/// `body` with `content_type` to `path`: (status, content type, JSON or text).
+async fn post_raw(
+    router: axum::Router,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (StatusCode, String, Value) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let request = axum::http::Request::post(path)
+        .header("content-type", content_type)
+        .body(axum::body::Body::from(body))
+        .unwrap();
+    let response = router.oneshot(request).await.unwrap();
+    let status = response.status();
+    let kind = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let json = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, kind, json)
+}
+
+/// The review answer's `response`, checked to be a v1 AdmissionReview that
+/// echoes `uid`.
+fn answered(answer: &Value, uid: &str) -> Value {
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1", "{answer}");
+    assert_eq!(answer["kind"], "AdmissionReview", "{answer}");
+    assert_eq!(answer["response"]["uid"], uid, "{answer}");
+    assert!(answer["response"].get("patch").is_none(), "never mutates");
+    answer["response"].clone()
+}
+
+fn with_uid(mut review: Value, uid: &str) -> Value {
+    review["request"]["uid"] = uid.into();
+    review
+}
+
+#[tokio::test]
+async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_admitted_since() {
+    use crate::platform::{Base, Builder};
+    use shared::admission::{demand::Requests, store};
+    let Base { db, state, .. } = Builder::new("admission").build().await;
+    let router = shared::http::with_common_layers(admission::router(), state);
+    let id = tests::handlers::seed_cluster(&db.pool).await;
+    sqlx::query(
+        "UPDATE clusters SET workload_cpu_limit_milli_cores = 4000,
+                             workload_memory_limit_mib = 8192 WHERE id = $1",
+    )
+    .bind(id)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let name: String = sqlx::query_scalar("SELECT name FROM clusters WHERE id = $1")
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let secret = store::issue_secret(&db.pool, id).await.unwrap();
+    let path = format!("/api/admission/{id}/{secret}");
+    let post = |review: Value| send(router.clone(), "POST", &path, Some(review));
+
+    // 3 × 1 CPU of 4000m, nothing in use.
+    let review = fixture("deployment-create.json");
+    let (status, answer) = post(review).await;
+    assert_eq!(status, StatusCode::OK);
+    let response = answered(&answer, "0df28fbd-5f5f-11e8-bc74-36e6bb280816");
+    assert_eq!(response["allowed"], true, "{answer}");
+
+    // sync-nodes saw 2000m in use: scaling 3 → 6 adds 3000m, 1000m over.
+    store::record_usage(
+        &db.pool,
+        id,
+        &store::Observed {
+            requests: Requests {
+                cpu_milli_cores: 2000,
+                memory_mib: 2048,
+            },
+            pods: 2,
+            nodes: 1,
+            at: chrono::Utc::now(),
+        },
+    )
+    .await
+    .unwrap();
+    let (_, answer) = post(fixture("deployment-update.json")).await;
+    let response = answered(&answer, "b9a5c6d2-7e1f-4a3b-8c9d-0e1f2a3b4c5d");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    assert_eq!(response["status"]["reason"], "Forbidden");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("the cluster {name:?} allows 4000m of CPU requests; 2000m are in use and Deployment \"api\" (6 pod(s) × 1000m CPU, 1024Mi memory) asks for 3000m more: 1000m over the limit")),
+        "{message}"
+    );
+
+    // A pod of 1500m passes (3500m) and is reserved; a second does not
+    // (5000m); the API server sending the first again counts it once.
+    let pod = fixture("pod-create.json");
+    let (_, answer) = post(with_uid(pod.clone(), "first")).await;
+    assert_eq!(answered(&answer, "first")["allowed"], true, "{answer}");
+    let (_, answer) = post(with_uid(pod.clone(), "second")).await;
+    let response = answered(&answer, "second");
+    assert_eq!(response["allowed"], false);
+    assert!(
+        response["status"]["message"].as_str().unwrap().contains(
+            "3500m are in use and Pod \"web-7d4b9c-x2x9f\" asks for 1500m more: 1000m over"
+        ),
+        "{response}"
+    );
+    let (_, answer) = post(with_uid(pod.clone(), "first")).await;
+    assert_eq!(answered(&answer, "first")["allowed"], true, "{answer}");
+    let reserved: Vec<String> =
+        sqlx::query_scalar("SELECT review_uid FROM admission_reservations WHERE cluster_id = $1")
+            .bind(id)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        reserved,
+        ["first"],
+        "the refused pod's reservation is dropped"
+    );
+    // A dry run is weighed as the real thing, and reserves nothing whether
+    // it passes or not.
+    let mut dry = with_uid(pod.clone(), "dry");
+    dry["request"]["dryRun"] = true.into();
+    let (_, answer) = post(dry.clone()).await;
+    let response = answered(&answer, "dry");
+    assert_eq!(response["allowed"], false, "{answer}");
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("3500m are in use and Pod \"web-7d4b9c-x2x9f\" asks for 1500m more"),
+        "{response}"
+    );
+    dry["request"]["object"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
+        "100m".into();
+    let (_, answer) = post(dry).await;
+    assert_eq!(answered(&answer, "dry")["allowed"], true, "{answer}");
+    let count: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM admission_reservations WHERE cluster_id = $1")
+            .bind(id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(count, 1);
+    // Reservations summing past i64::MAX (two huge pods weighed at once)
+    // saturate: the next review is refused with the numbers, not failed.
+    let huge = Requests {
+        cpu_milli_cores: i64::MAX,
+        memory_mib: i64::MAX,
+    };
+    for uid in ["huge-1", "huge-2"] {
+        store::reserve(&db.pool, id, &secret, uid, huge)
+            .await
+            .unwrap();
+    }
+    let (status, answer) = post(with_uid(pod.clone(), "after-huge")).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let response = answered(&answer, "after-huge");
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{}m are in use", i64::MAX - 1500)),
+        "{response}"
+    );
+    for uid in ["huge-1", "huge-2"] {
+        store::release(&db.pool, id, uid).await.unwrap();
+    }
+    // A newer observation covers the reservations made before it began.
+    store::record_usage(
+        &db.pool,
+        id,
+        &store::Observed {
+            requests: Requests {
+                cpu_milli_cores: 500,
+                memory_mib: 512,
+            },
+            pods: 1,
+            nodes: 1,
+            at: chrono::Utc::now() + chrono::Duration::seconds(10),
+        },
+    )
+    .await
+    .unwrap();
+    let (_, answer) = post(with_uid(pod.clone(), "third")).await;
+    assert_eq!(answered(&answer, "third")["allowed"], true, "{answer}");
+
+    // The observation (500m, dated 10 s ahead) is all that counts now: the
+    // scale to 6 replicas (3000m more) fits 4000m. The cluster's limit read
+    // by the next review, the webhook as registered: lowered to 3000m it is
+    // refused, raised again it passes.
+    let scale = fixture("deployment-update.json");
+    let scale_uid = "b9a5c6d2-7e1f-4a3b-8c9d-0e1f2a3b4c5d";
+    let (_, answer) = post(scale.clone()).await;
+    assert_eq!(answered(&answer, scale_uid)["allowed"], true, "{answer}");
+    let limit = |cpu: i32| {
+        sqlx::query("UPDATE clusters SET workload_cpu_limit_milli_cores = $2 WHERE id = $1")
+            .bind(id)
+            .bind(cpu)
+            .execute(&db.pool)
+    };
+    limit(3000).await.unwrap();
+    let (_, answer) = post(scale.clone()).await;
+    let response = answered(&answer, scale_uid);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("allows 3000m of CPU requests; 500m are in use and Deployment \"api\" (6 pod(s) × 1000m CPU, 1024Mi memory) asks for 3000m more: 500m over"),
+        "{response}"
+    );
+    limit(4000).await.unwrap();
+    let (_, answer) = post(scale).await;
+    assert_eq!(answered(&answer, scale_uid)["allowed"], true, "{answer}");
+
+    // A Node with no plan to stop it is recorded as joining, once.
+    let node = fixture("node-create.json");
+    for _ in 0..2 {
+        let (_, answer) = post(node.clone()).await;
+        assert_eq!(
+            answered(&answer, "3c7d9e2a-1b4f-4d6e-8a9b-7c6d5e4f3a2b")["allowed"],
+            true,
+            "{answer}"
+        );
+    }
+    let joined: Vec<(String, String)> =
+        sqlx::query_as("SELECT n.name, n.status::text FROM nodes n WHERE n.cluster_id = $1")
+            .bind(id)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(joined, [("worker-7".to_string(), "pending".to_string())]);
+    let events: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM node_events WHERE cluster_id = $1 AND type = 'joined'",
+    )
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(events, 1);
+
+    // What is not a v1 review is a problem, not an answer.
+    for (body, code) in [
+        (json!({ "kind": "Pod" }), "invalid_admission_review"),
+        (
+            {
+                let mut old = fixture("pod-create.json");
+                old["apiVersion"] = "admission.k8s.io/v1beta1".into();
+                old
+            },
+            "invalid_admission_review",
+        ),
+        (
+            {
+                let mut long = fixture("pod-create.json");
+                long["request"]["uid"] = "u".repeat(129).into();
+                long
+            },
+            "invalid_admission_review",
+        ),
+    ] {
+        let (status, kind, answer) = post_raw(
+            router.clone(),
+            &path,
+            "application/json",
+            body.to_string().into(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert_eq!(kind, "application/problem+json");
+        assert_eq!(answer["code"], code, "{answer}");
+    }
+    let (status, kind, _) = post_raw(
+        router.clone(),
+        &path,
+        "text/plain",
+        fixture("pod-create.json").to_string().into(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(kind, "application/problem+json");
+    let mut huge = fixture("pod-create.json");
+    huge["request"]["object"]["metadata"]["annotations"] =
+        json!({ "padding": "x".repeat(10 * 1024 * 1024) });
+    let (status, kind, _) = post_raw(
+        router.clone(),
+        &path,
+        "application/json",
+        huge.to_string().into(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(kind, "application/problem+json");
+
+    // A wrong secret, an unknown cluster and a deleted one are told alike,
+    // and reserve nothing.
+    let other = tests::handlers::seed_cluster(&db.pool).await;
+    let other_secret = store::issue_secret(&db.pool, other).await.unwrap();
+    sqlx::query("UPDATE clusters SET status = 'deleted', deleted_at = now() WHERE id = $1")
+        .bind(other)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let refusals = [
+        format!("/api/admission/{id}/{other_secret}"),
+        format!("/api/admission/{id}/{}", secret.to_uppercase()),
+        format!("/api/admission/{}/{secret}", uuid::Uuid::new_v4()),
+        format!("/api/admission/{other}/{other_secret}"),
+    ];
+    let mut answers = Vec::new();
+    for path in &refusals {
+        for review in [fixture("pod-create.json"), fixture("node-create.json")] {
+            let uid = review["request"]["uid"].as_str().unwrap().to_string();
+            let (status, answer) = send(router.clone(), "POST", path, Some(review)).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {answer}");
+            let response = answered(&answer, &uid);
+            assert_eq!(response["allowed"], false, "{path}");
+            answers.push(response["status"].clone());
+        }
+    }
+    assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
+    assert_eq!(answers[0]["message"], admission::NOT_REGISTERED);
+    let written: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM admission_reservations WHERE review_uid <> 'first' AND review_uid <> 'third')
+              + (SELECT count(*) FROM nodes WHERE cluster_id = $1)",
+    )
+    .bind(other)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(written, 0, "a refused credential writes nothing");
+}
+
+#[tokio::test]
+async fn under_lambda_a_recorded_review_is_answered_through_api_gateway() {
+    use crate::lambda::{post_event, response, spawn_function};
+    let db = tests::database::TestDb::new().await;
+    let api = tests::lambda_runtime_api::RuntimeApi::start().await;
+    // As deployed: every function has the broker's URL (this one publishes nothing).
+    let amqp_url = tests::broker::amqp_url();
+    let _function = spawn_function(
+        "admission",
+        &api,
+        &[("DATABASE_URL", &db.url), ("AMQP_URL", &amqp_url)],
+    );
+    let id = tests::handlers::seed_cluster(&db.pool).await;
+    let secret = shared::admission::store::issue_secret(&db.pool, id)
+        .await
+        .unwrap();
+    let path = format!("/api/admission/{id}/{secret}");
+
+    // 1500m of the seeded cluster's 1000m.
+    let answer = response(
+        api.invoke(post_event(&path, fixture("pod-create.json")))
+            .await,
+    );
+    assert_eq!(answer["statusCode"], 200, "{answer}");
+    let body: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+    let review = answered(&body, "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(review["allowed"], false);
+    assert!(
+        review["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("allows 1000m of CPU requests; 0m are in use and Pod \"web-7d4b9c-x2x9f\" asks for 1500m more: 500m over the limit"),
+        "{review}"
+    );
+    let answer = response(
+        api.invoke(post_event(&path, fixture("node-create.json")))
+            .await,
+    );
+    let body: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        answered(&body, "3c7d9e2a-1b4f-4d6e-8a9b-7c6d5e4f3a2b")["allowed"],
+        true
+    );
+    let answer = response(
+        api.invoke(post_event(&path, json!({ "apiVersion": "v1" })))
+            .await,
+    );
+    assert_eq!(answer["statusCode"], 400, "{answer}");
+    assert_eq!(
+        answer["headers"]["content-type"],
+        "application/problem+json"
+    );
+}
