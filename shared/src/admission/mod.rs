@@ -152,6 +152,11 @@ mod tests {
         assert!(exempt(Some("kubebyon-ingress")));
         assert!(!exempt(Some("default")));
         assert!(!exempt(Some("kube-systen")));
+        // Look-alikes: a non-breaking hyphen, a Cyrillic `у`, a trailing dot.
+        assert!(!exempt(Some("kube\u{2011}system")));
+        assert!(!exempt(Some("kube-s\u{443}stem")));
+        assert!(!exempt(Some("kube-system.")));
+        assert!(!exempt(Some("KUBE-SYSTEM")));
         assert!(!exempt(None));
     }
 }

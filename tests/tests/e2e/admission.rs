@@ -618,6 +618,20 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
     .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(kind, "application/problem+json");
+    // Past the 1 MiB other routes take: an UPDATE carries its object twice.
+    let mut large = with_uid(fixture("pod-create.json"), "large");
+    large["request"]["dryRun"] = true.into();
+    large["request"]["object"]["metadata"]["annotations"] =
+        json!({ "padding": "x".repeat(3 * 1024 * 1024) });
+    let (status, _, answer) = post_raw(
+        router.clone(),
+        &path,
+        "application/json",
+        large.to_string().into(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    answered(&answer, "large");
 
     // A wrong secret, an unknown cluster and a deleted one are told alike,
     // and reserve nothing.
@@ -656,6 +670,76 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
     .await
     .unwrap();
     assert_eq!(written, 0, "a refused credential writes nothing");
+}
+
+/// Pods of 1000m each, 20 at once, to a cluster with 4000m free: never more
+/// admitted than fit, and each admitted one reserved exactly once. Under
+/// contention a pod may be refused that would have fit (each reads the
+/// others' reservations); the API server's controllers retry it, and one at
+/// a time they fill the cluster exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_admitted_at_once_never_pass_the_limit_together() {
+    use crate::platform::{Base, Builder};
+    use shared::admission::store;
+    let Base { db, state, .. } = Builder::new("admission_race").build().await;
+    let router = shared::http::with_common_layers(admission::router(), state);
+    let id = tests::handlers::seed_cluster(&db.pool).await;
+    sqlx::query("UPDATE clusters SET workload_cpu_limit_milli_cores = 4000 WHERE id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let secret = store::issue_secret(&db.pool, id).await.unwrap();
+    let path = format!("/api/admission/{id}/{secret}");
+    let mut pod = fixture("pod-create.json");
+    pod["request"]["object"]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "1", "memory": "1Mi"}});
+    let review = |uid: String| {
+        let (router, path, pod) = (router.clone(), path.clone(), pod.clone());
+        tokio::spawn(async move {
+            let (status, answer) = send(router, "POST", &path, Some(with_uid(pod, &uid))).await;
+            assert_eq!(status, StatusCode::OK, "{answer}");
+            let allowed = answered(&answer, &uid)["allowed"] == true;
+            (uid, allowed)
+        })
+    };
+    let pool = db.pool.clone();
+    let reserved = move || {
+        let pool = pool.clone();
+        async move {
+            let mut uids: Vec<String> = sqlx::query_scalar(
+                "SELECT review_uid FROM admission_reservations WHERE cluster_id = $1",
+            )
+            .bind(id)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            uids.sort();
+            uids
+        }
+    };
+
+    let at_once: Vec<_> = (0..20).map(|n| review(format!("race-{n:02}"))).collect();
+    let mut admitted = Vec::new();
+    for task in at_once {
+        let (uid, allowed) = task.await.unwrap();
+        if allowed {
+            admitted.push(uid);
+        }
+    }
+    admitted.sort();
+    assert!(admitted.len() <= 4, "{admitted:?}");
+    assert_eq!(reserved().await, admitted, "reserved exactly the admitted");
+
+    let mut next = 0;
+    while reserved().await.len() < 4 {
+        let (_, allowed) = review(format!("retry-{next}")).await.unwrap();
+        assert!(allowed, "a pod that fits is admitted when alone");
+        next += 1;
+    }
+    let (_, allowed) = review("one-more".into()).await.unwrap();
+    assert!(!allowed, "the fifth 1000m pod passes 4000m");
+    assert_eq!(reserved().await.len(), 4);
 }
 
 #[tokio::test]
