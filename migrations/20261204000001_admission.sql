@@ -37,3 +37,13 @@ CREATE UNLOGGED TABLE admission_reservations (
 );
 CREATE INDEX idx_admission_reservations_cluster_created_at
     ON admission_reservations (cluster_id, created_at);
+
+-- The sum of a cluster's reservations, kept by the statement that adds one
+-- (which weighs the pod under this row's lock, so two pods at once are
+-- weighed one after the other) and set again from the rows by each
+-- observation. A review reads one row, however many pods were admitted.
+CREATE UNLOGGED TABLE admission_reserved (
+    cluster_id      uuid PRIMARY KEY REFERENCES clusters (id) ON DELETE CASCADE,
+    cpu_milli_cores bigint NOT NULL CHECK (cpu_milli_cores >= 0),
+    memory_mib      bigint NOT NULL CHECK (memory_mib >= 0)
+);

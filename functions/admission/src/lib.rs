@@ -5,7 +5,7 @@
 //!
 //! - a Pod (CREATE) is weighed against the cluster's workload CPU and memory
 //!   limits with what is in use (the last observation and the pods admitted
-//!   since), and reserved when it passes;
+//!   since), and reserved when it passes, in one statement;
 //! - a workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job,
 //!   CronJob; CREATE and UPDATE) by the pods it would run, replicas ×
 //!   template, less what it ran before; one another object controls (a
@@ -30,7 +30,7 @@ use shared::{
         self,
         demand::{self, Kind, Requests},
         review::{self, Request},
-        store::{self, Admitting},
+        store::{self, Admitting, Reservation},
     },
     billing::entitlements,
     domain::{NodeEventType, NodeStatus},
@@ -202,8 +202,8 @@ async fn decide(
     }
 }
 
-/// A pod is reserved before the cluster is read (see
-/// [`store::reserve`]), and released when it is refused.
+/// A pod is weighed and reserved in one statement ([`store::reserve`]); a
+/// dry run is weighed against what is in use and reserves nothing.
 async fn pod(
     state: &AppState,
     cluster_id: Uuid,
@@ -211,26 +211,30 @@ async fn pod(
     request: &Request,
     asks: Requests,
 ) -> Result<Option<String>, ApiError> {
-    let reserving = !request.is_dry_run();
-    if reserving {
-        store::reserve(&state.pool, cluster_id, secret, &request.uid, asks).await?;
+    let what = request.describe();
+    if request.is_dry_run() {
+        let Some(cluster) = store::admitting(&state.pool, cluster_id, secret).await? else {
+            return Ok(Some(NOT_REGISTERED.into()));
+        };
+        return refusal(state, &cluster, cluster.in_use, asks, &what).await;
     }
-    let Some(cluster) = store::admitting(&state.pool, cluster_id, secret).await? else {
-        return Ok(Some(NOT_REGISTERED.into()));
-    };
-    let others = if reserving {
-        Requests {
-            cpu_milli_cores: cluster.in_use.cpu_milli_cores - asks.cpu_milli_cores,
-            memory_mib: cluster.in_use.memory_mib - asks.memory_mib,
+    for _ in 0..3 {
+        match store::reserve(&state.pool, cluster_id, secret, &request.uid, asks).await? {
+            Reservation::Unknown => return Ok(Some(NOT_REGISTERED.into())),
+            Reservation::Admitted => return Ok(None),
+            Reservation::Refused(cluster) => {
+                if let Some(message) = refusal(state, &cluster, cluster.in_use, asks, &what).await?
+                {
+                    return Ok(Some(message));
+                }
+                // Refused under the lock, by reservations made after the
+                // statement's snapshot: weighed again with them in sight.
+            }
         }
-    } else {
-        cluster.in_use
-    };
-    let refused = refusal(state, &cluster, others, asks, &request.describe()).await?;
-    if refused.is_some() && reserving {
-        store::release(&state.pool, cluster_id, &request.uid).await?;
     }
-    Ok(refused)
+    Ok(Some(format!(
+        "{what} could not be weighed: the cluster's use changed at every try; try again"
+    )))
 }
 
 /// The refusal of `asks` on top of `in_use`, if it passes a limit: the

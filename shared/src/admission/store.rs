@@ -1,10 +1,12 @@
 //! The webhook's state in PostgreSQL: the per-cluster secrets (hashed), the
-//! usage `sync-nodes` observed, and the pods admitted since (reservations).
+//! usage `sync-nodes` observed, and the pods admitted since (reservations,
+//! with their sum kept in one row per cluster).
 //!
 //! What a cluster has in use is its last observation plus the reservations
-//! made after it began (less [`super::REVIEW_TIMEOUT_SECONDS`], so a pod
-//! admitted just before a list that missed it still counts). One read per
-//! review, whatever the number of pods; the API server is never asked.
+//! not yet covered by one (an observation covers those made before it began,
+//! less [`super::REVIEW_TIMEOUT_SECONDS`], so a pod admitted just before a
+//! list that missed it still counts). One row read per review, whatever the
+//! number of pods; the API server is never asked.
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -27,7 +29,23 @@ pub async fn issue_secret(pool: &PgPool, cluster_id: Uuid) -> Result<String, sql
     )
     .execute(pool)
     .await?;
+    ensure_reserved(pool, cluster_id).await?;
     Ok(secret)
+}
+
+/// Makes the cluster's reservation sum row (from its reservations) when it
+/// has none: a new cluster, or after a crash emptied the unlogged tables.
+pub async fn ensure_reserved(db: impl PgExecutor<'_>, cluster_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO admission_reserved (cluster_id, cpu_milli_cores, memory_mib)
+         SELECT $1, coalesce(sum(cpu_milli_cores), 0), coalesce(sum(memory_mib), 0)
+         FROM admission_reservations WHERE cluster_id = $1
+         ON CONFLICT (cluster_id) DO NOTHING",
+        cluster_id,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 /// Retires every secret of the cluster but `kept` (the one now applied).
@@ -61,9 +79,7 @@ pub struct Admitting {
 
 /// The cluster a review is for, when `secret` is one of its current
 /// secrets and it is not deleted; `None` alike for an unknown cluster, a
-/// deleted one and a wrong secret. What is in use is summed as `numeric` and
-/// saturates at `i64::MAX`: reservations of huge pods, there for a moment
-/// before their refusal drops them, cannot make the sum fail.
+/// deleted one and a wrong secret. What is in use saturates at `i64::MAX`.
 pub async fn admitting(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
@@ -72,25 +88,18 @@ pub async fn admitting(
     let row = sqlx::query!(
         r#"SELECT c.id, c.name, c.owner_user_id,
                   c.workload_cpu_limit_milli_cores, c.workload_memory_limit_mib,
-                  least(coalesce(u.cpu_requests_milli_cores, 0) + r.cpu,
-                        9223372036854775807)::bigint AS "cpu!",
-                  least(coalesce(u.memory_requests_mib, 0) + r.memory,
-                        9223372036854775807)::bigint AS "memory!",
+                  least(coalesce(u.cpu_requests_milli_cores, 0)::numeric
+                        + coalesce(r.cpu_milli_cores, 0), 9223372036854775807)::bigint AS "cpu!",
+                  least(coalesce(u.memory_requests_mib, 0)::numeric
+                        + coalesce(r.memory_mib, 0), 9223372036854775807)::bigint AS "memory!",
                   coalesce(u.nodes, 0)::bigint AS "nodes!"
            FROM cluster_admission_secrets s
            JOIN clusters c ON c.id = s.cluster_id AND c.deleted_at IS NULL
            LEFT JOIN cluster_workload_usage u ON u.cluster_id = c.id
-           CROSS JOIN LATERAL (
-               SELECT coalesce(sum(a.cpu_milli_cores), 0) AS cpu,
-                      coalesce(sum(a.memory_mib), 0) AS memory
-               FROM admission_reservations a
-               WHERE a.cluster_id = c.id
-                 AND a.created_at > coalesce(u.observed_at, '-infinity'::timestamptz)
-                                    - make_interval(secs => $3)) r
+           LEFT JOIN admission_reserved r ON r.cluster_id = c.id
            WHERE s.cluster_id = $1 AND s.secret_hash = $2"#,
         cluster_id,
         secretbox::hash(secret),
-        REVIEW_TIMEOUT_SECONDS as f64,
     )
     .fetch_optional(db)
     .await?;
@@ -110,49 +119,111 @@ pub async fn admitting(
     }))
 }
 
-/// Reserves what the pod of review `uid` requests, when `secret` is one of
-/// the live cluster's (nothing is written for anyone else). A review sent again
-/// reserves once. Made before the cluster is read, so that of two pods
-/// admitted at once the second to read sees the first.
+/// What [`reserve`] did with a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservation {
+    /// No live cluster has that secret: nothing was written.
+    Unknown,
+    /// Reserved now, or by an earlier delivery of the same review.
+    Admitted,
+    /// It does not fit: the cluster as the statement saw it (`in_use` without
+    /// the pod).
+    Refused(Admitting),
+}
+
+/// Weighs the pod of review `uid` against the cluster's limits and reserves
+/// what it requests if it fits, in one statement: the sum row is updated
+/// only when `observed + reserved + requests` stays within the limits,
+/// checked under that row's lock, so of two pods at once the second is
+/// weighed with the first. A review the API server sends again is admitted
+/// once more without counting twice. The sum row is made first where it is
+/// missing.
 pub async fn reserve(
-    db: impl PgExecutor<'_>,
+    pool: &PgPool,
     cluster_id: Uuid,
     secret: &str,
     uid: &str,
     requests: Requests,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "INSERT INTO admission_reservations (cluster_id, review_uid, cpu_milli_cores, memory_mib)
-         SELECT $1, $3, $4, $5
-         WHERE EXISTS (SELECT 1 FROM cluster_admission_secrets s
-                       JOIN clusters c ON c.id = s.cluster_id AND c.deleted_at IS NULL
-                       WHERE s.cluster_id = $1 AND s.secret_hash = $2)
-         ON CONFLICT (cluster_id, review_uid) DO NOTHING",
-        cluster_id,
-        secretbox::hash(secret),
-        uid,
-        requests.cpu_milli_cores,
-        requests.memory_mib,
-    )
-    .execute(db)
-    .await?;
-    Ok(())
-}
-
-/// Drops the reservation of a pod that was refused after all.
-pub async fn release(
-    db: impl PgExecutor<'_>,
-    cluster_id: Uuid,
-    uid: &str,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "DELETE FROM admission_reservations WHERE cluster_id = $1 AND review_uid = $2",
-        cluster_id,
-        uid,
-    )
-    .execute(db)
-    .await?;
-    Ok(())
+) -> Result<Reservation, sqlx::Error> {
+    let hash = secretbox::hash(secret);
+    let mut summed_made = false;
+    loop {
+        let row = sqlx::query!(
+            r#"WITH c AS (
+                   SELECT c.id, c.name, c.owner_user_id,
+                          c.workload_cpu_limit_milli_cores AS cpu_limit,
+                          c.workload_memory_limit_mib AS memory_limit,
+                          coalesce(u.cpu_requests_milli_cores, 0) AS cpu_observed,
+                          coalesce(u.memory_requests_mib, 0) AS memory_observed,
+                          coalesce(u.nodes, 0) AS nodes,
+                          EXISTS (SELECT 1 FROM admission_reservations a
+                                  WHERE a.cluster_id = c.id AND a.review_uid = $3) AS already
+                   FROM cluster_admission_secrets s
+                   JOIN clusters c ON c.id = s.cluster_id AND c.deleted_at IS NULL
+                   LEFT JOIN cluster_workload_usage u ON u.cluster_id = c.id
+                   WHERE s.cluster_id = $1 AND s.secret_hash = $2),
+               added AS (
+                   UPDATE admission_reserved r
+                   SET cpu_milli_cores = r.cpu_milli_cores + $4::bigint,
+                       memory_mib = r.memory_mib + $5::bigint
+                   FROM c
+                   WHERE r.cluster_id = c.id AND NOT c.already
+                     AND ($4::bigint = 0 OR c.cpu_observed::numeric + r.cpu_milli_cores + $4::bigint <= c.cpu_limit)
+                     AND ($5::bigint = 0 OR c.memory_observed::numeric + r.memory_mib + $5::bigint <= c.memory_limit)
+                   RETURNING r.cluster_id),
+               recorded AS (
+                   INSERT INTO admission_reservations
+                       (cluster_id, review_uid, cpu_milli_cores, memory_mib)
+                   SELECT cluster_id, $3, $4::bigint, $5::bigint FROM added
+                   ON CONFLICT (cluster_id, review_uid) DO NOTHING)
+               SELECT c.id AS "id!", c.name AS "name!", c.owner_user_id AS "owner_user_id!",
+                      c.cpu_limit AS "cpu_limit!", c.memory_limit AS "memory_limit!",
+                      c.nodes::bigint AS "nodes!", c.already AS "already!",
+                      EXISTS (SELECT 1 FROM added) AS "added!",
+                      r.cluster_id IS NOT NULL AS "summed!",
+                      least(c.cpu_observed::numeric + coalesce(r.cpu_milli_cores, 0),
+                            9223372036854775807)::bigint AS "cpu!",
+                      least(c.memory_observed::numeric + coalesce(r.memory_mib, 0),
+                            9223372036854775807)::bigint AS "memory!"
+               FROM c LEFT JOIN admission_reserved r ON r.cluster_id = c.id"#,
+            cluster_id,
+            hash,
+            uid,
+            requests.cpu_milli_cores,
+            requests.memory_mib,
+        )
+        .fetch_optional(pool)
+        .await?;
+        let Some(row) = row else {
+            return Ok(Reservation::Unknown);
+        };
+        if row.already || row.added {
+            return Ok(Reservation::Admitted);
+        }
+        if !row.summed {
+            if summed_made {
+                // Made a moment ago and gone: the cluster was deleted.
+                return Ok(Reservation::Unknown);
+            }
+            ensure_reserved(pool, cluster_id).await?;
+            summed_made = true;
+            continue;
+        }
+        return Ok(Reservation::Refused(Admitting {
+            cluster_id: row.id,
+            name: row.name,
+            owner_user_id: row.owner_user_id,
+            limits: Requests {
+                cpu_milli_cores: row.cpu_limit.into(),
+                memory_mib: row.memory_limit.into(),
+            },
+            in_use: Requests {
+                cpu_milli_cores: row.cpu,
+                memory_mib: row.memory,
+            },
+            nodes: row.nodes,
+        }));
+    }
 }
 
 /// What one list of a cluster found.
@@ -165,8 +236,9 @@ pub struct Observed {
     pub at: DateTime<Utc>,
 }
 
-/// Records an observation and drops the reservations it covers. An older
-/// observation than the stored one changes nothing.
+/// Records an observation, drops the reservations it covers and sets the
+/// cluster's sum of reservations from those left. An older observation than
+/// the stored one changes nothing.
 pub async fn record_usage(
     pool: &PgPool,
     cluster_id: Uuid,
@@ -194,12 +266,32 @@ pub async fn record_usage(
     .await?
     .rows_affected();
     if stored > 0 {
+        // The sum row first (made, and locked, here): reservers wait on it
+        // rather than the other way round, and none adds while it is set.
+        sqlx::query!(
+            "INSERT INTO admission_reserved (cluster_id, cpu_milli_cores, memory_mib)
+             VALUES ($1, 0, 0)
+             ON CONFLICT (cluster_id) DO UPDATE SET cluster_id = EXCLUDED.cluster_id",
+            cluster_id,
+        )
+        .execute(&mut *tx)
+        .await?;
         sqlx::query!(
             "DELETE FROM admission_reservations
              WHERE cluster_id = $1 AND created_at <= $2::timestamptz - make_interval(secs => $3)",
             cluster_id,
             observed.at,
             REVIEW_TIMEOUT_SECONDS as f64,
+        )
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query!(
+            "UPDATE admission_reserved
+             SET (cpu_milli_cores, memory_mib) =
+                 (SELECT coalesce(sum(cpu_milli_cores), 0), coalesce(sum(memory_mib), 0)
+                  FROM admission_reservations WHERE cluster_id = $1)
+             WHERE cluster_id = $1",
+            cluster_id,
         )
         .execute(&mut *tx)
         .await?;

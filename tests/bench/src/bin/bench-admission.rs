@@ -4,7 +4,10 @@
 //! `sync-nodes` observed running `--pods` pods (default 1,000), answering a
 //! mix of recorded reviews (a Pod CREATE, which reserves, and a Deployment
 //! UPDATE) each with a fresh uid; and a minimal axum handler that parses the
-//! review and echoes its uid. Each at 1 and 64 concurrent reviews, the
+//! review and echoes its uid, alone and with one `SELECT 1` on a pool of the
+//! same size (a review that reads anything from PostgreSQL costs at least
+//! that). Also the webhook on Deployment UPDATEs alone (one read, no
+//! reservation). Each at 1 and 64 concurrent reviews, the
 //! client keeping its connections alive as an API server does. Checked:
 //! every answer echoes its uid and allows.
 //!
@@ -17,7 +20,7 @@
 use std::{sync::Arc, time::Instant};
 
 use anyhow::Context;
-use axum::{Json, Router, routing::post};
+use axum::{Json, Router, extract::State, routing::post};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use shared::{
@@ -187,25 +190,58 @@ async fn main() -> anyhow::Result<()> {
     ))
     .await?;
     let floor = format!("{floor}/review");
-    let reviews = [
-        fixture("pod-create.json")?,
-        fixture("deployment-update.json")?,
-    ];
+    // The same, with one `SELECT 1` on a pool like the webhook's: what a
+    // review costs that reads anything from PostgreSQL.
+    let select = lazy_pool(&url, 10, Workload::Requests)?;
+    let floor_db = serve(
+        Router::new()
+            .route(
+                "/review",
+                post(
+                    |State(pool): State<sqlx::PgPool>, Json(review): Json<Value>| async move {
+                        let one: i32 = sqlx::query_scalar("SELECT 1")
+                            .fetch_one(&pool)
+                            .await
+                            .unwrap_or_default();
+                        Json(json!({
+                            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                            "response": { "uid": review["request"]["uid"], "allowed": one == 1 },
+                        }))
+                    },
+                ),
+            )
+            .with_state(select),
+    )
+    .await?;
+    let floor_db = format!("{floor_db}/review");
+    let pod = fixture("pod-create.json")?;
+    let scale = fixture("deployment-update.json")?;
+    let mixed = [pod, scale.clone()];
+    let workloads = [scale];
 
     let mut results = Vec::new();
     for concurrency in [1, 64] {
         // Warm: connections made, statements prepared.
-        run(&platform, &reviews, 200, concurrency).await?;
-        run(&floor, &reviews, 200, concurrency).await?;
-        let webhook = run(&platform, &reviews, total, concurrency).await?;
-        let minimal = run(&floor, &reviews, total, concurrency).await?;
-        let share = webhook["per_second"].as_f64().unwrap_or(0.0)
-            / minimal["per_second"].as_f64().unwrap_or(1.0);
+        for url in [&platform, &floor, &floor_db] {
+            run(url, &mixed, 200, concurrency).await?;
+        }
+        let webhook = run(&platform, &mixed, total, concurrency).await?;
+        let workloads_only = run(&platform, &workloads, total, concurrency).await?;
+        let minimal = run(&floor, &mixed, total, concurrency).await?;
+        let minimal_db = run(&floor_db, &mixed, total, concurrency).await?;
+        let share = |of: &Value| {
+            let r = of["per_second"].as_f64().unwrap_or(0.0)
+                / minimal["per_second"].as_f64().unwrap_or(1.0);
+            (r * 1000.0).round() / 1000.0
+        };
         results.push(json!({
             "concurrency": concurrency,
             "webhook": webhook,
+            "webhook_workloads_only": workloads_only,
             "floor": minimal,
-            "throughput_of_floor": (share * 1000.0).round() / 1000.0,
+            "floor_one_select": minimal_db,
+            "throughput_of_floor": share(&webhook),
+            "floor_one_select_of_floor": share(&minimal_db),
         }));
     }
     let reserved: i64 =
