@@ -90,34 +90,41 @@ pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {
     ]
 }
 
-/// Keeps a simulated host running while it is held (empty for a real host).
+/// Keeps a simulated host running while it is held (empty for a real host),
+/// with the HTTPS front its clusters call the admission webhook through.
 #[derive(Default)]
 pub struct SimulatedHost {
     #[cfg(feature = "simulator")]
     _simulator: Option<Arc<kube_sim::Simulator>>,
+    #[cfg(feature = "simulator")]
+    _admission_front: Option<kube_sim::TlsFront>,
 }
 
 /// The host cluster: the one `KUBEBYON_HOST_KUBECONFIG` names, or else (in
 /// builds with the `simulator` feature, the default) a Kubernetes API
 /// simulator started in this process playing a k3s host (a demo and test
 /// tool: its control planes are simulated, not real). Deployment images are
-/// built without it.
-pub async fn host() -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
+/// built without it. `port` is where this process serves its API.
+pub async fn host(port: u16) -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
     if let Some(host) = shared::host::from_env().await? {
         return Ok((host, SimulatedHost::default()));
     }
-    simulated_host().await
+    simulated_host(port).await
 }
 
 #[cfg(not(feature = "simulator"))]
-async fn simulated_host() -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
+async fn simulated_host(_port: u16) -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
     anyhow::bail!(
         "KUBEBYON_HOST_KUBECONFIG must name the host cluster's kubeconfig: this build of local has no simulator (feature `simulator`)"
     )
 }
 
+/// Unless `KUBEBYON_ADMISSION_URL` says otherwise, the simulated clusters
+/// call the admission webhook through an HTTPS front of this process's own
+/// (a CA made at start, given to them as `caBundle`), as API servers call
+/// webhooks over HTTPS only: the limits are enforced inside them here too.
 #[cfg(feature = "simulator")]
-async fn simulated_host() -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
+async fn simulated_host(port: u16) -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
     let simulator = kube_sim::Simulator::start(kube_sim::Options::host()).await?;
     tracing::warn!(url = %simulator.url(), "KUBEBYON_HOST_KUBECONFIG not set: using the Kubernetes API simulator as the host cluster");
     let mut settings = shared::host::HostSettings::from_source(&shared::config::ProcessEnv)?;
@@ -125,12 +132,23 @@ async fn simulated_host() -> anyhow::Result<(Arc<HostCluster>, SimulatedHost)> {
     settings.poll_interval = settings
         .poll_interval
         .min(std::time::Duration::from_millis(200));
+    let admission_front = if settings.admission_url.is_none() {
+        let upstream = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+        let front = kube_sim::TlsFront::start(upstream).await?;
+        tracing::info!(url = %front.url, "the simulated clusters call the admission webhook over HTTPS here");
+        settings.admission_url = Some(front.url.clone());
+        settings.admission_ca_pem = Some(front.ca_pem.clone());
+        Some(front)
+    } else {
+        None
+    };
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&simulator.kubeconfig(None))?;
     let host = HostCluster::from_kubeconfig(kubeconfig, settings).await?;
     Ok((
         Arc::new(host),
         SimulatedHost {
             _simulator: Some(simulator),
+            _admission_front: admission_front,
         },
     ))
 }
@@ -305,7 +323,7 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let pool = db::migrated_pool(&database_url, settings.database_max_connections).await?;
     let settings = Arc::new(settings);
-    let (host, _simulator) = host().await?;
+    let (host, _simulator) = host(settings.port).await?;
     let worker = Worker::new(
         pool.clone(),
         settings.jobs.clone(),

@@ -88,6 +88,13 @@ async fn the_readme_quickstart_runs_as_written_with_kubectl() {
             "{expected:?} missing from\n{out}\n{err}"
         );
     }
+    assert!(
+        err.contains("admission webhook \"workloads.admission.kubebyon.dev\" denied the request")
+            && err.contains(
+                "Deployment \"hello\" (30 pod(s) × 100m CPU, 128Mi memory) asks for 2900m more"
+            ),
+        "the scale past the limit is refused inside the cluster:\n{err}"
+    );
     let listed = out
         .lines()
         .find(|line| line.starts_with("hello "))
