@@ -1,6 +1,28 @@
 //! What the benchmark programs share.
 
+use anyhow::Context;
 use sqlx::PgPool;
+
+/// The number after `name` in `args` (`--clusters 1000`), else `default`.
+pub fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> anyhow::Result<T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    match args.iter().position(|a| a == name) {
+        Some(i) => args
+            .get(i + 1)
+            .with_context(|| format!("{name} needs a value"))?
+            .parse()
+            .with_context(|| format!("{name} must be a number")),
+        None => Ok(default),
+    }
+}
+
+/// The `p` quantile of `sorted` milliseconds, to the microsecond.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    (sorted[i] * 1000.0).round() / 1000.0
+}
 
 /// Adds `count` ready clusters named `c1`… to the user with `email`, made
 /// verified if new, in one statement.
@@ -26,4 +48,18 @@ pub async fn seed_clusters(pool: &PgPool, email: &str, count: usize) -> anyhow::
     .execute(pool)
     .await?;
     Ok(owner)
+}
+
+/// Accepts every message and drops it: the benchmarks measure the requests,
+/// not the jobs they would start.
+pub struct Dropping;
+
+#[async_trait::async_trait]
+impl shared::jobs::JobPublisher for Dropping {
+    async fn publish(
+        &self,
+        _: &[shared::jobs::JobMessage],
+    ) -> Result<(), shared::jobs::PublishError> {
+        Ok(())
+    }
 }

@@ -86,6 +86,26 @@ impl Kubectl {
         )
     }
 
+    /// `kubectl patch` of the Deployment's `spec.replicas` in `shop`.
+    async fn replicas(&self, deployment: &str, replicas: u32) -> (bool, String) {
+        let patch = format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#);
+        self.run(
+            &[
+                "patch",
+                "deployment",
+                deployment,
+                "-n",
+                "shop",
+                "--type",
+                "merge",
+                "-p",
+                &patch,
+            ],
+            "",
+        )
+        .await
+    }
+
     async fn create(&self, manifest: &str) -> (bool, String) {
         self.run(&["create", "--validate=false", "-f", "-"], manifest)
             .await
@@ -163,44 +183,14 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     assert!(out.contains("Error from server (Forbidden)"), "{out}");
 
     // Scaling past the limit: 2 → 5 replicas adds 3000m.
-    let (ok, out) = kubectl
-        .run(
-            &[
-                "patch",
-                "deployment",
-                "web",
-                "-n",
-                "shop",
-                "--type",
-                "merge",
-                "-p",
-                r#"{"spec":{"replicas":5}}"#,
-            ],
-            "",
-        )
-        .await;
+    let (ok, out) = kubectl.replicas("web", 5).await;
     assert!(!ok, "{out}");
     assert!(
         out.contains("asks for 3000m more: 500m over the limit"),
         "{out}"
     );
     // Scaling down always passes.
-    let (ok, out) = kubectl
-        .run(
-            &[
-                "patch",
-                "deployment",
-                "web",
-                "-n",
-                "shop",
-                "--type",
-                "merge",
-                "-p",
-                r#"{"spec":{"replicas":1}}"#,
-            ],
-            "",
-        )
-        .await;
+    let (ok, out) = kubectl.replicas("web", 1).await;
     assert!(ok, "{out}");
 
     // A pod past the limit, and one in an exempt namespace (not even sent).
@@ -246,19 +236,7 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
 
     // The plan: one node. The first registers, the second is refused, and the
     // join script of a token the tenant made themselves reports why.
-    let plan: uuid::Uuid = sqlx::query_scalar(
-        "INSERT INTO plans (name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                            max_hostnames, price_minor_units, currency)
-         VALUES ('Starter', 5, 1, 64000, 65536, 5, 0, 'usd') RETURNING id",
-    )
-    .fetch_one(&platform.db.pool)
-    .await
-    .unwrap();
-    sqlx::query("UPDATE system_settings SET default_plan_id = $1")
-        .bind(plan)
-        .execute(&platform.db.pool)
-        .await
-        .unwrap();
+    tests::handlers::default_plan(&platform.db.pool, "Starter", 5, 1).await;
     let (ok, out) = kubectl.create(&node("first")).await;
     assert!(ok, "{out}");
     let (ok, out) = kubectl.create(&node("second")).await;

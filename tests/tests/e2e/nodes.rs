@@ -1258,19 +1258,7 @@ async fn a_use_the_cluster_could_not_serve_is_given_back_and_revocation_catches_
 #[tokio::test]
 async fn a_machine_past_the_plan_s_node_limit_is_told_why_by_the_script() {
     let platform = Platform::new().await;
-    let (plan,): (uuid::Uuid,) = sqlx::query_as(
-        "INSERT INTO plans (name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                            max_hostnames, price_minor_units, currency)
-         VALUES ('Starter', 1, 1, 100000, 100000, 1, 0, 'usd') RETURNING id",
-    )
-    .fetch_one(&platform.db.pool)
-    .await
-    .unwrap();
-    sqlx::query("UPDATE system_settings SET default_plan_id = $1")
-        .bind(plan)
-        .execute(&platform.db.pool)
-        .await
-        .unwrap();
+    tests::handlers::default_plan(&platform.db.pool, "Starter", 1, 1).await;
     let (cluster_id, _) = ready_cluster(&platform, "xi").await;
     let created = create_token(&platform, &cluster_id, json!({})).await;
     // The plan shrinks once the token exists: the join decides.

@@ -19,7 +19,6 @@
 
 use std::{sync::Arc, time::Instant};
 
-use anyhow::Context;
 use axum::{Json, Router, extract::State, routing::post};
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -30,37 +29,12 @@ use shared::{
     http::{AppState, Identity, with_common_layers},
 };
 
-/// Drops every message: the webhook enqueues nothing.
-struct Nowhere;
-
-#[async_trait::async_trait]
-impl shared::jobs::JobPublisher for Nowhere {
-    async fn publish(
-        &self,
-        _: &[shared::jobs::JobMessage],
-    ) -> Result<(), shared::jobs::PublishError> {
-        Ok(())
-    }
-}
-
-fn arg(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
-    match args.iter().position(|a| a == name) {
-        Some(i) => Ok(args.get(i + 1).context("a value")?.parse()?),
-        None => Ok(default),
-    }
-}
-
 fn fixture(name: &str) -> anyhow::Result<Value> {
     let path = format!(
         "{}/../fixtures/admission/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     Ok(serde_json::from_str(&std::fs::read_to_string(path)?)?)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    (sorted[i] * 1000.0).round() / 1000.0
 }
 
 async fn serve(app: Router) -> anyhow::Result<String> {
@@ -128,8 +102,8 @@ async fn run(
     Ok(json!({
         "concurrency": concurrency,
         "reviews": total,
-        "p50_ms": percentile(&took, 0.5),
-        "p99_ms": percentile(&took, 0.99),
+        "p50_ms": bench::percentile(&took, 0.5),
+        "p99_ms": bench::percentile(&took, 0.99),
         "per_second": (total as f64 / seconds).round(),
     }))
 }
@@ -137,8 +111,8 @@ async fn run(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let pods = arg(&args, "--pods", 1000)?;
-    let total = arg(&args, "--reviews", 5000)?;
+    let pods = bench::arg(&args, "--pods", 1000)?;
+    let total = bench::arg(&args, "--reviews", 5000)?;
 
     let db = tests::database::TestDb::new().await;
     let id = tests::handlers::seed_cluster(&db.pool).await;
@@ -169,7 +143,7 @@ async fn main() -> anyhow::Result<()> {
     let url: SecretString = db.url.clone().into();
     let state = AppState {
         pool: lazy_pool(&url, 10, Workload::Requests)?,
-        publisher: Arc::new(Nowhere),
+        publisher: Arc::new(bench::Dropping),
         settings: Arc::new(Settings::from_source(&std::collections::HashMap::<
             &str,
             &str,

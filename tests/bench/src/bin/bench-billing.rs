@@ -36,39 +36,14 @@ use shared::{
 };
 use tower::ServiceExt;
 
-/// Accepts every message and drops it: the creates are measured, not the jobs.
-struct Dropping;
-
-#[async_trait::async_trait]
-impl shared::jobs::JobPublisher for Dropping {
-    async fn publish(
-        &self,
-        _: &[shared::jobs::JobMessage],
-    ) -> Result<(), shared::jobs::PublishError> {
-        Ok(())
-    }
-}
-
 const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
-
-fn arg(args: &[String], name: &str, default: i64) -> anyhow::Result<i64> {
-    match args.iter().position(|a| a == name) {
-        Some(i) => Ok(args.get(i + 1).context("a value")?.parse()?),
-        None => Ok(default),
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    (sorted[i] * 1000.0).round() / 1000.0
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let webhooks = arg(&args, "--webhooks", 10_000)?;
-    let clusters = arg(&args, "--clusters", 100)?;
-    let creates = arg(&args, "--creates", 200)?;
+    let webhooks = bench::arg(&args, "--webhooks", 10_000)?;
+    let clusters = bench::arg(&args, "--clusters", 100)?;
+    let creates = bench::arg(&args, "--creates", 200)?;
     let delivery = deliver(webhooks).await?;
     let check = entitlement_check(clusters, creates).await?;
     println!(
@@ -197,7 +172,7 @@ async fn entitlement_check(clusters: i64, creates: i64) -> anyhow::Result<serde_
     }
     let state = AppState {
         pool: pool.clone(),
-        publisher: Arc::new(Dropping),
+        publisher: Arc::new(bench::Dropping),
         settings: Arc::new(Settings::from_source(&HashMap::<&str, &str>::new())?),
         identity: Identity::Development(user),
         host: None,
@@ -226,7 +201,7 @@ async fn entitlement_check(clusters: i64, creates: i64) -> anyhow::Result<serde_
     Ok(json!({
         "clusters_owned": clusters,
         "runs": creates,
-        "check_ms": { "p50": percentile(&check, 0.5), "p99": percentile(&check, 0.99) },
-        "create_ms": { "p50": percentile(&create, 0.5), "p99": percentile(&create, 0.99) },
+        "check_ms": { "p50": bench::percentile(&check, 0.5), "p99": bench::percentile(&check, 0.99) },
+        "create_ms": { "p50": bench::percentile(&create, 0.5), "p99": bench::percentile(&create, 0.99) },
     }))
 }

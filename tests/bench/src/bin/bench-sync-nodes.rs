@@ -24,26 +24,15 @@ use std::{
 use anyhow::Context;
 use serde_json::{Value, json};
 
-fn arg(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
-    match args.iter().position(|a| a == name) {
-        Some(i) => args
-            .get(i + 1)
-            .with_context(|| format!("{name} needs a value"))?
-            .parse()
-            .with_context(|| format!("{name} must be a number")),
-        None => Ok(default),
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let clusters = arg(&args, "--clusters", 1000)?;
-    let nodes = arg(&args, "--nodes", 20)?;
+    let clusters = bench::arg(&args, "--clusters", 1000)?;
+    let nodes = bench::arg(&args, "--nodes", 20)?;
     let runtime = tokio::runtime::Runtime::new()?;
     if args.first().map(String::as_str) == Some("serve") {
         return runtime.block_on(serve(clusters, nodes));
     }
-    let cycles = arg(&args, "--cycles", 5)?;
+    let cycles = bench::arg(&args, "--cycles", 5)?;
     runtime.block_on(measure(clusters, nodes, cycles))
 }
 
