@@ -106,8 +106,8 @@ impl Kubectl {
         .await
     }
 
-    async fn create(&self, manifest: &str) -> (bool, String) {
-        self.run(&["create", "--validate=false", "-f", "-"], manifest)
+    async fn apply(&self, manifest: &str) -> (bool, String) {
+        self.run(&["apply", "--validate=false", "-f", "-"], manifest)
             .await
     }
 }
@@ -166,15 +166,15 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     assert!(ok, "{out}");
 
     // Within the limit: 2 × 1000m.
-    let (ok, out) = kubectl.create(&deployment("web", 2, "1000m")).await;
+    let (ok, out) = kubectl.apply(&deployment("web", 2, "1000m")).await;
     assert!(ok, "a deployment within the limit is created: {out}");
     // A bare pod of 1500m is admitted and counted at once.
-    let (ok, out) = kubectl.create(&pod("batch", "shop", "1500m")).await;
+    let (ok, out) = kubectl.apply(&pod("batch", "shop", "1500m")).await;
     assert!(ok, "{out}");
 
     // 2 × 1500m on top of the 1500m in use passes 4000m by 500m.
     let big = deployment("big", 2, "1500m");
-    let (ok, out) = kubectl.create(&big).await;
+    let (ok, out) = kubectl.apply(&big).await;
     assert!(!ok, "{out}");
     assert!(
         out.contains(&format!("admission webhook \"{WORKLOADS}\" denied the request: the cluster \"shop\" allows 4000m of CPU requests; 1500m are in use and Deployment \"big\" (2 pod(s) × 1500m CPU, 256Mi memory) asks for 3000m more: 500m over the limit")),
@@ -194,7 +194,7 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     assert!(ok, "{out}");
 
     // A pod past the limit, and one in an exempt namespace (not even sent).
-    let (ok, out) = kubectl.create(&pod("huge", "shop", "3")).await;
+    let (ok, out) = kubectl.apply(&pod("huge", "shop", "3")).await;
     assert!(!ok, "{out}");
     assert!(
         out.contains(&format!("admission webhook \"{PODS}\" denied the request")),
@@ -204,7 +204,7 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
         out.contains("1500m are in use and Pod \"huge\" asks for 3000m more: 500m over"),
         "{out}"
     );
-    let (ok, out) = kubectl.create(&pod("system", "kube-system", "64")).await;
+    let (ok, out) = kubectl.apply(&pod("system", "kube-system", "64")).await;
     assert!(ok, "kube-system is exempt: {out}");
 
     // Raising the cluster's limit lets the same deployment through, and the
@@ -220,7 +220,7 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     platform.drive().await;
     let rotated = webhook_path(&registered(&platform, &id).await);
     assert_ne!(rotated, path, "the update rotates the secret");
-    let (ok, out) = kubectl.create(&big).await;
+    let (ok, out) = kubectl.apply(&big).await;
     assert!(ok, "the raised limit admits it: {out}");
     let old = fixture("deployment-create.json");
     let (status, answer) = send(platform.router.clone(), "POST", &path, Some(old)).await;
@@ -237,16 +237,16 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     // The plan: one node. The first registers, the second is refused, and the
     // join script of a token the tenant made themselves reports why.
     tests::handlers::default_plan(&platform.db.pool, "Starter", 5, 1).await;
-    let (ok, out) = kubectl.create(&node("first")).await;
+    let (ok, out) = kubectl.apply(&node("first")).await;
     assert!(ok, "{out}");
-    let (ok, out) = kubectl.create(&node("second")).await;
+    let (ok, out) = kubectl.apply(&node("second")).await;
     assert!(!ok, "{out}");
     assert!(
         out.contains(&format!("admission webhook \"{NODES}\" denied the request: the Starter plan allows 1 node(s) and 1 are in use or joining: Node \"second\" would be 1 over; remove a node or upgrade at ")),
         "{out}"
     );
     let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  namespace: kube-system\ntype: bootstrap.kubernetes.io/token\ndata:\n  token-id: YWJjZGVm\n  token-secret: MDEyMzQ1Njc4OWFiY2RlZg==\n";
-    let (ok, out) = kubectl.create(secret).await;
+    let (ok, out) = kubectl.apply(secret).await;
     assert!(ok, "{out}");
     let cluster = platform.cluster(&id).await;
     let vcluster = platform
@@ -285,13 +285,13 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
 
     // The platform down: deploys fail (Fail), pods are still created (Ignore).
     drop(platform.front.take());
-    let (ok, out) = kubectl.create(&deployment("later", 1, "100m")).await;
+    let (ok, out) = kubectl.apply(&deployment("later", 1, "100m")).await;
     assert!(!ok, "{out}");
     assert!(
         out.contains(&format!("failed calling webhook \"{WORKLOADS}\"")),
         "{out}"
     );
-    let (ok, out) = kubectl.create(&pod("meanwhile", "shop", "100m")).await;
+    let (ok, out) = kubectl.apply(&pod("meanwhile", "shop", "100m")).await;
     assert!(ok, "pods are not stopped by the platform's outage: {out}");
 }
 
