@@ -11,7 +11,8 @@
 //! client keeping its connections alive as an API server does. Checked:
 //! every answer echoes its uid and allows.
 //!
-//! Usage: `bench-admission [--pods N] [--reviews N]`; prints one JSON line.
+//! Usage: `bench-admission [--pods N] [--reviews N] [--connections N]` (the
+//! pools' size, default 10); prints one JSON line.
 //! Needs `DATABASE_URL`.
 
 // A benchmark's output is its result line.
@@ -113,6 +114,8 @@ async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let pods = bench::arg(&args, "--pods", 1000)?;
     let total = bench::arg(&args, "--reviews", 5000)?;
+    // DATABASE_MAX_CONNECTIONS' default.
+    let connections = bench::arg(&args, "--connections", 10)?;
 
     let db = tests::database::TestDb::new().await;
     let id = tests::handlers::seed_cluster(&db.pool).await;
@@ -142,7 +145,7 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let url: SecretString = db.url.clone().into();
     let state = AppState {
-        pool: lazy_pool(&url, 10, Workload::Requests)?,
+        pool: lazy_pool(&url, connections, Workload::Requests)?,
         publisher: Arc::new(bench::Dropping),
         settings: Arc::new(Settings::from_source(&std::collections::HashMap::<
             &str,
@@ -166,7 +169,7 @@ async fn main() -> anyhow::Result<()> {
     let floor = format!("{floor}/review");
     // The same, with one `SELECT 1` on a pool like the webhook's: what a
     // review costs that reads anything from PostgreSQL.
-    let select = lazy_pool(&url, 10, Workload::Requests)?;
+    let select = lazy_pool(&url, connections, Workload::Requests)?;
     let floor_db = serve(
         Router::new()
             .route(
@@ -225,7 +228,7 @@ async fn main() -> anyhow::Result<()> {
             .await?;
     println!(
         "{}",
-        json!({ "bench": "admission", "pods_observed": pods, "reservations_at_end": reserved, "runs": results })
+        json!({ "bench": "admission", "pods_observed": pods, "connections": connections, "reservations_at_end": reserved, "runs": results })
     );
     Ok(())
 }
