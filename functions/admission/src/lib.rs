@@ -321,7 +321,9 @@ async fn node(
             limit.upgrade_url
         )));
     }
-    if !counted && !request.is_dry_run() {
+    // An API server validates a Node's name before it asks: a review without
+    // one (not from an API server) is weighed but recorded nowhere.
+    if !counted && !request.is_dry_run() && !name.is_empty() {
         let pending = NodeSnapshot {
             name,
             status: NodeStatus::Pending,

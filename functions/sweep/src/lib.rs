@@ -9,6 +9,7 @@ use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
 use shared::{
     accounts::{self, auth},
+    admission,
     http::idempotency,
     jobs::{self, SweepReport},
     nodes::tokens,
@@ -29,8 +30,8 @@ pub struct Report {
     pub jobs: SweepReport,
     /// Join tokens whose expiry was recorded.
     pub tokens_expired: u64,
-    /// Expired sessions, old rate-limit windows and Idempotency-Key answers
-    /// past keeping removed.
+    /// Expired sessions, old rate-limit windows, Idempotency-Key answers
+    /// past keeping and deleted clusters' admission reservations removed.
     pub pruned: u64,
 }
 
@@ -43,7 +44,8 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
         tokens_expired: tokens::expire_due(&mut *conn).await?,
         pruned: accounts::prune_sessions(&mut *conn).await?
             + auth::prune_rate_limits(&mut *conn).await?
-            + idempotency::prune_expired(&mut *conn).await?,
+            + idempotency::prune_expired(&mut *conn).await?
+            + admission::store::prune(&mut conn).await?,
     };
     // Where nothing scrapes (under Lambda), the backlog's figures are
     // written every run; a scrape reads them itself.

@@ -298,3 +298,25 @@ pub async fn record_usage(
     }
     tx.commit().await
 }
+
+/// Removes the reservations and sums of clusters that are deleted (no
+/// observation comes for them any more to retire them).
+pub async fn prune(db: &mut sqlx::PgConnection) -> Result<u64, sqlx::Error> {
+    let reservations = sqlx::query!(
+        "DELETE FROM admission_reservations a
+         WHERE NOT EXISTS (SELECT 1 FROM clusters c
+                           WHERE c.id = a.cluster_id AND c.deleted_at IS NULL)"
+    )
+    .execute(&mut *db)
+    .await?
+    .rows_affected();
+    let sums = sqlx::query!(
+        "DELETE FROM admission_reserved r
+         WHERE NOT EXISTS (SELECT 1 FROM clusters c
+                           WHERE c.id = r.cluster_id AND c.deleted_at IS NULL)"
+    )
+    .execute(&mut *db)
+    .await?
+    .rows_affected();
+    Ok(reservations + sums)
+}

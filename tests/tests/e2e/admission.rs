@@ -642,6 +642,24 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
     .await
     .unwrap();
     assert_eq!(written, 0, "a refused credential writes nothing");
+
+    // Once the cluster is deleted, sweep removes what it had reserved.
+    sqlx::query("UPDATE clusters SET status = 'deleted', deleted_at = now() WHERE id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    assert!(store::prune(&mut conn).await.unwrap() >= 2, "rows and sum");
+    let left: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM admission_reservations WHERE cluster_id = $1)
+              + (SELECT count(*) FROM admission_reserved WHERE cluster_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0);
 }
 
 /// Pods of 1000m each, 20 at once, to a cluster with 4000m free: exactly
