@@ -721,6 +721,33 @@ async fn pods_admitted_at_once_never_pass_the_limit_together() {
     let (_, allowed) = review("one-more".into()).await.unwrap();
     assert!(!allowed, "the fifth 1000m pod passes 4000m");
     assert_eq!(reserved().await.len(), 4);
+
+    // Under a plan that leaves 500m (4500m, 4000m given to the cluster),
+    // raising the limit by the 1000m excess is not possible: the refusal
+    // names the plan and where to upgrade.
+    let plan = tests::handlers::default_plan(&db.pool, "Starter", 5, 5).await;
+    sqlx::query("UPDATE plans SET max_cpu_milli_cores = 4500 WHERE id = $1")
+        .bind(plan)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let (status, answer) = send(
+        router.clone(),
+        "POST",
+        &path,
+        Some(with_uid(pod.clone(), "past-the-plan")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let message = answered(&answer, "past-the-plan")["status"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("asks for 1000m more: 1000m over the limit; the Starter plan leaves 500m to raise the cluster's limit by: upgrade at ")
+            && message.ends_with("/account/plan"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
