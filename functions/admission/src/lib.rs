@@ -265,7 +265,7 @@ async fn refusal(
             "; the {} plan leaves {}{} to raise the cluster's limit by: upgrade at {}",
             plan.name,
             left.max(0),
-            if excess.resource == "cpu" { "m" } else { "Mi" },
+            excess.unit(),
             entitlements::upgrade_url(&state.settings.public_base_url),
         )),
         _ => message.push_str("; raise the cluster's workload limit or remove workloads"),

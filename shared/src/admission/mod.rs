@@ -46,7 +46,8 @@ pub struct Excess {
 }
 
 impl Excess {
-    fn unit(&self) -> &'static str {
+    /// `m` (millicores) or `Mi`: how the resource's figures are written.
+    pub fn unit(&self) -> &'static str {
         if self.resource == "cpu" { "m" } else { "Mi" }
     }
 
