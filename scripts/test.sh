@@ -130,6 +130,14 @@ export KUBEBYON_TEST_PYTHON="$PWD/target/test-venv/bin/python"
 log "checking the deployment files: the Helm chart, the manifests rendered from it, the AWS template"
 ./scripts/check-infra.sh
 
+# The web console: Debian's Chromium (with CJK fonts, for the Chinese
+# screenshots) for its browser journeys, its npm packages, the typed API
+# client checked current with docs/openapi.json, its catalogs' tests, and
+# the built assets the `console` crate embeds.
+command -v chromium >/dev/null || apt_install chromium fonts-noto-cjk
+./scripts/console.sh check
+./scripts/console.sh build
+
 # Build and test -------------------------------------------------------------
 log "building the workspace"
 cargo build --workspace --bins --locked

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts the whole platform on this machine: `local`, with a private PostgreSQL
-# (unless DATABASE_URL is set) and in-process jobs (unless AMQP_URL is set).
+# (unless DATABASE_URL is set) and in-process jobs (unless AMQP_URL is set),
+# and the web console at / (built first when missing or stale).
 # Installs the build tools and PostgreSQL server binaries from Debian's
 # packages when run as root and they are missing. Ctrl-C stops everything.
 set -euo pipefail
@@ -21,6 +22,9 @@ if [ -z "${DATABASE_URL:-}" ] && ! ls /usr/lib/postgresql/*/bin/postgres >/dev/n
     need pg_ctlcluster postgresql
 fi
 
+# The web console, built into `local` (at /): with Node.js 20+ and npm,
+# rebuilt when its source changed; without them the API still runs.
+./scripts/console.sh build || printf 'warning: the console could not be built (above); the API is served, the console page says how to build it\n' >&2
 cargo build --locked -p local
 export KUBEBYON_DATA_DIR="${KUBEBYON_DATA_DIR:-$PWD/.kubebyon}"
 exec target/debug/local "$@"

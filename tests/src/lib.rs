@@ -10,6 +10,7 @@ pub mod dnsserver;
 pub mod handlers;
 pub mod lambda_runtime_api;
 pub mod logs;
+pub mod machine;
 pub mod moto;
 pub mod oauth;
 pub mod proxy;

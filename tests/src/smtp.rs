@@ -47,6 +47,11 @@ impl SmtpSink {
         format!("smtp://127.0.0.1:{}", self.port)
     }
 
+    /// The maildir the messages land in (`new/` holds them).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// Every message received so far, raw, oldest first.
     pub fn messages(&self) -> Vec<String> {
         let mut files: Vec<_> = std::fs::read_dir(self.dir.join("new"))

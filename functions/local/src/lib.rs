@@ -54,7 +54,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     ])
 }
 
-/// Every HTTP function's routes, as the API gateway would mount them.
+/// Every HTTP function's routes, as the API gateway would mount them: the
+/// API under `/api`, the join endpoints, and the console at `/`.
 pub fn routes() -> Router<AppState> {
     api_clusters::router()
         .merge(api_auth::router())
@@ -65,6 +66,7 @@ pub fn routes() -> Router<AppState> {
         .merge(api_billing::router())
         .merge(join::router())
         .merge(admission::router())
+        .merge(console::router())
 }
 
 /// Every schedule function, run on its interval.

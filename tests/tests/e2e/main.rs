@@ -8,6 +8,7 @@ mod backbone;
 mod billing;
 mod broker;
 mod clusters;
+mod console;
 mod contract;
 mod dns;
 mod faults;

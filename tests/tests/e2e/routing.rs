@@ -128,6 +128,7 @@ fn router_of(function: &str) -> Option<Router<AppState>> {
         "api-billing" => api_billing::router(),
         "join" => join::router(),
         "admission" => admission::router(),
+        "console" => console::router(),
         _ => return None,
     })
 }
@@ -195,6 +196,26 @@ async fn misrouted(state: &AppState, route: impl Fn(&str, &str) -> Option<String
     };
     if !served {
         wrong.push(format!("GET {document_path}: not served"));
+    }
+    // The console's pages: every path the API does not claim.
+    let id = uuid::Uuid::new_v4();
+    for page in [
+        "/".to_string(),
+        "/sign-in".to_string(),
+        "/clusters".to_string(),
+        format!("/clusters/{id}"),
+        format!("/clusters/{id}/nodes/{id}"),
+        "/account".to_string(),
+        "/admin/jobs".to_string(),
+    ] {
+        match route("GET", &page) {
+            Some(backend) if backend == "console" => {
+                if !serves(console::router().with_state(state.clone()), "GET", &page).await {
+                    wrong.push(format!("GET {page}: the console does not serve it"));
+                }
+            }
+            other => wrong.push(format!("GET {page}: sent to {other:?}, not the console")),
+        }
     }
     wrong
 }

@@ -1,0 +1,52 @@
+// The console's load figures (docs/benchmarks.md#console): the gzip size
+// of the first load (index.html, its CSS, its entry script and the modules
+// it preloads; the metrics chart and the back office load on demand), and
+// the clusters page's time to interactive in headless Chromium against a
+// running `local --development` at BASE_URL: from navigation start to the
+// list on screen (a `kubebyon:clusters` performance mark), median of 5
+// cold loads (a new browser context each time: nothing cached).
+import { readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const dist = new URL("../../dist/", import.meta.url).pathname;
+const index = readFileSync(join(dist, "index.html"), "utf8");
+const firstLoad = ["index.html", ...[...index.matchAll(/(?:src|href)="\/([^"]+\.(?:js|css))"/g)].map((m) => m[1])];
+const gz = (file) => statSync(join(dist, `${file}.gz`)).size;
+const js = firstLoad.filter((f) => f.endsWith(".js"));
+const kb = (bytes) => (bytes / 1024).toFixed(1);
+console.log(`first load: ${firstLoad.join(", ")}`);
+console.log(`first-load JS (gzip): ${kb(js.reduce((a, f) => a + gz(f), 0))} KiB`);
+console.log(`first load, all (gzip): ${kb(firstLoad.reduce((a, f) => a + gz(f), 0))} KiB`);
+
+const base = process.env.BASE_URL;
+if (!base) {
+  console.log("BASE_URL not set: no load timing");
+  process.exit(0);
+}
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const runs = [];
+for (let i = 0; i < 5; i++) {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(`${base}/clusters`);
+  await page.waitForFunction(() => performance.getEntriesByName("kubebyon:clusters").length > 0, null, { timeout: 10_000 });
+  runs.push(
+    await page.evaluate(() => {
+      const nav = performance.getEntriesByType("navigation")[0];
+      return {
+        interactive: performance.getEntriesByName("kubebyon:clusters")[0].startTime,
+        domContentLoaded: nav.domContentLoadedEventEnd,
+        transferred: performance.getEntriesByType("resource").reduce((a, r) => a + r.transferSize, nav.transferSize),
+      };
+    }),
+  );
+  await context.close();
+}
+await browser.close();
+const median = (key) => runs.map((r) => r[key]).sort((a, b) => a - b)[2];
+console.log(`clusters page interactive, median of 5: ${median("interactive").toFixed(0)} ms (runs: ${runs.map((r) => r.interactive.toFixed(0)).join(", ")})`);
+console.log(`DOMContentLoaded, median: ${median("domContentLoaded").toFixed(0)} ms; bytes transferred, median: ${kb(median("transferred"))} KiB`);

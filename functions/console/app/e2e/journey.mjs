@@ -1,0 +1,355 @@
+// The console in real Chromium (Debian's, driven by playwright-core), against
+// a running `local`: tests/tests/e2e/console.rs starts `local` with a fresh
+// database, an SMTP sink and the simulator, then runs
+//
+//   node e2e/journey.mjs user <en|zh-CN>   a new user, sign-up to cluster removal
+//   node e2e/journey.mjs admin             the back office
+//
+// with BASE_URL, MAILDIR (the sink's maildir), KUBECTL, JOIN_SANDBOX (a
+// machine to join: bin/ shims and root/ files), SHOTS (where screenshots
+// go) and, for the admin, ADMIN_EMAIL and USER_EMAIL. Every page visited is
+// checked with axe-core (no serious or critical violation) and
+// photographed; a Content-Security-Policy violation fails the run.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const require = createRequire(import.meta.url);
+const [, , journey, language = "en"] = process.argv;
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const BASE = env("BASE_URL");
+const SHOTS = env("SHOTS");
+mkdirSync(SHOTS, { recursive: true });
+const catalog = JSON.parse(readFileSync(new URL(`../src/locales/${language}.json`, import.meta.url), "utf8"));
+/** The text the console shows for `key` in the journey's language. */
+const T = (key, values = {}) => {
+  const text = catalog[key] ?? catalog[`${key}_other`];
+  assert.ok(text !== undefined, `no key ${key}`);
+  return text.replace(/\{\{(\w+)\}\}/g, (_, name) => String(values[name]));
+};
+const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const PASSWORD = "correct horse battery staple 42";
+const step = (what) => console.log(`[${journey} ${language}] ${what}`);
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+const context = await browser.newContext({
+  locale: language,
+  acceptDownloads: true,
+  viewport: { width: 1280, height: 860 },
+  permissions: ["clipboard-read", "clipboard-write"],
+});
+const page = await context.newPage();
+const problems = [];
+page.on("console", (message) => {
+  const text = message.text();
+  if (/Content.Security.Policy|Refused to/i.test(text)) problems.push(`CSP: ${text}`);
+});
+page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+const shown = new Set();
+
+/** axe-core on the page as it is, then a screenshot named `name`. */
+async function check(name) {
+  await page.waitForLoadState("networkidle");
+  await page.locator("[role=status]:has-text('…')").waitFor({ state: "detached", timeout: 10_000 }).catch(() => {});
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => {
+    // eslint-disable-next-line no-undef
+    const result = await axe.run(document, { resultTypes: ["violations"] });
+    return result.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")}`);
+  });
+  assert.deepEqual(violations, [], `accessibility of ${name}`);
+  await page.screenshot({ path: join(SHOTS, `${language}-${name}.png`), fullPage: true });
+  shown.add(name);
+}
+
+/** The newest 6-digit code mailed to `to` that was not read before. */
+const read = new Set();
+async function codeFor(to) {
+  const box = join(env("MAILDIR"), "new");
+  for (let i = 0; i < 200; i++) {
+    let files = [];
+    try {
+      files = readdirSync(box).map((f) => join(box, f));
+    } catch {}
+    for (const file of files) {
+      const text = readFileSync(file, "utf8");
+      if (read.has(file) || !text.split("\n").some((l) => l.startsWith("To:") && l.includes(to))) continue;
+      const code = /is (\d{6})/.exec(text)?.[1];
+      if (code) {
+        read.add(file);
+        return code;
+      }
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no code mailed to ${to}`);
+}
+
+async function signUp(email, name) {
+  await page.goto(`${BASE}/clusters`);
+  await page.waitForURL(/\/sign-in\?return=%2Fclusters$/);
+  await page.getByRole("heading", { name: T("auth.sign_in") }).waitFor();
+  await check("sign-in");
+  await page.getByRole("link", { name: T("auth.no_account") }).click();
+  await page.getByLabel(T("auth.display_name")).fill(name);
+  await page.getByLabel(T("auth.email")).fill(email);
+  // A weak password is refused by the API, in words.
+  await page.getByLabel(T("auth.password")).fill("password12");
+  await page.getByRole("button", { name: T("auth.sign_up") }).click();
+  await page.getByRole("alert").waitFor();
+  await check("sign-up-refused");
+  await page.getByLabel(T("auth.password")).fill(PASSWORD);
+  await page.getByRole("button", { name: T("auth.sign_up") }).click();
+  await page.waitForURL(/\/confirm\?email=/);
+  await check("confirm");
+  await page.getByLabel(T("auth.code")).fill(await codeFor(email));
+  await page.getByLabel(T("auth.password")).fill(PASSWORD);
+  await page.getByRole("button", { name: T("auth.confirm") }).click();
+  await page.waitForURL(/\/clusters$/);
+}
+
+async function user() {
+  const email = `${language.toLowerCase()}-${Date.now()}@example.test`;
+  step("sign up with the emailed code");
+  await signUp(email, language === "en" ? "Ada" : "李雷");
+  await page.getByText(T("clusters.empty")).waitFor();
+  await check("clusters-empty");
+
+  step("create a cluster: the API's refusal shown in words, then the stages live");
+  await page.getByRole("link", { name: T("clusters.create") }).first().click();
+  await page.getByLabel(T("clusters.name"), { exact: true }).fill("Not A Name!");
+  await page.getByRole("button", { name: T("clusters.create") }).click();
+  const refusal = page.getByRole("alert");
+  await refusal.waitFor();
+  assert.match(await refusal.innerText(), /name/);
+  await check("cluster-create-refused");
+  const name = language === "en" ? "web" : "shop";
+  await page.getByLabel(T("clusters.name"), { exact: true }).fill(name);
+  await page.getByRole("button", { name: T("clusters.create") }).click();
+  await page.waitForURL(/\/clusters\/[0-9a-f-]{36}$/);
+  const clusterUrl = page.url();
+  await page.locator("ol.stages li").first().waitFor();
+  await page.getByRole("heading", { name }).locator(".badge", { hasText: T("status.ready") }).waitFor({ timeout: 60_000 });
+  const stages = await page.locator("ol.stages li").allInnerTexts();
+  assert.ok(stages.length >= 2, `stages seen as the job recorded them: ${stages}`);
+  assert.equal(stages.at(-1), T("stage.done"));
+  await check("cluster-overview");
+
+  step("download the kubeconfig and use it with kubectl");
+  await page.getByRole("link", { name: T("cluster.access") }).click();
+  const download = page.waitForEvent("download");
+  await page.getByRole("button", { name: T("kubeconfig.download") }).click();
+  const file = join(SHOTS, `${language}-kubeconfig.yaml`);
+  await (await download).saveAs(file);
+  const namespaces = execFileSync(env("KUBECTL"), ["--kubeconfig", file, "get", "namespaces"], { encoding: "utf8" });
+  assert.match(namespaces, /kube-system/);
+  await page.getByRole("cell", { name: T("status.active") }).waitFor();
+  await check("cluster-kubeconfig");
+
+  step("create a join token, run its command, watch the checklist tick");
+  await page.getByRole("link", { name: T("cluster.join") }).click();
+  await page.getByText(T("join.no_attempts")).waitFor();
+  await page.getByLabel(T("join.labels")).fill("zone=lab");
+  await page.getByRole("button", { name: T("join.create") }).click();
+  const command = await page.getByLabel(T("join.command")).innerText();
+  assert.match(command, /^curl -sS -H 'Authorization: Bearer [^']+' .*\/join \| sudo sh$/);
+  await page.getByRole("button", { name: T("common.copy") }).click();
+  await page.getByRole("button", { name: T("common.copied") }).waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
+  await check("join-token");
+  const sandbox = env("JOIN_SANDBOX");
+  execFileSync("sh", ["-c", command.replace("| sudo sh", "| sh")], {
+    env: { ...process.env, PATH: `${join(sandbox, "bin")}:${process.env.PATH}`, KUBEBYON_JOIN_ROOT: join(sandbox, "root") },
+    stdio: "inherit",
+    timeout: 60_000,
+  });
+  for (const s of ["os", "root", "swap", "join", "done"]) {
+    await page.locator(`li.step[data-step="${s}"][data-status="ok"]`).first().waitFor({ timeout: 10_000 });
+  }
+  await page.locator(".attempt .badge", { hasText: T("status.succeeded") }).first().waitFor();
+  await page.getByRole("cell", { name: "0 / 1" }).waitFor();
+  await check("join-checklist");
+
+  step("the node appears; its timeline");
+  await page.getByRole("link", { name: T("cluster.nodes"), exact: true }).click();
+  const node = page.getByRole("link", { name: `worker-${language.toLowerCase()}` });
+  await node.waitFor({ timeout: 30_000 });
+  await check("nodes");
+  await node.click();
+  await page.getByRole("heading", { name: T("nodes.uptime") }).waitFor();
+  await page.locator("ol.timeline li").first().waitFor();
+  await check("node-timeline");
+  await page.goBack();
+
+  step("metrics");
+  await page.goto(`${clusterUrl}?tab=metrics`);
+  await page.locator("figure.chart, .empty").first().waitFor();
+  await check("metrics");
+
+  step("hostnames: a bad one refused, a good one bound");
+  await page.goto(`${clusterUrl}?tab=hostnames`);
+  await page.getByText(T("hostnames.empty")).waitFor();
+  await page.getByLabel(T("hostnames.hostname")).fill("not a hostname");
+  await page.getByRole("button", { name: T("hostnames.add") }).click();
+  await page.getByRole("alert").waitFor();
+  const hostname = `${name}-${language.toLowerCase()}.example.com`;
+  await page.getByLabel(T("hostnames.hostname")).fill(hostname);
+  await page.getByRole("button", { name: T("hostnames.add") }).click();
+  await page.getByRole("article", { name: hostname }).waitFor();
+  await check("hostnames");
+
+  step("history, account, billing");
+  await page.goto(`${clusterUrl}?tab=history`);
+  await page.getByRole("heading", { name: T("history.jobs") }).waitFor();
+  await page.getByRole("cell", { name: T("status.succeeded") }).first().waitFor();
+  await check("history");
+  await page.goto(`${clusterUrl}?tab=settings`);
+  await check("cluster-settings");
+  await page.getByRole("link", { name: T("nav.account") }).click();
+  await page.getByText(email).waitFor();
+  await check("account");
+  await page.getByRole("link", { name: T("account.keys") }).click();
+  await page.getByLabel(T("keys.name")).fill("ci");
+  await page.getByLabel(T("account.current_password")).fill(PASSWORD);
+  await page.getByRole("button", { name: T("keys.create") }).click();
+  const key = await page.getByLabel(T("keys.new_key")).innerText();
+  const me = await fetch(`${BASE}/api/auth/me`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(me.status, 200, "the key shown once works");
+  await check("api-keys");
+  for (const tab of ["notifications", "sessions", "logins", "activity"]) {
+    await page.goto(`${BASE}/account?tab=${tab}`);
+    await page.getByRole("table").or(page.locator("form.card, .empty")).first().waitFor();
+    await check(`account-${tab}`);
+  }
+  await page.getByRole("link", { name: T("nav.billing") }).click();
+  await page.getByRole("heading", { name: T("billing.plan"), exact: true }).waitFor();
+  await check("billing");
+
+  if (language === "en") {
+    // The Chinese journey keeps its cluster: the administrator's journey
+    // retries a job of it.
+    step("remove the cluster, confirmed");
+    await page.goto(`${clusterUrl}?tab=settings`);
+    await page.getByRole("button", { name: T("settings.delete") }).click();
+    await page.getByRole("button", { name: T("common.confirm") }).click();
+    await page.waitForURL(/tab=overview/);
+    await page.getByRole("heading", { name }).locator(".badge", { hasText: T("status.deleted") }).waitFor({ timeout: 60_000 });
+    await page.getByRole("link", { name: T("nav.clusters") }).click();
+    await page.getByRole("cell", { name: T("status.deleted") }).waitFor();
+  }
+
+  step("a lost session sends the reader to sign in, and back");
+  await context.clearCookies();
+  await page.goto(`${clusterUrl}?tab=nodes`);
+  await page.waitForURL(/\/sign-in\?return=/);
+  await page.getByLabel(T("auth.email")).fill(email);
+  await page.getByLabel(T("auth.password")).fill(PASSWORD);
+  await page.getByRole("button", { name: T("auth.sign_in") }).click();
+  await page.waitForURL(`${clusterUrl}?tab=nodes`);
+
+  step("sign out");
+  await page.getByRole("button", { name: T("nav.sign_out") }).click();
+  await page.waitForURL(/\/sign-in$/);
+  writeFileSync(join(SHOTS, `${language}-user.txt`), `${email}\n`);
+}
+
+async function admin() {
+  step("the administrator signs up and sees the back office");
+  await signUp(env("ADMIN_EMAIL"), "Root");
+  await page.getByRole("link", { name: T("nav.admin") }).click();
+  await page.waitForURL(/\/admin\/users$/);
+  const target = env("USER_EMAIL");
+  await page.getByLabel(T("admin.search")).fill(target);
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  const row = page.locator(`tr[data-email="${target}"]`);
+  await row.waitFor();
+  await check("admin-users");
+
+  step("disable a user: their session ends");
+  await row.getByRole("button", { name: T("admin.disable") }).click();
+  await row.locator(".badge", { hasText: T("status.disabled") }).waitFor();
+  const login = await fetch(`${BASE}/api/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email: target, password: PASSWORD }),
+  });
+  assert.notEqual(login.status, 200, "a disabled user cannot sign in");
+  await row.getByRole("button", { name: T("admin.enable") }).click();
+  await row.locator(".badge", { hasText: T("status.active") }).waitFor();
+
+  step("retry a failed job");
+  await page.getByRole("link", { name: T("admin.jobs") }).click();
+  await page.getByLabel(T("clusters.status")).selectOption("failed");
+  const failed = page.locator("tbody tr", { has: page.locator(".badge", { hasText: T("status.failed") }) }).first();
+  await failed.waitFor();
+  await check("admin-jobs");
+  await failed.getByRole("button", { name: T("common.retry") }).click();
+  await page.getByLabel(T("clusters.status")).selectOption("");
+  await page.locator("tbody tr .badge", { hasText: T("status.succeeded") }).first().waitFor();
+  await page.getByLabel(T("clusters.status")).selectOption("failed");
+  await page.getByText(T("history.no_jobs")).waitFor({ timeout: 30_000 });
+
+  step("change a setting, and a secret that is never shown again");
+  await page.getByRole("link", { name: T("admin.settings") }).click();
+  await page.getByLabel(T("setting.managed_workload_ingress_dns_record_ttl")).fill("120");
+  await page.getByLabel(T("setting.stripe_webhook_secret")).fill("whsec_consoletest123");
+  await page.getByRole("button", { name: T("common.save") }).click();
+  await page.getByText(T("common.saved")).waitFor();
+  await page.reload();
+  assert.equal(await page.getByLabel(T("setting.managed_workload_ingress_dns_record_ttl")).inputValue(), "120");
+  assert.equal(await page.getByLabel(T("setting.stripe_webhook_secret")).inputValue(), "");
+  await page.getByText(T("admin.secret_set")).first().waitFor();
+  assert.ok(!(await page.content()).includes("whsec_consoletest123"), "the secret is not sent back");
+  await check("admin-settings");
+
+  step("audit, plans, orders");
+  await page.getByRole("link", { name: T("admin.audit") }).click();
+  await page.getByRole("cell", { name: "admin.settings.update" }).first().waitFor();
+  await check("admin-audit");
+  await page.getByRole("link", { name: T("admin.plans") }).click();
+  await page.getByLabel(T("plans.name")).fill("Team");
+  await page.getByLabel(T("plans.max_clusters")).fill("3");
+  await page.getByLabel(T("plans.max_nodes")).fill("10");
+  await page.getByLabel(T("plans.price_minor_units")).fill("1900");
+  await page.getByRole("button", { name: T("common.save") }).click();
+  await page.getByRole("cell", { name: "Team" }).waitFor();
+  await check("admin-plans");
+  await page.getByRole("link", { name: T("admin.orders") }).click();
+  await page.getByText(T("billing.no_orders")).waitFor();
+  await check("admin-orders");
+}
+
+try {
+  if (journey === "user") await user();
+  else if (journey === "admin") await admin();
+  else throw new Error(`unknown journey ${journey}: user or admin`);
+  assert.deepEqual(problems, [], "no CSP violation or page error");
+  step(`done: ${[...shown].join(", ")}`);
+} catch (error) {
+  await page.screenshot({ path: join(SHOTS, `${language}-${journey}-failure.png`), fullPage: true }).catch(() => {});
+  console.error(`failed at ${page.url()}`);
+  console.error(problems.join("\n"));
+  throw error;
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,31 @@
+import { StrictMode } from "react";
+import { createRoot } from "react-dom/client";
+import { MutationCache, QueryCache, QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import "./i18n";
+import "./styles.css";
+import { ApiError } from "./api/client";
+import { App, signInAgain } from "./App";
+
+// A 401 anywhere means the session ended: back to sign-in, then back here.
+function onError(error: unknown) {
+  if (error instanceof ApiError && error.status === 401) signInAgain(queryClient);
+}
+
+const queryClient = new QueryClient({
+  queryCache: new QueryCache({ onError }),
+  mutationCache: new MutationCache({ onError }),
+  defaultOptions: {
+    queries: {
+      retry: (count, error) => !(error instanceof ApiError && error.status > 0 && error.status < 500) && count < 2,
+      staleTime: 5_000,
+    },
+  },
+});
+
+createRoot(document.getElementById("root")!).render(
+  <StrictMode>
+    <QueryClientProvider client={queryClient}>
+      <App />
+    </QueryClientProvider>
+  </StrictMode>,
+);

@@ -1,0 +1,146 @@
+// The plan, what it allows and what is used, choosing a plan (Stripe
+// Checkout), and the orders.
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useTranslation } from "react-i18next";
+import { api, ok, type Schemas } from "../api/client";
+import { money, number } from "../format";
+import { Empty, ErrorNote, Loading, Page, Status, Time } from "../ui";
+
+const RESOURCES = ["clusters", "nodes", "cpu_milli_cores", "memory_mib", "hostnames"] as const;
+
+export function Billing() {
+  const { t } = useTranslation();
+  const client = useQueryClient();
+  const entitlements = useQuery({
+    queryKey: ["entitlements"],
+    queryFn: () => ok(api.GET("/api/console/account/entitlements")),
+  });
+  const plans = useQuery({ queryKey: ["plans"], queryFn: () => ok(api.GET("/api/console/billing/plans")) });
+  const orders = useQuery({
+    queryKey: ["orders"],
+    queryFn: () => ok(api.GET("/api/console/billing/orders", { params: { query: { limit: 50 } } })),
+  });
+  const order = useMutation({
+    mutationFn: (plan_id: string) => ok(api.POST("/api/console/billing/orders", { body: { plan_id } })),
+    onSuccess: (checkout) => {
+      window.location.assign(checkout.checkout_url);
+    },
+  });
+  const cancel = useMutation({
+    mutationFn: (order_id: string) =>
+      ok(api.POST("/api/console/billing/orders/{order_id}/cancel", { params: { path: { order_id } } })),
+    onSuccess: () => client.invalidateQueries({ queryKey: ["orders"] }),
+  });
+  const e = entitlements.data as (Schemas["EntitlementsView"] & Schemas["Entitlement"]) | undefined;
+  return (
+    <Page title={t("billing.title")}>
+      <section className="card">
+        <h2>{t("billing.plan")}</h2>
+        {entitlements.isPending ? (
+          <Loading />
+        ) : entitlements.error ? (
+          <ErrorNote error={entitlements.error} />
+        ) : e ? (
+          <>
+            <p>
+              {e.plan ? <strong>{e.plan.name}</strong> : t("billing.unlimited")}{" "}
+              <span className="muted">{t(`plan_source.${e.source}`)}</span>
+            </p>
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">{t("billing.resource")}</th>
+                  <th scope="col">{t("billing.used")}</th>
+                  <th scope="col">{t("billing.limit")}</th>
+                </tr>
+              </thead>
+              <tbody>
+                {RESOURCES.map((r) => (
+                  <tr key={r} className={e.over_limit.includes(r) ? "over" : undefined}>
+                    <th scope="row">{t(`resource.${r}`)}</th>
+                    <td>{number(e.usage[r])}</td>
+                    <td>{e.limits ? number(e.limits[r]) : "∞"}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </>
+        ) : null}
+      </section>
+      <h2>{t("billing.plans")}</h2>
+      <ErrorNote error={plans.error ?? order.error} />
+      {plans.data && plans.data.length === 0 && <Empty>{t("billing.no_plans")}</Empty>}
+      <div className="grid">
+        {plans.data?.map((p) => (
+          <article key={p.id} className="card plan" aria-label={p.name}>
+            <h3>{p.name}</h3>
+            <p className="big">{money(p.price_minor_units, p.currency)}</p>
+            <ul>
+              <li>{t("billing.max_clusters", { count: p.max_clusters })}</li>
+              <li>{t("billing.max_nodes", { count: p.max_nodes })}</li>
+              <li>{t("units.millicores", { value: number(p.max_cpu_milli_cores) })}</li>
+              <li>{t("units.mib", { value: number(p.max_memory_mib) })}</li>
+              <li>{t("billing.max_hostnames", { count: p.max_hostnames })}</li>
+            </ul>
+            <button type="button" className="primary" disabled={order.isPending} onClick={() => order.mutate(p.id)}>
+              {t("billing.choose")}
+            </button>
+          </article>
+        ))}
+      </div>
+      <h2>{t("billing.orders")}</h2>
+      <ErrorNote error={orders.error ?? cancel.error} />
+      {orders.data && <OrderTable orders={orders.data} onCancel={(id) => cancel.mutate(id)} />}
+    </Page>
+  );
+}
+
+export function OrderTable({ orders, onCancel }: { orders: Schemas["Order"][]; onCancel?: (id: string) => void }) {
+  const { t } = useTranslation();
+  if (orders.length === 0) return <Empty>{t("billing.no_orders")}</Empty>;
+  return (
+    <table>
+      <thead>
+        <tr>
+          <th scope="col">{t("billing.plan")}</th>
+          <th scope="col">{t("clusters.status")}</th>
+          <th scope="col">{t("billing.amount")}</th>
+          <th scope="col">{t("common.created")}</th>
+          <th scope="col">{t("billing.paid")}</th>
+          <th scope="col">
+            <span className="sr-only">{t("common.actions")}</span>
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {orders.map((o) => (
+          <tr key={o.id}>
+            <td>{o.plan_name}</td>
+            <td>
+              <Status value={o.status} />
+            </td>
+            <td>{money(o.amount, o.currency)}</td>
+            <td>
+              <Time value={o.created_at} />
+            </td>
+            <td>
+              <Time value={o.paid_at} />
+            </td>
+            <td>
+              {o.status === "pending" && o.checkout_url && (
+                <a className="button" href={o.checkout_url}>
+                  {t("billing.pay")}
+                </a>
+              )}{" "}
+              {o.status === "pending" && onCancel && (
+                <button type="button" onClick={() => onCancel(o.id)}>
+                  {t("common.cancel")}
+                </button>
+              )}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

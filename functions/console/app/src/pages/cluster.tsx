@@ -1,0 +1,488 @@
+// One cluster: its state and live job stages, nodes, joining, metrics,
+// hostnames, kubeconfigs, history and settings.
+import { lazy, Suspense, useEffect, useRef, useState, type FormEvent } from "react";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useTranslation } from "react-i18next";
+import { api, ok, type Cluster, type Schemas } from "../api/client";
+import { number } from "../format";
+import { navigate, useLocation } from "../router";
+import { Confirm, Empty, ErrorNote, Field, formNumber, formValue, Loading, Page, Status, Tabs, Time } from "../ui";
+import { Nodes } from "./nodes";
+import { Join } from "./join";
+import { Hostnames } from "./hostnames";
+
+const Metrics = lazy(() => import("./metrics"));
+
+const BUSY = ["pending", "provisioning", "updating", "deleting"];
+
+export function useCluster(id: string) {
+  return useQuery({
+    queryKey: ["cluster", id],
+    queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}", { params: { path: { cluster_id: id } } })),
+    refetchInterval: (query) => (query.state.data && BUSY.includes(query.state.data.status) ? 1000 : 10000),
+  });
+}
+
+export function ClusterDetail({ id }: { id: string }) {
+  const { t } = useTranslation();
+  const url = useLocation();
+  const cluster = useCluster(id);
+  const tab = url.searchParams.get("tab") ?? "overview";
+  if (cluster.isPending) return <Loading />;
+  if (cluster.error) return <ErrorNote error={cluster.error} />;
+  const c = cluster.data;
+  const tabs: [string, string][] = [
+    ["overview", t("cluster.overview")],
+    ["nodes", t("cluster.nodes")],
+    ["join", t("cluster.join")],
+    ["metrics", t("cluster.metrics")],
+    ["hostnames", t("cluster.hostnames")],
+    ["access", t("cluster.access")],
+    ["history", t("cluster.history")],
+    ["settings", t("cluster.settings")],
+  ];
+  return (
+    <Page title={c.name} actions={<Status value={c.status} />}>
+      <Tabs tabs={tabs} current={tab} base={`/clusters/${id}`} />
+      {tab === "overview" && <Overview cluster={c} />}
+      {tab === "nodes" && <Nodes cluster={c} />}
+      {tab === "join" && <Join cluster={c} />}
+      {tab === "metrics" && (
+        <Suspense fallback={<Loading />}>
+          <Metrics clusterId={id} />
+        </Suspense>
+      )}
+      {tab === "hostnames" && <Hostnames cluster={c} />}
+      {tab === "access" && <Kubeconfigs cluster={c} />}
+      {tab === "history" && <History clusterId={id} />}
+      {tab === "settings" && <Settings cluster={c} />}
+    </Page>
+  );
+}
+
+function Overview({ cluster: c }: { cluster: Cluster }) {
+  const { t } = useTranslation();
+  return (
+    <>
+      <LiveOperation cluster={c} />
+      {c.last_error_message && (
+        <div className="error" role="alert">
+          <strong>{t("cluster.last_error")}</strong>
+          <p>{c.last_error_message}</p>
+        </div>
+      )}
+      <dl className="facts">
+        <dt>{t("clusters.status")}</dt>
+        <dd>
+          <Status value={c.status} />
+        </dd>
+        <dt>{t("clusters.connection")}</dt>
+        <dd>
+          <Status value={c.connection_status} />
+        </dd>
+        <dt>{t("cluster.endpoint")}</dt>
+        <dd>{c.api_endpoint ? <code>{c.api_endpoint}</code> : "—"}</dd>
+        <dt>{t("clusters.version")}</dt>
+        <dd>{c.kubernetes_version}</dd>
+        <dt>{t("clusters.access")}</dt>
+        <dd>{t(`access.${c.public_access_mode}`)}</dd>
+        <dt>{t("clusters.cpu_limit")}</dt>
+        <dd>{t("units.millicores", { value: number(c.workload_cpu_limit_milli_cores) })}</dd>
+        <dt>{t("clusters.memory_limit")}</dt>
+        <dd>{t("units.mib", { value: number(c.workload_memory_limit_mib) })}</dd>
+        <dt>{t("cluster.ingress")}</dt>
+        <dd>
+          <Status value={c.managed_workload_ingress_status} />
+          {c.managed_workload_ingress_cname_target && (
+            <>
+              {" "}
+              <code>{c.managed_workload_ingress_cname_target}</code>
+            </>
+          )}
+        </dd>
+        <dt>{t("cluster.namespace")}</dt>
+        <dd>
+          <code>{c.namespace}</code>
+        </dd>
+        <dt>{t("clusters.created")}</dt>
+        <dd>
+          <Time value={c.created_at} />
+        </dd>
+        <dt>{t("cluster.observed")}</dt>
+        <dd>
+          <Time value={c.last_observed_at} />
+        </dd>
+      </dl>
+    </>
+  );
+}
+
+/// The newest operation and its stages, as the job records them (polled
+/// each second while it runs).
+function LiveOperation({ cluster }: { cluster: Cluster }) {
+  const { t } = useTranslation();
+  const running = BUSY.includes(cluster.status);
+  const operations = useQuery({
+    queryKey: ["operations", cluster.id],
+    queryFn: () =>
+      ok(
+        api.GET("/api/console/clusters/{cluster_id}/operations", {
+          params: { path: { cluster_id: cluster.id }, query: { limit: 1 } },
+        }),
+      ),
+    refetchInterval: running ? 1000 : false,
+  });
+  const latest = operations.data?.[0];
+  const seen = useRef<{ id: string; stages: string[] }>({ id: "", stages: [] });
+  const [stages, setStages] = useState<string[]>([]);
+  useEffect(() => {
+    if (!latest) return;
+    if (seen.current.id !== latest.id) seen.current = { id: latest.id, stages: [] };
+    const list = seen.current.stages;
+    if (list[list.length - 1] !== latest.stage) list.push(latest.stage);
+    setStages([...list]);
+  }, [latest]);
+  if (!latest) return null;
+  return (
+    <section className="card" aria-labelledby="live-operation">
+      <h2 id="live-operation">
+        {t(`operation.${latest.type}`, { defaultValue: latest.type })} <Status value={latest.status} />
+      </h2>
+      <ol className="stages" aria-live="polite">
+        {stages.map((stage, i) => (
+          <li key={`${stage}-${i}`} className={i === stages.length - 1 && latest.status === "running" ? "current" : "done"}>
+            {t(`stage.${stage}`, { defaultValue: stage })}
+          </li>
+        ))}
+      </ol>
+      {latest.error && (
+        <p className="error">
+          {latest.error_message} <span className="muted">({latest.error.code})</span> — {latest.error.hint}
+        </p>
+      )}
+    </section>
+  );
+}
+
+function Kubeconfigs({ cluster }: { cluster: Cluster }) {
+  const { t } = useTranslation();
+  const client = useQueryClient();
+  const path = { cluster_id: cluster.id };
+  const credentials = useQuery({
+    queryKey: ["kubeconfigs", cluster.id],
+    queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/kubeconfigs", { params: { path } })),
+  });
+  const issue = useMutation({
+    mutationFn: async (body: Schemas["IssueKubeconfig"]) => {
+      const answer = await api.POST("/api/console/clusters/{cluster_id}/kubeconfigs", {
+        params: { path },
+        body,
+        parseAs: "text",
+      });
+      return ok(Promise.resolve(answer as { data?: string; error?: unknown; response: Response }));
+    },
+    onSuccess: (text) => {
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(new Blob([text as string], { type: "application/yaml" }));
+      link.download = `${cluster.name}-kubeconfig.yaml`;
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+      void client.invalidateQueries({ queryKey: ["kubeconfigs", cluster.id] });
+    },
+  });
+  const revoke = useMutation({
+    mutationFn: (credential_id: string) =>
+      ok(
+        api.DELETE("/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}", {
+          params: { path: { ...path, credential_id } },
+        }),
+      ),
+    onSuccess: () => client.invalidateQueries({ queryKey: ["kubeconfigs", cluster.id] }),
+  });
+  const submit = (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const form = e.currentTarget;
+    issue.mutate({
+      expiration_seconds: (formNumber(form, "hours") ?? 8) * 3600,
+      description: formValue(form, "description") || null,
+    });
+  };
+  return (
+    <>
+      <form className="card inline" onSubmit={submit}>
+        <h2>{t("kubeconfig.title")}</h2>
+        <p className="muted">{t("kubeconfig.explain")}</p>
+        <Field label={t("kubeconfig.hours")}>
+          <input name="hours" type="number" min={1} defaultValue={8} />
+        </Field>
+        <Field label={t("kubeconfig.description")}>
+          <input name="description" />
+        </Field>
+        <button type="submit" className="primary" disabled={!cluster.kubeconfig_available || issue.isPending}>
+          {t("kubeconfig.download")}
+        </button>
+        {!cluster.kubeconfig_available && <p className="muted">{t("kubeconfig.not_yet")}</p>}
+        <ErrorNote error={issue.error} />
+      </form>
+      <h2>{t("kubeconfig.issued")}</h2>
+      {credentials.isPending ? (
+        <Loading />
+      ) : credentials.error ? (
+        <ErrorNote error={credentials.error} />
+      ) : credentials.data.length === 0 ? (
+        <Empty>{t("kubeconfig.none")}</Empty>
+      ) : (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">{t("kubeconfig.description")}</th>
+              <th scope="col">{t("clusters.status")}</th>
+              <th scope="col">{t("common.created")}</th>
+              <th scope="col">{t("common.expires")}</th>
+              <th scope="col">
+                <span className="sr-only">{t("common.actions")}</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {credentials.data.map((k) => (
+              <tr key={k.id}>
+                <td>{k.description ?? <code>{k.service_account_name}</code>}</td>
+                <td>
+                  <Status value={k.status} />
+                </td>
+                <td>
+                  <Time value={k.created_at} />
+                </td>
+                <td>
+                  <Time value={k.expires_at} />
+                </td>
+                <td>
+                  {k.status === "active" && (
+                    <button type="button" onClick={() => revoke.mutate(k.id)}>
+                      {t("common.revoke")}
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <ErrorNote error={revoke.error} />
+    </>
+  );
+}
+
+function History({ clusterId }: { clusterId: string }) {
+  const { t } = useTranslation();
+  const client = useQueryClient();
+  const path = { cluster_id: clusterId };
+  const operations = useQuery({
+    queryKey: ["operations-history", clusterId],
+    queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/operations", { params: { path, query: { limit: 50 } } })),
+    refetchInterval: 5000,
+  });
+  const jobs = useQuery({
+    queryKey: ["jobs", clusterId],
+    queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/jobs", { params: { path, query: { limit: 50 } } })),
+    refetchInterval: 5000,
+  });
+  const retry = useMutation({
+    mutationFn: (operation_id: string) =>
+      ok(
+        api.POST("/api/console/clusters/{cluster_id}/operations/{operation_id}/retry", {
+          params: { path: { ...path, operation_id } },
+        }),
+      ),
+    onSuccess: () => client.invalidateQueries(),
+  });
+  return (
+    <>
+      <h2>{t("history.operations")}</h2>
+      <ErrorNote error={operations.error ?? retry.error} />
+      {operations.data && operations.data.length === 0 && <Empty>{t("history.no_operations")}</Empty>}
+      {operations.data && operations.data.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">{t("history.type")}</th>
+              <th scope="col">{t("clusters.status")}</th>
+              <th scope="col">{t("history.stage")}</th>
+              <th scope="col">{t("common.created")}</th>
+              <th scope="col">{t("history.error")}</th>
+              <th scope="col">
+                <span className="sr-only">{t("common.actions")}</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {operations.data.map((o) => (
+              <tr key={o.id}>
+                <td>{t(`operation.${o.type}`, { defaultValue: o.type })}</td>
+                <td>
+                  <Status value={o.status} />
+                </td>
+                <td>{t(`stage.${o.stage}`, { defaultValue: o.stage })}</td>
+                <td>
+                  <Time value={o.created_at} />
+                </td>
+                <td>
+                  {o.error ? (
+                    <>
+                      <code>{o.error.code}</code> {o.error_message}
+                      <br />
+                      <span className="muted">{o.error.hint}</span>
+                    </>
+                  ) : (
+                    o.error_message ?? ""
+                  )}
+                </td>
+                <td>
+                  {o.status === "failed" && o.error?.retryable && (
+                    <button type="button" onClick={() => retry.mutate(o.id)}>
+                      {t("common.retry")}
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <h2>{t("history.jobs")}</h2>
+      <ErrorNote error={jobs.error} />
+      {jobs.data && <JobTable jobs={jobs.data} />}
+    </>
+  );
+}
+
+export function JobTable({
+  jobs,
+  actions,
+}: {
+  jobs: Schemas["JobRecord"][];
+  actions?: (job: Schemas["JobRecord"]) => React.ReactNode;
+}) {
+  const { t } = useTranslation();
+  if (jobs.length === 0) return <Empty>{t("history.no_jobs")}</Empty>;
+  return (
+    <table>
+      <thead>
+        <tr>
+          <th scope="col">{t("history.type")}</th>
+          <th scope="col">{t("clusters.status")}</th>
+          <th scope="col">{t("history.attempts")}</th>
+          <th scope="col">{t("common.created")}</th>
+          <th scope="col">{t("history.finished")}</th>
+          <th scope="col">{t("history.error")}</th>
+          {actions && (
+            <th scope="col">
+              <span className="sr-only">{t("common.actions")}</span>
+            </th>
+          )}
+        </tr>
+      </thead>
+      <tbody>
+        {jobs.map((j) => (
+          <tr key={j.id}>
+            <td>{t(`operation.${j.type}`, { defaultValue: j.type })}</td>
+            <td>
+              <Status value={j.status} />
+            </td>
+            <td>
+              {number(j.attempt_count)} / {number(j.max_attempts)}
+            </td>
+            <td>
+              <Time value={j.created_at} />
+            </td>
+            <td>
+              <Time value={j.finished_at} />
+            </td>
+            <td>
+              {j.error && <code>{j.error.code}</code>} {j.last_error}
+            </td>
+            {actions && <td>{actions(j)}</td>}
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function Settings({ cluster: c }: { cluster: Cluster }) {
+  const { t } = useTranslation();
+  const client = useQueryClient();
+  const path = { cluster_id: c.id };
+  const update = useMutation({
+    mutationFn: (body: Schemas["UpdateClusterRequest"]) =>
+      ok(api.PATCH("/api/console/clusters/{cluster_id}", { params: { path }, body })),
+    onSuccess: () => {
+      void client.invalidateQueries({ queryKey: ["cluster", c.id] });
+      navigate(`/clusters/${c.id}?tab=overview`);
+    },
+  });
+  const remove = useMutation({
+    mutationFn: () => ok(api.DELETE("/api/console/clusters/{cluster_id}", { params: { path } })),
+    onSuccess: () => {
+      void client.invalidateQueries({ queryKey: ["clusters"] });
+      void client.invalidateQueries({ queryKey: ["cluster", c.id] });
+      navigate(`/clusters/${c.id}?tab=overview`);
+    },
+  });
+  const submit = (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const form = e.currentTarget;
+    const changes: Schemas["UpdateClusterRequest"] = {};
+    const cpu = formNumber(form, "cpu");
+    const memory = formNumber(form, "memory");
+    const access = formValue(form, "access") as Schemas["PublicAccessMode"];
+    const ingress = formValue(form, "ingress") === "on";
+    if (cpu !== c.workload_cpu_limit_milli_cores) changes.workload_cpu_limit_milli_cores = cpu;
+    if (memory !== c.workload_memory_limit_mib) changes.workload_memory_limit_mib = memory;
+    if (access !== c.public_access_mode) changes.public_access_mode = access;
+    if (ingress !== c.managed_workload_ingress_enabled) changes.managed_workload_ingress_enabled = ingress;
+    update.mutate(changes);
+  };
+  const busy = BUSY.includes(c.status) || c.status === "deleted";
+  return (
+    <>
+      <form className="card" onSubmit={submit} noValidate>
+        <h2>{t("settings.limits")}</h2>
+        <Field label={t("clusters.cpu_limit")} hint={t("clusters.cpu_hint")}>
+          <input name="cpu" type="number" defaultValue={c.workload_cpu_limit_milli_cores} />
+        </Field>
+        <Field label={t("clusters.memory_limit")} hint={t("clusters.memory_hint")}>
+          <input name="memory" type="number" defaultValue={c.workload_memory_limit_mib} />
+        </Field>
+        <Field label={t("clusters.access")} hint={t("settings.access_hint")}>
+          <select name="access" defaultValue={c.public_access_mode}>
+            <option value="loadbalancer">{t("access.loadbalancer")}</option>
+            <option value="nodeport">{t("access.nodeport")}</option>
+          </select>
+        </Field>
+        <label className="check">
+          <input name="ingress" type="checkbox" defaultChecked={c.managed_workload_ingress_enabled} />{" "}
+          {t("clusters.ingress")}
+        </label>
+        <ErrorNote error={update.error} />
+        <button type="submit" className="primary" disabled={busy || update.isPending}>
+          {t("settings.save")}
+        </button>
+      </form>
+      <section className="card danger-zone">
+        <h2>{t("settings.delete_title")}</h2>
+        <p>{t("settings.delete_explain")}</p>
+        <ErrorNote error={remove.error} />
+        <Confirm
+          label={t("settings.delete")}
+          question={t("settings.delete_question", { name: c.name })}
+          busy={remove.isPending || c.status === "deleting" || c.status === "deleted"}
+          onConfirm={() => remove.mutate()}
+        />
+      </section>
+    </>
+  );
+}

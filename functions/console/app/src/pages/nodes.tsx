@@ -1,0 +1,204 @@
+// A cluster's nodes, one node's timeline and uptime, removing a node.
+import { useState } from "react";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useTranslation } from "react-i18next";
+import { api, ok, type Cluster } from "../api/client";
+import { bytes, number, percent, range } from "../format";
+import { Link, navigate } from "../router";
+import { Confirm, Empty, ErrorNote, Loading, Page, Status, Time } from "../ui";
+
+export function Nodes({ cluster }: { cluster: Cluster }) {
+  const { t } = useTranslation();
+  const [deleted, setDeleted] = useState(false);
+  const nodes = useQuery({
+    queryKey: ["nodes", cluster.id, deleted],
+    queryFn: () =>
+      ok(
+        api.GET("/api/console/clusters/{cluster_id}/nodes", {
+          params: { path: { cluster_id: cluster.id }, query: { include_deleted: deleted } },
+        }),
+      ),
+    refetchInterval: 5000,
+  });
+  return (
+    <>
+      <label className="check">
+        <input type="checkbox" checked={deleted} onChange={(e) => setDeleted(e.target.checked)} />{" "}
+        {t("nodes.include_deleted")}
+      </label>
+      {nodes.isPending ? (
+        <Loading />
+      ) : nodes.error ? (
+        <ErrorNote error={nodes.error} />
+      ) : nodes.data.length === 0 ? (
+        <Empty>
+          {t("nodes.empty")} <Link href={`/clusters/${cluster.id}?tab=join`}>{t("nodes.join_one")}</Link>
+        </Empty>
+      ) : (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">{t("nodes.name")}</th>
+              <th scope="col">{t("clusters.status")}</th>
+              <th scope="col">{t("nodes.ip")}</th>
+              <th scope="col">{t("nodes.cpu")}</th>
+              <th scope="col">{t("nodes.memory")}</th>
+              <th scope="col">{t("nodes.kubelet")}</th>
+              <th scope="col">{t("nodes.last_seen")}</th>
+            </tr>
+          </thead>
+          <tbody>
+            {nodes.data.map((n) => (
+              <tr key={n.id}>
+                <td>
+                  <Link href={`/clusters/${cluster.id}/nodes/${n.id}`}>{n.name}</Link>
+                </td>
+                <td>
+                  <Status value={n.status} />
+                </td>
+                <td>{n.internal_ip ?? "—"}</td>
+                <td>
+                  {n.cpu_allocatable_milli_cores === null || n.cpu_allocatable_milli_cores === undefined
+                    ? "—"
+                    : t("units.millicores", { value: number(n.cpu_allocatable_milli_cores) })}
+                </td>
+                <td>{bytes(n.memory_allocatable_bytes)}</td>
+                <td>{n.kubelet_version ?? "—"}</td>
+                <td>
+                  <Time value={n.last_seen_at} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </>
+  );
+}
+
+const PERIODS = [1, 24, 24 * 7, 24 * 30];
+
+export function NodeDetail({ clusterId, nodeId }: { clusterId: string; nodeId: string }) {
+  const { t } = useTranslation();
+  const client = useQueryClient();
+  const [hours, setHours] = useState(24);
+  const [force, setForce] = useState(false);
+  const [drainSeconds, setDrainSeconds] = useState(300);
+  const path = { cluster_id: clusterId, node_id: nodeId };
+  const timeline = useQuery({
+    queryKey: ["timeline", nodeId, hours],
+    queryFn: () =>
+      ok(
+        api.GET("/api/console/clusters/{cluster_id}/nodes/{node_id}/timeline", {
+          params: { path, query: range(hours) },
+        }),
+      ),
+    refetchInterval: 10000,
+  });
+  const remove = useMutation({
+    mutationFn: () =>
+      ok(
+        api.DELETE("/api/console/clusters/{cluster_id}/nodes/{node_id}", {
+          params: { path, query: { force, drain_timeout_seconds: drainSeconds } },
+        }),
+      ),
+    onSuccess: () => {
+      void client.invalidateQueries({ queryKey: ["nodes", clusterId] });
+      navigate(`/clusters/${clusterId}?tab=nodes`);
+    },
+  });
+  if (timeline.isPending) return <Loading />;
+  if (timeline.error) return <ErrorNote error={timeline.error} />;
+  const { node, events } = timeline.data;
+  return (
+    <Page title={node.name} actions={<Status value={node.status} />}>
+      <p>
+        <Link href={`/clusters/${clusterId}?tab=nodes`}>← {t("cluster.nodes")}</Link>
+      </p>
+      <dl className="facts">
+        <dt>{t("nodes.ip")}</dt>
+        <dd>{node.internal_ip ?? "—"}</dd>
+        <dt>{t("nodes.os")}</dt>
+        <dd>{node.os_image ?? "—"}</dd>
+        <dt>{t("nodes.kubelet")}</dt>
+        <dd>{node.kubelet_version ?? "—"}</dd>
+        <dt>{t("nodes.runtime")}</dt>
+        <dd>{node.container_runtime_version ?? "—"}</dd>
+        <dt>{t("nodes.cpu")}</dt>
+        <dd>
+          {node.cpu_allocatable_milli_cores == null
+            ? "—"
+            : t("units.millicores", { value: number(node.cpu_allocatable_milli_cores) })}
+        </dd>
+        <dt>{t("nodes.memory")}</dt>
+        <dd>{bytes(node.memory_allocatable_bytes)}</dd>
+        <dt>{t("nodes.storage")}</dt>
+        <dd>{bytes(node.ephemeral_storage_allocatable_bytes)}</dd>
+        <dt>{t("nodes.last_seen")}</dt>
+        <dd>
+          <Time value={node.last_seen_at} />
+        </dd>
+      </dl>
+      <section className="card">
+        <h2>{t("nodes.uptime")}</h2>
+        <label className="field inline">
+          <span>{t("common.period")}</span>
+          <select value={hours} onChange={(e) => setHours(Number(e.target.value))}>
+            {PERIODS.map((h) => (
+              <option key={h} value={h}>
+                {t("periods.hours", { count: h })}
+              </option>
+            ))}
+          </select>
+        </label>
+        <p className="big">{percent(timeline.data.uptime_ratio)}</p>
+        <p className="muted">
+          {t("nodes.ready_of_observed", {
+            ready: number(timeline.data.ready_seconds / 3600, 2),
+            observed: number(timeline.data.observed_seconds / 3600, 2),
+          })}
+        </p>
+        {events.length === 0 ? (
+          <Empty>{t("nodes.no_events")}</Empty>
+        ) : (
+          <ol className="timeline">
+            {events.map((e) => (
+              <li key={e.id}>
+                <Time value={e.observed_at} /> <Status value={e.new_status ?? e.type} />{" "}
+                {t(`node_event.${e.type}`, { defaultValue: e.type })}
+                {e.message && <span className="muted"> — {e.message}</span>}
+              </li>
+            ))}
+          </ol>
+        )}
+      </section>
+      {node.status !== "deleted" && (
+        <section className="card danger-zone">
+          <h2>{t("nodes.remove_title")}</h2>
+          <p>{t("nodes.remove_explain")}</p>
+          <label className="check">
+            <input type="checkbox" checked={force} onChange={(e) => setForce(e.target.checked)} /> {t("nodes.force")}
+          </label>
+          <label className="field inline">
+            <span>{t("nodes.drain_timeout")}</span>
+            <input
+              type="number"
+              min={1}
+              max={3600}
+              value={drainSeconds}
+              disabled={force}
+              onChange={(e) => setDrainSeconds(Number(e.target.value))}
+            />
+          </label>
+          <ErrorNote error={remove.error} />
+          <Confirm
+            label={t("nodes.remove")}
+            question={t("nodes.remove_question", { name: node.name })}
+            busy={remove.isPending}
+            onConfirm={() => remove.mutate()}
+          />
+        </section>
+      )}
+    </Page>
+  );
+}

@@ -1,0 +1,82 @@
+// Every string the console shows goes through i18next: both catalogs hold
+// the same keys with the same placeholders, and every key the source names
+// (literally, or by a prefix it completes at run time) is in them.
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+
+const root = new URL("../src/", import.meta.url).pathname;
+const en = JSON.parse(readFileSync(join(root, "locales/en.json"), "utf8"));
+const zh = JSON.parse(readFileSync(join(root, "locales/zh-CN.json"), "utf8"));
+
+function sources(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return sources(path);
+    return /\.(ts|tsx)$/.test(name) && !name.endsWith(".d.ts") ? [readFileSync(path, "utf8")] : [];
+  });
+}
+const code = sources(root).join("\n");
+const placeholders = (text) => [...text.matchAll(/\{\{(\w+)\}\}/g)].map((m) => m[1]).sort();
+// A key used with { count } is looked up as key_one / key_other.
+const has = (catalog, key) => key in catalog || `${key}_other` in catalog;
+
+test("both catalogs hold the same keys", () => {
+  assert.deepEqual(
+    Object.keys(zh).filter((k) => !(k in en)),
+    [],
+    "keys in zh-CN that en lacks",
+  );
+  assert.deepEqual(
+    Object.keys(en).filter((k) => !(k in zh)),
+    [],
+    "keys in en that zh-CN lacks",
+  );
+});
+
+test("every translation is written and keeps its placeholders", () => {
+  for (const [key, text] of Object.entries(en)) {
+    assert.equal(typeof text, "string", key);
+    assert.equal(typeof zh[key], "string", key);
+    if (!key.startsWith("plan_source.unlimited")) {
+      assert.ok(text.trim() !== "", `en ${key} is empty`);
+      assert.ok(zh[key].trim() !== "", `zh-CN ${key} is empty`);
+    }
+    assert.deepEqual(placeholders(zh[key]), placeholders(text), `placeholders of ${key}`);
+  }
+});
+
+test("every key the source names is in both catalogs", () => {
+  const literal = [...code.matchAll(/\bt\(\s*"([^"]+)"/g)].map((m) => m[1]);
+  assert.ok(literal.length > 300, `found only ${literal.length} keys: is the pattern still right?`);
+  const missing = literal.filter((key) => !has(en, key) || !has(zh, key));
+  assert.deepEqual([...new Set(missing)], []);
+});
+
+test("every key prefix completed at run time has keys", () => {
+  const prefixes = [...code.matchAll(/\bt\(\s*`([^`$]+)\$\{/g)].map((m) => m[1]);
+  assert.ok(prefixes.length > 10);
+  for (const prefix of new Set(prefixes)) {
+    assert.ok(
+      Object.keys(en).some((k) => k.startsWith(prefix)),
+      `no key starts with ${prefix}`,
+    );
+  }
+});
+
+test("the status words of the API's enums are all translated", () => {
+  const openapi = JSON.parse(readFileSync(new URL("../../../../docs/openapi.json", import.meta.url), "utf8"));
+  const schemas = openapi.components.schemas;
+  for (const name of ["ClusterStatus", "ConnectionStatus", "NodeStatus", "JoinStepStatus", "JoinOutcome", "JoinTokenStatus", "IngressStatus", "DnsManagementStatus", "TlsStatus", "JobStatus", "UserStatus"]) {
+    for (const value of schemas[name].enum) {
+      assert.ok(`status.${value}` in en, `status.${value} (${name})`);
+    }
+  }
+  for (const value of schemas.NodeEventType.enum) assert.ok(`node_event.${value}` in en, value);
+  for (const value of schemas.PublicAccessMode.enum) assert.ok(`access.${value}` in en, value);
+  for (const value of schemas.TlsMode.enum) assert.ok(`tls_mode.${value}` in en, value);
+  for (const value of schemas.DnsManagementScope.enum) assert.ok(`dns_scope.${value}` in en, value);
+  for (const value of schemas.PlanSource.enum) assert.ok(`plan_source.${value}` in en, value);
+  for (const value of schemas.UserRole.enum) assert.ok(`role.${value}` in en, value);
+});

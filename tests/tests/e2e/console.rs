@@ -1,0 +1,140 @@
+//! The web console in real Chromium: `local` as the README runs it (a fresh
+//! database, an SMTP sink, the simulator as host), and the browser journeys
+//! of `functions/console/app/e2e/journey.mjs` driven by playwright-core
+//! against it: a new user in English, the same in Simplified Chinese, then
+//! an administrator. Every page they visit is checked with axe-core and
+//! photographed into `target/console-shots/`.
+//!
+//! `scripts/test.sh` installs what this needs: Debian's `chromium`, the
+//! console's npm packages, and the built console embedded in `local`.
+
+use std::{path::PathBuf, process::Stdio, time::Duration};
+
+use tests::{database::TestDb, machine::Machine, smtp::SmtpSink};
+
+use crate::local_process::Local;
+
+fn app_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../functions/console/app")
+}
+
+/// Runs one journey with node; its output is the test's.
+async fn journey(args: &[&str], env: &[(&str, String)]) {
+    let status = tokio::time::timeout(
+        Duration::from_secs(300),
+        tokio::process::Command::new("node")
+            .arg("e2e/journey.mjs")
+            .args(args)
+            .current_dir(app_dir())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .status(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the {args:?} journey finished within 5 minutes"))
+    .expect("node runs");
+    assert!(
+        status.success(),
+        "the {args:?} journey failed (screenshots in target/console-shots)"
+    );
+}
+
+// Multi-threaded: Chromium, node, kubectl and the join script run as child
+// processes while `local` serves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chinese() {
+    assert!(
+        app_dir().join("node_modules/playwright-core").is_dir(),
+        "the console's npm packages are missing: run scripts/test.sh (npm ci in functions/console/app)"
+    );
+    let db = TestDb::new().await;
+    let smtp = SmtpSink::start().await;
+    let local = Local::start_with(
+        &[],
+        &[
+            ("DATABASE_URL", &db.url),
+            ("SMTP_URL", &smtp.url()),
+            ("KUBEBYON_INSECURE_COOKIES", "true"),
+            ("KUBEBYON_ADMIN_EMAIL", "root@example.test"),
+            ("SYNC_NODES_INTERVAL_MS", "500"),
+            ("SYNC_METRICS_INTERVAL_MS", "1000"),
+        ],
+    )
+    .await;
+
+    // The console is at `/`, with its policy; the API keeps its own 404s.
+    let http = reqwest::Client::new();
+    let index = http
+        .get(format!("{}/clusters", local.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(index.status(), 200, "the console is built into local");
+    assert_eq!(
+        index.headers()["content-security-policy"],
+        console::CONTENT_SECURITY_POLICY
+    );
+    let page = index.text().await.unwrap();
+    assert!(
+        page.contains("<script type=\"module\" crossorigin src=\"/assets/"),
+        "{page}"
+    );
+    let missing = http
+        .get(format!("{}/api/console/nothing-here", local.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(
+        missing.headers()["content-type"],
+        "application/problem+json"
+    );
+
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-shots");
+    let common = |machine: &Machine| {
+        vec![
+            ("BASE_URL", local.base.clone()),
+            ("MAILDIR", smtp.dir().display().to_string()),
+            ("KUBECTL", "kubectl".to_string()),
+            ("JOIN_SANDBOX", machine.dir().display().to_string()),
+            ("SHOTS", shots.display().to_string()),
+        ]
+    };
+    let english = Machine::healthy("worker-en");
+    journey(&["user", "en"], &common(&english)).await;
+    let chinese = Machine::healthy("worker-zh-cn");
+    journey(&["user", "zh-CN"], &common(&chinese)).await;
+
+    // A job that failed, for the administrator to retry: the Chinese
+    // journey's cluster, as if its create had failed on the host.
+    let failed: (uuid::Uuid,) = sqlx::query_as(
+        "WITH job AS (
+             UPDATE cluster_jobs SET status = 'failed', finished_at = now(),
+                    last_error = 'the host cluster refused the control plane'
+             WHERE id = (SELECT j.id FROM cluster_jobs j JOIN clusters c ON c.id = j.cluster_id
+                         WHERE c.name = 'shop' AND j.type = 'cluster_create')
+             RETURNING cluster_id, operation_id)
+         , op AS (UPDATE cluster_operations SET status = 'failed',
+                         error_message = 'the host cluster refused the control plane'
+                  WHERE id = (SELECT operation_id FROM job))
+         UPDATE clusters SET status = 'failed' WHERE id = (SELECT cluster_id FROM job) RETURNING id",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let user_email = std::fs::read_to_string(shots.join("en-user.txt")).unwrap();
+    let mut env = common(&english);
+    env.push(("ADMIN_EMAIL", "root@example.test".into()));
+    env.push(("USER_EMAIL", user_email.trim().to_string()));
+    journey(&["admin"], &env).await;
+
+    // The retried job ran again and the cluster is ready once more.
+    let status: (String,) = sqlx::query_as("SELECT status FROM clusters WHERE id = $1")
+        .bind(failed.0)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(status.0, "ready");
+    local.stop().await;
+}
