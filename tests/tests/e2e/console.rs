@@ -57,6 +57,11 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
             ("SMTP_URL", &smtp.url()),
             ("KUBEBYON_INSECURE_COOKIES", "true"),
             ("KUBEBYON_ADMIN_EMAIL", "root@example.test"),
+            // Seals the secrets the administrator sets.
+            (
+                "KUBEBYON_SETTINGS_KEY",
+                "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+            ),
             ("SYNC_NODES_INTERVAL_MS", "500"),
             ("SYNC_METRICS_INTERVAL_MS", "1000"),
         ],
@@ -110,12 +115,12 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
     // journey's cluster, as if its create had failed on the host.
     let failed: (uuid::Uuid,) = sqlx::query_as(
         "WITH job AS (
-             UPDATE cluster_jobs SET status = 'failed', finished_at = now(),
+             UPDATE cluster_jobs SET status = 'failed', finished_at = now(), error_code = 'host_rejected',
                     last_error = 'the host cluster refused the control plane'
              WHERE id = (SELECT j.id FROM cluster_jobs j JOIN clusters c ON c.id = j.cluster_id
                          WHERE c.name = 'shop' AND j.type = 'cluster_create')
              RETURNING cluster_id, operation_id)
-         , op AS (UPDATE cluster_operations SET status = 'failed',
+         , op AS (UPDATE cluster_operations SET status = 'failed', error_code = 'host_rejected',
                          error_message = 'the host cluster refused the control plane'
                   WHERE id = (SELECT operation_id FROM job))
          UPDATE clusters SET status = 'failed' WHERE id = (SELECT cluster_id FROM job) RETURNING id",

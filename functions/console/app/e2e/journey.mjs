@@ -149,7 +149,8 @@ async function user() {
   await page.waitForURL(/\/clusters\/[0-9a-f-]{36}$/);
   const clusterUrl = page.url();
   await page.locator("ol.stages li").first().waitFor();
-  await page.getByRole("heading", { name }).locator(".badge", { hasText: T("status.ready") }).waitFor({ timeout: 60_000 });
+  await page.locator(".page-head .badge", { hasText: T("status.ready") }).waitFor({ timeout: 60_000 });
+  await page.locator("ol.stages li", { hasText: T("stage.done") }).waitFor();
   const stages = await page.locator("ol.stages li").allInnerTexts();
   assert.ok(stages.length >= 2, `stages seen as the job recorded them: ${stages}`);
   assert.equal(stages.at(-1), T("stage.done"));
@@ -171,7 +172,7 @@ async function user() {
   await page.getByText(T("join.no_attempts")).waitFor();
   await page.getByLabel(T("join.labels")).fill("zone=lab");
   await page.getByRole("button", { name: T("join.create") }).click();
-  const command = await page.getByLabel(T("join.command")).innerText();
+  const command = (await page.locator(".copy pre").innerText()).trim();
   assert.match(command, /^curl -sS -H 'Authorization: Bearer [^']+' .*\/join \| sudo sh$/);
   await page.getByRole("button", { name: T("common.copy") }).click();
   await page.getByRole("button", { name: T("common.copied") }).waitFor();
@@ -226,13 +227,13 @@ async function user() {
   await page.goto(`${clusterUrl}?tab=settings`);
   await check("cluster-settings");
   await page.getByRole("link", { name: T("nav.account") }).click();
-  await page.getByText(email).waitFor();
+  await page.locator("dl.facts dd", { hasText: email }).waitFor();
   await check("account");
   await page.getByRole("link", { name: T("account.keys") }).click();
   await page.getByLabel(T("keys.name")).fill("ci");
   await page.getByLabel(T("account.current_password")).fill(PASSWORD);
   await page.getByRole("button", { name: T("keys.create") }).click();
-  const key = await page.getByLabel(T("keys.new_key")).innerText();
+  const key = (await page.locator(".copy pre").innerText()).trim();
   const me = await fetch(`${BASE}/api/auth/me`, { headers: { authorization: `Bearer ${key}` } });
   assert.equal(me.status, 200, "the key shown once works");
   await check("api-keys");
@@ -253,9 +254,11 @@ async function user() {
     await page.getByRole("button", { name: T("settings.delete") }).click();
     await page.getByRole("button", { name: T("common.confirm") }).click();
     await page.waitForURL(/tab=overview/);
-    await page.getByRole("heading", { name }).locator(".badge", { hasText: T("status.deleted") }).waitFor({ timeout: 60_000 });
-    await page.getByRole("link", { name: T("nav.clusters") }).click();
-    await page.getByRole("cell", { name: T("status.deleted") }).waitFor();
+    // Deleting, then gone: the page says so.
+    await page.getByText(T("cluster.gone")).waitFor({ timeout: 60_000 });
+    await check("cluster-gone");
+    await page.getByRole("link", { name: T("nav.clusters") }).first().click();
+    await page.getByText(T("clusters.empty")).waitFor();
   }
 
   step("a lost session sends the reader to sign in, and back");
@@ -327,9 +330,9 @@ async function admin() {
   await page.getByRole("cell", { name: "admin.settings.update" }).first().waitFor();
   await check("admin-audit");
   await page.getByRole("link", { name: T("admin.plans") }).click();
-  await page.getByLabel(T("plans.name")).fill("Team");
-  await page.getByLabel(T("plans.max_clusters")).fill("3");
-  await page.getByLabel(T("plans.max_nodes")).fill("10");
+  await page.getByLabel(T("plans.name"), { exact: true }).fill("Team");
+  await page.getByLabel(T("plans.max_clusters"), { exact: true }).fill("3");
+  await page.getByLabel(T("plans.max_nodes"), { exact: true }).fill("10");
   await page.getByLabel(T("plans.price_minor_units")).fill("1900");
   await page.getByRole("button", { name: T("common.save") }).click();
   await page.getByRole("cell", { name: "Team" }).waitFor();

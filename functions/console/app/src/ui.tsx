@@ -1,5 +1,5 @@
 // The pieces every page is made of.
-import { useEffect, useState, type ReactNode } from "react";
+import { cloneElement, useEffect, useId, useState, type ReactElement, type ReactNode } from "react";
 import { useTranslation } from "react-i18next";
 import { ApiError } from "./api/client";
 import { dateTime } from "./format";
@@ -164,21 +164,23 @@ export function Confirm({
   );
 }
 
-export function Field({
-  label,
-  hint,
-  children,
-}: {
-  label: string;
-  hint?: string;
-  children: ReactNode;
-}) {
+/// A labelled control: the label names it, the hint describes it.
+export function Field({ label, hint, children }: { label: string; hint?: string; children: ReactElement }) {
+  const id = useId();
+  const control = cloneElement(children as ReactElement<{ id?: string; "aria-describedby"?: string }>, {
+    id,
+    "aria-describedby": hint ? `${id}-hint` : undefined,
+  });
   return (
-    <label className="field">
-      <span>{label}</span>
-      {children}
-      {hint && <small className="muted">{hint}</small>}
-    </label>
+    <div className="field">
+      <label htmlFor={id}>{label}</label>
+      {control}
+      {hint && (
+        <small id={`${id}-hint`} className="muted">
+          {hint}
+        </small>
+      )}
+    </div>
   );
 }
 

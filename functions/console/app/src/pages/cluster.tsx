@@ -3,9 +3,9 @@
 import { lazy, Suspense, useEffect, useRef, useState, type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
-import { api, ok, type Cluster, type Schemas } from "../api/client";
+import { api, ApiError, ok, type Cluster, type Schemas } from "../api/client";
 import { number } from "../format";
-import { navigate, useLocation } from "../router";
+import { Link, navigate, useLocation } from "../router";
 import { Confirm, Empty, ErrorNote, Field, formNumber, formValue, Loading, Page, Status, Tabs, Time } from "../ui";
 import { Nodes } from "./nodes";
 import { Join } from "./join";
@@ -29,6 +29,14 @@ export function ClusterDetail({ id }: { id: string }) {
   const cluster = useCluster(id);
   const tab = url.searchParams.get("tab") ?? "overview";
   if (cluster.isPending) return <Loading />;
+  if (cluster.error instanceof ApiError && cluster.error.status === 404)
+    return (
+      <Page title={t("cluster.gone_title")}>
+        <Empty>
+          {t("cluster.gone")} <Link href="/clusters">{t("nav.clusters")}</Link>
+        </Empty>
+      </Page>
+    );
   if (cluster.error) return <ErrorNote error={cluster.error} />;
   const c = cluster.data;
   const tabs: [string, string][] = [
@@ -123,14 +131,16 @@ function LiveOperation({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
   const running = BUSY.includes(cluster.status);
   const operations = useQuery({
-    queryKey: ["operations", cluster.id],
+    // A new cluster status fetches at once what the job recorded last.
+    queryKey: ["operations", cluster.id, cluster.status],
     queryFn: () =>
       ok(
         api.GET("/api/console/clusters/{cluster_id}/operations", {
           params: { path: { cluster_id: cluster.id }, query: { limit: 1 } },
         }),
       ),
-    refetchInterval: running ? 1000 : false,
+    refetchInterval: (query) =>
+      running || ["pending", "running"].includes(query.state.data?.[0]?.status ?? "") ? 1000 : false,
   });
   const latest = operations.data?.[0];
   const seen = useRef<{ id: string; stages: string[] }>({ id: "", stages: [] });

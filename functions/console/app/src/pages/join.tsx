@@ -140,6 +140,17 @@ export function Join({ cluster }: { cluster: Cluster }) {
   );
 }
 
+/// One line per step, in the order the script first reported each, with
+/// its latest report: `running` becomes `ok` (or `failed`) in place.
+function checklist(steps: Schemas["Step"][]): Schemas["Step"][] {
+  const latest = new Map<string, Schemas["Step"]>();
+  for (const step of steps) {
+    latest.set(step.step, step);
+  }
+  const order = [...new Set(steps.map((s) => s.step))];
+  return order.map((name) => latest.get(name)!);
+}
+
 const MARK: Record<string, string> = { ok: "✓", warning: "!", failed: "✗", skipped: "–", running: "…" };
 
 function Checklist({ clusterId }: { clusterId: string }) {
@@ -166,8 +177,8 @@ function Checklist({ clusterId }: { clusterId: string }) {
           </h3>
           {a.reason && <p className="error">{a.reason}</p>}
           <ul className="steps">
-            {a.steps.map((s, i) => (
-              <li key={`${s.step}-${i}`} className={`step ${s.status}`} data-step={s.step} data-status={s.status}>
+            {checklist(a.steps).map((s) => (
+              <li key={s.step} className={`step ${s.status}`} data-step={s.step} data-status={s.status}>
                 <span aria-hidden="true">{MARK[s.status] ?? "·"}</span> {t(`step.${s.step}`, { defaultValue: s.step })}{" "}
                 <Status value={s.status} />
                 {s.detail && <span className="muted"> — {s.detail}</span>}
