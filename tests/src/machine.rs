@@ -103,4 +103,3 @@ impl Machine {
         .unwrap()
     }
 }
-

@@ -56,7 +56,7 @@ async fn get(
     (status, headers, body.to_vec())
 }
 
-fn header<'a>(headers: &'a axum::http::HeaderMap, name: header::HeaderName) -> &'a str {
+fn header(headers: &axum::http::HeaderMap, name: header::HeaderName) -> &str {
     headers
         .get(&name)
         .map_or("", |v| v.to_str().unwrap_or_default())
@@ -77,7 +77,11 @@ async fn client_routes_get_index_revalidated_each_load() {
         let (status, headers, body) = get(&router, Method::GET, path, &[]).await;
         assert_eq!(status, StatusCode::OK, "{path}");
         assert!(body.starts_with(b"<!doctype html>"), "{path}");
-        assert_eq!(header(&headers, header::CACHE_CONTROL), "no-cache", "{path}");
+        assert_eq!(
+            header(&headers, header::CACHE_CONTROL),
+            "no-cache",
+            "{path}"
+        );
         assert_eq!(header(&headers, header::ETAG), "\"index-1\"");
         assert_eq!(
             header(&headers, header::CONTENT_SECURITY_POLICY),
@@ -127,7 +131,11 @@ async fn hashed_assets_are_immutable_and_compressed_as_the_client_accepts() {
         .await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(&got, body, "Accept-Encoding: {accept}");
-        assert_eq!(header(&headers, header::CONTENT_ENCODING), *encoding, "{accept}");
+        assert_eq!(
+            header(&headers, header::CONTENT_ENCODING),
+            *encoding,
+            "{accept}"
+        );
         assert_eq!(header(&headers, header::VARY), "accept-encoding");
         assert_eq!(
             header(&headers, header::CACHE_CONTROL),
@@ -138,9 +146,19 @@ async fn hashed_assets_are_immutable_and_compressed_as_the_client_accepts() {
             "text/javascript; charset=utf-8"
         );
     }
-    let (status, headers, _) = get(&router, Method::GET, "/favicon.svg", &[("accept-encoding", "br")]).await;
+    let (status, headers, _) = get(
+        &router,
+        Method::GET,
+        "/favicon.svg",
+        &[("accept-encoding", "br")],
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(header(&headers, header::CONTENT_ENCODING), "", "no twin, no encoding");
+    assert_eq!(
+        header(&headers, header::CONTENT_ENCODING),
+        "",
+        "no twin, no encoding"
+    );
     assert_eq!(header(&headers, header::CACHE_CONTROL), "no-cache");
     let (status, headers, body) = get(&router, Method::HEAD, "/assets/app-1.js", &[]).await;
     assert_eq!(status, StatusCode::OK);

@@ -3,7 +3,7 @@
 //! (`sh`, dash on Debian) in a sandbox directory, the steps it reports, the
 //! attempt ledger, and the node sync linking the node that appeared.
 
-use std::{path::Path, process::Output, time::Duration};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};

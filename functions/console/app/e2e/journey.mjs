@@ -288,7 +288,7 @@ async function admin() {
   await row.waitFor();
   await check("admin-users");
 
-  step("disable a user: their session ends");
+  step("disable a user: they cannot sign in; enable them again");
   await row.getByRole("button", { name: T("admin.disable") }).click();
   await row.locator(".badge", { hasText: T("status.disabled") }).waitFor();
   const login = await fetch(`${BASE}/api/auth/login`, {
