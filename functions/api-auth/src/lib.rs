@@ -55,13 +55,14 @@ pub fn router() -> Router<AppState> {
         .route("/api/auth/password-reset/confirm", post(confirm_reset))
         .route("/api/auth/change-password", post(change_password))
         .route("/api/auth/me", get(me))
+        .route("/api/auth/providers", get(oauth::options))
         .route("/api/auth/oauth/{provider}/start", get(oauth::start))
         .route("/api/auth/oauth/{provider}/callback", get(oauth::callback))
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(register, verify_email, resend_code, login, logout, request_reset, confirm_reset, change_password, me, oauth::start, oauth::callback),
+    paths(register, verify_email, resend_code, login, logout, request_reset, confirm_reset, change_password, me, oauth::options, oauth::start, oauth::callback),
     tags((name = "auth", description = "Registration, login, sessions and passwords"))
 )]
 pub struct ApiDoc;

@@ -18,7 +18,7 @@ use shared::{
 };
 
 use crate::provider::{self as oauth, OAuthError, Provider};
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 
 const COOKIE: &str = "kb_oauth";
 const COOKIE_PATH: &str = "/api/auth/oauth";
@@ -63,6 +63,47 @@ fn safe_return(raw: Option<&str>) -> String {
         }
         _ => "/".into(),
     }
+}
+
+/// The ways in a sign-in page offers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoginOptions {
+    /// Whether "Sign in with GitHub" works here (its client id and secret are set).
+    pub github: bool,
+    /// Whether "Sign in with Google" works here.
+    pub google: bool,
+    /// Whether registration, login and password reset ask for a captcha
+    /// answer (`captcha_token`).
+    pub captcha_required: bool,
+    /// The captcha widget's site key, when one is asked for and set.
+    pub captcha_site_key: Option<String>,
+}
+
+/// How one signs in here
+///
+/// Which OAuth providers are configured and whether a captcha is asked for,
+/// so a sign-in page offers only what works. Public.
+#[utoipa::path(get, path = "/api/auth/providers", tag = "auth",
+    responses((status = 200, body = LoginOptions),
+              (status = 503, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn options(
+    State(state): State<AppState>,
+) -> Result<shared::extract::AppJson<LoginOptions>, ApiError> {
+    let configured = |result: Result<oauth::Client, OAuthError>| match result {
+        Ok(_) => Ok(true),
+        Err(OAuthError::Database(e)) => Err(ApiError::from(e)),
+        Err(_) => Ok(false),
+    };
+    let github = configured(oauth::client(&state.pool, &state.settings, Provider::Github).await)?;
+    let google = configured(oauth::client(&state.pool, &state.settings, Provider::Google).await)?;
+    let stored = shared::settings::load(&state.pool).await?;
+    let captcha_required = stored.fields.captcha_enabled;
+    Ok(shared::extract::AppJson(LoginOptions {
+        github,
+        google,
+        captcha_required,
+        captcha_site_key: stored.fields.captcha_site_key.filter(|_| captcha_required),
+    }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

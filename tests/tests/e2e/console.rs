@@ -104,6 +104,7 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
             ("KUBECTL", "kubectl".to_string()),
             ("JOIN_SANDBOX", machine.dir().display().to_string()),
             ("SHOTS", shots.display().to_string()),
+            ("DATABASE_URL", db.url.clone()),
         ]
     };
     let english = Machine::healthy("worker-en");

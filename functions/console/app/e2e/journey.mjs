@@ -7,7 +7,8 @@
 //
 // with BASE_URL, MAILDIR (the sink's maildir), KUBECTL, JOIN_SANDBOX (a
 // machine to join: bin/ shims and root/ files), SHOTS (where screenshots
-// go) and, for the admin, ADMIN_EMAIL and USER_EMAIL. Every page visited is
+// go), DATABASE_URL (the journey writes the metrics samples the simulator
+// cannot give) and, for the admin, ADMIN_EMAIL and USER_EMAIL. Every page visited is
 // checked with axe-core (no serious or critical violation) and
 // photographed; a Content-Security-Policy violation fails the run.
 import assert from "node:assert/strict";
@@ -110,6 +111,11 @@ async function signUp(email, name) {
   await page.waitForURL(/\/sign-in\?return=%2Fclusters$/);
   await page.getByRole("heading", { name: T("auth.sign_in") }).waitFor();
   await check("sign-in");
+  if (journey === "user") {
+    // No OAuth provider is configured: no button that would fail.
+    await page.locator("form").getByRole("button", { name: T("auth.sign_in") }).waitFor();
+    assert.equal(await page.getByRole("link", { name: T("auth.with_github") }).count(), 0);
+  }
   await page.getByRole("link", { name: T("auth.no_account") }).click();
   await page.getByLabel(T("auth.display_name")).fill(name);
   await page.getByLabel(T("auth.email")).fill(email);
@@ -202,9 +208,21 @@ async function user() {
   await check("node-timeline");
   await page.goBack();
 
-  step("metrics");
+  step("metrics: the range API's points drawn");
   await page.goto(`${clusterUrl}?tab=metrics`);
-  await page.locator("figure.chart, .empty").first().waitFor();
+  // The simulator's control planes report no figures: an hour of samples as
+  // sync-metrics records them from a real one.
+  const clusterId = clusterUrl.split("/").at(-1);
+  execFileSync("psql", [env("DATABASE_URL"), "-qc", `
+    INSERT INTO control_plane_metrics_snapshots
+      (cluster_id, available, namespace, pod_name, collected_at, load_average_1, load_average_5,
+       load_average_15, total_cpu_percent, total_memory_rss_bytes, total_memory_virtual_bytes)
+    SELECT c.id, true, c.namespace, c.vcluster_name || '-0', now() - make_interval(mins => m),
+           0.4 + m % 7 * 0.1, 0.5, 0.5, 12 + m % 11, (300 + m) * 1048576::bigint, (900 + m) * 1048576::bigint
+    FROM clusters c, generate_series(1, 60) m WHERE c.id = '${clusterId}'`]);
+  await page.getByLabel(T("common.period")).selectOption("1");
+  await page.locator("figure.chart canvas").nth(2).waitFor();
+  assert.equal(await page.locator("figure.chart").count(), 3);
   await check("metrics");
 
   step("hostnames: a bad one refused, a good one bound");
@@ -316,6 +334,8 @@ async function admin() {
   await page.getByRole("link", { name: T("admin.settings") }).click();
   await page.getByLabel(T("setting.managed_workload_ingress_dns_record_ttl")).fill("120");
   await page.getByLabel(T("setting.stripe_webhook_secret")).fill("whsec_consoletest123");
+  await page.getByLabel(T("setting.github_oauth_client_id")).fill("Iv1.console0test");
+  await page.getByLabel(T("setting.github_oauth_client_secret")).fill("github-secret-for-the-console-test");
   await page.getByRole("button", { name: T("common.save") }).click();
   await page.getByText(T("common.saved")).waitFor();
   await page.reload();
@@ -324,6 +344,13 @@ async function admin() {
   await page.getByText(T("admin.secret_set")).first().waitFor();
   assert.ok(!(await page.content()).includes("whsec_consoletest123"), "the secret is not sent back");
   await check("admin-settings");
+  // GitHub is configured now: a visitor's sign-in page offers it, not Google.
+  const visitor = await browser.newPage();
+  await visitor.goto(`${BASE}/sign-in`);
+  await visitor.getByRole("link", { name: T("auth.with_github") }).waitFor();
+  assert.equal(await visitor.getByRole("link", { name: T("auth.with_google") }).count(), 0);
+  assert.match(await visitor.getByRole("link", { name: T("auth.with_github") }).getAttribute("href"), /^\/api\/auth\/oauth\/github\/start\?return_to=/);
+  await visitor.close();
 
   step("audit, plans, orders");
   await page.getByRole("link", { name: T("admin.audit") }).click();

@@ -193,6 +193,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * How one signs in here
+         * @description Which OAuth providers are configured and whether a captcha is asked for,
+         *     so a sign-in page offers only what works. Public.
+         */
+        get: operations["options"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/register": {
         parameters: {
             query?: never;
@@ -1758,6 +1779,20 @@ export interface components {
             success: boolean;
             user_agent?: string | null;
         };
+        /** @description The ways in a sign-in page offers. */
+        LoginOptions: {
+            /**
+             * @description Whether registration, login and password reset ask for a captcha
+             *     answer (`captcha_token`).
+             */
+            captcha_required: boolean;
+            /** @description The captcha widget's site key, when one is asked for and set. */
+            captcha_site_key?: string | null;
+            /** @description Whether "Sign in with GitHub" works here (its client id and secret are set). */
+            github: boolean;
+            /** @description Whether "Sign in with Google" works here. */
+            google: boolean;
+        };
         /** @description One point of a downsampled series: the snapshots of one equal slice of the range. */
         MetricsPoint: {
             /**
@@ -3069,6 +3104,34 @@ export interface operations {
                 };
             };
             /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    options: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginOptions"];
+                };
+            };
+            /** @description ; The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
             503: {
                 headers: {
                     [name: string]: unknown;

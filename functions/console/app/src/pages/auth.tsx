@@ -1,6 +1,6 @@
 // Sign up, confirm the emailed code, sign in, reset the password.
 import { useState, type FormEvent } from "react";
-import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { returnPath } from "../App";
@@ -14,6 +14,18 @@ function useSignedIn() {
     client.setQueryData(["me"], started.user);
     navigate(returnPath(url), true);
   };
+}
+
+/// What this platform offers at sign-in: configured OAuth providers, and
+/// whether it asks for a captcha (which the console does not draw yet).
+function useLoginOptions() {
+  return useQuery({ queryKey: ["login-options"], queryFn: () => ok(api.GET("/api/auth/providers")), staleTime: 60_000 });
+}
+
+function CaptchaNote() {
+  const { t } = useTranslation();
+  const options = useLoginOptions();
+  return options.data?.captcha_required ? <p className="note">{t("auth.captcha_note")}</p> : null;
 }
 
 export function SignIn() {
@@ -30,6 +42,7 @@ export function SignIn() {
     login.mutate({ email: formValue(form, "email"), password: formValue(form, "password") });
   };
   const back = url.searchParams.get("return");
+  const options = useLoginOptions();
   return (
     <Page title={t("auth.sign_in")}>
       <form className="card narrow" onSubmit={submit}>
@@ -43,8 +56,9 @@ export function SignIn() {
         <button type="submit" className="primary" disabled={login.isPending}>
           {t("auth.sign_in")}
         </button>
+        <CaptchaNote />
         <div className="oauth">
-          {(["github", "google"] as const).map((provider) => (
+          {(["github", "google"] as const).filter((provider) => options.data?.[provider]).map((provider) => (
             <a
               key={provider}
               className="button"
@@ -89,6 +103,7 @@ export function SignUp() {
         <Field label={t("auth.password")} hint={t("auth.password_hint")}>
           <input name="password" type="password" autoComplete="new-password" required minLength={10} />
         </Field>
+        <CaptchaNote />
         <ErrorNote error={register.error} />
         <button type="submit" className="primary" disabled={register.isPending}>
           {t("auth.sign_up")}
@@ -176,6 +191,7 @@ export function ResetPassword() {
           <Field label={t("auth.email")}>
             <input name="email" type="email" autoComplete="username" required />
           </Field>
+          <CaptchaNote />
           <ErrorNote error={request.error} />
           <button type="submit" className="primary" disabled={request.isPending}>
             {t("auth.send_code")}

@@ -82,8 +82,11 @@ function Chart({
   lines: [string, (p: Point) => number | null | undefined][];
   format: (v: number) => string;
 }) {
+  const { t, i18n } = useTranslation();
+  const time = t("metrics.time");
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
+    const clock = new Intl.DateTimeFormat(i18n.language, { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" });
     if (!box.current) return;
     const data: uPlot.AlignedData = [
       points.map((p) => new Date(p.at).getTime() / 1000),
@@ -94,14 +97,25 @@ function Chart({
       {
         width: Math.max(280, box.current.clientWidth),
         height: 200,
-        series: [{}, ...lines.map(([label], i) => ({ label, stroke: colours[i % colours.length], width: 2 }))],
-        axes: [{}, { values: (_u, values) => values.map((v) => format(v)), size: 80 }],
+        series: [
+          { label: time, value: (_u, v) => (v == null ? "—" : clock.format(new Date(v * 1000))) },
+          ...lines.map(([label], i) => ({
+            label,
+            stroke: colours[i % colours.length],
+            width: 2,
+            value: (_u: uPlot, v: number | null) => (v == null ? "—" : format(v)),
+          })),
+        ],
+        axes: [
+          { values: (_u, values) => values.map((v) => clock.format(new Date(v * 1000))) },
+          { values: (_u, values) => values.map((v) => format(v)), size: 80 },
+        ],
       },
       data,
       box.current,
     );
     return () => plot.destroy();
-  }, [points, lines, format]);
+  }, [points, lines, format, time, i18n.language]);
   return (
     <figure className="chart">
       <figcaption>{title}</figcaption>
