@@ -197,6 +197,7 @@ function Jobs() {
         jobs.data && (
           <JobTable
             jobs={jobs.data}
+            showCluster
             actions={(j) => (
               <>
                 {j.status === "failed" || j.status === "cancelled" ? (

@@ -372,9 +372,11 @@ function History({ clusterId }: { clusterId: string }) {
 export function JobTable({
   jobs,
   actions,
+  showCluster,
 }: {
   jobs: Schemas["JobRecord"][];
   actions?: (job: Schemas["JobRecord"]) => React.ReactNode;
+  showCluster?: boolean;
 }) {
   const { t } = useTranslation();
   if (jobs.length === 0) return <Empty>{t("history.no_jobs")}</Empty>;
@@ -383,6 +385,7 @@ export function JobTable({
       <thead>
         <tr>
           <th scope="col">{t("history.type")}</th>
+          {showCluster && <th scope="col">{t("admin.cluster_id")}</th>}
           <th scope="col">{t("clusters.status")}</th>
           <th scope="col">{t("history.attempts")}</th>
           <th scope="col">{t("common.created")}</th>
@@ -399,6 +402,11 @@ export function JobTable({
         {jobs.map((j) => (
           <tr key={j.id}>
             <td>{t(`operation.${j.type}`, { defaultValue: j.type })}</td>
+            {showCluster && (
+              <td>
+                <code title={j.cluster_id}>{j.cluster_id.slice(0, 8)}</code>
+              </td>
+            )}
             <td>
               <Status value={j.status} />
             </td>

@@ -107,6 +107,10 @@ export function NodeDetail({ clusterId, nodeId }: { clusterId: string; nodeId: s
       navigate(`/clusters/${clusterId}?tab=nodes`);
     },
   });
+  const span = (seconds: number) =>
+    seconds < 3600
+      ? t("units.minutes", { value: number(seconds / 60) })
+      : t("units.hours", { value: number(seconds / 3600, 1) });
   if (timeline.isPending) return <Loading />;
   if (timeline.error) return <ErrorNote error={timeline.error} />;
   const { node, events } = timeline.data;
@@ -154,8 +158,8 @@ export function NodeDetail({ clusterId, nodeId }: { clusterId: string; nodeId: s
         <p className="big">{percent(timeline.data.uptime_ratio)}</p>
         <p className="muted">
           {t("nodes.ready_of_observed", {
-            ready: number(timeline.data.ready_seconds / 3600, 2),
-            observed: number(timeline.data.observed_seconds / 3600, 2),
+            ready: span(timeline.data.ready_seconds),
+            observed: span(timeline.data.observed_seconds),
           })}
         </p>
         {events.length === 0 ? (
