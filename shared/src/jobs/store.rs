@@ -353,7 +353,8 @@ pub async fn record_stage(
 ) -> Result<bool, sqlx::Error> {
     let result = sqlx::query!(
         "UPDATE cluster_operations o
-         SET stage = $3, status = 'running', started_at = coalesce(o.started_at, j.started_at),
+         SET stage = $3, stages = operation_stages_append(o.stages, $3),
+             status = 'running', started_at = coalesce(o.started_at, j.started_at),
              updated_at = now()
          FROM cluster_jobs j
          WHERE j.id = $1 AND j.attempt_count = $2 AND j.status = 'running' AND o.id = j.operation_id",
@@ -378,7 +379,8 @@ pub async fn complete(tx: &mut PgConnection, job: &ClaimedJob) -> Result<bool, s
                RETURNING operation_id, started_at
            )
            UPDATE cluster_operations o
-           SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
+           SET status = 'succeeded', stage = 'done', stages = operation_stages_append(o.stages, 'done'),
+               finished_at = now(), error_message = NULL,
                error_code = NULL, started_at = coalesce(o.started_at, done.started_at), updated_at = now()
            FROM done WHERE o.id = done.operation_id
            RETURNING o.id"#,
@@ -408,7 +410,8 @@ pub async fn complete_many(
                RETURNING j.id, j.operation_id, j.started_at
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'succeeded', stage = 'done', finished_at = now(), error_message = NULL,
+               SET status = 'succeeded', stage = 'done', stages = operation_stages_append(o.stages, 'done'),
+                   finished_at = now(), error_message = NULL,
                    error_code = NULL, started_at = coalesce(o.started_at, done.started_at), updated_at = now()
                FROM done WHERE o.id = done.operation_id
            )
@@ -440,7 +443,8 @@ pub async fn schedule_retry(
                RETURNING operation_id, run_after
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'pending', stage = 'waiting to retry', error_message = $3,
+               SET status = 'pending', stage = 'waiting to retry',
+                   stages = operation_stages_append(o.stages, 'waiting to retry'), error_message = $3,
                    error_code = $5, updated_at = now()
                FROM retried WHERE o.id = retried.operation_id
            )
@@ -754,9 +758,21 @@ pub struct Operation {
     pub error_message: Option<String>,
     /// The code of `error_message`, with whether the operation may be retried.
     pub error: Option<FailureDetail>,
+    /// Every stage the operation's job recorded, oldest first, with when
+    /// (the newest 100): `stage` is the last of them.
+    #[schema(value_type = Vec<StageRecord>)]
+    pub stages: sqlx::types::Json<Vec<StageRecord>>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+}
+
+/// One stage an operation passed through.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StageRecord {
+    pub stage: String,
+    /// When the job recorded it.
+    pub at: DateTime<Utc>,
 }
 
 pub async fn get_operation(
@@ -766,7 +782,8 @@ pub async fn get_operation(
     sqlx::query_as!(
         Operation,
         r#"SELECT id, cluster_id, type AS operation_type, status, stage, requested_by_user_id,
-                  error_message, error_code AS "error: FailureDetail", started_at, finished_at,
+                  error_message, error_code AS "error: FailureDetail",
+                  stages AS "stages: sqlx::types::Json<Vec<StageRecord>>", started_at, finished_at,
                   created_at
            FROM cluster_operations WHERE id = $1"#,
         operation_id
@@ -783,7 +800,8 @@ pub async fn list_operations(
     sqlx::query_as!(
         Operation,
         r#"SELECT id, cluster_id, type AS operation_type, status, stage, requested_by_user_id,
-                  error_message, error_code AS "error: FailureDetail", started_at, finished_at,
+                  error_message, error_code AS "error: FailureDetail",
+                  stages AS "stages: sqlx::types::Json<Vec<StageRecord>>", started_at, finished_at,
                   created_at
            FROM cluster_operations WHERE cluster_id = $1
            ORDER BY created_at DESC, id DESC LIMIT $2"#,
@@ -831,7 +849,9 @@ pub async fn retry_failed(
                RETURNING id, type, operation_id, cluster_id
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'pending', stage = 'queued for retry', finished_at = NULL, updated_at = now()
+               SET status = 'pending', stage = 'queued for retry',
+                   stages = operation_stages_append(o.stages, 'queued for retry'), finished_at = NULL,
+                   updated_at = now()
                FROM retried WHERE o.id = retried.operation_id
            ), cluster AS (
                UPDATE clusters c
@@ -974,7 +994,8 @@ pub async fn promote_queued(
                ON CONFLICT DO NOTHING
                RETURNING cluster_id, operation_id, type
            ), operation AS (
-               UPDATE cluster_operations o SET stage = 'queued', updated_at = now()
+               UPDATE cluster_operations o
+               SET stage = 'queued', stages = operation_stages_append(o.stages, 'queued'), updated_at = now()
                FROM promoted WHERE o.id = promoted.operation_id
            ), cluster AS (
                UPDATE clusters c SET status = 'deleting'

@@ -404,6 +404,36 @@ async fn a_user_retries_a_failed_create_whose_failure_may_pass_and_only_that() {
         (done["status"].as_str(), &done["error"]),
         (Some("succeeded"), &serde_json::Value::Null)
     );
+    // Every stage of both attempts, in order, each with when: the failed
+    // install, the retry, the second attempt from its start, done.
+    let stages: Vec<&str> = done["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    let at = |name: &str| stages.iter().position(|s| *s == name);
+    let retried = at("queued for retry").unwrap_or_else(|| panic!("{stages:?}"));
+    assert_eq!(
+        stages[..retried].last(),
+        Some(&"waiting for the control plane to become ready"),
+        "the first attempt stopped where the install failed: {stages:?}"
+    );
+    assert_eq!(stages[0], "creating the namespace", "{stages:?}");
+    assert_eq!(stages[retried + 1], "creating the namespace", "{stages:?}");
+    assert!(
+        stages[retried..].contains(&"installing the control plane"),
+        "{stages:?}"
+    );
+    assert_eq!(stages.last(), Some(&"done"));
+    assert_eq!(stages.len(), done["stages"].as_array().unwrap().len());
+    let times: Vec<chrono::DateTime<chrono::Utc>> = done["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["at"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
 
     // A succeeded operation is not retried.
     let (status, body) = platform.call("POST", &retry, None).await;

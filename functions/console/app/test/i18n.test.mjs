@@ -80,3 +80,24 @@ test("the status words of the API's enums are all translated", () => {
   for (const value of schemas.PlanSource.enum) assert.ok(`plan_source.${value}` in en, value);
   for (const value of schemas.UserRole.enum) assert.ok(`role.${value}` in en, value);
 });
+
+test("every stage a job records has its words in both catalogs", () => {
+  // Jobs record stages in English words (`ctx.step("…")`, `ctx.stage("…")`,
+  // a `STAGE` constant, and the ones SQL appends): the console translates
+  // each of them.
+  const workspace = new URL("../../../../", import.meta.url).pathname;
+  const rust = (dir) =>
+    readdirSync(dir).flatMap((name) => {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) return name === "target" || name === "node_modules" ? [] : rust(path);
+      return name.endsWith(".rs") ? [readFileSync(path, "utf8")] : [];
+    });
+  const text = [...rust(join(workspace, "functions")), ...rust(join(workspace, "shared/src"))].join("\n");
+  const stages = new Set([
+    ...[...text.matchAll(/\.(?:step|stage)\(\s*"([^"{}]+)"/g)].map((m) => m[1]),
+    ...[...text.matchAll(/const STAGE: &str = "([^"]+)"/g)].map((m) => m[1]),
+    ...[...text.matchAll(/operation_stages_append\([a-z.]+, '([^']+)'\)/g)].map((m) => m[1]),
+  ]);
+  assert.ok(stages.size > 20, `found only ${stages.size} stages: is the pattern still right?`);
+  assert.deepEqual([...stages].filter((stage) => !(`stage.${stage}` in en)), []);
+});

@@ -1954,6 +1954,11 @@ export interface components {
             /** Format: uuid */
             requested_by_user_id?: string | null;
             stage: string;
+            /**
+             * @description Every stage the operation's job recorded, oldest first, with when
+             *     (the newest 100): `stage` is the last of them.
+             */
+            stages: components["schemas"]["StageRecord"][];
             /** Format: date-time */
             started_at?: string | null;
             status: string;
@@ -2357,6 +2362,15 @@ export interface components {
             stripe_api_base_url?: string | null;
             /** Format: date-time */
             updated_at: string;
+        };
+        /** @description One stage an operation passed through. */
+        StageRecord: {
+            /**
+             * Format: date-time
+             * @description When the job recorded it.
+             */
+            at: string;
+            stage: string;
         };
         /** @description One step a join script reported. */
         Step: {

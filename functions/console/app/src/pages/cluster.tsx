@@ -1,6 +1,6 @@
 // One cluster: its state and live job stages, nodes, joining, metrics,
 // hostnames, kubeconfigs, history and settings.
-import { lazy, Suspense, useEffect, useRef, useState, type FormEvent } from "react";
+import { lazy, Suspense, type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ApiError, ok, type Cluster, type Schemas } from "../api/client";
@@ -125,8 +125,8 @@ function Overview({ cluster: c }: { cluster: Cluster }) {
   );
 }
 
-/// The newest operation and its stages, as the job records them (polled
-/// each second while it runs).
+/// The newest operation and every stage its job recorded, each with when
+/// (polled each second while it runs).
 function LiveOperation({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
   const running = BUSY.includes(cluster.status);
@@ -143,25 +143,19 @@ function LiveOperation({ cluster }: { cluster: Cluster }) {
       running || ["pending", "running"].includes(query.state.data?.[0]?.status ?? "") ? 1000 : false,
   });
   const latest = operations.data?.[0];
-  const seen = useRef<{ id: string; stages: string[] }>({ id: "", stages: [] });
-  const [stages, setStages] = useState<string[]>([]);
-  useEffect(() => {
-    if (!latest) return;
-    if (seen.current.id !== latest.id) seen.current = { id: latest.id, stages: [] };
-    const list = seen.current.stages;
-    if (list[list.length - 1] !== latest.stage) list.push(latest.stage);
-    setStages([...list]);
-  }, [latest]);
   if (!latest) return null;
+  // Operations from before stages were kept have only the last one.
+  const stages = latest.stages.length > 0 ? latest.stages : [{ stage: latest.stage, at: null }];
+  const active = latest.status === "running" || latest.status === "pending";
   return (
     <section className="card" aria-labelledby="live-operation">
       <h2 id="live-operation">
         {t(`operation.${latest.type}`, { defaultValue: latest.type })} <Status value={latest.status} />
       </h2>
       <ol className="stages" aria-live="polite">
-        {stages.map((stage, i) => (
-          <li key={`${stage}-${i}`} className={i === stages.length - 1 && latest.status === "running" ? "current" : "done"}>
-            {t(`stage.${stage}`, { defaultValue: stage })}
+        {stages.map((s, i) => (
+          <li key={`${s.stage}-${i}`} className={i === stages.length - 1 && active ? "current" : "done"}>
+            <span className="stage">{t(`stage.${s.stage}`, { defaultValue: s.stage })}</span> <Time value={s.at} />
           </li>
         ))}
       </ol>
