@@ -137,7 +137,9 @@ async function signUp(email, name) {
 async function user() {
   const email = `${language.toLowerCase()}-${Date.now()}@example.test`;
   step("sign up with the emailed code");
-  await signUp(email, language === "en" ? "Ada" : "李雷");
+  // A name that would run script if the console wrote it as HTML.
+  const displayName = language === "en" ? `Ada <img src=x onerror="window.__xss=1">` : "李雷";
+  await signUp(email, displayName);
   await page.getByText(T("clusters.empty")).waitFor();
   await check("clusters-empty");
 
@@ -200,6 +202,14 @@ async function user() {
   await page.locator(".attempt .badge", { hasText: T("status.succeeded") }).first().waitFor();
   await page.getByRole("cell", { name: "0 / 1" }).waitFor();
   await check("join-checklist");
+  // A second token, revoked before use.
+  await page.getByLabel(T("join.max_uses")).fill("3");
+  await page.getByLabel(T("join.description")).fill("spare");
+  await page.getByRole("button", { name: T("join.create") }).click();
+  const spare = page.locator("tbody tr", { hasText: "spare" });
+  await spare.getByRole("cell", { name: "3 / 3" }).waitFor();
+  await spare.getByRole("button", { name: T("common.revoke") }).click();
+  await spare.locator(".badge", { hasText: T("status.revoked") }).waitFor();
 
   step("the node appears; its timeline");
   await page.getByRole("link", { name: T("cluster.nodes"), exact: true }).click();
@@ -241,6 +251,26 @@ async function user() {
   await page.getByRole("article", { name: hostname }).waitFor();
   await check("hostnames");
 
+  if (language === "en") {
+    step("remove the node, forced");
+    await page.goto(`${clusterUrl}?tab=nodes`);
+    await page.getByRole("link", { name: "worker-en" }).click();
+    await page.getByLabel(T("nodes.force")).check();
+    await page.getByRole("button", { name: T("nodes.remove") }).click();
+    await page.getByRole("button", { name: T("common.confirm") }).click();
+    await page.waitForURL(/tab=nodes$/);
+    await page.getByText(T("nodes.empty")).waitFor({ timeout: 30_000 });
+  } else {
+    step("raise the CPU limit: an update, its stages");
+    await page.goto(`${clusterUrl}?tab=settings`);
+    await page.getByLabel(T("clusters.cpu_limit")).fill("3000");
+    await page.getByRole("button", { name: T("settings.save") }).click();
+    await page.waitForURL(/tab=overview$/);
+    await page.getByRole("heading", { name: T("operation.update") }).waitFor();
+    await page.locator("#live-operation .badge", { hasText: T("status.succeeded") }).waitFor({ timeout: 30_000 });
+    await page.locator("dl.facts dd", { hasText: "3,000m" }).waitFor();
+  }
+
   step("history, account, billing");
   await page.goto(`${clusterUrl}?tab=history`);
   await page.getByRole("heading", { name: T("history.jobs") }).waitFor();
@@ -250,6 +280,8 @@ async function user() {
   await check("cluster-settings");
   await page.getByRole("link", { name: T("nav.account") }).click();
   await page.locator("dl.facts dd", { hasText: email }).waitFor();
+  await page.locator("dl.facts dd", { hasText: displayName }).waitFor();
+  assert.equal(await page.evaluate(() => window.__xss), undefined, "the name is shown as text, never run");
   await check("account");
   await page.getByRole("link", { name: T("account.keys") }).click();
   await page.getByLabel(T("keys.name")).fill("ci");
@@ -292,9 +324,18 @@ async function user() {
   await page.getByRole("button", { name: T("auth.sign_in") }).click();
   await page.waitForURL(`${clusterUrl}?tab=nodes`);
 
-  step("sign out");
+  step("sign out; a return path to another site is not followed");
   await page.getByRole("button", { name: T("nav.sign_out") }).click();
   await page.waitForURL(/\/sign-in$/);
+  for (const evil of ["//evil.example/x", "/\\evil.example/x", "https://evil.example/"]) {
+    await page.goto(`${BASE}/sign-in?return=${encodeURIComponent(evil)}`);
+    await page.getByLabel(T("auth.email")).fill(email);
+    await page.getByLabel(T("auth.password")).fill(PASSWORD);
+    await page.getByRole("button", { name: T("auth.sign_in") }).click();
+    await page.waitForURL(`${BASE}/clusters`);
+    await page.getByRole("button", { name: T("nav.sign_out") }).click();
+    await page.waitForURL(/\/sign-in$/);
+  }
   writeFileSync(join(SHOTS, `${language}-user.txt`), `${email}\n`);
 }
 
@@ -321,6 +362,22 @@ async function admin() {
   assert.notEqual(login.status, 200, "a disabled user cannot sign in");
   await row.getByRole("button", { name: T("admin.enable") }).click();
   await row.locator(".badge", { hasText: T("status.active") }).waitFor();
+
+  step("make the user an administrator, and back");
+  const role = row.getByLabel(T("admin.role_of", { email: target }));
+  const listed = () =>
+    page.waitForResponse((r) => r.url().includes("/api/console/admin/users?") && r.request().method() === "GET");
+  let refreshed = listed();
+  await role.selectOption("admin");
+  await refreshed;
+  await page.reload();
+  await page.getByLabel(T("admin.search")).fill(target);
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  assert.equal(await role.inputValue(), "admin");
+  refreshed = listed();
+  await role.selectOption("user");
+  await refreshed;
+  assert.equal(await role.inputValue(), "user");
 
   step("retry a failed job");
   await page.getByRole("link", { name: T("admin.jobs") }).click();
