@@ -67,7 +67,7 @@ page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
 const shown = new Set();
 
 /** axe-core on the page as it is, then a screenshot named `name`. */
-async function check(name) {
+async function check(name, shownIn = language) {
   await page.waitForLoadState("networkidle");
   await page.locator("[role=status]:has-text('…')").waitFor({ state: "detached", timeout: 10_000 }).catch(() => {});
   await page.evaluate(axeSource);
@@ -79,7 +79,7 @@ async function check(name) {
       .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")}`);
   });
   assert.deepEqual(violations, [], `accessibility of ${name}`);
-  await page.screenshot({ path: join(SHOTS, `${language}-${name}.png`), fullPage: true });
+  await page.screenshot({ path: join(SHOTS, `${shownIn}-${name}.png`), fullPage: true });
   shown.add(name);
 }
 
@@ -428,6 +428,20 @@ async function admin() {
   await page.getByRole("link", { name: T("admin.orders") }).click();
   await page.getByText(T("billing.no_orders")).waitFor();
   await check("admin-orders");
+
+  step("switch to Chinese: remembered, every section of the back office in it");
+  const zh = JSON.parse(readFileSync(new URL("../src/locales/zh-CN.json", import.meta.url), "utf8"));
+  await page.getByLabel(T("nav.language")).selectOption("zh-CN");
+  await page.getByRole("link", { name: zh["nav.clusters"] }).waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.lang), "zh-CN");
+  await page.reload();
+  await page.getByRole("heading", { name: zh["admin.title"] }).waitFor();
+  for (const section of ["users", "jobs", "audit", "settings", "plans", "orders"]) {
+    await page.getByRole("link", { name: zh[`admin.${section}`] }).click();
+    await page.waitForURL(new RegExp(`/admin/${section}$`));
+    await page.locator("main table, main form, main .empty").first().waitFor();
+    await check(`admin-${section}`, "zh-CN");
+  }
 }
 
 try {
