@@ -178,6 +178,21 @@ async function user() {
   assert.match(namespaces, /kube-system/);
   await page.getByRole("cell", { name: T("status.active") }).waitFor();
   await check("cluster-kubeconfig");
+  if (language === "en") {
+    // Revoked: the same file no longer opens the cluster.
+    await page.getByRole("button", { name: T("common.revoke") }).click();
+    await page.locator("tbody .badge", { hasText: new RegExp(`^(${T("status.revoking")}|${T("status.revoked")})$`) }).waitFor();
+    let refused = false;
+    for (let i = 0; i < 50 && !refused; i++) {
+      try {
+        execFileSync(env("KUBECTL"), ["--kubeconfig", file, "get", "namespaces"], { stdio: "pipe" });
+        await new Promise((r) => setTimeout(r, 200));
+      } catch {
+        refused = true;
+      }
+    }
+    assert.ok(refused, "a revoked kubeconfig is refused by the cluster");
+  }
 
   step("create a join token, run its command, watch the checklist tick");
   await page.getByRole("link", { name: T("cluster.join") }).click();
@@ -196,7 +211,8 @@ async function user() {
     stdio: "inherit",
     timeout: 60_000,
   });
-  for (const s of ["os", "root", "swap", "join", "done"]) {
+  // ("done" is reported after the join, best effort: the attempt may be closed by then.)
+  for (const s of ["os", "root", "swap", "api", "join"]) {
     await page.locator(`li.step[data-step="${s}"][data-status="ok"]`).first().waitFor({ timeout: 10_000 });
   }
   await page.locator(".attempt .badge", { hasText: T("status.succeeded") }).first().waitFor();
@@ -296,6 +312,15 @@ async function user() {
     await page.getByRole("table").or(page.locator("form.card, .empty")).first().waitFor();
     await check(`account-${tab}`);
   }
+  // Notifications: a change saved is what the page shows after a reload.
+  await page.goto(`${BASE}/account?tab=notifications`);
+  const offline = page.getByLabel(T("notifications.notify_node_offline"));
+  const before = await offline.isChecked();
+  await offline.setChecked(!before);
+  await page.getByRole("button", { name: T("common.save") }).click();
+  await page.getByText(T("common.saved")).waitFor();
+  await page.reload();
+  assert.equal(await page.getByLabel(T("notifications.notify_node_offline")).isChecked(), !before);
   await page.getByRole("link", { name: T("nav.billing") }).click();
   await page.getByRole("heading", { name: T("billing.plan"), exact: true }).waitFor();
   await check("billing");
