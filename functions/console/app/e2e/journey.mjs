@@ -57,6 +57,8 @@ const context = await browser.newContext({
   viewport: { width: 1280, height: 860 },
   permissions: ["clipboard-read", "clipboard-write"],
 });
+// Generous: the suite runs this beside other tests on two cores.
+context.setDefaultTimeout(45_000);
 const page = await context.newPage();
 const problems = [];
 page.on("console", (message) => {
@@ -213,7 +215,7 @@ async function user() {
   });
   // ("done" is reported after the join, best effort: the attempt may be closed by then.)
   for (const s of ["os", "root", "swap", "api", "join"]) {
-    await page.locator(`li.step[data-step="${s}"][data-status="ok"]`).first().waitFor({ timeout: 10_000 });
+    await page.locator(`li.step[data-step="${s}"][data-status="ok"]`).first().waitFor({ timeout: 30_000 });
   }
   await page.locator(".attempt .badge", { hasText: T("status.succeeded") }).first().waitFor();
   await page.getByRole("cell", { name: "0 / 1" }).waitFor();
