@@ -164,6 +164,48 @@ export function Confirm({
   );
 }
 
+/// What a list shows: that it is loading, its error in words, `empty` (an
+/// `<Empty>` saying so) when it has no rows, else `children` with the rows.
+export function Rows<T>({
+  query,
+  empty,
+  children,
+}: {
+  query: { isPending: boolean; error: unknown; data?: T[] };
+  empty: ReactNode;
+  children: (rows: T[]) => ReactNode;
+}) {
+  if (query.isPending) return <Loading />;
+  if (query.error) return <ErrorNote error={query.error} />;
+  if (!query.data || query.data.length === 0) return <>{empty}</>;
+  return <>{children(query.data)}</>;
+}
+
+/// A table whose header names its columns; `actions` adds a last column,
+/// named for screen readers only, for each row's buttons.
+export function Table({ columns, actions, children }: { columns: string[]; actions?: boolean; children: ReactNode }) {
+  const { t } = useTranslation();
+  return (
+    <table>
+      <thead>
+        <tr>
+          {columns.map((column) => (
+            <th scope="col" key={column}>
+              {column}
+            </th>
+          ))}
+          {actions && (
+            <th scope="col">
+              <span className="sr-only">{t("common.actions")}</span>
+            </th>
+          )}
+        </tr>
+      </thead>
+      <tbody>{children}</tbody>
+    </table>
+  );
+}
+
 /// A labelled control: the label names it, the hint describes it.
 export function Field({ label, hint, children }: { label: string; hint?: string; children: ReactElement }) {
   const id = useId();

@@ -6,7 +6,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import type { User } from "../App";
 import { useLocation } from "../router";
-import { Copy, Empty, ErrorNote, Field, formNumber, formValue, Loading, Page, Status, Tabs, Time } from "../ui";
+import { Copy, Empty, ErrorNote, Field, Loading, Page, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
 
 export function Account({ user }: { user: User }) {
   const { t } = useTranslation();
@@ -151,20 +151,7 @@ function ApiKeys({ user }: { user: User }) {
       <ErrorNote error={keys.error ?? revoke.error} />
       {keys.data && keys.data.length === 0 && <Empty>{t("keys.empty")}</Empty>}
       {keys.data && keys.data.length > 0 && (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">{t("keys.name")}</th>
-              <th scope="col">{t("keys.prefix")}</th>
-              <th scope="col">{t("keys.scope")}</th>
-              <th scope="col">{t("keys.last_used")}</th>
-              <th scope="col">{t("common.expires")}</th>
-              <th scope="col">
-                <span className="sr-only">{t("common.actions")}</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table columns={[t("keys.name"), t("keys.prefix"), t("keys.scope"), t("keys.last_used"), t("common.expires")]} actions>
             {keys.data.map((k) => (
               <tr key={k.id}>
                 <td>{k.name}</td>
@@ -189,8 +176,7 @@ function ApiKeys({ user }: { user: User }) {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
     </>
   );
@@ -286,19 +272,7 @@ function Sessions() {
       <button type="button" onClick={() => endOthers.mutate()} disabled={endOthers.isPending}>
         {t("sessions.end_others")}
       </button>
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">{t("sessions.client")}</th>
-            <th scope="col">{t("sessions.ip")}</th>
-            <th scope="col">{t("sessions.last_used")}</th>
-            <th scope="col">{t("common.expires")}</th>
-            <th scope="col">
-              <span className="sr-only">{t("common.actions")}</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
+      <Table columns={[t("sessions.client"), t("sessions.ip"), t("sessions.last_used"), t("common.expires")]} actions>
           {sessions.data.map((s) => (
             <tr key={s.id}>
               <td>{s.user_agent ?? "—"}</td>
@@ -320,8 +294,7 @@ function Sessions() {
               </td>
             </tr>
           ))}
-        </tbody>
-      </table>
+      </Table>
     </>
   );
 }
@@ -336,17 +309,7 @@ function Logins() {
   if (logins.error) return <ErrorNote error={logins.error} />;
   if (logins.data.length === 0) return <Empty>{t("logins.empty")}</Empty>;
   return (
-    <table>
-      <thead>
-        <tr>
-          <th scope="col">{t("logins.when")}</th>
-          <th scope="col">{t("logins.method")}</th>
-          <th scope="col">{t("logins.result")}</th>
-          <th scope="col">{t("sessions.ip")}</th>
-          <th scope="col">{t("sessions.client")}</th>
-        </tr>
-      </thead>
-      <tbody>
+    <Table columns={[t("logins.when"), t("logins.method"), t("logins.result"), t("sessions.ip"), t("sessions.client")]}>
         {logins.data.map((l) => (
           <tr key={l.id}>
             <td>
@@ -360,8 +323,7 @@ function Logins() {
             <td>{l.user_agent ?? "—"}</td>
           </tr>
         ))}
-      </tbody>
-    </table>
+    </Table>
   );
 }
 
@@ -369,17 +331,7 @@ export function AuditTable({ records }: { records: Schemas["AuditRecord"][] }) {
   const { t } = useTranslation();
   if (records.length === 0) return <Empty>{t("activity.empty")}</Empty>;
   return (
-    <table>
-      <thead>
-        <tr>
-          <th scope="col">{t("logins.when")}</th>
-          <th scope="col">{t("activity.action")}</th>
-          <th scope="col">{t("activity.target")}</th>
-          <th scope="col">{t("activity.actor")}</th>
-          <th scope="col">{t("sessions.ip")}</th>
-        </tr>
-      </thead>
-      <tbody>
+    <Table columns={[t("logins.when"), t("activity.action"), t("activity.target"), t("activity.actor"), t("sessions.ip")]}>
         {records.map((r) => (
           <tr key={r.id}>
             <td>
@@ -395,8 +347,7 @@ export function AuditTable({ records }: { records: Schemas["AuditRecord"][] }) {
             <td>{r.ip ?? "—"}</td>
           </tr>
         ))}
-      </tbody>
-    </table>
+    </Table>
   );
 }
 

@@ -7,7 +7,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { money, number } from "../format";
 import { Link } from "../router";
-import { Confirm, Empty, ErrorNote, Field, formNumber, formValue, Loading, Page, Status, Time } from "../ui";
+import { Confirm, Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { JobTable } from "./cluster";
 import { AuditTable } from "./account";
 import { OrderTable } from "./billing";
@@ -90,20 +90,7 @@ function Users() {
       ) : users.data?.length === 0 ? (
         <Empty>{t("admin.no_users")}</Empty>
       ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">{t("auth.email")}</th>
-              <th scope="col">{t("auth.display_name")}</th>
-              <th scope="col">{t("account.role")}</th>
-              <th scope="col">{t("clusters.status")}</th>
-              <th scope="col">{t("common.created")}</th>
-              <th scope="col">
-                <span className="sr-only">{t("common.actions")}</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table columns={[t("auth.email"), t("auth.display_name"), t("account.role"), t("clusters.status"), t("common.created")]} actions>
             {users.data?.map((u) => (
               <tr key={u.id} data-email={u.email}>
                 <td>{u.email}</td>
@@ -144,8 +131,7 @@ function Users() {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
     </>
   );
@@ -454,20 +440,7 @@ function Plans() {
       ) : plans.data?.length === 0 ? (
         <Empty>{t("billing.no_plans")}</Empty>
       ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">{t("plans.name")}</th>
-              <th scope="col">{t("plans.price")}</th>
-              <th scope="col">{t("resource.clusters")}</th>
-              <th scope="col">{t("resource.nodes")}</th>
-              <th scope="col">{t("clusters.status")}</th>
-              <th scope="col">
-                <span className="sr-only">{t("common.actions")}</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table columns={[t("plans.name"), t("plans.price"), t("resource.clusters"), t("resource.nodes"), t("clusters.status")]} actions>
             {plans.data?.map((plan) => (
               <tr key={plan.id}>
                 <td>{plan.name}</td>
@@ -490,8 +463,7 @@ function Plans() {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
     </>
   );

@@ -4,7 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { money, number } from "../format";
-import { Empty, ErrorNote, Loading, Page, Status, Time } from "../ui";
+import { Empty, ErrorNote, Loading, Page, Status, Table, Time } from "../ui";
 
 const RESOURCES = ["clusters", "nodes", "cpu_milli_cores", "memory_mib", "hostnames"] as const;
 
@@ -46,15 +46,7 @@ export function Billing() {
               {e.plan ? <strong>{e.plan.name}</strong> : t("billing.unlimited")}{" "}
               <span className="muted">{t(`plan_source.${e.source}`)}</span>
             </p>
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">{t("billing.resource")}</th>
-                  <th scope="col">{t("billing.used")}</th>
-                  <th scope="col">{t("billing.limit")}</th>
-                </tr>
-              </thead>
-              <tbody>
+            <Table columns={[t("billing.resource"), t("billing.used"), t("billing.limit")]}>
                 {RESOURCES.map((r) => (
                   <tr key={r} className={e.over_limit.includes(r) ? "over" : undefined}>
                     <th scope="row">{t(`resource.${r}`)}</th>
@@ -62,8 +54,7 @@ export function Billing() {
                     <td>{e.limits ? number(e.limits[r]) : "∞"}</td>
                   </tr>
                 ))}
-              </tbody>
-            </table>
+            </Table>
           </>
         ) : null}
       </section>
@@ -99,20 +90,7 @@ export function OrderTable({ orders, onCancel }: { orders: Schemas["Order"][]; o
   const { t } = useTranslation();
   if (orders.length === 0) return <Empty>{t("billing.no_orders")}</Empty>;
   return (
-    <table>
-      <thead>
-        <tr>
-          <th scope="col">{t("billing.plan")}</th>
-          <th scope="col">{t("clusters.status")}</th>
-          <th scope="col">{t("billing.amount")}</th>
-          <th scope="col">{t("common.created")}</th>
-          <th scope="col">{t("billing.paid")}</th>
-          <th scope="col">
-            <span className="sr-only">{t("common.actions")}</span>
-          </th>
-        </tr>
-      </thead>
-      <tbody>
+    <Table columns={[t("billing.plan"), t("clusters.status"), t("billing.amount"), t("common.created"), t("billing.paid")]} actions>
         {orders.map((o) => (
           <tr key={o.id}>
             <td>{o.plan_name}</td>
@@ -140,7 +118,6 @@ export function OrderTable({ orders, onCancel }: { orders: Schemas["Order"][]; o
             </td>
           </tr>
         ))}
-      </tbody>
-    </table>
+    </Table>
   );
 }

@@ -6,7 +6,7 @@ import { useTranslation } from "react-i18next";
 import { api, ApiError, ok, type Cluster, type Schemas } from "../api/client";
 import { number } from "../format";
 import { Link, navigate, useLocation } from "../router";
-import { Confirm, Empty, ErrorNote, Field, formNumber, formValue, Loading, Page, Status, Tabs, Time } from "../ui";
+import { Confirm, Empty, ErrorNote, Field, Loading, Page, Rows, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
 import { Nodes } from "./nodes";
 import { Join } from "./join";
 import { Hostnames } from "./hostnames";
@@ -231,50 +231,35 @@ function Kubeconfigs({ cluster }: { cluster: Cluster }) {
         <ErrorNote error={issue.error} />
       </form>
       <h2>{t("kubeconfig.issued")}</h2>
-      {credentials.isPending ? (
-        <Loading />
-      ) : credentials.error ? (
-        <ErrorNote error={credentials.error} />
-      ) : credentials.data.length === 0 ? (
+      <Rows query={credentials} empty={
         <Empty>{t("kubeconfig.none")}</Empty>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">{t("kubeconfig.description")}</th>
-              <th scope="col">{t("clusters.status")}</th>
-              <th scope="col">{t("common.created")}</th>
-              <th scope="col">{t("common.expires")}</th>
-              <th scope="col">
-                <span className="sr-only">{t("common.actions")}</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {credentials.data.map((k) => (
-              <tr key={k.id}>
-                <td>{k.description ?? <code>{k.service_account_name}</code>}</td>
-                <td>
-                  <Status value={k.status} />
-                </td>
-                <td>
-                  <Time value={k.created_at} />
-                </td>
-                <td>
-                  <Time value={k.expires_at} />
-                </td>
-                <td>
-                  {k.status === "active" && (
-                    <button type="button" onClick={() => revoke.mutate(k.id)}>
-                      {t("common.revoke")}
-                    </button>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      }>
+        {(rows) => (
+          <Table columns={[t("kubeconfig.description"), t("clusters.status"), t("common.created"), t("common.expires")]} actions>
+              {rows.map((k) => (
+                <tr key={k.id}>
+                  <td>{k.description ?? <code>{k.service_account_name}</code>}</td>
+                  <td>
+                    <Status value={k.status} />
+                  </td>
+                  <td>
+                    <Time value={k.created_at} />
+                  </td>
+                  <td>
+                    <Time value={k.expires_at} />
+                  </td>
+                  <td>
+                    {k.status === "active" && (
+                      <button type="button" onClick={() => revoke.mutate(k.id)}>
+                        {t("common.revoke")}
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+          </Table>
+        )}
+      </Rows>
       <ErrorNote error={revoke.error} />
     </>
   );
@@ -309,20 +294,7 @@ function History({ clusterId }: { clusterId: string }) {
       <ErrorNote error={operations.error ?? retry.error} />
       {operations.data && operations.data.length === 0 && <Empty>{t("history.no_operations")}</Empty>}
       {operations.data && operations.data.length > 0 && (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">{t("history.type")}</th>
-              <th scope="col">{t("clusters.status")}</th>
-              <th scope="col">{t("history.stage")}</th>
-              <th scope="col">{t("common.created")}</th>
-              <th scope="col">{t("history.error")}</th>
-              <th scope="col">
-                <span className="sr-only">{t("common.actions")}</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table columns={[t("history.type"), t("clusters.status"), t("history.stage"), t("common.created"), t("history.error")]} actions>
             {operations.data.map((o) => (
               <tr key={o.id}>
                 <td>{t(`operation.${o.type}`, { defaultValue: o.type })}</td>
@@ -353,8 +325,7 @@ function History({ clusterId }: { clusterId: string }) {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
       <h2>{t("history.jobs")}</h2>
       <ErrorNote error={jobs.error} />
@@ -375,24 +346,18 @@ export function JobTable({
   const { t } = useTranslation();
   if (jobs.length === 0) return <Empty>{t("history.no_jobs")}</Empty>;
   return (
-    <table>
-      <thead>
-        <tr>
-          <th scope="col">{t("history.type")}</th>
-          {showCluster && <th scope="col">{t("admin.cluster_id")}</th>}
-          <th scope="col">{t("clusters.status")}</th>
-          <th scope="col">{t("history.attempts")}</th>
-          <th scope="col">{t("common.created")}</th>
-          <th scope="col">{t("history.finished")}</th>
-          <th scope="col">{t("history.error")}</th>
-          {actions && (
-            <th scope="col">
-              <span className="sr-only">{t("common.actions")}</span>
-            </th>
-          )}
-        </tr>
-      </thead>
-      <tbody>
+    <Table
+      columns={[
+        t("history.type"),
+        ...(showCluster ? [t("admin.cluster_id")] : []),
+        t("clusters.status"),
+        t("history.attempts"),
+        t("common.created"),
+        t("history.finished"),
+        t("history.error"),
+      ]}
+      actions={Boolean(actions)}
+    >
         {jobs.map((j) => (
           <tr key={j.id}>
             <td>{t(`operation.${j.type}`, { defaultValue: j.type })}</td>
@@ -419,8 +384,7 @@ export function JobTable({
             {actions && <td>{actions(j)}</td>}
           </tr>
         ))}
-      </tbody>
-    </table>
+    </Table>
   );
 }
 

@@ -5,7 +5,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { number } from "../format";
 import { Link, navigate } from "../router";
-import { Empty, ErrorNote, Field, formNumber, formValue, Loading, Page, Status, Time } from "../ui";
+import { Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 
 const BUSY = ["pending", "provisioning", "updating", "deleting"];
 
@@ -44,18 +44,7 @@ export function ClusterList() {
           {t("clusters.empty")} <Link href="/clusters/new">{t("clusters.create_first")}</Link>
         </Empty>
       ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">{t("clusters.name")}</th>
-              <th scope="col">{t("clusters.status")}</th>
-              <th scope="col">{t("clusters.connection")}</th>
-              <th scope="col">{t("clusters.cpu_limit")}</th>
-              <th scope="col">{t("clusters.memory_limit")}</th>
-              <th scope="col">{t("clusters.created")}</th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table columns={[t("clusters.name"), t("clusters.status"), t("clusters.connection"), t("clusters.cpu_limit"), t("clusters.memory_limit"), t("clusters.created")]}>
             {items.map((c) => (
               <tr key={c.id}>
                 <td>
@@ -74,8 +63,7 @@ export function ClusterList() {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
       {clusters.hasNextPage && (
         <button type="button" onClick={() => clusters.fetchNextPage()} disabled={clusters.isFetchingNextPage}>

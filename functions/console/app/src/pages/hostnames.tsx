@@ -3,7 +3,7 @@ import type { FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster } from "../api/client";
-import { Confirm, Empty, ErrorNote, Field, formValue, Loading, Status, Time } from "../ui";
+import { Confirm, Empty, ErrorNote, Field, Rows, Status, Time, formValue } from "../ui";
 
 export function Hostnames({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
@@ -56,76 +56,74 @@ export function Hostnames({ cluster }: { cluster: Cluster }) {
         <ErrorNote error={add.error} />
       </form>
       <ErrorNote error={verify.error ?? remove.error} />
-      {bindings.isPending ? (
-        <Loading />
-      ) : bindings.error ? (
-        <ErrorNote error={bindings.error} />
-      ) : bindings.data.length === 0 ? (
+      <Rows query={bindings} empty={
         <Empty>{t("hostnames.empty")}</Empty>
-      ) : (
-        bindings.data.map((b) => (
-          <article key={b.id} className="card binding" aria-label={b.hostname}>
-            <h3>
-              <code>{b.hostname}</code>
-            </h3>
-            <dl className="facts">
-              <dt>{t("hostnames.dns")}</dt>
-              <dd>
-                <Status value={b.dns_management_status} /> {t(`dns_scope.${b.dns_management_scope}`)}
-                {b.dns_management_message && <span className="muted"> — {b.dns_management_message}</span>}
-              </dd>
-              {b.managed_dns_target && (
-                <>
-                  <dt>{t("hostnames.point")}</dt>
-                  <dd>
-                    {b.dns_management_scope === "platform_managed"
-                      ? t("hostnames.managed_record", { name: b.managed_dns_record_name ?? b.hostname, target: b.managed_dns_target })
-                      : t("hostnames.cname", { name: b.hostname, target: b.managed_dns_target })}
-                  </dd>
-                </>
-              )}
-              {b.verification_record_name && (
-                <>
-                  <dt>{t("hostnames.verification")}</dt>
-                  <dd>
-                    {t("hostnames.txt", { name: b.verification_record_name, value: b.verification_record_value ?? "" })}{" "}
-                    {b.verified ? <Status value="ok" /> : <Status value="pending" />}
-                    {b.verification_message && <span className="muted"> — {b.verification_message}</span>}
-                  </dd>
-                </>
-              )}
-              <dt>{t("hostnames.tls")}</dt>
-              <dd>
-                <Status value={b.tls_status} /> {t(`tls_mode.${b.tls_mode}`)}
-                {b.tls_last_error && <span className="muted"> — {b.tls_last_error}</span>}
-              </dd>
-              {b.dns_management_last_error && (
-                <>
-                  <dt>{t("hostnames.dns_error")}</dt>
-                  <dd className="error-text">{b.dns_management_last_error}</dd>
-                </>
-              )}
-              <dt>{t("hostnames.synced")}</dt>
-              <dd>
-                <Time value={b.dns_management_last_synced_at} />
-              </dd>
-            </dl>
-            <div className="actions">
-              {!b.verified && (
-                <button type="button" onClick={() => verify.mutate(b.id)} disabled={verify.isPending}>
-                  {t("hostnames.verify")}
-                </button>
-              )}
-              <Confirm
-                label={t("common.remove")}
-                question={t("hostnames.remove_question", { hostname: b.hostname })}
-                busy={remove.isPending}
-                onConfirm={() => remove.mutate(b.id)}
-              />
-            </div>
-          </article>
-        ))
-      )}
+      }>
+        {(rows) => (
+          rows.map((b) => (
+            <article key={b.id} className="card binding" aria-label={b.hostname}>
+              <h3>
+                <code>{b.hostname}</code>
+              </h3>
+              <dl className="facts">
+                <dt>{t("hostnames.dns")}</dt>
+                <dd>
+                  <Status value={b.dns_management_status} /> {t(`dns_scope.${b.dns_management_scope}`)}
+                  {b.dns_management_message && <span className="muted"> — {b.dns_management_message}</span>}
+                </dd>
+                {b.managed_dns_target && (
+                  <>
+                    <dt>{t("hostnames.point")}</dt>
+                    <dd>
+                      {b.dns_management_scope === "platform_managed"
+                        ? t("hostnames.managed_record", { name: b.managed_dns_record_name ?? b.hostname, target: b.managed_dns_target })
+                        : t("hostnames.cname", { name: b.hostname, target: b.managed_dns_target })}
+                    </dd>
+                  </>
+                )}
+                {b.verification_record_name && (
+                  <>
+                    <dt>{t("hostnames.verification")}</dt>
+                    <dd>
+                      {t("hostnames.txt", { name: b.verification_record_name, value: b.verification_record_value ?? "" })}{" "}
+                      {b.verified ? <Status value="ok" /> : <Status value="pending" />}
+                      {b.verification_message && <span className="muted"> — {b.verification_message}</span>}
+                    </dd>
+                  </>
+                )}
+                <dt>{t("hostnames.tls")}</dt>
+                <dd>
+                  <Status value={b.tls_status} /> {t(`tls_mode.${b.tls_mode}`)}
+                  {b.tls_last_error && <span className="muted"> — {b.tls_last_error}</span>}
+                </dd>
+                {b.dns_management_last_error && (
+                  <>
+                    <dt>{t("hostnames.dns_error")}</dt>
+                    <dd className="error-text">{b.dns_management_last_error}</dd>
+                  </>
+                )}
+                <dt>{t("hostnames.synced")}</dt>
+                <dd>
+                  <Time value={b.dns_management_last_synced_at} />
+                </dd>
+              </dl>
+              <div className="actions">
+                {!b.verified && (
+                  <button type="button" onClick={() => verify.mutate(b.id)} disabled={verify.isPending}>
+                    {t("hostnames.verify")}
+                  </button>
+                )}
+                <Confirm
+                  label={t("common.remove")}
+                  question={t("hostnames.remove_question", { hostname: b.hostname })}
+                  busy={remove.isPending}
+                  onConfirm={() => remove.mutate(b.id)}
+                />
+              </div>
+            </article>
+          ))
+        )}
+      </Rows>
     </>
   );
 }

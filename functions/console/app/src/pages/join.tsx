@@ -5,7 +5,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster, type Schemas } from "../api/client";
 import { number } from "../format";
-import { Copy, Empty, ErrorNote, Field, formNumber, formValue, Loading, Status, Time } from "../ui";
+import { Copy, Empty, ErrorNote, Field, Rows, Status, Table, Time, formNumber, formValue } from "../ui";
 
 /// `key=value` lines into labels; the API validates the names and values.
 function labels(text: string): Record<string, string> {
@@ -88,54 +88,38 @@ export function Join({ cluster }: { cluster: Cluster }) {
       <Checklist clusterId={cluster.id} />
       <h2>{t("join.tokens")}</h2>
       <ErrorNote error={revoke.error} />
-      {tokens.isPending ? (
-        <Loading />
-      ) : tokens.error ? (
-        <ErrorNote error={tokens.error} />
-      ) : tokens.data.length === 0 ? (
+      <Rows query={tokens} empty={
         <Empty>{t("join.no_tokens")}</Empty>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">{t("join.prefix")}</th>
-              <th scope="col">{t("clusters.status")}</th>
-              <th scope="col">{t("join.remaining")}</th>
-              <th scope="col">{t("common.expires")}</th>
-              <th scope="col">{t("join.description")}</th>
-              <th scope="col">
-                <span className="sr-only">{t("common.actions")}</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {tokens.data.map((tok) => (
-              <tr key={tok.id}>
-                <td>
-                  <code>{tok.display_prefix}</code>
-                </td>
-                <td>
-                  <Status value={tok.status} />
-                </td>
-                <td>
-                  {number(Math.max(0, tok.max_uses - tok.use_count))} / {number(tok.max_uses)}
-                </td>
-                <td>
-                  <Time value={tok.expires_at} />
-                </td>
-                <td>{tok.description ?? ""}</td>
-                <td>
-                  {tok.status === "active" && (
-                    <button type="button" onClick={() => revoke.mutate(tok.id)}>
-                      {t("common.revoke")}
-                    </button>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      }>
+        {(rows) => (
+          <Table columns={[t("join.prefix"), t("clusters.status"), t("join.remaining"), t("common.expires"), t("join.description")]} actions>
+              {rows.map((tok) => (
+                <tr key={tok.id}>
+                  <td>
+                    <code>{tok.display_prefix}</code>
+                  </td>
+                  <td>
+                    <Status value={tok.status} />
+                  </td>
+                  <td>
+                    {number(Math.max(0, tok.max_uses - tok.use_count))} / {number(tok.max_uses)}
+                  </td>
+                  <td>
+                    <Time value={tok.expires_at} />
+                  </td>
+                  <td>{tok.description ?? ""}</td>
+                  <td>
+                    {tok.status === "active" && (
+                      <button type="button" onClick={() => revoke.mutate(tok.id)}>
+                        {t("common.revoke")}
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+          </Table>
+        )}
+      </Rows>
     </>
   );
 }

@@ -5,7 +5,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster } from "../api/client";
 import { bytes, number, percent, range } from "../format";
 import { Link, navigate } from "../router";
-import { Confirm, Empty, ErrorNote, Loading, Page, Status, Time } from "../ui";
+import { Confirm, Empty, ErrorNote, Loading, Page, Rows, Status, Table, Time } from "../ui";
 
 export function Nodes({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
@@ -26,52 +26,37 @@ export function Nodes({ cluster }: { cluster: Cluster }) {
         <input type="checkbox" checked={deleted} onChange={(e) => setDeleted(e.target.checked)} />{" "}
         {t("nodes.include_deleted")}
       </label>
-      {nodes.isPending ? (
-        <Loading />
-      ) : nodes.error ? (
-        <ErrorNote error={nodes.error} />
-      ) : nodes.data.length === 0 ? (
+      <Rows query={nodes} empty={
         <Empty>
           {t("nodes.empty")} <Link href={`/clusters/${cluster.id}?tab=join`}>{t("nodes.join_one")}</Link>
         </Empty>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">{t("nodes.name")}</th>
-              <th scope="col">{t("clusters.status")}</th>
-              <th scope="col">{t("nodes.ip")}</th>
-              <th scope="col">{t("nodes.cpu")}</th>
-              <th scope="col">{t("nodes.memory")}</th>
-              <th scope="col">{t("nodes.kubelet")}</th>
-              <th scope="col">{t("nodes.last_seen")}</th>
-            </tr>
-          </thead>
-          <tbody>
-            {nodes.data.map((n) => (
-              <tr key={n.id}>
-                <td>
-                  <Link href={`/clusters/${cluster.id}/nodes/${n.id}`}>{n.name}</Link>
-                </td>
-                <td>
-                  <Status value={n.status} />
-                </td>
-                <td>{n.internal_ip ?? "—"}</td>
-                <td>
-                  {n.cpu_allocatable_milli_cores === null || n.cpu_allocatable_milli_cores === undefined
-                    ? "—"
-                    : t("units.millicores", { value: number(n.cpu_allocatable_milli_cores) })}
-                </td>
-                <td>{bytes(n.memory_allocatable_bytes)}</td>
-                <td>{n.kubelet_version ?? "—"}</td>
-                <td>
-                  <Time value={n.last_seen_at} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      }>
+        {(rows) => (
+          <Table columns={[t("nodes.name"), t("clusters.status"), t("nodes.ip"), t("nodes.cpu"), t("nodes.memory"), t("nodes.kubelet"), t("nodes.last_seen")]}>
+              {rows.map((n) => (
+                <tr key={n.id}>
+                  <td>
+                    <Link href={`/clusters/${cluster.id}/nodes/${n.id}`}>{n.name}</Link>
+                  </td>
+                  <td>
+                    <Status value={n.status} />
+                  </td>
+                  <td>{n.internal_ip ?? "—"}</td>
+                  <td>
+                    {n.cpu_allocatable_milli_cores === null || n.cpu_allocatable_milli_cores === undefined
+                      ? "—"
+                      : t("units.millicores", { value: number(n.cpu_allocatable_milli_cores) })}
+                  </td>
+                  <td>{bytes(n.memory_allocatable_bytes)}</td>
+                  <td>{n.kubelet_version ?? "—"}</td>
+                  <td>
+                    <Time value={n.last_seen_at} />
+                  </td>
+                </tr>
+              ))}
+          </Table>
+        )}
+      </Rows>
     </>
   );
 }
