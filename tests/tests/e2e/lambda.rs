@@ -610,3 +610,77 @@ async fn under_lambda_a_sweep_writes_the_backlog_as_embedded_metric_format_lines
         (Some("succeeded"), Some(1.0))
     );
 }
+
+/// A recorded API Gateway event turned into `GET path` with `accept-encoding`.
+fn get_event(path: &str, accept_encoding: &str) -> serde_json::Value {
+    let mut event = fixture("apigw-http-v2-create-cluster.json");
+    event["rawPath"] = path.into();
+    event["requestContext"]["http"]["path"] = path.into();
+    event["requestContext"]["http"]["method"] = "GET".into();
+    let headers = event["headers"].as_object_mut().unwrap();
+    headers.remove("content-length");
+    headers.remove("content-type");
+    headers.insert("accept".into(), "text/html,*/*".into());
+    headers.insert("accept-encoding".into(), accept_encoding.into());
+    event["body"] = serde_json::Value::Null;
+    event
+}
+
+#[tokio::test]
+async fn under_lambda_the_console_sends_its_compressed_assets_base64_encoded() {
+    let dist = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../functions/console/dist");
+    let index = std::fs::read_to_string(dist.join("index.html"))
+        .expect("the console is built (scripts/console.sh build, which scripts/test.sh runs)");
+    let entry = index
+        .split("src=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("index.html loads its entry script")
+        .to_string();
+    let db = TestDb::new().await;
+    let broker = TestBroker::new();
+    let api = RuntimeApi::start().await;
+    let amqp_url = tests::broker::amqp_url();
+    let _function = spawn_function(
+        "console",
+        &api,
+        &[
+            ("DATABASE_URL", &db.url),
+            ("AMQP_URL", &amqp_url),
+            ("AMQP_EXCHANGE", &broker.topology.exchange),
+        ],
+    );
+    let decode = |answer: &serde_json::Value| {
+        assert_eq!(answer["isBase64Encoded"], true, "{answer}");
+        base64::engine::general_purpose::STANDARD
+            .decode(answer["body"].as_str().unwrap())
+            .unwrap()
+    };
+
+    // A client route: index.html, brotli, revalidated, under the policy.
+    let answer = response(api.invoke(get_event("/clusters/abc", "gzip, br")).await);
+    assert_eq!(answer["statusCode"], 200, "{answer}");
+    assert_eq!(answer["headers"]["content-encoding"], "br");
+    assert_eq!(answer["headers"]["cache-control"], "no-cache");
+    assert_eq!(
+        answer["headers"]["content-security-policy"],
+        console::CONTENT_SECURITY_POLICY
+    );
+    assert_eq!(
+        decode(&answer),
+        std::fs::read(dist.join("index.html.br")).unwrap()
+    );
+
+    // The entry script, gzip only: the bytes of its .gz twin, cached for a year.
+    let answer = response(api.invoke(get_event(&entry, "gzip")).await);
+    assert_eq!(answer["statusCode"], 200, "{answer}");
+    assert_eq!(answer["headers"]["content-encoding"], "gzip");
+    assert_eq!(
+        answer["headers"]["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(
+        decode(&answer),
+        std::fs::read(dist.join(format!("{}.gz", entry.trim_start_matches('/')))).unwrap()
+    );
+}
