@@ -406,6 +406,19 @@ async function admin() {
   await refreshed;
   assert.equal(await role.inputValue(), "user");
 
+  step("delete users: refused while one has clusters, done when they have none");
+  await page.getByLabel(T("admin.search")).fill("zh-cn-");
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  const owner = page.locator('tr[data-email^="zh-cn-"]');
+  await owner.getByRole("button", { name: T("common.delete") }).click();
+  await owner.getByRole("button", { name: T("common.confirm") }).click();
+  await page.getByRole("alert").getByText(T("errors.code", { code: "user_has_clusters" })).waitFor();
+  await page.getByLabel(T("admin.search")).fill(target);
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  await row.getByRole("button", { name: T("common.delete") }).click();
+  await row.getByRole("button", { name: T("common.confirm") }).click();
+  await page.getByText(T("admin.no_users")).waitFor();
+
   step("retry a failed job");
   await page.getByRole("link", { name: T("admin.jobs") }).click();
   await page.getByLabel(T("clusters.status")).selectOption("failed");
