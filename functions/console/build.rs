@@ -12,10 +12,14 @@ use std::{
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let dist = manifest.join("dist");
-    println!("cargo:rerun-if-changed={}", dist.display());
     let mut files = Vec::new();
     if dist.join("index.html").is_file() {
+        println!("cargo:rerun-if-changed={}", dist.display());
         collect(&dist, &mut files);
+    } else {
+        // Cargo would run again on every build for a path that does not
+        // exist: the crate's folder instead, where `dist/` will appear.
+        println!("cargo:rerun-if-changed={}", manifest.display());
     }
     files.sort();
     let mut out = String::from("pub static ASSETS: &[Asset] = &[\n");
