@@ -85,6 +85,15 @@ async function check(name, shownIn = language) {
   shown.add(name);
 }
 
+/** Waits for `check` to hold, polling, for at most 30 s. */
+async function until(check, what) {
+  for (let i = 0; i < 300; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
 /** The newest 6-digit code mailed to `to` that was not read before. */
 const read = new Set();
 async function codeFor(to) {
@@ -392,19 +401,21 @@ async function admin() {
 
   step("make the user an administrator, and back");
   const role = row.getByLabel(T("admin.role_of", { email: target }));
-  const listed = () =>
-    page.waitForResponse((r) => r.url().includes("/api/console/admin/users?") && r.request().method() === "GET");
-  let refreshed = listed();
-  await role.selectOption("admin");
-  await refreshed;
+  const changeRole = async (to) => {
+    const patched = page.waitForResponse(
+      (r) => r.request().method() === "PATCH" && r.url().includes("/api/console/admin/users/"),
+    );
+    await role.selectOption(to);
+    assert.equal((await patched).status(), 200);
+    // The select shows the role the API answers once the list is fetched again.
+    await until(async () => (await role.inputValue()) === to, `the role to read ${to}`);
+  };
+  await changeRole("admin");
   await page.reload();
   await page.getByLabel(T("admin.search")).fill(target);
   await page.getByRole("button", { name: T("admin.search") }).click();
-  assert.equal(await role.inputValue(), "admin");
-  refreshed = listed();
-  await role.selectOption("user");
-  await refreshed;
-  assert.equal(await role.inputValue(), "user");
+  await until(async () => (await role.inputValue()) === "admin", "admin to be stored");
+  await changeRole("user");
 
   step("delete users: refused while one has clusters, done when they have none");
   await page.getByLabel(T("admin.search")).fill("zh-cn-");
