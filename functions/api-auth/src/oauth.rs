@@ -89,14 +89,10 @@ pub struct LoginOptions {
 pub async fn options(
     State(state): State<AppState>,
 ) -> Result<shared::extract::AppJson<LoginOptions>, ApiError> {
-    let configured = |result: Result<oauth::Client, OAuthError>| match result {
-        Ok(_) => Ok(true),
-        Err(OAuthError::Database(e)) => Err(ApiError::from(e)),
-        Err(_) => Ok(false),
-    };
-    let github = configured(oauth::client(&state.pool, &state.settings, Provider::Github).await)?;
-    let google = configured(oauth::client(&state.pool, &state.settings, Provider::Google).await)?;
+    // One read of the settings answers every question.
     let stored = shared::settings::load(&state.pool).await?;
+    let configured = |provider| oauth::client_from(&stored, &state.settings, provider).is_ok();
+    let (github, google) = (configured(Provider::Github), configured(Provider::Google));
     let captcha_required = stored.fields.captcha_enabled;
     Ok(shared::extract::AppJson(LoginOptions {
         github,

@@ -68,6 +68,16 @@ pub async fn client(
     provider: Provider,
 ) -> Result<Client, OAuthError> {
     let stored = settings::load(pool).await?;
+    client_from(&stored, env, provider)
+}
+
+/// The provider's client from settings already loaded: not configured
+/// unless its client id is set and its sealed secret opens.
+pub fn client_from(
+    stored: &settings::Stored,
+    env: &Settings,
+    provider: Provider,
+) -> Result<Client, OAuthError> {
     let (id, sealed, column) = match provider {
         Provider::Github => (
             stored.fields.github_oauth_client_id.clone(),
