@@ -7,7 +7,7 @@
 // cold loads (a new browser context each time: nothing cached).
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { launch } from "./chromium.mjs";
 
 const dist = new URL("../../dist/", import.meta.url).pathname;
 const index = readFileSync(join(dist, "index.html"), "utf8");
@@ -24,10 +24,7 @@ if (!base) {
   console.log("BASE_URL not set: no load timing");
   process.exit(0);
 }
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 const runs = [];
 for (let i = 0; i < 5; i++) {
   const context = await browser.newContext();

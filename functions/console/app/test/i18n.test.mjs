@@ -10,14 +10,15 @@ const root = new URL("../src/", import.meta.url).pathname;
 const en = JSON.parse(readFileSync(join(root, "locales/en.json"), "utf8"));
 const zh = JSON.parse(readFileSync(join(root, "locales/zh-CN.json"), "utf8"));
 
-function sources(dir) {
+/** The text of every file below `dir` whose name `wanted` accepts. */
+function sources(dir, wanted) {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
-    if (statSync(path).isDirectory()) return sources(path);
-    return /\.(ts|tsx)$/.test(name) && !name.endsWith(".d.ts") ? [readFileSync(path, "utf8")] : [];
+    if (statSync(path).isDirectory()) return name === "target" || name === "node_modules" ? [] : sources(path, wanted);
+    return wanted(name) ? [readFileSync(path, "utf8")] : [];
   });
 }
-const code = sources(root).join("\n");
+const code = sources(root, (name) => /\.(ts|tsx)$/.test(name) && !name.endsWith(".d.ts")).join("\n");
 const placeholders = (text) => [...text.matchAll(/\{\{(\w+)\}\}/g)].map((m) => m[1]).sort();
 // A key used with { count } is looked up as key_one / key_other.
 const has = (catalog, key) => key in catalog || `${key}_other` in catalog;
@@ -86,13 +87,8 @@ test("every stage a job records has its words in both catalogs", () => {
   // a `STAGE` constant, and the ones SQL appends): the console translates
   // each of them.
   const workspace = new URL("../../../../", import.meta.url).pathname;
-  const rust = (dir) =>
-    readdirSync(dir).flatMap((name) => {
-      const path = join(dir, name);
-      if (statSync(path).isDirectory()) return name === "target" || name === "node_modules" ? [] : rust(path);
-      return name.endsWith(".rs") ? [readFileSync(path, "utf8")] : [];
-    });
-  const text = [...rust(join(workspace, "functions")), ...rust(join(workspace, "shared/src"))].join("\n");
+  const rust = (name) => name.endsWith(".rs");
+  const text = [...sources(join(workspace, "functions"), rust), ...sources(join(workspace, "shared/src"), rust)].join("\n");
   const stages = new Set([
     ...[...text.matchAll(/\.(?:step|stage)\(\s*"([^"{}]+)"/g)].map((m) => m[1]),
     ...[...text.matchAll(/const STAGE: &str = "([^"]+)"/g)].map((m) => m[1]),
