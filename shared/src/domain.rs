@@ -135,6 +135,45 @@ impl KubernetesVersion {
     }
 }
 
+/// A node's name as the Kubernetes API accepts it: a DNS subdomain (RFC 1123),
+/// lowercase letters, digits, `-` and `.`, labels starting and ending with a
+/// letter or digit, 253 characters at most (`ValidateNodeName` in
+/// kubernetes/pkg/apis/core/validation). Nothing else is ever stored or
+/// shown as one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeName(String);
+
+impl NodeName {
+    pub const MAX_LEN: usize = 253;
+
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let label_ok = |label: &str| {
+            let bytes = label.as_bytes();
+            !bytes.is_empty()
+                && bytes.len() <= 63
+                && bytes[0].is_ascii_alphanumeric()
+                && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        };
+        if raw.is_empty() || raw.len() > Self::MAX_LEN || !raw.split('.').all(label_ok) {
+            return Err(
+                "a node name must be a lowercase DNS subdomain: labels of letters, digits and '-' separated by '.', at most 253 characters".into(),
+            );
+        }
+        Ok(Self(raw.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_inner(self) -> String {
+        self.0
+    }
+}
+
 /// Text-backed enums: the database's CHECK constraints hold the same names.
 macro_rules! text_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
@@ -560,6 +599,32 @@ mod tests {
         assert!(ClusterName::parse("prod-eu-1").is_ok());
         for bad in ["", "Prod", "1abc", "abc-", "a_b", "a.b", &"a".repeat(41)] {
             assert!(ClusterName::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn node_names_are_dns_subdomains_and_nothing_else() {
+        for good in ["worker-1", "w", "rack7.worker-1", &"a".repeat(63)] {
+            assert!(NodeName::parse(good).is_ok(), "{good}");
+        }
+        let long = format!("{}.{}", "a".repeat(63), "b".repeat(190));
+        assert_eq!(long.len(), 254);
+        for bad in [
+            "",
+            "Worker-1",
+            "-worker",
+            "worker-",
+            "a..b",
+            ".a",
+            "<img src=x onerror=alert(1)>",
+            "worker\u{202e}1-",
+            "wоrker", // a Cyrillic о
+            "worker_1",
+            &"a".repeat(64),
+            &long,
+            &"a".repeat(1_000_000),
+        ] {
+            assert!(NodeName::parse(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -222,7 +222,9 @@ fn document_idempotency_key(doc: &mut OpenApi) {
                 .required(Required::False)
                 .description(Some(
                     "Makes a retry safe: the first answer to this key is replayed for 24 hours \
-                     to the same request (method, path, body), with the key echoed.",
+                     to the same request (method, path, body), with the key echoed. Kept \
+                     answers are sealed at rest; without a sealing key, an answer that \
+                     issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`).",
                 ))
                 .schema(Some(
                     ObjectBuilder::new()
@@ -244,6 +246,13 @@ fn document_idempotency_key(doc: &mut OpenApi) {
             "409",
             "idempotency_request_in_flight",
             "A request with this Idempotency-Key is still being processed",
+        );
+        add_answer(
+            operation,
+            "409",
+            "idempotency_answer_not_kept",
+            "The first answer to this Idempotency-Key issued a secret that was not kept \
+             (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again",
         );
         add_answer(
             operation,

@@ -14,11 +14,15 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-/// Whether `ip` is an address no public service has.
+/// Whether `ip` is an address no public service has: private, loopback,
+/// link-local, reserved, benchmarking, documentation and protocol ranges, a
+/// cloud's metadata or wire server, and every IPv6 form that carries an IPv4
+/// address inside (mapped, compatible, NAT64, 6to4, Teredo) when that one
+/// is such an address, or always where the form is obsolete.
 fn private(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             v4.is_private()
                 || v4.is_loopback()
                 || v4.is_link_local()
@@ -28,14 +32,34 @@ fn private(ip: IpAddr) -> bool {
                 || v4.is_documentation()
                 || (a == 100 && (64..128).contains(&b)) // carrier-grade NAT
                 || a == 0
+                || (a == 192 && b == 0 && c == 0) // IETF protocol assignments (192.0.0.170 NAT64 discovery)
+                || (a == 192 && b == 88 && c == 99) // 6to4 relay anycast
+                || (a == 198 && (b == 18 || b == 19)) // benchmarking
+                || a >= 240 // reserved, broadcast
+                || v4 == std::net::Ipv4Addr::new(168, 63, 129, 16) // Azure's wire server
         }
         IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
+            let segments = v6.segments();
+            let first = segments[0];
+            let embedded = |high: u16, low: u16| {
+                private(IpAddr::V4(std::net::Ipv4Addr::from(
+                    (u32::from(high) << 16) | u32::from(low),
+                )))
+            };
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00 // unique local
                 || (first & 0xffc0) == 0xfe80 // link local
+                || (first & 0xffc0) == 0xfec0 // site local (obsolete)
+                || (first == 0x2001 && segments[1] == 0x0db8) // documentation
+                || (first == 0x2001 && segments[1] == 0) // Teredo: an IPv4 address in disguise
+                || (first == 0x0100 && segments[1..4] == [0, 0, 0]) // discard only
+                || (first == 0x0064 && segments[1] == 0xff9b && segments[2] == 1) // local-use NAT64
+                || (first == 0x0064 && segments[1] == 0xff9b && segments[2..6] == [0, 0, 0, 0]
+                    && embedded(segments[6], segments[7])) // NAT64
+                || (first == 0x2002 && embedded(segments[1], segments[2])) // 6to4
+                || segments[..6] == [0, 0, 0, 0, 0, 0] // IPv4-compatible (obsolete)
                 || v6.to_ipv4_mapped().is_some_and(|v4| private(IpAddr::V4(v4)))
         }
     }
@@ -241,6 +265,10 @@ mod tests {
     fn only_https_to_public_hosts_passes() {
         assert!(check("https://challenges.example.com/siteverify", false).is_ok());
         assert!(check("https://[2001:4860::8888]/x", false).is_ok());
+        // Public IPv4 inside NAT64 and 6to4 stays public.
+        assert!(check("https://[64:ff9b::808:808]/", false).is_ok());
+        assert!(check("https://[2002:808:808::1]/", false).is_ok());
+        assert!(check("https://198.20.0.1/", false).is_ok());
         for bad in [
             "http://challenges.example.com/siteverify",
             "ftp://example.com/",
@@ -260,6 +288,21 @@ mod tests {
             "https://metadata.localhost./",
             "https://2130706433/",
             "https://0x7f.1/",
+            // The review's addresses: metadata behind IPv6 forms, and
+            // ranges no public service has.
+            "https://[::a9fe:a9fe]/",
+            "https://[64:ff9b::a9fe:a9fe]/",
+            "https://[64:ff9b:1::1]/",
+            "https://[2002:a9fe:a9fe::1]/",
+            "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "https://[fec0::1]/",
+            "https://[2001:db8::1]/",
+            "https://198.18.0.1/",
+            "https://198.19.255.1/",
+            "https://240.0.0.1/",
+            "https://255.255.255.254/",
+            "https://192.0.0.170/",
+            "https://168.63.129.16/",
             "not a url",
         ] {
             assert!(check(bad, false).is_err(), "{bad}");

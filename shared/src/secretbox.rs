@@ -59,9 +59,14 @@ impl SecretBox {
     }
 
     pub fn seal(&self, column: &str, plaintext: &str) -> Vec<u8> {
+        self.seal_bytes(column, plaintext.as_bytes())
+    }
+
+    /// [`seal`](Self::seal) for bytes that need not be text.
+    pub fn seal_bytes(&self, column: &str, plaintext: &[u8]) -> Vec<u8> {
         let mut nonce = [0u8; 12];
         getrandom::fill(&mut nonce).expect("the operating system's random source failed");
-        let mut data = plaintext.as_bytes().to_vec();
+        let mut data = plaintext.to_vec();
         self.current
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
@@ -88,6 +93,22 @@ impl SecretBox {
         column: &str,
         sealed: &[u8],
     ) -> Result<(SecretString, bool), SealError> {
+        let (plain, current) = self.open_bytes_with_current(column, sealed)?;
+        let plain = String::from_utf8(plain).map_err(|_| SealError::Unreadable)?;
+        Ok((SecretString::from(plain), current))
+    }
+
+    /// Opens what [`seal_bytes`](Self::seal_bytes) sealed.
+    pub fn open_bytes(&self, column: &str, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+        self.open_bytes_with_current(column, sealed)
+            .map(|(plain, _)| plain)
+    }
+
+    fn open_bytes_with_current(
+        &self,
+        column: &str,
+        sealed: &[u8],
+    ) -> Result<(Vec<u8>, bool), SealError> {
         if sealed.len() < 1 + 12 + 16 || sealed[0] != VERSION {
             return Err(SealError::Unreadable);
         }
@@ -107,15 +128,13 @@ fn parse_key(key: &SecretString) -> Result<LessSafeKey, SealError> {
     Ok(LessSafeKey::new(key))
 }
 
-fn open_with(key: &LessSafeKey, column: &str, sealed: &[u8]) -> Option<SecretString> {
+fn open_with(key: &LessSafeKey, column: &str, sealed: &[u8]) -> Option<Vec<u8>> {
     let nonce = Nonce::try_assume_unique_for_key(&sealed[1..13]).ok()?;
     let mut data = sealed[13..].to_vec();
     let plain = key
         .open_in_place(nonce, Aad::from(column.as_bytes()), &mut data)
         .ok()?;
-    String::from_utf8(plain.to_vec())
-        .ok()
-        .map(SecretString::from)
+    Some(plain.to_vec())
 }
 
 #[cfg(test)]

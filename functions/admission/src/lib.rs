@@ -33,7 +33,7 @@ use shared::{
         store::{self, Admitting, Reservation},
     },
     billing::entitlements,
-    domain::{NodeEventType, NodeStatus},
+    domain::{NodeEventType, NodeName, NodeStatus},
     error::ApiError,
     extract::AppPath,
     http::AppState,
@@ -295,6 +295,13 @@ async fn node(
                 .map(str::to_string)
         })
         .unwrap_or_default();
+    // An API server sends only names it validated; anything else did not
+    // come from one and is refused before it is counted or recorded.
+    if !name.is_empty()
+        && let Err(reason) = NodeName::parse(&name)
+    {
+        return Ok(Some(reason));
+    }
     let mut tx = state.pool.begin().await?;
     let Some((owner, entitlement)) =
         entitlements::lock_for_cluster(&mut tx, cluster.cluster_id).await?

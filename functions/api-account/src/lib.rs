@@ -2,7 +2,7 @@
 //! notification settings and activity (their audit events).
 
 use axum::{
-    Router,
+    Extension, Router,
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
@@ -18,7 +18,7 @@ use shared::{
     },
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller},
+    http::{AppState, Caller, idempotency::IssuesSecret},
 };
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use uuid::Uuid;
@@ -179,7 +179,12 @@ pub async fn create_key(
     .await?;
     audit::record(&mut *tx, record(caller, "api_key.create", &api_key)).await?;
     tx.commit().await?;
-    Ok((StatusCode::CREATED, AppJson(CreatedKey { api_key, key })).into_response())
+    Ok((
+        StatusCode::CREATED,
+        Extension(IssuesSecret),
+        AppJson(CreatedKey { api_key, key }),
+    )
+        .into_response())
 }
 
 /// List API keys

@@ -73,18 +73,31 @@ pub async fn list(
 ///
 /// A pending order, or a paid one (after a refund): the user's entitlement
 /// falls back to their previous paid order or the default plan at once;
-/// nothing they have is deleted. Audited.
+/// nothing they have is deleted. A pending order's Checkout Session is
+/// expired at Stripe first, and the cancellation is final: a payment event
+/// that arrives after it pays nothing (it is audited for a refund). Audited.
 #[utoipa::path(post, path = "/api/console/admin/orders/{order_id}/cancel", tag = "admin",
     params(("order_id" = Uuid, Path)),
     responses((status = 200, body = Order),
               (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 409, description = "Already cancelled (`order_cancelled`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 409, description = "Already cancelled (`order_cancelled`), or Stripe has the pending order's payment (`order_paid_in_stripe`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 502, description = "Stripe could not expire the pending order's session (`stripe_unavailable`, `stripe_refused`); the order stays pending", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "A pending order has a session but Stripe is not configured (`billing_not_configured`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn cancel(
     State(state): State<AppState>,
     admin: AdminCaller,
     AppPath(order_id): AppPath<Uuid>,
 ) -> Result<AppJson<Order>, ApiError> {
+    let pending = orders::get(&state.pool, order_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "order" })?;
+    // A pending order's Checkout Session is expired first, as the user's own
+    // cancel does: a cancelled order can no longer be paid.
+    if pending.status == "pending" {
+        shared::billing::stripe::expire_before_cancel(&state.pool, &state.settings, &pending)
+            .await?;
+    }
     let mut tx = state.pool.begin().await?;
     let order = orders::get(&mut *tx, order_id)
         .await?

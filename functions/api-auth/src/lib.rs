@@ -237,8 +237,8 @@ pub async fn register(
         return Err(ApiError::invalid("email", "must be an email address"));
     };
     answered_alike(&state, async {
-        limit_codes(&state, &origin, &email).await?;
         captcha(&state, &origin, body.captcha_token.as_deref()).await?;
+        limit_codes(&state, &origin, &email, VERIFY).await?;
         mail_ready(&state).await?;
         let hash = auth::hash_password(body.password).await?;
         let mut tx = state.pool.begin().await?;
@@ -288,8 +288,8 @@ async fn request_code(
 ) -> Result<Response, ApiError> {
     let email = email(raw_email)?;
     answered_alike(state, async {
-        limit_codes(state, origin, &email).await?;
         captcha(state, origin, captcha_token).await?;
+        limit_codes(state, origin, &email, purpose).await?;
         mail_ready(state).await?;
         if let Some(account) = accounts::credentials(&state.pool, email.as_str())
             .await?
@@ -306,15 +306,33 @@ async fn captcha(state: &AppState, origin: &Origin, token: Option<&str>) -> Resu
     captcha::check(&state.pool, &state.settings, token, origin.ip.as_deref()).await
 }
 
+/// Limits code requests, after the captcha (a request that fails it counts
+/// nowhere): per source; per account, purpose and source (the asker's own
+/// bucket); per account and purpose (a wide cap on the mail one address gets).
+/// A stranger asking for a victim's reset fills their own buckets, not the
+/// victim's: registering, resending and resetting are counted apart.
 async fn limit_codes(
     state: &AppState,
     origin: &Origin,
     email: &EmailAddress,
+    purpose: &str,
 ) -> Result<(), ApiError> {
-    if let Some(ip) = &origin.ip {
-        auth::rate_limit(&state.pool, auth::CODES_PER_IP, ip).await?;
+    let account = format!("{purpose}:{}", email.as_str());
+    if let Some(source) = source(origin) {
+        auth::rate_limit(&state.pool, auth::CODES_PER_IP, &source).await?;
+        auth::rate_limit(
+            &state.pool,
+            auth::CODES_PER_ACCOUNT_AND_SOURCE,
+            &format!("{account}@{source}"),
+        )
+        .await?;
     }
-    auth::rate_limit(&state.pool, auth::CODES_PER_ACCOUNT, email.as_str()).await
+    auth::rate_limit(&state.pool, auth::CODES_PER_ACCOUNT, &account).await
+}
+
+/// The key the caller's address is limited under (its /64 for IPv6).
+fn source(origin: &Origin) -> Option<String> {
+    origin.ip.as_deref().map(auth::source_key)
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -412,8 +430,8 @@ pub async fn verify_email(
     AppJson(body): AppJson<VerifyEmail>,
 ) -> Result<Response, ApiError> {
     let email = email(&body.email)?;
-    if let Some(ip) = &origin.ip {
-        auth::rate_limit(&state.pool, auth::VERIFY_PER_IP, ip).await?;
+    if let Some(source) = source(&origin) {
+        auth::rate_limit(&state.pool, auth::VERIFY_PER_IP, &source).await?;
     }
     let account = accounts::credentials(&state.pool, email.as_str()).await?;
     let password_ok = auth::verify_password(
@@ -520,8 +538,8 @@ pub async fn login(
     AppJson(body): AppJson<Login>,
 ) -> Result<Response, ApiError> {
     let email = email(&body.email)?;
-    if let Some(ip) = &origin.ip {
-        auth::rate_limit(&state.pool, auth::LOGIN_PER_IP, ip).await?;
+    if let Some(source) = source(&origin) {
+        auth::rate_limit(&state.pool, auth::LOGIN_PER_IP, &source).await?;
     }
     let account = accounts::credentials(&state.pool, email.as_str()).await?;
     // Failures are counted per account (its id; the address when there is no
@@ -530,7 +548,10 @@ pub async fn login(
     let account_key = account
         .as_ref()
         .map_or_else(|| email.to_string(), |a| a.user_id.to_string());
-    let pair_key = format!("{account_key}@{}", origin.ip.as_deref().unwrap_or("-"));
+    let pair_key = format!(
+        "{account_key}@{}",
+        source(&origin).as_deref().unwrap_or("-")
+    );
     auth::check_limit(
         &state.pool,
         auth::LOGIN_FAILURES_PER_ACCOUNT_AND_IP,
@@ -661,8 +682,8 @@ pub async fn confirm_reset(
     let email = email(&body.email)?;
     auth::check_password_policy(&body.new_password, email.as_str())
         .map_err(|m| ApiError::invalid("new_password", m))?;
-    if let Some(ip) = &origin.ip {
-        auth::rate_limit(&state.pool, auth::VERIFY_PER_IP, ip).await?;
+    if let Some(source) = source(&origin) {
+        auth::rate_limit(&state.pool, auth::VERIFY_PER_IP, &source).await?;
     }
     let hash = auth::hash_password(body.new_password).await?;
     let Some(account) = accounts::credentials(&state.pool, email.as_str()).await? else {

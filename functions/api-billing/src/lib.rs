@@ -16,8 +16,8 @@ use shared::{
     audit::{self, AuditEvent},
     billing::{
         self, Plan,
-        orders::{self, EventChange, Order},
-        stripe::{self, CheckoutRequest, Expiry, LineItem, SignatureError, StripeError},
+        orders::{self, EventChange, EventOutcome as OrderEvent, Order},
+        stripe::{self, CheckoutRequest, LineItem, SignatureError, StripeError},
     },
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath, AppQuery},
@@ -125,35 +125,6 @@ pub struct Checkout {
 
 /// What calling Stripe needs: a client that follows no redirect (it would
 /// carry the key elsewhere), the API base and the sealed key, opened.
-struct StripeApi {
-    client: reqwest::Client,
-    base: String,
-    key: secrecy::SecretString,
-}
-
-fn stripe_api(state: &AppState, stored: &settings::Stored) -> Result<StripeApi, ApiError> {
-    let key = settings::open(
-        state.settings.secret_box().as_ref(),
-        settings::column::STRIPE_SECRET_KEY,
-        stored.stripe_secret_key.as_deref(),
-    )
-    .map_err(|err| anyhow::anyhow!("the Stripe secret key cannot be opened: {err}"))?
-    .ok_or_else(|| ApiError::NotConfigured {
-        code: "billing_not_configured",
-        detail: "payments are not set up on this platform (no Stripe secret key)".into(),
-    })?;
-    let client = shared::outbound::PublicOnly::reqwest(state.settings.allow_private_outbound)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(anyhow::Error::from)?;
-    let base = stored
-        .fields
-        .stripe_api_base_url
-        .clone()
-        .unwrap_or_else(|| stripe::DEFAULT_API_BASE.into());
-    Ok(StripeApi { client, base, key })
-}
-
 fn stripe_unavailable(order_id: Uuid) -> ApiError {
     ApiError::Upstream {
         code: "stripe_unavailable",
@@ -185,7 +156,7 @@ pub async fn create(
     AppJson(body): AppJson<NewOrder>,
 ) -> Result<Response, ApiError> {
     let stored = settings::load(&state.pool).await?;
-    let api = stripe_api(&state, &stored)?;
+    let api = stripe::Api::from_settings(&state.settings, &stored)?;
     let plan = billing::get_plan(&state.pool, body.plan_id)
         .await?
         .filter(|p| p.active)
@@ -341,26 +312,7 @@ pub async fn cancel(
     }
     // The session is expired first, so that a cancelled order cannot be
     // paid; a session Stripe says is complete was paid: its event settles it.
-    if let Some(session) = order.stripe_checkout_session_id.as_deref() {
-        let stored = settings::load(&state.pool).await?;
-        let api = stripe_api(&state, &stored)?;
-        match stripe::expire_checkout_session(&api.client, &api.base, &api.key, session).await {
-            Ok(Expiry::Expired) => {}
-            Ok(Expiry::Complete) => {
-                return Err(ApiError::Conflict {
-                    code: "order_paid_in_stripe",
-                    detail: "Stripe has the payment for this order; it becomes paid when Stripe's event arrives".into(),
-                });
-            }
-            Err(StripeError::Unavailable(_)) => return Err(stripe_unavailable(order.id)),
-            Err(err) => {
-                return Err(ApiError::Upstream {
-                    code: "stripe_refused",
-                    detail: format!("{err}; order {} stays pending", order.id),
-                });
-            }
-        }
-    }
+    stripe::expire_before_cancel(&state.pool, &state.settings, &order).await?;
     let mut tx = state.pool.begin().await?;
     let order = orders::lock_owned(&mut tx, caller.user_id, order_id)
         .await?
@@ -379,6 +331,15 @@ pub async fn cancel(
         .ok_or_else(|| anyhow::anyhow!("the order just cancelled is missing"))?;
     tx.commit().await?;
     Ok(AppJson(order))
+}
+
+/// A payment event's change: what it paid, as the session says.
+fn paid(object: &serde_json::Value) -> EventChange {
+    EventChange::Paid {
+        payment_intent: object["payment_intent"].as_str().map(str::to_string),
+        amount_total: object["amount_total"].as_i64(),
+        currency: object["currency"].as_str().map(str::to_string),
+    }
 }
 
 /// What the webhook answers Stripe.
@@ -459,15 +420,11 @@ pub async fn webhook(
     let object = &event.data.object;
     let change = match event.kind.as_str() {
         "checkout.session.completed" => match object["payment_status"].as_str() {
-            Some("paid" | "no_payment_required") => EventChange::Paid {
-                payment_intent: object["payment_intent"].as_str().map(str::to_string),
-            },
+            Some("paid" | "no_payment_required") => paid(object),
             // Paid later (a bank transfer): async_payment_succeeded follows.
             _ => EventChange::Nothing,
         },
-        "checkout.session.async_payment_succeeded" => EventChange::Paid {
-            payment_intent: object["payment_intent"].as_str().map(str::to_string),
-        },
+        "checkout.session.async_payment_succeeded" => paid(object),
         "checkout.session.expired" => EventChange::Expired,
         _ => EventChange::Nothing,
     };
@@ -486,16 +443,22 @@ pub async fn webhook(
     )
     .await?;
     if let Some(order) = &order {
+        let action = match outcome {
+            // Stripe took money the platform does not count: for a refund.
+            OrderEvent::PaidAfterCancel => "billing.order.payment_after_cancel",
+            OrderEvent::WrongAmount => "billing.order.payment_wrong_amount",
+            _ if order.status == "paid" => "billing.order.paid",
+            _ => "billing.order.expired",
+        };
+        if action != "billing.order.paid" && action != "billing.order.expired" {
+            tracing::warn!(event_id = %event.id, order_id = %order.id, action, "a Stripe payment was not applied");
+        }
         audit::record(
             &mut *tx,
             AuditEvent {
                 actor_user_id: None,
                 actor_kind: "system",
-                action: if order.status == "paid" {
-                    "billing.order.paid"
-                } else {
-                    "billing.order.expired"
-                },
+                action,
                 target_kind: "order",
                 target_id: order.id.to_string(),
                 cluster_id: None,
@@ -503,7 +466,7 @@ pub async fn webhook(
             },
         )
         .await?;
-        if order.status == "paid" {
+        if outcome == OrderEvent::Applied && order.status == "paid" {
             shared::notifications::enqueue(
                 &mut *tx,
                 order.user_id,

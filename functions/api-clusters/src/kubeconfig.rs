@@ -4,6 +4,7 @@
 //! credential never leaves the platform.
 
 use axum::{
+    Extension,
     extract::State,
     http::{StatusCode, header},
     response::{IntoResponse, Response},
@@ -15,7 +16,7 @@ use shared::{
     clusters::Cluster,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller, Origin},
+    http::{AppState, Caller, Origin, idempotency::IssuesSecret},
     kubeconfigs::{self, Credential, NewCredential, credential},
 };
 use utoipa::{IntoParams, ToSchema};
@@ -148,6 +149,7 @@ pub async fn issue(
     let kubeconfig = render(&cluster, server, &ca, id, &issued.token);
     Ok((
         StatusCode::CREATED,
+        Extension(IssuesSecret),
         [
             (header::CONTENT_TYPE, "application/yaml".to_string()),
             (

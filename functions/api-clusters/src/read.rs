@@ -28,6 +28,9 @@ pub struct ClusterPage {
     pub next_cursor: Option<String>,
 }
 
+/// 9999-12-31T23:59:59.999999Z in microseconds since the epoch.
+const MAX_CURSOR_MICROS: i64 = 253_402_300_799_999_999;
+
 fn parse_cursor(raw: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
     let invalid = || ApiError::BadRequest {
         code: "invalid_cursor",
@@ -35,6 +38,11 @@ fn parse_cursor(raw: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
     };
     let (at, id) = raw.split_once('_').ok_or_else(invalid)?;
     let micros: i64 = at.parse().map_err(|_| invalid())?;
+    // A cluster's creation time: from 1970 to the end of year 9999, inside
+    // what both chrono and PostgreSQL's timestamptz hold.
+    if !(0..=MAX_CURSOR_MICROS).contains(&micros) {
+        return Err(invalid());
+    }
     Ok((
         DateTime::from_timestamp_micros(micros).ok_or_else(invalid)?,
         id.parse().map_err(|_| invalid())?,
@@ -119,11 +127,18 @@ mod tests {
         let id = Uuid::new_v4();
         let raw = format!("{}_{}", at.timestamp_micros(), id);
         assert_eq!(parse_cursor(&raw).unwrap(), (at, id));
+        let last = format!("{MAX_CURSOR_MICROS}_{id}");
+        assert!(parse_cursor(&last).is_ok());
         for bad in [
             "",
             "abc",
             "12_notauuid",
             "x_00000000-0000-0000-0000-000000000000",
+            // The review's cursor: chrono takes it, PostgreSQL does not.
+            "-8000000000000000000_00000000-0000-0000-0000-000000000000",
+            "-1_00000000-0000-0000-0000-000000000000",
+            "253402300800000000_00000000-0000-0000-0000-000000000000",
+            "9223372036854775807_00000000-0000-0000-0000-000000000000",
         ] {
             assert!(parse_cursor(bad).is_err(), "{bad:?}");
         }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use axum::{
+    Extension,
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
@@ -15,7 +16,7 @@ use shared::{
     domain::{ClusterStatus, JoinTokenStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller},
+    http::{AppState, Caller, idempotency::IssuesSecret},
     nodes::{
         jointoken::{self, JoinToken},
         tokens::{self, Attempt, NewToken, Token},
@@ -207,6 +208,7 @@ pub async fn create(
     let url = format!("{}/join", state.settings.join_base_url);
     Ok((
         StatusCode::CREATED,
+        Extension(IssuesSecret),
         AppJson(CreatedToken {
             token: stored,
             join_command: join_command(&url, &plaintext),

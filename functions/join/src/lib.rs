@@ -9,7 +9,11 @@
 //!   reporting `join` as `running` is what takes a use of the token, and the
 //!   answer then carries a bootstrap token made for that attempt alone (its
 //!   Secret created in the cluster's `kube-system`, expiring with the join
-//!   window), which the script presents to the control plane.
+//!   window), which the script presents to the control plane; reporting
+//!   `approval` as `running` asks the platform to approve the kubelet's
+//!   certificate request for the host name the attempt reported (one node
+//!   per attempt, see `shared::nodes::approval`), after which that bootstrap
+//!   token is deleted.
 //!
 //! The token never travels in a URL, so neither our logs nor a proxy's keep it.
 
@@ -27,8 +31,9 @@ use shared::{
     domain::{JoinOutcome, JoinStepStatus},
     http::AppState,
     nodes::{
+        approval::{self, Choice},
         jointoken::{self, JoinToken, ScriptParams},
-        tokens::{self, NewAttempt, Presented},
+        tokens::{self, NewAttempt, Presented, StaleSecret},
     },
 };
 use utoipa::{OpenApi, ToSchema};
@@ -38,6 +43,9 @@ use uuid::Uuid;
 pub const MAX_CLOCK_SKEW_SECS: u64 = 60;
 /// Steps one attempt may report.
 const MAX_STEPS: i64 = 100;
+/// The step a script reports, again and again, while its node waits for
+/// the platform's approval.
+const APPROVAL_STEP: &str = "approval";
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -290,11 +298,9 @@ fn valid_step(step: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
+/// A host name is the node's name: what the API server would accept as one.
 fn valid_hostname(hostname: &str) -> bool {
-    (1..=253).contains(&hostname.len())
-        && hostname
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    shared::domain::NodeName::parse(hostname).is_ok()
 }
 
 /// Report a join step
@@ -304,8 +310,14 @@ fn valid_hostname(hostname: &str) -> bool {
 /// the token expired or was revoked in the meantime) and answers the
 /// attempt's own bootstrap token (502, the use given back, when the cluster
 /// would not take it; 403 when one more node would pass the plan of the
-/// cluster's owner); `failed` ends the attempt with the step's detail as
-/// its reason; `done` as `ok` ends it as succeeded.
+/// cluster's owner; 409 when a node of the attempt's host name exists, and
+/// 422 without a host name). `approval` as `running` asks for the node's
+/// approval: the platform approves the one certificate request the
+/// kubelet filed with the attempt's bootstrap token for the attempt's host
+/// name (200, the bootstrap token then deleted), answers 202 while there is
+/// none, and 409 when the node cannot be approved (every other request filed
+/// with that token is denied). `failed` ends the attempt with the step's
+/// detail as its reason; `done` as `ok` ends it as succeeded.
 #[utoipa::path(
     post,
     path = "/join/steps",
@@ -313,10 +325,11 @@ fn valid_hostname(hostname: &str) -> bool {
     request_body = StepReport,
     responses(
         (status = 200, body = StepReply),
+        (status = 202, description = "`approval`: the kubelet has not filed its certificate request yet, or the cluster could not be asked; report again", body = StepReply),
         (status = 401, description = "No token", body = StepReply),
         (status = 403, description = "One more node would pass the plan of the cluster's owner; the attempt is refused and the script prints the message", body = StepReply),
         (status = 404, description = "Unknown token or attempt", body = StepReply),
-        (status = 409, description = "The attempt has ended", body = StepReply),
+        (status = 409, description = "The attempt has ended; or a node of its host name exists already, or another machine is joining under it", body = StepReply),
         (status = 410, description = "The token cannot be used any more", body = StepReply),
         (status = 422, description = "Malformed report", body = StepReply),
         (status = 429, description = "Too many reports for one attempt", body = StepReply),
@@ -363,7 +376,7 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
         .as_deref()
         .is_some_and(|h| !valid_hostname(h))
     {
-        Some("hostname must be a lowercase DNS name")
+        Some("hostname must be a lowercase DNS subdomain (a node name)")
     } else {
         None
     };
@@ -376,8 +389,13 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
         Err(response) => return response,
     };
     match record_step(&state, &presented, &report).await {
-        Ok(Ok(None)) => reply(StatusCode::OK, None),
-        Ok(Ok(Some(bootstrap))) => hand_out(&state, &presented, &report, bootstrap).await,
+        Ok(Ok(Recorded::Step)) => reply(StatusCode::OK, None),
+        Ok(Ok(Recorded::UseTaken(bootstrap))) => {
+            hand_out(&state, &presented, &report, bootstrap).await
+        }
+        Ok(Ok(Recorded::ApprovalAsked(asked))) => {
+            approve_node(&state, &presented, &report, asked).await
+        }
         Ok(Err((status, message))) => reply(status, Some(message)),
         Err(err) => {
             tracing::error!(error = %err, "recording a join step failed");
@@ -391,6 +409,153 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
 
 type Refusal = (StatusCode, String);
 
+/// What a recorded step asks of the platform besides recording it.
+enum Recorded {
+    Step,
+    /// The step took a use: the attempt's new bootstrap token, not made in
+    /// the cluster yet.
+    UseTaken((JoinToken, chrono::DateTime<chrono::Utc>)),
+    /// The script asks for its node's approval.
+    ApprovalAsked(ApprovalAsked),
+}
+
+struct ApprovalAsked {
+    hostname: String,
+    bootstrap_secret_name: String,
+    chosen_before: Option<String>,
+}
+
+/// A client for the cluster's own API, as the platform's admin.
+async fn cluster_client(state: &AppState, cluster_id: Uuid) -> Result<kube::Client, String> {
+    let host = state.host.as_ref().ok_or("no host cluster is configured")?;
+    let cluster = clusters::get(&state.pool, cluster_id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the cluster is gone")?;
+    let endpoint = cluster
+        .api_endpoint
+        .as_deref()
+        .ok_or("the cluster has no endpoint")?;
+    host.vcluster_client(&cluster, endpoint)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Approves the kubelet's certificate request for the attempt's node, if
+/// it has filed one: 200 once approved (the attempt's bootstrap token is then
+/// deleted), 202 while there is none, 409 when the node cannot be approved.
+async fn approve_node(
+    state: &AppState,
+    presented: &Presented,
+    report: &StepReport,
+    asked: ApprovalAsked,
+) -> Response {
+    let unavailable = |error: String| {
+        tracing::warn!(cluster_id = %presented.cluster_id, attempt_id = %report.attempt_id, error, "could not look at an attempt's certificate requests");
+        reply(
+            StatusCode::ACCEPTED,
+            Some("the platform could not reach the cluster's control plane; asking again".into()),
+        )
+    };
+    let client = match cluster_client(state, presented.cluster_id).await {
+        Ok(client) => client,
+        Err(error) => return unavailable(error),
+    };
+    let token_id = asked
+        .bootstrap_secret_name
+        .strip_prefix("bootstrap-token-")
+        .unwrap_or_default();
+    let choice = match approval::choose(
+        client.clone(),
+        token_id,
+        &asked.hostname,
+        asked.chosen_before.as_deref(),
+    )
+    .await
+    {
+        Ok(choice) => choice,
+        Err(err) => return unavailable(err.to_string()),
+    };
+    let (request, approved) = match choice {
+        Choice::Waiting => {
+            return reply(
+                StatusCode::ACCEPTED,
+                Some("the kubelet has not asked for its certificate yet".into()),
+            );
+        }
+        Choice::Refused { reason } => return end_attempt(state, report, reason).await,
+        Choice::Approve { request, approved } => (request, approved),
+    };
+    let recorded = async {
+        let mut tx = state.pool.begin().await?;
+        let recorded = tokens::record_node_approval(
+            &mut tx,
+            presented.cluster_id,
+            report.attempt_id,
+            &asked.hostname,
+            &request,
+            tokens::JOIN_GRACE,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(recorded)
+    };
+    match recorded.await {
+        Ok(Ok(())) => {}
+        Ok(Err(reason)) => {
+            if let Err(err) = approval::deny(client, &request, &reason).await {
+                tracing::warn!(error = %err, "could not deny a certificate request");
+            }
+            return end_attempt(state, report, reason).await;
+        }
+        Err(err) => return internal(err),
+    }
+    if !approved
+        && let Err(err) = approval::approve(client.clone(), &request, &asked.hostname).await
+    {
+        return unavailable(err.to_string());
+    }
+    // The node has its certificate: the attempt's bootstrap token has done
+    // its work and goes at once, so nothing else can be filed with it.
+    match jointoken::delete_bootstrap_secret(client, &asked.bootstrap_secret_name).await {
+        Ok(()) => {
+            let secret = StaleSecret {
+                token_id: presented.token_id,
+                attempt_id: Some(report.attempt_id),
+                cluster_id: presented.cluster_id,
+                name: asked.bootstrap_secret_name,
+            };
+            if let Err(err) = tokens::mark_secret_deleted(&state.pool, &secret).await {
+                return internal(err);
+            }
+        }
+        // The sweep deletes it when the attempt ends or its window closes.
+        Err(err) => {
+            tracing::warn!(cluster_id = %presented.cluster_id, error = %err, "could not delete an approved attempt's bootstrap token")
+        }
+    }
+    reply(StatusCode::OK, None)
+}
+
+/// Ends an attempt whose node cannot be approved, and answers 409 with why.
+async fn end_attempt(state: &AppState, report: &StepReport, reason: String) -> Response {
+    let ended = async {
+        let mut tx = state.pool.begin().await?;
+        tokens::finish_attempt(
+            &mut tx,
+            report.attempt_id,
+            JoinOutcome::Failed,
+            Some(&reason),
+        )
+        .await?;
+        tx.commit().await
+    };
+    match ended.await {
+        Ok(()) => reply(StatusCode::CONFLICT, Some(reason)),
+        Err(err) => internal(err),
+    }
+}
+
 /// Makes the attempt's bootstrap token inside the cluster and answers it to
 /// the script. When the cluster does not take it, the use goes back to the
 /// token and the attempt fails with the reason.
@@ -402,17 +567,10 @@ async fn hand_out(
 ) -> Response {
     let (token, expires_at) = bootstrap;
     let created = async {
-        let host = state.host.as_ref().ok_or("no host cluster is configured")?;
-        let cluster = clusters::get(&state.pool, presented.cluster_id)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the cluster is gone")?;
-        let endpoint = cluster
-            .api_endpoint
-            .as_deref()
-            .ok_or("the cluster has no endpoint")?;
-        let client = host
-            .vcluster_client(&cluster, endpoint)
+        let client = cluster_client(state, presented.cluster_id).await?;
+        // Only the platform approves a joining kubelet's certificate: a
+        // binding that lets the cluster approve it by itself goes first.
+        approval::remove_auto_approval(client.clone())
             .await
             .map_err(|e| e.to_string())?;
         match jointoken::create_bootstrap_secret(client, &token.bootstrap_secret(expires_at)).await
@@ -471,16 +629,22 @@ async fn over_node_limit(
     }))
 }
 
-/// Records one step; `Some` with the attempt's new bootstrap token (not made
-/// in the cluster yet) when the step took a use of the join token.
+/// Records one step, and says what else it asks for.
 async fn record_step(
     state: &AppState,
     presented: &Presented,
     report: &StepReport,
-) -> Result<Result<Option<(JoinToken, chrono::DateTime<chrono::Utc>)>, Refusal>, sqlx::Error> {
+) -> Result<Result<Recorded, Refusal>, sqlx::Error> {
+    let status = JoinStepStatus::parse(&report.status).expect("validated above");
     let mut tx = state.pool.begin().await?;
-    let Some(attempt) =
-        tokens::lock_attempt(&mut tx, report.attempt_id, presented.token_id).await?
+    let Some(attempt) = tokens::lock_attempt(
+        &mut tx,
+        report.attempt_id,
+        presented.token_id,
+        &report.step,
+        status,
+    )
+    .await?
     else {
         return Ok(Err((
             StatusCode::NOT_FOUND,
@@ -505,18 +669,50 @@ async fn record_step(
             "too many steps for one attempt".into(),
         )));
     }
-    tokens::insert_step(
-        &mut tx,
-        report.attempt_id,
-        &report.step,
-        JoinStepStatus::parse(&report.status).expect("validated above"),
-        report.detail.as_deref(),
-        report.hostname.as_deref(),
-    )
-    .await?;
-    let mut outcome = Ok(None);
+    // The script asks again and again while it waits for its node's
+    // approval: the ledger keeps the first of a run of the same report.
+    if !(attempt.repeats_last_step && report.step == APPROVAL_STEP) {
+        tokens::insert_step(
+            &mut tx,
+            report.attempt_id,
+            &report.step,
+            status,
+            report.detail.as_deref(),
+            report.hostname.as_deref(),
+        )
+        .await?;
+    }
+    // The first host name an attempt reports is the only node it may join.
+    let hostname = attempt.hostname.clone().or(report.hostname.clone());
+    let mut outcome = Ok(Recorded::Step);
     match (report.step.as_str(), report.status.as_str()) {
         ("join", "running") => {
+            let Some(hostname) = hostname else {
+                let reason = "the join step must carry the machine's host name".to_string();
+                tokens::finish_attempt(
+                    &mut tx,
+                    report.attempt_id,
+                    JoinOutcome::Refused,
+                    Some(&reason),
+                )
+                .await?;
+                tx.commit().await?;
+                return Ok(Err((StatusCode::UNPROCESSABLE_ENTITY, reason)));
+            };
+            if tokens::node_name_taken(&mut *tx, presented.cluster_id, &hostname).await? {
+                let reason = format!(
+                    "a node named {hostname} is already part of this cluster; remove it first or join under another host name"
+                );
+                tokens::finish_attempt(
+                    &mut tx,
+                    report.attempt_id,
+                    JoinOutcome::Refused,
+                    Some(&reason),
+                )
+                .await?;
+                tx.commit().await?;
+                return Ok(Err((StatusCode::CONFLICT, reason)));
+            }
             if let Some(reason) = over_node_limit(state, &mut tx, presented.cluster_id).await? {
                 tokens::finish_attempt(
                     &mut tx,
@@ -540,7 +736,7 @@ async fn record_step(
             )
             .await?
             {
-                Ok(()) => outcome = Ok(Some((bootstrap, expires_at))),
+                Ok(()) => outcome = Ok(Recorded::UseTaken((bootstrap, expires_at))),
                 Err(reason) => {
                     tokens::finish_attempt(
                         &mut tx,
@@ -552,6 +748,33 @@ async fn record_step(
                     outcome = Err((StatusCode::GONE, reason));
                 }
             }
+        }
+        (APPROVAL_STEP, "running") => {
+            let (Some(hostname), Some(bootstrap_secret_name), JoinOutcome::Joining) = (
+                hostname,
+                attempt.bootstrap_secret_name.clone(),
+                attempt.outcome,
+            ) else {
+                return Ok(Err((
+                    StatusCode::CONFLICT,
+                    "this join attempt has not taken a use of its token".into(),
+                )));
+            };
+            let chosen_before = attempt.node_request_name.clone();
+            if chosen_before.is_none()
+                && !tokens::start_node_check(&mut tx, report.attempt_id).await?
+            {
+                tx.commit().await?;
+                return Ok(Err((
+                    StatusCode::ACCEPTED,
+                    "the kubelet has not asked for its certificate yet".into(),
+                )));
+            }
+            outcome = Ok(Recorded::ApprovalAsked(ApprovalAsked {
+                hostname,
+                bootstrap_secret_name,
+                chosen_before,
+            }));
         }
         (step, "failed") => {
             let reason = match report.detail.as_deref() {
@@ -588,5 +811,7 @@ mod tests {
         assert!(!valid_step(""));
         assert!(valid_hostname("worker-1.example"));
         assert!(!valid_hostname("Worker_1"));
+        assert!(!valid_hostname("-worker"));
+        assert!(!valid_hostname("a..b"));
     }
 }

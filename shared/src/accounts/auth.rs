@@ -230,9 +230,19 @@ pub const CODES_PER_IP: Limit = Limit {
     max: 20,
     window: Duration::from_secs(3600),
 };
+/// Codes asked for one account (and purpose) from one source: the asker's
+/// own bucket, so a stranger who fills it blocks only themselves.
+pub const CODES_PER_ACCOUNT_AND_SOURCE: Limit = Limit {
+    name: "codes:account-source",
+    max: 3,
+    window: Duration::from_secs(3600),
+};
+/// Codes asked for one account (and purpose) from anywhere: a cap on the
+/// mail one address can be sent, wide enough that blocking its owner takes
+/// many sources (each limited by [`CODES_PER_ACCOUNT_AND_SOURCE`]).
 pub const CODES_PER_ACCOUNT: Limit = Limit {
     name: "codes:account",
-    max: 5,
+    max: 30,
     window: Duration::from_secs(3600),
 };
 pub const VERIFY_PER_IP: Limit = Limit {
@@ -240,6 +250,23 @@ pub const VERIFY_PER_IP: Limit = Limit {
     max: 30,
     window: Duration::from_secs(900),
 };
+
+/// The key a client address is limited under: an IPv4 address as it is; an
+/// IPv6 one by its /64, the block one subscriber or host usually holds, so a
+/// client cannot step around a limit by moving inside its own block.
+pub fn source_key(ip: &str) -> String {
+    match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let network = u128::from(v6) & !((1u128 << 64) - 1);
+                format!("{}/64", std::net::Ipv6Addr::from(network))
+            }
+        },
+        Ok(std::net::IpAddr::V4(v4)) => v4.to_string(),
+        Err(_) => ip.to_string(),
+    }
+}
 
 /// The bucket of `key` under `limit`. Keys are short (an address, an account
 /// id, a canonical email); anything longer is hashed, so no input can make a
@@ -337,6 +364,19 @@ mod tests {
         assert!(!constant_time_eq(b"csrf-token", b"csrf-token-longer"));
         assert!(!constant_time_eq(b"", b"x"));
         assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn ipv6_sources_are_limited_by_their_64_and_ipv4_by_address() {
+        assert_eq!(source_key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+        assert_eq!(
+            source_key("2001:db8:1:2:ffff:ffff:ffff:ffff"),
+            source_key("2001:db8:1:2::9")
+        );
+        assert_ne!(source_key("2001:db8:1:3::1"), source_key("2001:db8:1:2::1"));
+        assert_eq!(source_key("203.0.113.7"), "203.0.113.7");
+        assert_eq!(source_key("::ffff:203.0.113.7"), "203.0.113.7");
+        assert_ne!(source_key("203.0.113.7"), source_key("203.0.113.8"));
     }
 
     #[test]

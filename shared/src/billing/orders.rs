@@ -170,6 +170,12 @@ pub enum EventOutcome {
     Ignored,
     /// This event id was processed before: nothing was done again.
     Replayed,
+    /// A payment for an order an administrator or its user cancelled: the
+    /// cancellation stands (the payment is for a refund), stored as `no_change`.
+    PaidAfterCancel,
+    /// A payment whose amount or currency is not the order's: nothing is
+    /// paid by it, stored as `no_change`.
+    WrongAmount,
 }
 
 impl EventOutcome {
@@ -178,7 +184,7 @@ impl EventOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Applied => "applied",
-            Self::NoChange => "no_change",
+            Self::NoChange | Self::PaidAfterCancel | Self::WrongAmount => "no_change",
             Self::Ignored => "ignored",
             Self::Replayed => "replayed",
         }
@@ -188,7 +194,12 @@ impl EventOutcome {
 /// What a Stripe event asks of an order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventChange {
-    Paid { payment_intent: Option<String> },
+    Paid {
+        payment_intent: Option<String>,
+        /// What the session charged, in minor units, and in which currency.
+        amount_total: Option<i64>,
+        currency: Option<String>,
+    },
     Expired,
     Nothing,
 }
@@ -216,24 +227,51 @@ pub async fn apply_event(
         return Ok((EventOutcome::Replayed, None));
     }
     // The order the session was made for: by the id the platform gave it
-    // (client_reference_id), and only while the session is the one recorded
-    // for it, if one is.
-    let order = match order_id {
-        Some(id) => sqlx::query_scalar!(
-            "SELECT id FROM orders WHERE id = $1
-               AND ($2::text IS NULL OR stripe_checkout_session_id IS NULL OR stripe_checkout_session_id = $2)
+    // (client_reference_id), and only for a Checkout Session (`cs_…`) that is
+    // the one recorded for it, if one is; an object of any other kind (a
+    // Payment Link's, say) pays no order.
+    let found = match (order_id, session_id) {
+        (Some(id), Some(session)) => {
+            sqlx::query!(
+                "SELECT id, status, cancel_reason, amount, currency FROM orders WHERE id = $1
+               AND (stripe_checkout_session_id IS NULL OR stripe_checkout_session_id = $2)
              FOR UPDATE",
-            id,
-            session_id
-        )
-        .fetch_optional(&mut *tx)
-        .await?,
-        None => None,
+                id,
+                session
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+        }
+        _ => None,
     };
-    let outcome = match (change, order) {
+    let order = found.as_ref().map(|o| o.id);
+    let outcome = match (change, found) {
         (EventChange::Nothing, _) => EventOutcome::Ignored,
         (_, None) => EventOutcome::NoChange,
-        (EventChange::Paid { payment_intent }, Some(id)) => {
+        (EventChange::Paid { .. }, Some(o)) if o.status == "paid" => EventOutcome::NoChange,
+        // Only a lapse (`expired`) gives way to a payment; a cancellation by
+        // an administrator or the user is final.
+        (EventChange::Paid { .. }, Some(o))
+            if o.status == "cancelled" && o.cancel_reason.as_deref() != Some("expired") =>
+        {
+            EventOutcome::PaidAfterCancel
+        }
+        (
+            EventChange::Paid {
+                amount_total,
+                currency,
+                ..
+            },
+            Some(o),
+        ) if *amount_total != Some(o.amount)
+            || !currency
+                .as_deref()
+                .is_some_and(|c| c.eq_ignore_ascii_case(&o.currency)) =>
+        {
+            EventOutcome::WrongAmount
+        }
+        (EventChange::Paid { payment_intent, .. }, Some(o)) => {
+            let id = o.id;
             // A payment wins over a cancellation: the money was taken.
             let done = sqlx::query!(
                 "UPDATE orders SET status = 'paid', paid_at = now(), cancelled_at = NULL,
@@ -253,7 +291,8 @@ pub async fn apply_event(
                 EventOutcome::NoChange
             }
         }
-        (EventChange::Expired, Some(id)) => {
+        (EventChange::Expired, Some(o)) => {
+            let id = o.id;
             let done = sqlx::query!(
                 "UPDATE orders SET status = 'cancelled', cancelled_at = now(), cancel_reason = 'expired',
                         updated_at = now()
@@ -278,7 +317,10 @@ pub async fn apply_event(
     .execute(&mut *tx)
     .await?;
     let order = match (outcome, order) {
-        (EventOutcome::Applied, Some(id)) => get(&mut *tx, id).await?,
+        (
+            EventOutcome::Applied | EventOutcome::PaidAfterCancel | EventOutcome::WrongAmount,
+            Some(id),
+        ) => get(&mut *tx, id).await?,
         _ => None,
     };
     Ok((outcome, order))

@@ -11,6 +11,80 @@ use serde::Deserialize;
 /// Stripe's API, unless the settings name another base (tests do).
 pub const DEFAULT_API_BASE: &str = "https://api.stripe.com";
 
+/// Stripe's API as the platform's settings configure it: the client (public
+/// destinations only, no redirects), the base URL and the secret key.
+pub struct Api {
+    pub client: reqwest::Client,
+    pub base: String,
+    pub key: SecretString,
+}
+
+impl Api {
+    /// From the stored settings; 503 `billing_not_configured` without a key.
+    pub fn from_settings(
+        settings: &crate::config::Settings,
+        stored: &crate::settings::Stored,
+    ) -> Result<Self, crate::error::ApiError> {
+        let key = crate::settings::open(
+            settings.secret_box().as_ref(),
+            crate::settings::column::STRIPE_SECRET_KEY,
+            stored.stripe_secret_key.as_deref(),
+        )
+        .map_err(|err| anyhow::anyhow!("the Stripe secret key cannot be opened: {err}"))?
+        .ok_or_else(|| crate::error::ApiError::NotConfigured {
+            code: "billing_not_configured",
+            detail: "payments are not set up on this platform (no Stripe secret key)".into(),
+        })?;
+        let client = crate::outbound::PublicOnly::reqwest(settings.allow_private_outbound)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(anyhow::Error::from)?;
+        let base = stored
+            .fields
+            .stripe_api_base_url
+            .clone()
+            .unwrap_or_else(|| DEFAULT_API_BASE.into());
+        Ok(Self { client, base, key })
+    }
+}
+
+/// Expires a pending order's Checkout Session before the order is
+/// cancelled, so it can no longer be paid: 409 `order_paid_in_stripe` when
+/// Stripe has the payment already (its event settles the order), 502 when
+/// Stripe cannot be reached or refuses (the order stays pending).
+pub async fn expire_before_cancel(
+    pool: &sqlx::PgPool,
+    settings: &crate::config::Settings,
+    order: &super::orders::Order,
+) -> Result<(), crate::error::ApiError> {
+    use crate::error::ApiError;
+    let Some(session) = order.stripe_checkout_session_id.as_deref() else {
+        return Ok(());
+    };
+    let stored = crate::settings::load(pool).await?;
+    let api = Api::from_settings(settings, &stored)?;
+    match expire_checkout_session(&api.client, &api.base, &api.key, session).await {
+        Ok(Expiry::Expired) => Ok(()),
+        Ok(Expiry::Complete) => Err(ApiError::Conflict {
+            code: "order_paid_in_stripe",
+            detail:
+                "Stripe has the payment for this order; it becomes paid when Stripe's event arrives"
+                    .into(),
+        }),
+        Err(StripeError::Unavailable(_)) => Err(ApiError::Upstream {
+            code: "stripe_unavailable",
+            detail: format!(
+                "Stripe could not be reached; order {} stays pending, send the same request again",
+                order.id
+            ),
+        }),
+        Err(err) => Err(ApiError::Upstream {
+            code: "stripe_refused",
+            detail: format!("{err}; order {} stays pending", order.id),
+        }),
+    }
+}
+
 /// How old a signed event may be; Stripe's libraries use the same default.
 pub const SIGNATURE_TOLERANCE_SECS: i64 = 300;
 
@@ -279,7 +353,13 @@ pub fn verify_signature(
     if signatures.is_empty() || signatures.len() > 8 {
         return Err(SignatureError::Malformed);
     }
-    if (now_unix - timestamp).abs() > SIGNATURE_TOLERANCE_SECS {
+    // Checked arithmetic: `t=-9223372036854775808` must be stale, not a
+    // panic (debug) or a wrapped difference whose `abs()` passes (release).
+    let fresh = now_unix
+        .checked_sub(timestamp)
+        .and_then(i64::checked_abs)
+        .is_some_and(|skew| skew <= SIGNATURE_TOLERANCE_SECS);
+    if !fresh {
         return Err(SignatureError::Stale);
     }
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret.expose_secret().as_bytes());
@@ -358,6 +438,28 @@ mod tests {
             verify_signature("v1=00", body, &secret, 1_100),
             Err(SignatureError::Malformed)
         );
+    }
+
+    /// The review's header: a timestamp at the ends of `i64` is stale, not a
+    /// panic, and not a wrapped difference that passes, even when signed.
+    #[test]
+    fn timestamps_at_the_ends_of_the_range_are_stale() {
+        let secret = SecretString::from("whsec_test");
+        let body = b"{}";
+        for (t, now) in [
+            (i64::MIN, 1_700_000_000),
+            (i64::MIN, 0),
+            (i64::MAX, -1),
+            (i64::MAX, 1_700_000_000),
+            (-1, i64::MAX),
+        ] {
+            let header = format!("t={t},v1={}", sign("whsec_test", t, body));
+            assert_eq!(
+                verify_signature(&header, body, &secret, now),
+                Err(SignatureError::Stale),
+                "t={t} now={now}"
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,13 @@
 //! kept — 2xx, and 4xx but those that say "try again" (408, 409, 425, 429);
 //! after any other answer the key is free for the retry to run again. A claim
 //! whose process died is taken over once the request timeout has passed.
+//!
+//! A kept answer holds no secret in clear: with `KUBEBYON_SETTINGS_KEY` set,
+//! every kept body is sealed (`secretbox`, bound to this column) and opened
+//! for the replay; without it, an answer a route marks [`IssuesSecret`] (an
+//! API key, a join token, a kubeconfig: shown once) is kept without its body,
+//! and a retry is refused (409 `idempotency_answer_not_kept`) rather than run
+//! again.
 
 use std::time::Duration;
 
@@ -29,6 +36,13 @@ use crate::{
 };
 
 pub const HEADER: &str = "idempotency-key";
+/// The associated data kept bodies are sealed under.
+const SEALED_COLUMN: &str = "idempotency_keys.response_body";
+
+/// A response extension: the answer carries a secret shown once (a route
+/// adds `Extension(IssuesSecret)` to it).
+#[derive(Debug, Clone, Copy)]
+pub struct IssuesSecret;
 /// How long an answer is kept for its key.
 pub const KEPT_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest answer kept (a larger one is answered and its key freed).
@@ -72,8 +86,25 @@ async fn handle(state: &AppState, request: Request, next: Next) -> Result<Respon
                 response_status: Some(status),
                 response_content_type,
                 response_body: Some(body),
+                response_sealed,
                 ..
-            }) => Ok(replay(status, response_content_type, body, raw)),
+            }) => {
+                let body = if response_sealed {
+                    state
+                        .settings
+                        .secret_box()
+                        .and_then(|sealer| sealer.open_bytes(SEALED_COLUMN, &body).ok())
+                        .ok_or_else(not_kept)?
+                } else {
+                    body
+                };
+                Ok(replay(status, response_content_type, body, raw))
+            }
+            Some(Kept {
+                response_status: Some(_),
+                response_body: None,
+                ..
+            }) => Err(not_kept()),
             _ => Err(ApiError::Conflict {
                 code: "idempotency_request_in_flight",
                 detail: "a request with this Idempotency-Key is still being processed; retry once it has answered".into(),
@@ -97,10 +128,17 @@ async fn handle(state: &AppState, request: Request, next: Next) -> Result<Respon
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
+    let issues_secret = response_parts.extensions.get::<IssuesSecret>().is_some();
+    let (kept, sealed) = match state.settings.secret_box() {
+        Some(sealer) => (Some(sealer.seal_bytes(SEALED_COLUMN, &bytes)), true),
+        None if issues_secret => (None, false),
+        None => (Some(bytes.to_vec()), false),
+    };
     let answer = Answer {
         status: status.as_u16() as i16,
         content_type,
-        body: &bytes,
+        body: kept.as_deref(),
+        sealed,
     };
     if let Err(err) = record(pool, caller.user_id, &key, &hash, &answer).await {
         // The work is done: answer it. A retry finds the claim in flight until
@@ -109,6 +147,13 @@ async fn handle(state: &AppState, request: Request, next: Next) -> Result<Respon
     }
     response_parts.headers.insert(HEADER, raw);
     Ok(Response::from_parts(response_parts, Body::from(bytes)))
+}
+
+fn not_kept() -> ApiError {
+    ApiError::Conflict {
+        code: "idempotency_answer_not_kept",
+        detail: "the first answer to this Idempotency-Key issued a secret, which is shown once and not kept; the request is not run again".into(),
+    }
 }
 
 /// The key as sent: a structured-field string (`"…"`) or its bare contents,
@@ -206,6 +251,7 @@ async fn claim(
            ON CONFLICT (user_id, key) DO UPDATE
            SET request_hash = EXCLUDED.request_hash, in_flight_until = EXCLUDED.in_flight_until,
                response_status = NULL, response_content_type = NULL, response_body = NULL,
+               response_sealed = false,
                created_at = now(), expires_at = EXCLUDED.expires_at
            WHERE idempotency_keys.expires_at <= now()
               OR (idempotency_keys.response_status IS NULL
@@ -228,6 +274,7 @@ struct Kept {
     response_status: Option<i16>,
     response_content_type: Option<String>,
     response_body: Option<Vec<u8>>,
+    response_sealed: bool,
 }
 
 async fn stored(
@@ -237,7 +284,7 @@ async fn stored(
 ) -> Result<Option<Kept>, sqlx::Error> {
     sqlx::query_as!(
         Kept,
-        "SELECT request_hash, response_status, response_content_type, response_body
+        "SELECT request_hash, response_status, response_content_type, response_body, response_sealed
          FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND expires_at > now()",
         user_id,
         key
@@ -249,7 +296,9 @@ async fn stored(
 struct Answer<'a> {
     status: i16,
     content_type: Option<&'a str>,
-    body: &'a [u8],
+    /// `None`: the answer is settled but its body not kept.
+    body: Option<&'a [u8]>,
+    sealed: bool,
 }
 
 async fn record(
@@ -261,7 +310,7 @@ async fn record(
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE idempotency_keys
-         SET response_status = $4, response_content_type = $5, response_body = $6
+         SET response_status = $4, response_content_type = $5, response_body = $6, response_sealed = $7
          WHERE user_id = $1 AND key = $2 AND request_hash = $3 AND response_status IS NULL",
         user_id,
         key,
@@ -269,6 +318,7 @@ async fn record(
         answer.status,
         answer.content_type,
         answer.body,
+        answer.sealed,
     )
     .execute(db)
     .await?;

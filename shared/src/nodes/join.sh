@@ -221,10 +221,38 @@ curl -fsSL -m 60 $KB_CA_OPT -o "$KB_TMP/vcluster-join.sh" \
     || fail join "the control plane did not hand out its join script: $(cat "$KB_TMP/fetch.err")"
 set --
 [ "$KB_FORCE_JOIN" = 1 ] && set -- --force-join
-sh "$KB_TMP/vcluster-join.sh" "$@" > "$KB_TMP/join.log" 2>&1
+# The control plane's script runs kubeadm join, which waits for the kubelet's
+# client certificate. The cluster approves none by itself: the platform
+# approves the one request this attempt's kubelet files, for this host name,
+# when asked below, and then deletes the attempt's bootstrap token.
+sh "$KB_TMP/vcluster-join.sh" "$@" > "$KB_TMP/join.log" 2>&1 &
+join_pid=$!
+approved=0
+tries=0
+while [ "$tries" -lt 300 ]; do
+    running=0
+    kill -0 "$join_pid" 2>/dev/null && running=1
+    code=$(report approval running "waiting for the platform to approve this node's certificate")
+    case "$code" in
+        200) approved=1; break ;;
+        202 | 000 | 5??) ;;
+        *)
+            kill "$join_pid" 2>/dev/null
+            wait "$join_pid" 2>/dev/null
+            fail approval "the platform did not approve this node: $(reply_message)"
+            ;;
+    esac
+    # Asked once more after the control plane's script ended, then no more.
+    [ "$running" = 1 ] || break
+    tries=$((tries + 1))
+    sleep 1
+done
+[ "$approved" = 1 ] && ok approval "the platform approved this node's certificate"
+wait "$join_pid"
 status=$?
 cat "$KB_TMP/join.log"
 [ "$status" = 0 ] || fail join "the control plane's join script failed ($status): $(tail -n 3 "$KB_TMP/join.log" | tr '\n' ' ')"
+[ "$approved" = 1 ] || fail approval "the platform did not approve this node in time"
 ok join "kubelet registered with the control plane"
 
 report "done" ok "joined as $KB_HOSTNAME" >/dev/null || true

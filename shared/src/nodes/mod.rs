@@ -1,5 +1,6 @@
 //! The `nodes` snapshot and the `node_events` history.
 
+pub mod approval;
 pub mod jointoken;
 pub mod tokens;
 

@@ -310,22 +310,117 @@ pub async fn insert_attempt(
 pub struct OpenAttempt {
     pub outcome: JoinOutcome,
     pub steps: i64,
+    /// The host name the attempt reported first: the only node it may join.
+    pub hostname: Option<String>,
+    /// The attempt's own bootstrap Secret, once it took a use.
+    pub bootstrap_secret_name: Option<String>,
+    /// The kubelet's certificate request the platform approved for it.
+    pub node_request_name: Option<String>,
+    /// Whether the last step reported is this one (same step and status).
+    pub repeats_last_step: bool,
 }
 
 pub async fn lock_attempt(
     tx: &mut PgConnection,
     attempt_id: Uuid,
     token_id: Uuid,
+    step: &str,
+    status: JoinStepStatus,
 ) -> Result<Option<OpenAttempt>, sqlx::Error> {
     sqlx::query_as!(
         OpenAttempt,
-        r#"SELECT outcome AS "outcome: JoinOutcome", (SELECT count(*) FROM join_attempt_steps s WHERE s.attempt_id = a.id) AS "steps!"
+        r#"SELECT outcome AS "outcome: JoinOutcome",
+                  (SELECT count(*) FROM join_attempt_steps s WHERE s.attempt_id = a.id) AS "steps!",
+                  hostname, bootstrap_secret_name, node_request_name,
+                  COALESCE((SELECT s.step = $3 AND s.status = $4 FROM join_attempt_steps s
+                            WHERE s.attempt_id = a.id ORDER BY s.id DESC LIMIT 1), false) AS "repeats_last_step!"
            FROM join_attempts a WHERE id = $1 AND token_id = $2 FOR UPDATE"#,
         attempt_id,
-        token_id
+        token_id,
+        step,
+        status.as_str()
     )
     .fetch_optional(tx)
     .await
+}
+
+/// Whether the cluster has a live node of that name, as last observed.
+pub async fn node_name_taken(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    name: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM nodes WHERE cluster_id = $1 AND name = $2 AND deleted_at IS NULL) AS "taken!""#,
+        cluster_id,
+        name
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Marks the attempt's requests as being looked at now; `false` when they
+/// were looked at less than a second ago (the answer is then "not yet",
+/// without asking the cluster).
+pub async fn start_node_check(
+    tx: &mut PgConnection,
+    attempt_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE join_attempts SET node_checked_at = now()
+         WHERE id = $1 AND (node_checked_at IS NULL OR node_checked_at < now() - interval '1 second')",
+        attempt_id
+    )
+    .execute(tx)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// Records the certificate request approved for an attempt, once: `Err`
+/// with the reason when another attempt of the cluster had a request for
+/// the same host name approved within the join window and no node linked
+/// yet (two machines racing for one name).
+pub async fn record_node_approval(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    attempt_id: Uuid,
+    hostname: &str,
+    request: &str,
+    join_grace: std::time::Duration,
+) -> Result<Result<(), String>, sqlx::Error> {
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2, 7))",
+        cluster_id,
+        hostname
+    )
+    .execute(&mut *tx)
+    .await?;
+    let rival = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM join_attempts
+                          WHERE cluster_id = $1 AND hostname = $2 AND id <> $3 AND node_id IS NULL
+                            AND node_approved_at > now() - make_interval(secs => $4)) AS "rival!""#,
+        cluster_id,
+        hostname,
+        attempt_id,
+        join_grace.as_secs_f64()
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if rival {
+        return Ok(Err(format!(
+            "another machine is joining as {hostname}; use another host name"
+        )));
+    }
+    sqlx::query!(
+        "UPDATE join_attempts SET node_request_name = $2, node_approved_at = now()
+         WHERE id = $1 AND node_approved_at IS NULL",
+        attempt_id,
+        request
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(Ok(()))
 }
 
 pub async fn insert_step(

@@ -140,14 +140,18 @@ fn route(path: &str) -> Result<Route, ApiError> {
             eviction: false,
             token_request: false,
         },
-        [plural, name, "status"] => Target {
-            resource: find(plural)?,
-            namespace: None,
-            name: Some(name.to_string()),
-            status: true,
-            eviction: false,
-            token_request: false,
-        },
+        // A CertificateSigningRequest's approval is written through its
+        // `approval` subresource, which, like `status`, changes only the status.
+        [plural @ "certificatesigningrequests", name, "approval"] | [plural, name, "status"] => {
+            Target {
+                resource: find(plural)?,
+                namespace: None,
+                name: Some(name.to_string()),
+                status: true,
+                eviction: false,
+                token_request: false,
+            }
+        }
         _ => return Err(not_found()),
     };
     if target.name.is_some() && target.resource.namespaced && target.namespace.is_none() {

@@ -24,6 +24,29 @@ pub fn seed(shared: &Shared) {
     for name in names {
         let _ = store.create(namespaces, "", json!({"metadata": {"name": name}}));
     }
+    if shared.options.role == Role::VCluster {
+        // What kubeadm sets up for bootstrap tokens: the ClusterRole whose
+        // holders' kubelet client certificates kube-controller-manager approves
+        // by itself, bound to the group of kubeadm's default node tokens.
+        let role = "system:certificates.k8s.io:certificatesigningrequests:nodeclient";
+        let _ = store.create(
+            resource("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            "",
+            json!({"metadata": {"name": role}, "rules": [{
+                "apiGroups": ["certificates.k8s.io"],
+                "resources": ["certificatesigningrequests/nodeclient"],
+                "verbs": ["create"],
+            }]}),
+        );
+        let _ = store.create(
+            resource("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+            "",
+            json!({"metadata": {"name": "kubeadm:node-autoapprove-bootstrap"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                 "name": "system:bootstrappers:kubeadm:default-node-token"}]}),
+        );
+    }
 }
 
 pub async fn run(shared: Arc<Shared>) {

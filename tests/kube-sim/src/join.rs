@@ -1,16 +1,33 @@
-//! vCluster's private-node join endpoint, played by a simulated vCluster API.
+//! vCluster's private-node join endpoint, played by a simulated vCluster API,
+//! with the kubelet's TLS bootstrap behind it.
 //!
 //! `GET /node/join?token=<id>.<secret>` answers, for a valid bootstrap token
 //! (Secret `kube-system/bootstrap-token-<id>`, matching secret, not expired),
 //! a shell script standing in for the real one (which installs containerd and
-//! kubelet and runs `kubeadm join`): it registers the machine as a Ready Node
-//! by calling `POST /node/join?token=…&node=<name>`, which checks the token
-//! again — so a revoked or expired token fails the join as it would for real.
+//! kubelet and runs `kubeadm join`). It calls `POST /node/join?token=…&node=<name>`,
+//! which plays the kubelet's TLS bootstrap as upstream does it: authenticated
+//! by the bootstrap token as `system:bootstrap:<id>` (groups
+//! `system:bootstrappers` and the Secret's `auth-extra-groups`), it files a
+//! CertificateSigningRequest for `CN=system:node:<name>, O=system:nodes` with
+//! signer `kubernetes.io/kube-apiserver-client-kubelet`, then waits for it on
+//! the connection it opened (as the kubelet's watch does: deleting the token
+//! afterwards does not end it). kube-controller-manager's `csrapproving`
+//! controller is played too: a request whose requester holds the ClusterRole
+//! `system:certificates.k8s.io:certificatesigningrequests:nodeclient` through a
+//! ClusterRoleBinding (kubeadm's `kubeadm:node-autoapprove-bootstrap`, seeded in
+//! every simulated vCluster) is approved at once; any other waits for someone to
+//! approve or deny it through the `approval` subresource. Once approved, the
+//! certificate is issued and the kubelet registers its Node (the webhooks
+//! asked first for a new one; an existing Node of that name is taken over, as a
+//! kubelet holding a certificate for that name would). A denied request fails
+//! the join, and so does one left waiting past the kubelet's timeout.
 
 use axum::{
     http::{HeaderMap, Method, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
+use std::time::Duration;
+
 use base64::Engine;
 use serde_json::{Value, json};
 
@@ -53,6 +70,15 @@ pub(crate) async fn handle(
             let Some(name) = params.get("node").filter(|n| !n.is_empty()) else {
                 return (StatusCode::BAD_REQUEST, "node is required\n").into_response();
             };
+            let requester = match requester(shared, token) {
+                Ok(requester) => requester,
+                Err(reason) => {
+                    return (StatusCode::UNAUTHORIZED, format!("{reason}\n")).into_response();
+                }
+            };
+            if let Err(refused) = bootstrap_certificate(shared, &requester, name).await {
+                return refused;
+            }
             match register_node(shared, name).await {
                 Ok(()) => (StatusCode::CREATED, "registered\n").into_response(),
                 Err(err) => (
@@ -64,6 +90,200 @@ pub(crate) async fn handle(
         }
         _ => (StatusCode::METHOD_NOT_ALLOWED, "").into_response(),
     }
+}
+
+/// How long the kubelet waits for its certificate (kubeadm's TLS bootstrap
+/// timeout is longer; tests do not wait that long).
+const CERTIFICATE_WAIT: Duration = Duration::from_secs(60);
+
+/// Who a bootstrap token authenticates as.
+struct Requester {
+    username: String,
+    groups: Vec<String>,
+}
+
+fn requester(shared: &Shared, token: &str) -> Result<Requester, &'static str> {
+    check_token(shared, token)?;
+    let id = token.split_once('.').map(|(id, _)| id).unwrap_or_default();
+    let extra = secret_field(shared, id, "auth-extra-groups").unwrap_or_default();
+    let mut groups = vec!["system:bootstrappers".to_string()];
+    groups.extend(
+        extra
+            .split(',')
+            .map(str::trim)
+            .filter(|g| g.starts_with("system:bootstrappers:"))
+            .map(str::to_string),
+    );
+    groups.push("system:authenticated".into());
+    Ok(Requester {
+        username: format!("system:bootstrap:{id}"),
+        groups,
+    })
+}
+
+fn condition(csr: &Value, kind: &str) -> Option<String> {
+    csr.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .map(|c| c["message"].as_str().unwrap_or_default().to_string())
+}
+
+/// Whether kube-controller-manager's `csrapproving` controller approves a
+/// kubelet client request of `requester` by itself: the requester may
+/// `create certificatesigningrequests/nodeclient`, here through a
+/// ClusterRoleBinding to the ClusterRole that grants it.
+fn auto_approved(shared: &Shared, requester: &Requester) -> bool {
+    let bindings = registry::find_kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
+        .expect("registered");
+    let Ok(list) = shared
+        .store
+        .lock()
+        .expect("lock")
+        .list(bindings, None, None, None)
+    else {
+        return false;
+    };
+    list.iter().any(|binding| {
+        binding.pointer("/roleRef/name").and_then(Value::as_str)
+            == Some("system:certificates.k8s.io:certificatesigningrequests:nodeclient")
+            && binding["subjects"].as_array().is_some_and(|subjects| {
+                subjects.iter().any(|s| match s["kind"].as_str() {
+                    Some("Group") => requester
+                        .groups
+                        .iter()
+                        .any(|g| s["name"].as_str() == Some(g.as_str())),
+                    Some("User") => s["name"].as_str() == Some(requester.username.as_str()),
+                    _ => false,
+                })
+            })
+    })
+}
+
+/// The kubelet's TLS bootstrap: files the certificate request and waits for
+/// it to be approved (then issued) or denied.
+#[allow(clippy::result_large_err)]
+async fn bootstrap_certificate(
+    shared: &Shared,
+    requester: &Requester,
+    node: &str,
+) -> Result<(), Response> {
+    let refused =
+        |code: StatusCode, message: String| (code, format!("{message}\n")).into_response();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())
+        .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("system:node:{node}"));
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "system:nodes");
+    let key = rcgen::KeyPair::generate()
+        .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let request = params
+        .serialize_request(&key)
+        .and_then(|r| r.pem())
+        .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let name = format!("node-csr-{}", uuid::Uuid::new_v4().simple());
+    let resource = registry::find_kind("certificates.k8s.io/v1", "CertificateSigningRequest")
+        .expect("registered");
+    shared
+        .store
+        .lock()
+        .expect("lock")
+        .create(
+            resource,
+            "",
+            json!({
+                "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+                "metadata": { "name": name },
+                "spec": {
+                    "request": b64(request.as_bytes()),
+                    "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                    "usages": ["digital signature", "client auth"],
+                    "username": requester.username,
+                    "groups": requester.groups,
+                },
+            }),
+        )
+        .map_err(|e| {
+            refused(
+                StatusCode::from_u16(e.code).unwrap_or(StatusCode::CONFLICT),
+                e.message,
+            )
+        })?;
+    shared.wake.notify_waiters();
+    let deadline = tokio::time::Instant::now() + CERTIFICATE_WAIT;
+    loop {
+        let csr = shared
+            .store
+            .lock()
+            .expect("lock")
+            .get(resource, "", &name)
+            .map_err(|e| refused(StatusCode::CONFLICT, e.message))?;
+        if let Some(message) = condition(&csr, "Denied") {
+            return Err(refused(
+                StatusCode::FORBIDDEN,
+                format!("certificate signing request {name} was denied: {message}"),
+            ));
+        }
+        if condition(&csr, "Approved").is_some() {
+            // The signer issues the certificate; the kubelet reads it.
+            let certificate = rcgen::CertificateParams::new(Vec::<String>::new())
+                .and_then(|mut p| {
+                    p.distinguished_name
+                        .push(rcgen::DnType::CommonName, format!("system:node:{node}"));
+                    p.self_signed(&key)
+                })
+                .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            let issued = json!({ "status": { "certificate": b64(certificate.pem().as_bytes()) } });
+            shared
+                .store
+                .lock()
+                .expect("lock")
+                .merge_patch(resource, "", &name, &issued, true)
+                .map_err(|e| refused(StatusCode::CONFLICT, e.message))?;
+            return Ok(());
+        }
+        if auto_approved(shared, requester) {
+            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let approval = json!({ "status": { "conditions": [{
+                "type": "Approved", "status": "True", "reason": "AutoApproved",
+                "message": "Auto approving kubelet client certificate after SubjectAccessReview.",
+                "lastUpdateTime": now, "lastTransitionTime": now,
+            }]}});
+            shared
+                .store
+                .lock()
+                .expect("lock")
+                .merge_patch(resource, "", &name, &approval, true)
+                .map_err(|e| refused(StatusCode::CONFLICT, e.message))?;
+            continue;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(refused(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("timed out waiting for certificate signing request {name} to be approved"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn secret_field(shared: &Shared, id: &str, key: &str) -> Option<String> {
+    let resource = registry::find_kind("v1", "Secret")?;
+    let stored = shared
+        .store
+        .lock()
+        .expect("lock")
+        .get(resource, "kube-system", &format!("bootstrap-token-{id}"))
+        .ok()?;
+    stored
+        .pointer(&format!("/data/{key}"))
+        .and_then(Value::as_str)
+        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+        .and_then(|v| String::from_utf8(v).ok())
 }
 
 fn check_token(shared: &Shared, token: &str) -> Result<(), &'static str> {

@@ -17,8 +17,10 @@
 //! one the TokenRequest API issued for a ServiceAccount that still exists and
 //! has not expired (RBAC is not checked: any such account is an admin). A vCluster
 //! also serves the private-node join endpoint (`/node/join`), whose script
-//! registers the joining machine as a Ready Node (its webhooks asked first,
-//! as for a kubelet's registration).
+//! plays the kubelet's TLS bootstrap (a certificate request approved by
+//! kubeadm's auto-approval binding or through the `approval` subresource) and
+//! then registers the joining machine as a Ready Node (its webhooks asked
+//! first, as for a kubelet's registration); see `join`.
 
 mod admission;
 mod api;
@@ -247,6 +249,20 @@ impl Simulator {
             .expect("lock")
             .get(resource, namespace, name)
             .ok()
+    }
+
+    /// Every object of a cluster-scoped kind, or of a namespaced one in all
+    /// namespaces.
+    pub fn list(&self, api_version: &str, kind: &str) -> Vec<Value> {
+        let Some(resource) = registry::find_kind(api_version, kind) else {
+            return Vec::new();
+        };
+        self.shared
+            .store
+            .lock()
+            .expect("lock")
+            .list(resource, None, None, None)
+            .unwrap_or_default()
     }
 
     /// Creates or merges an object, as a controller of the simulated cluster would.

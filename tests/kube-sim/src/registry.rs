@@ -60,6 +60,13 @@ pub static RESOURCES: &[ResourceType] = &[
         false
     ),
     resource!(
+        "certificates.k8s.io",
+        "v1",
+        "CertificateSigningRequest",
+        "certificatesigningrequests",
+        false
+    ),
+    resource!(
         "rbac.authorization.k8s.io",
         "v1",
         "ClusterRole",

@@ -2241,3 +2241,78 @@ async fn a_new_password_revokes_every_kubeconfig_of_the_account() {
     .unwrap();
     assert_eq!(audit["kubeconfigs_revoked"], 1);
 }
+
+/// The review's attack: five resets for a victim's address from one source
+/// blocked the victim's own reset, resend and registration for an hour from
+/// anywhere. Now the stranger fills only their own bucket (and, over IPv6,
+/// their /64 is one source); the victim resets from elsewhere.
+#[tokio::test]
+async fn a_stranger_cannot_block_a_victims_reset() {
+    let accounts = Accounts::new().await;
+    accounts
+        .signed_up("victim@example.com", "correct horse battery")
+        .await;
+    let ask = |ip: &'static str, path: &'static str, body: Value| {
+        let accounts = &accounts;
+        async move {
+            let client = Client {
+                ip: ip.into(),
+                ..Client::default()
+            };
+            accounts
+                .call(&client, "POST", path, Some(body))
+                .await
+                .status
+        }
+    };
+    let reset = json!({ "email": "victim@example.com" });
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(ask("203.0.113.66", "/api/auth/password-reset", reset.clone()).await);
+    }
+    assert_eq!(statuses[..3], [StatusCode::ACCEPTED; 3]);
+    assert_eq!(statuses[3..], [StatusCode::TOO_MANY_REQUESTS; 2]);
+    // Other addresses of the same IPv6 /64 are the same source.
+    let mut v6 = Vec::new();
+    for ip in [
+        "2001:db8:7:7::1",
+        "2001:db8:7:7::2",
+        "2001:db8:7:7::3",
+        "2001:db8:7:7:ffff::9",
+    ] {
+        v6.push(ask(ip, "/api/auth/password-reset", reset.clone()).await);
+    }
+    assert_eq!(
+        v6,
+        [
+            StatusCode::ACCEPTED,
+            StatusCode::ACCEPTED,
+            StatusCode::ACCEPTED,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    // Resending a registration code is counted apart from resets.
+    assert_eq!(
+        ask("203.0.113.66", "/api/auth/resend-code", reset.clone()).await,
+        StatusCode::ACCEPTED,
+        "a full reset bucket is not the resend one"
+    );
+    // The registration's code and the six resets' have arrived (mail leaves
+    // after the answer): the newest is read, so the victim's own is the next.
+    for _ in 0..100 {
+        if accounts.mail.messages().len() >= 7 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(accounts.mail.messages().len(), 7);
+    accounts.mail.code_for("victim@example.com").await;
+    // The victim, from their own address: the reset goes through.
+    let victim = Client {
+        ip: "198.51.100.23".into(),
+        ..Client::default()
+    };
+    accounts
+        .reset_password(&victim, "victim@example.com", "a brand new passphrase")
+        .await;
+}

@@ -245,7 +245,9 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
         out.contains(&format!("admission webhook \"{NODES}\" denied the request: the Starter plan allows 1 node(s) and 1 are in use or joining: Node \"second\" would be 1 over; remove a node or upgrade at ")),
         "{out}"
     );
-    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  namespace: kube-system\ntype: bootstrap.kubernetes.io/token\ndata:\n  token-id: YWJjZGVm\n  token-secret: MDEyMzQ1Njc4OWFiY2RlZg==\n";
+    // A token made as kubeadm makes them (its default node group), which the
+    // cluster's own auto-approval signs: the node limit still holds.
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  namespace: kube-system\ntype: bootstrap.kubernetes.io/token\ndata:\n  token-id: YWJjZGVm\n  token-secret: MDEyMzQ1Njc4OWFiY2RlZg==\n  auth-extra-groups: c3lzdGVtOmJvb3RzdHJhcHBlcnM6a3ViZWFkbTpkZWZhdWx0LW5vZGUtdG9rZW4=\n";
     let (ok, out) = kubectl.apply(secret).await;
     assert!(ok, "{out}");
     let cluster = platform.cluster(&id).await;

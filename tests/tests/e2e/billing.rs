@@ -169,6 +169,7 @@ fn event(id: &str, kind: &str, order_id: &str, session_id: &str) -> String {
             "id": session_id, "object": "checkout.session", "client_reference_id": order_id,
             "payment_status": if kind == "checkout.session.completed" { "paid" } else { "unpaid" },
             "payment_intent": "pi_3AbcDef", "status": "complete",
+            "amount_total": 1900, "currency": "usd",
         }},
     })
     .to_string()
@@ -607,6 +608,138 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         (status, orders.as_array().map(Vec::len)),
         (StatusCode::OK, Some(1))
     );
+
+    // The review's replay: a later, signed `async_payment_succeeded` (a new
+    // event id) for the order the administrator cancelled pays nothing; it is
+    // audited for a refund.
+    let late = event(
+        "evt_4LatePayment",
+        "checkout.session.async_payment_succeeded",
+        &order,
+        &session,
+    );
+    let (status, body) = b
+        .deliver(&late, &stripe_header(&late, WEBHOOK_SECRET, now))
+        .await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (StatusCode::OK, Some("no_change")),
+        "{body}"
+    );
+    let (_, read) = b
+        .call("GET", &format!("/api/console/billing/orders/{order}"), None)
+        .await;
+    assert_eq!(
+        read["status"], "cancelled",
+        "an administrator's cancel is final"
+    );
+    assert_eq!(b.entitlements().await["plan"]["name"], "Free");
+    let refund_audits: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE action = 'billing.order.payment_after_cancel'",
+    )
+    .fetch_one(&b.p.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(refund_audits, 1);
+}
+
+/// The review's billing findings: an administrator's cancel of a pending
+/// order expires its Checkout Session and stays final when a `completed`
+/// arrives; a payment of another amount or currency, or from an object that
+/// is not the order's Checkout Session (a Payment Link on the same account),
+/// pays nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancelled_order_stays_cancelled_and_only_its_own_session_at_its_price_pays_it() {
+    let b = Billing::new().await;
+    let pro = b.plan("Pro", 3, 3, 8000, 3).await;
+    let (status, checkout) = b
+        .call(
+            "POST",
+            "/api/console/billing/orders",
+            Some(serde_json::json!({ "plan_id": pro })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{checkout}");
+    let order = checkout["order"]["id"].as_str().unwrap().to_string();
+    let session = checkout["order"]["stripe_checkout_session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let now = chrono::Utc::now().timestamp();
+    let deliver = |payload: String| {
+        let b = &b;
+        async move {
+            let (status, body) = b
+                .deliver(&payload, &stripe_header(&payload, WEBHOOK_SECRET, now))
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body["outcome"].as_str().unwrap().to_string()
+        }
+    };
+    let status_of = |order: String| {
+        let b = &b;
+        async move {
+            b.call("GET", &format!("/api/console/billing/orders/{order}"), None)
+                .await
+                .1["status"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+
+    // Wrong amount, wrong currency, not a Checkout Session: nothing is paid.
+    let cheap = event("evt_5Cheap", "checkout.session.completed", &order, &session)
+        .replace("\"amount_total\":1900", "\"amount_total\":100");
+    assert!(cheap.contains("\"amount_total\":100"), "{cheap}");
+    assert_eq!(deliver(cheap).await, "no_change");
+    let euros = event("evt_6Euros", "checkout.session.completed", &order, &session)
+        .replace("\"currency\":\"usd\"", "\"currency\":\"eur\"");
+    assert_eq!(deliver(euros).await, "no_change");
+    let link = event(
+        "evt_7Link",
+        "checkout.session.completed",
+        &order,
+        "plink_1Other",
+    );
+    assert_eq!(deliver(link).await, "no_change");
+    assert_eq!(status_of(order.clone()).await, "pending");
+    let mismatches: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE action = 'billing.order.payment_wrong_amount'",
+    )
+    .fetch_one(&b.p.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(mismatches, 2);
+
+    // An administrator cancels it while pending: the session is expired at
+    // Stripe first, and a `completed` arriving afterwards pays nothing.
+    assert!(b.stripe.expired().is_empty());
+    let (status, body) = b
+        .call(
+            "POST",
+            &format!("/api/console/admin/orders/{order}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{body}"
+    );
+    assert_eq!(
+        b.stripe.expired(),
+        std::slice::from_ref(&session),
+        "the session was expired first"
+    );
+    let completed = event(
+        "evt_8Completed",
+        "checkout.session.completed",
+        &order,
+        &session,
+    );
+    assert_eq!(deliver(completed).await, "no_change");
+    assert_eq!(status_of(order).await, "cancelled");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

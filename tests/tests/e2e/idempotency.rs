@@ -225,3 +225,91 @@ async fn a_malformed_key_is_refused_before_anything_is_made() {
     let plain = send(&base, me, "/api/console/clusters", None, cluster("delta")).await;
     assert_eq!((plain.status, plain.key), (StatusCode::ACCEPTED, None));
 }
+
+/// The review's finding: the store kept the `kb_…` API key, the join token
+/// and the kubeconfig's token in clear for 24 hours. With the settings key
+/// every kept answer is sealed and a retry still gets the secret; without
+/// it, an answer that issued a secret is kept without its body and a retry
+/// is refused, not run again.
+#[tokio::test]
+async fn an_answer_that_issued_a_secret_is_kept_sealed_or_not_at_all() {
+    use base64::Engine;
+    for sealing in [true, false] {
+        let mut builder = Builder::new("idempotency");
+        if sealing {
+            let key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+            builder = builder.env("KUBEBYON_SETTINGS_KEY", &key);
+        }
+        let base = builder.build().await;
+        let me = developer(&base);
+        let created = send(&base, me, "/api/console/clusters", None, cluster("vault")).await;
+        let id = created.body["cluster"]["id"].as_str().unwrap().to_string();
+        sqlx::query(
+            "UPDATE clusters SET status = 'ready', api_endpoint = 'https://vault.example:6443'
+             WHERE id = $1::uuid",
+        )
+        .bind(&id)
+        .execute(&base.db.pool)
+        .await
+        .unwrap();
+        let path = format!("/api/console/clusters/{id}/tokens");
+        let key = Some(&b"token-1"[..]);
+        let first = send(&base, me, &path, key, json!({})).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+        let plaintext = first.body["plaintext"].as_str().unwrap();
+        let secret_half = plaintext.split_once('.').unwrap().1.as_bytes();
+
+        let (body, sealed): (Option<Vec<u8>>, bool) =
+            sqlx::query_as("SELECT response_body, response_sealed FROM idempotency_keys")
+                .fetch_one(&base.db.pool)
+                .await
+                .unwrap();
+        assert_eq!(sealed, sealing);
+        assert_eq!(body.is_some(), sealing, "kept only when it can be sealed");
+        assert!(
+            !body
+                .unwrap_or_default()
+                .windows(secret_half.len())
+                .any(|w| w == secret_half),
+            "no secret in clear in the store (sealing: {sealing})"
+        );
+
+        let retry = send(&base, me, &path, key, json!({})).await;
+        if sealing {
+            assert_eq!(
+                (retry.status, &retry.body),
+                (StatusCode::CREATED, &first.body)
+            );
+        } else {
+            assert_eq!(
+                (retry.status, retry.body["code"].as_str()),
+                (StatusCode::CONFLICT, Some("idempotency_answer_not_kept")),
+                "{}",
+                retry.body
+            );
+        }
+        let tokens: i64 = sqlx::query_scalar("SELECT count(*) FROM tokens")
+            .fetch_one(&base.db.pool)
+            .await
+            .unwrap();
+        assert_eq!(tokens, 1, "the retry made nothing (sealing: {sealing})");
+        // An answer that issued nothing secret is kept as before.
+        let plain = send(
+            &base,
+            me,
+            "/api/console/clusters",
+            Some(&b"c-2"[..]),
+            cluster("vault-2"),
+        )
+        .await;
+        let again = send(
+            &base,
+            me,
+            "/api/console/clusters",
+            Some(&b"c-2"[..]),
+            cluster("vault-2"),
+        )
+        .await;
+        assert_eq!((again.status, &again.body), (plain.status, &plain.body));
+    }
+}

@@ -82,6 +82,11 @@ fn attempt_secret(vcluster: &kube_sim::Simulator, attempt: &Value) -> Option<Val
 /// script does once its checks pass. Returns the attempt and the bootstrap
 /// token the platform answered.
 async fn take_a_use(platform: &Platform, plaintext: &str) -> (String, String) {
+    take_a_use_as(platform, plaintext, "probe").await
+}
+
+/// [`take_a_use`] for a machine of the given host name.
+async fn take_a_use_as(platform: &Platform, plaintext: &str, hostname: &str) -> (String, String) {
     let client = reqwest::Client::new();
     let script = client
         .get(format!("{}/join", platform.base_url))
@@ -100,7 +105,7 @@ async fn take_a_use(platform: &Platform, plaintext: &str) -> (String, String) {
     let reply: Value = client
         .post(format!("{}/join/steps", platform.base_url))
         .bearer_auth(plaintext)
-        .json(&json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": "probe" }))
+        .json(&json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": hostname }))
         .send()
         .await
         .unwrap()
@@ -197,22 +202,35 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
     assert_eq!(attempt["hostname"], "worker-7");
     assert_eq!(attempt["counted_use"], true);
     assert_eq!(attempt["source_ip"], "127.0.0.1");
-    // The attempt got a bootstrap token of its own, valid for the join window.
-    let secret = attempt_secret(&vcluster, attempt).expect("the attempt's bootstrap Secret exists");
-    assert_eq!(secret["type"], "bootstrap.kubernetes.io/token");
-    let expiration =
-        chrono::DateTime::parse_from_rfc3339(&base64_field(&secret, "expiration")).unwrap();
-    let window = expiration.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    // The attempt got a bootstrap token of its own, gone as soon as the
+    // platform approved its node's certificate.
     assert!(
-        window > chrono::Duration::minutes(14) && window <= chrono::Duration::minutes(15),
-        "{window}"
+        attempt["bootstrap_secret_name"]
+            .as_str()
+            .unwrap()
+            .starts_with("bootstrap-token-")
     );
-    let attempt_token = format!(
-        "{}.{}",
-        base64_field(&secret, "token-id"),
-        base64_field(&secret, "token-secret")
+    assert_eq!(attempt["bootstrap_secret_deleted"], true);
+    assert!(attempt_secret(&vcluster, attempt).is_none());
+    let csr: Vec<Value> = vcluster
+        .list("certificates.k8s.io/v1", "CertificateSigningRequest")
+        .into_iter()
+        .filter(|c| {
+            c["spec"]["username"]
+                == format!(
+                    "system:bootstrap:{}",
+                    attempt["bootstrap_secret_name"]
+                        .as_str()
+                        .unwrap()
+                        .trim_start_matches("bootstrap-token-")
+                )
+        })
+        .collect();
+    assert_eq!(csr.len(), 1, "{csr:?}");
+    assert_eq!(
+        csr[0]["status"]["conditions"][0]["reason"],
+        "KubeBYONJoinApproved"
     );
-    assert_ne!(attempt_token, plaintext);
     let steps: Vec<(String, String)> = attempt["steps"]
         .as_array()
         .unwrap()
@@ -237,6 +255,8 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
         ("dns", "ok"),
         ("api", "ok"),
         ("join", "running"),
+        ("approval", "running"),
+        ("approval", "ok"),
         ("join", "ok"),
         ("done", "ok"),
     ]
@@ -265,7 +285,7 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
     .unwrap();
     assert_eq!(
         (report.linked, report.secrets_deleted),
-        (1, 1),
+        (1, 0),
         "{report:?}"
     );
     let (_, nodes) = platform
@@ -291,13 +311,6 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
     assert_eq!(token[0]["used_by_node_id"], node_id);
     let attempt = &attempts(&platform, &cluster_id).await[0];
     assert_eq!(attempt["node_id"], node_id);
-    assert_eq!(attempt["bootstrap_secret_deleted"], true);
-    assert!(attempt_secret(&vcluster, attempt).is_none());
-    assert_eq!(
-        direct_join_status(&vcluster, &attempt_token).await,
-        401,
-        "the attempt's bootstrap token ended with the attempt"
-    );
     let node = vcluster.get("v1", "Node", "", "worker-7").unwrap();
     assert_eq!(node["metadata"]["labels"]["zone"], "eu-1");
     // The owner hears of it: a node_joined notification waits for delivery.
@@ -1183,4 +1196,240 @@ async fn a_machine_past_the_plan_s_node_limit_is_told_why_by_the_script() {
         "{printed}"
     );
     assert!(!printed.contains("registered"), "{printed}");
+}
+
+/// Registers a node the way the control plane's join script does, straight
+/// at the cluster with a bootstrap token, as an attacker holding one would.
+/// The answer comes once the kubelet's certificate request is decided.
+async fn direct_register(vcluster: &kube_sim::Simulator, token: &str, node: &str) -> (u16, String) {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(vcluster.ca_pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let response = client
+        .post(format!(
+            "{}/node/join?token={token}&node={node}",
+            vcluster.url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// The kubelet certificate requests filed in the cluster, by requester.
+fn certificate_requests(vcluster: &kube_sim::Simulator, username: &str) -> usize {
+    vcluster
+        .list("certificates.k8s.io/v1", "CertificateSigningRequest")
+        .into_iter()
+        .filter(|csr| csr["spec"]["username"] == username)
+        .count()
+}
+
+/// Reports `approval` for an attempt, as the script does while its node waits.
+async fn ask_approval(platform: &Platform, plaintext: &str, attempt: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/join/steps", platform.base_url))
+        .bearer_auth(plaintext)
+        .json(&json!({ "attempt_id": attempt, "step": "approval", "status": "running" }))
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+/// The review's attack: a one-use token, one attempt's bootstrap token, and
+/// four more nodes registered with it straight at the cluster, plus nodes
+/// named like existing ones re-registered. Kubernetes' bootstrap tokens are
+/// reusable until they expire and kubeadm's auto-approval would sign every
+/// request; the platform approves one node per attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_join_attempt_joins_one_node_under_the_name_it_reported() {
+    let platform = Platform::new().await;
+    let (cluster_id, vcluster) = ready_cluster(&platform, "pi").await;
+    assert!(
+        vcluster
+            .get(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "",
+                "kubeadm:node-autoapprove-bootstrap"
+            )
+            .is_some(),
+        "the cluster starts with kubeadm's auto-approval, as a real one does"
+    );
+    let created = create_token(&platform, &cluster_id, json!({ "max_uses": 1 })).await;
+    let plaintext = created["plaintext"].as_str().unwrap();
+    let (attempt, bootstrap) = take_a_use(&platform, plaintext).await;
+    assert!(
+        vcluster
+            .get(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "",
+                "kubeadm:node-autoapprove-bootstrap"
+            )
+            .is_none(),
+        "taking a use removed the cluster's own approval of bootstrap requests"
+    );
+    let secret = attempt_secret(&vcluster, &attempts(&platform, &cluster_id).await[0])
+        .expect("the attempt's bootstrap Secret exists until its node is approved");
+    let expiration =
+        chrono::DateTime::parse_from_rfc3339(&base64_field(&secret, "expiration")).unwrap();
+    let window = expiration.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    assert!(
+        window > chrono::Duration::minutes(14) && window <= chrono::Duration::minutes(15),
+        "{window}"
+    );
+
+    // The attacker registers the reported machine and four more with the
+    // attempt's bootstrap token, straight at the cluster.
+    let vc = vcluster.clone();
+    let registrations: Vec<_> = ["probe", "worker-1", "worker-2", "worker-3", "worker-4"]
+        .into_iter()
+        .map(|node| {
+            let vcluster = vc.clone();
+            let token = bootstrap.clone();
+            tokio::spawn(async move { (node, direct_register(&vcluster, &token, node).await) })
+        })
+        .collect();
+    let requester = format!("system:bootstrap:{}", bootstrap.split_once('.').unwrap().0);
+    for _ in 0..200 {
+        if certificate_requests(&vcluster, &requester) == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(certificate_requests(&vcluster, &requester), 5);
+    // Nothing joins before the platform approves.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(vcluster.get("v1", "Node", "", "probe").is_none());
+
+    let (status, reply) = ask_approval(&platform, plaintext, &attempt).await;
+    assert_eq!(status, 200, "{reply}");
+    let mut outcomes = Vec::new();
+    for registration in registrations {
+        let (node, (status, body)) = registration.await.unwrap();
+        outcomes.push((node, status, body));
+    }
+    for (node, status, body) in &outcomes {
+        if *node == "probe" {
+            assert_eq!(*status, 201, "{node}: {body}");
+        } else {
+            assert_eq!(*status, 403, "{node}: {body}");
+            assert!(
+                body.contains("one node, under the host name it reported"),
+                "{body}"
+            );
+            assert!(
+                vcluster.get("v1", "Node", "", node).is_none(),
+                "{node} joined"
+            );
+        }
+    }
+    assert!(vcluster.get("v1", "Node", "", "probe").is_some());
+    // The attempt's bootstrap token went with the approval: nothing more is
+    // filed with it.
+    let ledger = attempts(&platform, &cluster_id).await;
+    assert_eq!(ledger[0]["bootstrap_secret_deleted"], true, "{}", ledger[0]);
+    assert!(attempt_secret(&vcluster, &ledger[0]).is_none());
+    assert_eq!(
+        direct_register(&vcluster, &bootstrap, "worker-5").await.0,
+        401
+    );
+    // Asking again is answered from the record, and changes nothing.
+    assert_eq!(ask_approval(&platform, plaintext, &attempt).await.0, 200);
+
+    // Existing names: the node sync records `probe`; a second one-use token
+    // cannot join a machine under that name, and cannot take it over with a
+    // request filed under an attempt that reported another name.
+    sync_all(
+        &platform.db.pool,
+        &platform.host,
+        4,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let node_before = vcluster.get("v1", "Node", "", "probe").unwrap();
+    let second = create_token(&platform, &cluster_id, json!({ "max_uses": 1 })).await;
+    let second_plaintext = second["plaintext"].as_str().unwrap();
+    let client = reqwest::Client::new();
+    let script = client
+        .get(format!("{}/join", platform.base_url))
+        .bearer_auth(second_plaintext)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let reused_name = script
+        .lines()
+        .find_map(|line| line.strip_prefix("KB_ATTEMPT="))
+        .unwrap()
+        .trim_matches('\'')
+        .to_string();
+    let refused = client
+        .post(format!("{}/join/steps", platform.base_url))
+        .bearer_auth(second_plaintext)
+        .json(&json!({ "attempt_id": reused_name, "step": "join", "status": "running", "hostname": "probe" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 409);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("a node named probe is already part of this cluster"),
+        "{refused}"
+    );
+    let (_, tokens) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            None,
+        )
+        .await;
+    let second_token = tokens
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == second["token"]["id"])
+        .unwrap();
+    assert_eq!(second_token["use_count"], 0, "a refused name takes no use");
+
+    // Reporting a fresh name, then filing the request for `probe`.
+    let (takeover_attempt, takeover_token) =
+        take_a_use_as(&platform, second_plaintext, "fresh").await;
+    let vc = vcluster.clone();
+    let takeover =
+        tokio::spawn(async move { direct_register(&vc, &takeover_token, "probe").await });
+    let requester = {
+        let ledger = attempts(&platform, &cluster_id).await;
+        let name = ledger[0]["bootstrap_secret_name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        format!(
+            "system:bootstrap:{}",
+            name.trim_start_matches("bootstrap-token-")
+        )
+    };
+    for _ in 0..200 {
+        if certificate_requests(&vcluster, &requester) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let (status, reply) = ask_approval(&platform, second_plaintext, &takeover_attempt).await;
+    assert_eq!(status, 202, "no request for the reported name: {reply}");
+    let (status, body) = takeover.await.unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        vcluster.get("v1", "Node", "", "probe").unwrap(),
+        node_before
+    );
 }

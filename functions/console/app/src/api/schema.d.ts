@@ -584,7 +584,9 @@ export interface paths {
          * Cancel an order
          * @description A pending order, or a paid one (after a refund): the user's entitlement
          *     falls back to their previous paid order or the default plan at once;
-         *     nothing they have is deleted. Audited.
+         *     nothing they have is deleted. A pending order's Checkout Session is
+         *     expired at Stripe first, and the cancellation is final: a payment event
+         *     that arrives after it pays nothing (it is audited for a refund). Audited.
          */
         post: operations["post_admin_orders_by_order_id_cancel"];
         delete?: never;
@@ -1259,8 +1261,14 @@ export interface paths {
          *     the token expired or was revoked in the meantime) and answers the
          *     attempt's own bootstrap token (502, the use given back, when the cluster
          *     would not take it; 403 when one more node would pass the plan of the
-         *     cluster's owner); `failed` ends the attempt with the step's detail as
-         *     its reason; `done` as `ok` ends it as succeeded.
+         *     cluster's owner; 409 when a node of the attempt's host name exists, and
+         *     422 without a host name). `approval` as `running` asks for the node's
+         *     approval: the platform approves the one certificate request the
+         *     kubelet filed with the attempt's bootstrap token for the attempt's host
+         *     name (200, the bootstrap token then deleted), answers 202 while there is
+         *     none, and 409 when the node cannot be approved (every other request filed
+         *     with that token is denied). `failed` ends the attempt with the step's
+         *     detail as its reason; `done` as `ok` ends it as succeeded.
          */
         post: operations["report"];
         delete?: never;
@@ -3536,7 +3544,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -3574,7 +3582,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4121,7 +4129,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -4156,7 +4164,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not pending (`job_not_pending`): a running job cannot be cancelled; A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description Not pending (`job_not_pending`): a running job cannot be cancelled; A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4189,7 +4197,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -4224,7 +4232,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not failed (`job_not_failed`), or the cluster has another active job (`cluster_job_active`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description Not failed (`job_not_failed`), or the cluster has another active job (`cluster_job_active`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4320,7 +4328,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -4363,7 +4371,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already cancelled (`order_cancelled`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description Already cancelled (`order_cancelled`), or Stripe has the pending order's payment (`order_paid_in_stripe`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4381,7 +4389,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            /** @description Stripe could not expire the pending order's session (`stripe_unavailable`, `stripe_refused`); the order stays pending */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A pending order has a session but Stripe is not configured (`billing_not_configured`); The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4432,7 +4449,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -4469,7 +4486,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another plan has the name (`plan_name_taken`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description Another plan has the name (`plan_name_taken`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5105,7 +5122,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -5152,7 +5169,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description An order for another plan is pending (`order_pending`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description An order for another plan is pending (`order_pending`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5259,7 +5276,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -5294,7 +5311,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The order is not pending (`order_not_pending`), or Stripe has its payment (`order_paid_in_stripe`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description The order is not pending (`order_not_pending`), or Stripe has its payment (`order_paid_in_stripe`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5431,7 +5448,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -5479,7 +5496,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A live cluster of this name exists (`cluster_name_taken`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description A live cluster of this name exists (`cluster_name_taken`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5777,7 +5794,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -5825,7 +5842,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `hostname_taken` or `hostname_reserved`; A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description `hostname_taken` or `hostname_reserved`; A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5923,7 +5940,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -5959,7 +5976,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `hostname_not_verified` (the record is not there yet) or `hostname_taken` (another cluster proved the name first); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description `hostname_not_verified` (the record is not there yet) or `hostname_taken` (another cluster proved the name first); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6171,7 +6188,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -6213,7 +6230,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not available yet (`kubeconfig_unavailable`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description Not available yet (`kubeconfig_unavailable`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6686,7 +6703,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -6723,7 +6740,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The operation has not failed (`operation_not_failed`), its failure would repeat (`operation_not_retryable`, the detail says what to do), a later operation exists (`operation_superseded`), or the cluster has another active job (`cluster_job_active`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description The operation has not failed (`operation_not_failed`), its failure would repeat (`operation_not_retryable`, the detail says what to do), a later operation exists (`operation_superseded`), or the cluster has another active job (`cluster_job_active`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6815,7 +6832,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. */
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -6863,7 +6880,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The cluster is not ready (`cluster_not_ready`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`) */
+            /** @description The cluster is not ready (`cluster_not_ready`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7108,6 +7125,15 @@ export interface operations {
                     "application/json": components["schemas"]["StepReply"];
                 };
             };
+            /** @description `approval`: the kubelet has not filed its certificate request yet, or the cluster could not be asked; report again */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepReply"];
+                };
+            };
             /** @description No token */
             401: {
                 headers: {
@@ -7135,7 +7161,7 @@ export interface operations {
                     "application/json": components["schemas"]["StepReply"];
                 };
             };
-            /** @description The attempt has ended */
+            /** @description The attempt has ended; or a node of its host name exists already, or another machine is joining under it */
             409: {
                 headers: {
                     [name: string]: unknown;
