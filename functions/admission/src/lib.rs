@@ -15,6 +15,11 @@
 //!
 //! A review for an unknown or deleted cluster, or with a wrong secret, is
 //! refused with one message that tells none of them apart.
+//!
+//! `POST /api/admission/{cluster_id}/authorize` is the platform's authorizer
+//! inside the cluster (`shared::admission::authorizer`): the API server asks
+//! it a `SubjectAccessReview`, with the cluster's bearer token, before RBAC,
+//! and it denies what would switch the platform's limits off.
 
 use axum::{
     Router,
@@ -51,16 +56,24 @@ pub const MAX_REVIEW_BYTES: usize = 4 * 1024 * 1024;
 pub const NOT_REGISTERED: &str =
     "this admission webhook is not registered for a live cluster on this platform";
 
+/// The largest access review read (a review names one request).
+pub const MAX_ACCESS_REVIEW_BYTES: usize = 64 * 1024;
+
 pub fn router() -> Router<AppState> {
-    Router::new().route(
-        "/api/admission/{cluster_id}/{secret}",
-        post(review).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
-    )
+    Router::new()
+        .route(
+            "/api/admission/{cluster_id}/authorize",
+            post(authorize).layer(DefaultBodyLimit::max(MAX_ACCESS_REVIEW_BYTES)),
+        )
+        .route(
+            "/api/admission/{cluster_id}/{secret}",
+            post(review).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
+        )
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(review),
+    paths(review, authorize),
     tags((name = "admission", description = "The validating webhook clusters' API servers call"))
 )]
 pub struct ApiDoc;
@@ -89,27 +102,7 @@ pub async fn review(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(';').next().unwrap_or_default().trim() == "application/json");
-    if !json {
-        return Err(ApiError::UnsupportedMediaType(
-            "expected content-type application/json".into(),
-        ));
-    }
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge {
-                limit_bytes: MAX_REVIEW_BYTES,
-            }
-        } else {
-            ApiError::BadRequest {
-                code: "invalid_body",
-                detail: rejection.body_text(),
-            }
-        }
-    })?;
+    let body = json_body(&headers, body, MAX_REVIEW_BYTES)?;
     let request = review::parse(&body).map_err(|e| ApiError::BadRequest {
         code: "invalid_admission_review",
         detail: e.to_string(),
@@ -119,6 +112,92 @@ pub async fn review(
         tracing::info!(%cluster_id, kind = request.kind.kind, operation = request.operation, message, "admission refused");
     }
     Ok(axum::Json(review::answer(&request.uid, refusal.as_deref())).into_response())
+}
+
+/// A JSON request body within `limit` bytes.
+fn json_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().unwrap_or_default().trim() == "application/json");
+    if !json {
+        return Err(ApiError::UnsupportedMediaType(
+            "expected content-type application/json".into(),
+        ));
+    }
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge { limit_bytes: limit }
+        } else {
+            ApiError::BadRequest {
+                code: "invalid_body",
+                detail: rejection.body_text(),
+            }
+        }
+    })
+}
+
+/// Answer a SubjectAccessReview
+///
+/// Called by a cluster's API server, whose authorization configuration
+/// names this webhook first (before RBAC), with the cluster's authorizer
+/// token as bearer credential. The body is an `authorization.k8s.io/v1`
+/// `SubjectAccessReview`; the answer is one too: `denied` with the reason for
+/// what would switch the platform's limits off (approving certificates,
+/// the bootstrap auto-approval, the admission webhook's configuration,
+/// Secrets in `kube-system`, tokens of the platform's ServiceAccounts), no
+/// opinion for everything else.
+#[utoipa::path(post, path = "/api/admission/{cluster_id}/authorize", tag = "admission",
+    params(("cluster_id" = Uuid, Path, description = "The cluster the authorizer is configured for"),
+           ("Authorization" = String, Header, description = "`Bearer <token>`: the cluster's authorizer token")),
+    request_body(content = Object, content_type = "application/json",
+        description = "An authorization.k8s.io/v1 SubjectAccessReview"),
+    responses((status = 200, description = "The SubjectAccessReview with its `status`: `denied` and a `reason`, or no opinion (`allowed` false)", body = Object),
+              (status = 400, description = "Not a SubjectAccessReview (`invalid_access_review`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 401, description = "No token, or not the cluster's", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 413, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 415, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn authorize(
+    State(state): State<AppState>,
+    AppPath(cluster_id): AppPath<Uuid>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .ok_or(ApiError::Unauthenticated)?;
+    if !store::authorizer_token_valid(&state.pool, cluster_id, token).await? {
+        return Err(ApiError::Unauthenticated);
+    }
+    let body = json_body(&headers, body, MAX_ACCESS_REVIEW_BYTES)?;
+    let review: Value = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest {
+        code: "invalid_access_review",
+        detail: format!("the body is not JSON: {e}"),
+    })?;
+    let spec = review
+        .get("spec")
+        .filter(|s| s.is_object() && review["kind"] == "SubjectAccessReview")
+        .ok_or_else(|| ApiError::BadRequest {
+            code: "invalid_access_review",
+            detail: "expected an authorization.k8s.io/v1 SubjectAccessReview with a spec".into(),
+        })?;
+    let verdict = admission::authorizer::decide(spec);
+    if let admission::authorizer::Verdict::Deny(reason) = &verdict {
+        tracing::info!(%cluster_id, user = spec["user"].as_str().unwrap_or_default(),
+            verb = spec.pointer("/resourceAttributes/verb").and_then(serde_json::Value::as_str).unwrap_or_default(),
+            resource = spec.pointer("/resourceAttributes/resource").and_then(serde_json::Value::as_str).unwrap_or_default(),
+            reason, "access denied by the platform's authorizer");
+    }
+    Ok(axum::Json(admission::authorizer::answer(&verdict)).into_response())
 }
 
 /// What the review is about, as far as the webhook weighs it.

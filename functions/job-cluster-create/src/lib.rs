@@ -1,5 +1,6 @@
 //! `job-cluster-create`: builds a cluster's control plane on the host Kubernetes:
-//! namespace, quota and limits, network policy, the vCluster `HelmChart`, the public endpoint
+//! namespace, quota and limits, network policy, the platform's authorizer
+//! files, the vCluster `HelmChart` (its API server started with them), the public endpoint
 //! Service; then waits (the lease heartbeats meanwhile) until the control plane
 //! is ready and its kubeconfig Secret exists, registers the admission webhook
 //! inside it, and records the endpoint. Every
@@ -78,9 +79,10 @@ async fn create(
         host.remove_failed_install(cluster),
     )
     .await?;
+    let api_server = admission::authorizer::prepare(ctx, host, cluster).await?;
     ctx.step(
         "installing the control plane",
-        host.ensure_control_plane(cluster),
+        host.ensure_control_plane(cluster, api_server.as_ref()),
     )
     .await?;
     ctx.step(

@@ -58,9 +58,11 @@ impl JobHandler for UpdateCluster {
             host.ensure_isolation(&cluster),
         )
         .await?;
+        // The platform's authorizer: a cluster made before it gets it now.
+        let api_server = admission::authorizer::prepare(ctx, host, &cluster).await?;
         ctx.step(
             "updating the control plane",
-            host.ensure_control_plane(&cluster),
+            host.ensure_control_plane(&cluster, api_server.as_ref()),
         )
         .await?;
         ctx.step(

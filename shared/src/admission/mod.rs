@@ -10,6 +10,7 @@
 //! (the `ValidatingWebhookConfiguration` applied inside the cluster), and
 //! here the weighing itself.
 
+pub mod authorizer;
 pub mod demand;
 pub mod registration;
 pub mod review;

@@ -320,3 +320,52 @@ pub async fn prune(db: &mut sqlx::PgConnection) -> Result<u64, sqlx::Error> {
     .rows_affected();
     Ok(reservations + sums)
 }
+
+/// A new bearer token for the cluster's authorizer, its hash stored in place
+/// of any earlier one. 32 random bytes, base64url.
+pub async fn issue_authorizer_token(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+) -> Result<String, sqlx::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    sqlx::query!(
+        "INSERT INTO cluster_authorizers (cluster_id, token_hash) VALUES ($1, $2)
+         ON CONFLICT (cluster_id) DO UPDATE SET token_hash = EXCLUDED.token_hash",
+        cluster_id,
+        secretbox::hash(&token),
+    )
+    .execute(db)
+    .await?;
+    Ok(token)
+}
+
+/// Whether the cluster has an authorizer token stored.
+pub async fn has_authorizer(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM cluster_authorizers WHERE cluster_id = $1) AS "exists!""#,
+        cluster_id
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Whether `token` is the authorizer token of a live cluster.
+pub async fn authorizer_token_valid(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    token: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM cluster_authorizers a JOIN clusters c ON c.id = a.cluster_id
+                          WHERE a.cluster_id = $1 AND a.token_hash = $2 AND c.deleted_at IS NULL) AS "valid!""#,
+        cluster_id,
+        secretbox::hash(token),
+    )
+    .fetch_one(db)
+    .await
+}

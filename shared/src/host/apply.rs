@@ -19,8 +19,8 @@ use kube::{
 use super::{
     HostCluster, HostError, LoadBalancerProvider,
     chart::{
-        NETWORK_POLICY, helm_chart, labels, network_policy, public_service_name, sni_host,
-        tls_route, vcluster_values,
+        ApiServerFiles, NETWORK_POLICY, helm_chart, labels, network_policy, public_service_name,
+        sni_host, tls_route, vcluster_values,
     },
     error::ignore_not_found,
 };
@@ -215,11 +215,16 @@ impl HostCluster {
         Ok(())
     }
 
-    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's namespace.
-    pub async fn ensure_control_plane(&self, cluster: &Cluster) -> Result<(), HostError> {
+    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's
+    /// namespace, its API server started with `api_server`'s files.
+    pub async fn ensure_control_plane(
+        &self,
+        cluster: &Cluster,
+        api_server: Option<&ApiServerFiles>,
+    ) -> Result<(), HostError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
-        let values = vcluster_values(cluster, &self.settings);
+        let values = vcluster_values(cluster, &self.settings, api_server);
         let chart = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
         "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
         "spec": {
@@ -234,6 +239,36 @@ impl HostCluster {
             &Patch::Apply(chart),
         )
         .await?;
+        Ok(())
+    }
+
+    /// Whether the cluster's namespace holds the Secret `name`.
+    pub async fn secret_exists(&self, cluster: &Cluster, name: &str) -> Result<bool, HostError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        Ok(api.get_opt(name).await?.is_some())
+    }
+
+    /// Writes the Secret `name` in the cluster's namespace with `files`.
+    pub async fn apply_secret(
+        &self,
+        cluster: &Cluster,
+        name: &str,
+        files: &[(&str, String)],
+    ) -> Result<(), HostError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        use base64::Engine;
+        let data: serde_json::Map<String, Value> = files
+            .iter()
+            .map(|(file, content)| {
+                let encoded = base64::engine::general_purpose::STANDARD.encode(content);
+                ((*file).to_string(), json!(encoded))
+            })
+            .collect();
+        let object = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
+            "type": "Opaque", "data": data});
+        api.patch(name, &Self::apply_params(), &Patch::Apply(object))
+            .await?;
         Ok(())
     }
 

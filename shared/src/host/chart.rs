@@ -103,15 +103,29 @@ pub(super) fn labels(cluster: &Cluster) -> Value {
     })
 }
 
+/// Files the cluster's API server is started with: a host Secret in the
+/// cluster's namespace mounted read-only into the control plane, and the
+/// arguments that name them. The tenant cannot reach either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiServerFiles {
+    pub secret: &'static str,
+    pub mount_path: &'static str,
+    pub args: Vec<String>,
+}
+
 /// The vCluster chart values (vcluster.yaml) for a cluster.
-pub fn vcluster_values(cluster: &Cluster, settings: &HostSettings) -> Value {
+pub fn vcluster_values(
+    cluster: &Cluster,
+    settings: &HostSettings,
+    api_server: Option<&ApiServerFiles>,
+) -> Value {
     let extra_sans: Vec<String> = match (&settings.load_balancer, cluster.public_access_mode) {
         (LoadBalancerProvider::GatewayApi { base_domain, .. }, PublicAccessMode::Loadbalancer) => {
             vec![sni_host(cluster, base_domain)]
         }
         _ => Vec::new(),
     };
-    json!({
+    let mut values = json!({
         "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},
         "controlPlane": {
             "distro": {"k8s": {"image": {"tag": kubernetes_image_tag(&cluster.kubernetes_version)}}},
@@ -128,5 +142,14 @@ pub fn vcluster_values(cluster: &Cluster, settings: &HostSettings) -> Value {
         },
         "networking": {"podCIDR": "10.64.0.0/16", "serviceCIDR": "10.128.0.0/16"},
         "policies": {"resourceQuota": {"enabled": false}, "limitRange": {"enabled": false}},
-    })
+    });
+    if let Some(files) = api_server {
+        values["controlPlane"]["distro"]["k8s"]["apiServer"] = json!({"extraArgs": files.args});
+        let persistence = &mut values["controlPlane"]["statefulSet"]["persistence"];
+        persistence["addVolumes"] =
+            json!([{"name": files.secret, "secret": {"secretName": files.secret}}]);
+        persistence["addVolumeMounts"] =
+            json!([{"name": files.secret, "mountPath": files.mount_path, "readOnly": true}]);
+    }
+    values
 }

@@ -27,8 +27,8 @@ pub mod vcluster;
 
 pub use apply::{ControlPlaneState, Endpoint, WaitError};
 pub use chart::{
-    NETWORK_POLICY, kubernetes_image_tag, network_policy, public_service_name, sni_host,
-    vcluster_values,
+    ApiServerFiles, NETWORK_POLICY, kubernetes_image_tag, network_policy, public_service_name,
+    sni_host, vcluster_values,
 };
 pub use error::HostError;
 pub use metrics::{ContainerUsage, PodUsage};

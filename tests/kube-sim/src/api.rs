@@ -45,6 +45,9 @@ struct Target {
     eviction: bool,
     /// `POST serviceaccounts/<name>/token` (the TokenRequest API).
     token_request: bool,
+    /// `certificatesigningrequests/<name>/approval` (also `status`: it
+    /// writes only the status).
+    approval: bool,
 }
 
 enum Route {
@@ -122,6 +125,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
                 status,
                 eviction,
                 token_request,
+                approval: false,
             }
         }
         [plural] => Target {
@@ -131,6 +135,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
             status: false,
             eviction: false,
             token_request: false,
+            approval: false,
         },
         [plural, name] => Target {
             resource: find(plural)?,
@@ -139,19 +144,28 @@ fn route(path: &str) -> Result<Route, ApiError> {
             status: false,
             eviction: false,
             token_request: false,
+            approval: false,
         },
         // A CertificateSigningRequest's approval is written through its
         // `approval` subresource, which, like `status`, changes only the status.
-        [plural @ "certificatesigningrequests", name, "approval"] | [plural, name, "status"] => {
-            Target {
-                resource: find(plural)?,
-                namespace: None,
-                name: Some(name.to_string()),
-                status: true,
-                eviction: false,
-                token_request: false,
-            }
-        }
+        [plural @ "certificatesigningrequests", name, "approval"] => Target {
+            resource: find(plural)?,
+            namespace: None,
+            name: Some(name.to_string()),
+            status: true,
+            eviction: false,
+            token_request: false,
+            approval: true,
+        },
+        [plural, name, "status"] => Target {
+            resource: find(plural)?,
+            namespace: None,
+            name: Some(name.to_string()),
+            status: true,
+            eviction: false,
+            token_request: false,
+            approval: false,
+        },
         _ => return Err(not_found()),
     };
     if target.name.is_some() && target.resource.namespaced && target.namespace.is_none() {
@@ -269,6 +283,9 @@ pub async fn handle(
         Err(err) => return error(err),
     };
     let params = query(&uri);
+    if let Some(denied) = authorize(&shared, &method, &target, &params, &headers).await {
+        return error(denied);
+    }
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -380,6 +397,81 @@ pub async fn handle(
         }
         Err(err) => error(err),
     }
+}
+
+/// Asks the webhook authorizer, when the cluster has one, about a request
+/// of any identity but the cluster's admin; the refusal when it denies it.
+async fn authorize(
+    shared: &Shared,
+    method: &Method,
+    target: &Target,
+    params: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Option<ApiError> {
+    let authorizer = shared.options.authorizer.as_ref()?;
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))?;
+    if shared.token.as_deref() == Some(token) {
+        return None;
+    }
+    let (user, groups) = crate::tokens::identity(shared, token)?;
+    let watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
+    let verb = match (method, &target.name) {
+        (&Method::GET, Some(_)) => "get",
+        (&Method::GET, None) if watch => "watch",
+        (&Method::GET, None) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, Some(_)) => "delete",
+        (&Method::DELETE, None) => "deletecollection",
+        _ => return None,
+    };
+    let subresource = match target {
+        t if t.approval => "approval",
+        t if t.status => "status",
+        t if t.eviction => "eviction",
+        t if t.token_request => "token",
+        _ => "",
+    };
+    let resource = target.resource;
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let name = target.name.clone().unwrap_or_default();
+    let attributes = json!({
+        "verb": verb, "group": resource.group, "version": resource.version,
+        "resource": resource.plural, "subresource": subresource,
+        "namespace": namespace, "name": name,
+    });
+    let reason = authorizer.denies(&user, &groups, attributes).await?;
+    // kube-apiserver's wording of an authorizer's refusal.
+    let kind = match resource.group {
+        "" => resource.plural.to_string(),
+        group => format!("{}.{group}", resource.plural),
+    };
+    let object = if name.is_empty() {
+        kind
+    } else {
+        format!("{kind} \"{name}\"")
+    };
+    let full = match subresource {
+        "" => resource.plural.to_string(),
+        sub => format!("{}/{sub}", resource.plural),
+    };
+    let scope = if namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace \"{namespace}\"")
+    };
+    Some(ApiError {
+        code: 403,
+        reason: "Forbidden",
+        message: format!(
+            "{object} is forbidden: User \"{user}\" cannot {verb} resource \"{full}\" in API group \"{}\" {scope}: {reason}",
+            resource.group
+        ),
+    })
 }
 
 /// Asks the validating webhooks about a create, replace, merge patch or
@@ -613,6 +705,7 @@ fn watch(shared: &Arc<Shared>, target: &Target, params: &HashMap<String, String>
         status: false,
         eviction: false,
         token_request: false,
+        approval: false,
     };
     let params = params.clone();
     let live = BroadcastStream::new(receiver).filter_map(move |event| {

@@ -175,12 +175,17 @@ fn is_vcluster_chart(chart: &Value) -> bool {
         .is_some_and(|c| c.contains("vcluster"))
 }
 
-/// `controlPlane.proxy.extraSANs` of the chart's values (JSON, as the platform writes them).
-fn extra_sans(chart: &Value) -> Vec<String> {
+/// The chart's values (JSON, as the platform writes them).
+fn chart_values(chart: &Value) -> Option<Value> {
     chart
         .pointer("/spec/valuesContent")
         .and_then(Value::as_str)
         .and_then(|values| serde_json::from_str::<Value>(values).ok())
+}
+
+/// `controlPlane.proxy.extraSANs` of the chart's values.
+fn extra_sans(chart: &Value) -> Vec<String> {
+    chart_values(chart)
         .and_then(|values| {
             values
                 .pointer("/controlPlane/proxy/extraSANs")
@@ -239,8 +244,13 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
         format!("{name}.{target}.svc.cluster.local"),
     ];
     names.extend(extra_sans(&chart));
+    // The API server's authorization files, from the host Secret the values mount.
+    let authorizer = chart_values(&chart).and_then(|values| {
+        crate::authz::Authorizer::from_chart(&shared.store.lock().expect("lock"), &target, &values)
+    });
     let Ok(child) = Simulator::start(Options {
         names,
+        authorizer,
         ..Options::vcluster(token)
     })
     .await

@@ -131,9 +131,25 @@ fn condition(csr: &Value, kind: &str) -> Option<String> {
 
 /// Whether kube-controller-manager's `csrapproving` controller approves a
 /// kubelet client request of `requester` by itself: the requester may
-/// `create certificatesigningrequests/nodeclient`, here through a
-/// ClusterRoleBinding to the ClusterRole that grants it.
-fn auto_approved(shared: &Shared, requester: &Requester) -> bool {
+/// `create certificatesigningrequests/nodeclient` (a SubjectAccessReview
+/// through the API server's authorizers: the webhook authorizer when there
+/// is one, then RBAC, here a ClusterRoleBinding to the ClusterRole that
+/// grants it).
+async fn auto_approved(shared: &Shared, requester: &Requester) -> bool {
+    if let Some(authorizer) = &shared.options.authorizer {
+        let attributes = json!({
+            "verb": "create", "group": "certificates.k8s.io", "version": "v1",
+            "resource": "certificatesigningrequests", "subresource": "nodeclient",
+            "namespace": "", "name": "",
+        });
+        if authorizer
+            .denies(&requester.username, &requester.groups, attributes)
+            .await
+            .is_some()
+        {
+            return false;
+        }
+    }
     let bindings = registry::find_kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
         .expect("registered");
     let Ok(list) = shared
@@ -246,7 +262,7 @@ async fn bootstrap_certificate(
                 .map_err(|e| refused(StatusCode::CONFLICT, e.message))?;
             return Ok(());
         }
-        if auto_approved(shared, requester) {
+        if auto_approved(shared, requester).await {
             let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             let approval = json!({ "status": { "conditions": [{
                 "type": "Approved", "status": "True", "reason": "AutoApproved",

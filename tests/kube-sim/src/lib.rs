@@ -15,7 +15,8 @@
 //! and UPDATE. Every simulator serves HTTPS with a CA of its own
 //! (`kubeconfig()` pins it); a vCluster's API asks for a bearer token: its admin token, or
 //! one the TokenRequest API issued for a ServiceAccount that still exists and
-//! has not expired (RBAC is not checked: any such account is an admin). A vCluster
+//! has not expired (RBAC is not checked: any such account is an admin, but
+//! a webhook authorizer its chart configures is asked first; see `authz`). A vCluster
 //! also serves the private-node join endpoint (`/node/join`), whose script
 //! plays the kubelet's TLS bootstrap (a certificate request approved by
 //! kubeadm's auto-approval binding or through the `approval` subresource) and
@@ -24,6 +25,7 @@
 
 mod admission;
 mod api;
+mod authz;
 mod behaviour;
 mod exec;
 mod join;
@@ -34,6 +36,7 @@ mod table;
 mod tls;
 mod tokens;
 
+pub use authz::Authorizer;
 pub use exec::{ExecHandler, ExecOutput, ExecRequest};
 pub use tls::TlsFront;
 
@@ -71,6 +74,9 @@ pub struct Options {
     /// Names the serving certificate is valid for besides `127.0.0.1` and
     /// `localhost` (a vCluster's service names and `controlPlane.proxy.extraSANs`).
     pub names: Vec<String>,
+    /// The webhook authorizer the API server asks before RBAC, when its
+    /// chart's values configure one (see `authz`).
+    pub authorizer: Option<Authorizer>,
 }
 
 impl Options {
@@ -82,6 +88,7 @@ impl Options {
             // A real host asks for credentials too; `kubeconfig()` carries them.
             token: Some(uuid::Uuid::new_v4().simple().to_string()),
             names: Vec::new(),
+            authorizer: None,
         }
     }
 
@@ -92,6 +99,7 @@ impl Options {
             namespace_delete_delay: Duration::from_millis(50),
             token: Some(token),
             names: Vec::new(),
+            authorizer: None,
         }
     }
 }

@@ -130,6 +130,23 @@ pub(crate) fn valid(shared: &Shared, token: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Who an issued token authenticates as: its ServiceAccount's user name and
+/// groups, as the API server's service-account authenticator names them.
+pub(crate) fn identity(shared: &Shared, token: &str) -> Option<(String, Vec<String>)> {
+    let issued = shared.issued.lock().expect("lock").get(token).cloned()?;
+    Some((
+        format!(
+            "system:serviceaccount:{}:{}",
+            issued.namespace, issued.service_account
+        ),
+        vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", issued.namespace),
+            "system:authenticated".into(),
+        ],
+    ))
+}
+
 fn invalid(name: &str, message: &str) -> ApiError {
     ApiError {
         code: 422,

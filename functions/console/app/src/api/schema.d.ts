@@ -4,6 +4,33 @@
  */
 
 export interface paths {
+    "/api/admission/{cluster_id}/authorize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Answer a SubjectAccessReview
+         * @description Called by a cluster's API server, whose authorization configuration
+         *     names this webhook first (before RBAC), with the cluster's authorizer
+         *     token as bearer credential. The body is an `authorization.k8s.io/v1`
+         *     `SubjectAccessReview`; the answer is one too: `denied` with the reason for
+         *     what would switch the platform's limits off (approving certificates,
+         *     the bootstrap auto-approval, the admission webhook's configuration,
+         *     Secrets in `kube-system`, tokens of the platform's ServiceAccounts), no
+         *     opinion for everything else.
+         */
+        post: operations["authorize"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admission/{cluster_id}/{secret}": {
         parameters: {
             query?: never;
@@ -2550,6 +2577,91 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    authorize: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `Bearer <token>`: the cluster's authorizer token */
+                Authorization: string;
+            };
+            path: {
+                /** @description The cluster the authorizer is configured for */
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        /** @description An authorization.k8s.io/v1 SubjectAccessReview */
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The SubjectAccessReview with its `status`: `denied` and a `reason`, or no opinion (`allowed` false) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description Not a SubjectAccessReview (`invalid_access_review`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No token, or not the cluster's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     review: {
         parameters: {
             query?: never;

@@ -1,0 +1,367 @@
+//! The platform's authorizer inside every cluster: what the tenant's own
+//! cluster-admin may not do, because it would switch the platform's limits
+//! off.
+//!
+//! RBAC only adds permissions, so "everything but the platform's objects"
+//! cannot be written as a role, and a kubeconfig keeps `cluster-admin` for
+//! the tenant's own work. Instead the cluster's API server is started with a
+//! structured authorization configuration (`--authorization-config`, a file
+//! from a host Secret the tenant cannot reach) whose first authorizer is this
+//! webhook, before `Node` and `RBAC`. kube-apiserver asks it a
+//! `SubjectAccessReview` for the requests its match conditions select, and a
+//! webhook's `denied` ends the chain (kubernetes.io, "Authorization":
+//! "Configuring the API Server using an Authorization Config File").
+//!
+//! It denies, to every identity but the cluster's own components:
+//! - approving or signing certificates (`certificatesigningrequests/approval`,
+//!   `signers` `approve`/`sign`): nodes are approved by the platform alone;
+//! - the bootstrap auto-approval: kube-controller-manager's `csrapproving`
+//!   controller approves a bootstrap request when a SubjectAccessReview for
+//!   `create certificatesigningrequests/nodeclient` passes, so denying it to
+//!   `system:bootstrappers` makes any binding a tenant adds useless;
+//! - changing or deleting the `kubebyon-admission` webhook configuration;
+//! - writing Secrets in `kube-system`, where bootstrap tokens live;
+//! - minting tokens for the platform's ServiceAccounts in `kube-system`
+//!   (`kubebyon-*`, the kubeconfigs'), which would outlive a kubeconfig's
+//!   expiry.
+//!
+//! Everything else gets no opinion, and RBAC decides as before.
+
+use serde_json::{Value, json};
+
+use super::{registration, store};
+use crate::{
+    clusters::Cluster,
+    host::{ApiServerFiles, HostCluster},
+    jobs::{JobContext, JobError},
+};
+use registration::CONFIGURATION;
+
+/// The platform's ServiceAccounts in `kube-system` (the kubeconfigs') are
+/// named with this prefix.
+const PLATFORM_ACCOUNTS: &str = "kubebyon-";
+
+/// The host Secret holding the API server's authorization files, mounted
+/// into the control plane at [`MOUNT_PATH`].
+pub const SECRET_NAME: &str = "kubebyon-authorization";
+pub const MOUNT_PATH: &str = "/etc/kubebyon";
+/// The authorization configuration's file in that Secret.
+pub const CONFIG_FILE: &str = "authorization.yaml";
+/// The kubeconfig the API server reaches the webhook with.
+pub const KUBECONFIG_FILE: &str = "authorizer-kubeconfig.yaml";
+
+/// What the authorizer says of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Deny(&'static str),
+    NoOpinion,
+}
+
+/// Decides a `SubjectAccessReview`'s `spec`.
+pub fn decide(spec: &Value) -> Verdict {
+    let user = spec["user"].as_str().unwrap_or_default();
+    let in_group = |group: &str| {
+        spec["groups"]
+            .as_array()
+            .is_some_and(|groups| groups.iter().any(|g| g == group))
+    };
+    let Some(resource) = spec.get("resourceAttributes").filter(|r| r.is_object()) else {
+        return Verdict::NoOpinion;
+    };
+    let field = |name: &str| resource[name].as_str().unwrap_or_default();
+    let (verb, group, kind, sub, namespace, name) = (
+        field("verb"),
+        field("group"),
+        field("resource"),
+        field("subresource"),
+        field("namespace"),
+        field("name"),
+    );
+    let writes = matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    );
+    if in_group("system:bootstrappers")
+        && group == "certificates.k8s.io"
+        && kind == "certificatesigningrequests"
+        && sub == "nodeclient"
+    {
+        return Verdict::Deny("the platform approves each joining node itself");
+    }
+    // The cluster's own components authenticate as `system:` users other
+    // than service accounts (kube-controller-manager, kubelets), with
+    // certificates only the platform can have signed.
+    let component = user.starts_with("system:") && !user.starts_with("system:serviceaccount:");
+    if component {
+        return Verdict::NoOpinion;
+    }
+    if group == "certificates.k8s.io"
+        && ((kind == "certificatesigningrequests" && sub == "approval")
+            || (kind == "signers" && matches!(verb, "approve" | "sign" | "*")))
+    {
+        return Verdict::Deny("certificates in this cluster are approved by the platform");
+    }
+    if group == "admissionregistration.k8s.io"
+        && kind == "validatingwebhookconfigurations"
+        && ((writes && name == CONFIGURATION) || verb == "deletecollection" || verb == "*")
+    {
+        return Verdict::Deny("the platform's admission webhook enforces the cluster's limits");
+    }
+    if group.is_empty() && namespace == "kube-system" {
+        if kind == "secrets" && (writes || verb == "*") {
+            return Verdict::Deny(
+                "Secrets in kube-system hold the cluster's bootstrap tokens; they are the platform's",
+            );
+        }
+        if kind == "serviceaccounts" && sub == "token" && name.starts_with(PLATFORM_ACCOUNTS) {
+            return Verdict::Deny(
+                "a kubeconfig's token is issued by the platform, with the kubeconfig's expiry",
+            );
+        }
+    }
+    Verdict::NoOpinion
+}
+
+/// The `SubjectAccessReview` answered for `verdict`.
+pub fn answer(verdict: &Verdict) -> Value {
+    let status = match verdict {
+        Verdict::Deny(reason) => json!({ "allowed": false, "denied": true, "reason": reason }),
+        Verdict::NoOpinion => json!({ "allowed": false }),
+    };
+    json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "status": status,
+    })
+}
+
+/// The API server's `AuthorizationConfiguration`: this webhook first, asked
+/// only about what it decides (failing closed for those), then `Node` and
+/// `RBAC` as vCluster's API server has them.
+pub fn configuration() -> String {
+    format!(
+        r#"apiVersion: apiserver.config.k8s.io/v1
+kind: AuthorizationConfiguration
+authorizers:
+- type: Webhook
+  name: kubebyon
+  webhook:
+    timeout: 5s
+    subjectAccessReviewVersion: v1
+    matchConditionSubjectAccessReviewVersion: v1
+    failurePolicy: Deny
+    authorizedTTL: 1s
+    unauthorizedTTL: 1s
+    connectionInfo:
+      type: KubeConfigFile
+      kubeConfigFile: {MOUNT_PATH}/{KUBECONFIG_FILE}
+    matchConditions:
+    - expression: has(request.resourceAttributes)
+    - expression: >-
+        request.resourceAttributes.group in ['certificates.k8s.io', 'admissionregistration.k8s.io']
+        || (has(request.resourceAttributes.namespace)
+            && request.resourceAttributes.namespace == 'kube-system'
+            && request.resourceAttributes.resource in ['secrets', 'serviceaccounts'])
+- type: Node
+  name: node
+- type: RBAC
+  name: rbac
+"#
+    )
+}
+
+/// The kubeconfig the API server calls the webhook with: the platform's URL
+/// for the cluster, its bearer token, and the CA to trust when given.
+pub fn kubeconfig(url: &str, token: &str, ca_pem: Option<&str>) -> String {
+    use base64::Engine;
+    let ca = ca_pem
+        .map(|pem| {
+            format!(
+                "\n    certificate-authority-data: {}",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubebyon\n  cluster:\n    server: {url}{ca}\nusers:\n- name: kubebyon\n  user:\n    token: {token}\ncontexts:\n- name: kubebyon\n  context:\n    cluster: kubebyon\n    user: kubebyon\ncurrent-context: kubebyon\n"
+    )
+}
+
+/// Where a cluster's API server sends its access reviews.
+pub fn url(base: &str, cluster_id: uuid::Uuid) -> String {
+    format!(
+        "{}/api/admission/{cluster_id}/authorize",
+        base.trim_end_matches('/')
+    )
+}
+
+/// The stage the create and update jobs record while they do it.
+const STAGE: &str = "configuring the platform's authorizer";
+
+/// Makes sure the cluster's host namespace holds the authorizer's files
+/// (made once, with a token of the cluster's own: the API server reads them
+/// when it starts) and says what to start the API server with. `None` when
+/// the platform has no HTTPS URL to be called at, as for the webhook.
+pub async fn prepare(
+    ctx: &JobContext,
+    host: &HostCluster,
+    cluster: &Cluster,
+) -> Result<Option<ApiServerFiles>, JobError> {
+    let Some(base) = registration::base_url(ctx, host).await? else {
+        return Ok(None);
+    };
+    let files = ApiServerFiles {
+        secret: SECRET_NAME,
+        mount_path: MOUNT_PATH,
+        args: vec![format!("--authorization-config={MOUNT_PATH}/{CONFIG_FILE}")],
+    };
+    let present = ctx
+        .step(STAGE, host.secret_exists(cluster, SECRET_NAME))
+        .await?;
+    if present && store::has_authorizer(&ctx.pool, cluster.id).await? {
+        return Ok(Some(files));
+    }
+    let token = store::issue_authorizer_token(&ctx.pool, cluster.id).await?;
+    let connection = kubeconfig(
+        &url(&base, cluster.id),
+        &token,
+        host.settings().admission_ca_pem.as_deref(),
+    );
+    ctx.step(
+        STAGE,
+        host.apply_secret(
+            cluster,
+            SECRET_NAME,
+            &[
+                (CONFIG_FILE, configuration()),
+                (KUBECONFIG_FILE, connection),
+            ],
+        ),
+    )
+    .await?;
+    Ok(Some(files))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review(user: &str, groups: &[&str], attributes: Value) -> Value {
+        json!({ "user": user, "groups": groups, "resourceAttributes": attributes })
+    }
+
+    const TENANT: &str = "system:serviceaccount:kube-system:kubebyon-user-0a";
+
+    #[test]
+    fn the_tenant_keeps_its_workloads_and_loses_the_platforms_levers() {
+        let allowed = [
+            json!({"verb": "create", "group": "apps", "resource": "deployments", "namespace": "shop"}),
+            json!({"verb": "create", "resource": "secrets", "namespace": "shop"}),
+            json!({"verb": "get", "resource": "secrets", "namespace": "kube-system", "name": "x"}),
+            json!({"verb": "create", "group": "rbac.authorization.k8s.io", "resource": "clusterrolebindings"}),
+            json!({"verb": "create", "group": "admissionregistration.k8s.io", "resource": "validatingwebhookconfigurations"}),
+            json!({"verb": "delete", "group": "admissionregistration.k8s.io", "resource": "validatingwebhookconfigurations", "name": "theirs"}),
+            json!({"verb": "create", "group": "certificates.k8s.io", "resource": "certificatesigningrequests"}),
+            json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "shop", "name": "ci"}),
+        ];
+        for attributes in allowed {
+            assert_eq!(
+                decide(&review(
+                    TENANT,
+                    &["system:serviceaccounts"],
+                    attributes.clone()
+                )),
+                Verdict::NoOpinion,
+                "{attributes}"
+            );
+        }
+        let denied = [
+            json!({"verb": "delete", "group": "admissionregistration.k8s.io", "resource": "validatingwebhookconfigurations", "name": "kubebyon-admission"}),
+            json!({"verb": "patch", "group": "admissionregistration.k8s.io", "resource": "validatingwebhookconfigurations", "name": "kubebyon-admission"}),
+            json!({"verb": "deletecollection", "group": "admissionregistration.k8s.io", "resource": "validatingwebhookconfigurations"}),
+            json!({"verb": "create", "resource": "secrets", "namespace": "kube-system"}),
+            json!({"verb": "delete", "resource": "secrets", "namespace": "kube-system", "name": "bootstrap-token-abcdef"}),
+            json!({"verb": "update", "group": "certificates.k8s.io", "resource": "certificatesigningrequests", "subresource": "approval", "name": "node-csr-1"}),
+            json!({"verb": "approve", "group": "certificates.k8s.io", "resource": "signers", "name": "kubernetes.io/kube-apiserver-client-kubelet"}),
+            json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "kube-system", "name": "kubebyon-user-0a"}),
+        ];
+        for attributes in denied {
+            assert!(
+                matches!(
+                    decide(&review(
+                        TENANT,
+                        &["system:serviceaccounts"],
+                        attributes.clone()
+                    )),
+                    Verdict::Deny(_)
+                ),
+                "{attributes}"
+            );
+            // A user the tenant names itself is no component.
+            assert!(matches!(
+                decide(&review("alice", &[], attributes.clone())),
+                Verdict::Deny(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn bootstrap_requests_are_never_auto_approved_and_components_pass() {
+        let nodeclient = json!({"verb": "create", "group": "certificates.k8s.io",
+            "resource": "certificatesigningrequests", "subresource": "nodeclient"});
+        assert!(matches!(
+            decide(&review(
+                "system:bootstrap:abcdef",
+                &[
+                    "system:bootstrappers",
+                    "system:bootstrappers:kubeadm:default-node-token"
+                ],
+                nodeclient.clone()
+            )),
+            Verdict::Deny(_)
+        ));
+        // A node renewing its own certificate, the controller manager
+        // approving: components are not the tenant.
+        let renew = json!({"verb": "create", "group": "certificates.k8s.io",
+            "resource": "certificatesigningrequests", "subresource": "selfnodeclient"});
+        assert_eq!(
+            decide(&review("system:node:w1", &["system:nodes"], renew)),
+            Verdict::NoOpinion
+        );
+        let approve = json!({"verb": "update", "group": "certificates.k8s.io",
+            "resource": "certificatesigningrequests", "subresource": "approval"});
+        assert_eq!(
+            decide(&review("system:kube-controller-manager", &[], approve)),
+            Verdict::NoOpinion
+        );
+        assert_eq!(
+            decide(
+                &json!({"user": TENANT, "nonResourceAttributes": {"path": "/api", "verb": "get"}})
+            ),
+            Verdict::NoOpinion
+        );
+    }
+
+    #[test]
+    fn the_files_name_each_other_and_the_answer_is_a_review() {
+        let config = configuration();
+        assert!(config.contains(&format!("kubeConfigFile: {MOUNT_PATH}/{KUBECONFIG_FILE}")));
+        assert!(config.find("type: Webhook") < config.find("type: RBAC"));
+        assert!(config.contains("failurePolicy: Deny"));
+        let kubeconfig = kubeconfig(
+            "https://p.example/api/admission/x/authorize",
+            "t0k",
+            Some("PEM"),
+        );
+        assert!(kubeconfig.contains("token: t0k"));
+        assert!(kubeconfig.contains("certificate-authority-data: UEVN"));
+        assert_eq!(
+            answer(&Verdict::Deny("no"))["status"],
+            json!({"allowed": false, "denied": true, "reason": "no"})
+        );
+        assert_eq!(
+            answer(&Verdict::NoOpinion)["status"],
+            json!({"allowed": false})
+        );
+    }
+}
