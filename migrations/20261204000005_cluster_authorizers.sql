@@ -9,4 +9,5 @@ CREATE TABLE cluster_authorizers (
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
 CREATE TRIGGER cluster_authorizers_set_updated_at BEFORE UPDATE ON cluster_authorizers
-    FOR EACH ROW EXECUTE FUNCTION set_updated_at();
+    FOR EACH ROW WHEN (OLD.updated_at IS NOT DISTINCT FROM NEW.updated_at)
+    EXECUTE FUNCTION set_updated_at();

@@ -283,19 +283,38 @@ async fn request_code(
     origin: &Origin,
     raw_email: &str,
     captcha_token: Option<&str>,
-    purpose: &str,
-    eligible: impl FnOnce(&accounts::Credentials) -> bool,
+    purpose: &'static str,
+    eligible: impl FnOnce(&accounts::Credentials) -> bool + Send + 'static,
 ) -> Result<Response, ApiError> {
     let email = email(raw_email)?;
     answered_alike(state, async {
         captcha(state, origin, captcha_token).await?;
         limit_codes(state, origin, &email, purpose).await?;
         mail_ready(state).await?;
-        if let Some(account) = accounts::credentials(&state.pool, email.as_str())
-            .await?
-            .filter(|c| eligible(c))
-        {
-            send_code(state, account.user_id, &account.email, purpose).await?;
+        let issue = {
+            let state = state.clone();
+            async move {
+                if let Some(account) = accounts::credentials(&state.pool, email.as_str())
+                    .await?
+                    .filter(|c| eligible(c))
+                {
+                    send_code(&state, account.user_id, &account.email, purpose).await?;
+                }
+                Ok::<_, ApiError>(())
+            }
+        };
+        if shared::runtime::under_lambda() {
+            // Lambda freezes the process once it answers: the work is done
+            // inside the request, whose answer waits for the floor.
+            issue.await?;
+        } else {
+            // Looking the address up and storing its code happen after the
+            // answer, so its time is the same for a real and an unknown one.
+            tokio::spawn(async move {
+                if let Err(err) = issue.await {
+                    tracing::warn!(error = %err, "a code could not be issued");
+                }
+            });
         }
         Ok(code_sent())
     })
@@ -328,6 +347,44 @@ async fn limit_codes(
         .await?;
     }
     auth::rate_limit(&state.pool, auth::CODES_PER_ACCOUNT, &account).await
+}
+
+/// The buckets of wrong codes presented for one account and purpose: per
+/// source (the guesser's own) and per account (however many codes were sent,
+/// at most 25 guesses an hour at a 6-digit code).
+struct Guesses {
+    account: String,
+    pair: String,
+}
+
+impl Guesses {
+    fn of(origin: &Origin, purpose: &str, user_id: Uuid) -> Self {
+        let account = format!("{purpose}:{user_id}");
+        let pair = format!("{account}@{}", source(origin).as_deref().unwrap_or("-"));
+        Self { account, pair }
+    }
+
+    /// 429 once either bucket is full.
+    async fn check(&self, state: &AppState) -> Result<(), ApiError> {
+        auth::check_limit(
+            &state.pool,
+            auth::CODE_GUESSES_PER_ACCOUNT_AND_SOURCE,
+            &self.pair,
+        )
+        .await?;
+        auth::check_limit(&state.pool, auth::CODE_GUESSES_PER_ACCOUNT, &self.account).await
+    }
+
+    /// Counts one wrong code in both.
+    async fn count(&self, state: &AppState) -> Result<(), ApiError> {
+        auth::count_failure(
+            &state.pool,
+            auth::CODE_GUESSES_PER_ACCOUNT_AND_SOURCE,
+            &self.pair,
+        )
+        .await?;
+        auth::count_failure(&state.pool, auth::CODE_GUESSES_PER_ACCOUNT, &self.account).await
+    }
 }
 
 /// The key the caller's address is limited under (its /64 for IPv6).
@@ -442,6 +499,8 @@ pub async fn verify_email(
     let Some(account) = account.filter(|a| a.status == "active" && !a.email_verified) else {
         return Err(invalid_code(CodeCheck::Dead));
     };
+    let guesses = Guesses::of(&origin, VERIFY, account.user_id);
+    guesses.check(&state).await?;
     let presented = auth::hash_secret(body.code.trim());
     let mut tx = state.pool.begin().await?;
     match accounts::check_code(
@@ -456,6 +515,7 @@ pub async fn verify_email(
         CodeCheck::Accepted => {}
         outcome => {
             tx.commit().await?;
+            guesses.count(&state).await?;
             return Err(invalid_code(outcome));
         }
     }
@@ -689,6 +749,8 @@ pub async fn confirm_reset(
     let Some(account) = accounts::credentials(&state.pool, email.as_str()).await? else {
         return Err(invalid_code(CodeCheck::Dead));
     };
+    let guesses = Guesses::of(&origin, RESET, account.user_id);
+    guesses.check(&state).await?;
     let mut tx = state.pool.begin().await?;
     match accounts::check_code(
         &mut tx,
@@ -702,6 +764,7 @@ pub async fn confirm_reset(
         CodeCheck::Accepted => {}
         outcome => {
             tx.commit().await?;
+            guesses.count(&state).await?;
             return Err(invalid_code(outcome));
         }
     }

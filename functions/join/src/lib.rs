@@ -257,8 +257,12 @@ pub struct StepReport {
     pub status: String,
     #[schema(max_length = 1000)]
     pub detail: Option<String>,
-    /// The machine's host name (its node name, lowercased).
-    #[schema(min_length = 1, max_length = 253, pattern = "^[-a-z0-9.]+$")]
+    /// The machine's host name (its node name, lowercased): a DNS subdomain.
+    #[schema(
+        min_length = 1,
+        max_length = 253,
+        pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$"
+    )]
     pub hostname: Option<String>,
 }
 

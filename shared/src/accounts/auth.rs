@@ -245,6 +245,21 @@ pub const CODES_PER_ACCOUNT: Limit = Limit {
     max: 30,
     window: Duration::from_secs(3600),
 };
+/// Wrong codes presented for one account and purpose from anywhere, however
+/// many codes were sent: more codes mailed (the per-account cap above) buy
+/// no more guesses at a 6-digit code.
+pub const CODE_GUESSES_PER_ACCOUNT: Limit = Limit {
+    name: "code-guesses:account",
+    max: 25,
+    window: Duration::from_secs(3600),
+};
+/// Wrong codes for one account and purpose from one source: the guesser's
+/// own bucket, so one source alone cannot use up the account's.
+pub const CODE_GUESSES_PER_ACCOUNT_AND_SOURCE: Limit = Limit {
+    name: "code-guesses:account-source",
+    max: 10,
+    window: Duration::from_secs(3600),
+};
 pub const VERIFY_PER_IP: Limit = Limit {
     name: "verify:ip",
     max: 30,

@@ -195,6 +195,15 @@ pub async fn replace_code(
     code_hash: &[u8],
     lifetime: std::time::Duration,
 ) -> Result<(), sqlx::Error> {
+    // Two codes asked for at once are stored one after the other: the later
+    // replaces the earlier instead of meeting it in the unique index.
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2, 11))",
+        user_id,
+        purpose
+    )
+    .execute(&mut *tx)
+    .await?;
     sqlx::query!(
         "UPDATE email_verification_codes SET consumed_at = now()
          WHERE user_id = $1 AND purpose = $2 AND consumed_at IS NULL",

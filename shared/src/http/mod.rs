@@ -289,8 +289,9 @@ fn is_loopback_host(host: &str) -> bool {
 /// What `local --development` puts in front of its routes, where every
 /// request acts as one user: only requests addressed to a loopback name are
 /// answered (a DNS-rebinding page reaches it under its own host name), and a
-/// write that a page of another site sends (`Origin` elsewhere, or
-/// `Sec-Fetch-Site: cross-site`) is refused, bodiless or not.
+/// write that a page of another origin sends (`Origin` other than its own
+/// scheme, host and port, or `Sec-Fetch-Site: cross-site`) is refused,
+/// bodiless or not.
 pub async fn loopback_only(request: Request, next: Next) -> Response {
     if let Err(refused) = loopback_request(&request) {
         return refused.into_response();
@@ -316,10 +317,14 @@ fn loopback_request(request: &Request) -> Result<(), ApiError> {
         Method::GET | Method::HEAD | Method::OPTIONS
     ) {
         let cross_site = matches!(header("sec-fetch-site"), "cross-site" | "same-site");
+        // A page's origin is its scheme, host and port: a page of another
+        // local server (`http://localhost:3000`) is another site too, even
+        // when the browser sends no `Sec-Fetch-Site`.
         let origin = header("origin");
-        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-        let foreign_origin =
-            !origin.is_empty() && !is_loopback_host(origin_host.split('/').next().unwrap_or(""));
+        let own_origin = origin.split_once("://").is_some_and(|(scheme, host)| {
+            matches!(scheme, "http" | "https") && host.eq_ignore_ascii_case(header("host"))
+        });
+        let foreign_origin = !origin.is_empty() && !own_origin;
         if cross_site || foreign_origin {
             return Err(ApiError::Forbidden(
                 "a page of another site cannot write through the development identity".into(),

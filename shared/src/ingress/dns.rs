@@ -13,14 +13,24 @@ pub fn cluster_record(vcluster_name: &str, cluster_id: Uuid, base_domain: &str) 
     )
 }
 
-/// Labels right under the base domain the platform keeps for itself.
+/// Labels right under the base domain the platform keeps for itself: its
+/// own hosts, and the names a phishing page under the platform's domain
+/// would want (billing, sign-in, support).
 pub const RESERVED_LABELS: &[&str] = &[
+    "account",
+    "accounts",
     "admin",
     "api",
+    "app",
     "auth",
+    "billing",
+    "checkout",
     "console",
     "dashboard",
+    "docs",
     "edge",
+    "help",
+    "id",
     "ingress",
     "join",
     "kubebyon",
@@ -28,10 +38,31 @@ pub const RESERVED_LABELS: &[&str] = &[
     "mail",
     "ns1",
     "ns2",
+    "oauth",
+    "pay",
+    "payment",
+    "payments",
+    "portal",
+    "security",
+    "signin",
     "smtp",
+    "sso",
     "status",
+    "support",
     "www",
 ];
+
+/// A label's look: the ASCII confusables of UTS #39 folded (`rn` reads as
+/// `m`, `vv` as `w`, `cl` as `d`, `0` as `o`, `1` and `i` as `l`), so
+/// `c0nsole` and `rnail` look like what they mimic.
+fn skeleton(label: &str) -> String {
+    label
+        .replace("rn", "m")
+        .replace("vv", "w")
+        .replace("cl", "d")
+        .replace('0', "o")
+        .replace(['1', 'i'], "l")
+}
 
 /// Whether a label has the form of a cluster's own name, `<name>-<8 hex>`.
 fn is_cluster_label(label: &str) -> bool {
@@ -67,8 +98,16 @@ pub fn reserved(
         .strip_suffix(&format!(".{base_domain}"))?
         .rsplit('.')
         .next()?;
-    if RESERVED_LABELS.contains(&label) {
-        return Some(format!("{label}.{base_domain} is kept for the platform"));
+    if label.starts_with("xn--") {
+        return Some(format!(
+            "{label}.{base_domain}: internationalized labels right under the platform's domain are refused (they can mimic its names)"
+        ));
+    }
+    let look = skeleton(label);
+    if let Some(kept) = RESERVED_LABELS.iter().find(|kept| skeleton(kept) == look) {
+        return Some(format!(
+            "{label}.{base_domain} is kept for the platform (it reads as {kept})"
+        ));
     }
     if is_cluster_label(label)
         && (label != own_label || hostname == format!("{label}.{base_domain}"))
@@ -111,6 +150,14 @@ mod tests {
             "shop-0a1b2c3d.apps.example.com",
             "edge.apps.example.com",
             "a.edge.apps.example.com",
+            // The review's names: a billing page, and look-alikes of the
+            // console's name, by punycode or by ASCII confusables.
+            "billing.apps.example.com",
+            "xn--cnsole-9ve.apps.example.com",
+            "c0nsole.apps.example.com",
+            "consoie.apps.example.com",
+            "rnail.apps.example.com",
+            "vvww.apps.example.com",
         ] {
             assert!(reserved(taken, base, own, &hosts).is_some(), "{taken}");
         }
@@ -119,6 +166,8 @@ mod tests {
             "www.shop-0a1b2c3d.apps.example.com",
             "shop-0a1b2c3.apps.example.com",
             "console.example.org",
+            "xn--80ak6aa92e.blog.apps.example.com",
+            "consoles.apps.example.com",
         ] {
             assert!(reserved(free, base, own, &hosts).is_none(), "{free}");
         }

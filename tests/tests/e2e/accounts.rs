@@ -2316,3 +2316,64 @@ async fn a_stranger_cannot_block_a_victims_reset() {
         .reset_password(&victim, "victim@example.com", "a brand new passphrase")
         .await;
 }
+
+/// Codes asked from several sources do not buy more guesses at a 6-digit
+/// code: wrong codes are counted per account (25 an hour) whatever code they
+/// were for, and per account and source (10), so one source alone cannot
+/// use the account's up and lock its owner out.
+#[tokio::test]
+async fn more_codes_buy_no_more_guesses() {
+    let accounts = Accounts::new().await;
+    accounts
+        .signed_up("target@example.com", "correct horse battery")
+        .await;
+    let call = |ip: String, path: &'static str, body: Value| {
+        let accounts = &accounts;
+        async move {
+            let client = Client {
+                ip,
+                ..Client::default()
+            };
+            accounts.call(&client, "POST", path, Some(body)).await
+        }
+    };
+    let guess = |ip: String| {
+        call(
+            ip,
+            "/api/auth/password-reset/confirm",
+            json!({ "email": "target@example.com", "code": "000000", "new_password": "a brand new passphrase" }),
+        )
+    };
+    // One source guessing: its own bucket (10) fills, not the account's.
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        statuses.push(guess("203.0.113.40".into()).await.status);
+    }
+    assert_eq!(statuses[..10], [StatusCode::BAD_REQUEST; 10]);
+    assert_eq!(statuses[10], StatusCode::TOO_MANY_REQUESTS);
+    // Codes asked for from other sources, and guessed at from them: the
+    // account's 25 are used up after 15 more, fresh codes or not.
+    for round in 0..2 {
+        let asked = call(
+            format!("203.0.113.{}", 50 + round),
+            "/api/auth/password-reset",
+            json!({ "email": "target@example.com" }),
+        )
+        .await;
+        assert_eq!(asked.status, StatusCode::ACCEPTED);
+        for _ in 0..10 {
+            let reply = guess(format!("198.51.100.{}", 60 + round)).await;
+            if round == 1 && reply.status == StatusCode::TOO_MANY_REQUESTS {
+                break;
+            }
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+        }
+    }
+    let reply = guess("198.51.100.99".into()).await;
+    assert_eq!(
+        (reply.status, reply.body["code"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("rate_limited")),
+        "{}",
+        reply.body
+    );
+}

@@ -339,9 +339,13 @@ async fn the_development_identity_answers_loopback_names_and_same_site_writes_on
     let body: serde_json::Value = rebound.json().await.unwrap();
     assert_eq!(body["code"], "forbidden");
     // A page elsewhere posting a form (or nothing) at it.
+    // The review's case: a page of another local server, whose browser sent
+    // no Sec-Fetch-Site, is another origin all the same.
     for (name, value) in [
         ("origin", "https://evil.example"),
         ("sec-fetch-site", "cross-site"),
+        ("origin", "http://localhost:3000"),
+        ("origin", "http://127.0.0.1:1"),
     ] {
         let forged = local
             .http

@@ -33,5 +33,6 @@ mod quickstart;
 mod rehearsal;
 mod routing;
 mod schema;
+mod security_regressions;
 mod simulator;
 mod traces;

@@ -2436,7 +2436,7 @@ export interface components {
             /** Format: uuid */
             attempt_id: string;
             detail?: string | null;
-            /** @description The machine's host name (its node name, lowercased). */
+            /** @description The machine's host name (its node name, lowercased): a DNS subdomain. */
             hostname?: string | null;
             status: components["schemas"]["JoinStepStatus"];
             /**
