@@ -230,6 +230,8 @@ async fn bootstrap_certificate(
             )
         })?;
     shared.wake.notify_waiters();
+    // The controller decides a request when it is filed.
+    let mut auto_approve = auto_approved(shared, requester).await;
     let deadline = tokio::time::Instant::now() + CERTIFICATE_WAIT;
     loop {
         let csr = shared
@@ -262,7 +264,7 @@ async fn bootstrap_certificate(
                 .map_err(|e| refused(StatusCode::CONFLICT, e.message))?;
             return Ok(());
         }
-        if auto_approved(shared, requester).await {
+        if std::mem::take(&mut auto_approve) {
             let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             let approval = json!({ "status": { "conditions": [{
                 "type": "Approved", "status": "True", "reason": "AutoApproved",
