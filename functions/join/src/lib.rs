@@ -633,6 +633,24 @@ async fn over_node_limit(
     }))
 }
 
+/// Ends the attempt as refused before it takes a use, and answers why.
+async fn refuse_use(
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    report: &StepReport,
+    status: StatusCode,
+    reason: String,
+) -> Result<Result<Recorded, Refusal>, sqlx::Error> {
+    tokens::finish_attempt(
+        &mut tx,
+        report.attempt_id,
+        JoinOutcome::Refused,
+        Some(&reason),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Err((status, reason)))
+}
+
 /// Records one step, and says what else it asks for.
 async fn record_step(
     state: &AppState,
@@ -693,40 +711,16 @@ async fn record_step(
         ("join", "running") => {
             let Some(hostname) = hostname else {
                 let reason = "the join step must carry the machine's host name".to_string();
-                tokens::finish_attempt(
-                    &mut tx,
-                    report.attempt_id,
-                    JoinOutcome::Refused,
-                    Some(&reason),
-                )
-                .await?;
-                tx.commit().await?;
-                return Ok(Err((StatusCode::UNPROCESSABLE_ENTITY, reason)));
+                return refuse_use(tx, report, StatusCode::UNPROCESSABLE_ENTITY, reason).await;
             };
             if tokens::node_name_taken(&mut *tx, presented.cluster_id, &hostname).await? {
                 let reason = format!(
                     "a node named {hostname} is already part of this cluster; remove it first or join under another host name"
                 );
-                tokens::finish_attempt(
-                    &mut tx,
-                    report.attempt_id,
-                    JoinOutcome::Refused,
-                    Some(&reason),
-                )
-                .await?;
-                tx.commit().await?;
-                return Ok(Err((StatusCode::CONFLICT, reason)));
+                return refuse_use(tx, report, StatusCode::CONFLICT, reason).await;
             }
             if let Some(reason) = over_node_limit(state, &mut tx, presented.cluster_id).await? {
-                tokens::finish_attempt(
-                    &mut tx,
-                    report.attempt_id,
-                    JoinOutcome::Refused,
-                    Some(&reason),
-                )
-                .await?;
-                tx.commit().await?;
-                return Ok(Err((StatusCode::FORBIDDEN, reason)));
+                return refuse_use(tx, report, StatusCode::FORBIDDEN, reason).await;
             }
             let bootstrap = JoinToken::generate();
             let expires_at = chrono::Utc::now()
