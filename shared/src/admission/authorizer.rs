@@ -23,7 +23,10 @@
 //! - writing Secrets in `kube-system`, where bootstrap tokens live;
 //! - minting tokens for the platform's ServiceAccounts in `kube-system`
 //!   (`kubebyon-*`, the kubeconfigs'), which would outlive a kubeconfig's
-//!   expiry.
+//!   expiry;
+//! - impersonating the cluster's components (`system:` users other than
+//!   service accounts) or its `system:` groups (`system:masters`, which no
+//!   authorizer is asked about, `system:nodes`, `system:bootstrappers`).
 //!
 //! Everything else gets no opinion, and RBAC decides as before.
 
@@ -88,10 +91,28 @@ pub fn decide(spec: &Value) -> Verdict {
     {
         return Verdict::Deny("the platform approves each joining node itself");
     }
+    // Acting as the cluster's components or as `system:masters` (which no
+    // authorizer is asked about) would step around every rule below.
+    if verb == "impersonate" && group.is_empty() {
+        let privileged = match kind {
+            "users" => name.starts_with("system:") && !name.starts_with("system:serviceaccount:"),
+            "groups" => {
+                name.starts_with("system:")
+                    && !matches!(name, "system:authenticated" | "system:serviceaccounts")
+                    && !name.starts_with("system:serviceaccounts:")
+            }
+            _ => false,
+        };
+        if privileged && !component_user(user) {
+            return Verdict::Deny(
+                "acting as the cluster's components or its masters is the platform's alone",
+            );
+        }
+    }
     // The cluster's own components authenticate as `system:` users other
     // than service accounts (kube-controller-manager, kubelets), with
     // certificates only the platform can have signed.
-    let component = user.starts_with("system:") && !user.starts_with("system:serviceaccount:");
+    let component = component_user(user);
     if component {
         return Verdict::NoOpinion;
     }
@@ -120,6 +141,12 @@ pub fn decide(spec: &Value) -> Verdict {
         }
     }
     Verdict::NoOpinion
+}
+
+/// Whether `user` is one of the cluster's components: a `system:` user that
+/// is not a service account.
+fn component_user(user: &str) -> bool {
+    user.starts_with("system:") && !user.starts_with("system:serviceaccount:")
 }
 
 /// The `SubjectAccessReview` answered for `verdict`.
@@ -158,7 +185,8 @@ authorizers:
     matchConditions:
     - expression: has(request.resourceAttributes)
     - expression: >-
-        request.resourceAttributes.group in ['certificates.k8s.io', 'admissionregistration.k8s.io']
+        request.resourceAttributes.verb == 'impersonate'
+        || request.resourceAttributes.group in ['certificates.k8s.io', 'admissionregistration.k8s.io']
         || (has(request.resourceAttributes.namespace)
             && request.resourceAttributes.namespace == 'kube-system'
             && request.resourceAttributes.resource in ['secrets', 'serviceaccounts'])
@@ -263,6 +291,10 @@ mod tests {
             json!({"verb": "delete", "group": "admissionregistration.k8s.io", "resource": "validatingwebhookconfigurations", "name": "theirs"}),
             json!({"verb": "create", "group": "certificates.k8s.io", "resource": "certificatesigningrequests"}),
             json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "shop", "name": "ci"}),
+            json!({"verb": "impersonate", "resource": "users", "name": "alice"}),
+            json!({"verb": "impersonate", "resource": "users", "name": "system:serviceaccount:shop:ci"}),
+            json!({"verb": "impersonate", "resource": "groups", "name": "system:authenticated"}),
+            json!({"verb": "impersonate", "resource": "serviceaccounts", "namespace": "shop", "name": "ci"}),
         ];
         for attributes in allowed {
             assert_eq!(
@@ -284,6 +316,10 @@ mod tests {
             json!({"verb": "update", "group": "certificates.k8s.io", "resource": "certificatesigningrequests", "subresource": "approval", "name": "node-csr-1"}),
             json!({"verb": "approve", "group": "certificates.k8s.io", "resource": "signers", "name": "kubernetes.io/kube-apiserver-client-kubelet"}),
             json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "kube-system", "name": "kubebyon-user-0a"}),
+            json!({"verb": "impersonate", "resource": "users", "name": "system:kube-controller-manager"}),
+            json!({"verb": "impersonate", "resource": "users", "name": "system:node:worker-1"}),
+            json!({"verb": "impersonate", "resource": "groups", "name": "system:masters"}),
+            json!({"verb": "impersonate", "resource": "groups", "name": "system:bootstrappers"}),
         ];
         for attributes in denied {
             assert!(

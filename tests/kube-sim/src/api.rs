@@ -416,7 +416,44 @@ async fn authorize(
     if shared.token.as_deref() == Some(token) {
         return None;
     }
-    let (user, groups) = crate::tokens::identity(shared, token)?;
+    let (mut user, mut groups) = crate::tokens::identity(shared, token)?;
+    // Impersonation (`kubectl --as`, `--as-group`): the API server asks the
+    // authorizers whether the requester may `impersonate` each user and
+    // group, then serves the request as them; `system:masters` is never
+    // asked about again.
+    if let Some(target) = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+    {
+        let as_groups: Vec<String> = headers
+            .get_all("impersonate-group")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect();
+        let asked = std::iter::once(("users", target.to_string()))
+            .chain(as_groups.iter().map(|g| ("groups", g.clone())));
+        for (resource, name) in asked {
+            let attributes = json!({
+                "verb": "impersonate", "group": "", "version": "v1", "resource": resource,
+                "subresource": "", "namespace": "", "name": name,
+            });
+            if let Some(reason) = authorizer.denies(&user, &groups, attributes).await {
+                return Some(ApiError {
+                    code: 403,
+                    reason: "Forbidden",
+                    message: format!(
+                        "{resource} \"{name}\" is forbidden: User \"{user}\" cannot impersonate resource \"{resource}\" in API group \"\" at the cluster scope: {reason}"
+                    ),
+                });
+            }
+        }
+        if as_groups.iter().any(|g| g == "system:masters") {
+            return None;
+        }
+        user = target.to_string();
+        groups = as_groups;
+        groups.push("system:authenticated".into());
+    }
     let watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
     let verb = match (method, &target.name) {
         (&Method::GET, Some(_)) => "get",

@@ -5,7 +5,9 @@
 //! named in the configuration (its kubeconfig: server, CA, bearer token);
 //! `denied` refuses the request with the webhook's reason, anything else
 //! goes on to RBAC (which the simulator does not check), and a webhook that
-//! cannot be asked refuses it (`failurePolicy: Deny`). kube-controller-manager's
+//! cannot be asked refuses it (`failurePolicy: Deny`). Impersonation headers
+//! are authorized the same way (`impersonate` on each user and group) before
+//! the request is served as the impersonated identity. kube-controller-manager's
 //! `csrapproving` controller asks the same chain before it approves.
 //!
 //! The configuration comes from the vCluster chart's values, as the platform

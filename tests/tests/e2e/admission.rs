@@ -824,6 +824,16 @@ async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
             )
             .await,
     );
+    // Nor by acting as the controller manager, or as `system:masters`.
+    for acting in [
+        vec!["--as=system:kube-controller-manager"],
+        vec!["--as=anyone", "--as-group=system:masters"],
+    ] {
+        let mut args = acting.clone();
+        args.extend(["delete", "validatingwebhookconfiguration", CONFIGURATION]);
+        let out = forbidden(kubectl.run(&args, "").await);
+        assert!(out.contains("cannot impersonate"), "{out}");
+    }
     assert_eq!(
         registered(&platform, &id).await["webhooks"]
             .as_array()
