@@ -12,7 +12,9 @@
 //! webhook's `denied` ends the chain (kubernetes.io, "Authorization":
 //! "Configuring the API Server using an Authorization Config File").
 //!
-//! It denies, to every identity but the cluster's own components:
+//! It denies, to every identity but the cluster's own components (`system:`
+//! users other than service accounts, and the controllers' ServiceAccounts
+//! in `kube-system`):
 //! - approving or signing certificates (`certificatesigningrequests/approval`,
 //!   `signers` `approve`/`sign`): nodes are approved by the platform alone;
 //! - the bootstrap auto-approval: kube-controller-manager's `csrapproving`
@@ -21,9 +23,13 @@
 //!   `system:bootstrappers` makes any binding a tenant adds useless;
 //! - changing or deleting the `kubebyon-admission` webhook configuration;
 //! - writing Secrets in `kube-system`, where bootstrap tokens live;
-//! - minting tokens for the platform's ServiceAccounts in `kube-system`
-//!   (`kubebyon-*`, the kubeconfigs'), which would outlive a kubeconfig's
-//!   expiry;
+//! - minting tokens for ServiceAccounts in `kube-system` (the controllers',
+//!   and the platform's `kubebyon-*` of the kubeconfigs, whose tokens would
+//!   outlive a kubeconfig's expiry);
+//! - writing workloads (Pods, Deployments, StatefulSets, DaemonSets,
+//!   ReplicaSets, Jobs, CronJobs) in the namespaces the admission webhook
+//!   exempts (`kube-system`, `kube-public`, `kube-node-lease`,
+//!   `kubebyon-ingress`), where they would not be weighed;
 //! - impersonating the cluster's components (`system:` users other than
 //!   service accounts) or its `system:` groups (`system:masters`, which no
 //!   authorizer is asked about, `system:nodes`, `system:bootstrappers`).
@@ -32,7 +38,7 @@
 
 use serde_json::{Value, json};
 
-use super::{registration, store};
+use super::{EXEMPT_NAMESPACES, registration, store};
 use crate::{
     clusters::Cluster,
     host::{ApiServerFiles, HostCluster},
@@ -91,11 +97,19 @@ pub fn decide(spec: &Value) -> Verdict {
     {
         return Verdict::Deny("the platform approves each joining node itself");
     }
-    // Acting as the cluster's components or as `system:masters` (which no
-    // authorizer is asked about) would step around every rule below.
+    // The cluster's own components (kube-controller-manager, kubelets, and
+    // the controllers' ServiceAccounts in `kube-system`) pass: their
+    // credentials are certificates only the platform approves, or tokens the
+    // tenant can neither mint nor mount (both denied below).
+    if component_user(user) {
+        return Verdict::NoOpinion;
+    }
+    // Acting as a component or as `system:masters` (which no authorizer is
+    // asked about) would step around every rule below.
     if verb == "impersonate" && group.is_empty() {
         let privileged = match kind {
-            "users" => name.starts_with("system:") && !name.starts_with("system:serviceaccount:"),
+            "users" => component_user(name),
+            "serviceaccounts" => namespace == "kube-system" && !name.starts_with(PLATFORM_ACCOUNTS),
             "groups" => {
                 name.starts_with("system:")
                     && !matches!(name, "system:authenticated" | "system:serviceaccounts")
@@ -103,18 +117,11 @@ pub fn decide(spec: &Value) -> Verdict {
             }
             _ => false,
         };
-        if privileged && !component_user(user) {
+        if privileged {
             return Verdict::Deny(
                 "acting as the cluster's components or its masters is the platform's alone",
             );
         }
-    }
-    // The cluster's own components authenticate as `system:` users other
-    // than service accounts (kube-controller-manager, kubelets), with
-    // certificates only the platform can have signed.
-    let component = component_user(user);
-    if component {
-        return Verdict::NoOpinion;
     }
     if group == "certificates.k8s.io"
         && ((kind == "certificatesigningrequests" && sub == "approval")
@@ -134,19 +141,43 @@ pub fn decide(spec: &Value) -> Verdict {
                 "Secrets in kube-system hold the cluster's bootstrap tokens; they are the platform's",
             );
         }
-        if kind == "serviceaccounts" && sub == "token" && name.starts_with(PLATFORM_ACCOUNTS) {
+        if kind == "serviceaccounts" && sub == "token" {
             return Verdict::Deny(
-                "a kubeconfig's token is issued by the platform, with the kubeconfig's expiry",
+                "tokens for kube-system's ServiceAccounts are the cluster's and the platform's (a kubeconfig's comes with its expiry)",
             );
         }
+    }
+    let workload = matches!(
+        (group, kind),
+        ("", "pods")
+            | (
+                "apps",
+                "deployments" | "statefulsets" | "daemonsets" | "replicasets"
+            )
+            | ("batch", "jobs" | "cronjobs")
+    );
+    if workload
+        && sub.is_empty()
+        && (writes || verb == "*")
+        && EXEMPT_NAMESPACES.contains(&namespace)
+    {
+        return Verdict::Deny(
+            "the cluster's own namespaces are not weighed against its limits, so they are the platform's: run workloads in a namespace of your own",
+        );
     }
     Verdict::NoOpinion
 }
 
 /// Whether `user` is one of the cluster's components: a `system:` user that
-/// is not a service account.
+/// is not a service account, or a ServiceAccount of `kube-system` other
+/// than the platform's (the controllers').
 fn component_user(user: &str) -> bool {
-    user.starts_with("system:") && !user.starts_with("system:serviceaccount:")
+    match user.strip_prefix("system:serviceaccount:") {
+        Some(account) => account
+            .strip_prefix("kube-system:")
+            .is_some_and(|name| !name.starts_with(PLATFORM_ACCOUNTS)),
+        None => user.starts_with("system:"),
+    }
 }
 
 /// The `SubjectAccessReview` answered for `verdict`.
@@ -188,8 +219,7 @@ authorizers:
         request.resourceAttributes.verb == 'impersonate'
         || request.resourceAttributes.group in ['certificates.k8s.io', 'admissionregistration.k8s.io']
         || (has(request.resourceAttributes.namespace)
-            && request.resourceAttributes.namespace == 'kube-system'
-            && request.resourceAttributes.resource in ['secrets', 'serviceaccounts'])
+            && request.resourceAttributes.namespace in ['kube-system', 'kube-public', 'kube-node-lease', 'kubebyon-ingress'])
 - type: Node
   name: node
 - type: RBAC
@@ -320,6 +350,12 @@ mod tests {
             json!({"verb": "impersonate", "resource": "users", "name": "system:node:worker-1"}),
             json!({"verb": "impersonate", "resource": "groups", "name": "system:masters"}),
             json!({"verb": "impersonate", "resource": "groups", "name": "system:bootstrappers"}),
+            json!({"verb": "impersonate", "resource": "users", "name": "system:serviceaccount:kube-system:certificate-controller"}),
+            json!({"verb": "impersonate", "resource": "serviceaccounts", "namespace": "kube-system", "name": "certificate-controller"}),
+            json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "kube-system", "name": "coredns"}),
+            json!({"verb": "create", "group": "apps", "resource": "deployments", "namespace": "kube-system"}),
+            json!({"verb": "create", "resource": "pods", "namespace": "kubebyon-ingress"}),
+            json!({"verb": "patch", "group": "batch", "resource": "cronjobs", "namespace": "kube-public", "name": "x"}),
         ];
         for attributes in denied {
             assert!(
@@ -366,8 +402,23 @@ mod tests {
         );
         let approve = json!({"verb": "update", "group": "certificates.k8s.io",
             "resource": "certificatesigningrequests", "subresource": "approval"});
+        for controller in [
+            "system:kube-controller-manager",
+            "system:serviceaccount:kube-system:certificate-controller",
+        ] {
+            assert_eq!(
+                decide(&review(controller, &[], approve.clone())),
+                Verdict::NoOpinion,
+                "{controller}"
+            );
+        }
+        let pods = json!({"verb": "create", "resource": "pods", "namespace": "kube-system"});
         assert_eq!(
-            decide(&review("system:kube-controller-manager", &[], approve)),
+            decide(&review(
+                "system:serviceaccount:kube-system:replicaset-controller",
+                &[],
+                pods
+            )),
             Verdict::NoOpinion
         );
         assert_eq!(
