@@ -18,33 +18,46 @@ impl Local {
     }
 
     pub(crate) async fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let port = free_port();
-        let child = Command::new(workspace_binary("local"))
-            .args(args)
-            .env("PORT", port.to_string())
-            .env("SWEEP_INTERVAL_MS", "200")
-            .env_remove("AMQP_URL")
-            .envs(env.iter().copied())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("local starts");
-        let base = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
-        eventually(30, "local to answer /healthz", || {
-            let http = http.clone();
-            let url = format!("{base}/healthz");
-            async move {
-                http.get(url)
+        // A free port can be handed out again before `local` binds it (to
+        // the simulator it starts first, say): a start that exits is tried
+        // again on another port.
+        for _ in 0..3 {
+            let port = free_port();
+            let mut child = Command::new(workspace_binary("local"))
+                .args(args)
+                .env("PORT", port.to_string())
+                .env("SWEEP_INTERVAL_MS", "200")
+                .env_remove("AMQP_URL")
+                .envs(env.iter().copied())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("local starts");
+            let base = format!("http://127.0.0.1:{port}");
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    eprintln!("local exited at start ({status}); starting it on another port");
+                    break;
+                }
+                let healthy = http
+                    .get(format!("{base}/healthz"))
                     .send()
                     .await
-                    .ok()
-                    .filter(|r| r.status().is_success())
+                    .is_ok_and(|r| r.status().is_success());
+                if healthy {
+                    return Self { child, base, http };
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "timed out waiting for local to answer /healthz"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-        })
-        .await;
-        Self { child, base, http }
+        }
+        panic!("local did not start in three tries");
     }
 
     async fn get(&self, path: &str) -> serde_json::Value {
