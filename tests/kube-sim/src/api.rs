@@ -148,24 +148,19 @@ fn route(path: &str) -> Result<Route, ApiError> {
         },
         // A CertificateSigningRequest's approval is written through its
         // `approval` subresource, which, like `status`, changes only the status.
-        [plural @ "certificatesigningrequests", name, "approval"] => Target {
-            resource: find(plural)?,
-            namespace: None,
-            name: Some(name.to_string()),
-            status: true,
-            eviction: false,
-            token_request: false,
-            approval: true,
-        },
-        [plural, name, "status"] => Target {
-            resource: find(plural)?,
-            namespace: None,
-            name: Some(name.to_string()),
-            status: true,
-            eviction: false,
-            token_request: false,
-            approval: false,
-        },
+        [plural, name, sub @ ("status" | "approval")]
+            if *sub == "status" || *plural == "certificatesigningrequests" =>
+        {
+            Target {
+                resource: find(plural)?,
+                namespace: None,
+                name: Some(name.to_string()),
+                status: true,
+                eviction: false,
+                token_request: false,
+                approval: *sub == "approval",
+            }
+        }
         _ => return Err(not_found()),
     };
     if target.name.is_some() && target.resource.namespaced && target.namespace.is_none() {

@@ -20,7 +20,10 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::{registry, store::Store};
+use crate::{
+    registry,
+    store::{Store, secret_text},
+};
 
 /// The webhook an API server asks.
 #[derive(Debug, Clone)]
@@ -28,17 +31,6 @@ pub struct Authorizer {
     url: String,
     token: String,
     client: reqwest::Client,
-}
-
-fn file(secret: &Value, name: &str) -> Option<String> {
-    let encoded = secret.pointer(&format!(
-        "/data/{}",
-        name.replace('~', "~0").replace('/', "~1")
-    ))?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded.as_str()?)
-        .ok()?;
-    String::from_utf8(bytes).ok()
 }
 
 fn yaml(text: &str) -> Option<Value> {
@@ -73,7 +65,7 @@ impl Authorizer {
             .as_str()?;
         let secrets = registry::find_kind("v1", "Secret")?;
         let secret = store.get(secrets, namespace, secret_name).ok()?;
-        let in_secret = |path: &str| file(&secret, path.strip_prefix(&format!("{dir}/"))?);
+        let in_secret = |path: &str| secret_text(&secret, path.strip_prefix(&format!("{dir}/"))?);
         let config = yaml(&in_secret(&path)?)?;
         let webhook = config["authorizers"]
             .as_array()?

@@ -31,7 +31,10 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::{Shared, registry, store::ApiError};
+use crate::{
+    Shared, registry,
+    store::{ApiError, secret_text},
+};
 
 /// Answers the join endpoint.
 pub(crate) async fn handle(
@@ -42,9 +45,10 @@ pub(crate) async fn handle(
 ) -> Response {
     let params = crate::api::query(uri);
     let token = params.get("token").map(String::as_str).unwrap_or_default();
-    if let Err(reason) = check_token(shared, token) {
-        return (StatusCode::UNAUTHORIZED, format!("{reason}\n")).into_response();
-    }
+    let secret = match check_token(shared, token) {
+        Ok(secret) => secret,
+        Err(reason) => return (StatusCode::UNAUTHORIZED, format!("{reason}\n")).into_response(),
+    };
     match *method {
         Method::GET => {
             let host = headers
@@ -70,12 +74,7 @@ pub(crate) async fn handle(
             let Some(name) = params.get("node").filter(|n| !n.is_empty()) else {
                 return (StatusCode::BAD_REQUEST, "node is required\n").into_response();
             };
-            let requester = match requester(shared, token) {
-                Ok(requester) => requester,
-                Err(reason) => {
-                    return (StatusCode::UNAUTHORIZED, format!("{reason}\n")).into_response();
-                }
-            };
+            let requester = requester(token, &secret);
             if let Err(refused) = bootstrap_certificate(shared, &requester, name).await {
                 return refused;
             }
@@ -102,10 +101,10 @@ struct Requester {
     groups: Vec<String>,
 }
 
-fn requester(shared: &Shared, token: &str) -> Result<Requester, &'static str> {
-    check_token(shared, token)?;
+/// Who a valid bootstrap token (its Secret `secret`) authenticates as.
+fn requester(token: &str, secret: &Value) -> Requester {
     let id = token.split_once('.').map(|(id, _)| id).unwrap_or_default();
-    let extra = secret_field(shared, id, "auth-extra-groups").unwrap_or_default();
+    let extra = secret_text(secret, "auth-extra-groups").unwrap_or_default();
     let mut groups = vec!["system:bootstrappers".to_string()];
     groups.extend(
         extra
@@ -115,10 +114,10 @@ fn requester(shared: &Shared, token: &str) -> Result<Requester, &'static str> {
             .map(str::to_string),
     );
     groups.push("system:authenticated".into());
-    Ok(Requester {
+    Requester {
         username: format!("system:bootstrap:{id}"),
         groups,
-    })
+    }
 }
 
 fn condition(csr: &Value, kind: &str) -> Option<String> {
@@ -289,22 +288,9 @@ async fn bootstrap_certificate(
     }
 }
 
-fn secret_field(shared: &Shared, id: &str, key: &str) -> Option<String> {
-    let resource = registry::find_kind("v1", "Secret")?;
-    let stored = shared
-        .store
-        .lock()
-        .expect("lock")
-        .get(resource, "kube-system", &format!("bootstrap-token-{id}"))
-        .ok()?;
-    stored
-        .pointer(&format!("/data/{key}"))
-        .and_then(Value::as_str)
-        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
-        .and_then(|v| String::from_utf8(v).ok())
-}
-
-fn check_token(shared: &Shared, token: &str) -> Result<(), &'static str> {
+/// The token's bootstrap Secret, when the token is valid: its Secret
+/// exists, the secret matches and it has not expired.
+fn check_token(shared: &Shared, token: &str) -> Result<Value, &'static str> {
     let (id, secret) = token.split_once('.').ok_or("malformed bootstrap token")?;
     let resource = registry::find_kind("v1", "Secret").ok_or("no Secret kind")?;
     let stored = shared
@@ -313,24 +299,17 @@ fn check_token(shared: &Shared, token: &str) -> Result<(), &'static str> {
         .expect("lock")
         .get(resource, "kube-system", &format!("bootstrap-token-{id}"))
         .map_err(|_| "unknown bootstrap token")?;
-    let field = |key: &str| {
-        stored
-            .pointer(&format!("/data/{key}"))
-            .and_then(Value::as_str)
-            .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
-            .and_then(|v| String::from_utf8(v).ok())
-    };
-    if field("token-secret").as_deref() != Some(secret) {
+    if secret_text(&stored, "token-secret").as_deref() != Some(secret) {
         return Err("wrong bootstrap token secret");
     }
-    if let Some(expiration) = field("expiration") {
+    if let Some(expiration) = secret_text(&stored, "expiration") {
         let expires =
             chrono::DateTime::parse_from_rfc3339(&expiration).map_err(|_| "bad expiration")?;
         if expires <= crate::tokens::now(shared) {
             return Err("expired bootstrap token");
         }
     }
-    Ok(())
+    Ok(stored)
 }
 
 /// Registers the Node as its kubelet would: the webhooks are asked first.

@@ -628,6 +628,16 @@ impl Default for Store {
     }
 }
 
+/// A text value of a Secret's `data` (base64 decoded), if it holds one.
+pub(crate) fn secret_text(secret: &Value, key: &str) -> Option<String> {
+    use base64::Engine;
+    let encoded = secret.get("data")?.get(key)?.as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
