@@ -75,6 +75,11 @@ pub async fn development_api_key(pool: &sqlx::PgPool, name: &str) -> String {
     let user_id = shared::accounts::users::ensure_development_user(pool)
         .await
         .expect("development user");
+    api_key(pool, user_id, name).await
+}
+
+/// A write-scoped API key of `user_id`, valid for a day.
+pub async fn api_key(pool: &sqlx::PgPool, user_id: uuid::Uuid, name: &str) -> String {
     let (key, prefix) = shared::accounts::auth::new_api_key();
     shared::accounts::insert_api_key(
         pool,

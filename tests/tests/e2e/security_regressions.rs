@@ -13,7 +13,7 @@ use crate::local_process::Local;
 const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 const WEBHOOK_SECRET: &str = "whsec_regressions";
 
-/// An API key of its own for a user of the given role.
+/// An API key of a new tenant (role `user`) with the address `email`.
 async fn user_key(db: &TestDb, email: &str) -> String {
     let user_id: uuid::Uuid = sqlx::query_scalar(
         "INSERT INTO users (email, display_name, role, email_verified_at)
@@ -23,39 +23,14 @@ async fn user_key(db: &TestDb, email: &str) -> String {
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    let (key, prefix) = shared::accounts::auth::new_api_key();
-    shared::accounts::insert_api_key(
-        &db.pool,
-        &shared::accounts::NewApiKey {
-            user_id,
-            name: "regressions",
-            prefix: &prefix,
-            token_hash: &shared::accounts::auth::hash_secret(&key),
-            scope: shared::accounts::KeyScope::Write,
-            lifetime: chrono::TimeDelta::days(1),
-        },
-    )
-    .await
-    .unwrap();
-    key
+    tests::api_key(&db.pool, user_id, "regressions").await
 }
 
 /// `t=<t>,v1=<HMAC-SHA256 of "t.body">` under the webhook secret.
 fn stripe_signature(t: &str, body: &str) -> String {
-    use sha2::{Digest, Sha256};
-    // HMAC (RFC 2104) over SHA-256, as Stripe signs.
-    let mut key = [0u8; 64];
-    key[..WEBHOOK_SECRET.len()].copy_from_slice(WEBHOOK_SECRET.as_bytes());
-    let pad = |byte: u8| key.iter().map(|k| k ^ byte).collect::<Vec<u8>>();
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(format!("{t}.{body}"))
-        .finalize();
-    let mac = Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize();
-    let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, WEBHOOK_SECRET.as_bytes());
+    let mac = ring::hmac::sign(&key, format!("{t}.{body}").as_bytes());
+    let hex: String = mac.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     format!("t={t},v1={hex}")
 }
 
