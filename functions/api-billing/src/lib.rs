@@ -17,7 +17,7 @@ use shared::{
     billing::{
         self, Plan,
         orders::{self, EventChange, EventOutcome as OrderEvent, Order},
-        stripe::{self, CheckoutRequest, LineItem, SignatureError, StripeError},
+        stripe::{self, CheckoutRequest, LineItem, SignatureError},
     },
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath, AppQuery},
@@ -125,15 +125,6 @@ pub struct Checkout {
 
 /// What calling Stripe needs: a client that follows no redirect (it would
 /// carry the key elsewhere), the API base and the sealed key, opened.
-fn stripe_unavailable(order_id: Uuid) -> ApiError {
-    ApiError::Upstream {
-        code: "stripe_unavailable",
-        detail: format!(
-            "Stripe could not be reached; order {order_id} stays pending, send the same request again"
-        ),
-    }
-}
-
 /// Choose a plan
 ///
 /// Writes a pending order at the plan's current price, makes its Stripe
@@ -240,13 +231,7 @@ pub async fn create(
         .await
         .map_err(|err| {
             tracing::warn!(order_id = %order.id, error = %err, "no Checkout Session for the order");
-            match err {
-                StripeError::Unavailable(_) => stripe_unavailable(order.id),
-                StripeError::Refused { .. } => ApiError::Upstream {
-                    code: "stripe_refused",
-                    detail: format!("{err}; order {} stays pending", order.id),
-                },
-            }
+            stripe::pending_order_error(err, order.id)
         })?;
     orders::set_checkout(&state.pool, order.id, &session.id, &session.url).await?;
     let order = orders::get(&state.pool, order.id)

@@ -544,15 +544,14 @@ async fn approve_node(
 /// Ends an attempt whose node cannot be approved, and answers 409 with why.
 async fn end_attempt(state: &AppState, report: &StepReport, reason: String) -> Response {
     let ended = async {
-        let mut tx = state.pool.begin().await?;
+        let mut conn = state.pool.acquire().await?;
         tokens::finish_attempt(
-            &mut tx,
+            &mut conn,
             report.attempt_id,
             JoinOutcome::Failed,
             Some(&reason),
         )
-        .await?;
-        tx.commit().await
+        .await
     };
     match ended.await {
         Ok(()) => reply(StatusCode::CONFLICT, Some(reason)),

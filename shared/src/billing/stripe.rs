@@ -71,17 +71,26 @@ pub async fn expire_before_cancel(
                 "Stripe has the payment for this order; it becomes paid when Stripe's event arrives"
                     .into(),
         }),
-        Err(StripeError::Unavailable(_)) => Err(ApiError::Upstream {
+        Err(err) => Err(pending_order_error(err, order.id)),
+    }
+}
+
+/// What a user is told when Stripe did not do what an order needed: 502
+/// `stripe_unavailable` (send the same request again) or `stripe_refused`;
+/// either way the order stays pending.
+pub fn pending_order_error(err: StripeError, order_id: uuid::Uuid) -> crate::error::ApiError {
+    use crate::error::ApiError;
+    match err {
+        StripeError::Unavailable(_) => ApiError::Upstream {
             code: "stripe_unavailable",
             detail: format!(
-                "Stripe could not be reached; order {} stays pending, send the same request again",
-                order.id
+                "Stripe could not be reached; order {order_id} stays pending, send the same request again"
             ),
-        }),
-        Err(err) => Err(ApiError::Upstream {
+        },
+        StripeError::Refused { .. } => ApiError::Upstream {
             code: "stripe_refused",
-            detail: format!("{err}; order {} stays pending", order.id),
-        }),
+            detail: format!("{err}; order {order_id} stays pending"),
+        },
     }
 }
 
