@@ -123,8 +123,6 @@ pub struct Checkout {
     pub checkout_url: String,
 }
 
-/// What calling Stripe needs: a client that follows no redirect (it would
-/// carry the key elsewhere), the API base and the sealed key, opened.
 /// Choose a plan
 ///
 /// Writes a pending order at the plan's current price, makes its Stripe
