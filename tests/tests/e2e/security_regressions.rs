@@ -191,6 +191,10 @@ async fn the_attacks_of_the_security_reviews_stay_refused() {
         let id = body["cluster"]["id"].as_str().unwrap().to_string();
         suite.places.push((place, id));
     }
+    // A 100 kB address (review 1, 10).
+    suite
+        .places
+        .push(("huge_email", format!("{}@example.com", "a".repeat(100_000))));
     let mut settings: Value = serde_json::from_str(
         &suite
             .settings_with("stripe_api_base_url=https://api.stripe.com")
