@@ -1,7 +1,7 @@
 //! `admission`: the validating webhook every cluster's API server calls
-//! (`POST /api/admission/{cluster_id}/{secret}`, registered by the cluster
-//! jobs; docs/admission.md). It answers `AdmissionReview` v1 and never
-//! mutates:
+//! (`POST /api/admission/{cluster_id}` with the cluster's token, registered
+//! by the cluster jobs; docs/admission.md). It answers `AdmissionReview` v1
+//! and never mutates:
 //!
 //! - a Pod (CREATE) is weighed against the cluster's workload CPU and memory
 //!   limits with what is in use (the last observation and the pods admitted
@@ -13,8 +13,11 @@
 //! - a Node (CREATE) against the owner's plan, under the same lock and with
 //!   the same count as joins, and recorded as a pending node when it passes.
 //!
-//! A review for an unknown or deleted cluster, or with a wrong secret, is
-//! refused with one message that tells none of them apart.
+//! A review for an unknown or deleted cluster, or with a wrong token, is
+//! refused with one message that tells none of them apart. A webhook
+//! registered before the cluster's API server had a token calls
+//! `POST /api/admission/{cluster_id}/{secret}` with a secret in its URL; that
+//! route answers until the cluster's next registration retires the secret.
 //!
 //! `POST /api/admission/{cluster_id}/authorize` is the platform's authorizer
 //! inside the cluster (`shared::admission::authorizer`): the API server asks
@@ -35,7 +38,7 @@ use shared::{
         self,
         demand::{self, Kind, Requests},
         review::{self, Request},
-        store::{self, Admitting, Reservation},
+        store::{self, Admitting, Credential, Reservation},
     },
     billing::entitlements,
     domain::{NodeEventType, NodeName, NodeStatus},
@@ -59,6 +62,7 @@ pub const NOT_REGISTERED: &str =
 /// The largest access review read (a review names one request).
 pub const MAX_ACCESS_REVIEW_BYTES: usize = 64 * 1024;
 
+#[allow(deprecated)]
 pub fn router() -> Router<AppState> {
     Router::new()
         .route(
@@ -66,14 +70,18 @@ pub fn router() -> Router<AppState> {
             post(authorize).layer(DefaultBodyLimit::max(MAX_ACCESS_REVIEW_BYTES)),
         )
         .route(
-            "/api/admission/{cluster_id}/{secret}",
+            "/api/admission/{cluster_id}",
             post(review).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
+        )
+        .route(
+            "/api/admission/{cluster_id}/{secret}",
+            post(review_with_url_secret).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
         )
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(review, authorize),
+    paths(review, review_with_url_secret, authorize),
     tags((name = "admission", description = "The validating webhook clusters' API servers call"))
 )]
 pub struct ApiDoc;
@@ -81,11 +89,40 @@ pub struct ApiDoc;
 /// Answer an AdmissionReview
 ///
 /// Called by a cluster's API server, at the URL its webhook configuration
-/// holds. The body is an `admission.k8s.io/v1` `AdmissionReview`; the answer
-/// is one too, echoing `request.uid`, `allowed` or refused with a `status`
-/// (403) that names the limit, what is in use, what the object asks for and
-/// the excess. A wrong secret, an unknown or a deleted cluster are refused
-/// alike.
+/// holds, with the cluster's token as bearer credential (from the API
+/// server's admission configuration, a file the tenant cannot read). The
+/// body is an `admission.k8s.io/v1` `AdmissionReview`; the answer is one
+/// too, echoing `request.uid`, `allowed` or refused with a `status` (403)
+/// that names the limit, what is in use, what the object asks for and the
+/// excess. A missing or wrong token, an unknown or a deleted cluster are
+/// refused alike, in the review's answer.
+#[utoipa::path(post, path = "/api/admission/{cluster_id}", tag = "admission",
+    params(("cluster_id" = Uuid, Path, description = "The cluster the webhook is registered for"),
+           ("Authorization" = Option<String>, Header, description = "`Bearer <token>`: the cluster's token")),
+    request_body(content = document::Review, content_type = "application/json",
+        description = "An admission.k8s.io/v1 AdmissionReview"),
+    responses((status = 200, description = "An admission.k8s.io/v1 AdmissionReview answer", body = document::Answer),
+              (status = 400, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 413, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 415, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 503, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn review(
+    State(state): State<AppState>,
+    AppPath(cluster_id): AppPath<Uuid>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let token = bearer(&headers).unwrap_or_default();
+    answer(&state, cluster_id, Credential::Token(token), &headers, body).await
+}
+
+/// Answer an AdmissionReview (secret in the URL; deprecated)
+///
+/// The webhook's URL of a cluster registered before its API server had a
+/// token: the secret in the path, readable by the tenant's cluster-admin in
+/// the webhook's configuration. Answered as `POST /api/admission/{cluster_id}`
+/// until the cluster's next create or update job registers the webhook
+/// anew, which retires the secret (`sync-clusters` enqueues that update).
 #[utoipa::path(post, path = "/api/admission/{cluster_id}/{secret}", tag = "admission",
     params(("cluster_id" = Uuid, Path, description = "The cluster the webhook is registered for"),
            ("secret" = String, Path, description = "The webhook's secret")),
@@ -96,22 +133,50 @@ pub struct ApiDoc;
               (status = 413, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 415, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 503, body = shared::error::Problem, content_type = "application/problem+json")))]
-pub async fn review(
+#[deprecated = "the webhook's URL of a cluster registered before its API server had a token"]
+pub async fn review_with_url_secret(
     State(state): State<AppState>,
     AppPath((cluster_id, secret)): AppPath<(Uuid, String)>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = json_body(&headers, body, MAX_REVIEW_BYTES)?;
+    answer(
+        &state,
+        cluster_id,
+        Credential::UrlSecret(&secret),
+        &headers,
+        body,
+    )
+    .await
+}
+
+async fn answer(
+    state: &AppState,
+    cluster_id: Uuid,
+    credential: Credential<'_>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = json_body(headers, body, MAX_REVIEW_BYTES)?;
     let request = review::parse(&body).map_err(|e| ApiError::BadRequest {
         code: "invalid_admission_review",
         detail: e.to_string(),
     })?;
-    let refusal = decide(&state, cluster_id, &secret, &request).await?;
+    let refusal = decide(state, cluster_id, credential, &request).await?;
     if let Some(message) = &refusal {
         tracing::info!(%cluster_id, kind = request.kind.kind, operation = request.operation, message, "admission refused");
     }
     Ok(axum::Json(review::answer(&request.uid, refusal.as_deref())).into_response())
+}
+
+/// The bearer token of the request, if it has one of a sensible length.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && t.len() <= 256)
 }
 
 /// A JSON request body within `limit` bytes.
@@ -168,13 +233,7 @@ pub async fn authorize(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty() && t.len() <= 256)
-        .ok_or(ApiError::Unauthenticated)?;
+    let token = bearer(&headers).ok_or(ApiError::Unauthenticated)?;
     if !store::authorizer_token_valid(&state.pool, cluster_id, token).await? {
         return Err(ApiError::Unauthenticated);
     }
@@ -240,16 +299,16 @@ fn subject(request: &Request) -> Subject {
 async fn decide(
     state: &AppState,
     cluster_id: Uuid,
-    secret: &str,
+    credential: Credential<'_>,
     request: &Request,
 ) -> Result<Option<String>, ApiError> {
     let object = request.object.as_ref().unwrap_or(&Value::Null);
     let subject = subject(request);
     if let Subject::Pod = subject {
         let asks = demand::pod(object.get("spec").unwrap_or(&Value::Null));
-        return pod(state, cluster_id, secret, request, asks).await;
+        return pod(state, cluster_id, credential, request, asks).await;
     }
-    let Some(cluster) = store::admitting(&state.pool, cluster_id, secret).await? else {
+    let Some(cluster) = store::admitting(&state.pool, cluster_id, credential).await? else {
         return Ok(Some(NOT_REGISTERED.into()));
     };
     match subject {
@@ -286,19 +345,19 @@ async fn decide(
 async fn pod(
     state: &AppState,
     cluster_id: Uuid,
-    secret: &str,
+    credential: Credential<'_>,
     request: &Request,
     asks: Requests,
 ) -> Result<Option<String>, ApiError> {
     let what = request.describe();
     if request.is_dry_run() {
-        let Some(cluster) = store::admitting(&state.pool, cluster_id, secret).await? else {
+        let Some(cluster) = store::admitting(&state.pool, cluster_id, credential).await? else {
             return Ok(Some(NOT_REGISTERED.into()));
         };
         return refusal(state, &cluster, cluster.in_use, asks, &what).await;
     }
     for _ in 0..3 {
-        match store::reserve(&state.pool, cluster_id, secret, &request.uid, asks).await? {
+        match store::reserve(&state.pool, cluster_id, credential, &request.uid, asks).await? {
             Reservation::Unknown => return Ok(Some(NOT_REGISTERED.into())),
             Reservation::Admitted => return Ok(None),
             Reservation::Refused(cluster) => {

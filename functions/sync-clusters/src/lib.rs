@@ -1,18 +1,23 @@
 //! `sync-clusters`: the schedule that checks every ready cluster's control
 //! plane and records whether it answers (`connection_status`, `last_observed_at`),
 //! keeps its managed ingress on target (enqueuing an `ingress_converge` job when
-//! it is off it) and follows its hostnames' certificates
-//! ([`observe`], [`tls`]), then deletes the ServiceAccounts of revoked and expired
-//! kubeconfig credentials from their clusters.
+//! it is off it), keeps its admission webhook as the platform registered it
+//! and follows its hostnames' certificates ([`observe`], [`tls`]); then
+//! deletes the ServiceAccounts of revoked and expired kubeconfig credentials
+//! from their clusters, and tells owners past their plan ([`plan`]).
 
 pub mod observe;
+pub mod plan;
 pub mod tls;
 
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
 use shared::kubeconfigs::credential::{self, RemovalReport};
 
-use crate::observe::{Enqueuing, ObservationReport, observe_clusters};
+use crate::{
+    observe::{Enqueuing, ObservationReport, observe_clusters},
+    plan::PlanReport,
+};
 
 /// Control planes checked at once.
 pub const CONCURRENCY: usize = 16;
@@ -30,6 +35,7 @@ pub struct Report {
     #[serde(flatten)]
     pub observation: ObservationReport,
     pub credentials: RemovalReport,
+    pub plans: PlanReport,
 }
 
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
@@ -40,8 +46,11 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
     };
     let observation = observe_clusters(&ctx.pool, host, enqueuing, CONCURRENCY).await?;
     let credentials = credential::remove_stale(&ctx.pool, host, None).await?;
+    let plans =
+        plan::notify_owners_past_their_plan(&ctx.pool, &ctx.settings.public_base_url).await?;
     Ok(Report {
         observation,
         credentials,
+        plans,
     })
 }

@@ -2,7 +2,8 @@
 //! cluster's own API through its public endpoint, recording
 //! `connection_status` and `last_observed_at`; the managed ingress kept on
 //! its target (an `ingress_converge` job enqueued when it is off it, its
-//! availability followed otherwise); and the hostnames' certificates followed.
+//! availability followed otherwise); the admission webhook kept as
+//! registered ([`keep_webhook`]); and the hostnames' certificates followed.
 
 use std::{
     sync::atomic::{AtomicU64, Ordering},
@@ -14,7 +15,9 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use shared::{
-    clusters::{self, Cluster},
+    admission::{self, registration, store::Registration},
+    clusters::{self, Cluster, ClusterChanges},
+    domain::JobPayload,
     error::unique_violation,
     host::HostCluster,
     ingress::{self, IngressConvergence},
@@ -27,6 +30,12 @@ pub struct ObservationReport {
     pub unreachable: u64,
     /// `ingress_converge` jobs enqueued for clusters whose ingress was off its target.
     pub ingress_convergences: u64,
+    /// Admission webhook configurations applied again as the platform
+    /// registered them (whatever the cluster's admin made of them).
+    pub webhooks_reapplied: u64,
+    /// `cluster_update` jobs enqueued for clusters whose webhook is
+    /// registered with a secret in its URL, or not at all.
+    pub registrations_renewed: u64,
 }
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,7 +55,10 @@ pub async fn observe_clusters(
     concurrency: usize,
 ) -> Result<ObservationReport, sqlx::Error> {
     let bindings = &shared::ingress::records::live_bindings(pool).await?;
-    let convergences = &AtomicU64::new(0);
+    let webhook_base = &registration::base_url(pool, host).await?;
+    let registrations = &admission::store::registrations(pool).await?;
+    let (convergences, reapplied, renewed) =
+        (&AtomicU64::new(0), &AtomicU64::new(0), &AtomicU64::new(0));
     let results = host
         .across_ready_clusters(
             pool,
@@ -63,6 +75,21 @@ pub async fn observe_clusters(
                         tracing::warn!(cluster_id = %cluster.id, %error, "could not follow the ingress state");
                     }
                 }
+                if let Some(base) = webhook_base {
+                    let renew = registrations.get(&cluster.id).copied();
+                    match keep_webhook(pool, host, enqueuing, &cluster, &client, base, renew).await {
+                        Ok(Some(Registration::Current)) => {
+                            reapplied.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(Some(Registration::Outdated)) => {
+                            renewed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(None) => {}
+                        Err(error) => {
+                            tracing::warn!(cluster_id = %cluster.id, %error, "could not keep the admission webhook");
+                        }
+                    }
+                }
                 let hostnames = bindings.get(&cluster.id).map_or(&[][..], Vec::as_slice);
                 if let Err(error) = crate::tls::observe(pool, &cluster, hostnames, &client).await {
                     tracing::warn!(cluster_id = %cluster.id, %error, "could not record the TLS state");
@@ -73,6 +100,8 @@ pub async fn observe_clusters(
         .await?;
     let mut report = ObservationReport {
         ingress_convergences: convergences.load(Ordering::Relaxed),
+        webhooks_reapplied: reapplied.load(Ordering::Relaxed),
+        registrations_renewed: renewed.load(Ordering::Relaxed),
         ..ObservationReport::default()
     };
     for (cluster, result) in results {
@@ -104,28 +133,7 @@ async fn follow_ingress(
     client: &Client,
 ) -> Result<bool, String> {
     if ingress::needs_convergence(cluster) {
-        let (job_type, payload) =
-            jobs::encode(&IngressConvergence::of(cluster)).map_err(|e| e.to_string())?;
-        let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
-        let new = NewJob {
-            cluster_id: cluster.id,
-            job_type,
-            requested_by: None,
-            payload: &payload,
-            max_attempts: enqueuing.max_attempts,
-        };
-        let enqueued = match jobs::enqueue_if_idle(&mut tx, new).await {
-            Ok(enqueued) => enqueued,
-            // Another job took the cluster's slot since the check.
-            Err(err) if unique_violation(&err) == Some("idx_cluster_jobs_active_cluster") => None,
-            Err(err) => return Err(err.to_string()),
-        };
-        let Some(enqueued) = enqueued else {
-            return Ok(false);
-        };
-        tx.commit().await.map_err(|e| e.to_string())?;
-        jobs::publish_after_commit(pool, enqueuing.publisher, enqueued.job).await;
-        return Ok(true);
+        return enqueue_when_idle(pool, enqueuing, cluster, &IngressConvergence::of(cluster)).await;
     }
     if cluster.managed_workload_ingress_enabled {
         let available = ingress::available(client)
@@ -136,4 +144,67 @@ async fn follow_ingress(
             .map_err(|e| e.to_string())?;
     }
     Ok(false)
+}
+
+/// Keeps the cluster's admission webhook as the platform registered it: a
+/// current registration is applied again (a change or deletion by the
+/// cluster's admin undone, should its authorizer ever let one through); an
+/// outdated one gets an update job, which writes the API server's files and
+/// registers the webhook with the cluster's token. A cluster busy with a
+/// job (`registration` `None`) is left to it. Says what it did.
+async fn keep_webhook(
+    pool: &PgPool,
+    host: &HostCluster,
+    enqueuing: Enqueuing<'_>,
+    cluster: &Cluster,
+    client: &Client,
+    base: &str,
+    registration: Option<Registration>,
+) -> Result<Option<Registration>, String> {
+    match registration {
+        Some(Registration::Current) => {
+            let configuration = registration::configuration_for(host, base, cluster.id);
+            registration::apply(client, configuration)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(Some(Registration::Current))
+        }
+        Some(Registration::Outdated) => {
+            let enqueued =
+                enqueue_when_idle(pool, enqueuing, cluster, &ClusterChanges::of(cluster)).await?;
+            Ok(enqueued.then_some(Registration::Outdated))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Enqueues `payload`'s job for the cluster when it is idle (`true` then);
+/// a cluster busy with another job is left to the next observation.
+async fn enqueue_when_idle(
+    pool: &PgPool,
+    enqueuing: Enqueuing<'_>,
+    cluster: &Cluster,
+    payload: &impl JobPayload,
+) -> Result<bool, String> {
+    let (job_type, payload) = jobs::encode(payload).map_err(|e| e.to_string())?;
+    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+    let new = NewJob {
+        cluster_id: cluster.id,
+        job_type,
+        requested_by: None,
+        payload: &payload,
+        max_attempts: enqueuing.max_attempts,
+    };
+    let enqueued = match jobs::enqueue_if_idle(&mut tx, new).await {
+        Ok(enqueued) => enqueued,
+        // Another job took the cluster's slot since the check.
+        Err(err) if unique_violation(&err) == Some("idx_cluster_jobs_active_cluster") => None,
+        Err(err) => return Err(err.to_string()),
+    };
+    let Some(enqueued) = enqueued else {
+        return Ok(false);
+    };
+    tx.commit().await.map_err(|e| e.to_string())?;
+    jobs::publish_after_commit(pool, enqueuing.publisher, enqueued.job).await;
+    Ok(true)
 }

@@ -58,6 +58,19 @@ pub const MOUNT_PATH: &str = "/etc/kubebyon";
 pub const CONFIG_FILE: &str = "authorization.yaml";
 /// The kubeconfig the API server reaches the webhook with.
 pub const KUBECONFIG_FILE: &str = "authorizer-kubeconfig.yaml";
+/// The admission configuration (`--admission-control-config-file`) that
+/// gives the API server its credential for the admission webhook.
+pub const ADMISSION_CONFIG_FILE: &str = "admission.yaml";
+/// The kubeconfig that credential is in.
+pub const ADMISSION_KUBECONFIG_FILE: &str = "admission-kubeconfig.yaml";
+/// Every file of the Secret: one missing (a Secret written before it was
+/// added) makes the files anew.
+const FILES: [&str; 4] = [
+    CONFIG_FILE,
+    KUBECONFIG_FILE,
+    ADMISSION_CONFIG_FILE,
+    ADMISSION_KUBECONFIG_FILE,
+];
 
 /// What the authorizer says of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,6 +258,45 @@ pub fn kubeconfig(url: &str, token: &str, ca_pem: Option<&str>) -> String {
     )
 }
 
+/// The API server's `AdmissionConfiguration`: `ValidatingAdmissionWebhook`
+/// presents the credentials of [`ADMISSION_KUBECONFIG_FILE`] to webhooks
+/// (kubernetes.io, "Dynamic Admission Control": "Authenticate API servers").
+pub fn admission_configuration() -> String {
+    format!(
+        r#"apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: {MOUNT_PATH}/{ADMISSION_KUBECONFIG_FILE}
+"#
+    )
+}
+
+/// The `host:port` of the platform's URL `base` as kube-apiserver names a
+/// webhook's credentials: an exact match of the webhook URL's host and port,
+/// 443 when it has none (k8s.io/apiserver `pkg/util/webhook`, client.go and
+/// authentication.go). `None` for what is not a URL with a host.
+pub fn webhook_host(base: &str) -> Option<String> {
+    let url = url::Url::parse(base).ok()?;
+    let host = match url.host()? {
+        url::Host::Ipv6(address) => format!("[{address}]"),
+        host => host.to_string(),
+    };
+    Some(format!("{host}:{}", url.port().unwrap_or(443)))
+}
+
+/// The kubeconfig of the admission webhook's credential: one user named by
+/// the webhook's [`webhook_host`]. No wildcard: a webhook the tenant
+/// registers at another host never receives the token.
+pub fn admission_kubeconfig(webhook_host: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nusers:\n- name: '{webhook_host}'\n  user:\n    token: {token}\n"
+    )
+}
+
 /// Where a cluster's API server sends its access reviews.
 pub fn url(base: &str, cluster_id: uuid::Uuid) -> String {
     format!(
@@ -256,27 +308,36 @@ pub fn url(base: &str, cluster_id: uuid::Uuid) -> String {
 /// The stage the create and update jobs record while they do it.
 const STAGE: &str = "configuring the platform's authorizer";
 
-/// Makes sure the cluster's host namespace holds the authorizer's files
-/// (made once, with a token of the cluster's own: the API server reads them
-/// when it starts) and says what to start the API server with. `None` when
-/// the platform has no HTTPS URL to be called at, as for the webhook.
+/// Makes sure the cluster's host namespace holds the API server's files —
+/// the authorizer's configuration and the admission configuration, both
+/// with the cluster's own token (made once: the API server reads them when
+/// it starts) — and says what to start the API server with. `None` when the
+/// platform has no HTTPS URL to be called at, as for the webhook.
 pub async fn prepare(
     ctx: &JobContext,
     host: &HostCluster,
     cluster: &Cluster,
 ) -> Result<Option<ApiServerFiles>, JobError> {
-    let Some(base) = registration::base_url(ctx, host).await? else {
+    let Some(base) = registration::base_url(&ctx.pool, host).await? else {
+        return Ok(None);
+    };
+    let Some(webhook_host) = webhook_host(&base) else {
         return Ok(None);
     };
     let files = ApiServerFiles {
         secret: SECRET_NAME,
         mount_path: MOUNT_PATH,
-        args: vec![format!("--authorization-config={MOUNT_PATH}/{CONFIG_FILE}")],
+        args: vec![
+            format!("--authorization-config={MOUNT_PATH}/{CONFIG_FILE}"),
+            format!("--admission-control-config-file={MOUNT_PATH}/{ADMISSION_CONFIG_FILE}"),
+        ],
     };
-    let present = ctx
-        .step(STAGE, host.secret_exists(cluster, SECRET_NAME))
-        .await?;
-    if present && store::has_authorizer(&ctx.pool, cluster.id).await? {
+    let keys = ctx
+        .step(STAGE, host.secret_keys(cluster, SECRET_NAME))
+        .await?
+        .unwrap_or_default();
+    let complete = FILES.iter().all(|file| keys.iter().any(|k| k == file));
+    if complete && store::has_authorizer(&ctx.pool, cluster.id).await? {
         return Ok(Some(files));
     }
     let token = store::issue_authorizer_token(&ctx.pool, cluster.id).await?;
@@ -293,6 +354,11 @@ pub async fn prepare(
             &[
                 (CONFIG_FILE, configuration()),
                 (KUBECONFIG_FILE, connection),
+                (ADMISSION_CONFIG_FILE, admission_configuration()),
+                (
+                    ADMISSION_KUBECONFIG_FILE,
+                    admission_kubeconfig(&webhook_host, &token),
+                ),
             ],
         ),
     )

@@ -1,6 +1,10 @@
 //! The `ValidatingWebhookConfiguration` each cluster's API server is given,
 //! applied inside the cluster (server-side apply, field manager `kubebyon`)
-//! by the create and update jobs, each time with a new secret in its URL.
+//! by the create and update jobs, and again by `sync-clusters` on every
+//! cycle. Its URL holds no secret: the API server presents the cluster's
+//! token from its admission configuration ([`super::authorizer`]), a host
+//! file the tenant cannot read, where the configuration itself is readable
+//! by the tenant's cluster-admin.
 //!
 //! Three webhooks, one endpoint:
 //! - [`WORKLOADS`]: Deployments, StatefulSets, DaemonSets and CronJobs, what
@@ -21,6 +25,7 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use serde_json::{Value, json};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{EXEMPT_NAMESPACES, REVIEW_TIMEOUT_SECONDS, store};
@@ -37,11 +42,8 @@ pub const PODS: &str = "pods.admission.kubebyon.dev";
 pub const NODES: &str = "nodes.admission.kubebyon.dev";
 
 /// Where a cluster's API server sends its reviews.
-pub fn url(base: &str, cluster_id: Uuid, secret: &str) -> String {
-    format!(
-        "{}/api/admission/{cluster_id}/{secret}",
-        base.trim_end_matches('/')
-    )
+pub fn url(base: &str, cluster_id: Uuid) -> String {
+    format!("{}/api/admission/{cluster_id}", base.trim_end_matches('/'))
 }
 
 /// The configuration for a webhook at `url`, trusting `ca_pem` when given.
@@ -105,19 +107,27 @@ pub async fn apply(client: &Client, configuration: Value) -> Result<(), HostErro
 /// The HTTPS base the webhook URL starts with: `KUBEBYON_ADMISSION_URL`,
 /// else the settings' public base URL when it is HTTPS. `None` when there is
 /// neither: an API server calls webhooks over HTTPS only.
-pub async fn base_url(ctx: &JobContext, host: &HostCluster) -> Result<Option<String>, sqlx::Error> {
+pub async fn base_url(pool: &PgPool, host: &HostCluster) -> Result<Option<String>, sqlx::Error> {
     if let Some(url) = &host.settings().admission_url {
         return Ok(Some(url.clone()));
     }
-    let public = settings::load(&ctx.pool).await?.fields.public_base_url;
+    let public = settings::load(pool).await?.fields.public_base_url;
     Ok(public.filter(|u| u.starts_with("https://")))
 }
 
-/// Registers the webhook inside `cluster` (its API at `server`) with a new
-/// secret: its hash is stored first, then the configuration is applied, then
-/// every other secret of the cluster is retired. A crash in between leaves
-/// the old and new secrets both valid, so the configuration in the cluster,
-/// whichever it holds, is always answered.
+/// The configuration the cluster's API server is given, for the webhook at
+/// `base`.
+pub fn configuration_for(host: &HostCluster, base: &str, cluster_id: Uuid) -> Value {
+    configuration(
+        &url(base, cluster_id),
+        host.settings().admission_ca_pem.as_deref(),
+    )
+}
+
+/// Registers the webhook inside `cluster` (its API at `server`), then
+/// retires the secrets of the URLs it was registered at before (a cluster
+/// registered before its API server had a token): from then on only the
+/// token the API server presents is answered.
 pub async fn register(
     ctx: &JobContext,
     host: &HostCluster,
@@ -125,7 +135,7 @@ pub async fn register(
     server: &str,
 ) -> Result<(), JobError> {
     const STAGE: &str = "registering the admission webhook";
-    let Some(base) = base_url(ctx, host).await? else {
+    let Some(base) = base_url(&ctx.pool, host).await? else {
         ctx.stage("admission webhook not registered: the platform has no HTTPS URL")
             .await?;
         tracing::warn!(
@@ -133,17 +143,14 @@ pub async fn register(
         );
         return Ok(());
     };
-    let secret = store::issue_secret(&ctx.pool, cluster.id).await?;
-    let object = configuration(
-        &url(&base, cluster.id, &secret),
-        host.settings().admission_ca_pem.as_deref(),
-    );
+    let object = configuration_for(host, &base, cluster.id);
     ctx.step(STAGE, async {
         let client = host.vcluster_client(cluster, server).await?;
         apply(&client, object).await
     })
     .await?;
-    store::retire_other_secrets(&ctx.pool, cluster.id, &secret).await?;
+    store::ensure_reserved(&ctx.pool, cluster.id).await?;
+    store::retire_url_secrets(&ctx.pool, cluster.id).await?;
     Ok(())
 }
 
@@ -152,12 +159,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_configuration_carries_the_secret_url_the_ca_and_the_policies() {
+    fn the_configuration_carries_the_url_the_ca_and_the_policies() {
         let id = Uuid::nil();
-        let url = url("https://platform.example/", id, "s3cr3t");
+        let url = url("https://platform.example/", id);
         assert_eq!(
             url,
-            "https://platform.example/api/admission/00000000-0000-0000-0000-000000000000/s3cr3t"
+            "https://platform.example/api/admission/00000000-0000-0000-0000-000000000000"
         );
         let object = configuration(&url, Some("PEM"));
         let hooks = object["webhooks"].as_array().unwrap();

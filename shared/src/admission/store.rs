@@ -1,4 +1,4 @@
-//! The webhook's state in PostgreSQL: the per-cluster secrets (hashed), the
+//! The webhook's state in PostgreSQL: the per-cluster tokens (hashed), the
 //! usage `sync-nodes` observed, and the pods admitted since (reservations,
 //! with their sum kept in one row per cluster).
 //!
@@ -8,6 +8,8 @@
 //! list that missed it still counts). One row read per review, whatever the
 //! number of pods; the API server is never asked.
 
+use std::collections::HashMap;
+
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
@@ -15,23 +17,6 @@ use uuid::Uuid;
 
 use super::{REVIEW_TIMEOUT_SECONDS, demand::Requests};
 use crate::secretbox;
-
-/// A new webhook secret for the cluster, its hash stored. 32 random bytes,
-/// base64url.
-pub async fn issue_secret(pool: &PgPool, cluster_id: Uuid) -> Result<String, sqlx::Error> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
-    let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-    sqlx::query!(
-        "INSERT INTO cluster_admission_secrets (cluster_id, secret_hash) VALUES ($1, $2)",
-        cluster_id,
-        secretbox::hash(&secret),
-    )
-    .execute(pool)
-    .await?;
-    ensure_reserved(pool, cluster_id).await?;
-    Ok(secret)
-}
 
 /// Makes the cluster's reservation sum row (from its reservations) when it
 /// has none: a new cluster, or after a crash emptied the unlogged tables.
@@ -48,20 +33,36 @@ pub async fn ensure_reserved(db: impl PgExecutor<'_>, cluster_id: Uuid) -> Resul
     Ok(())
 }
 
-/// Retires every secret of the cluster but `kept` (the one now applied).
-pub async fn retire_other_secrets(
-    pool: &PgPool,
-    cluster_id: Uuid,
-    kept: &str,
-) -> Result<u64, sqlx::Error> {
+/// Retires the secrets of the URLs the cluster's webhook was registered at
+/// before its API server had a token of its own.
+pub async fn retire_url_secrets(pool: &PgPool, cluster_id: Uuid) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(
-        "DELETE FROM cluster_admission_secrets WHERE cluster_id = $1 AND secret_hash <> $2",
+        "DELETE FROM cluster_admission_secrets WHERE cluster_id = $1",
         cluster_id,
-        secretbox::hash(kept),
     )
     .execute(pool)
     .await?
     .rows_affected())
+}
+
+/// How the API server proved which cluster a review comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Credential<'a> {
+    /// The cluster's token, sent as bearer credential.
+    Token(&'a str),
+    /// A secret in the URL of a webhook registered before the cluster's
+    /// API server had a token (answered until the next registration).
+    UrlSecret(&'a str),
+}
+
+impl Credential<'_> {
+    /// Whether it is a token, and its hash.
+    fn hashed(self) -> (bool, Vec<u8>) {
+        match self {
+            Credential::Token(token) => (true, secretbox::hash(token)),
+            Credential::UrlSecret(secret) => (false, secretbox::hash(secret)),
+        }
+    }
 }
 
 /// A cluster as a review sees it.
@@ -77,14 +78,15 @@ pub struct Admitting {
     pub nodes: i64,
 }
 
-/// The cluster a review is for, when `secret` is one of its current
-/// secrets and it is not deleted; `None` alike for an unknown cluster, a
-/// deleted one and a wrong secret. What is in use saturates at `i64::MAX`.
+/// The cluster a review is for, when `credential` is its own and it is not
+/// deleted; `None` alike for an unknown cluster, a deleted one and a wrong
+/// credential. What is in use saturates at `i64::MAX`.
 pub async fn admitting(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
-    secret: &str,
+    credential: Credential<'_>,
 ) -> Result<Option<Admitting>, sqlx::Error> {
+    let (by_token, hash) = credential.hashed();
     let row = sqlx::query!(
         r#"SELECT c.id, c.name, c.owner_user_id,
                   c.workload_cpu_limit_milli_cores, c.workload_memory_limit_mib,
@@ -93,13 +95,19 @@ pub async fn admitting(
                   least(coalesce(u.memory_requests_mib, 0)::numeric
                         + coalesce(r.memory_mib, 0), 9223372036854775807)::bigint AS "memory!",
                   coalesce(u.nodes, 0)::bigint AS "nodes!"
-           FROM cluster_admission_secrets s
-           JOIN clusters c ON c.id = s.cluster_id AND c.deleted_at IS NULL
+           FROM clusters c
            LEFT JOIN cluster_workload_usage u ON u.cluster_id = c.id
            LEFT JOIN admission_reserved r ON r.cluster_id = c.id
-           WHERE s.cluster_id = $1 AND s.secret_hash = $2"#,
+           WHERE c.id = $1 AND c.deleted_at IS NULL
+             AND CASE WHEN $3
+                 THEN EXISTS (SELECT 1 FROM cluster_authorizers a
+                              WHERE a.cluster_id = c.id AND a.token_hash = $2)
+                 ELSE EXISTS (SELECT 1 FROM cluster_admission_secrets s
+                              WHERE s.cluster_id = c.id AND s.secret_hash = $2)
+                 END"#,
         cluster_id,
-        secretbox::hash(secret),
+        hash,
+        by_token,
     )
     .fetch_optional(db)
     .await?;
@@ -122,7 +130,7 @@ pub async fn admitting(
 /// What [`reserve`] did with a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reservation {
-    /// No live cluster has that secret: nothing was written.
+    /// No live cluster has that credential: nothing was written.
     Unknown,
     /// Reserved now, or by an earlier delivery of the same review.
     Admitted,
@@ -141,11 +149,11 @@ pub enum Reservation {
 pub async fn reserve(
     pool: &PgPool,
     cluster_id: Uuid,
-    secret: &str,
+    credential: Credential<'_>,
     uid: &str,
     requests: Requests,
 ) -> Result<Reservation, sqlx::Error> {
-    let hash = secretbox::hash(secret);
+    let (by_token, hash) = credential.hashed();
     let mut summed_made = false;
     loop {
         let row = sqlx::query!(
@@ -158,10 +166,15 @@ pub async fn reserve(
                           coalesce(u.nodes, 0) AS nodes,
                           EXISTS (SELECT 1 FROM admission_reservations a
                                   WHERE a.cluster_id = c.id AND a.review_uid = $3) AS already
-                   FROM cluster_admission_secrets s
-                   JOIN clusters c ON c.id = s.cluster_id AND c.deleted_at IS NULL
+                   FROM clusters c
                    LEFT JOIN cluster_workload_usage u ON u.cluster_id = c.id
-                   WHERE s.cluster_id = $1 AND s.secret_hash = $2),
+                   WHERE c.id = $1 AND c.deleted_at IS NULL
+                     AND CASE WHEN $6
+                         THEN EXISTS (SELECT 1 FROM cluster_authorizers t
+                                      WHERE t.cluster_id = c.id AND t.token_hash = $2)
+                         ELSE EXISTS (SELECT 1 FROM cluster_admission_secrets s
+                                      WHERE s.cluster_id = c.id AND s.secret_hash = $2)
+                         END),
                added AS (
                    UPDATE admission_reserved r
                    SET cpu_milli_cores = r.cpu_milli_cores + $4::bigint,
@@ -191,6 +204,7 @@ pub async fn reserve(
             uid,
             requests.cpu_milli_cores,
             requests.memory_mib,
+            by_token,
         )
         .fetch_optional(pool)
         .await?;
@@ -339,6 +353,46 @@ pub async fn issue_authorizer_token(
     .execute(db)
     .await?;
     Ok(token)
+}
+
+/// How a ready cluster's webhook is registered, for `sync-clusters`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    /// With the cluster's token: the configuration can be applied again as
+    /// it is.
+    Current,
+    /// Not at all, or with a secret in its URL: the API server needs its
+    /// files first, which an update job writes.
+    Outdated,
+}
+
+/// The registration of every ready cluster with no active job (one busy
+/// with a job is left to it: its API server may be between two
+/// configurations).
+pub async fn registrations(pool: &PgPool) -> Result<HashMap<Uuid, Registration>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT c.id,
+                  EXISTS (SELECT 1 FROM cluster_authorizers a WHERE a.cluster_id = c.id)
+                  AND NOT EXISTS (SELECT 1 FROM cluster_admission_secrets s
+                                  WHERE s.cluster_id = c.id) AS "current!"
+           FROM clusters c
+           WHERE c.status = 'ready' AND c.deleted_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM cluster_jobs j
+                             WHERE j.cluster_id = c.id AND j.status IN ('pending', 'running'))"#
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let registration = if r.current {
+                Registration::Current
+            } else {
+                Registration::Outdated
+            };
+            (r.id, registration)
+        })
+        .collect())
 }
 
 /// Whether the cluster has an authorizer token stored.

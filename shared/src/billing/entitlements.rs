@@ -85,16 +85,38 @@ impl Entitlement {
 
     /// The resources whose usage is above their limit (after a downgrade).
     pub fn over_limit(&self) -> Vec<&'static str> {
-        let Some(limits) = self.limits else {
+        self.passed_limits()
+            .map(|(resource, _, _)| resource)
+            .collect()
+    }
+
+    /// The limits the user is past already (a downgrade, a lowered plan), as
+    /// refusals of a request for nothing more: what `sync-clusters` tells
+    /// the user.
+    pub fn passed(&self, upgrade_url: &str) -> Vec<PlanLimit> {
+        let Some(plan) = &self.plan else {
             return Vec::new();
         };
-        limits
-            .each()
-            .into_iter()
-            .zip(self.usage.each())
-            .filter(|((_, limit), (_, usage))| usage > limit)
-            .map(|((resource, _), _)| resource)
+        self.passed_limits()
+            .map(|(resource, limit, usage)| PlanLimit {
+                resource: resource.into(),
+                plan: plan.name.clone(),
+                limit,
+                usage,
+                requested: 0,
+                excess: usage - limit,
+                upgrade_url: upgrade_url.into(),
+            })
             .collect()
+    }
+
+    /// (resource, limit, usage) of each limit the usage is above.
+    fn passed_limits(&self) -> impl Iterator<Item = (&'static str, i64, i64)> {
+        self.limits
+            .into_iter()
+            .flat_map(|limits| limits.each().into_iter().zip(self.usage.each()))
+            .filter(|((_, limit), (_, usage))| usage > limit)
+            .map(|((resource, limit), (_, usage))| (resource, limit, usage))
     }
 
     /// The first limit the request would pass. A resource the request does
@@ -168,6 +190,16 @@ pub async fn lock_for_cluster(
         Some(owner) => Ok(lock(tx, owner).await?.map(|e| (owner, e))),
         None => Ok(None),
     }
+}
+
+/// The users who own a cluster that is not deleted: those whose plan
+/// `sync-clusters` looks at.
+pub async fn cluster_owners(db: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT DISTINCT owner_user_id FROM clusters WHERE deleted_at IS NULL ORDER BY owner_user_id"
+    )
+    .fetch_all(db)
+    .await
 }
 
 /// The entitlement without the lock, for reading it: one statement.
@@ -319,6 +351,17 @@ mod tests {
             },
         );
         assert_eq!(over.over_limit(), ["nodes"]);
+        let passed = over.passed("u");
+        assert_eq!(passed.len(), 1);
+        assert_eq!(
+            (
+                passed[0].resource.as_str(),
+                passed[0].usage,
+                passed[0].requested,
+                passed[0].excess
+            ),
+            ("nodes", 5, 0, 2)
+        );
         let hostname = Amounts {
             hostnames: 1,
             ..Amounts::default()

@@ -242,10 +242,18 @@ impl HostCluster {
         Ok(())
     }
 
-    /// Whether the cluster's namespace holds the Secret `name`.
-    pub async fn secret_exists(&self, cluster: &Cluster, name: &str) -> Result<bool, HostError> {
+    /// The keys of the Secret `name` in the cluster's namespace, `None` when
+    /// there is no such Secret.
+    pub async fn secret_keys(
+        &self,
+        cluster: &Cluster,
+        name: &str,
+    ) -> Result<Option<Vec<String>>, HostError> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        Ok(api.get_opt(name).await?.is_some())
+        Ok(api
+            .get_opt(name)
+            .await?
+            .map(|secret| secret.data.unwrap_or_default().into_keys().collect()))
     }
 
     /// Writes the Secret `name` in the cluster's namespace with `files`.

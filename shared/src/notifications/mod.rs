@@ -327,6 +327,20 @@ pub fn email_text(delivery: &Claimed) -> (String, String) {
                 text("plan")
             ),
         ),
+        "plan_limit_reached" if p["requested"] == 0 => (
+            format!(
+                "You are past your {} plan's {} limit",
+                text("plan"),
+                text("resource")
+            ),
+            format!(
+                "You have {} {} in use, past your plan's limit of {}. Nothing is removed, but more is refused until you are back within it.\n\nChoose a bigger plan at {}",
+                p["usage"],
+                text("resource"),
+                p["limit"],
+                text("upgrade_url")
+            ),
+        ),
         "plan_limit_reached" => (
             format!(
                 "Your {} plan's {} limit is reached",

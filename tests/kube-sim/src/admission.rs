@@ -7,7 +7,9 @@
 //! cluster-scoped objects always) and whose `objectSelector` matches. Each
 //! gets an `admission.k8s.io/v1` `AdmissionReview` over HTTPS, its
 //! certificate verified against `caBundle` (else the public roots), within
-//! `timeoutSeconds` (default 10). A refusal answers as the API server
+//! `timeoutSeconds` (default 10), with the bearer token the API server's
+//! admission configuration holds for the webhook's host (see
+//! `authz::WebhookCredentials`). A refusal answers as the API server
 //! would: `admission webhook "<name>" denied the request: <message>` with the
 //! webhook's code; a call that fails (unreachable, timed out, not 200, an
 //! answer for another uid, a patch) refuses the request with 500 under
@@ -177,7 +179,7 @@ pub(crate) async fn validate(shared: &Shared, attrs: &Attributes<'_>) -> Result<
             continue;
         }
         let name = hook["name"].as_str().unwrap_or_default().to_string();
-        match call(&hook, attrs).await {
+        match call(shared, &hook, attrs).await {
             Ok(None) => {}
             Ok(Some(status)) => return Err(denied(&name, &status)),
             Err(reason) if hook["failurePolicy"] == "Ignore" => {
@@ -224,7 +226,11 @@ fn denied(name: &str, status: &Value) -> ApiError {
 }
 
 /// One call: `Ok(None)` allowed, `Ok(Some(status))` refused, `Err` failed.
-async fn call(hook: &Value, attrs: &Attributes<'_>) -> Result<Option<Value>, String> {
+async fn call(
+    shared: &Shared,
+    hook: &Value,
+    attrs: &Attributes<'_>,
+) -> Result<Option<Value>, String> {
     use base64::Engine;
     let client_config = &hook["clientConfig"];
     let url = client_config["url"]
@@ -268,8 +274,17 @@ async fn call(hook: &Value, attrs: &Attributes<'_>) -> Result<Option<Value>, Str
     }
     let review =
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
-    let response = client
-        .post(url)
+    let mut post = client.post(url);
+    if let Some(token) = reqwest::Url::parse(url).ok().and_then(|u| {
+        shared
+            .options
+            .webhook_credentials
+            .token_for(&u)
+            .map(str::to_string)
+    }) {
+        post = post.bearer_auth(token);
+    }
+    let response = post
         .header("content-type", "application/json")
         .header("accept", "application/json")
         .body(review.to_string())

@@ -244,13 +244,17 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
         format!("{name}.{target}.svc.cluster.local"),
     ];
     names.extend(extra_sans(&chart));
-    // The API server's authorization files, from the host Secret the values mount.
-    let authorizer = chart_values(&chart).and_then(|values| {
-        crate::authz::Authorizer::from_chart(&shared.store.lock().expect("lock"), &target, &values)
-    });
+    // The API server's authorization and admission files, from the host
+    // Secret the values mount.
+    let files = crate::authz::ApiServerFiles::from_chart(
+        &shared.store.lock().expect("lock"),
+        &target,
+        &chart_values(&chart).unwrap_or_default(),
+    );
     let Ok(child) = Simulator::start(Options {
         names,
-        authorizer,
+        authorizer: crate::authz::Authorizer::from_files(&files),
+        webhook_credentials: crate::WebhookCredentials::from_files(&files),
         ..Options::vcluster(token)
     })
     .await

@@ -36,7 +36,7 @@ mod table;
 mod tls;
 mod tokens;
 
-pub use authz::Authorizer;
+pub use authz::{Authorizer, WebhookCredentials};
 pub use exec::{ExecHandler, ExecOutput, ExecRequest};
 pub use tls::TlsFront;
 
@@ -77,6 +77,8 @@ pub struct Options {
     /// The webhook authorizer the API server asks before RBAC, when its
     /// chart's values configure one (see `authz`).
     pub authorizer: Option<Authorizer>,
+    /// What the API server presents to admission webhooks (see `authz`).
+    pub webhook_credentials: WebhookCredentials,
 }
 
 impl Options {
@@ -89,6 +91,7 @@ impl Options {
             token: Some(uuid::Uuid::new_v4().simple().to_string()),
             names: Vec::new(),
             authorizer: None,
+            webhook_credentials: WebhookCredentials::default(),
         }
     }
 
@@ -100,6 +103,7 @@ impl Options {
             token: Some(token),
             names: Vec::new(),
             authorizer: None,
+            webhook_credentials: WebhookCredentials::default(),
         }
     }
 }

@@ -36,7 +36,7 @@ async fn registered(platform: &Platform, id: &str) -> Value {
         .expect("the webhook is registered inside the cluster")
 }
 
-/// The path of the registered webhook URL (`/api/admission/<id>/<secret>`).
+/// The path of the registered webhook URL (`/api/admission/<id>`).
 fn webhook_path(configuration: &Value) -> String {
     let url = configuration["webhooks"][0]["clientConfig"]["url"]
         .as_str()
@@ -141,24 +141,68 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     let path = webhook_path(&configuration);
     for hook in configuration["webhooks"].as_array().unwrap() {
         let url = hook["clientConfig"]["url"].as_str().unwrap();
-        assert!(
-            url.starts_with(&format!("{front_url}/api/admission/{id}/")),
-            "{url}"
+        assert_eq!(
+            url,
+            format!("{front_url}/api/admission/{id}"),
+            "no secret in the URL"
         );
         assert!(hook["clientConfig"]["caBundle"].is_string());
     }
-    let secret = path.rsplit('/').next().unwrap();
-    let stored: Vec<Vec<u8>> = sqlx::query_scalar(
-        "SELECT secret_hash FROM cluster_admission_secrets WHERE cluster_id = $1::uuid",
+    // The API server's credential is in its admission configuration, a host
+    // file: a user named by the webhook's host:port, with the cluster's token.
+    let cluster = platform.cluster(&id).await;
+    let files = platform
+        .sim
+        .get(
+            "v1",
+            "Secret",
+            cluster["namespace"].as_str().unwrap(),
+            shared::admission::authorizer::SECRET_NAME,
+        )
+        .expect("the API server's files");
+    let file = |name: &str| {
+        use base64::Engine;
+        let encoded = files["data"][name].as_str().unwrap();
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert!(file("admission.yaml").contains("kind: WebhookAdmissionConfiguration"));
+    let credentials = file("admission-kubeconfig.yaml");
+    let front_host = front_url.strip_prefix("https://").unwrap();
+    assert!(
+        credentials.contains(&format!("- name: '{front_host}'")),
+        "{credentials}"
+    );
+    let token = credentials.rsplit("token: ").next().unwrap().trim();
+    let stored: Vec<u8> = sqlx::query_scalar(
+        "SELECT token_hash FROM cluster_authorizers WHERE cluster_id = $1::uuid",
     )
     .bind(&id)
-    .fetch_all(&platform.db.pool)
+    .fetch_one(&platform.db.pool)
     .await
     .unwrap();
     assert_eq!(
         stored,
-        [shared::secretbox::hash(secret)],
+        shared::secretbox::hash(token),
         "only the hash is kept"
+    );
+    // The tenant's cluster-admin reads the webhook's URL; calling it without
+    // the API server's token is refused.
+    let (status, answer) = send(
+        platform.router.clone(),
+        "POST",
+        &path,
+        Some(fixture("node-create.json")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        admission::NOT_REGISTERED
     );
 
     let kubectl = Kubectl::for_cluster(&platform, &id).await;
@@ -214,8 +258,32 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
         "{out}"
     );
 
+    // A webhook registered before the API server had a token, with a secret
+    // in its URL, is answered at that URL until the next registration.
+    let legacy = format!("/api/admission/{id}/legacy-url-secret");
+    sqlx::query(
+        "INSERT INTO cluster_admission_secrets (cluster_id, secret_hash) VALUES ($1::uuid, $2)",
+    )
+    .bind(&id)
+    .bind(shared::secretbox::hash("legacy-url-secret"))
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+    // Scaled to nothing: it asks for no room, so only the credential counts.
+    let mut small = fixture("deployment-create.json");
+    small["request"]["object"]["spec"]["replicas"] = json!(0);
+    let (status, answer) = send(
+        platform.router.clone(),
+        "POST",
+        &legacy,
+        Some(small.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+
     // Raising the cluster's limit lets the same deployment through, and the
-    // update registered the webhook again under a new secret.
+    // update registered the webhook again, retiring the URL's secret.
     let (status, body) = platform
         .call(
             "PATCH",
@@ -225,12 +293,10 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     platform.drive().await;
-    let rotated = webhook_path(&registered(&platform, &id).await);
-    assert_ne!(rotated, path, "the update rotates the secret");
+    assert_eq!(webhook_path(&registered(&platform, &id).await), path);
     let (ok, out) = kubectl.apply(&big).await;
     assert!(ok, "the raised limit admits it: {out}");
-    let old = fixture("deployment-create.json");
-    let (status, answer) = send(platform.router.clone(), "POST", &path, Some(old)).await;
+    let (status, answer) = send(platform.router.clone(), "POST", &legacy, Some(small)).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         answer["response"]["allowed"], false,
@@ -275,6 +341,33 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
 }
 
 /// `body` with `content_type` to `path`: (status, content type, JSON or text).
+/// A review posted as an API server posts it: with `token` as bearer
+/// credential, when there is one.
+async fn post_as(
+    router: axum::Router,
+    path: &str,
+    token: Option<&str>,
+    review: Value,
+) -> (StatusCode, Value) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut request = axum::http::Request::post(path).header("content-type", "application/json");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = router
+        .oneshot(
+            request
+                .body(axum::body::Body::from(review.to_string()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
 async fn post_raw(
     router: axum::Router,
     path: &str,
@@ -335,9 +428,9 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    let secret = store::issue_secret(&db.pool, id).await.unwrap();
-    let path = format!("/api/admission/{id}/{secret}");
-    let post = |review: Value| send(router.clone(), "POST", &path, Some(review));
+    let token = store::issue_authorizer_token(&db.pool, id).await.unwrap();
+    let path = format!("/api/admission/{id}");
+    let post = |review: Value| post_as(router.clone(), &path, Some(&token), review);
 
     // 3 × 1 CPU of 4000m, nothing in use.
     let review = fixture("deployment-create.json");
@@ -584,29 +677,42 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
     assert_eq!(status, StatusCode::OK, "{answer}");
     answered(&answer, "large");
 
-    // A wrong secret, an unknown cluster and a deleted one are told alike,
-    // and reserve nothing.
+    // A missing or wrong token, another cluster's, an unknown cluster, a
+    // deleted one, and the token put where a URL secret went, are told
+    // alike, and reserve nothing.
     let other = tests::handlers::seed_cluster(&db.pool).await;
-    let other_secret = store::issue_secret(&db.pool, other).await.unwrap();
+    let other_token = store::issue_authorizer_token(&db.pool, other)
+        .await
+        .unwrap();
     sqlx::query("UPDATE clusters SET status = 'deleted', deleted_at = now() WHERE id = $1")
         .bind(other)
         .execute(&db.pool)
         .await
         .unwrap();
+    let upper = token.to_uppercase();
     let refusals = [
-        format!("/api/admission/{id}/{other_secret}"),
-        format!("/api/admission/{id}/{}", secret.to_uppercase()),
-        format!("/api/admission/{}/{secret}", uuid::Uuid::new_v4()),
-        format!("/api/admission/{other}/{other_secret}"),
+        (path.clone(), None),
+        (path.clone(), Some(other_token.as_str())),
+        (path.clone(), Some(upper.as_str())),
+        (
+            format!("/api/admission/{}", uuid::Uuid::new_v4()),
+            Some(token.as_str()),
+        ),
+        (
+            format!("/api/admission/{other}"),
+            Some(other_token.as_str()),
+        ),
+        (format!("/api/admission/{id}/{token}"), None),
+        (format!("/api/admission/{id}/{token}"), Some(token.as_str())),
     ];
     let mut answers = Vec::new();
-    for path in &refusals {
+    for (path, token) in &refusals {
         for review in [fixture("pod-create.json"), fixture("node-create.json")] {
             let uid = review["request"]["uid"].as_str().unwrap().to_string();
-            let (status, answer) = send(router.clone(), "POST", path, Some(review)).await;
+            let (status, answer) = post_as(router.clone(), path, *token, review).await;
             assert_eq!(status, StatusCode::OK, "{path}: {answer}");
             let response = answered(&answer, &uid);
-            assert_eq!(response["allowed"], false, "{path}");
+            assert_eq!(response["allowed"], false, "{path} {token:?}");
             answers.push(response["status"].clone());
         }
     }
@@ -656,15 +762,15 @@ async fn pods_admitted_at_once_never_pass_the_limit_together() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let secret = store::issue_secret(&db.pool, id).await.unwrap();
-    let path = format!("/api/admission/{id}/{secret}");
+    let token = store::issue_authorizer_token(&db.pool, id).await.unwrap();
+    let path = format!("/api/admission/{id}");
     let mut pod = fixture("pod-create.json");
     pod["request"]["object"]["spec"]["containers"][0]["resources"] =
         json!({"requests": {"cpu": "1", "memory": "1Mi"}});
     let review = |uid: String| {
-        let (router, path, pod) = (router.clone(), path.clone(), pod.clone());
+        let (router, path, pod, token) = (router.clone(), path.clone(), pod.clone(), token.clone());
         tokio::spawn(async move {
-            let (status, answer) = send(router, "POST", &path, Some(with_uid(pod, &uid))).await;
+            let (status, answer) = post_as(router, &path, Some(&token), with_uid(pod, &uid)).await;
             assert_eq!(status, StatusCode::OK, "{answer}");
             let allowed = answered(&answer, &uid)["allowed"] == true;
             (uid, allowed)
@@ -710,11 +816,11 @@ async fn pods_admitted_at_once_never_pass_the_limit_together() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let (status, answer) = send(
+    let (status, answer) = post_as(
         router.clone(),
-        "POST",
         &path,
-        Some(with_uid(pod.clone(), "past-the-plan")),
+        Some(&token),
+        with_uid(pod.clone(), "past-the-plan"),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
@@ -742,10 +848,16 @@ async fn under_lambda_a_recorded_review_is_answered_through_api_gateway() {
         &[("DATABASE_URL", &db.url), ("AMQP_URL", &amqp_url)],
     );
     let id = tests::handlers::seed_cluster(&db.pool).await;
-    let secret = shared::admission::store::issue_secret(&db.pool, id)
+    let token = shared::admission::store::issue_authorizer_token(&db.pool, id)
         .await
         .unwrap();
-    let path = format!("/api/admission/{id}/{secret}");
+    let path = format!("/api/admission/{id}");
+    // As the API server sends it: the cluster's token as bearer credential.
+    let post_event = |path: &str, body: Value| {
+        let mut event = post_event(path, body);
+        event["headers"]["authorization"] = format!("Bearer {token}").into();
+        event
+    };
 
     // 1500m of the seeded cluster's 1000m.
     let answer = response(
@@ -1030,4 +1142,115 @@ async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
         ok,
         "a minted token outlives the revocation (documented): {out}"
     );
+}
+
+/// `sync-clusters` keeps the platform's webhook registered whatever happens
+/// to it inside the cluster, moves a cluster registered with a secret in its
+/// URL to the API server's token, and tells an owner past their plan without
+/// touching their clusters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
+    let platform = Platform::with_admission().await;
+    let (id, _) = platform.create_ready("kept", "nodeport").await;
+    let cluster = platform.cluster(&id).await;
+    let vcluster = platform
+        .sim
+        .vcluster(
+            cluster["namespace"].as_str().unwrap(),
+            cluster["vcluster_name"].as_str().unwrap(),
+        )
+        .unwrap();
+
+    // Deleted by a credential the authorizer does not ask about (the
+    // control plane's own admin): the next cycle applies it again.
+    let dir = std::env::temp_dir().join(format!("admission-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(&kubeconfig, vcluster.kubeconfig(None)).unwrap();
+    let admin = Kubectl { dir, kubeconfig };
+    let (ok, out) = admin
+        .run(
+            &["delete", "validatingwebhookconfiguration", CONFIGURATION],
+            "",
+        )
+        .await;
+    assert!(ok, "{out}");
+    assert!(
+        vcluster
+            .get(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingWebhookConfiguration",
+                "",
+                CONFIGURATION
+            )
+            .is_none()
+    );
+    let report = platform.observe().await;
+    assert_eq!(
+        (report.webhooks_reapplied, report.registrations_renewed),
+        (1, 0)
+    );
+    let configuration = registered(&platform, &id).await;
+    assert_eq!(configuration["webhooks"].as_array().unwrap().len(), 3);
+
+    // Registered with a secret in its URL (before the API server had a
+    // token): an update job moves it, and the URL's secret is retired.
+    sqlx::query(
+        "INSERT INTO cluster_admission_secrets (cluster_id, secret_hash) VALUES ($1::uuid, $2)",
+    )
+    .bind(&id)
+    .bind(shared::secretbox::hash("legacy"))
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+    let report = platform.observe().await;
+    assert_eq!(
+        (report.webhooks_reapplied, report.registrations_renewed),
+        (0, 1)
+    );
+    let ran = platform.drive().await;
+    assert_eq!(ran.len(), 1, "one update job");
+    let left: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM cluster_admission_secrets WHERE cluster_id = $1::uuid",
+    )
+    .bind(&id)
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0);
+    let report = platform.observe().await;
+    assert_eq!(
+        (report.webhooks_reapplied, report.registrations_renewed),
+        (1, 0)
+    );
+
+    // A plan lowered under what the owner has: told once a day per
+    // resource, the cluster left as it is.
+    tests::handlers::default_plan(&platform.db.pool, "Tiny", 0, 0).await;
+    let past = |pool: sqlx::PgPool| async move {
+        sync_clusters::plan::notify_owners_past_their_plan(&pool, "https://console.example")
+            .await
+            .unwrap()
+    };
+    let report = past(platform.db.pool.clone()).await;
+    assert_eq!((report.owners_checked, report.owners_past_plan), (1, 1));
+    past(platform.db.pool.clone()).await;
+    let told: Vec<Value> = sqlx::query_scalar(
+        "SELECT payload FROM notification_outbox WHERE kind = 'plan_limit_reached' ORDER BY created_at",
+    )
+    .fetch_all(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["resource"], "clusters");
+    assert_eq!(
+        (told[0]["usage"].as_i64(), told[0]["limit"].as_i64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(told[0]["requested"], 0);
+    assert_eq!(
+        told[0]["upgrade_url"],
+        "https://console.example/account/plan"
+    );
+    assert_eq!(platform.cluster(&id).await["status"], "ready");
 }

@@ -48,12 +48,20 @@ async fn serve(app: Router) -> anyhow::Result<String> {
 /// `reviews` reviews over `concurrency` connections: latencies and rate.
 async fn run(
     url: &str,
+    token: &str,
     reviews: &[Value],
     total: usize,
     concurrency: usize,
 ) -> anyhow::Result<Value> {
+    // As an API server sends it, to every server alike (the floors ignore it).
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {token}").parse()?,
+    );
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
+        .default_headers(headers)
         .build()?;
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let started = Instant::now();
@@ -127,7 +135,8 @@ async fn main() -> anyhow::Result<()> {
     .bind(id)
     .fetch_one(&db.pool)
     .await?;
-    let secret = store::issue_secret(&db.pool, id).await?;
+    let token = store::issue_authorizer_token(&db.pool, id).await?;
+    store::ensure_reserved(&db.pool, id).await?;
     store::record_usage(
         &db.pool,
         id,
@@ -155,7 +164,7 @@ async fn main() -> anyhow::Result<()> {
         host: None,
     };
     let platform = serve(with_common_layers(admission::router(), state)).await?;
-    let platform = format!("{platform}/api/admission/{id}/{secret}");
+    let platform = format!("{platform}/api/admission/{id}");
     let floor = serve(Router::new().route(
         "/review",
         post(|Json(review): Json<Value>| async move {
@@ -200,12 +209,12 @@ async fn main() -> anyhow::Result<()> {
     for concurrency in [1, 64] {
         // Warm: connections made, statements prepared.
         for url in [&platform, &floor, &floor_db] {
-            run(url, &mixed, 200, concurrency).await?;
+            run(url, &token, &mixed, 200, concurrency).await?;
         }
-        let webhook = run(&platform, &mixed, total, concurrency).await?;
-        let workloads_only = run(&platform, &workloads, total, concurrency).await?;
-        let minimal = run(&floor, &mixed, total, concurrency).await?;
-        let minimal_db = run(&floor_db, &mixed, total, concurrency).await?;
+        let webhook = run(&platform, &token, &mixed, total, concurrency).await?;
+        let workloads_only = run(&platform, &token, &workloads, total, concurrency).await?;
+        let minimal = run(&floor, &token, &mixed, total, concurrency).await?;
+        let minimal_db = run(&floor_db, &token, &mixed, total, concurrency).await?;
         let share = |of: &Value| {
             let r = of["per_second"].as_f64().unwrap_or(0.0)
                 / minimal["per_second"].as_f64().unwrap_or(1.0);

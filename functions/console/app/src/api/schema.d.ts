@@ -4,6 +4,33 @@
  */
 
 export interface paths {
+    "/api/admission/{cluster_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Answer an AdmissionReview
+         * @description Called by a cluster's API server, at the URL its webhook configuration
+         *     holds, with the cluster's token as bearer credential (from the API
+         *     server's admission configuration, a file the tenant cannot read). The
+         *     body is an `admission.k8s.io/v1` `AdmissionReview`; the answer is one
+         *     too, echoing `request.uid`, `allowed` or refused with a `status` (403)
+         *     that names the limit, what is in use, what the object asks for and the
+         *     excess. A missing or wrong token, an unknown or a deleted cluster are
+         *     refused alike, in the review's answer.
+         */
+        post: operations["review"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admission/{cluster_id}/authorize": {
         parameters: {
             query?: never;
@@ -41,15 +68,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Answer an AdmissionReview
-         * @description Called by a cluster's API server, at the URL its webhook configuration
-         *     holds. The body is an `admission.k8s.io/v1` `AdmissionReview`; the answer
-         *     is one too, echoing `request.uid`, `allowed` or refused with a `status`
-         *     (403) that names the limit, what is in use, what the object asks for and
-         *     the excess. A wrong secret, an unknown or a deleted cluster are refused
-         *     alike.
+         * Answer an AdmissionReview (secret in the URL; deprecated)
+         * @deprecated
+         * @description The webhook's URL of a cluster registered before its API server had a
+         *     token: the secret in the path, readable by the tenant's cluster-admin in
+         *     the webhook's configuration. Answered as `POST /api/admission/{cluster_id}`
+         *     until the cluster's next create or update job registers the webhook
+         *     anew, which retires the secret (`sync-clusters` enqueues that update).
          */
-        post: operations["review"];
+        post: operations["review_with_url_secret"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2577,6 +2604,82 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    review: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description `Bearer <token>`: the cluster's token */
+                Authorization?: string | null;
+            };
+            path: {
+                /** @description The cluster the webhook is registered for */
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        /** @description An admission.k8s.io/v1 AdmissionReview */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Review"];
+            };
+        };
+        responses: {
+            /** @description An admission.k8s.io/v1 AdmissionReview answer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Answer"];
+                };
+            };
+            /** @description ; The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     authorize: {
         parameters: {
             query?: never;
@@ -2662,7 +2765,7 @@ export interface operations {
             };
         };
     };
-    review: {
+    review_with_url_secret: {
         parameters: {
             query?: never;
             header?: never;
