@@ -16,7 +16,10 @@
 //! (`kubeconfig()` pins it); a vCluster's API asks for a bearer token: its admin token, or
 //! one the TokenRequest API issued for a ServiceAccount that still exists and
 //! has not expired (RBAC is not checked: any such account is an admin, but
-//! a webhook authorizer its chart configures is asked first; see `authz`). A vCluster
+//! a webhook authorizer its chart configures is asked first, and its webhooks
+//! get the credentials its admission configuration names; see `authz`; both
+//! are read from the chart's values and files when it is installed: a later
+//! change of the values does not restart the simulated API server). A vCluster
 //! also serves the private-node join endpoint (`/node/join`), whose script
 //! plays the kubelet's TLS bootstrap (a certificate request approved by
 //! kubeadm's auto-approval binding or through the `approval` subresource) and
