@@ -16,17 +16,22 @@ fn fixture(name: &str) -> Value {
         .expect("fixture is JSON")
 }
 
-/// The webhook configuration inside the cluster `id`.
-async fn registered(platform: &Platform, id: &str) -> Value {
+/// The simulated control plane of the cluster `id`.
+async fn vcluster(platform: &Platform, id: &str) -> std::sync::Arc<kube_sim::Simulator> {
     let cluster = platform.cluster(id).await;
-    let vcluster = platform
+    platform
         .sim
         .vcluster(
             cluster["namespace"].as_str().unwrap(),
             cluster["vcluster_name"].as_str().unwrap(),
         )
-        .expect("the control plane runs");
-    vcluster
+        .expect("the control plane runs")
+}
+
+/// The webhook configuration inside the cluster `id`.
+async fn registered(platform: &Platform, id: &str) -> Value {
+    vcluster(platform, id)
+        .await
         .get(
             "admissionregistration.k8s.io/v1",
             "ValidatingWebhookConfiguration",
@@ -903,14 +908,7 @@ async fn under_lambda_a_recorded_review_is_answered_through_api_gateway() {
 async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
     let platform = Platform::with_admission().await;
     let (id, _) = platform.create_ready("fort", "nodeport").await;
-    let cluster = platform.cluster(&id).await;
-    let vcluster = platform
-        .sim
-        .vcluster(
-            cluster["namespace"].as_str().unwrap(),
-            cluster["vcluster_name"].as_str().unwrap(),
-        )
-        .unwrap();
+    let vcluster = vcluster(&platform, &id).await;
     let kubectl = Kubectl::for_cluster(&platform, &id).await;
     let forbidden = |(ok, out): (bool, String)| {
         assert!(!ok, "{out}");
@@ -1152,14 +1150,7 @@ async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
 async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
     let platform = Platform::with_admission().await;
     let (id, _) = platform.create_ready("kept", "nodeport").await;
-    let cluster = platform.cluster(&id).await;
-    let vcluster = platform
-        .sim
-        .vcluster(
-            cluster["namespace"].as_str().unwrap(),
-            cluster["vcluster_name"].as_str().unwrap(),
-        )
-        .unwrap();
+    let vcluster = vcluster(&platform, &id).await;
 
     // Deleted by a credential the authorizer does not ask about (the
     // control plane's own admin): the next cycle applies it again.
