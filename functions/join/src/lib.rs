@@ -672,10 +672,19 @@ async fn record_step(
             "no such join attempt for this token".into(),
         )));
     };
-    if matches!(
-        attempt.outcome,
-        JoinOutcome::Refused | JoinOutcome::Succeeded | JoinOutcome::Failed
-    ) {
+    // The node sync ends an attempt as succeeded when it sees the node, which
+    // can be before the script reports how its join ended: those last reports
+    // (`join` and `done` ok) are still recorded, so the attempt's checklist
+    // ends as the machine saw it. Anything else after the end is refused.
+    let closing = attempt.outcome == JoinOutcome::Succeeded
+        && status == JoinStepStatus::Ok
+        && matches!(report.step.as_str(), "join" | "done");
+    if !closing
+        && matches!(
+            attempt.outcome,
+            JoinOutcome::Refused | JoinOutcome::Succeeded | JoinOutcome::Failed
+        )
+    {
         return Ok(Err((
             StatusCode::CONFLICT,
             format!(

@@ -1351,6 +1351,43 @@ async fn one_join_attempt_joins_one_node_under_the_name_it_reported() {
     )
     .await
     .unwrap();
+    // The sync saw the node and ended the attempt as succeeded; the script's
+    // last reports, sent after that, still finish its checklist, and
+    // nothing else is taken.
+    let report = |step: &'static str, status: &'static str| {
+        let (url, plaintext, attempt) = (
+            format!("{}/join/steps", platform.base_url),
+            plaintext.to_string(),
+            attempt.clone(),
+        );
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .bearer_auth(plaintext)
+                .json(&json!({ "attempt_id": attempt, "step": step, "status": status, "hostname": "probe" }))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(report("join", "ok").await, 200);
+    assert_eq!(report("done", "ok").await, 200);
+    assert_eq!(report("os", "running").await, 409);
+    let ledger = attempts(&platform, &cluster_id).await;
+    assert_eq!(ledger[0]["outcome"], "succeeded");
+    let steps: Vec<(&str, &str)> = ledger[0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["step"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        steps[steps.len() - 2..],
+        [("join", "ok"), ("done", "ok")],
+        "{steps:?}"
+    );
     let node_before = vcluster.get("v1", "Node", "", "probe").unwrap();
     let second = create_token(&platform, &cluster_id, json!({ "max_uses": 1 })).await;
     let second_plaintext = second["plaintext"].as_str().unwrap();
