@@ -11,10 +11,12 @@
 //! - the capabilities, each with its SQL beside its logic and none using a
 //!   sibling: `accounts`, `admission`, `nodes`, `kubeconfigs`, `ingress`, `metrics`,
 //!   `billing`, `notifications`;
+//! - the rules that span capabilities, written once: `app`;
 //! - the HTTP application layer over them: `http`.
 
 pub mod accounts;
 pub mod admission;
+pub mod app;
 pub mod audit;
 pub mod billing;
 pub mod clusters;

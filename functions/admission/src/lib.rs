@@ -40,13 +40,13 @@ use shared::{
         review::{self, Request},
         store::{self, Admitting, Credential, Reservation},
     },
+    app::plan,
     billing::entitlements,
     domain::{NodeEventType, NodeName, NodeStatus},
     error::ApiError,
     extract::AppPath,
     http::AppState,
     nodes::{self, NewNodeEvent, NodeSnapshot},
-    notifications,
 };
 use utoipa::OpenApi;
 use uuid::Uuid;
@@ -441,9 +441,7 @@ async fn node(
         return Ok(Some(reason));
     }
     let mut tx = state.pool.begin().await?;
-    let Some((owner, entitlement)) =
-        entitlements::lock_for_cluster(&mut tx, cluster.cluster_id).await?
-    else {
+    let Some(locked) = plan::lock_for_cluster(&mut tx, cluster.cluster_id).await? else {
         return Ok(Some(NOT_REGISTERED.into()));
     };
     let counted = nodes::counted(&mut *tx, cluster.cluster_id, &name).await?;
@@ -451,10 +449,10 @@ async fn node(
         nodes: i64::from(!counted),
         ..Default::default()
     };
-    let upgrade = entitlements::upgrade_url(&state.settings.public_base_url);
-    if let Some(limit) = entitlement.exceeded(&asks, &upgrade) {
-        let payload = serde_json::to_value(&limit).unwrap_or_default();
-        notifications::enqueue_limit_reached(&mut *tx, owner, payload).await?;
+    if let Some(limit) = locked
+        .refuse(&mut tx, &asks, &state.settings.public_base_url)
+        .await?
+    {
         tx.commit().await?;
         return Ok(Some(format!(
             "the {} plan allows {} node(s) and {} are in use or joining: {} would be {} over; remove a node or upgrade at {}",

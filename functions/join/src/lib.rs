@@ -26,6 +26,7 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use shared::{
+    app::plan,
     billing::entitlements,
     clusters,
     domain::{JoinOutcome, JoinStepStatus},
@@ -616,15 +617,17 @@ async fn over_node_limit(
     tx: &mut sqlx::PgConnection,
     cluster_id: Uuid,
 ) -> Result<Option<String>, sqlx::Error> {
-    let Some((_, entitlement)) = entitlements::lock_for_cluster(tx, cluster_id).await? else {
+    let Some(locked) = plan::lock_for_cluster(tx, cluster_id).await? else {
         return Ok(Some("the cluster is gone".into()));
     };
     let one_node = entitlements::Amounts {
         nodes: 1,
         ..Default::default()
     };
-    let upgrade_url = entitlements::upgrade_url(&state.settings.public_base_url);
-    Ok(entitlement.exceeded(&one_node, &upgrade_url).map(|limit| {
+    let refused = locked
+        .refuse(tx, &one_node, &state.settings.public_base_url)
+        .await?;
+    Ok(refused.map(|limit| {
         format!(
             "the {} plan allows {} node(s) and {} are in use or joining; remove a node or upgrade at {}",
             limit.plan, limit.limit, limit.usage, limit.upgrade_url

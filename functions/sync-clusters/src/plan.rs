@@ -9,7 +9,7 @@
 use serde::Serialize;
 use sqlx::PgPool;
 
-use shared::{billing::entitlements, notifications};
+use shared::{app::plan, billing::entitlements};
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PlanReport {
@@ -25,20 +25,12 @@ pub async fn notify_owners_past_their_plan(
     pool: &PgPool,
     public_base_url: &str,
 ) -> Result<PlanReport, sqlx::Error> {
-    let upgrade_url = entitlements::upgrade_url(public_base_url);
     let mut conn = pool.acquire().await?;
     let mut report = PlanReport::default();
     for owner in entitlements::cluster_owners(&mut conn).await? {
         report.owners_checked += 1;
-        let passed = entitlements::read(&mut conn, owner)
-            .await?
-            .passed(&upgrade_url);
-        if !passed.is_empty() {
+        if plan::notify_passed(&mut conn, owner, public_base_url).await? > 0 {
             report.owners_past_plan += 1;
-        }
-        for limit in passed {
-            let payload = serde_json::to_value(&limit).unwrap_or_default();
-            notifications::enqueue_limit_reached(&mut *conn, owner, payload).await?;
         }
     }
     Ok(report)

@@ -1,6 +1,6 @@
-//! The plan check every write that adds to a limited resource makes, in its
-//! own transaction: the user's entitlement lock, the check, and on a refusal
-//! a `plan_limit_reached` notification.
+//! The plan check ([`crate::app::plan`]) as the API's writes make it, in
+//! their own transaction: the user's entitlement lock, the check, and on a
+//! refusal the `plan_limit_reached` notification and a 403.
 //!
 //! The check comes first in the transaction, before anything is written: a
 //! refusal commits the notification alone. It is written on the request's
@@ -8,15 +8,11 @@
 //! let a burst of requests, each holding a connection while it waits for
 //! the lock, exhaust the pool and stall the lock's holder.
 
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
 use super::AppState;
-use crate::{
-    billing::entitlements::{self, Request},
-    error::ApiError,
-    notifications,
-};
+use crate::{app::plan, billing::entitlements::Request, error::ApiError};
 
 /// Takes `user_id`'s entitlement lock in `tx` (held until it ends, so two
 /// requests at the last free slot are served one after the other) and, when
@@ -29,23 +25,15 @@ pub async fn require(
     user_id: Uuid,
     request: &Request,
 ) -> Result<Transaction<'static, Postgres>, ApiError> {
-    let entitlement = entitlements::lock(&mut tx, user_id)
+    let locked = plan::lock(&mut tx, user_id)
         .await?
         .ok_or(ApiError::Unauthenticated)?;
-    let upgrade_url = entitlements::upgrade_url(&state.settings.public_base_url);
-    let Some(limit) = entitlement.exceeded(request, &upgrade_url) else {
+    let Some(limit) = locked
+        .refuse(&mut tx, request, &state.settings.public_base_url)
+        .await?
+    else {
         return Ok(tx);
     };
-    notify(&mut tx, user_id, &limit).await?;
     tx.commit().await?;
     Err(ApiError::PlanLimitExceeded(Box::new(limit)))
-}
-
-async fn notify(
-    tx: &mut PgConnection,
-    user_id: Uuid,
-    limit: &crate::error::PlanLimit,
-) -> Result<(), sqlx::Error> {
-    let payload = serde_json::to_value(limit).unwrap_or_default();
-    notifications::enqueue_limit_reached(tx, user_id, payload).await
 }

@@ -984,4 +984,24 @@ async fn a_join_past_the_plan_is_refused_with_a_message_the_script_prints() {
         .await
         .unwrap();
     assert_eq!(uses, 1, "the refused join took no use");
+    // The owner hears of it, as of every refusal by the plan.
+    let told: Vec<serde_json::Value> = sqlx::query_scalar(
+        "SELECT payload FROM notification_outbox WHERE kind = 'plan_limit_reached'",
+    )
+    .fetch_all(&b.p.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(
+        (
+            &told[0]["resource"],
+            &told[0]["requested"],
+            &told[0]["usage"]
+        ),
+        (
+            &serde_json::json!("nodes"),
+            &serde_json::json!(1),
+            &serde_json::json!(1)
+        )
+    );
 }

@@ -1,0 +1,8 @@
+//! Rules that span capabilities, written once (docs/architecture.md, "The
+//! shared crate"): this layer sits above the capability modules, which never
+//! use each other, and below the HTTP application layer and the functions.
+//!
+//! - [`plan`]: the plan check every addition to a limited resource goes
+//!   through (billing's entitlements, notifications' notice of a refusal).
+
+pub mod plan;
