@@ -5,12 +5,12 @@ use axum::{extract::State, http::StatusCode};
 use serde::Deserialize;
 use shared::{
     accounts::{self, User},
+    app::credentials::{self, Why},
     audit::{self, AuditEvent, AuditRecord},
     domain::{UserRole, UserStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
-    kubeconfigs::{self, credential},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -108,39 +108,26 @@ pub async fn update(
     )
     .await?
     .ok_or(ApiError::NotFound { what: "user" })?;
-    let (mut ended, mut kubeconfigs_revoked) = (0, 0);
-    let disabling = body.status == Some(UserStatus::Disabled);
-    if disabling {
-        ended = accounts::delete_sessions(&mut *tx, user_id, None).await?;
-        kubeconfigs_revoked = kubeconfigs::revoke_all_of_user(
-            &mut tx,
-            user_id,
-            admin.user_id,
-            kubeconfigs::RevokeAll::UserDisabled,
-        )
-        .await?;
+    let ended = if body.status == Some(UserStatus::Disabled) {
+        Some(credentials::end_all(&mut tx, user_id, admin.user_id, Why::Disabled).await?)
+    } else {
+        None
+    };
+    let mut metadata = serde_json::json!({ "status": body.status, "role": body.role });
+    if let (Some(ended), Some(fields)) = (ended, metadata.as_object_mut()) {
+        fields.extend(ended.audit().as_object().cloned().unwrap_or_default());
     }
     audit::record(
         &mut *tx,
-        admin_event(
-            admin,
-            "admin.user.update",
-            user_id,
-            serde_json::json!({
-                "status": body.status, "role": body.role, "sessions_ended": ended,
-                "kubeconfigs_revoked": kubeconfigs_revoked,
-            }),
-        ),
+        admin_event(admin, "admin.user.update", user_id, metadata),
     )
     .await?;
     tx.commit().await?;
-    credential::remove_revoked_now(
-        &state.pool,
-        state.host.as_deref(),
-        user_id,
-        kubeconfigs_revoked,
-    )
-    .await;
+    if let Some(ended) = ended {
+        ended
+            .removed_from_clusters(&state.pool, state.host.as_deref())
+            .await;
+    }
     accounts::get_user(&state.pool, user_id)
         .await?
         .map(AppJson)

@@ -16,12 +16,12 @@ use shared::{
         self, CodeCheck, LoginEvent, NewSession, User,
         auth::{self, CODE_LIFETIME, CODE_MAX_ATTEMPTS},
     },
+    app::credentials::{self, Why},
     audit::{self, AuditEvent},
     domain::EmailAddress,
     error::{ApiError, FieldError},
     extract::AppJson,
     http::{AppState, Caller, Origin},
-    kubeconfigs::{self, RevokeAll, credential},
 };
 use utoipa::{OpenApi, ToSchema};
 use uuid::Uuid;
@@ -771,35 +771,22 @@ pub async fn confirm_reset(
     accounts::set_password(&mut tx, account.user_id, &hash).await?;
     // The code proved the mailbox: the address is confirmed too.
     accounts::mark_email_verified(&mut tx, account.user_id).await?;
-    let ended = accounts::delete_sessions(&mut *tx, account.user_id, None).await?;
-    let revoked = accounts::revoke_all_api_keys(&mut tx, account.user_id).await?;
-    let kubeconfigs_revoked = kubeconfigs::revoke_all_of_user(
+    let ended = credentials::end_all(
         &mut tx,
         account.user_id,
         account.user_id,
-        RevokeAll::PasswordChanged,
+        Why::PasswordChanged { keep: None },
     )
     .await?;
     audit::record(
         &mut *tx,
-        user_event(
-            account.user_id,
-            "user.password_reset",
-            serde_json::json!({
-                "sessions_ended": ended, "api_keys_revoked": revoked,
-                "kubeconfigs_revoked": kubeconfigs_revoked,
-            }),
-        ),
+        user_event(account.user_id, "user.password_reset", ended.audit()),
     )
     .await?;
     tx.commit().await?;
-    credential::remove_revoked_now(
-        &state.pool,
-        state.host.as_deref(),
-        account.user_id,
-        kubeconfigs_revoked,
-    )
-    .await;
+    ended
+        .removed_from_clusters(&state.pool, state.host.as_deref())
+        .await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -850,31 +837,18 @@ pub async fn change_password(
     let hash = auth::hash_password(body.new_password).await?;
     let mut tx = state.pool.begin().await?;
     accounts::set_password(&mut tx, user.id, &hash).await?;
-    let ended = accounts::delete_sessions(&mut *tx, user.id, caller.session_id).await?;
-    let revoked = accounts::revoke_all_api_keys(&mut tx, user.id).await?;
-    let kubeconfigs_revoked =
-        kubeconfigs::revoke_all_of_user(&mut tx, user.id, user.id, RevokeAll::PasswordChanged)
-            .await?;
+    let keep = caller.session_id;
+    let ended =
+        credentials::end_all(&mut tx, user.id, user.id, Why::PasswordChanged { keep }).await?;
     audit::record(
         &mut *tx,
-        user_event(
-            user.id,
-            "user.password_change",
-            serde_json::json!({
-                "sessions_ended": ended, "api_keys_revoked": revoked,
-                "kubeconfigs_revoked": kubeconfigs_revoked,
-            }),
-        ),
+        user_event(user.id, "user.password_change", ended.audit()),
     )
     .await?;
     tx.commit().await?;
-    credential::remove_revoked_now(
-        &state.pool,
-        state.host.as_deref(),
-        user.id,
-        kubeconfigs_revoked,
-    )
-    .await;
+    ended
+        .removed_from_clusters(&state.pool, state.host.as_deref())
+        .await;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -247,23 +247,10 @@ async fn create_admin(
         match shared::accounts::upsert_admin(&mut tx, email.as_str(), display_name, &hash).await? {
             AdminUpsert::Created(id) => (id, "user.admin_created", serde_json::json!({})),
             AdminUpsert::Promoted(id) => {
-                let ended = shared::accounts::delete_sessions(&mut *tx, id, None).await?;
-                let revoked = shared::accounts::revoke_all_api_keys(&mut tx, id).await?;
-                let kubeconfigs_revoked = shared::kubeconfigs::revoke_all_of_user(
-                    &mut tx,
-                    id,
-                    id,
-                    shared::kubeconfigs::RevokeAll::PasswordChanged,
-                )
-                .await?;
-                (
-                    id,
-                    "user.admin_promoted",
-                    serde_json::json!({
-                        "sessions_ended": ended, "api_keys_revoked": revoked,
-                        "kubeconfigs_revoked": kubeconfigs_revoked,
-                    }),
-                )
+                use shared::app::credentials::{self, Why};
+                let why = Why::PasswordChanged { keep: None };
+                let ended = credentials::end_all(&mut tx, id, id, why).await?;
+                (id, "user.admin_promoted", ended.audit())
             }
             AdminUpsert::Deleted => anyhow::bail!(
                 "the account of {} was deleted; it cannot be made an admin",

@@ -3,6 +3,9 @@
 //! use each other, and below the HTTP application layer and the functions.
 //!
 //! - [`plan`]: the plan check every addition to a limited resource goes
-//!   through (billing's entitlements, notifications' notice of a refusal).
+//!   through (billing's entitlements, notifications' notice of a refusal);
+//! - [`credentials`]: ending every credential of a user at once (accounts'
+//!   sessions and API keys, kubeconfigs).
 
+pub mod credentials;
 pub mod plan;

@@ -258,6 +258,7 @@ async fn disabling_a_user_revokes_every_kubeconfig_they_hold() {
     .fetch_one(&platform.db.pool)
     .await
     .unwrap();
+    tests::api_key(&platform.db.pool, owner, "automation").await;
     let (status, body) = platform
         .call_as(
             admin,
@@ -275,6 +276,30 @@ async fn disabling_a_user_revokes_every_kubeconfig_they_hold() {
     let listed = credentials(&platform, &id).await;
     assert_eq!(listed[0]["status"], "revoked");
     assert_eq!(listed[0]["revoke_reason"], "user_disabled");
+    // Their API keys too, so enabling the account again brings none back;
+    // the audit event counts what ended.
+    let live: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL",
+    )
+    .bind(owner)
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(live, 0);
+    let audited: serde_json::Value =
+        sqlx::query_scalar("SELECT metadata FROM audit_events WHERE action = 'admin.user.update'")
+            .fetch_one(&platform.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (
+            &audited["status"],
+            &audited["api_keys_revoked"],
+            &audited["kubeconfigs_revoked"]
+        ),
+        (&json!("disabled"), &json!(1), &json!(1)),
+        "{audited}"
+    );
 }
 
 #[tokio::test]
