@@ -2,14 +2,11 @@ use axum::extract::State;
 use serde::Deserialize;
 use shared::{
     error::ApiError,
-    extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller},
+    extract::{AppJson, AppQuery},
+    http::{AppState, OwnedCluster},
     jobs::{self, JobRecord, Operation},
 };
 use utoipa::IntoParams;
-use uuid::Uuid;
-
-use crate::read::owned;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -37,12 +34,10 @@ fn limit(query: &HistoryQuery) -> Result<i64, ApiError> {
 )]
 pub async fn operations(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<HistoryQuery>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Operation>>, ApiError> {
     let limit = limit(&query)?;
-    let cluster = owned(&state, caller, cluster_id).await?;
     Ok(AppJson(
         jobs::list_operations(&state.pool, cluster.id, limit).await?,
     ))
@@ -61,12 +56,10 @@ pub async fn operations(
 )]
 pub async fn jobs(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<HistoryQuery>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<JobRecord>>, ApiError> {
     let limit = limit(&query)?;
-    let cluster = owned(&state, caller, cluster_id).await?;
     Ok(AppJson(
         jobs::list_for_cluster(&state.pool, cluster.id, limit).await?,
     ))

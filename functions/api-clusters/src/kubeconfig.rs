@@ -16,13 +16,11 @@ use shared::{
     clusters::Cluster,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller, Origin, idempotency::IssuesSecret},
+    http::{AppState, Caller, Origin, OwnedCluster, idempotency::IssuesSecret},
     kubeconfigs::{self, Credential, NewCredential, credential},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
-
-use crate::read::owned;
 
 /// What a new kubeconfig is for.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -66,9 +64,10 @@ pub async fn issue(
     State(state): State<AppState>,
     caller: Caller,
     origin: Origin,
-    AppPath(cluster_id): AppPath<Uuid>,
+    OwnedCluster(cluster): OwnedCluster,
     AppJson(body): AppJson<IssueKubeconfig>,
 ) -> Result<Response, ApiError> {
+    let cluster_id = cluster.id;
     let max = state.settings.kubeconfig_max_ttl_seconds;
     let seconds = body
         .expiration_seconds
@@ -91,7 +90,6 @@ pub async fn issue(
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let cluster = owned(&state, caller, cluster_id).await?;
     let server = available_endpoint(&cluster)?;
     let host = state.host.as_ref().ok_or(ApiError::Unavailable)?;
     let ca = host
@@ -191,14 +189,12 @@ pub struct ListQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<ListQuery>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Credential>>, ApiError> {
     let limit = shared::extract::page_limit(query.limit)?;
-    owned(&state, caller, cluster_id).await?;
     Ok(AppJson(
-        kubeconfigs::list(&state.pool, cluster_id, limit).await?,
+        kubeconfigs::list(&state.pool, cluster.id, limit).await?,
     ))
 }
 
@@ -215,11 +211,10 @@ pub async fn list(
 )]
 pub async fn get(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath((cluster_id, credential_id)): AppPath<(Uuid, Uuid)>,
+    OwnedCluster(cluster): OwnedCluster,
+    AppPath((_, credential_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<AppJson<Credential>, ApiError> {
-    owned(&state, caller, cluster_id).await?;
-    kubeconfigs::get(&state.pool, cluster_id, credential_id)
+    kubeconfigs::get(&state.pool, cluster.id, credential_id)
         .await?
         .map(AppJson)
         .ok_or(ApiError::NotFound {
@@ -246,9 +241,10 @@ pub async fn get(
 pub async fn revoke(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath((cluster_id, credential_id)): AppPath<(Uuid, Uuid)>,
+    OwnedCluster(cluster): OwnedCluster,
+    AppPath((_, credential_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<AppJson<Credential>, ApiError> {
-    let cluster = owned(&state, caller, cluster_id).await?;
+    let cluster_id = cluster.id;
     let mut tx = state.pool.begin().await?;
     if kubeconfigs::revoke(
         &mut *tx,

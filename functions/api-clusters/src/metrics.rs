@@ -3,14 +3,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
     error::ApiError,
-    extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller},
+    extract::{AppJson, AppQuery},
+    http::{AppState, OwnedCluster},
     metrics::{self, MetricsPoint},
 };
 use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
-
-use crate::read::owned;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -54,9 +51,8 @@ pub struct MetricsSeries {
 )]
 pub async fn series(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<MetricsQuery>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<MetricsSeries>, ApiError> {
     let (from, to) = shared::extract::time_range(
         query.from,
@@ -68,11 +64,10 @@ pub async fn series(
     if !(1..=1000).contains(&points) {
         return Err(ApiError::invalid("points", "must be between 1 and 1000"));
     }
-    owned(&state, caller, cluster_id).await?;
     Ok(AppJson(MetricsSeries {
         from,
         to,
         step_seconds: (to - from).num_milliseconds() as f64 / 1000.0 / f64::from(points),
-        points: metrics::series(&state.pool, cluster_id, from, to, points).await?,
+        points: metrics::series(&state.pool, cluster.id, from, to, points).await?,
     }))
 }

@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use shared::{
     clusters::{self, Cluster},
     error::ApiError,
-    extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller},
+    extract::{AppJson, AppQuery},
+    http::{AppState, Caller, OwnedCluster},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -98,23 +98,8 @@ pub async fn list(
         (status = 404, description = "No such live cluster of the caller", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn get(
-    State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
-) -> Result<AppJson<Cluster>, ApiError> {
-    owned(&state, caller, cluster_id).await.map(AppJson)
-}
-
-/// The caller's live cluster, or 404 (also for another user's cluster).
-pub(crate) async fn owned(
-    state: &AppState,
-    caller: Caller,
-    cluster_id: Uuid,
-) -> Result<Cluster, ApiError> {
-    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })
+pub async fn get(OwnedCluster(cluster): OwnedCluster) -> AppJson<Cluster> {
+    AppJson(cluster)
 }
 
 #[cfg(test)]

@@ -13,11 +13,10 @@ use axum::{
 use serde::Deserialize;
 use shared::{
     audit::{self, AuditEvent},
-    clusters,
     domain::DnsManagementScope,
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath},
-    http::{AppState, Caller},
+    http::{AppState, Caller, OwnedCluster},
     ingress::{
         dnsproof::{self, Verdict},
         records::{self, Binding},
@@ -76,16 +75,6 @@ pub fn check_hostname(raw: &str) -> Result<(), String> {
     Ok(())
 }
 
-async fn owned(
-    state: &AppState,
-    caller: Caller,
-    cluster_id: Uuid,
-) -> Result<clusters::Cluster, ApiError> {
-    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })
-}
-
 fn taken(hostname: &str) -> ApiError {
     ApiError::Conflict {
         code: "hostname_taken",
@@ -134,12 +123,12 @@ pub struct CreateBinding {
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
+    OwnedCluster(cluster): OwnedCluster,
     AppJson(body): AppJson<CreateBinding>,
 ) -> Result<Response, ApiError> {
+    let cluster_id = cluster.id;
     let hostname = body.hostname.trim().trim_end_matches('.').to_string();
     check_hostname(&hostname).map_err(|m| ApiError::invalid("hostname", m))?;
-    let cluster = owned(&state, caller, cluster_id).await?;
     let stored = settings::load(&state.pool).await?.fields;
     let base = stored
         .managed_workload_ingress_base_domain
@@ -235,10 +224,10 @@ pub async fn create(
               (status = 409, description = "`hostname_not_verified` (the record is not there yet) or `hostname_taken` (another cluster proved the name first)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn verify(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath((cluster_id, binding_id)): AppPath<(Uuid, Uuid)>,
+    OwnedCluster(cluster): OwnedCluster,
+    AppPath((_, binding_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<AppJson<Binding>, ApiError> {
-    owned(&state, caller, cluster_id).await?;
+    let cluster_id = cluster.id;
     if let Some(pending) = records::unverified_binding(&state.pool, cluster_id, binding_id).await? {
         match dnsproof::check_and_record(&state.pool, state.settings.dns_resolver, &pending).await?
         {
@@ -266,10 +255,9 @@ pub async fn verify(
     responses((status = 200, body = Vec<Binding>), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Binding>>, ApiError> {
-    owned(&state, caller, cluster_id).await?;
+    let cluster_id = cluster.id;
     Ok(AppJson(
         records::list_bindings(&state.pool, cluster_id).await?,
     ))
@@ -284,9 +272,10 @@ pub async fn list(
 pub async fn remove(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath((cluster_id, binding_id)): AppPath<(Uuid, Uuid)>,
+    OwnedCluster(cluster): OwnedCluster,
+    AppPath((_, binding_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
-    owned(&state, caller, cluster_id).await?;
+    let cluster_id = cluster.id;
     let mut tx = state.pool.begin().await?;
     if !records::delete_binding(&mut *tx, cluster_id, binding_id).await? {
         return Err(ApiError::NotFound {

@@ -4,11 +4,10 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
-    clusters,
     domain::NodeStatus,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller},
+    http::{AppState, OwnedCluster},
     nodes::{self, Node, NodeEvent},
 };
 use utoipa::{IntoParams, ToSchema};
@@ -39,15 +38,11 @@ pub struct NodesQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<NodesQuery>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Node>>, ApiError> {
-    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
     Ok(AppJson(
-        nodes::list(&state.pool, cluster_id, None, query.include_deleted).await?,
+        nodes::list(&state.pool, cluster.id, None, query.include_deleted).await?,
     ))
 }
 
@@ -94,10 +89,11 @@ pub struct Timeline {
 )]
 pub async fn timeline(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath((cluster_id, node_id)): AppPath<(Uuid, Uuid)>,
+    AppPath((_, node_id)): AppPath<(Uuid, Uuid)>,
     AppQuery(query): AppQuery<TimelineQuery>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Timeline>, ApiError> {
+    let cluster_id = cluster.id;
     // A period reaching into the future is counted up to now.
     let now = Utc::now();
     let (from, to) = shared::extract::time_range(
@@ -110,9 +106,6 @@ pub async fn timeline(
     if from >= to {
         return Err(ApiError::invalid("from", "must be in the past"));
     }
-    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
     let node = nodes::list(&state.pool, cluster_id, Some(node_id), true)
         .await?
         .pop()

@@ -12,11 +12,11 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
-    clusters::{self, Cluster},
+    clusters::Cluster,
     domain::{ClusterStatus, JoinTokenStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller, idempotency::IssuesSecret},
+    http::{AppState, Caller, OwnedCluster, idempotency::IssuesSecret},
     nodes::{
         jointoken::{self, JoinToken},
         tokens::{self, Attempt, NewToken, Token},
@@ -59,17 +59,10 @@ pub struct CreatedToken {
     pub join_command: String,
 }
 
-/// A cluster of the caller that can take tokens now.
-async fn ready_cluster(
-    state: &AppState,
-    caller: Caller,
-    cluster_id: Uuid,
-) -> Result<(Cluster, String), ApiError> {
-    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
-    match (cluster.status, cluster.api_endpoint.clone()) {
-        (ClusterStatus::Ready, Some(endpoint)) => Ok((cluster, endpoint)),
+/// Whether the cluster can take tokens now.
+fn ready(cluster: &Cluster) -> Result<(), ApiError> {
+    match (cluster.status, &cluster.api_endpoint) {
+        (ClusterStatus::Ready, Some(_)) => Ok(()),
         (status, _) => Err(ApiError::Conflict {
             code: "cluster_not_ready",
             detail: format!("join tokens can be made once the cluster is ready; it is {status}"),
@@ -124,9 +117,10 @@ fn join_command(url: &str, plaintext: &str) -> String {
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
+    OwnedCluster(cluster): OwnedCluster,
     AppJson(body): AppJson<CreateToken>,
 ) -> Result<Response, ApiError> {
+    let cluster_id = cluster.id;
     let max_ttl = state.settings.join_token_max_ttl.as_secs() as i64;
     let ttl = body
         .ttl_seconds
@@ -160,7 +154,7 @@ pub async fn create(
                 .collect(),
         ));
     }
-    ready_cluster(&state, caller, cluster_id).await?;
+    ready(&cluster)?;
     let expires_at = chrono::Utc::now() + chrono::Duration::seconds(ttl);
     let labels = serde_json::to_value(&body.node_labels).map_err(anyhow::Error::from)?;
     // Only its hash is kept; nothing is made in the cluster until a join
@@ -228,13 +222,6 @@ pub struct ListQuery {
     pub limit: Option<i64>,
 }
 
-async fn owned_cluster(state: &AppState, caller: Caller, cluster_id: Uuid) -> Result<(), ApiError> {
-    clusters::get_owned(&state.pool, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })
-        .map(|_| ())
-}
-
 /// List a cluster's join tokens
 ///
 /// Newest first. The plaintext is never returned again.
@@ -251,13 +238,11 @@ async fn owned_cluster(state: &AppState, caller: Caller, cluster_id: Uuid) -> Re
 )]
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<ListQuery>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Token>>, ApiError> {
     let limit = shared::extract::page_limit(query.limit)?;
-    owned_cluster(&state, caller, cluster_id).await?;
-    Ok(AppJson(tokens::list(&state.pool, cluster_id, limit).await?))
+    Ok(AppJson(tokens::list(&state.pool, cluster.id, limit).await?))
 }
 
 /// Revoke a join token
@@ -280,11 +265,10 @@ pub async fn list(
 pub async fn revoke(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath((cluster_id, token_id)): AppPath<(Uuid, Uuid)>,
+    OwnedCluster(cluster): OwnedCluster,
+    AppPath((_, token_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<AppJson<Token>, ApiError> {
-    let cluster = clusters::get_owned(&state.pool, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    let cluster_id = cluster.id;
     let mut tx = state.pool.begin().await?;
     if !tokens::revoke(&mut tx, cluster_id, token_id, caller.user_id).await? {
         drop(tx);
@@ -372,12 +356,11 @@ pub struct AttemptsQuery {
 )]
 pub async fn attempts(
     State(state): State<AppState>,
-    caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
     AppQuery(query): AppQuery<AttemptsQuery>,
+    OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Attempt>>, ApiError> {
     let limit = shared::extract::page_limit(query.limit)?;
-    owned_cluster(&state, caller, cluster_id).await?;
+    let cluster_id = cluster.id;
     Ok(AppJson(
         tokens::list_attempts(&state.pool, cluster_id, query.token_id, limit).await?,
     ))

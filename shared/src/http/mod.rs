@@ -4,9 +4,11 @@
 
 pub mod caller;
 pub mod idempotency;
+pub mod owned;
 pub mod plan;
 
 pub use caller::{AdminCaller, AppState, Caller, Identity};
+pub use owned::OwnedCluster;
 
 use crate::error::ApiError;
 use axum::{
