@@ -36,7 +36,7 @@ impl TestDb {
         let name = format!("kbtest_{}", Uuid::new_v4().simple());
         let mut admin = PgConnection::connect(&server_url())
             .await
-            .expect("PostgreSQL is reachable at DATABASE_URL");
+            .unwrap_or_else(|err| refused("PostgreSQL is reachable at DATABASE_URL", err));
         admin
             .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .await
@@ -46,12 +46,34 @@ impl TestDb {
             .max_connections(8)
             .connect(&url)
             .await
-            .expect("connect to test database");
+            .unwrap_or_else(|err| refused("connect to test database", err));
         if migrate {
             shared::MIGRATOR.run(&pool).await.expect("migrations apply");
         }
         Self { pool, url, name }
     }
+}
+
+/// The peak of the suite's connections to the server, measured by sampling
+/// `pg_stat_activity` over a whole run (README.md, "Test it").
+pub const SUITE_PEAK_CONNECTIONS: u32 = 70;
+
+/// Fails the test with what went wrong; when the server refused for want
+/// of connections (SQLSTATE 53300, "too many clients already"), says so and
+/// what the suite needs.
+fn refused(what: &str, err: sqlx::Error) -> ! {
+    let full = err
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| code == "53300");
+    if full {
+        panic!(
+            "{what}: PostgreSQL has no connection left ({err}). The suite holds up to about \
+             {SUITE_PEAK_CONNECTIONS} at once: stop other clients of the server (another `local`, \
+             a leftover test process) or raise its max_connections"
+        );
+    }
+    panic!("{what}: {err}");
 }
 
 impl Drop for TestDb {
