@@ -178,7 +178,7 @@ impl NodeName {
 macro_rules! text_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, sqlx::Type)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema, sqlx::Type)]
         #[serde(rename_all = "snake_case")]
         #[sqlx(type_name = "text", rename_all = "snake_case")]
         pub enum $name {
@@ -211,13 +211,16 @@ macro_rules! text_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
     };
 }
+
+/// For the capabilities' own text enums.
+pub(crate) use text_enum;
 
 text_enum! {
     /// What a user may do: `admin` also runs the back office.

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use shared::{
     audit::{self, AuditEvent},
-    billing::orders::{self, Order},
+    billing::orders::{self, Order, OrderStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
@@ -42,16 +42,15 @@ pub async fn list(
     _admin: AdminCaller,
     AppQuery(query): AppQuery<OrderQuery>,
 ) -> Result<AppJson<Vec<Order>>, ApiError> {
-    if query
+    let status = query
         .status
         .as_deref()
-        .is_some_and(|s| !matches!(s, "pending" | "paid" | "cancelled"))
-    {
-        return Err(ApiError::invalid(
-            "status",
-            "must be pending, paid or cancelled",
-        ));
-    }
+        .map(|s| {
+            OrderStatus::parse(s).ok_or_else(|| {
+                ApiError::invalid("status", format!("must be {}", OrderStatus::names()))
+            })
+        })
+        .transpose()?;
     let limit = shared::extract::page_limit(query.limit)?;
     let before = query
         .before
@@ -61,7 +60,7 @@ pub async fn list(
         orders::list(
             &state.pool,
             query.user_id,
-            query.status.as_deref(),
+            status.map(OrderStatus::as_str),
             before,
             limit,
         )
@@ -94,7 +93,7 @@ pub async fn cancel(
         .ok_or(ApiError::NotFound { what: "order" })?;
     // A pending order's Checkout Session is expired first, as the user's own
     // cancel does: a cancelled order can no longer be paid.
-    if pending.status == "pending" {
+    if pending.status == OrderStatus::Pending {
         shared::billing::stripe::expire_before_cancel(&state.pool, &state.settings, &pending)
             .await?;
     }

@@ -18,7 +18,7 @@ use shared::{
     },
     app::credentials::{self, Why},
     audit::{self, AuditEvent},
-    domain::EmailAddress,
+    domain::{EmailAddress, UserStatus},
     error::{ApiError, FieldError},
     extract::AppJson,
     http::{AppState, Caller, Origin},
@@ -496,7 +496,8 @@ pub async fn verify_email(
         account.as_ref().and_then(|a| a.password_hash.clone()),
     )
     .await;
-    let Some(account) = account.filter(|a| a.status == "active" && !a.email_verified) else {
+    let Some(account) = account.filter(|a| a.status == UserStatus::Active && !a.email_verified)
+    else {
         return Err(invalid_code(CodeCheck::Dead));
     };
     let guesses = Guesses::of(&origin, VERIFY, account.user_id);
@@ -567,7 +568,7 @@ pub async fn resend_code(
         &body.email,
         body.captcha_token.as_deref(),
         VERIFY,
-        |c| !c.email_verified && c.status == "active",
+        |c| !c.email_verified && c.status == UserStatus::Active,
     )
     .await
 }
@@ -628,7 +629,7 @@ pub async fn login(
     let failure = match &account {
         None => Some("unknown email"),
         Some(_) if !password_ok => Some("wrong password"),
-        Some(a) if a.status != "active" => Some("account disabled"),
+        Some(a) if a.status != UserStatus::Active => Some("account disabled"),
         Some(a) if !a.email_verified => Some("email not verified"),
         Some(_) => None,
     };
@@ -708,7 +709,7 @@ pub async fn request_reset(
         &body.email,
         body.captcha_token.as_deref(),
         RESET,
-        |c| c.status == "active",
+        |c| c.status == UserStatus::Active,
     )
     .await
 }

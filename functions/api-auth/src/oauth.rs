@@ -289,7 +289,7 @@ pub async fn callback(
             let mut tx = state.pool.begin().await?;
             let existing = accounts::credentials(&mut *tx, email.as_str()).await?;
             let (user_id, action) = match existing {
-                Some(account) if account.status != "active" => {
+                Some(account) if account.status != shared::domain::UserStatus::Active => {
                     drop(tx);
                     record_failure("account disabled", Some(account.user_id)).await?;
                     return Err(ApiError::Unauthorized {

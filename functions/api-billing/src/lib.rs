@@ -16,7 +16,7 @@ use shared::{
     audit::{self, AuditEvent},
     billing::{
         self, Plan,
-        orders::{self, EventChange, EventOutcome as OrderEvent, Order},
+        orders::{self, EventChange, EventOutcome as OrderEvent, Order, OrderStatus},
         stripe::{self, CheckoutRequest, LineItem, SignatureError},
     },
     error::{ApiError, unique_violation},
@@ -290,7 +290,7 @@ pub async fn cancel(
         .await?
         .filter(|o| o.user_id == caller.user_id)
         .ok_or(ApiError::NotFound { what: "order" })?;
-    if order.status != "pending" {
+    if order.status != OrderStatus::Pending {
         return Err(not_pending(&order));
     }
     // The session is expired first, so that a cancelled order cannot be
@@ -300,7 +300,7 @@ pub async fn cancel(
     let order = orders::lock_owned(&mut tx, caller.user_id, order_id)
         .await?
         .ok_or(ApiError::NotFound { what: "order" })?;
-    if order.status != "pending" {
+    if order.status != OrderStatus::Pending {
         return Err(not_pending(&order));
     }
     orders::cancel(&mut *tx, order.id, "user").await?;
@@ -430,7 +430,7 @@ pub async fn webhook(
             // Stripe took money the platform does not count: for a refund.
             OrderEvent::PaidAfterCancel => "billing.order.payment_after_cancel",
             OrderEvent::WrongAmount => "billing.order.payment_wrong_amount",
-            _ if order.status == "paid" => "billing.order.paid",
+            _ if order.status == OrderStatus::Paid => "billing.order.paid",
             _ => "billing.order.expired",
         };
         if action != "billing.order.paid" && action != "billing.order.expired" {
@@ -449,7 +449,7 @@ pub async fn webhook(
             },
         )
         .await?;
-        if outcome == OrderEvent::Applied && order.status == "paid" {
+        if outcome == OrderEvent::Applied && order.status == OrderStatus::Paid {
             shared::notifications::enqueue(
                 &mut *tx,
                 order.user_id,

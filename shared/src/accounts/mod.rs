@@ -10,16 +10,16 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::domain::{UserRole, UserStatus};
+
 /// A user as they see themselves (and admins see them).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct User {
     pub id: Uuid,
     pub email: String,
     pub display_name: String,
-    /// `user` or `admin`.
-    pub role: String,
-    /// `active` or `disabled`.
-    pub status: String,
+    pub role: UserRole,
+    pub status: UserStatus,
     pub email_verified: bool,
     pub has_password: bool,
     pub created_at: DateTime<Utc>,
@@ -28,7 +28,8 @@ pub struct User {
 pub async fn get_user(db: impl PgExecutor<'_>, user_id: Uuid) -> Result<Option<User>, sqlx::Error> {
     sqlx::query_as!(
         User,
-        r#"SELECT id, email::text AS "email!", display_name, role, status,
+        r#"SELECT id, email::text AS "email!", display_name, role AS "role: UserRole",
+                  status AS "status: UserStatus",
                   email_verified_at IS NOT NULL AS "email_verified!",
                   password_hash IS NOT NULL AS "has_password!", created_at
            FROM users WHERE id = $1"#,
@@ -45,7 +46,7 @@ pub struct Credentials {
     /// The address as stored: the only one mail goes to.
     pub email: String,
     pub password_hash: Option<String>,
-    pub status: String,
+    pub status: UserStatus,
     pub email_verified: bool,
 }
 
@@ -59,7 +60,8 @@ pub async fn credentials(
 ) -> Result<Option<Credentials>, sqlx::Error> {
     sqlx::query_as!(
         Credentials,
-        r#"SELECT id AS user_id, email::text AS "email!", password_hash, status,
+        r#"SELECT id AS user_id, email::text AS "email!", password_hash,
+                  status AS "status: UserStatus",
                   email_verified_at IS NOT NULL AS "email_verified!"
            FROM users WHERE email = $1::text::citext"#,
         email
@@ -715,7 +717,8 @@ pub async fn list_users(
 ) -> Result<Vec<User>, sqlx::Error> {
     sqlx::query_as!(
         User,
-        r#"SELECT id, email::text AS "email!", display_name, role, status,
+        r#"SELECT id, email::text AS "email!", display_name, role AS "role: UserRole",
+                  status AS "status: UserStatus",
                   email_verified_at IS NOT NULL AS "email_verified!",
                   password_hash IS NOT NULL AS "has_password!", created_at
            FROM users

@@ -9,14 +9,22 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+crate::domain::text_enum! {
+    /// Where an order is in its life.
+    OrderStatus {
+        Pending => "pending",
+        Paid => "paid",
+        Cancelled => "cancelled",
+    }
+}
+
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Order {
     pub id: Uuid,
     pub user_id: Uuid,
     pub plan_id: Uuid,
     pub plan_name: String,
-    /// `pending`, `paid` or `cancelled`.
-    pub status: String,
+    pub status: OrderStatus,
     /// In the currency's minor units; what the plan cost when it was chosen.
     pub amount: i64,
     pub currency: String,
@@ -32,7 +40,7 @@ pub struct Order {
 }
 
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Order>, sqlx::Error> {
-    sqlx::query_as!(Order, "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status, o.amount, o.currency,
+    sqlx::query_as!(Order, "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
                     o.stripe_checkout_session_id,
                     CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
                     o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
@@ -49,7 +57,7 @@ pub async fn lock_owned(
 ) -> Result<Option<Order>, sqlx::Error> {
     sqlx::query_as!(
         Order,
-        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status, o.amount, o.currency,
+        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
                     o.stripe_checkout_session_id,
                     CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
                     o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
@@ -68,7 +76,7 @@ pub async fn lock_pending(
 ) -> Result<Option<Order>, sqlx::Error> {
     sqlx::query_as!(
         Order,
-        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status, o.amount, o.currency,
+        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
                     o.stripe_checkout_session_id,
                     CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
                     o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
@@ -89,7 +97,7 @@ pub async fn list(
 ) -> Result<Vec<Order>, sqlx::Error> {
     sqlx::query_as!(
         Order,
-        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status, o.amount, o.currency,
+        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
                     o.stripe_checkout_session_id,
                     CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
                     o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
@@ -233,9 +241,9 @@ pub async fn apply_event(
     let found = match (order_id, session_id) {
         (Some(id), Some(session)) => {
             sqlx::query!(
-                "SELECT id, status, cancel_reason, amount, currency FROM orders WHERE id = $1
+                r#"SELECT id, status AS "status: OrderStatus", cancel_reason, amount, currency FROM orders WHERE id = $1
                AND (stripe_checkout_session_id IS NULL OR stripe_checkout_session_id = $2)
-             FOR UPDATE",
+             FOR UPDATE"#,
                 id,
                 session
             )
@@ -248,11 +256,14 @@ pub async fn apply_event(
     let outcome = match (change, found) {
         (EventChange::Nothing, _) => EventOutcome::Ignored,
         (_, None) => EventOutcome::NoChange,
-        (EventChange::Paid { .. }, Some(o)) if o.status == "paid" => EventOutcome::NoChange,
+        (EventChange::Paid { .. }, Some(o)) if o.status == OrderStatus::Paid => {
+            EventOutcome::NoChange
+        }
         // Only a lapse (`expired`) gives way to a payment; a cancellation by
         // an administrator or the user is final.
         (EventChange::Paid { .. }, Some(o))
-            if o.status == "cancelled" && o.cancel_reason.as_deref() != Some("expired") =>
+            if o.status == OrderStatus::Cancelled
+                && o.cancel_reason.as_deref() != Some("expired") =>
         {
             EventOutcome::PaidAfterCancel
         }

@@ -2052,13 +2052,17 @@ export interface components {
             /** Format: uuid */
             plan_id: string;
             plan_name: string;
-            /** @description `pending`, `paid` or `cancelled`. */
-            status: string;
+            status: components["schemas"]["OrderStatus"];
             stripe_checkout_session_id?: string | null;
             stripe_payment_intent_id?: string | null;
             /** Format: uuid */
             user_id: string;
         };
+        /**
+         * @description Where an order is in its life.
+         * @enum {string}
+         */
+        OrderStatus: "pending" | "paid" | "cancelled";
         /** @description A plan as the back office shows it. */
         Plan: {
             /** @description Only active plans can be chosen for new orders. */
@@ -2558,10 +2562,8 @@ export interface components {
             has_password: boolean;
             /** Format: uuid */
             id: string;
-            /** @description `user` or `admin`. */
-            role: string;
-            /** @description `active` or `disabled`. */
-            status: string;
+            role: components["schemas"]["UserRole"];
+            status: components["schemas"]["UserStatus"];
         };
         UserChange: {
             role?: null | components["schemas"]["UserRole"];
