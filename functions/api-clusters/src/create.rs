@@ -6,8 +6,8 @@ use shared::{
     domain::{ClusterName, KubernetesVersion, PublicAccessMode},
     error::{ApiError, FieldError, unique_violation},
     extract::AppJson,
-    http::{AppState, Caller, accepted},
-    jobs::{self, NewJob, Operation, publish_after_commit},
+    http::{AppState, Caller, accepted, operations},
+    jobs::Operation,
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -203,26 +203,11 @@ pub async fn create(
                 },
                 _ => err.into(),
             })?;
-    let (job_type, payload) =
-        jobs::encode(&ClusterCreation::of(&cluster)).map_err(anyhow::Error::from)?;
-    let enqueued = jobs::enqueue(
-        &mut tx,
-        NewJob {
-            cluster_id: cluster.id,
-            job_type,
-            requested_by: Some(caller.user_id),
-            payload: &payload,
-            max_attempts: state.settings.jobs.max_attempts,
-        },
-    )
-    .await?;
-    // Read before the commit: after it nothing may fail the answer.
-    let operation = jobs::get_operation(&mut *tx, enqueued.operation_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("the operation just written is missing"))?;
-    tx.commit().await?;
-    tracing::info!(cluster_id = %cluster.id, operation_id = %enqueued.operation_id, "cluster create accepted");
-    publish_after_commit(&state.pool, state.publisher.as_ref(), enqueued.job).await;
+    let creation = ClusterCreation::of(&cluster);
+    let written =
+        operations::enqueue(&state, &mut tx, cluster.id, caller.user_id, &creation).await?;
+    let operation = written.operation(&mut tx).await?;
+    written.commit(&state, tx).await?;
     Ok(accepted(OperationAccepted { operation, cluster }))
 }
 

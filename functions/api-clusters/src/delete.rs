@@ -4,8 +4,8 @@ use shared::{
     domain::JobType,
     error::{ApiError, active_job_conflict},
     extract::AppPath,
-    http::{AppState, Caller},
-    jobs::{self, NewJob, publish_after_commit},
+    http::{AppState, Caller, operations},
+    jobs,
 };
 use uuid::Uuid;
 
@@ -50,37 +50,16 @@ pub async fn delete(
             detail: "this cluster is already being deleted".into(),
         });
     }
-    let (job_type, payload) =
-        jobs::encode(&ClusterDeletion::of(&cluster)).map_err(anyhow::Error::from)?;
-    if activity.active_job.is_some() {
-        let operation_id = jobs::queue_operation(
-            &mut tx,
-            cluster.id,
-            job_type,
-            Some(caller.user_id),
-            &payload,
-        )
-        .await?;
-        let answer = crate::accepted_operation(&mut tx, caller, operation_id, cluster.id).await?;
-        tx.commit().await?;
-        return Ok(shared::http::accepted(answer));
-    }
-    clusters::mark_deleting(&mut tx, cluster.id).await?;
-    let enqueued = jobs::enqueue(
-        &mut tx,
-        NewJob {
-            cluster_id: cluster.id,
-            job_type,
-            requested_by: Some(caller.user_id),
-            payload: &payload,
-            max_attempts: state.settings.jobs.max_attempts,
-        },
-    )
-    .await
-    .map_err(active_job_conflict)?;
-    let answer =
-        crate::accepted_operation(&mut tx, caller, enqueued.operation_id, cluster.id).await?;
-    tx.commit().await?;
-    publish_after_commit(&state.pool, state.publisher.as_ref(), enqueued.job).await;
+    let deletion = ClusterDeletion::of(&cluster);
+    let written = if activity.active_job.is_some() {
+        operations::queue_behind(&mut tx, cluster.id, caller.user_id, &deletion).await?
+    } else {
+        clusters::mark_deleting(&mut tx, cluster.id).await?;
+        operations::enqueue(&state, &mut tx, cluster.id, caller.user_id, &deletion)
+            .await
+            .map_err(active_job_conflict)?
+    };
+    let answer = crate::accepted_operation(&mut tx, caller, &written, cluster.id).await?;
+    written.commit(&state, tx).await?;
     Ok(shared::http::accepted(answer))
 }

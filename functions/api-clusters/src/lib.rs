@@ -64,13 +64,11 @@ pub fn router() -> Router<AppState> {
 pub(crate) async fn accepted_operation(
     tx: &mut sqlx::PgConnection,
     caller: shared::http::Caller,
-    operation_id: uuid::Uuid,
+    written: &shared::http::operations::Written,
     cluster_id: uuid::Uuid,
 ) -> Result<OperationAccepted, shared::error::ApiError> {
-    use shared::{clusters, error::ApiError, jobs};
-    let operation = jobs::get_operation(&mut *tx, operation_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("the operation just written is missing"))?;
+    use shared::{clusters, error::ApiError};
+    let operation = written.operation(&mut *tx).await?;
     let cluster = clusters::get_owned(&mut *tx, caller.user_id, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;

@@ -4,8 +4,8 @@ use shared::{
     clusters,
     error::{ApiError, active_job_conflict},
     extract::AppPath,
-    http::{AppState, Caller},
-    jobs::{self, publish_after_commit},
+    http::{AppState, Caller, operations},
+    jobs,
 };
 use uuid::Uuid;
 
@@ -89,8 +89,8 @@ pub async fn retry(
         },
     )
     .await?;
-    let answer = crate::accepted_operation(&mut tx, caller, operation_id, cluster_id).await?;
-    tx.commit().await?;
-    publish_after_commit(&state.pool, state.publisher.as_ref(), message).await;
+    let written = operations::Written::retried(operation_id, message);
+    let answer = crate::accepted_operation(&mut tx, caller, &written, cluster_id).await?;
+    written.commit(&state, tx).await?;
     Ok(shared::http::accepted(answer))
 }

@@ -6,8 +6,7 @@ use shared::{
     domain::{ClusterStatus, PublicAccessMode},
     error::{ApiError, active_job_conflict},
     extract::{AppJson, AppPath},
-    http::{AppState, Caller},
-    jobs::{self, NewJob, publish_after_commit},
+    http::{AppState, Caller, operations},
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -121,22 +120,10 @@ pub async fn update(
     };
     let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
     clusters::apply_changes(&mut tx, cluster.id, &changes).await?;
-    let (job_type, payload) = jobs::encode(&changes).map_err(anyhow::Error::from)?;
-    let enqueued = jobs::enqueue(
-        &mut tx,
-        NewJob {
-            cluster_id: cluster.id,
-            job_type,
-            requested_by: Some(caller.user_id),
-            payload: &payload,
-            max_attempts: state.settings.jobs.max_attempts,
-        },
-    )
-    .await
-    .map_err(active_job_conflict)?;
-    let answer =
-        crate::accepted_operation(&mut tx, caller, enqueued.operation_id, cluster.id).await?;
-    tx.commit().await?;
-    publish_after_commit(&state.pool, state.publisher.as_ref(), enqueued.job).await;
+    let written = operations::enqueue(&state, &mut tx, cluster.id, caller.user_id, &changes)
+        .await
+        .map_err(active_job_conflict)?;
+    let answer = crate::accepted_operation(&mut tx, caller, &written, cluster.id).await?;
+    written.commit(&state, tx).await?;
     Ok(shared::http::accepted(answer))
 }

@@ -8,8 +8,8 @@ use shared::{
     domain::JobType,
     error::{ApiError, active_job_conflict, unique_violation},
     extract::{AppPath, AppQuery},
-    http::{AppState, Caller, accepted},
-    jobs::{self, NewJob, Operation, publish_after_commit},
+    http::{AppState, Caller, accepted, operations},
+    jobs::{self, Operation},
     nodes::{self, Node, NodeRemoval},
 };
 use utoipa::{IntoParams, ToSchema};
@@ -101,13 +101,13 @@ pub async fn remove(
             detail: "the cluster is being deleted, and its nodes with it".into(),
         });
     }
-    let (job_type, payload) = jobs::encode(&NodeRemoval {
+    let removal = NodeRemoval {
         node_id: node.id,
         node_name: node.name.clone(),
         force: query.force,
         drain_timeout_seconds: drain_timeout,
-    })
-    .map_err(anyhow::Error::from)?;
+    };
+    let payload = serde_json::to_value(&removal).map_err(anyhow::Error::from)?;
     audit::record(
         &mut *tx,
         AuditEvent {
@@ -128,40 +128,13 @@ pub async fn remove(
         },
         _ => active_job_conflict(err),
     };
-    let (operation_id, wake_up) =
-        if activity.active_job.is_some() || activity.queued_operation.is_some() {
-            let id = jobs::queue_operation(
-                &mut tx,
-                cluster_id,
-                job_type,
-                Some(caller.user_id),
-                &payload,
-            )
-            .await
-            .map_err(in_progress)?;
-            (id, None)
-        } else {
-            let enqueued = jobs::enqueue(
-                &mut tx,
-                NewJob {
-                    cluster_id,
-                    job_type,
-                    requested_by: Some(caller.user_id),
-                    payload: &payload,
-                    max_attempts: state.settings.jobs.max_attempts,
-                },
-            )
-            .await
-            .map_err(in_progress)?;
-            (enqueued.operation_id, Some(enqueued.job))
-        };
-    // Read before the commit: after it nothing may fail the answer.
-    let operation = jobs::get_operation(&mut *tx, operation_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("the operation just written is missing"))?;
-    tx.commit().await?;
-    if let Some(job) = wake_up {
-        publish_after_commit(&state.pool, state.publisher.as_ref(), job).await;
+    let written = if activity.active_job.is_some() || activity.queued_operation.is_some() {
+        operations::queue_behind(&mut tx, cluster_id, caller.user_id, &removal).await
+    } else {
+        operations::enqueue(&state, &mut tx, cluster_id, caller.user_id, &removal).await
     }
+    .map_err(in_progress)?;
+    let operation = written.operation(&mut tx).await?;
+    written.commit(&state, tx).await?;
     Ok(accepted(NodeRemovalAccepted { operation, node }))
 }

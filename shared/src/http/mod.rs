@@ -4,6 +4,7 @@
 
 pub mod caller;
 pub mod idempotency;
+pub mod operations;
 pub mod owned;
 pub mod plan;
 
