@@ -151,9 +151,9 @@ impl Entitlement {
     }
 }
 
-/// Where users choose a bigger plan, under the console's base URL.
+/// Where users choose a bigger plan: the console's billing page.
 pub fn upgrade_url(public_base_url: &str) -> String {
-    format!("{}/account/plan", public_base_url.trim_end_matches('/'))
+    format!("{}/billing", public_base_url.trim_end_matches('/'))
 }
 
 /// Takes the user's entitlement lock until the end of the transaction and
@@ -326,7 +326,7 @@ mod tests {
         };
         assert!(entitlement(LIMITS, usage).exceeded(&create, "u").is_none());
         usage.clusters = 2;
-        let refused = entitlement(LIMITS, usage).exceeded(&create, "https://p/account/plan");
+        let refused = entitlement(LIMITS, usage).exceeded(&create, "https://p/billing");
         assert_eq!(
             refused,
             Some(PlanLimit {
@@ -336,7 +336,7 @@ mod tests {
                 usage: 2,
                 requested: 1,
                 excess: 1,
-                upgrade_url: "https://p/account/plan".into(),
+                upgrade_url: "https://p/billing".into(),
             })
         );
     }

@@ -835,7 +835,7 @@ async fn pods_admitted_at_once_never_pass_the_limit_together() {
         .to_string();
     assert!(
         message.contains("asks for 1000m more: 1000m over the limit; the Starter plan leaves 500m to raise the cluster's limit by: upgrade at ")
-            && message.ends_with("/account/plan"),
+            && message.ends_with("/billing"),
         "{message}"
     );
 }
@@ -1239,9 +1239,6 @@ async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
         (Some(1), Some(0))
     );
     assert_eq!(told[0]["requested"], 0);
-    assert_eq!(
-        told[0]["upgrade_url"],
-        "https://console.example/account/plan"
-    );
+    assert_eq!(told[0]["upgrade_url"], "https://console.example/billing");
     assert_eq!(platform.cluster(&id).await["status"], "ready");
 }

@@ -228,12 +228,12 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         ),
         "{body}"
     );
-    assert!(
-        body["plan_limit"]["upgrade_url"]
-            .as_str()
-            .unwrap()
-            .ends_with("/account/plan")
-    );
+    // The console's billing page, a route it serves.
+    let upgrade = body["plan_limit"]["upgrade_url"].as_str().unwrap();
+    let page = &upgrade[upgrade.find("://").unwrap() + 3..];
+    let page = &page[page.find('/').unwrap()..];
+    assert!(console::CLIENT_ROUTES.contains(&page), "{upgrade}");
+    assert_eq!(page, "/billing");
     assert_eq!(
         count(&b.p.db.pool, "clusters").await,
         0,
