@@ -14,10 +14,10 @@ use async_trait::async_trait;
 use shared::{
     admission,
     clusters::{self, Cluster, ClusterCreation},
-    domain::{FailureCode, JobType},
+    domain::FailureCode,
     host::HostCluster,
     ingress::{self, IngressConvergence},
-    jobs::{Finished, JobContext, JobError, JobHandler},
+    jobs::{Finished, JobContext, JobError, TypedJobHandler},
 };
 
 /// The reason a create fails while no host adapter is configured.
@@ -35,13 +35,10 @@ impl CreateCluster {
 }
 
 #[async_trait]
-impl JobHandler for CreateCluster {
-    fn job_type(&self) -> JobType {
-        JobType::ClusterCreate
-    }
+impl TypedJobHandler for CreateCluster {
+    type Payload = ClusterCreation;
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
-        let target: ClusterCreation = ctx.payload()?;
+    async fn run(&self, ctx: &JobContext, target: ClusterCreation) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let mut cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
             .await?

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use shared::{
     clusters::{self, ClusterDeletion},
-    domain::{FailureCode, JobType},
+    domain::FailureCode,
     host::HostCluster,
-    jobs::{Finished, JobContext, JobError, JobHandler, StepError},
+    jobs::{Finished, JobContext, JobError, StepError, TypedJobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -26,13 +26,10 @@ impl DeleteCluster {
 }
 
 #[async_trait]
-impl JobHandler for DeleteCluster {
-    fn job_type(&self) -> JobType {
-        JobType::ClusterDelete
-    }
+impl TypedJobHandler for DeleteCluster {
+    type Payload = ClusterDeletion;
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
-        let deletion: ClusterDeletion = ctx.payload()?;
+    async fn run(&self, ctx: &JobContext, deletion: ClusterDeletion) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let Some(mut cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
             // Already deleted by an earlier attempt that lost its lease after committing.

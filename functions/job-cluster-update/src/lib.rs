@@ -11,10 +11,10 @@ use async_trait::async_trait;
 use shared::{
     admission,
     clusters::{self, ClusterChanges},
-    domain::{FailureCode, JobType},
+    domain::FailureCode,
     host::HostCluster,
     ingress::{self, IngressConvergence},
-    jobs::{Finished, JobContext, JobError, JobHandler},
+    jobs::{Finished, JobContext, JobError, TypedJobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -31,13 +31,10 @@ impl UpdateCluster {
 }
 
 #[async_trait]
-impl JobHandler for UpdateCluster {
-    fn job_type(&self) -> JobType {
-        JobType::ClusterUpdate
-    }
+impl TypedJobHandler for UpdateCluster {
+    type Payload = ClusterChanges;
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
-        let target: ClusterChanges = ctx.payload()?;
+    async fn run(&self, ctx: &JobContext, target: ClusterChanges) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let mut cluster = clusters::get(&ctx.pool, ctx.job.cluster_id)
             .await?

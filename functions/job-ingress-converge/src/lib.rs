@@ -16,10 +16,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use shared::{
     clusters::{self, Cluster},
-    domain::{FailureCode, IngressStatus, JobType},
+    domain::{FailureCode, IngressStatus},
     host::HostCluster,
     ingress::{self, IngressConvergence},
-    jobs::{self, Finished, JobContext, JobError, JobHandler},
+    jobs::{self, Finished, JobContext, JobError, TypedJobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -36,13 +36,14 @@ impl ConvergeIngress {
 }
 
 #[async_trait]
-impl JobHandler for ConvergeIngress {
-    fn job_type(&self) -> JobType {
-        JobType::IngressConverge
-    }
+impl TypedJobHandler for ConvergeIngress {
+    type Payload = IngressConvergence;
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
-        let target: IngressConvergence = ctx.payload()?;
+    async fn run(
+        &self,
+        ctx: &JobContext,
+        target: IngressConvergence,
+    ) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let Some(mut cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
             // Deleted since: its controller went with it.

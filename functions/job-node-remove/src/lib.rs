@@ -14,9 +14,9 @@ use kube::{
 };
 use shared::{
     clusters,
-    domain::{FailureCode, JobType, NodeEventType, NodeStatus},
+    domain::{FailureCode, NodeEventType, NodeStatus},
     host::{HostCluster, HostError},
-    jobs::{Finished, JobContext, JobError, JobHandler, StepError},
+    jobs::{Finished, JobContext, JobError, StepError, TypedJobHandler},
     nodes::{self, NewNodeEvent, NodeRemoval},
 };
 
@@ -43,13 +43,10 @@ fn present<T>(result: Result<T, kube::Error>, step: &str) -> Result<bool, JobErr
 }
 
 #[async_trait]
-impl JobHandler for RemoveNode {
-    fn job_type(&self) -> JobType {
-        JobType::NodeRemove
-    }
+impl TypedJobHandler for RemoveNode {
+    type Payload = NodeRemoval;
 
-    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
-        let removal: NodeRemoval = ctx.payload()?;
+    async fn run(&self, ctx: &JobContext, removal: NodeRemoval) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
         let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
             // The cluster was deleted, and its nodes with it.

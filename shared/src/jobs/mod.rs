@@ -12,6 +12,6 @@ pub use error::{Failure, JobError, StepError, Unavailable};
 pub use publish::{JobPublisher, PublishError, connect_in_background, publish_after_commit};
 pub use retry::retry_delay;
 pub use sweep::{SweepReport, sweep, sweep_on};
-pub use worker::{Finished, JobContext, JobHandler, Processed, Worker};
+pub use worker::{Finished, JobContext, JobHandler, Processed, TypedJobHandler, Worker};
 
 pub use store::*;

@@ -44,6 +44,28 @@ pub trait JobHandler: Send + Sync + 'static {
     async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError>;
 }
 
+/// A handler of one job type, by its payload type: the job type is the
+/// payload's ([`JobPayload::JOB_TYPE`]), and `run` gets the payload parsed
+/// (a job of another type or a malformed payload fails as fatal before it).
+/// Every such handler is a [`JobHandler`].
+#[async_trait]
+pub trait TypedJobHandler: Send + Sync + 'static {
+    type Payload: JobPayload + Send;
+    async fn run(&self, ctx: &JobContext, payload: Self::Payload) -> Result<Finished, JobError>;
+}
+
+#[async_trait]
+impl<H: TypedJobHandler> JobHandler for H {
+    fn job_type(&self) -> JobType {
+        H::Payload::JOB_TYPE
+    }
+
+    async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
+        let payload = ctx.payload::<H::Payload>()?;
+        self.run(ctx, payload).await
+    }
+}
+
 /// What a handler sees of the job and the platform.
 pub struct JobContext {
     pub pool: PgPool,
