@@ -10,7 +10,7 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use shared::{
-    accounts::{self, ApiKey, Login, NotificationSettings, SessionInfo, auth},
+    accounts::{self, ApiKey, Login, SessionInfo, auth},
     audit::{self, AuditEvent, AuditRecord},
     billing::{
         self,
@@ -19,6 +19,7 @@ use shared::{
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller, idempotency::IssuesSecret},
+    notifications::{self, NotificationSettings},
 };
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use uuid::Uuid;
@@ -256,7 +257,7 @@ pub async fn notifications(
     caller: Caller,
 ) -> Result<AppJson<NotificationSettings>, ApiError> {
     Ok(AppJson(
-        accounts::notification_settings(&state.pool, caller.user_id).await?,
+        notifications::preferences::settings(&state.pool, caller.user_id).await?,
     ))
 }
 
@@ -269,7 +270,7 @@ pub async fn save_notifications(
     AppJson(body): AppJson<NotificationSettings>,
 ) -> Result<AppJson<NotificationSettings>, ApiError> {
     let mut tx = state.pool.begin().await?;
-    accounts::save_notification_settings(&mut *tx, caller.user_id, &body).await?;
+    notifications::preferences::save_settings(&mut *tx, caller.user_id, &body).await?;
     audit::record(
         &mut *tx,
         AuditEvent {

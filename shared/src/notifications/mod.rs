@@ -11,7 +11,10 @@
 //! is sent again under the same `webhook-id` / `Message-ID`, so a receiver can
 //! tell; claims skip locked rows, so copies never send one delivery at once.
 
+pub mod preferences;
 pub mod webhook;
+
+pub use preferences::NotificationSettings;
 
 use std::time::Duration;
 

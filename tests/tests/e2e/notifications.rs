@@ -16,8 +16,8 @@ use axum::{
 use base64::Engine;
 use queues::runtime::ScheduleContext;
 use shared::{
-    accounts::{self, NotificationSettings},
     notifications,
+    notifications::NotificationSettings,
     settings::{self, SecretChanges},
 };
 use tests::smtp::SmtpSink;
@@ -177,11 +177,11 @@ fn development_user(p: &Platform) -> uuid::Uuid {
 
 async fn preferences(s: &Setup, change: impl FnOnce(&mut NotificationSettings)) {
     let user = development_user(&s.p);
-    let mut prefs = accounts::notification_settings(&s.p.db.pool, user)
+    let mut prefs = shared::notifications::preferences::settings(&s.p.db.pool, user)
         .await
         .unwrap();
     change(&mut prefs);
-    accounts::save_notification_settings(&s.p.db.pool, user, &prefs)
+    shared::notifications::preferences::save_settings(&s.p.db.pool, user, &prefs)
         .await
         .unwrap();
 }
