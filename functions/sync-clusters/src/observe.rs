@@ -56,7 +56,11 @@ pub async fn observe_clusters(
 ) -> Result<ObservationReport, sqlx::Error> {
     let bindings = &shared::ingress::records::live_bindings(pool).await?;
     let webhook_base = &registration::base_url(pool, host).await?;
-    let registrations = &admission::store::registrations(pool).await?;
+    let webhook_host = webhook_base
+        .as_deref()
+        .and_then(admission::authorizer::webhook_host)
+        .unwrap_or_default();
+    let registrations = &admission::store::registrations(pool, &webhook_host).await?;
     let (convergences, reapplied, renewed) =
         (&AtomicU64::new(0), &AtomicU64::new(0), &AtomicU64::new(0));
     let results = host

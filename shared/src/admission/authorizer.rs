@@ -310,9 +310,11 @@ const STAGE: &str = "configuring the platform's authorizer";
 
 /// Makes sure the cluster's host namespace holds the API server's files —
 /// the authorizer's configuration and the admission configuration, both
-/// with the cluster's own token (made once: the API server reads them when
-/// it starts) — and says what to start the API server with. `None` when the
-/// platform has no HTTPS URL to be called at, as for the webhook.
+/// with the cluster's own token and the platform's current webhook host
+/// (made anew only when a file is missing or they name another host: the
+/// API server reads them when it starts) — and says what to start the API
+/// server with. `None` when the platform has no HTTPS URL to be called at,
+/// as for the webhook.
 pub async fn prepare(
     ctx: &JobContext,
     host: &HostCluster,
@@ -337,10 +339,10 @@ pub async fn prepare(
         .await?
         .unwrap_or_default();
     let complete = FILES.iter().all(|file| keys.iter().any(|k| k == file));
-    if complete && store::has_authorizer(&ctx.pool, cluster.id).await? {
+    if complete && store::has_authorizer(&ctx.pool, cluster.id, &webhook_host).await? {
         return Ok(Some(files));
     }
-    let token = store::issue_authorizer_token(&ctx.pool, cluster.id).await?;
+    let token = store::issue_authorizer_token(&ctx.pool, cluster.id, &webhook_host).await?;
     let connection = kubeconfig(
         &url(&base, cluster.id),
         &token,

@@ -335,20 +335,24 @@ pub async fn prune(db: &mut sqlx::PgConnection) -> Result<u64, sqlx::Error> {
     Ok(reservations + sums)
 }
 
-/// A new bearer token for the cluster's authorizer, its hash stored in place
-/// of any earlier one. 32 random bytes, base64url.
+/// A new bearer token for the cluster's API server, its hash stored in place
+/// of any earlier one, with the `host:port` its files name for the
+/// platform's webhooks. 32 random bytes, base64url.
 pub async fn issue_authorizer_token(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
+    webhook_host: &str,
 ) -> Result<String, sqlx::Error> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the operating system's random source failed");
     let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
     sqlx::query!(
-        "INSERT INTO cluster_authorizers (cluster_id, token_hash) VALUES ($1, $2)
-         ON CONFLICT (cluster_id) DO UPDATE SET token_hash = EXCLUDED.token_hash",
+        "INSERT INTO cluster_authorizers (cluster_id, token_hash, webhook_host) VALUES ($1, $2, $3)
+         ON CONFLICT (cluster_id) DO UPDATE
+         SET token_hash = EXCLUDED.token_hash, webhook_host = EXCLUDED.webhook_host",
         cluster_id,
         secretbox::hash(&token),
+        webhook_host,
     )
     .execute(db)
     .await?;
@@ -358,27 +362,33 @@ pub async fn issue_authorizer_token(
 /// How a ready cluster's webhook is registered, for `sync-clusters`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Registration {
-    /// With the cluster's token: the configuration can be applied again as
-    /// it is.
+    /// With the cluster's token, for the platform's current webhook host:
+    /// the configuration can be applied again as it is.
     Current,
-    /// Not at all, or with a secret in its URL: the API server needs its
-    /// files first, which an update job writes.
+    /// Not at all, with a secret in its URL, or for another host (the
+    /// platform's URL moved): the API server needs its files first, which
+    /// an update job writes.
     Outdated,
 }
 
 /// The registration of every ready cluster with no active job (one busy
 /// with a job is left to it: its API server may be between two
-/// configurations).
-pub async fn registrations(pool: &PgPool) -> Result<HashMap<Uuid, Registration>, sqlx::Error> {
+/// configurations), against the platform's current `webhook_host`.
+pub async fn registrations(
+    pool: &PgPool,
+    webhook_host: &str,
+) -> Result<HashMap<Uuid, Registration>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT c.id,
-                  EXISTS (SELECT 1 FROM cluster_authorizers a WHERE a.cluster_id = c.id)
+                  EXISTS (SELECT 1 FROM cluster_authorizers a
+                          WHERE a.cluster_id = c.id AND a.webhook_host = $1)
                   AND NOT EXISTS (SELECT 1 FROM cluster_admission_secrets s
                                   WHERE s.cluster_id = c.id) AS "current!"
            FROM clusters c
            WHERE c.status = 'ready' AND c.deleted_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM cluster_jobs j
-                             WHERE j.cluster_id = c.id AND j.status IN ('pending', 'running'))"#
+                             WHERE j.cluster_id = c.id AND j.status IN ('pending', 'running'))"#,
+        webhook_host
     )
     .fetch_all(pool)
     .await?;
@@ -395,14 +405,17 @@ pub async fn registrations(pool: &PgPool) -> Result<HashMap<Uuid, Registration>,
         .collect())
 }
 
-/// Whether the cluster has an authorizer token stored.
+/// Whether the cluster has a token stored for files that name `webhook_host`.
 pub async fn has_authorizer(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
+    webhook_host: &str,
 ) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM cluster_authorizers WHERE cluster_id = $1) AS "exists!""#,
-        cluster_id
+        r#"SELECT EXISTS (SELECT 1 FROM cluster_authorizers
+                          WHERE cluster_id = $1 AND webhook_host = $2) AS "exists!""#,
+        cluster_id,
+        webhook_host
     )
     .fetch_one(db)
     .await

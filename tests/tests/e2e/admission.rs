@@ -433,7 +433,9 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    let token = store::issue_authorizer_token(&db.pool, id).await.unwrap();
+    let token = store::issue_authorizer_token(&db.pool, id, "platform.example:443")
+        .await
+        .unwrap();
     let path = format!("/api/admission/{id}");
     let post = |review: Value| post_as(router.clone(), &path, Some(&token), review);
 
@@ -686,7 +688,7 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
     // deleted one, and the token put where a URL secret went, are told
     // alike, and reserve nothing.
     let other = tests::handlers::seed_cluster(&db.pool).await;
-    let other_token = store::issue_authorizer_token(&db.pool, other)
+    let other_token = store::issue_authorizer_token(&db.pool, other, "platform.example:443")
         .await
         .unwrap();
     sqlx::query("UPDATE clusters SET status = 'deleted', deleted_at = now() WHERE id = $1")
@@ -767,7 +769,9 @@ async fn pods_admitted_at_once_never_pass_the_limit_together() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let token = store::issue_authorizer_token(&db.pool, id).await.unwrap();
+    let token = store::issue_authorizer_token(&db.pool, id, "platform.example:443")
+        .await
+        .unwrap();
     let path = format!("/api/admission/{id}");
     let mut pod = fixture("pod-create.json");
     pod["request"]["object"]["spec"]["containers"][0]["resources"] =
@@ -853,9 +857,10 @@ async fn under_lambda_a_recorded_review_is_answered_through_api_gateway() {
         &[("DATABASE_URL", &db.url), ("AMQP_URL", &amqp_url)],
     );
     let id = tests::handlers::seed_cluster(&db.pool).await;
-    let token = shared::admission::store::issue_authorizer_token(&db.pool, id)
-        .await
-        .unwrap();
+    let token =
+        shared::admission::store::issue_authorizer_token(&db.pool, id, "platform.example:443")
+            .await
+            .unwrap();
     let path = format!("/api/admission/{id}");
     // As the API server sends it: the cluster's token as bearer credential.
     let post_event = |path: &str, body: Value| {
@@ -1209,6 +1214,37 @@ async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
     .await
     .unwrap();
     assert_eq!(left, 0);
+    let report = platform.observe().await;
+    assert_eq!(
+        (report.webhooks_reapplied, report.registrations_renewed),
+        (1, 0)
+    );
+
+    // Files that name another host than the platform's (its URL moved): the
+    // sync leaves the configuration alone (its API server would send no
+    // token to the new host) and an update writes the files anew.
+    sqlx::query(
+        "UPDATE cluster_authorizers SET webhook_host = 'moved.example:443' WHERE cluster_id = $1::uuid",
+    )
+    .bind(&id)
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+    let report = platform.observe().await;
+    assert_eq!(
+        (report.webhooks_reapplied, report.registrations_renewed),
+        (0, 1)
+    );
+    platform.drive().await;
+    let front = platform.front.as_ref().unwrap().url.clone();
+    let stored: String = sqlx::query_scalar(
+        "SELECT webhook_host FROM cluster_authorizers WHERE cluster_id = $1::uuid",
+    )
+    .bind(&id)
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, front.strip_prefix("https://").unwrap());
     let report = platform.observe().await;
     assert_eq!(
         (report.webhooks_reapplied, report.registrations_renewed),

@@ -135,7 +135,7 @@ async fn main() -> anyhow::Result<()> {
     .bind(id)
     .fetch_one(&db.pool)
     .await?;
-    let token = store::issue_authorizer_token(&db.pool, id).await?;
+    let token = store::issue_authorizer_token(&db.pool, id, "127.0.0.1:443").await?;
     store::ensure_reserved(&db.pool, id).await?;
     store::record_usage(
         &db.pool,
