@@ -34,7 +34,8 @@ pub struct ObservationReport {
     /// registered them (whatever the cluster's admin made of them).
     pub webhooks_reapplied: u64,
     /// `cluster_update` jobs enqueued for clusters whose webhook is
-    /// registered with a secret in its URL, or not at all.
+    /// registered with a secret in its URL, not at all, or with files that
+    /// name another host than the platform's.
     pub registrations_renewed: u64,
 }
 
