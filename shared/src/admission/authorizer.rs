@@ -372,6 +372,29 @@ pub async fn prepare(
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_admission_credential_is_named_by_the_webhooks_exact_host_and_port() {
+        assert_eq!(
+            webhook_host("https://platform.example/").as_deref(),
+            Some("platform.example:443")
+        );
+        assert_eq!(
+            webhook_host("https://platform.example:8443/kubebyon").as_deref(),
+            Some("platform.example:8443")
+        );
+        assert_eq!(
+            webhook_host("https://[2001:db8::1]/").as_deref(),
+            Some("[2001:db8::1]:443")
+        );
+        assert_eq!(webhook_host("not a url"), None);
+        let kubeconfig = admission_kubeconfig("platform.example:443", "t0ken");
+        assert!(kubeconfig.contains("- name: 'platform.example:443'\n  user:\n    token: t0ken\n"));
+        assert!(!kubeconfig.contains('*'), "no wildcard user");
+        assert!(admission_configuration().contains(&format!(
+            "kubeConfigFile: {MOUNT_PATH}/{ADMISSION_KUBECONFIG_FILE}"
+        )));
+    }
+
     fn review(user: &str, groups: &[&str], attributes: Value) -> Value {
         json!({ "user": user, "groups": groups, "resourceAttributes": attributes })
     }
