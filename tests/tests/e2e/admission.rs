@@ -28,6 +28,19 @@ async fn vcluster(platform: &Platform, id: &str) -> std::sync::Arc<kube_sim::Sim
         .expect("the control plane runs")
 }
 
+/// Records `secret` as the cluster's webhook URL secret, as a registration
+/// made before its API server had a token left it.
+async fn registered_with_url_secret(platform: &Platform, id: &str, secret: &str) {
+    sqlx::query(
+        "INSERT INTO cluster_admission_secrets (cluster_id, secret_hash) VALUES ($1::uuid, $2)",
+    )
+    .bind(id)
+    .bind(shared::secretbox::hash(secret))
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+}
+
 /// The webhook configuration inside the cluster `id`.
 async fn registered(platform: &Platform, id: &str) -> Value {
     vcluster(platform, id)
@@ -266,14 +279,7 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     // A webhook registered before the API server had a token, with a secret
     // in its URL, is answered at that URL until the next registration.
     let legacy = format!("/api/admission/{id}/legacy-url-secret");
-    sqlx::query(
-        "INSERT INTO cluster_admission_secrets (cluster_id, secret_hash) VALUES ($1::uuid, $2)",
-    )
-    .bind(&id)
-    .bind(shared::secretbox::hash("legacy-url-secret"))
-    .execute(&platform.db.pool)
-    .await
-    .unwrap();
+    registered_with_url_secret(&platform, &id, "legacy-url-secret").await;
     // Scaled to nothing: it asks for no room, so only the credential counts.
     let mut small = fixture("deployment-create.json");
     small["request"]["object"]["spec"]["replicas"] = json!(0);
@@ -1191,14 +1197,7 @@ async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
 
     // Registered with a secret in its URL (before the API server had a
     // token): an update job moves it, and the URL's secret is retired.
-    sqlx::query(
-        "INSERT INTO cluster_admission_secrets (cluster_id, secret_hash) VALUES ($1::uuid, $2)",
-    )
-    .bind(&id)
-    .bind(shared::secretbox::hash("legacy"))
-    .execute(&platform.db.pool)
-    .await
-    .unwrap();
+    registered_with_url_secret(&platform, &id, "legacy").await;
     let report = platform.observe().await;
     assert_eq!(
         (report.webhooks_reapplied, report.registrations_renewed),
