@@ -746,16 +746,7 @@ async fn record_step(
             .await?
             {
                 Ok(()) => outcome = Ok(Recorded::UseTaken((bootstrap, expires_at))),
-                Err(reason) => {
-                    tokens::finish_attempt(
-                        &mut tx,
-                        report.attempt_id,
-                        JoinOutcome::Refused,
-                        Some(&reason),
-                    )
-                    .await?;
-                    outcome = Err((StatusCode::GONE, reason));
-                }
+                Err(reason) => return refuse_use(tx, report, StatusCode::GONE, reason).await,
             }
         }
         (APPROVAL_STEP, "running") => {
