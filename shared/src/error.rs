@@ -23,27 +23,21 @@ pub struct Problem {
     /// Per-field validation messages, when the input was invalid.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
-    /// With `plan_limit_exceeded`: which limit, and by how much.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan_limit: Option<PlanLimit>,
+    /// The members a problem type adds (RFC 9457 §3.2), documented with the
+    /// operations that answer it.
+    #[serde(flatten)]
+    pub extensions: serde_json::Map<String, serde_json::Value>,
 }
 
-/// A limit of the user's plan that a request would pass.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
-pub struct PlanLimit {
-    /// `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib` or `hostnames`.
-    pub resource: String,
-    /// The plan's name.
-    pub plan: String,
-    pub limit: i64,
-    /// What the user has now.
-    pub usage: i64,
-    /// What the request adds.
-    pub requested: i64,
-    /// `usage + requested - limit`: by how much the request passes the limit.
-    pub excess: i64,
-    /// Where the user can choose a bigger plan.
-    pub upgrade_url: String,
+/// A problem a capability defines: its status, code and title, and the
+/// extension members it fills in (RFC 9457 §3.2).
+#[derive(Debug)]
+pub struct ExtendedProblem {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub title: &'static str,
+    pub detail: String,
+    pub extensions: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
@@ -67,9 +61,9 @@ pub enum ApiError {
     Unauthorized { code: &'static str, detail: String },
     #[error("{0}")]
     Forbidden(String),
-    /// The request would pass a limit of the user's plan (403).
-    #[error("{} would exceed the {} plan's limit of {} by {} (in use: {}, requested: {}); upgrade at {}", .0.resource, .0.plan, .0.limit, .0.excess, .0.usage, .0.requested, .0.upgrade_url)]
-    PlanLimitExceeded(Box<PlanLimit>),
+    /// A problem of a capability's own, with its extension members.
+    #[error("{}", .0.detail)]
+    Extended(Box<ExtendedProblem>),
     #[error("{what} not found")]
     NotFound { what: &'static str },
     #[error("{detail}")]
@@ -176,11 +170,7 @@ impl ApiError {
             ),
             Self::Unauthorized { code, .. } => (StatusCode::UNAUTHORIZED, code, "Unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
-            Self::PlanLimitExceeded(_) => (
-                StatusCode::FORBIDDEN,
-                "plan_limit_exceeded",
-                "Plan limit exceeded",
-            ),
+            Self::Extended(problem) => (problem.status, problem.code, problem.title),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", "Not found"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code, "Conflict"),
             Self::Unprocessable { code, .. } => (
@@ -245,10 +235,18 @@ impl ApiError {
             Self::Validation(errors) => errors.clone(),
             _ => Vec::new(),
         };
-        let plan_limit = match self {
-            Self::PlanLimitExceeded(limit) => Some((**limit).clone()),
-            _ => None,
+        let extensions = match self {
+            Self::Extended(problem) => problem.extensions.clone(),
+            _ => serde_json::Map::new(),
         };
+        // The standard members are the kernel's: an extension cannot replace them.
+        let mut extensions = extensions;
+        extensions.retain(|name, _| {
+            !matches!(
+                name.as_str(),
+                "type" | "title" | "status" | "detail" | "code" | "errors"
+            )
+        });
         Problem {
             type_: format!("https://kubebyon.dev/problems/{code}"),
             title: title.into(),
@@ -256,7 +254,7 @@ impl ApiError {
             detail,
             code: code.into(),
             errors,
-            plan_limit,
+            extensions,
         }
     }
 }
@@ -390,6 +388,27 @@ mod tests {
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body["code"], "internal_error");
         assert!(!body.to_string().contains("password"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_capability_s_problem_carries_its_members_beside_the_standard_ones() {
+        let mut extensions = serde_json::Map::new();
+        extensions.insert("quota".into(), serde_json::json!({ "limit": 3 }));
+        extensions.insert("code".into(), serde_json::json!("spoofed"));
+        let (status, content_type, body) = render(ApiError::Extended(Box::new(ExtendedProblem {
+            status: StatusCode::FORBIDDEN,
+            code: "quota_exceeded",
+            title: "Quota exceeded",
+            detail: "three is the limit".into(),
+            extensions,
+        })))
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert_eq!(content_type, "application/problem+json");
+        assert_eq!(body["code"], "quota_exceeded");
+        assert_eq!(body["detail"], "three is the limit");
+        assert_eq!(body["quota"]["limit"], 3);
+        assert_eq!(body["type"], "https://kubebyon.dev/problems/quota_exceeded");
     }
 
     #[tokio::test]

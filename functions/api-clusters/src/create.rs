@@ -157,7 +157,7 @@ impl CreateClusterRequest {
         (status = 202, description = "Accepted; the operation tracks the work", body = OperationAccepted),
         (status = 400, description = "Malformed body", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "Not authenticated", body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The plan's cluster, CPU or memory limit would be passed (`plan_limit_exceeded`, with `plan_limit`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The plan's cluster, CPU or memory limit would be passed (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
         (status = 409, description = "A live cluster of this name exists (`cluster_name_taken`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
     )

@@ -46,7 +46,7 @@ pub struct UpdateClusterRequest {
     request_body = UpdateClusterRequest,
     responses(
         (status = 202, body = OperationAccepted),
-        (status = 403, description = "Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not ready (`cluster_not_ready`) or another operation is active (`cluster_job_active`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),

@@ -116,7 +116,7 @@ pub struct CreateBinding {
 #[utoipa::path(post, path = "/api/console/clusters/{cluster_id}/hostnames", tag = "ingress",
     params(("cluster_id" = Uuid, Path)), request_body = CreateBinding,
     responses((status = 201, body = Binding),
-              (status = 403, description = "The plan's hostname limit is reached (`plan_limit_exceeded`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, description = "The plan's hostname limit is reached (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 409, description = "`hostname_taken` or `hostname_reserved`", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]

@@ -15,8 +15,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{
-    billing::entitlements::{self, Entitlement, Request},
-    error::PlanLimit,
+    billing::entitlements::{self, Entitlement, PlanLimit, Request},
     notifications,
 };
 

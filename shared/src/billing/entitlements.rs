@@ -9,7 +9,61 @@ use sqlx::PgConnection;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::error::{ApiError, PlanLimit};
+use crate::error::{ApiError, ExtendedProblem, Problem};
+
+/// A limit of the user's plan that a request would pass.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
+pub struct PlanLimit {
+    /// `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib` or `hostnames`.
+    pub resource: String,
+    /// The plan's name.
+    pub plan: String,
+    pub limit: i64,
+    /// What the user has now.
+    pub usage: i64,
+    /// What the request adds.
+    pub requested: i64,
+    /// `usage + requested - limit`: by how much the request passes the limit.
+    pub excess: i64,
+    /// Where the user can choose a bigger plan.
+    pub upgrade_url: String,
+}
+
+/// The answer to a request past the plan: 403 `plan_limit_exceeded`, whose
+/// extension member `plan_limit` says which limit and by how much.
+#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
+pub struct PlanLimitProblem {
+    #[serde(flatten)]
+    pub problem: Problem,
+    pub plan_limit: PlanLimit,
+}
+
+impl From<PlanLimit> for ApiError {
+    fn from(limit: PlanLimit) -> Self {
+        let detail = format!(
+            "{} would exceed the {} plan's limit of {} by {} (in use: {}, requested: {}); upgrade at {}",
+            limit.resource,
+            limit.plan,
+            limit.limit,
+            limit.excess,
+            limit.usage,
+            limit.requested,
+            limit.upgrade_url
+        );
+        let mut extensions = serde_json::Map::new();
+        extensions.insert(
+            "plan_limit".into(),
+            serde_json::to_value(limit).expect("a plan limit serializes"),
+        );
+        ApiError::Extended(Box::new(ExtendedProblem {
+            status: axum::http::StatusCode::FORBIDDEN,
+            code: "plan_limit_exceeded",
+            title: "Plan limit exceeded",
+            detail,
+            extensions,
+        }))
+    }
+}
 
 /// Where the plan a user has comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -145,7 +199,7 @@ impl Entitlement {
     /// [`Entitlement::exceeded`] as the API's refusal.
     pub fn require(&self, request: &Request, upgrade_url: &str) -> Result<(), ApiError> {
         match self.exceeded(request, upgrade_url) {
-            Some(limit) => Err(ApiError::PlanLimitExceeded(Box::new(limit))),
+            Some(limit) => Err(limit.into()),
             None => Ok(()),
         }
     }

@@ -35,5 +35,5 @@ pub async fn require(
         return Ok(tx);
     };
     tx.commit().await?;
-    Err(ApiError::PlanLimitExceeded(Box::new(limit)))
+    Err(limit.into())
 }

@@ -2120,6 +2120,13 @@ export interface components {
              */
             usage: number;
         };
+        /**
+         * @description The answer to a request past the plan: 403 `plan_limit_exceeded`, whose
+         *     extension member `plan_limit` says which limit and by how much.
+         */
+        PlanLimitProblem: components["schemas"]["Problem"] & {
+            plan_limit: components["schemas"]["PlanLimit"];
+        };
         /** @description The plan a user has. */
         PlanRef: {
             /** Format: uuid */
@@ -2173,12 +2180,13 @@ export interface components {
             detail: string;
             /** @description Per-field validation messages, when the input was invalid. */
             errors?: components["schemas"]["FieldError"][];
-            plan_limit?: null | components["schemas"]["PlanLimit"];
             /** Format: int32 */
             status: number;
             title: string;
             /** @description A URI naming the problem type: `https://kubebyon.dev/problems/<code>`. */
             type: string;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * @description How the control plane is exposed to the user's nodes.
@@ -5710,7 +5718,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PlanLimitProblem"];
                 };
             };
             /** @description A live cluster of this name exists (`cluster_name_taken`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
@@ -5896,13 +5904,13 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`) */
+            /** @description Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`, with `plan_limit`) */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PlanLimitProblem"];
                 };
             };
             404: {
@@ -6042,13 +6050,13 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The plan's hostname limit is reached (`plan_limit_exceeded`) */
+            /** @description The plan's hostname limit is reached (`plan_limit_exceeded`, with `plan_limit`) */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PlanLimitProblem"];
                 };
             };
             404: {
@@ -7080,13 +7088,13 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `max_uses` is more nodes than the plan has left (`plan_limit_exceeded`) */
+            /** @description `max_uses` is more nodes than the plan has left (`plan_limit_exceeded`, with `plan_limit`) */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PlanLimitProblem"];
                 };
             };
             404: {
