@@ -1,23 +1,35 @@
 #!/usr/bin/env python3
-"""Checks every file that names the platform's functions against the
-manifest, `functions.toml`:
+"""The platform's functions, from one manifest: `functions.toml`.
+
+Generated from it (`--write` writes them; CI fails when one is stale and
+names this command):
+
+- `local`'s registry of every function (functions/local/src/registry.rs):
+  the OpenAPI document's parts, the routers, the schedules, the job handlers;
+- the route table the chart's HTTPRoute and Ingress read
+  (infra/helm/kubebyon/routes.yaml);
+- the console's client routes, for its server (functions/console/src/pages.rs)
+  and its app (functions/console/app/src/clientRoutes.ts);
+- the marked regions of the Helm values (`http`, `jobs`, `schedules`), the
+  compose file's services, the workspace's and `local`'s dependencies.
+
+Checked against it (the check names the file to change):
 
 - the crates under functions/ (one entry each, and no entry without one);
-- the Helm chart's default values: `http`, `jobs` and `schedules` (replicas,
-  host, mode, cron);
 - the AWS template: one function per entry that runs on Lambda (its
-  `Binary`), a schedule run at its interval or once a minute, the
-  scheduler's floor;
-- the image's binary list (infra/Dockerfile);
-- `local`'s dependencies (every HTTP, job and schedule function runs in it);
+  `Binary`), its HTTP API events against the entry's routes, a schedule run
+  at its interval or once a minute, the scheduler's floor;
 - each job function's job type (`JobType` in shared/src/domain.rs) and each
-  schedule's default interval (shared/src/config.rs);
+  schedule's interval (its `SCHEDULE`'s `Millis`, in its crate);
 - docs/architecture.md's table of functions.
 
-Exits 1 naming each disagreement and the file to change; `--self-test`
-checks that planted disagreements are caught.
+Routes: `[METHOD ]PATH`, the method `ANY` when left out; a path ending in
+`/**` is that path and everything under it; `{name}` is one path segment.
+
+`--self-test` checks that planted disagreements are caught.
 """
 
+import difflib
 import os
 import re
 import sys
@@ -25,6 +37,8 @@ import tempfile
 import tomllib
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+COMMAND = "python3 scripts/check-functions.py --write"
+HEADER = f"generated from functions.toml by `{COMMAND}`: do not edit"
 
 
 def read(root, path):
@@ -32,31 +46,245 @@ def read(root, path):
         return f.read()
 
 
-def values_section(text, section):
-    """`name: { key: value, ... }` lines of a top-level section of values.yaml."""
-    out, inside = {}, False
-    for line in text.splitlines():
-        if re.match(rf"^{section}:\s*$", line):
-            inside = True
+def of_kind(manifest, kind):
+    return {n: f for n, f in manifest.items() if f.get("kind") == kind}
+
+
+def snake(name):
+    return name.replace("-", "_")
+
+
+# Routes ----------------------------------------------------------------------
+
+def parse_route(route):
+    """(method, path, under): `under` when the route covers every path below."""
+    method, _, path = route.rpartition(" ")
+    under = path.endswith("/**")
+    if under:
+        path = path[:-3]
+    return method or "ANY", path, under
+
+
+SEGMENT = "[^/]+"
+
+
+def as_regex(path):
+    return "/".join(SEGMENT if re.fullmatch(r"\{[a-z_]+\}", s) else re.escape(s).replace("\\-", "-")
+                    for s in path.split("/"))
+
+
+def route_rules(manifest):
+    """Every HTTP function's routes as the chart's routers take them: the
+    Gateway API match and the Ingress path (a regular expression matched
+    from the start, as ingress-nginx's use-regex does), most specific first."""
+    rules = []
+    for name, f in of_kind(manifest, "http").items():
+        for route in f.get("routes", []):
+            _, path, under = parse_route(route)
+            params = "{" in path
+            if under and path == "":
+                gateway, ingress, rank = ("PathPrefix", "/"), "/", (3, 0)
+            elif under:
+                gateway = ("RegularExpression", as_regex(path) + "(/.*)?") if params else ("PathPrefix", path)
+                ingress, rank = as_regex(path) + "(/.*)?$", (1 if params else 2, -len(path))
+            else:
+                gateway = ("RegularExpression", as_regex(path)) if params else ("Exact", path)
+                ingress, rank = as_regex(path) + "$", (1 if params else 0, -len(path))
+            rules.append((rank, path, gateway, ingress, name))
+    rules.sort(key=lambda r: (r[0], r[1]))
+    return [(g, i, n) for _, _, g, i, n in rules]
+
+
+def yaml_str(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def routes_yaml(manifest):
+    out = [f"# {HEADER}.",
+           "# Each public path's function, most specific first: templates/httproute.yaml",
+           "# and templates/ingress.yaml route by it; tests/tests/e2e/routing.rs checks",
+           "# it against the routers."]
+    for (kind, value), ingress, name in route_rules(manifest):
+        out += [f"- function: {name}", f"  match: {kind}", f"  value: {yaml_str(value)}", f"  ingress: {yaml_str(ingress)}"]
+    return "\n".join(out) + "\n"
+
+
+def sam_events(route):
+    """The HTTP API events a route needs, and the ones it allows besides."""
+    method, path, under = parse_route(route)
+    if not under:
+        return {(method, path)}, set()
+    proxy = f"{path}/{{proxy+}}"
+    return {(method, proxy)}, {(m, path or "/") for m in ("ANY", "GET", "POST", "PUT", "PATCH", "DELETE")
+                               if method in ("ANY", m)}
+
+
+# Generated files and regions ------------------------------------------------
+
+def registry_rs(manifest):
+    http = of_kind(manifest, "http")
+    documented = [n for n, f in http.items() if f.get("openapi", True)]
+    schedules = of_kind(manifest, "schedule")
+    jobs = of_kind(manifest, "job")
+    lines = [f"// {HEADER}.", "",
+             "//! Every function of the platform, as `functions.toml` lists them.", "",
+             "use std::sync::Arc;", "",
+             "use axum::Router;",
+             "use queues::runtime::Schedule;",
+             "use shared::{host::HostCluster, http::AppState, jobs::JobHandler};",
+             "use utoipa::OpenApi;", "",
+             "/// The OpenAPI documents of the HTTP functions, to merge.",
+             f"pub fn documents() -> [utoipa::openapi::OpenApi; {len(documented)}] {{", "    ["]
+    lines += [f"        {snake(n)}::ApiDoc::openapi()," for n in documented]
+    lines += ["    ]", "}", "",
+              "/// Each HTTP function's router, by its name.",
+              f"pub const ROUTERS: [(&str, fn() -> Router<AppState>); {len(http)}] = ["]
+    lines += [f'    ("{n}", {snake(n)}::router),' for n in http]
+    lines += ["];", "",
+              "/// Every schedule function.",
+              f"pub fn schedules() -> [&'static Schedule; {len(schedules)}] {{", "    ["]
+    lines += [f"        &{snake(n)}::SCHEDULE," for n in schedules]
+    lines += ["    ]", "}", "",
+              "/// Every job function's handler, acting on `host`.",
+              "pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {", "    vec!["]
+    lines += [f"        Arc::new({snake(n)}::{f['handler']}::new(host.clone()))," for n, f in jobs.items()]
+    lines += ["    ]", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def console_routes(manifest):
+    console = manifest.get("console", {})
+    return console.get("pages", []), console.get("public_pages", [])
+
+
+def pages_rs(manifest):
+    pages, public = console_routes(manifest)
+    axum = [p[:-3] + "/{*rest}" if p.endswith("/**") else p for p in pages + public]
+    lines = [f"// {HEADER}.", "",
+             "/// The paths the single-page app answers itself: each gets `index.html`.",
+             "/// Anything else is the API's or a 404.",
+             "pub const CLIENT_ROUTES: &[&str] = &["]
+    lines += [f'    "{p}",' for p in axum]
+    return "\n".join(lines + ["];"]) + "\n"
+
+
+def client_routes_ts(manifest):
+    pages, public = console_routes(manifest)
+    quote = lambda items: ", ".join(f'"{p}"' for p in items)
+    return (f"// {HEADER}.\n\n"
+            "/// The pages a signed-out reader may see; every other page asks to sign in.\n"
+            f"export const PUBLIC_PAGES: readonly string[] = [{quote(public)}];\n\n"
+            "/// The pages the `console` function answers with the app (`/**`: and every path under).\n"
+            f"export const PAGES: readonly string[] = [{quote(pages)}];\n")
+
+
+def values_regions(manifest):
+    def entry(name, f, keys):
+        fields = []
+        for key in keys:
+            if key in f:
+                v = f[key]
+                v = str(v).lower() if isinstance(v, bool) else (f'"{v}"' if key == "cron" else v)
+                fields.append(f"{key}: {v}")
+        return f"  {name}: {{ {', '.join(fields)} }}"
+    return {
+        "http": [entry(n, f, ["replicas", "host"]) for n, f in of_kind(manifest, "http").items()],
+        "jobs": [entry(n, f, ["replicas"]) for n, f in of_kind(manifest, "job").items()],
+        "schedules": [entry(n, f, ["mode", "cron", "host"]) for n, f in of_kind(manifest, "schedule").items()],
+    }
+
+
+def compose_region(manifest):
+    lines = []
+    for name, f in manifest.items():
+        if f.get("kind") == "tool":
             continue
-        if inside and line and not line.startswith((" ", "#")):
-            break
-        m = re.match(r"^\s+([a-z0-9-]+):\s*\{(.*)\}\s*$", line) if inside else None
-        if m:
-            fields = dict(re.findall(r"([a-z_]+):\s*(\"[^\"]*\"|[^,]+?)\s*(?:,|$)", m.group(2)))
-            out[m.group(1)] = {k: v.strip('"') for k, v in fields.items()}
+        lines += [f"  {name}:", "    <<: *kubebyon", f'    command: ["{name}"]']
+        if "port" in f:
+            lines += ["    environment:", "      <<: *env", f'      PORT: "{f["port"]}"',
+                      f'    ports: ["{f["port"]}:{f["port"]}"]']
+    return lines
+
+
+def dependency_region(manifest, form):
+    return [form.format(name=n) for n, f in manifest.items() if f.get("kind") != "tool"]
+
+
+def generated(manifest):
+    """path → whole file, or path → {region: lines}."""
+    return {
+        "functions/local/src/registry.rs": registry_rs(manifest),
+        "functions/console/src/pages.rs": pages_rs(manifest),
+        "functions/console/app/src/clientRoutes.ts": client_routes_ts(manifest),
+        "infra/helm/kubebyon/routes.yaml": routes_yaml(manifest),
+        "infra/helm/kubebyon/values.yaml": values_regions(manifest),
+        "infra/compose/compose.yaml": {"services": compose_region(manifest)},
+        "Cargo.toml": {"functions": dependency_region(manifest, '{name} = {{ path = "functions/{name}" }}')},
+        "functions/local/Cargo.toml": {"functions": dependency_region(manifest, "{name}.workspace = true")},
+    }
+
+
+def begin(region):
+    return f"# >>> {region}: {HEADER}"
+
+
+def end(region):
+    return f"# <<< {region}"
+
+
+def fill(text, regions, path):
+    """`text` with each marked region's lines replaced; a missing marker is an error."""
+    lines = text.split("\n")
+    stripped = lambda: [line.strip() for line in lines]
+    for region, body in regions.items():
+        try:
+            i = stripped().index(begin(region))
+            j = stripped().index(end(region), i)
+        except ValueError:
+            raise SystemExit(f"{path}: no region marked `{begin(region)}` … `{end(region)}`")
+        lines[i + 1:j] = body
+    return "\n".join(lines)
+
+
+def expected_files(root, manifest):
+    out = {}
+    for path, content in generated(manifest).items():
+        if isinstance(content, dict):
+            content = fill(read(root, path), content, path)
+        out[path] = content
     return out
 
 
+def stale(root, manifest):
+    """(path, diff) of each generated file that is not what the manifest makes."""
+    out = []
+    for path, want in expected_files(root, manifest).items():
+        full = os.path.join(root, path)
+        have = read(root, path) if os.path.exists(full) else ""
+        if have != want:
+            diff = "".join(difflib.unified_diff(have.splitlines(True), want.splitlines(True),
+                                                f"{path} (as it is)", f"{path} (from functions.toml)", n=1))
+            out.append((path, diff))
+    return out
+
+
+def write(root, manifest):
+    for path, want in expected_files(root, manifest).items():
+        with open(os.path.join(root, path), "w", encoding="utf-8") as f:
+            f.write(want)
+
+
+# Checks ---------------------------------------------------------------------
+
 def template_functions(text):
-    """Binary → the ScheduleExpression of its resource, if it has one."""
+    """Binary → (its ScheduleExpression or None, its HttpApi events)."""
     out = {}
-    blocks = re.split(r"\n  (?=[A-Z][A-Za-z0-9]*:\n)", text)
-    for block in blocks:
+    for block in re.split(r"\n  (?=[A-Z][A-Za-z0-9]*:\n)", text):
         binary = re.search(r"^\s+Binary:\s*([a-z0-9-]+)\s*$", block, re.M)
         if binary:
             rate = re.search(r"ScheduleExpression:\s*(rate\([^)]*\))", block)
-            out[binary.group(1)] = rate.group(1) if rate else None
+            events = set((m, p) for p, m in re.findall(r"Path:\s*(\S+)\s*\n\s*Method:\s*(\S+)", block))
+            out[binary.group(1)] = (rate.group(1) if rate else None, events)
     return out
 
 
@@ -76,30 +304,24 @@ def check(root):
         say("functions.toml", f"functions/{name} has no entry")
     for name in sorted(manifest.keys() - crates):
         say("functions.toml", f"{name} has no crate under functions/")
-    of_kind = lambda kind: {n: f for n, f in manifest.items() if f.get("kind") == kind}
+    shape = len(problems)
     for name, f in manifest.items():
-        if f.get("kind") not in ("http", "job", "schedule", "tool"):
+        kind = f.get("kind")
+        if kind not in ("http", "job", "schedule", "tool"):
             say("functions.toml", f"{name}: kind must be http, job, schedule or tool")
+        if kind == "http" and not f.get("routes"):
+            say("functions.toml", f"{name}: an http function needs its routes")
+        if kind == "job" and not f.get("handler"):
+            say("functions.toml", f"{name}: a job function needs its handler type")
+        for route in f.get("routes", []):
+            method, path, _ = parse_route(route)
+            if method not in ("ANY", "GET", "POST", "PUT", "PATCH", "DELETE") or not re.fullmatch(
+                    r"(/([a-z0-9._-]+|\{[a-z_]+\}))*/?", path):
+                say("functions.toml", f"{name}: route {route!r} is not `[METHOD ]/path[/**]`")
 
-    values = read(root, "infra/helm/kubebyon/values.yaml")
-    for section, kind, keys in [("http", "http", ["replicas", "host"]),
-                                ("jobs", "job", ["replicas"]),
-                                ("schedules", "schedule", ["mode", "host", "cron"])]:
-        listed = values_section(values, section)
-        wanted = of_kind(kind)
-        for name in sorted(wanted.keys() - listed.keys()):
-            say("infra/helm/kubebyon/values.yaml", f"`{section}` lacks {name}")
-        for name in sorted(listed.keys() - wanted.keys()):
-            say("infra/helm/kubebyon/values.yaml", f"`{section}` lists {name}, which functions.toml does not")
-        for name in sorted(wanted.keys() & listed.keys()):
-            for key in keys:
-                want = wanted[name].get(key)
-                if want is None:
-                    continue
-                want = str(want).lower()
-                if listed[name].get(key) != want:
-                    say("infra/helm/kubebyon/values.yaml",
-                        f"{section}.{name}.{key} is {listed[name].get(key)!r}, functions.toml says {want!r}")
+    if len(problems) == shape:  # the manifest can be read: its generated files
+        for path, diff in stale(root, manifest):
+            say(path, f"stale; `{COMMAND}` regenerates it:\n{diff}")
 
     deployed = template_functions(read(root, "infra/aws/template.yaml"))
     on_lambda = {n for n, f in manifest.items() if f.get("lambda", True)}
@@ -107,35 +329,36 @@ def check(root):
         say("infra/aws/template.yaml", f"no function with `Binary: {name}`")
     for name in sorted(deployed.keys() - on_lambda):
         say("infra/aws/template.yaml", f"`Binary: {name}` is not a Lambda function of functions.toml")
-    for name, f in sorted(of_kind("schedule").items()):
-        if name in deployed and deployed[name] != rate_for(f["interval_ms"]):
+    for name, f in sorted(of_kind(manifest, "schedule").items()):
+        if name in deployed and deployed[name][0] != rate_for(f["interval_ms"]):
             say("infra/aws/template.yaml",
-                f"{name} runs at {deployed[name]}; functions.toml's {f['interval_ms']} ms is {rate_for(f['interval_ms'])}")
-
-    image = re.search(r"for f in ([^;]+); do", read(root, "infra/Dockerfile").replace("\\\n", " "))
-    binaries = set(image.group(1).split()) if image else set()
-    for name in sorted(manifest.keys() - binaries):
-        say("infra/Dockerfile", f"the image's binary list lacks {name}")
-    for name in sorted(binaries - manifest.keys()):
-        say("infra/Dockerfile", f"the image's binary list names {name}, which functions.toml does not")
-
-    local = read(root, "functions/local/Cargo.toml")
-    for name, f in sorted(manifest.items()):
-        if f.get("kind") != "tool" and not re.search(rf"^{re.escape(name)}\.workspace = true", local, re.M):
-            say("functions/local/Cargo.toml", f"`local` does not depend on {name}")
+                f"{name} runs at {deployed[name][0]}; functions.toml's {f['interval_ms']} ms is {rate_for(f['interval_ms'])}")
+    for name, f in sorted(of_kind(manifest, "http").items()):
+        if name not in deployed:
+            continue
+        events = deployed[name][1]
+        allowed = set()
+        for route in f.get("routes", []):
+            needed, optional = sam_events(route)
+            allowed |= needed | optional
+            for method, path in sorted(needed - events):
+                say("infra/aws/template.yaml", f"{name} has no HttpApi event `{method} {path}` (route {route!r})")
+        for method, path in sorted(events - allowed):
+            say("infra/aws/template.yaml", f"{name}'s HttpApi event `{method} {path}` is none of its routes in functions.toml")
 
     domain = read(root, "shared/src/domain.rs")
-    for name, f in sorted(of_kind("job").items()):
+    for name, f in sorted(of_kind(manifest, "job").items()):
         if f'=> "{f.get("job_type")}"' not in domain:
             say("shared/src/domain.rs", f"{name}'s job type {f.get('job_type')!r} is not a JobType")
 
-    config = read(root, "shared/src/config.rs")
-    for name, f in sorted(of_kind("schedule").items()):
-        m = re.search(rf'"{re.escape(f["interval_env"])}",\s*([0-9_]+)\)', config)
+    for name, f in sorted(of_kind(manifest, "schedule").items()):
+        source = f"functions/{name}/src/lib.rs"
+        m = re.search(rf'interval: Millis::new\("{re.escape(f["interval_env"])}",\s*([0-9_]+)\)',
+                      read(root, source) if os.path.exists(os.path.join(root, source)) else "")
         default = int(m.group(1).replace("_", "")) if m else None
         if default != f["interval_ms"]:
-            say("shared/src/config.rs",
-                f"{f['interval_env']} defaults to {default}, functions.toml says {f['interval_ms']} for {name}")
+            say(source, f"{name}'s interval is `Millis::new({f['interval_env']!r}, {default})`, "
+                        f"functions.toml says {f['interval_ms']}")
 
     architecture = read(root, "docs/architecture.md")
     for name in sorted(manifest):
@@ -148,58 +371,94 @@ def check(root):
 
 def self_test():
     with tempfile.TemporaryDirectory() as root:
-        def write(path, text):
+        def put(path, text):
             os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
             with open(os.path.join(root, path), "w", encoding="utf-8") as f:
                 f.write(text)
-        for name in ["api-a", "job-b", "sync-c", "extra"]:
-            write(f"functions/{name}/Cargo.toml", "")
-        write("functions.toml", '[api-a]\nkind = "http"\nhost = true\nreplicas = 2\n'
-              '[job-b]\nkind = "job"\njob_type = "b_job"\nreplicas = 1\n'
-              '[sync-c]\nkind = "schedule"\nmode = "loop"\nhost = false\n'
-              'interval_env = "C_MS"\ninterval_ms = 120000\n'
-              '[gone]\nkind = "tool"\nlambda = false\n[local]\nkind = "tool"\nlambda = false\n')
-        write("infra/helm/kubebyon/values.yaml", "http:\n  api-a: { replicas: 3, host: true }\n"
-              "jobs:\n  job-b: { replicas: 1 }\n  job-x: { replicas: 1 }\n"
-              "schedules:\n  sync-c: { mode: loop, host: false }\n")
-        write("infra/aws/template.yaml", "Resources:\n  A:\n    Metadata:\n      BuildProperties:\n        Binary: api-a\n"
-              "  C:\n    Metadata:\n      BuildProperties:\n        Binary: sync-c\n"
-              "    Properties:\n      Events:\n        E:\n          Properties:\n            ScheduleExpression: rate(1 minute)\n")
-        write("infra/Dockerfile", "RUN for f in api-a job-b gone local; do cp; done\n")
-        write("functions/local/Cargo.toml", "api-a.workspace = true\njob-b.workspace = true\n")
-        write("shared/src/domain.rs", 'Self::B => "b_job",\n')
-        write("shared/src/config.rs", 'positive_millis(source, "C_MS", 60_000)?,\n')
-        write("docs/architecture.md", "| `functions/api-a` | |\n| `functions/job-a`, `-b` | |\n| `functions/local` | |\n")
+        for name in ["api-a", "job-b", "sync-c", "extra", "local"]:
+            put(f"functions/{name}/Cargo.toml", "")
+        manifest = ('[api-a]\nkind = "http"\nhost = true\nreplicas = 2\n'
+                    'routes = ["/api/a/**", "GET /api/x/{id}"]\n'
+                    '[job-b]\nkind = "job"\njob_type = "b_job"\nreplicas = 1\nhandler = "B"\n'
+                    '[sync-c]\nkind = "schedule"\nmode = "loop"\nhost = false\n'
+                    'interval_env = "C_MS"\ninterval_ms = 120000\n'
+                    '[local]\nkind = "tool"\nlambda = false\n')
+        put("functions.toml", manifest)
+        marked = lambda *regions: "".join(f"{begin(r)}\n{end(r)}\n" for r in regions)
+        put("infra/helm/kubebyon/values.yaml", "image: x\n" + marked("http", "jobs", "schedules"))
+        put("infra/compose/compose.yaml", marked("services"))
+        put("Cargo.toml", marked("functions"))
+        put("functions/local/Cargo.toml", marked("functions"))
+        put("infra/aws/template.yaml",
+            "Resources:\n  A:\n    Metadata:\n      BuildProperties:\n        Binary: api-a\n"
+            "    Properties:\n      Events:\n        E:\n          Properties:\n"
+            "            Path: /api/a/{proxy+}\n            Method: ANY\n"
+            "        F:\n          Properties:\n            Path: /api/y\n            Method: GET\n"
+            "  C:\n    Metadata:\n      BuildProperties:\n        Binary: sync-c\n"
+            "    Properties:\n      Events:\n        E:\n          Properties:\n            ScheduleExpression: rate(1 minute)\n")
+        put("shared/src/domain.rs", 'Self::B => "b_job",\n')
+        put("functions/sync-c/src/lib.rs", '    interval: Millis::new("C_MS", 60_000),\n')
+        put("docs/architecture.md", "| `functions/api-a` | |\n| `functions/job-a`, `-b` | |\n| `functions/local` | |\n")
+        for path in ["functions/local/src/registry.rs", "functions/console/src/pages.rs",
+                     "functions/console/app/src/clientRoutes.ts", "infra/helm/kubebyon/routes.yaml"]:
+            put(path, "")
+        write(root, tomllib.loads(manifest))
+        clean = check(root)
+        # Now plant disagreements.
+        values = read(root, "infra/helm/kubebyon/values.yaml")
+        put("infra/helm/kubebyon/values.yaml", values.replace("replicas: 2", "replicas: 3"))
+        put("infra/helm/kubebyon/routes.yaml", "")
         found = "\n".join(check(root))
+        put("functions.toml", manifest.replace('handler = "B"\n', "") + '[gone]\nkind = "tool"\n')
+        found_manifest = "\n".join(check(root))
+    routes = routes_yaml(tomllib.loads(manifest))
     expected = [
         "functions.toml: functions/extra has no entry",
-        "functions.toml: gone has no crate under functions/",
-        "infra/helm/kubebyon/values.yaml: http.api-a.replicas is '3', functions.toml says '2'",
-        "infra/helm/kubebyon/values.yaml: `jobs` lists job-x, which functions.toml does not",
+        "infra/helm/kubebyon/values.yaml: stale; `python3 scripts/check-functions.py --write` regenerates it",
+        "+  api-a: { replicas: 2, host: true }",
+        "infra/helm/kubebyon/routes.yaml: stale",
         "infra/aws/template.yaml: no function with `Binary: job-b`",
         "infra/aws/template.yaml: sync-c runs at rate(1 minute); functions.toml's 120000 ms is rate(2 minutes)",
-        "infra/Dockerfile: the image's binary list lacks sync-c",
-        "functions/local/Cargo.toml: `local` does not depend on sync-c",
-        "shared/src/config.rs: C_MS defaults to 60000, functions.toml says 120000 for sync-c",
+        "infra/aws/template.yaml: api-a has no HttpApi event `GET /api/x/{id}` (route 'GET /api/x/{id}')",
+        "infra/aws/template.yaml: api-a's HttpApi event `GET /api/y` is none of its routes in functions.toml",
+        "functions/sync-c/src/lib.rs: sync-c's interval is `Millis::new('C_MS', 60000)`, functions.toml says 120000",
         "docs/architecture.md: the table of functions has no row for functions/sync-c",
     ]
-    missing = [e for e in expected if e not in found]
-    if missing or "no row for functions/job-b" in found or "no row for functions/api-a" in found:
-        print("self-test failed; found:\n" + found, file=sys.stderr)
+    expected_manifest = [
+        "functions.toml: gone has no crate under functions/",
+        "functions.toml: job-b: a job function needs its handler type",
+    ]
+    missing = [e for e in expected if e not in found] + [e for e in expected_manifest if e not in found_manifest]
+    wrong = [
+        any("stale" in p for p in clean),  # what --write wrote is current
+        "no row for functions/job-b" in found or "no row for functions/api-a" in found,
+        '- function: api-a\n  match: RegularExpression\n  value: "/api/x/[^/]+"\n  ingress: "/api/x/[^/]+$"' not in routes,
+        '- function: api-a\n  match: PathPrefix\n  value: "/api/a"\n  ingress: "/api/a(/.*)?$"' not in routes,
+        routes.index("/api/x/") > routes.index("/api/a"),  # the regular expression first
+    ]
+    if missing or any(wrong):
+        print("self-test failed; missing:\n" + "\n".join(missing) + "\nfound:\n" + found
+              + "\n" + found_manifest + f"\nclean: {clean}\nchecks: {wrong}\nroutes:\n{routes}", file=sys.stderr)
         sys.exit(1)
-    print("check-functions self-test: planted disagreements caught")
+    print("check-functions self-test: planted disagreements caught, --write output is current")
 
 
 def main():
-    if sys.argv[1:] == ["--self-test"]:
+    args = sys.argv[1:]
+    if args == ["--self-test"]:
         self_test()
         return
+    if args == ["--write"]:
+        write(ROOT, tomllib.loads(read(ROOT, "functions.toml")))
+    elif args:
+        sys.exit(f"usage: {sys.argv[0]} [--write | --self-test]")
     problems = check(ROOT)
     if problems:
         print("functions.toml and the files that name functions disagree:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
-        print("Change the file named, or the manifest when it is the manifest that is wrong.", file=sys.stderr)
+        print(f"Run `{COMMAND}` for the generated files; change the file named, or the manifest"
+              " when it is the manifest that is wrong.", file=sys.stderr)
         sys.exit(1)
     print(f"functions.toml: {len(tomllib.loads(read(ROOT, 'functions.toml')))} functions, every file agrees")
 

@@ -2,14 +2,14 @@
 //! settings once, sets up tracing and the database pool, and picks its runtime:
 //! Lambda when `AWS_LAMBDA_RUNTIME_API` is set, a long-running process otherwise.
 
-use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{future::Future, pin::Pin, sync::Arc};
 
 use anyhow::Context;
 use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
 use axum::Router;
 use lambda_runtime::{LambdaEvent, service_fn};
 use shared::{
-    config::Settings,
+    config::{Millis, Settings},
     db,
     host::HostCluster,
     http::{AppState, Identity, with_common_layers},
@@ -229,8 +229,9 @@ pub type ScheduleRun =
 /// `local` runs every one of them on its interval.
 pub struct Schedule {
     pub name: &'static str,
-    /// How often it runs when it loops (read from the settings).
-    pub interval: fn(&Settings) -> Duration,
+    /// How often it runs when it loops: its variable and default
+    /// (functions.toml's `interval_env` and `interval_ms`).
+    pub interval: Millis,
     /// Whether it acts on the host cluster (then `KUBEBYON_HOST_KUBECONFIG` is required).
     pub needs_host: bool,
     /// Whether it publishes jobs (then `AMQP_URL` is required).
@@ -308,7 +309,7 @@ pub async fn schedule_function(schedule: &'static Schedule) -> anyhow::Result<()
         host,
         publisher,
     );
-    let mode = ScheduleMode::from_process((schedule.interval)(&platform.settings));
+    let mode = ScheduleMode::from_process(schedule.interval.read(&platform.settings.environment)?);
     if matches!(mode, ScheduleMode::Loop(_)) {
         serve_metrics(&platform.settings, platform.pool.clone(), ANY).await?;
     }

@@ -3,7 +3,7 @@
 //! A missing or malformed variable stops the process with an error that names it.
 //! Secrets are wrapped in [`SecretString`] so they cannot be printed by accident.
 
-use std::{collections::HashMap, fmt, str::FromStr, time::Duration};
+use std::{collections::HashMap, fmt, str::FromStr, sync::Arc, time::Duration};
 
 use secrecy::{ExposeSecret, SecretString};
 
@@ -24,6 +24,51 @@ pub trait Source {
     fn get(&self, name: &str) -> Option<String> {
         self.raw(name).filter(|v| !v.is_empty())
     }
+
+    /// This source, as [`Settings`] keep it for the capabilities that read
+    /// their own variables later.
+    fn keep(&self) -> Arc<dyn Source + Send + Sync>;
+}
+
+/// The variables the settings were read from: each capability reads its
+/// own settings from them (`Settings::environment`). Never printed.
+#[derive(Clone)]
+pub struct Environment(Arc<dyn Source + Send + Sync>);
+
+impl Source for Environment {
+    fn raw(&self, name: &str) -> Option<String> {
+        self.0.raw(name)
+    }
+
+    fn keep(&self) -> Arc<dyn Source + Send + Sync> {
+        self.0.clone()
+    }
+}
+
+impl fmt::Debug for Environment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Environment(..)")
+    }
+}
+
+/// A duration in milliseconds that a variable sets, and its default: a
+/// schedule's interval, a capability's own timing.
+#[derive(Debug, Clone, Copy)]
+pub struct Millis {
+    pub name: &'static str,
+    pub default: u64,
+}
+
+impl Millis {
+    pub const fn new(name: &'static str, default: u64) -> Self {
+        Self { name, default }
+    }
+
+    /// The value in `source`, the default when unset; 0 or malformed is an
+    /// error naming the variable.
+    pub fn read(&self, source: &dyn Source) -> Result<Duration, ConfigError> {
+        positive_millis(source, self.name, self.default)
+    }
 }
 
 /// The process environment, with the secrets [`fetch_secrets`] fetched.
@@ -34,6 +79,10 @@ impl Source for ProcessEnv {
         std::env::var(name)
             .ok()
             .or_else(|| FETCHED.get()?.get(name).cloned())
+    }
+
+    fn keep(&self) -> Arc<dyn Source + Send + Sync> {
+        Arc::new(ProcessEnv)
     }
 }
 
@@ -166,6 +215,27 @@ impl Source for HashMap<&str, &str> {
     fn raw(&self, name: &str) -> Option<String> {
         HashMap::get(self, name).map(|v| v.to_string())
     }
+
+    fn keep(&self) -> Arc<dyn Source + Send + Sync> {
+        Arc::new(Kept(
+            self.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ))
+    }
+}
+
+/// A map of variables, kept.
+struct Kept(HashMap<String, String>);
+
+impl Source for Kept {
+    fn raw(&self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+
+    fn keep(&self) -> Arc<dyn Source + Send + Sync> {
+        Arc::new(Kept(self.0.clone()))
+    }
 }
 
 fn parse<T>(source: &dyn Source, name: &'static str) -> Result<Option<T>, ConfigError>
@@ -184,7 +254,7 @@ where
         .transpose()
 }
 
-fn parse_or<T>(source: &dyn Source, name: &'static str, default: T) -> Result<T, ConfigError>
+pub fn parse_or<T>(source: &dyn Source, name: &'static str, default: T) -> Result<T, ConfigError>
 where
     T: FromStr,
     T::Err: fmt::Display,
@@ -515,26 +585,10 @@ pub struct Settings {
     /// `KUBEBYON_MAX_CONCURRENT_REQUESTS` (default 256): past it, 503
     /// `overloaded` at once, per process.
     pub max_concurrent_requests: usize,
-    pub sweep_interval: Duration,
-    /// How often `sync-clusters` checks each control plane.
-    pub observe_interval: Duration,
-    /// How often `sync-nodes` lists each cluster's nodes.
-    pub node_sync_interval: Duration,
     /// A node whose kubelet has not posted status for this long is offline.
     pub node_offline_after: Duration,
-    /// How often `sync-metrics` takes a snapshot of each control plane.
-    pub metrics_interval: Duration,
     /// How long control-plane metrics are kept.
     pub metrics_retention: Duration,
-    /// How often `sync-dns` converges the zone.
-    pub dns_interval: Duration,
-    /// How often `notify` delivers the notifications that are due.
-    pub notify_interval: Duration,
-    /// The wait before a notification's second attempt; it doubles with
-    /// each further one, up to an hour.
-    pub notify_retry_base: Duration,
-    /// Attempts per notification and channel before it is `failed`.
-    pub notify_max_attempts: i32,
     /// Base URL of the public `join` function; join commands point under it.
     pub join_base_url: String,
     /// `KUBEBYON_ALLOW_PRIVATE_OUTBOUND` (default false): let the URLs the
@@ -590,6 +644,9 @@ pub struct Settings {
     /// The OAuth providers' endpoints (configurable, so tests can use loopback servers).
     pub oauth: OAuthEndpoints,
     pub jobs: JobSettings,
+    /// The variables these were read from, for the settings a capability
+    /// reads itself.
+    pub environment: Environment,
 }
 
 impl Settings {
@@ -693,24 +750,8 @@ impl Settings {
                 }
                 n => n,
             },
-            sweep_interval: positive_millis(source, "SWEEP_INTERVAL_MS", 5_000)?,
-            observe_interval: positive_millis(source, "SYNC_CLUSTERS_INTERVAL_MS", 30_000)?,
-            node_sync_interval: positive_millis(source, "SYNC_NODES_INTERVAL_MS", 15_000)?,
             node_offline_after: positive_millis(source, "NODE_OFFLINE_AFTER_MS", 120_000)?,
-            metrics_interval: positive_millis(source, "SYNC_METRICS_INTERVAL_MS", 60_000)?,
             metrics_retention: positive_millis(source, "METRICS_RETENTION_MS", 7 * 86_400_000)?,
-            dns_interval: positive_millis(source, "SYNC_DNS_INTERVAL_MS", 60_000)?,
-            notify_interval: positive_millis(source, "NOTIFY_INTERVAL_MS", 5_000)?,
-            notify_retry_base: positive_millis(source, "NOTIFY_RETRY_BASE_MS", 10_000)?,
-            notify_max_attempts: match parse_or(source, "NOTIFY_MAX_ATTEMPTS", 8)? {
-                n @ 1..=50 => n,
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        name: "NOTIFY_MAX_ATTEMPTS",
-                        reason: "must be between 1 and 50".into(),
-                    });
-                }
-            },
             join_base_url,
             allow_private_outbound,
             join_token_default_ttl,
@@ -799,6 +840,7 @@ impl Settings {
                 }
             },
             jobs: JobSettings::from_source(source)?,
+            environment: Environment(source.keep()),
         })
     }
 
@@ -831,6 +873,32 @@ fn default_worker_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capability_reads_its_own_variables_from_the_settings_and_they_never_print() {
+        let source = HashMap::from([
+            ("DATABASE_URL", "postgres://app:hunter2@db/app"),
+            ("SOME_CAPABILITY_MS", "250"),
+            ("ZERO_MS", "0"),
+        ]);
+        let settings = Settings::from_source(&source).unwrap();
+        let environment = settings.environment.clone();
+        drop(settings);
+        assert_eq!(
+            Millis::new("SOME_CAPABILITY_MS", 1).read(&environment).unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            Millis::new("UNSET_MS", 7).read(&environment).unwrap(),
+            Duration::from_millis(7)
+        );
+        assert!(matches!(
+            Millis::new("ZERO_MS", 7).read(&environment),
+            Err(ConfigError::Invalid { name: "ZERO_MS", .. })
+        ));
+        let printed = format!("{:?}", Settings::from_source(&source).unwrap());
+        assert!(!printed.contains("hunter2"), "{printed}");
+    }
 
     #[test]
     fn defaults_apply_when_nothing_is_set() {

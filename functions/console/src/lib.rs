@@ -29,25 +29,12 @@ pub struct Asset {
 
 include!(concat!(env!("OUT_DIR"), "/assets.rs"));
 
+mod pages;
+pub use pages::CLIENT_ROUTES;
+
 /// The console's Content-Security-Policy: its own origin only; images may
 /// also be `data:` URLs (the chart library's); nothing may frame it.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
-/// The paths the single-page app answers itself (App.tsx): each gets
-/// `index.html`. Anything else is the API's or a 404.
-pub const CLIENT_ROUTES: &[&str] = &[
-    "/",
-    "/sign-in",
-    "/sign-up",
-    "/confirm",
-    "/reset-password",
-    "/clusters",
-    "/clusters/{*rest}",
-    "/account",
-    "/billing",
-    "/admin",
-    "/admin/{*rest}",
-];
 
 /// The console's routes over the embedded assets.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {

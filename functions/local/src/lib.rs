@@ -14,15 +14,13 @@
 //! else switches that identity on: without the flag, callers authenticate.
 
 mod postgres;
+mod registry;
 
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use axum::Router;
-use queues::{
-    AmqpPublisher, Consumer, Topology, inprocess,
-    runtime::{Schedule, ScheduleContext},
-};
+use queues::{AmqpPublisher, Consumer, Topology, inprocess, runtime::ScheduleContext};
 use secrecy::SecretString;
 use shared::{
     accounts::AdminUpsert,
@@ -30,66 +28,26 @@ use shared::{
     db,
     host::HostCluster,
     http::{AppState, Identity, loopback_only, with_common_layers},
-    jobs::{self, JobHandler, JobPublisher, Worker},
+    jobs::{self, JobPublisher, Worker},
     runtime::{report_failed_run, serve_http_on},
     telemetry,
 };
 use tokio::sync::watch;
-use utoipa::OpenApi;
 
 pub use postgres::{EmbeddedPostgres, run_as};
+pub use registry::{ROUTERS, handlers, schedules};
 
 /// The OpenAPI document of every HTTP function.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    shared::openapi::document([
-        api_auth::ApiDoc::openapi(),
-        api_account::ApiDoc::openapi(),
-        api_ingress::ApiDoc::openapi(),
-        api_clusters::ApiDoc::openapi(),
-        api_nodes::ApiDoc::openapi(),
-        api_admin::ApiDoc::openapi(),
-        api_billing::ApiDoc::openapi(),
-        join::ApiDoc::openapi(),
-        admission::ApiDoc::openapi(),
-    ])
+    shared::openapi::document(registry::documents())
 }
 
 /// Every HTTP function's routes, as the API gateway would mount them: the
 /// API under `/api`, the join endpoints, and the console at `/`.
 pub fn routes() -> Router<AppState> {
-    api_clusters::router()
-        .merge(api_auth::router())
-        .merge(api_account::router())
-        .merge(api_ingress::router())
-        .merge(api_nodes::router())
-        .merge(api_admin::router())
-        .merge(api_billing::router())
-        .merge(join::router())
-        .merge(admission::router())
-        .merge(console::router())
-}
-
-/// Every schedule function, run on its interval.
-pub fn schedules() -> [&'static Schedule; 6] {
-    [
-        &sweep::SCHEDULE,
-        &sync_clusters::SCHEDULE,
-        &sync_nodes::SCHEDULE,
-        &sync_metrics::SCHEDULE,
-        &sync_dns::SCHEDULE,
-        &notify::SCHEDULE,
-    ]
-}
-
-/// Every job handler, acting on `host`.
-pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {
-    vec![
-        Arc::new(job_cluster_create::CreateCluster::new(host.clone())),
-        Arc::new(job_cluster_update::UpdateCluster::new(host.clone())),
-        Arc::new(job_cluster_delete::DeleteCluster::new(host.clone())),
-        Arc::new(job_node_remove::RemoveNode::new(host.clone())),
-        Arc::new(job_ingress_converge::ConvergeIngress::new(host)),
-    ]
+    ROUTERS
+        .iter()
+        .fold(Router::new(), |all, (_, router)| all.merge(router()))
 }
 
 /// Keeps a simulated host running while it is held (empty for a real host),
@@ -357,7 +315,7 @@ async fn serve(
     for schedule in schedules() {
         let context = context.clone();
         background.spawn(every(
-            (schedule.interval)(&settings),
+            schedule.interval.read(&settings.environment)?,
             stopped(),
             move || {
                 let context = context.clone();

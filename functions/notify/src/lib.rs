@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::{StreamExt, stream};
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
+use shared::config::Millis;
 use shared::{
     mail::Mailer,
     notifications::{self, Claimed, webhook},
@@ -24,7 +25,7 @@ pub const RUN_BUDGET: Duration = Duration::from_secs(40);
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "notify",
-    interval: |s| s.notify_interval,
+    interval: Millis::new("NOTIFY_INTERVAL_MS", 5_000),
     needs_host: false,
     needs_publisher: false,
     run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
@@ -103,6 +104,7 @@ impl Channels {
 
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<NotifyReport> {
     let started = Instant::now();
+    let retries = notifications::Retries::from_source(&ctx.settings.environment)?;
     let mut report = NotifyReport::default();
     let mut channels = None;
     loop {
@@ -131,14 +133,7 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<NotifyReport> {
                     tracing::warn!(delivery_id = delivery.id, channel = %delivery.channel, attempt = delivery.attempt, error, "a notification was not delivered");
                 }
             }
-            notifications::settle(
-                &ctx.pool,
-                &delivery,
-                result,
-                ctx.settings.notify_retry_base,
-                ctx.settings.notify_max_attempts,
-            )
-            .await?;
+            notifications::settle(&ctx.pool, &delivery, result, retries).await?;
         }
         if started.elapsed() > RUN_BUDGET {
             break;

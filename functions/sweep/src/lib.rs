@@ -7,6 +7,7 @@
 
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
+use shared::config::Millis;
 use shared::{
     accounts::{self, auth},
     admission,
@@ -17,7 +18,7 @@ use shared::{
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sweep",
-    interval: |s| s.sweep_interval,
+    interval: Millis::new("SWEEP_INTERVAL_MS", 5_000),
     needs_host: false,
     needs_publisher: true,
     run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),

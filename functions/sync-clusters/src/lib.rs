@@ -12,6 +12,7 @@ pub mod tls;
 
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
+use shared::config::Millis;
 use shared::kubeconfigs::credential::{self, RemovalReport};
 
 use crate::{
@@ -24,7 +25,7 @@ pub const CONCURRENCY: usize = 16;
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sync-clusters",
-    interval: |s| s.observe_interval,
+    interval: Millis::new("SYNC_CLUSTERS_INTERVAL_MS", 30_000),
     needs_host: true,
     needs_publisher: true,
     run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),

@@ -9,12 +9,13 @@
 pub mod route53;
 
 use queues::runtime::{Schedule, ScheduleContext};
+use shared::config::Millis;
 
 use crate::route53::{DnsReport, sync};
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sync-dns",
-    interval: |s| s.dns_interval,
+    interval: Millis::new("SYNC_DNS_INTERVAL_MS", 60_000),
     needs_host: false,
     needs_publisher: false,
     run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),

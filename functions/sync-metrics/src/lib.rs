@@ -6,6 +6,7 @@
 pub mod collect;
 
 use queues::runtime::{Schedule, ScheduleContext};
+use shared::config::Millis;
 
 use crate::collect::{MetricsReport, collect_all};
 
@@ -14,7 +15,7 @@ pub const CONCURRENCY: usize = 16;
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sync-metrics",
-    interval: |s| s.metrics_interval,
+    interval: Millis::new("SYNC_METRICS_INTERVAL_MS", 60_000),
     needs_host: true,
     needs_publisher: false,
     run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),

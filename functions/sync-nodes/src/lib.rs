@@ -8,12 +8,13 @@
 pub mod sync;
 
 use queues::runtime::{Schedule, ScheduleContext};
+use shared::config::Millis;
 
 use crate::sync::{DEFAULT_CONCURRENCY, NodeSyncReport, sync_all};
 
 pub const SCHEDULE: Schedule = Schedule {
     name: "sync-nodes",
-    interval: |s| s.node_sync_interval,
+    interval: Millis::new("SYNC_NODES_INTERVAL_MS", 15_000),
     needs_host: true,
     needs_publisher: false,
     run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),

@@ -23,6 +23,8 @@ use serde::Serialize;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
+use crate::config::{ConfigError, Millis, Source, parse_or};
+
 /// How long a claimed delivery is held before another run may send it again.
 pub const LEASE: Duration = Duration::from_secs(120);
 
@@ -217,6 +219,33 @@ pub async fn claim(pool: &PgPool, limit: i64) -> Result<Vec<Claimed>, sqlx::Erro
     .await
 }
 
+/// How failed deliveries are tried again, from the variables
+/// `NOTIFY_RETRY_BASE_MS` (default 10 s: the wait before the second
+/// attempt, doubled for each further one, up to [`MAX_BACKOFF`]) and
+/// `NOTIFY_MAX_ATTEMPTS` (default 8, 1–50: attempts per notification and
+/// channel before it is `failed`).
+#[derive(Debug, Clone, Copy)]
+pub struct Retries {
+    pub base: Duration,
+    pub max_attempts: i32,
+}
+
+impl Retries {
+    pub fn from_source(source: &dyn Source) -> Result<Self, ConfigError> {
+        let max_attempts = parse_or(source, "NOTIFY_MAX_ATTEMPTS", 8)?;
+        if !(1..=50).contains(&max_attempts) {
+            return Err(ConfigError::Invalid {
+                name: "NOTIFY_MAX_ATTEMPTS",
+                reason: "must be between 1 and 50".into(),
+            });
+        }
+        Ok(Self {
+            base: Millis::new("NOTIFY_RETRY_BASE_MS", 10_000).read(source)?,
+            max_attempts,
+        })
+    }
+}
+
 /// The wait before the attempt after `attempt`: `base × 2^(attempt-1)`, at
 /// most [`MAX_BACKOFF`].
 pub fn backoff(base: Duration, attempt: i32) -> Duration {
@@ -234,8 +263,7 @@ pub async fn settle(
     pool: &PgPool,
     delivery: &Claimed,
     result: Result<(), String>,
-    retry_base: Duration,
-    max_attempts: i32,
+    retries: Retries,
 ) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin().await?;
     match result {
@@ -251,7 +279,7 @@ pub async fn settle(
             .await?;
         }
         Err(error) => {
-            let wait = backoff(retry_base, delivery.attempt).as_secs_f64();
+            let wait = backoff(retries.base, delivery.attempt).as_secs_f64();
             let error: String = error.chars().take(1000).collect();
             sqlx::query!(
                 "UPDATE notification_deliveries
@@ -261,7 +289,7 @@ pub async fn settle(
                  WHERE id = $1 AND attempts = $2 AND status = 'sending'",
                 delivery.id,
                 delivery.attempt,
-                max_attempts,
+                retries.max_attempts,
                 wait,
                 error
             )

@@ -386,8 +386,10 @@ async fn a_crash_between_sending_and_recording_resends_under_the_same_id_and_cop
         &s.p.db.pool,
         &claimed[0],
         Err("late".into()),
-        std::time::Duration::from_millis(1),
-        5,
+        notifications::Retries {
+            base: std::time::Duration::from_millis(1),
+            max_attempts: 5,
+        },
     )
     .await
     .unwrap();

@@ -118,19 +118,10 @@ pub(crate) fn backend_of<'a>(rules: &'a [(PathMatch, String)], path: &str) -> Op
 
 /// Each function's own router, by the name of its Service.
 fn router_of(function: &str) -> Option<Router<AppState>> {
-    Some(match function {
-        "api-auth" => api_auth::router(),
-        "api-account" => api_account::router(),
-        "api-clusters" => api_clusters::router(),
-        "api-nodes" => api_nodes::router(),
-        "api-ingress" => api_ingress::router(),
-        "api-admin" => api_admin::router(),
-        "api-billing" => api_billing::router(),
-        "join" => join::router(),
-        "admission" => admission::router(),
-        "console" => console::router(),
-        _ => return None,
-    })
+    local::ROUTERS
+        .iter()
+        .find(|(name, _)| *name == function)
+        .map(|(_, router)| router())
 }
 
 /// Whether the router has a route for the request: its handler answered,

@@ -3,6 +3,7 @@ import { useQuery, useQueryClient, type QueryClient } from "@tanstack/react-quer
 import { useTranslation } from "react-i18next";
 import { api, ApiError, ok, type Schemas } from "./api/client";
 import { LANGUAGES, setLanguage, type Language } from "./i18n";
+import { PUBLIC_PAGES } from "./clientRoutes";
 import { Link, match, navigate, useLocation } from "./router";
 import { ErrorNote, Loading } from "./ui";
 import { ConfirmEmail, ResetPassword, SignIn, SignUp } from "./pages/auth";
@@ -16,12 +17,11 @@ const Admin = lazy(() => import("./pages/admin"));
 
 export type User = Schemas["User"];
 
-const PUBLIC = ["/sign-in", "/sign-up", "/confirm", "/reset-password"];
 
 /// Forgets the session and sends the reader to sign in, to come back here.
 export function signInAgain(client: QueryClient) {
   client.setQueryData(["me"], null);
-  if (PUBLIC.includes(location.pathname)) return;
+  if (PUBLIC_PAGES.includes(location.pathname)) return;
   const back = location.pathname + location.search;
   navigate(`/sign-in?return=${encodeURIComponent(back)}`, true);
 }
@@ -50,16 +50,16 @@ export function App() {
   const path = url.pathname;
 
   useEffect(() => {
-    if (me.data === null && !PUBLIC.includes(path)) {
+    if (me.data === null && !PUBLIC_PAGES.includes(path)) {
       navigate(`/sign-in?return=${encodeURIComponent(path + url.search)}`, true);
-    } else if (me.data && PUBLIC.includes(path)) {
+    } else if (me.data && PUBLIC_PAGES.includes(path)) {
       navigate(returnPath(url), true);
     } else if (me.data && path === "/") {
       navigate("/clusters", true);
     }
   }, [me.data, path, url]);
 
-  if (PUBLIC.includes(path) && !me.data) {
+  if (PUBLIC_PAGES.includes(path) && !me.data) {
     return (
       <Shell user={null}>
         {path === "/sign-in" && <SignIn />}

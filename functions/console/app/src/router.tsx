@@ -1,5 +1,6 @@
 // A small client-side router: the paths the console answers are listed in
-// App.tsx; the `console` function serves index.html for each of them.
+// functions.toml (clientRoutes.ts); the `console` function serves index.html
+// for each of them, and App.tsx picks the page.
 import { useEffect, useState, type AnchorHTMLAttributes, type MouseEvent } from "react";
 
 const CHANGE = "kubebyon:navigate";
