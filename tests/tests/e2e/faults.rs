@@ -396,10 +396,13 @@ async fn the_platform_survives_its_dependencies_failing_under_load() {
         client.await.expect("client task");
     }
 
-    // Left alone, every job ends.
+    // Left alone, every job ends, and so does every operation queued behind
+    // another (the sweep makes its job once the cluster's job is done).
     let settled = seconds_until(SETTLE, || async {
         sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM cluster_jobs WHERE status NOT IN ('succeeded', 'failed', 'cancelled')",
+            "SELECT (SELECT count(*) FROM cluster_jobs WHERE status NOT IN ('succeeded', 'failed', 'cancelled'))
+                  + (SELECT count(*) FROM cluster_operations o WHERE o.status = 'pending'
+                     AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id))",
         )
         .fetch_one(&pool)
         .await
