@@ -34,6 +34,7 @@ impl Platform {
     pub async fn from_env(workload: db::Workload) -> anyhow::Result<Self> {
         shared::config::fetch_secrets().await?;
         let settings = Settings::from_env()?;
+        shared::app::config::check(&settings)?;
         telemetry::init(settings.log_format, settings.traces.as_ref());
         let pool = db::lazy_pool_with(
             settings.require_database_url()?,

@@ -3,7 +3,14 @@
 //! A missing or malformed variable stops the process with an error that names it.
 //! Secrets are wrapped in [`SecretString`] so they cannot be printed by accident.
 
-use std::{collections::HashMap, fmt, str::FromStr, sync::Arc, time::Duration};
+use std::{
+    any::{Any, TypeId},
+    collections::HashMap,
+    fmt,
+    str::FromStr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use secrecy::{ExposeSecret, SecretString};
 
@@ -48,6 +55,24 @@ impl Source for Environment {
 impl fmt::Debug for Environment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Environment(..)")
+    }
+}
+
+/// A capability's own settings: read from the variables the platform's
+/// settings were read from, once per process ([`Settings::part`]); a
+/// missing or malformed one is an error naming it. `shared::app::config`
+/// reads every part as a process starts, so such an error stops it there.
+pub trait Part: Sized + Send + Sync + 'static {
+    fn read(source: &dyn Source) -> Result<Self, ConfigError>;
+}
+
+/// The parts read so far, shared by the clones of one [`Settings`].
+#[derive(Clone, Default)]
+pub struct Parts(Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>);
+
+impl fmt::Debug for Parts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Parts(..)")
     }
 }
 
@@ -277,62 +302,6 @@ fn positive_millis(
     Ok(Duration::from_millis(value))
 }
 
-/// The shortest lifetime the Kubernetes API issues a token for.
-pub const KUBECONFIG_MIN_SECONDS: i64 = 600;
-
-/// The default and longest lifetimes of a kubeconfig's token, in seconds:
-/// each between the ten minutes the Kubernetes API issues at least and a
-/// year, the default not above the longest.
-fn kubeconfig_ttls(source: &dyn Source) -> Result<(i64, i64), ConfigError> {
-    const YEAR: i64 = 365 * 86_400;
-    let bounded = |name: &'static str, default: i64| -> Result<i64, ConfigError> {
-        let value: i64 = parse_or(source, name, default)?;
-        if !(KUBECONFIG_MIN_SECONDS..=YEAR).contains(&value) {
-            return Err(ConfigError::Invalid {
-                name,
-                reason: format!(
-                    "must be between {} and {YEAR} seconds",
-                    KUBECONFIG_MIN_SECONDS
-                ),
-            });
-        }
-        Ok(value)
-    };
-    let default = bounded("KUBEBYON_KUBECONFIG_DEFAULT_TTL_SECONDS", 8 * 3600)?;
-    let max = bounded("KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS", 86_400)?;
-    if default > max {
-        return Err(ConfigError::Invalid {
-            name: "KUBEBYON_KUBECONFIG_DEFAULT_TTL_SECONDS",
-            reason: "must not exceed KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS".into(),
-        });
-    }
-    Ok((default, max))
-}
-
-/// A session's absolute lifetime and idle timeout: 5 minutes to 90 days
-/// each, the idle timeout not longer than the lifetime.
-fn session_times(source: &dyn Source) -> Result<(Duration, Duration), ConfigError> {
-    let bounded = |name: &'static str, default: u64| -> Result<Duration, ConfigError> {
-        let value: u64 = parse_or(source, name, default)?;
-        if !(300..=90 * 86_400).contains(&value) {
-            return Err(ConfigError::Invalid {
-                name,
-                reason: "must be between 300 and 7776000 seconds".into(),
-            });
-        }
-        Ok(Duration::from_secs(value))
-    };
-    let lifetime = bounded("KUBEBYON_SESSION_LIFETIME_SECONDS", 12 * 3600)?;
-    let idle = bounded("KUBEBYON_SESSION_IDLE_SECONDS", 30 * 60)?;
-    if idle > lifetime {
-        return Err(ConfigError::Invalid {
-            name: "KUBEBYON_SESSION_IDLE_SECONDS",
-            reason: "must not exceed KUBEBYON_SESSION_LIFETIME_SECONDS".into(),
-        });
-    }
-    Ok((lifetime, idle))
-}
-
 fn secret(source: &dyn Source, name: &'static str) -> Option<SecretString> {
     source.get(name).map(SecretString::from)
 }
@@ -457,53 +426,6 @@ pub struct AwsCredentials {
     pub session_token: Option<SecretString>,
 }
 
-/// Where the OAuth providers are.
-#[derive(Debug, Clone)]
-pub struct OAuthEndpoints {
-    pub github_authorize: String,
-    pub github_token: String,
-    /// GitHub's REST API (`/user`, `/user/emails`).
-    pub github_api: String,
-    pub google_authorize: String,
-    pub google_token: String,
-    pub google_userinfo: String,
-}
-
-impl OAuthEndpoints {
-    fn from_source(source: &dyn Source) -> Self {
-        let get = |name: &str, default: &str| {
-            source
-                .get(name)
-                .unwrap_or_else(|| default.to_string())
-                .trim_end_matches('/')
-                .to_string()
-        };
-        Self {
-            github_authorize: get(
-                "KUBEBYON_GITHUB_AUTHORIZE_URL",
-                "https://github.com/login/oauth/authorize",
-            ),
-            github_token: get(
-                "KUBEBYON_GITHUB_TOKEN_URL",
-                "https://github.com/login/oauth/access_token",
-            ),
-            github_api: get("KUBEBYON_GITHUB_API_URL", "https://api.github.com"),
-            google_authorize: get(
-                "KUBEBYON_GOOGLE_AUTHORIZE_URL",
-                "https://accounts.google.com/o/oauth2/v2/auth",
-            ),
-            google_token: get(
-                "KUBEBYON_GOOGLE_TOKEN_URL",
-                "https://oauth2.googleapis.com/token",
-            ),
-            google_userinfo: get(
-                "KUBEBYON_GOOGLE_USERINFO_URL",
-                "https://openidconnect.googleapis.com/v1/userinfo",
-            ),
-        }
-    }
-}
-
 /// Tuning of the job backbone.
 #[derive(Debug, Clone)]
 pub struct JobSettings {
@@ -585,49 +507,19 @@ pub struct Settings {
     /// `KUBEBYON_MAX_CONCURRENT_REQUESTS` (default 256): past it, 503
     /// `overloaded` at once, per process.
     pub max_concurrent_requests: usize,
-    /// A node whose kubelet has not posted status for this long is offline.
-    pub node_offline_after: Duration,
-    /// How long control-plane metrics are kept.
-    pub metrics_retention: Duration,
     /// Base URL of the public `join` function; join commands point under it.
     pub join_base_url: String,
     /// `KUBEBYON_ALLOW_PRIVATE_OUTBOUND` (default false): let the URLs the
     /// platform sends secrets or scripts through be plain HTTP or private
     /// addresses (`shared::outbound`).
     pub allow_private_outbound: bool,
-    /// Lifetime of a join token created without `ttl_seconds`.
-    pub join_token_default_ttl: Duration,
-    /// Longest lifetime a join token may be given.
-    pub join_token_max_ttl: Duration,
-    /// `KUBEBYON_KUBECONFIG_DEFAULT_TTL_SECONDS` (default 8 h): lifetime of
-    /// a kubeconfig's token when the download does not ask for one.
-    pub kubeconfig_default_ttl_seconds: i64,
-    /// `KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS` (default 24 h, at most a year):
-    /// the longest lifetime a kubeconfig's token may be given.
-    pub kubeconfig_max_ttl_seconds: i64,
-    /// `KUBEBYON_SESSION_LIFETIME_SECONDS` (default 12 h, ASVS L2): a
-    /// session ends this long after sign-in, however much it is used.
-    pub session_lifetime: Duration,
-    /// `KUBEBYON_SESSION_IDLE_SECONDS` (default 30 min, ASVS L2): a session
-    /// unused this long ends.
-    pub session_idle: Duration,
-    /// `KUBEBYON_DNS_RESOLVER` (`ip:port`): the resolver hostname proofs
-    /// (DNS TXT challenges) are looked up through; the system's when unset.
-    pub dns_resolver: Option<std::net::SocketAddr>,
     /// `SMTP_URL`: where mail (email codes) is sent.
     pub smtp_url: Option<SecretString>,
-    /// `KUBEBYON_CODE_ANSWER_MS` (default 2000): under Lambda, where a code's
-    /// mail is sent inside the request, how long every code request takes
-    /// at least, so a real address answers no later than an unknown one.
-    pub code_answer_floor: Duration,
     /// `MAIL_FROM`: the sender of the platform's mail.
     pub mail_from: String,
     /// `KUBEBYON_INSECURE_COOKIES=true` drops `Secure` from cookies: only for
     /// local HTTP.
     pub insecure_cookies: bool,
-    /// `KUBEBYON_ADMIN_EMAIL`: the account with this address is an admin once
-    /// its address is verified.
-    pub admin_email: Option<String>,
     /// `KUBEBYON_SETTINGS_KEY`: seals the system settings' secrets.
     pub settings_key: Option<SecretString>,
     /// The function's own AWS credentials (`AWS_ACCESS_KEY_ID`,
@@ -641,12 +533,11 @@ pub struct Settings {
     /// `KUBEBYON_PUBLIC_BASE_URL`: where the platform's API is reached, when
     /// the system settings do not say (OAuth redirect URIs).
     pub public_base_url: String,
-    /// The OAuth providers' endpoints (configurable, so tests can use loopback servers).
-    pub oauth: OAuthEndpoints,
     pub jobs: JobSettings,
     /// The variables these were read from, for the settings a capability
     /// reads itself.
     pub environment: Environment,
+    parts: Parts,
 }
 
 impl Settings {
@@ -702,17 +593,6 @@ impl Settings {
                 reason,
             },
         )?;
-        let join_token_default_ttl =
-            positive_millis(source, "JOIN_TOKEN_DEFAULT_TTL_MS", 3_600_000)?;
-        let join_token_max_ttl = positive_millis(source, "JOIN_TOKEN_MAX_TTL_MS", 7 * 86_400_000)?;
-        if join_token_default_ttl > join_token_max_ttl {
-            return Err(ConfigError::Invalid {
-                name: "JOIN_TOKEN_DEFAULT_TTL_MS",
-                reason: "must not exceed JOIN_TOKEN_MAX_TTL_MS".into(),
-            });
-        }
-        let (kubeconfig_default_ttl_seconds, kubeconfig_max_ttl_seconds) = kubeconfig_ttls(source)?;
-        let (session_lifetime, session_idle) = session_times(source)?;
         Ok(Self {
             database_url: secret(source, "DATABASE_URL"),
             database_max_connections,
@@ -750,48 +630,18 @@ impl Settings {
                 }
                 n => n,
             },
-            node_offline_after: positive_millis(source, "NODE_OFFLINE_AFTER_MS", 120_000)?,
-            metrics_retention: positive_millis(source, "METRICS_RETENTION_MS", 7 * 86_400_000)?,
             join_base_url,
             allow_private_outbound,
-            join_token_default_ttl,
-            join_token_max_ttl,
-            kubeconfig_default_ttl_seconds,
-            kubeconfig_max_ttl_seconds,
-            session_lifetime,
-            session_idle,
-            dns_resolver: source
-                .get("KUBEBYON_DNS_RESOLVER")
-                .map(|raw| {
-                    raw.parse().map_err(|_| ConfigError::Invalid {
-                        name: "KUBEBYON_DNS_RESOLVER",
-                        reason: "must be an ip:port, such as 10.0.0.2:53".into(),
-                    })
-                })
-                .transpose()?,
             smtp_url: secret(source, "SMTP_URL"),
-            code_answer_floor: positive_millis(source, "KUBEBYON_CODE_ANSWER_MS", 2000)?,
             mail_from: source
                 .get("MAIL_FROM")
                 .unwrap_or_else(|| "KubeBYON <noreply@kubebyon.local>".into()),
             insecure_cookies: parse_or(source, "KUBEBYON_INSECURE_COOKIES", false)?,
-            admin_email: source
-                .get("KUBEBYON_ADMIN_EMAIL")
-                .map(|raw| {
-                    crate::domain::EmailAddress::parse(&raw)
-                        .map(|email| email.to_string())
-                        .map_err(|reason| ConfigError::Invalid {
-                            name: "KUBEBYON_ADMIN_EMAIL",
-                            reason,
-                        })
-                })
-                .transpose()?,
             public_base_url: source
                 .get("KUBEBYON_PUBLIC_BASE_URL")
                 .unwrap_or_else(|| format!("http://localhost:{port}"))
                 .trim_end_matches('/')
                 .to_string(),
-            oauth: OAuthEndpoints::from_source(source),
             aws_credentials: match (
                 source.get("AWS_ACCESS_KEY_ID"),
                 secret(source, "AWS_SECRET_ACCESS_KEY"),
@@ -841,7 +691,23 @@ impl Settings {
             },
             jobs: JobSettings::from_source(source)?,
             environment: Environment(source.keep()),
+            parts: Parts::default(),
         })
+    }
+
+    /// The capability's own settings `P`, read from [`Settings::environment`]
+    /// the first time and kept for every clone of these settings.
+    pub fn part<P: Part>(&self) -> Result<Arc<P>, ConfigError> {
+        let mut parts = self.parts.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(part) = parts.get(&TypeId::of::<P>()) {
+            return Ok(part
+                .clone()
+                .downcast::<P>()
+                .expect("a part is kept under its own type"));
+        }
+        let part = Arc::new(P::read(&self.environment)?);
+        parts.insert(TypeId::of::<P>(), part.clone());
+        Ok(part)
     }
 
     /// What seals the system settings' secrets, when `KUBEBYON_SETTINGS_KEY`
@@ -885,7 +751,9 @@ mod tests {
         let environment = settings.environment.clone();
         drop(settings);
         assert_eq!(
-            Millis::new("SOME_CAPABILITY_MS", 1).read(&environment).unwrap(),
+            Millis::new("SOME_CAPABILITY_MS", 1)
+                .read(&environment)
+                .unwrap(),
             Duration::from_millis(250)
         );
         assert_eq!(
@@ -894,7 +762,10 @@ mod tests {
         );
         assert!(matches!(
             Millis::new("ZERO_MS", 7).read(&environment),
-            Err(ConfigError::Invalid { name: "ZERO_MS", .. })
+            Err(ConfigError::Invalid {
+                name: "ZERO_MS",
+                ..
+            })
         ));
         let printed = format!("{:?}", Settings::from_source(&source).unwrap());
         assert!(!printed.contains("hunter2"), "{printed}");

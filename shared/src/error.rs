@@ -102,6 +102,14 @@ pub enum ApiError {
     Internal(#[from] anyhow::Error),
 }
 
+/// A capability's settings that cannot be read (checked at start, so only
+/// a process that skipped the check meets it).
+impl From<crate::config::ConfigError> for ApiError {
+    fn from(err: crate::config::ConfigError) -> Self {
+        Self::Internal(err.into())
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
         if database_unreachable(&err) {

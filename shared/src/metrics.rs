@@ -6,6 +6,24 @@ use sqlx::PgExecutor;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::config::{ConfigError, Millis, Part, Source};
+
+/// The metrics' own settings, from the environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `METRICS_RETENTION_MS` (default 7 days): how long control-plane
+    /// metrics snapshots are kept.
+    pub retention: std::time::Duration,
+}
+
+impl Part for Config {
+    fn read(source: &dyn Source) -> Result<Self, ConfigError> {
+        Ok(Self {
+            retention: Millis::new("METRICS_RETENTION_MS", 7 * 86_400_000).read(source)?,
+        })
+    }
+}
+
 /// One observation of a cluster's control plane.
 #[derive(Debug, Clone)]
 pub struct NewSnapshot<'a> {

@@ -327,8 +327,15 @@ pub async fn list_sessions(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<AppJson<Vec<AccountSession>>, ApiError> {
-    let sessions =
-        accounts::list_sessions(&state.pool, caller.user_id, state.settings.session_idle).await?;
+    let sessions = accounts::list_sessions(
+        &state.pool,
+        caller.user_id,
+        state
+            .settings
+            .part::<accounts::config::Config>()?
+            .session_idle,
+    )
+    .await?;
     Ok(AppJson(
         sessions
             .into_iter()

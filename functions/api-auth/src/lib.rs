@@ -154,11 +154,15 @@ async fn answered_alike<T>(
     if !shared::runtime::under_lambda() {
         return request.await;
     }
-    let answer_at = tokio::time::Instant::now() + state.settings.code_answer_floor;
+    let floor = state
+        .settings
+        .part::<accounts::config::Config>()?
+        .code_answer_floor;
+    let answer_at = tokio::time::Instant::now() + floor;
     let answer = request.await;
     if tokio::time::Instant::now() > answer_at {
         tracing::warn!(
-            floor_ms = state.settings.code_answer_floor.as_millis() as u64,
+            floor_ms = floor.as_millis() as u64,
             "a code request took longer than KUBEBYON_CODE_ANSWER_MS: raise it above the mail server's time"
         );
     }
@@ -431,7 +435,10 @@ pub(crate) async fn start_session(
         &NewSession {
             user_id,
             token_hash: &auth::hash_secret(&token),
-            lifetime: state.settings.session_lifetime,
+            lifetime: state
+                .settings
+                .part::<accounts::config::Config>()?
+                .session_lifetime,
             ip: origin.ip.clone(),
             user_agent: origin.user_agent.as_deref(),
         },
@@ -461,7 +468,10 @@ pub(crate) async fn start_session(
     for cookie in auth::session_cookies(
         &token,
         !state.settings.insecure_cookies,
-        state.settings.session_lifetime,
+        state
+            .settings
+            .part::<accounts::config::Config>()?
+            .session_lifetime,
     ) {
         response.headers_mut().append(
             header::SET_COOKIE,
@@ -521,7 +531,13 @@ pub async fn verify_email(
         }
     }
     accounts::mark_email_verified(&mut tx, account.user_id).await?;
-    if state.settings.admin_email.as_deref() == Some(account.email.as_str()) {
+    if state
+        .settings
+        .part::<accounts::config::Config>()?
+        .admin_email
+        .as_deref()
+        == Some(account.email.as_str())
+    {
         accounts::set_role(&mut tx, account.user_id, "admin").await?;
     }
     audit::record(

@@ -134,7 +134,11 @@ pub async fn start(
         return_to: safe_return(query.return_to.as_deref()),
     };
     let location = client
-        .authorize_url(&state.settings, &pending.state, &pending.verifier)
+        .authorize_url(
+            &state.settings.part::<accounts::config::Config>()?.oauth,
+            &pending.state,
+            &pending.verifier,
+        )
         .map_err(not_configured)?;
     let value = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(serde_json::to_vec(&pending).map_err(anyhow::Error::from)?);
@@ -229,7 +233,11 @@ pub async fn callback(
         .await
         .map_err(not_configured)?;
     let identity = client
-        .identity(&state.settings, &code, &pending.verifier)
+        .identity(
+            &state.settings.part::<accounts::config::Config>()?.oauth,
+            &code,
+            &pending.verifier,
+        )
         .await
         .map_err(|err| match err {
             OAuthError::Refused(reason) => failed(

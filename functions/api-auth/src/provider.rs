@@ -1,11 +1,12 @@
 //! OAuth 2.0 login with GitHub and Google: authorization code with `state`
 //! and PKCE (S256). Client ids and sealed secrets come from the system
-//! settings; endpoints from [`shared::config::OAuthEndpoints`].
+//! settings; endpoints from [`shared::accounts::config::OAuthEndpoints`].
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
 use shared::{
+    accounts::config::OAuthEndpoints,
     config::Settings,
     settings::{self, column},
 };
@@ -139,13 +140,13 @@ impl Client {
     /// and a PKCE S256 challenge (the `oauth2` crate).
     pub fn authorize_url(
         &self,
-        env: &Settings,
+        endpoints: &OAuthEndpoints,
         state: &str,
         verifier: &str,
     ) -> Result<String, OAuthError> {
         let (base, scopes): (&str, &[&str]) = match self.provider {
-            Provider::Github => (&env.oauth.github_authorize, &["read:user", "user:email"]),
-            Provider::Google => (&env.oauth.google_authorize, &["openid", "email", "profile"]),
+            Provider::Github => (&endpoints.github_authorize, &["read:user", "user:email"]),
+            Provider::Google => (&endpoints.google_authorize, &["openid", "email", "profile"]),
         };
         let client = self
             .oauth2()?
@@ -164,7 +165,7 @@ impl Client {
     /// Exchanges the code (with the PKCE verifier) and reads the identity.
     pub async fn identity(
         &self,
-        env: &Settings,
+        endpoints: &OAuthEndpoints,
         code: &str,
         verifier: &str,
     ) -> Result<Identity, OAuthError> {
@@ -176,8 +177,8 @@ impl Client {
             .build()
             .map_err(|e| OAuthError::Unreachable(e.to_string()))?;
         let token_url = match self.provider {
-            Provider::Github => &env.oauth.github_token,
-            Provider::Google => &env.oauth.google_token,
+            Provider::Github => &endpoints.github_token,
+            Provider::Google => &endpoints.google_token,
         };
         // The client's secret goes in the form body (`client_secret_post`),
         // which both providers take.
@@ -232,8 +233,8 @@ impl Client {
         };
         match self.provider {
             Provider::Github => {
-                let user = get(format!("{}/user", env.oauth.github_api)).await?;
-                let emails = get(format!("{}/user/emails", env.oauth.github_api)).await?;
+                let user = get(format!("{}/user", endpoints.github_api)).await?;
+                let emails = get(format!("{}/user/emails", endpoints.github_api)).await?;
                 let list = emails.as_array().cloned().unwrap_or_default();
                 let verified = |e: &&serde_json::Value| e["verified"] == true;
                 let chosen = list
@@ -258,7 +259,7 @@ impl Client {
                 })
             }
             Provider::Google => {
-                let info = get(env.oauth.google_userinfo.clone()).await?;
+                let info = get(endpoints.google_userinfo.clone()).await?;
                 Ok(Identity {
                     subject: info["sub"]
                         .as_str()
@@ -289,7 +290,9 @@ mod tests {
         // The verifier and challenge of RFC 7636, appendix B.
         let url = client
             .authorize_url(
-                &env,
+                &env.part::<shared::accounts::config::Config>()
+                    .unwrap()
+                    .oauth,
                 "state-123",
                 "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk",
             )

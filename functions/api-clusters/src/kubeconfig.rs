@@ -68,10 +68,13 @@ pub async fn issue(
     AppJson(body): AppJson<IssueKubeconfig>,
 ) -> Result<Response, ApiError> {
     let cluster_id = cluster.id;
-    let max = state.settings.kubeconfig_max_ttl_seconds;
+    let config = state
+        .settings
+        .part::<shared::kubeconfigs::config::Config>()?;
+    let max = config.max_ttl_seconds;
     let seconds = body
         .expiration_seconds
-        .unwrap_or(state.settings.kubeconfig_default_ttl_seconds);
+        .unwrap_or(config.default_ttl_seconds);
     let mut errors = Vec::new();
     if !(credential::MIN_SECONDS..=max).contains(&seconds) {
         errors.push(shared::error::FieldError {

@@ -229,7 +229,15 @@ pub async fn verify(
 ) -> Result<AppJson<Binding>, ApiError> {
     let cluster_id = cluster.id;
     if let Some(pending) = records::unverified_binding(&state.pool, cluster_id, binding_id).await? {
-        match dnsproof::check_and_record(&state.pool, state.settings.dns_resolver, &pending).await?
+        match dnsproof::check_and_record(
+            &state.pool,
+            state
+                .settings
+                .part::<shared::ingress::config::Config>()?
+                .dns_resolver,
+            &pending,
+        )
+        .await?
         {
             Verdict::Verified => {}
             Verdict::Taken => return Err(taken(&pending.hostname)),

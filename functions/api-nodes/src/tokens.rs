@@ -121,10 +121,11 @@ pub async fn create(
     AppJson(body): AppJson<CreateToken>,
 ) -> Result<Response, ApiError> {
     let cluster_id = cluster.id;
-    let max_ttl = state.settings.join_token_max_ttl.as_secs() as i64;
+    let config = state.settings.part::<shared::nodes::config::Config>()?;
+    let max_ttl = config.join_token_max_ttl.as_secs() as i64;
     let ttl = body
         .ttl_seconds
-        .unwrap_or(state.settings.join_token_default_ttl.as_secs() as i64);
+        .unwrap_or(config.join_token_default_ttl.as_secs() as i64);
     let mut errors = Vec::new();
     if !(60..=max_ttl).contains(&ttl) {
         errors.push(("ttl_seconds", format!("must be between 60 and {max_ttl}")));

@@ -128,6 +128,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         return Ok(());
     }
     let settings = Settings::from_env()?;
+    shared::app::config::check(&settings)?;
     telemetry::init(settings.log_format, settings.traces.as_ref());
     let (database_url, embedded) = match &settings.database_url {
         Some(url) => (url.clone(), None),

@@ -104,7 +104,7 @@ impl Channels {
 
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<NotifyReport> {
     let started = Instant::now();
-    let retries = notifications::Retries::from_source(&ctx.settings.environment)?;
+    let retries = *ctx.settings.part::<notifications::Retries>()?;
     let mut report = NotifyReport::default();
     let mut channels = None;
     loop {

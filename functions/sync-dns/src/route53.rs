@@ -275,11 +275,11 @@ const VERIFICATIONS_PER_RUN: i64 = 50;
 
 /// One run: check pending hostname challenges, converge the zone, record per-owner results, observe
 /// self-managed bindings.
-pub async fn sync(pool: &PgPool, env: &Settings) -> Result<DnsReport, sqlx::Error> {
+pub async fn sync(pool: &PgPool, env: &Settings) -> anyhow::Result<DnsReport> {
     let mut report = DnsReport {
         verified: shared::ingress::dnsproof::check_pending(
             pool,
-            env.dns_resolver,
+            env.part::<shared::ingress::config::Config>()?.dns_resolver,
             VERIFICATIONS_PER_RUN,
         )
         .await?,

@@ -26,7 +26,7 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<MetricsReport> {
         &ctx.pool,
         ctx.host()?,
         CONCURRENCY,
-        ctx.settings.metrics_retention,
+        ctx.settings.part::<shared::metrics::Config>()?.retention,
     )
     .await?)
 }

@@ -25,7 +25,9 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<NodeSyncReport> {
         &ctx.pool,
         ctx.host()?,
         DEFAULT_CONCURRENCY,
-        ctx.settings.node_offline_after,
+        ctx.settings
+            .part::<shared::nodes::config::Config>()?
+            .node_offline_after,
     )
     .await?)
 }

@@ -1,6 +1,7 @@
 //! Accounts: users, sessions, API keys, email codes and login history.
 
 pub mod auth;
+pub mod config;
 pub mod users;
 
 use chrono::{DateTime, Utc};

@@ -5,7 +5,9 @@
 //! - [`plan`]: the plan check every addition to a limited resource goes
 //!   through (billing's entitlements, notifications' notice of a refusal);
 //! - [`credentials`]: ending every credential of a user at once (accounts'
-//!   sessions and API keys, kubeconfigs).
+//!   sessions and API keys, kubeconfigs);
+//! - [`config`]: every capability's own settings, checked as a process starts.
 
+pub mod config;
 pub mod credentials;
 pub mod plan;

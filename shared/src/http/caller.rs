@@ -107,7 +107,10 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
     let (session_id, user_id) = accounts::session_user(
         &state.pool,
         &auth::hash_secret(token),
-        state.settings.session_idle,
+        state
+            .settings
+            .part::<accounts::config::Config>()?
+            .session_idle,
     )
     .await?
     .ok_or(ApiError::Unauthenticated)?;

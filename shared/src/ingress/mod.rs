@@ -6,6 +6,7 @@
 //! ingress controller the user installed. Its pods run on the user's nodes; its
 //! Service is a NodePort.
 
+pub mod config;
 pub mod dns;
 pub mod dnsproof;
 pub mod records;

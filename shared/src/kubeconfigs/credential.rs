@@ -25,7 +25,7 @@ const CREDENTIAL_LABEL: &str = "kubebyon.io/credential";
 const USER_LABEL: &str = "kubebyon.io/user";
 
 /// The shortest lifetime the Kubernetes API issues a token for.
-pub const MIN_SECONDS: i64 = crate::config::KUBECONFIG_MIN_SECONDS;
+pub const MIN_SECONDS: i64 = 600;
 
 /// The ServiceAccount (and ClusterRoleBinding) name of a credential.
 pub fn service_account_name(credential_id: Uuid) -> String {

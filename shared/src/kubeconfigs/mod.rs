@@ -1,6 +1,7 @@
 //! Kubeconfig credentials: the per-user ServiceAccounts whose tokens the
 //! downloaded kubeconfigs carry. The token itself is never stored.
 
+pub mod config;
 pub mod credential;
 
 use chrono::{DateTime, Utc};

@@ -1,6 +1,7 @@
 //! The `nodes` snapshot and the `node_events` history.
 
 pub mod approval;
+pub mod config;
 pub mod jointoken;
 pub mod tokens;
 

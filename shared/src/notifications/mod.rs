@@ -23,7 +23,7 @@ use serde::Serialize;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::config::{ConfigError, Millis, Source, parse_or};
+use crate::config::{ConfigError, Millis, Part, Source, parse_or};
 
 /// How long a claimed delivery is held before another run may send it again.
 pub const LEASE: Duration = Duration::from_secs(120);
@@ -230,8 +230,8 @@ pub struct Retries {
     pub max_attempts: i32,
 }
 
-impl Retries {
-    pub fn from_source(source: &dyn Source) -> Result<Self, ConfigError> {
+impl Part for Retries {
+    fn read(source: &dyn Source) -> Result<Self, ConfigError> {
         let max_attempts = parse_or(source, "NOTIFY_MAX_ATTEMPTS", 8)?;
         if !(1..=50).contains(&max_attempts) {
             return Err(ConfigError::Invalid {
