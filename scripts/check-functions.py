@@ -137,8 +137,10 @@ def registry_rs(manifest):
              f"pub fn documents() -> [utoipa::openapi::OpenApi; {len(documented)}] {{", "    ["]
     lines += [f"        {snake(n)}::ApiDoc::openapi()," for n in documented]
     lines += ["    ]", "}", "",
+              "/// An HTTP function's router.",
+              "pub type MakeRouter = fn() -> Router<AppState>;", "",
               "/// Each HTTP function's router, by its name.",
-              f"pub const ROUTERS: [(&str, fn() -> Router<AppState>); {len(http)}] = ["]
+              f"pub const ROUTERS: [(&str, MakeRouter); {len(http)}] = ["]
     lines += [f'    ("{n}", {snake(n)}::router),' for n in http]
     lines += ["];", "",
               "/// Every schedule function.",

@@ -45,10 +45,6 @@ pub struct SettingsFields {
     pub outbound_webhook_url: Option<String>,
     /// Where cluster CNAMEs point: the hostname of the platform's ingress edge.
     pub managed_workload_ingress_edge_target: Option<String>,
-    /// The plan of users without a paid order; absent: they are not limited.
-    pub default_plan_id: Option<uuid::Uuid>,
-    /// Stripe's API base (default `https://api.stripe.com`).
-    pub stripe_api_base_url: Option<String>,
 }
 
 /// Which secrets are set; their values are never returned.
@@ -60,8 +56,6 @@ pub struct SecretsSet {
     pub captcha_secret: bool,
     pub smtp_password: bool,
     pub outbound_webhook_secret: bool,
-    pub stripe_secret_key: bool,
-    pub stripe_webhook_secret: bool,
 }
 
 /// New secret values: absent keeps a secret, `null` clears it, a string sets it.
@@ -80,16 +74,11 @@ pub struct SecretChanges {
     pub smtp_password: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
     pub outbound_webhook_secret: Option<Option<String>>,
-    /// `sk_…` or `rk_…`: the key Checkout Sessions are made with.
-    #[serde(default, deserialize_with = "present")]
-    pub stripe_secret_key: Option<Option<String>>,
-    /// `whsec_…`: the signing secret of the platform's Stripe webhook endpoint.
-    #[serde(default, deserialize_with = "present")]
-    pub stripe_webhook_secret: Option<Option<String>>,
 }
 
-/// A field that is present (even as `null`) becomes `Some`.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+/// A field that is present (even as `null`) becomes `Some`: a secret's
+/// change (`deserialize_with`), absent keeping it.
+pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
 }
 
@@ -102,8 +91,6 @@ impl SecretChanges {
             &self.captcha_secret,
             &self.smtp_password,
             &self.outbound_webhook_secret,
-            &self.stripe_secret_key,
-            &self.stripe_webhook_secret,
         ]
         .iter()
         .any(|c| matches!(c, Some(Some(_))))
@@ -120,8 +107,6 @@ pub struct Stored {
     pub captcha_secret: Option<Vec<u8>>,
     pub smtp_password: Option<Vec<u8>>,
     pub webhook_secret: Option<Vec<u8>>,
-    pub stripe_secret_key: Option<Vec<u8>>,
-    pub stripe_webhook_secret: Option<Vec<u8>>,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -134,8 +119,6 @@ impl Stored {
             captcha_secret: self.captcha_secret.is_some(),
             smtp_password: self.smtp_password.is_some(),
             outbound_webhook_secret: self.webhook_secret.is_some(),
-            stripe_secret_key: self.stripe_secret_key.is_some(),
-            stripe_webhook_secret: self.stripe_webhook_secret.is_some(),
         }
     }
 }
@@ -148,8 +131,6 @@ pub mod column {
     pub const CAPTCHA_SECRET: &str = "captcha_secret_encrypted";
     pub const SMTP_PASSWORD: &str = "smtp_password_encrypted";
     pub const WEBHOOK_SECRET: &str = "outbound_webhook_secret_encrypted";
-    pub const STRIPE_SECRET_KEY: &str = "stripe_secret_key_encrypted";
-    pub const STRIPE_WEBHOOK_SECRET: &str = "stripe_webhook_secret_encrypted";
 }
 
 /// Opens one sealed secret with the platform's key.
@@ -176,8 +157,7 @@ pub async fn load(db: impl PgExecutor<'_>) -> Result<Stored, sqlx::Error> {
                 managed_workload_ingress_edge_target,
                 managed_workload_ingress_dns_secret_encrypted, github_oauth_client_secret_encrypted,
                 google_oauth_client_secret_encrypted, captcha_secret_encrypted, smtp_password_encrypted,
-                outbound_webhook_secret_encrypted, default_plan_id, stripe_api_base_url,
-                stripe_secret_key_encrypted, stripe_webhook_secret_encrypted, updated_at
+                outbound_webhook_secret_encrypted, updated_at
          FROM system_settings WHERE id"
     )
     .fetch_one(db)
@@ -206,8 +186,6 @@ pub async fn load(db: impl PgExecutor<'_>) -> Result<Stored, sqlx::Error> {
             smtp_tls: r.smtp_tls,
             outbound_webhook_url: r.outbound_webhook_url,
             managed_workload_ingress_edge_target: r.managed_workload_ingress_edge_target,
-            default_plan_id: r.default_plan_id,
-            stripe_api_base_url: r.stripe_api_base_url,
         },
         dns_secret: r.managed_workload_ingress_dns_secret_encrypted,
         github_secret: r.github_oauth_client_secret_encrypted,
@@ -215,19 +193,18 @@ pub async fn load(db: impl PgExecutor<'_>) -> Result<Stored, sqlx::Error> {
         captcha_secret: r.captcha_secret_encrypted,
         smtp_password: r.smtp_password_encrypted,
         webhook_secret: r.outbound_webhook_secret_encrypted,
-        stripe_secret_key: r.stripe_secret_key_encrypted,
-        stripe_webhook_secret: r.stripe_webhook_secret_encrypted,
         updated_at: r.updated_at,
     })
 }
 
 /// A secret column's next value: kept (`keep`), or the new sealed value / NULL.
-struct Next {
-    keep: bool,
-    value: Option<Vec<u8>>,
+pub struct Next {
+    pub keep: bool,
+    pub value: Option<Vec<u8>>,
 }
 
-fn next(key: Option<&SecretBox>, column: &str, change: &Option<Option<String>>) -> Next {
+/// What `change` (absent, `null` or a value) makes of the secret in `column`.
+pub fn next(key: Option<&SecretBox>, column: &str, change: &Option<Option<String>>) -> Next {
     match change {
         None => Next {
             keep: true,
@@ -274,12 +251,6 @@ pub async fn save(
         column::WEBHOOK_SECRET,
         &secrets.outbound_webhook_secret,
     );
-    let stripe_key = next(key, column::STRIPE_SECRET_KEY, &secrets.stripe_secret_key);
-    let stripe_webhook = next(
-        key,
-        column::STRIPE_WEBHOOK_SECRET,
-        &secrets.stripe_webhook_secret,
-    );
     sqlx::query!(
         "UPDATE system_settings SET
              public_base_url = $1, join_base_url = $2, managed_workload_ingress_base_domain = $3,
@@ -295,10 +266,7 @@ pub async fn save(
              captcha_secret_encrypted = CASE WHEN $27 THEN captcha_secret_encrypted ELSE $28 END,
              smtp_password_encrypted = CASE WHEN $29 THEN smtp_password_encrypted ELSE $30 END,
              outbound_webhook_secret_encrypted = CASE WHEN $31 THEN outbound_webhook_secret_encrypted ELSE $32 END,
-             managed_workload_ingress_edge_target = $33,
-             default_plan_id = $34, stripe_api_base_url = $35,
-             stripe_secret_key_encrypted = CASE WHEN $36 THEN stripe_secret_key_encrypted ELSE $37 END,
-             stripe_webhook_secret_encrypted = CASE WHEN $38 THEN stripe_webhook_secret_encrypted ELSE $39 END
+             managed_workload_ingress_edge_target = $33
          WHERE id",
         f.public_base_url,
         f.join_base_url,
@@ -333,12 +301,6 @@ pub async fn save(
         webhook.keep,
         webhook.value,
         f.managed_workload_ingress_edge_target,
-        f.default_plan_id,
-        f.stripe_api_base_url,
-        stripe_key.keep,
-        stripe_key.value,
-        stripe_webhook.keep,
-        stripe_webhook.value,
     )
     .execute(db)
     .await?;
@@ -362,30 +324,14 @@ pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, 
         .fetch_one(&mut *tx)
         .await?;
     let stored = load(&mut *tx).await?;
-    let mut done = Resealed::default();
-    let mut again =
-        |column: &'static str, sealed: Option<Vec<u8>>| -> Result<Option<Vec<u8>>, ResealError> {
-            let Some(sealed) = sealed else {
-                return Ok(None);
-            };
-            let (plain, current) = key
-                .open_with_current(column, &sealed)
-                .map_err(|_| ResealError::Unreadable(column))?;
-            if current {
-                done.current += 1;
-                return Ok(Some(sealed));
-            }
-            done.resealed += 1;
-            Ok(Some(key.seal(column, plain.expose_secret())))
-        };
+    let mut resealer = Resealer::new(key);
+    let mut again = |column, sealed| resealer.again(column, sealed);
     let dns = again(column::DNS_SECRET, stored.dns_secret)?;
     let github = again(column::GITHUB_SECRET, stored.github_secret)?;
     let google = again(column::GOOGLE_SECRET, stored.google_secret)?;
     let captcha = again(column::CAPTCHA_SECRET, stored.captcha_secret)?;
     let smtp = again(column::SMTP_PASSWORD, stored.smtp_password)?;
     let webhook = again(column::WEBHOOK_SECRET, stored.webhook_secret)?;
-    let stripe_key = again(column::STRIPE_SECRET_KEY, stored.stripe_secret_key)?;
-    let stripe_webhook = again(column::STRIPE_WEBHOOK_SECRET, stored.stripe_webhook_secret)?;
     sqlx::query!(
         "UPDATE system_settings SET
              managed_workload_ingress_dns_secret_encrypted = $1,
@@ -393,9 +339,7 @@ pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, 
              google_oauth_client_secret_encrypted = $3,
              captcha_secret_encrypted = $4,
              smtp_password_encrypted = $5,
-             outbound_webhook_secret_encrypted = $6,
-             stripe_secret_key_encrypted = $7,
-             stripe_webhook_secret_encrypted = $8
+             outbound_webhook_secret_encrypted = $6
          WHERE id",
         dns,
         github,
@@ -403,12 +347,48 @@ pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, 
         captcha,
         smtp,
         webhook,
-        stripe_key,
-        stripe_webhook,
     )
     .execute(&mut *tx)
     .await?;
-    Ok(done)
+    Ok(resealer.done)
+}
+
+/// Re-seals secrets one at a time under a key's current key, counting.
+pub struct Resealer<'a> {
+    key: &'a SecretBox,
+    pub done: Resealed,
+}
+
+impl<'a> Resealer<'a> {
+    pub fn new(key: &'a SecretBox) -> Self {
+        Self {
+            key,
+            done: Resealed::default(),
+        }
+    }
+
+    /// `sealed` (of `column`) sealed under the current key: as it is when it
+    /// already is, else opened and sealed again. One that opens under no key
+    /// is an error naming its column.
+    pub fn again(
+        &mut self,
+        column: &'static str,
+        sealed: Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>, ResealError> {
+        let Some(sealed) = sealed else {
+            return Ok(None);
+        };
+        let (plain, current) = self
+            .key
+            .open_with_current(column, &sealed)
+            .map_err(|_| ResealError::Unreadable(column))?;
+        if current {
+            self.done.current += 1;
+            return Ok(Some(sealed));
+        }
+        self.done.resealed += 1;
+        Ok(Some(self.key.seal(column, plain.expose_secret())))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -239,7 +239,7 @@ pub async fn default_plan(pool: &PgPool, name: &str, max_clusters: i32, max_node
     .fetch_one(pool)
     .await
     .expect("plan");
-    sqlx::query("UPDATE system_settings SET default_plan_id = $1")
+    sqlx::query("UPDATE billing_settings SET default_plan_id = $1")
         .bind(plan)
         .execute(pool)
         .await

@@ -1,7 +1,8 @@
 //! `api-admin`: the back office under `/api/console/admin/*`: the cluster job
 //! queue (read, retry a failed job, cancel a pending one), users, the audit
-//! stream, plans, orders, and the system settings.
+//! stream, plans, orders, the system settings and billing's settings.
 
+mod billing_settings;
 mod cluster_jobs;
 mod orders;
 mod plans;
@@ -49,11 +50,15 @@ pub fn router() -> Router<AppState> {
             "/api/console/admin/settings",
             get(settings::get).put(settings::put),
         )
+        .route(
+            "/api/console/admin/billing-settings",
+            get(billing_settings::get).put(billing_settings::put),
+        )
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, plans::list, plans::create, plans::get, plans::put, plans::delete, orders::list, orders::cancel, settings::get, settings::put),
+    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, plans::list, plans::create, plans::get, plans::put, plans::delete, orders::list, orders::cancel, settings::get, settings::put, billing_settings::get, billing_settings::put),
     // Named by the query parameters, which utoipa does not collect from.
     components(schemas(shared::domain::JobStatus, shared::domain::UserStatus, shared::domain::UserRole)),
     tags((name = "admin", description = "Back office (administrators only)"))

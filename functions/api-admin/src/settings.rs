@@ -52,7 +52,7 @@ pub async fn get(
     Ok(AppJson(view(&state).await?))
 }
 
-fn url_ok(value: &Option<String>) -> bool {
+pub(crate) fn url_ok(value: &Option<String>) -> bool {
     value.as_deref().is_none_or(|u| {
         (u.starts_with("https://") || u.starts_with("http://"))
             && u.len() <= 2000
@@ -73,33 +73,8 @@ async fn validate(
             message: message.into(),
         })
     };
-    for (field, value) in [
-        ("public_base_url", &f.public_base_url),
-        ("stripe_api_base_url", &f.stripe_api_base_url),
-    ] {
-        if !url_ok(value) {
-            bad(field, "must be an http:// or https:// URL");
-        }
-    }
-    for (field, change, prefixes) in [
-        (
-            "secrets.stripe_secret_key",
-            &secrets.stripe_secret_key,
-            &["sk_", "rk_"][..],
-        ),
-        (
-            "secrets.stripe_webhook_secret",
-            &secrets.stripe_webhook_secret,
-            &["whsec_"][..],
-        ),
-    ] {
-        if let Some(Some(value)) = change
-            && (!prefixes.iter().any(|p| value.starts_with(p))
-                || value.len() > 500
-                || !value.bytes().all(|b| b.is_ascii_graphic()))
-        {
-            bad(field, &format!("must start with {}", prefixes.join(" or ")));
-        }
+    if !url_ok(&f.public_base_url) {
+        bad("public_base_url", "must be an http:// or https:// URL");
     }
     if let Some(Err(reason)) = f
         .join_base_url
@@ -116,7 +91,6 @@ async fn validate(
         ),
         ("captcha_verify_url", &f.captcha_verify_url),
         ("outbound_webhook_url", &f.outbound_webhook_url),
-        ("stripe_api_base_url", &f.stripe_api_base_url),
     ] {
         if let Some(url) = value.as_deref()
             && let Err(reason) = shared::outbound::check_resolved(url, allow_private).await
@@ -230,14 +204,7 @@ pub async fn put(
         });
     }
     let mut tx = state.pool.begin().await?;
-    settings::save(&mut *tx, key.as_ref(), &body.fields, &body.secrets)
-        .await
-        .map_err(|err| match &err {
-            sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
-                ApiError::invalid("default_plan_id", "no plan has this id")
-            }
-            _ => err.into(),
-        })?;
+    settings::save(&mut *tx, key.as_ref(), &body.fields, &body.secrets).await?;
     let changed_secrets: Vec<&str> = [
         (
             "managed_workload_ingress_dns_secret",
@@ -257,8 +224,6 @@ pub async fn put(
             "outbound_webhook_secret",
             &body.secrets.outbound_webhook_secret,
         ),
-        ("stripe_secret_key", &body.secrets.stripe_secret_key),
-        ("stripe_webhook_secret", &body.secrets.stripe_webhook_secret),
     ]
     .into_iter()
     .filter(|(_, change)| change.is_some())

@@ -144,8 +144,11 @@ pub async fn create(
     caller: Caller,
     AppJson(body): AppJson<NewOrder>,
 ) -> Result<Response, ApiError> {
-    let stored = settings::load(&state.pool).await?;
-    let api = stripe::Api::from_settings(&state.settings, &stored)?;
+    let platform = settings::load(&state.pool).await?;
+    let api = stripe::Api::from_settings(
+        &state.settings,
+        &billing::settings::load(&state.pool).await?,
+    )?;
     let plan = billing::get_plan(&state.pool, body.plan_id)
         .await?
         .filter(|p| p.active)
@@ -202,14 +205,14 @@ pub async fn create(
             .into_response());
     }
 
-    let base = stored
+    let base = platform
         .fields
         .public_base_url
         .clone()
         .unwrap_or_else(|| state.settings.public_base_url.clone());
     let base = base.trim_end_matches('/');
-    let success_url = format!("{base}/account/orders/{}?checkout=success", order.id);
-    let cancel_url = format!("{base}/account/orders/{}?checkout=cancelled", order.id);
+    let success_url = format!("{base}/billing?order={}&checkout=success", order.id);
+    let cancel_url = format!("{base}/billing?order={}&checkout=cancelled", order.id);
     let line_item = match plan.stripe_price_id.as_deref() {
         Some(price) => LineItem::Price(price),
         None => LineItem::Amount {
@@ -371,10 +374,10 @@ pub async fn webhook(
             code: "invalid_signature",
             detail: SignatureError::Malformed.to_string(),
         })?;
-    let stored = settings::load(&state.pool).await?;
+    let stored = billing::settings::load(&state.pool).await?;
     let secret = settings::open(
         state.settings.secret_box().as_ref(),
-        settings::column::STRIPE_WEBHOOK_SECRET,
+        billing::settings::column::STRIPE_WEBHOOK_SECRET,
         stored.stripe_webhook_secret.as_deref(),
     )
     .map_err(|err| anyhow::anyhow!("the Stripe webhook secret cannot be opened: {err}"))?

@@ -24,8 +24,11 @@ pub fn documents() -> [utoipa::openapi::OpenApi; 9] {
     ]
 }
 
+/// An HTTP function's router.
+pub type MakeRouter = fn() -> Router<AppState>;
+
 /// Each HTTP function's router, by its name.
-pub const ROUTERS: [(&str, fn() -> Router<AppState>); 10] = [
+pub const ROUTERS: [(&str, MakeRouter); 10] = [
     ("api-auth", api_auth::router),
     ("api-account", api_account::router),
     ("api-clusters", api_clusters::router),

@@ -22,5 +22,5 @@ pub const SCHEDULE: Schedule = Schedule {
 };
 
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<DnsReport> {
-    Ok(sync(&ctx.pool, &ctx.settings).await?)
+    sync(&ctx.pool, &ctx.settings).await
 }

@@ -275,7 +275,7 @@ pub async fn read(db: &mut PgConnection, user_id: Uuid) -> Result<Entitlement, s
                    UNION ALL
                    (SELECT 1, NULL::uuid, p.id, p.name, p.max_clusters, p.max_nodes,
                            p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames
-                    FROM system_settings s JOIN plans p ON p.id = s.default_plan_id WHERE s.id)
+                    FROM billing_settings s JOIN plans p ON p.id = s.default_plan_id WHERE s.id)
                ) candidates ORDER BY rank LIMIT 1),
            live AS (
                SELECT id, workload_cpu_limit_milli_cores, workload_memory_limit_mib

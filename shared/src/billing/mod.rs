@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 pub mod entitlements;
 pub mod orders;
+pub mod settings;
 pub mod stripe;
 
 /// A plan as the back office shows it.
@@ -168,7 +169,7 @@ pub async fn delete_plan(tx: &mut PgConnection, id: Uuid) -> Result<PlanDeletion
     .fetch_one(&mut *tx)
     .await?;
     let default = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "count!" FROM system_settings WHERE default_plan_id = $1"#,
+        r#"SELECT count(*) AS "count!" FROM billing_settings WHERE default_plan_id = $1"#,
         id
     )
     .fetch_one(&mut *tx)

@@ -23,11 +23,11 @@ impl Api {
     /// From the stored settings; 503 `billing_not_configured` without a key.
     pub fn from_settings(
         settings: &crate::config::Settings,
-        stored: &crate::settings::Stored,
+        stored: &super::settings::Stored,
     ) -> Result<Self, crate::error::ApiError> {
         let key = crate::settings::open(
             settings.secret_box().as_ref(),
-            crate::settings::column::STRIPE_SECRET_KEY,
+            super::settings::column::STRIPE_SECRET_KEY,
             stored.stripe_secret_key.as_deref(),
         )
         .map_err(|err| anyhow::anyhow!("the Stripe secret key cannot be opened: {err}"))?
@@ -61,7 +61,7 @@ pub async fn expire_before_cancel(
     let Some(session) = order.stripe_checkout_session_id.as_deref() else {
         return Ok(());
     };
-    let stored = crate::settings::load(pool).await?;
+    let stored = super::settings::load(pool).await?;
     let api = Api::from_settings(settings, &stored)?;
     match expire_checkout_session(&api.client, &api.base, &api.key, session).await {
         Ok(Expiry::Expired) => Ok(()),

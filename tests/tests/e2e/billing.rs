@@ -11,8 +11,8 @@ use axum::{
 };
 use http_body_util::BodyExt;
 use shared::{
+    billing::settings::{self, BillingSecretChanges},
     http::with_common_layers,
-    settings::{self, SecretChanges},
 };
 use tests::stripe::StripeStub;
 use tower::ServiceExt;
@@ -61,10 +61,9 @@ impl Billing {
         .await;
         let mut stored = settings::load(&p.db.pool).await.unwrap();
         stored.fields.stripe_api_base_url = Some(stripe.base_url.clone());
-        let secrets = SecretChanges {
+        let secrets = BillingSecretChanges {
             stripe_secret_key: Some(Some("sk_test_51Abc".into())),
             stripe_webhook_secret: Some(Some(WEBHOOK_SECRET.into())),
-            ..SecretChanges::default()
         };
         settings::save(
             &p.db.pool,
@@ -117,7 +116,7 @@ impl Billing {
     }
 
     async fn make_default(&self, plan_id: &str) {
-        sqlx::query("UPDATE system_settings SET default_plan_id = $1::uuid")
+        sqlx::query("UPDATE billing_settings SET default_plan_id = $1::uuid")
             .bind(plan_id)
             .execute(&self.p.db.pool)
             .await
@@ -405,6 +404,19 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         ("customer_email", "dev@kubebyon.local"),
     ] {
         assert_eq!(sent.field(field), Some(value), "{field} in {:?}", sent.form);
+    }
+    // Stripe sends the buyer back to the console's billing page, a route
+    // the console serves, with the order and the outcome.
+    for (field, outcome) in [("success_url", "success"), ("cancel_url", "cancelled")] {
+        let url = reqwest::Url::parse(sent.field(field).unwrap()).unwrap();
+        assert!(
+            console::CLIENT_ROUTES.contains(&url.path()),
+            "{field} {url}"
+        );
+        assert_eq!(
+            url.query(),
+            Some(format!("order={order}&checkout={outcome}").as_str())
+        );
     }
     // The same choice again resumes the order and its session, without
     // asking Stripe for another.

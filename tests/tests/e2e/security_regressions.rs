@@ -195,19 +195,17 @@ async fn the_attacks_of_the_security_reviews_stay_refused() {
     suite
         .places
         .push(("huge_email", format!("{}@example.com", "a".repeat(100_000))));
-    let mut settings: Value = serde_json::from_str(
-        &suite
-            .settings_with("stripe_api_base_url=https://api.stripe.com")
-            .await,
-    )
-    .unwrap();
-    settings["secrets"] = json!({ "stripe_webhook_secret": WEBHOOK_SECRET });
+    let billing = json!({
+        "default_plan_id": null,
+        "stripe_api_base_url": "https://api.stripe.com",
+        "secrets": { "stripe_webhook_secret": WEBHOOK_SECRET },
+    });
     let (status, body) = suite
         .send(
             "admin",
             "PUT",
-            "/api/console/admin/settings",
-            Some(settings),
+            "/api/console/admin/billing-settings",
+            Some(billing),
         )
         .await;
     assert_eq!(status, 200, "{body}");

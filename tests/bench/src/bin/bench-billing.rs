@@ -139,7 +139,7 @@ async fn entitlement_check(clusters: i64, creates: i64) -> anyhow::Result<serde_
     )
     .fetch_one(pool)
     .await?;
-    sqlx::query("UPDATE system_settings SET default_plan_id = $1")
+    sqlx::query("UPDATE billing_settings SET default_plan_id = $1")
         .bind(plan.0)
         .execute(pool)
         .await?;

@@ -546,6 +546,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/console/admin/billing-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Billing's settings */
+        get: operations["get_admin_billing_settings"];
+        /**
+         * Replace billing's settings
+         * @description Every field is replaced; secrets change only where given (`null` clears
+         *     one). Setting a secret needs `KUBEBYON_SETTINGS_KEY` on the platform (503
+         *     `settings_key_missing` otherwise). Audited, without values.
+         */
+        put: operations["put_admin_billing_settings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/admin/cluster-jobs": {
         parameters: {
             query?: never;
@@ -1433,6 +1456,54 @@ export interface components {
             target_id?: string | null;
             target_kind?: string | null;
         };
+        /** @description Everything but the secrets. */
+        BillingFields: {
+            /**
+             * Format: uuid
+             * @description The plan of users without a paid order; absent: they are not limited.
+             */
+            default_plan_id?: string | null;
+            /** @description Stripe's API base (default `https://api.stripe.com`). */
+            stripe_api_base_url?: string | null;
+        };
+        /** @description New secret values: absent keeps a secret, `null` clears it, a string sets it. */
+        BillingSecretChanges: {
+            /** @description `sk_…` or `rk_…`: the key Checkout Sessions are made with. */
+            stripe_secret_key?: string | null;
+            /** @description `whsec_…`: the signing secret of the platform's Stripe webhook endpoint. */
+            stripe_webhook_secret?: string | null;
+        };
+        /** @description Which secrets are set; their values are never returned. */
+        BillingSecretsSet: {
+            stripe_secret_key: boolean;
+            stripe_webhook_secret: boolean;
+        };
+        /** @description New billing settings: every field, and the secrets to change. */
+        BillingSettingsUpdate: {
+            /**
+             * Format: uuid
+             * @description The plan of users without a paid order; absent: they are not limited.
+             */
+            default_plan_id?: string | null;
+            /** @description Absent: kept; `null`: cleared; a string: set. */
+            secrets?: components["schemas"]["BillingSecretChanges"];
+            /** @description Stripe's API base (default `https://api.stripe.com`). */
+            stripe_api_base_url?: string | null;
+        };
+        /** @description Billing's settings as the back office sees them. */
+        BillingSettingsView: {
+            /**
+             * Format: uuid
+             * @description The plan of users without a paid order; absent: they are not limited.
+             */
+            default_plan_id?: string | null;
+            /** @description Which secrets are set; their values are never returned. */
+            secrets: components["schemas"]["BillingSecretsSet"];
+            /** @description Stripe's API base (default `https://api.stripe.com`). */
+            stripe_api_base_url?: string | null;
+            /** Format: date-time */
+            updated_at: string;
+        };
         /** @description A hostname binding as its owner sees it. */
         Binding: {
             /** Format: uuid */
@@ -2267,10 +2338,6 @@ export interface components {
             managed_workload_ingress_dns_secret?: string | null;
             outbound_webhook_secret?: string | null;
             smtp_password?: string | null;
-            /** @description `sk_…` or `rk_…`: the key Checkout Sessions are made with. */
-            stripe_secret_key?: string | null;
-            /** @description `whsec_…`: the signing secret of the platform's Stripe webhook endpoint. */
-            stripe_webhook_secret?: string | null;
         };
         /** @description Which secrets are set; their values are never returned. */
         SecretsSet: {
@@ -2280,8 +2347,6 @@ export interface components {
             managed_workload_ingress_dns_secret: boolean;
             outbound_webhook_secret: boolean;
             smtp_password: boolean;
-            stripe_secret_key: boolean;
-            stripe_webhook_secret: boolean;
         };
         /** @description A live session as its owner sees it: never its token. */
         SessionInfo: {
@@ -2318,11 +2383,6 @@ export interface components {
             /** @description The provider's verify endpoint (Turnstile, hCaptcha). */
             captcha_verify_url?: string | null;
             default_cluster_public_access_mode: components["schemas"]["PublicAccessMode"];
-            /**
-             * Format: uuid
-             * @description The plan of users without a paid order; absent: they are not limited.
-             */
-            default_plan_id?: string | null;
             github_oauth_client_id?: string | null;
             google_oauth_client_id?: string | null;
             join_base_url?: string | null;
@@ -2348,8 +2408,6 @@ export interface components {
             /** @description `none`, `starttls` or `tls`. */
             smtp_tls: string;
             smtp_username?: string | null;
-            /** @description Stripe's API base (default `https://api.stripe.com`). */
-            stripe_api_base_url?: string | null;
         };
         /** @description New settings: every field, and the secrets to change. */
         SettingsUpdate: {
@@ -2358,11 +2416,6 @@ export interface components {
             /** @description The provider's verify endpoint (Turnstile, hCaptcha). */
             captcha_verify_url?: string | null;
             default_cluster_public_access_mode: components["schemas"]["PublicAccessMode"];
-            /**
-             * Format: uuid
-             * @description The plan of users without a paid order; absent: they are not limited.
-             */
-            default_plan_id?: string | null;
             github_oauth_client_id?: string | null;
             google_oauth_client_id?: string | null;
             join_base_url?: string | null;
@@ -2390,8 +2443,6 @@ export interface components {
             /** @description `none`, `starttls` or `tls`. */
             smtp_tls: string;
             smtp_username?: string | null;
-            /** @description Stripe's API base (default `https://api.stripe.com`). */
-            stripe_api_base_url?: string | null;
         };
         /** @description The settings as the back office sees them. */
         SettingsView: {
@@ -2400,11 +2451,6 @@ export interface components {
             /** @description The provider's verify endpoint (Turnstile, hCaptcha). */
             captcha_verify_url?: string | null;
             default_cluster_public_access_mode: components["schemas"]["PublicAccessMode"];
-            /**
-             * Format: uuid
-             * @description The plan of users without a paid order; absent: they are not limited.
-             */
-            default_plan_id?: string | null;
             github_oauth_client_id?: string | null;
             google_oauth_client_id?: string | null;
             join_base_url?: string | null;
@@ -2432,8 +2478,6 @@ export interface components {
             /** @description `none`, `starttls` or `tls`. */
             smtp_tls: string;
             smtp_username?: string | null;
-            /** @description Stripe's API base (default `https://api.stripe.com`). */
-            stripe_api_base_url?: string | null;
             /** Format: date-time */
             updated_at: string;
         };
@@ -4280,6 +4324,118 @@ export interface operations {
                 };
             };
             /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_admin_billing_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BillingSettingsView"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    put_admin_billing_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BillingSettingsUpdate"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BillingSettingsView"];
+                };
+            };
+            /** @description The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid, or `default_plan_id` names no plan; A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -1,5 +1,5 @@
 // The back office: users, the cluster job queue, the audit stream, system
-// settings (secrets write-only), plans and orders. Loaded on demand: only
+// settings (secrets write-only), plans with billing's settings, and orders. Loaded on demand: only
 // administrators download it.
 import { useState, type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
@@ -30,7 +30,12 @@ export default function Admin({ path }: { path: string }) {
       {section === "jobs" && <Jobs />}
       {section === "audit" && <Audit />}
       {section === "settings" && <Settings />}
-      {section === "plans" && <Plans />}
+      {section === "plans" && (
+        <>
+          <BillingSettings />
+          <Plans />
+        </>
+      )}
       {section === "orders" && <Orders />}
     </Page>
   );
@@ -248,8 +253,6 @@ const TEXT_FIELDS = [
   "smtp_username",
   "smtp_from",
   "outbound_webhook_url",
-  "stripe_api_base_url",
-  "default_plan_id",
 ] as const;
 
 const SECRETS = [
@@ -259,8 +262,6 @@ const SECRETS = [
   "smtp_password",
   "managed_workload_ingress_dns_secret",
   "outbound_webhook_secret",
-  "stripe_secret_key",
-  "stripe_webhook_secret",
 ] as const;
 
 function Settings() {
@@ -354,6 +355,88 @@ function Settings() {
       {saved && <p role="status">{t("common.saved")}</p>}
       <button type="submit" className="primary" disabled={save.isPending}>
         {t("common.save")}
+      </button>
+    </form>
+  );
+}
+
+const BILLING_SECRETS = ["stripe_secret_key", "stripe_webhook_secret"] as const;
+
+/// Billing's settings: the plan of users without a paid order, and Stripe.
+function BillingSettings() {
+  const { t } = useTranslation();
+  const client = useQueryClient();
+  const [saved, setSaved] = useState(false);
+  const settings = useQuery({
+    queryKey: ["admin-billing-settings"],
+    queryFn: () => ok(api.GET("/api/console/admin/billing-settings")),
+  });
+  const plans = useQuery({ queryKey: ["admin-plans"], queryFn: () => ok(api.GET("/api/console/admin/plans")) });
+  const save = useMutation({
+    mutationFn: (body: Schemas["BillingSettingsUpdate"]) => ok(api.PUT("/api/console/admin/billing-settings", { body })),
+    onSuccess: (data) => {
+      client.setQueryData(["admin-billing-settings"], data);
+      setSaved(true);
+    },
+  });
+  if (settings.isPending) return <Loading />;
+  if (settings.error) return <ErrorNote error={settings.error} />;
+  const s = settings.data;
+  const submit = (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const form = e.currentTarget;
+    const body: Schemas["BillingSettingsUpdate"] = {
+      default_plan_id: formValue(form, "default_plan_id") || null,
+      stripe_api_base_url: formValue(form, "stripe_api_base_url").trim() || null,
+      secrets: {},
+    };
+    for (const name of BILLING_SECRETS) {
+      const value = formValue(form, `secret_${name}`);
+      if (formValue(form, `clear_${name}`) === "on") body.secrets![name] = null;
+      else if (value) body.secrets![name] = value;
+    }
+    setSaved(false);
+    save.mutate(body, {
+      onSuccess: () => BILLING_SECRETS.forEach((n) => ((form.elements.namedItem(`secret_${n}`) as HTMLInputElement).value = "")),
+    });
+  };
+  return (
+    <form className="card" onSubmit={submit} noValidate key={s.updated_at} aria-label={t("admin.billing_settings")}>
+      <h2>{t("admin.billing_settings")}</h2>
+      <p className="muted">
+        {t("admin.settings_updated")} <Time value={s.updated_at} />
+      </p>
+      <div className="grid">
+        <Field label={t("setting.default_plan_id")}>
+          <select name="default_plan_id" defaultValue={s.default_plan_id ?? ""}>
+            <option value="">{t("admin.no_default_plan")}</option>
+            {plans.data?.map((plan) => (
+              <option key={plan.id} value={plan.id}>
+                {plan.name}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <Field label={t("setting.stripe_api_base_url")}>
+          <input name="stripe_api_base_url" defaultValue={s.stripe_api_base_url ?? ""} spellCheck={false} />
+        </Field>
+        {BILLING_SECRETS.map((name) => (
+          <div key={name} className="secret">
+            <Field label={t(`setting.${name}`)} hint={s.secrets[name] ? t("admin.secret_set") : t("admin.secret_unset")}>
+              <input name={`secret_${name}`} type="password" autoComplete="new-password" />
+            </Field>
+            {s.secrets[name] && (
+              <label className="check">
+                <input name={`clear_${name}`} type="checkbox" /> {t("admin.clear")}
+              </label>
+            )}
+          </div>
+        ))}
+      </div>
+      <ErrorNote error={save.error} />
+      {saved && <p role="status">{t("common.saved")}</p>}
+      <button type="submit" className="primary" disabled={save.isPending}>
+        {t("admin.save_billing_settings")}
       </button>
     </form>
   );
