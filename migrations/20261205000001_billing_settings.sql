@@ -19,7 +19,8 @@ FROM system_settings WHERE id;
 INSERT INTO billing_settings (id) VALUES (true) ON CONFLICT (id) DO NOTHING;
 
 CREATE TRIGGER billing_settings_set_updated_at BEFORE UPDATE ON billing_settings
-    FOR EACH ROW EXECUTE FUNCTION set_updated_at();
+    FOR EACH ROW WHEN (OLD.updated_at IS NOT DISTINCT FROM NEW.updated_at)
+    EXECUTE FUNCTION set_updated_at();
 
 ALTER TABLE system_settings
     DROP COLUMN default_plan_id,

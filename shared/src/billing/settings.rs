@@ -20,7 +20,9 @@ use crate::{
 pub struct BillingFields {
     /// The plan of users without a paid order; absent: they are not limited.
     pub default_plan_id: Option<Uuid>,
-    /// Stripe's API base (default `https://api.stripe.com`).
+    /// Stripe's API base (default `https://api.stripe.com`): an http(s)
+    /// URL that resolves to public addresses only (it receives the key).
+    #[schema(pattern = "^https?://[^\\s]+$", max_length = 2000)]
     pub stripe_api_base_url: Option<String>,
 }
 

@@ -1463,7 +1463,10 @@ export interface components {
              * @description The plan of users without a paid order; absent: they are not limited.
              */
             default_plan_id?: string | null;
-            /** @description Stripe's API base (default `https://api.stripe.com`). */
+            /**
+             * @description Stripe's API base (default `https://api.stripe.com`): an http(s)
+             *     URL that resolves to public addresses only (it receives the key).
+             */
             stripe_api_base_url?: string | null;
         };
         /** @description New secret values: absent keeps a secret, `null` clears it, a string sets it. */
@@ -1487,7 +1490,10 @@ export interface components {
             default_plan_id?: string | null;
             /** @description Absent: kept; `null`: cleared; a string: set. */
             secrets?: components["schemas"]["BillingSecretChanges"];
-            /** @description Stripe's API base (default `https://api.stripe.com`). */
+            /**
+             * @description Stripe's API base (default `https://api.stripe.com`): an http(s)
+             *     URL that resolves to public addresses only (it receives the key).
+             */
             stripe_api_base_url?: string | null;
         };
         /** @description Billing's settings as the back office sees them. */
@@ -1499,7 +1505,10 @@ export interface components {
             default_plan_id?: string | null;
             /** @description Which secrets are set; their values are never returned. */
             secrets: components["schemas"]["BillingSecretsSet"];
-            /** @description Stripe's API base (default `https://api.stripe.com`). */
+            /**
+             * @description Stripe's API base (default `https://api.stripe.com`): an http(s)
+             *     URL that resolves to public addresses only (it receives the key).
+             */
             stripe_api_base_url?: string | null;
             /** Format: date-time */
             updated_at: string;
