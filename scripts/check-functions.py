@@ -11,14 +11,16 @@ names this command):
 - the console's client routes, for its server (functions/console/src/pages.rs)
   and its app (functions/console/app/src/clientRoutes.ts);
 - the marked regions of the Helm values (`http`, `jobs`, `schedules`), the
-  compose file's services, the workspace's and `local`'s dependencies.
+  compose file's services, the workspace's and `local`'s dependencies, and
+  the AWS template's HTTP functions (a resource each, its HTTP API events
+  from its routes, `timeout` and `aws_note` from its entry).
 
 Checked against it (the check names the file to change):
 
 - the crates under functions/ (one entry each, and no entry without one);
 - the AWS template: one function per entry that runs on Lambda (its
-  `Binary`), its HTTP API events against the entry's routes, a schedule run
-  at its interval or once a minute, the scheduler's floor;
+  `Binary`), a schedule run at its interval or once a minute, the
+  scheduler's floor;
 - each job function's job type (`JobType` in shared/src/domain.rs) and each
   schedule's interval (its `SCHEDULE`'s `Millis`, in its crate);
 - docs/architecture.md's table of functions.
@@ -107,16 +109,6 @@ def routes_yaml(manifest):
     for (kind, value), ingress, name in route_rules(manifest):
         out += [f"- function: {name}", f"  match: {kind}", f"  value: {yaml_str(value)}", f"  ingress: {yaml_str(ingress)}"]
     return "\n".join(out) + "\n"
-
-
-def sam_events(route):
-    """The HTTP API events a route needs, and the ones it allows besides."""
-    method, path, under = parse_route(route)
-    if not under:
-        return {(method, path)}, set()
-    proxy = f"{path}/{{proxy+}}"
-    return {(method, proxy)}, {(m, path or "/") for m in ("ANY", "GET", "POST", "PUT", "PATCH", "DELETE")
-                               if method in ("ANY", m)}
 
 
 # Generated files and regions ------------------------------------------------
@@ -212,6 +204,48 @@ def dependency_region(manifest, form):
     return [form.format(name=n) for n, f in manifest.items() if f.get("kind") != "tool"]
 
 
+def camel(text):
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", text) if part)
+
+
+def sam_http_functions(manifest):
+    """The AWS template's HTTP functions: one resource each, its events from its routes."""
+    lines = []
+    for name, f in of_kind(manifest, "http").items():
+        if not f.get("lambda", True):
+            continue
+        lines.append("")
+        for note in f.get("aws_note", "").strip().splitlines():
+            lines.append(f"  # {note}".rstrip())
+        lines += [f"  {camel(name)}Function:",
+                  "    Type: AWS::Serverless::Function",
+                  "    DependsOn: Migration",
+                  "    Metadata:",
+                  "      BuildMethod: rust-cargolambda",
+                  "      BuildProperties:",
+                  f"        Binary: {name}",
+                  "    Properties:",
+                  "      CodeUri: ../..",
+                  "      Policies: [!Ref ReadSecrets]"]
+        if "timeout" in f:
+            lines.append(f"      Timeout: {f['timeout']}")
+        lines.append("      Events:")
+        for route in f["routes"]:
+            method, path, under = parse_route(route)
+            events = [(path or "/", method, "Root" if under else "")]
+            if under:
+                events.append((f"{path}/{{proxy+}}", method, ""))
+            for event_path, event_method, suffix in events:
+                event = camel(path.replace("/api/console/", "/").replace("/api/", "/")) or "Pages"
+                lines += [f"        {event}{suffix}:",
+                          "          Type: HttpApi",
+                          "          Properties:",
+                          "            ApiId: !Ref HttpApi",
+                          f"            Path: {event_path}",
+                          f"            Method: {event_method}"]
+    return lines[1:]
+
+
 def generated(manifest):
     """path → whole file, or path → {region: lines}."""
     return {
@@ -223,6 +257,7 @@ def generated(manifest):
         "infra/compose/compose.yaml": {"services": compose_region(manifest)},
         "Cargo.toml": {"functions": dependency_region(manifest, '{name} = {{ path = "functions/{name}" }}')},
         "functions/local/Cargo.toml": {"functions": dependency_region(manifest, "{name}.workspace = true")},
+        "infra/aws/template.yaml": {"http functions": sam_http_functions(manifest)},
     }
 
 
@@ -335,19 +370,6 @@ def check(root):
         if name in deployed and deployed[name][0] != rate_for(f["interval_ms"]):
             say("infra/aws/template.yaml",
                 f"{name} runs at {deployed[name][0]}; functions.toml's {f['interval_ms']} ms is {rate_for(f['interval_ms'])}")
-    for name, f in sorted(of_kind(manifest, "http").items()):
-        if name not in deployed:
-            continue
-        events = deployed[name][1]
-        allowed = set()
-        for route in f.get("routes", []):
-            needed, optional = sam_events(route)
-            allowed |= needed | optional
-            for method, path in sorted(needed - events):
-                say("infra/aws/template.yaml", f"{name} has no HttpApi event `{method} {path}` (route {route!r})")
-        for method, path in sorted(events - allowed):
-            say("infra/aws/template.yaml", f"{name}'s HttpApi event `{method} {path}` is none of its routes in functions.toml")
-
     domain = read(root, "shared/src/domain.rs")
     for name, f in sorted(of_kind(manifest, "job").items()):
         if f'=> "{f.get("job_type")}"' not in domain:
@@ -392,10 +414,7 @@ def self_test():
         put("Cargo.toml", marked("functions"))
         put("functions/local/Cargo.toml", marked("functions"))
         put("infra/aws/template.yaml",
-            "Resources:\n  A:\n    Metadata:\n      BuildProperties:\n        Binary: api-a\n"
-            "    Properties:\n      Events:\n        E:\n          Properties:\n"
-            "            Path: /api/a/{proxy+}\n            Method: ANY\n"
-            "        F:\n          Properties:\n            Path: /api/y\n            Method: GET\n"
+            "Resources:\n" + marked("http functions") +
             "  C:\n    Metadata:\n      BuildProperties:\n        Binary: sync-c\n"
             "    Properties:\n      Events:\n        E:\n          Properties:\n            ScheduleExpression: rate(1 minute)\n")
         put("shared/src/domain.rs", 'Self::B => "b_job",\n')
@@ -410,6 +429,9 @@ def self_test():
         values = read(root, "infra/helm/kubebyon/values.yaml")
         put("infra/helm/kubebyon/values.yaml", values.replace("replicas: 2", "replicas: 3"))
         put("infra/helm/kubebyon/routes.yaml", "")
+        template = read(root, "infra/aws/template.yaml")
+        generated_template = template
+        put("infra/aws/template.yaml", template.replace("Path: /api/x/{id}", "Path: /api/y"))
         found = "\n".join(check(root))
         put("functions.toml", manifest.replace('handler = "B"\n', "") + '[gone]\nkind = "tool"\n')
         found_manifest = "\n".join(check(root))
@@ -421,8 +443,8 @@ def self_test():
         "infra/helm/kubebyon/routes.yaml: stale",
         "infra/aws/template.yaml: no function with `Binary: job-b`",
         "infra/aws/template.yaml: sync-c runs at rate(1 minute); functions.toml's 120000 ms is rate(2 minutes)",
-        "infra/aws/template.yaml: api-a has no HttpApi event `GET /api/x/{id}` (route 'GET /api/x/{id}')",
-        "infra/aws/template.yaml: api-a's HttpApi event `GET /api/y` is none of its routes in functions.toml",
+        "infra/aws/template.yaml: stale",
+        "+            Path: /api/x/{id}",
         "functions/sync-c/src/lib.rs: sync-c's interval is `Millis::new('C_MS', 60000)`, functions.toml says 120000",
         "docs/architecture.md: the table of functions has no row for functions/sync-c",
     ]
@@ -437,6 +459,11 @@ def self_test():
         '- function: api-a\n  match: RegularExpression\n  value: "/api/x/[^/]+"\n  ingress: "/api/x/[^/]+$"' not in routes,
         '- function: api-a\n  match: PathPrefix\n  value: "/api/a"\n  ingress: "/api/a(/.*)?$"' not in routes,
         routes.index("/api/x/") > routes.index("/api/a"),  # the regular expression first
+        # The function's resource, each route's events (a subtree: its root too).
+        not all(line in generated_template for line in [
+            "  ApiAFunction:", "        Binary: api-a", "        ARoot:", "            Path: /api/a",
+            "        A:", "            Path: /api/a/{proxy+}", "            Method: ANY",
+            "        XId:", "            Path: /api/x/{id}", "            Method: GET"]),
     ]
     if missing or any(wrong):
         print("self-test failed; missing:\n" + "\n".join(missing) + "\nfound:\n" + found
