@@ -6,7 +6,9 @@
 #                              then build when dist/ is missing or older than
 #                              the source (what ./infra/local/run.sh runs)
 #   scripts/console.sh check   the typed API client matches docs/openapi.json,
-#                              and the catalogs' tests pass (what CI runs)
+#                              ESLint passes (typescript-eslint, React's rules
+#                              of hooks, no warning), and the catalogs' and
+#                              routes' tests pass (what CI runs)
 #   scripts/console.sh api     regenerate the typed API client
 set -euo pipefail
 cd "$(dirname "$0")/../functions/console/app"
@@ -47,6 +49,7 @@ case "${1:-build}" in
         npx --no-install openapi-typescript ../../../docs/openapi.json -o "$generated" --silent >/dev/null
         cmp -s "$generated" src/api/schema.d.ts \
             || die "functions/console/app/src/api/schema.d.ts is not current with docs/openapi.json: run scripts/console.sh api"
+        npx --no-install eslint --max-warnings 0 .
         npm test --silent
         ;;
     api)

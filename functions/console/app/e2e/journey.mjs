@@ -91,7 +91,9 @@ async function codeFor(to) {
     let files = [];
     try {
       files = readdirSync(box).map((f) => join(box, f));
-    } catch {}
+    } catch {
+      // The mailbox is not there yet: look again.
+    }
     for (const file of files) {
       const text = readFileSync(file, "utf8");
       if (read.has(file) || !text.split("\n").some((l) => l.startsWith("To:") && l.includes(to))) continue;
