@@ -335,7 +335,11 @@ pub async fn callback(
             .await?;
             audit::record(
                 &mut *tx,
-                crate::user_event(user_id, action, serde_json::json!({ "provider": method })),
+                crate::register::user_event(
+                    user_id,
+                    action,
+                    serde_json::json!({ "provider": method }),
+                ),
             )
             .await?;
             tx.commit().await?;
@@ -343,7 +347,8 @@ pub async fn callback(
         }
     };
     let email = identity.email.clone().unwrap_or_default();
-    let mut response = crate::start_session(&state, user_id, &origin, method, &email).await?;
+    let mut response =
+        crate::session::start_session(&state, user_id, &origin, method, &email).await?;
     *response.status_mut() = StatusCode::SEE_OTHER;
     response.headers_mut().insert(
         header::LOCATION,
