@@ -264,6 +264,44 @@ const SECRETS = [
   "outbound_webhook_secret",
 ] as const;
 
+/// The secrets a form changes: `null` clears one ticked to clear, a typed
+/// value sets it, an empty field keeps it.
+function secretChanges<N extends string>(form: HTMLFormElement, names: readonly N[]): Partial<Record<N, string | null>> {
+  const changes: Partial<Record<N, string | null>> = {};
+  for (const name of names) {
+    const value = formValue(form, `secret_${name}`);
+    if (formValue(form, `clear_${name}`) === "on") changes[name] = null;
+    else if (value) changes[name] = value;
+  }
+  return changes;
+}
+
+/// Empties a form's secret fields once saved: their values are never shown again.
+function forgetSecrets(form: HTMLFormElement, names: readonly string[]) {
+  names.forEach((n) => ((form.elements.namedItem(`secret_${n}`) as HTMLInputElement).value = ""));
+}
+
+/// A write-only input per secret, saying whether it is set, with a box to clear a set one.
+function SecretInputs<N extends string>({ names, set }: { names: readonly N[]; set: Record<N, boolean> }) {
+  const { t } = useTranslation();
+  return (
+    <>
+      {names.map((name) => (
+        <div key={name} className="secret">
+          <Field label={t(`setting.${name}`)} hint={set[name] ? t("admin.secret_set") : t("admin.secret_unset")}>
+            <input name={`secret_${name}`} type="password" autoComplete="new-password" />
+          </Field>
+          {set[name] && (
+            <label className="check">
+              <input name={`clear_${name}`} type="checkbox" /> {t("admin.clear")}
+            </label>
+          )}
+        </div>
+      ))}
+    </>
+  );
+}
+
 function Settings() {
   const { t } = useTranslation();
   const client = useQueryClient();
@@ -288,16 +326,11 @@ function Settings() {
       captcha_enabled: formValue(form, "captcha_enabled") === "on",
       smtp_tls: formValue(form, "smtp_tls"),
       smtp_port: formNumber(form, "smtp_port"),
-      secrets: {},
+      secrets: secretChanges(form, SECRETS),
     };
     for (const name of TEXT_FIELDS) body[name] = formValue(form, name).trim() || null;
-    for (const name of SECRETS) {
-      const value = formValue(form, `secret_${name}`);
-      if (formValue(form, `clear_${name}`) === "on") body.secrets![name] = null;
-      else if (value) body.secrets![name] = value;
-    }
     setSaved(false);
-    save.mutate(body, { onSuccess: () => SECRETS.forEach((n) => ((form.elements.namedItem(`secret_${n}`) as HTMLInputElement).value = "")) });
+    save.mutate(body, { onSuccess: () => forgetSecrets(form, SECRETS) });
   };
   return (
     <form className="card" onSubmit={submit} noValidate key={s.updated_at}>
@@ -337,18 +370,7 @@ function Settings() {
         <legend>{t("admin.secrets")}</legend>
         <p className="muted">{t("admin.secrets_explain")}</p>
         <div className="grid">
-          {SECRETS.map((name) => (
-            <div key={name} className="secret">
-              <Field label={t(`setting.${name}`)} hint={s.secrets[name] ? t("admin.secret_set") : t("admin.secret_unset")}>
-                <input name={`secret_${name}`} type="password" autoComplete="new-password" />
-              </Field>
-              {s.secrets[name] && (
-                <label className="check">
-                  <input name={`clear_${name}`} type="checkbox" /> {t("admin.clear")}
-                </label>
-              )}
-            </div>
-          ))}
+          <SecretInputs names={SECRETS} set={s.secrets} />
         </div>
       </fieldset>
       <ErrorNote error={save.error} />
@@ -388,17 +410,10 @@ function BillingSettings() {
     const body: Schemas["BillingSettingsUpdate"] = {
       default_plan_id: formValue(form, "default_plan_id") || null,
       stripe_api_base_url: formValue(form, "stripe_api_base_url").trim() || null,
-      secrets: {},
+      secrets: secretChanges(form, BILLING_SECRETS),
     };
-    for (const name of BILLING_SECRETS) {
-      const value = formValue(form, `secret_${name}`);
-      if (formValue(form, `clear_${name}`) === "on") body.secrets![name] = null;
-      else if (value) body.secrets![name] = value;
-    }
     setSaved(false);
-    save.mutate(body, {
-      onSuccess: () => BILLING_SECRETS.forEach((n) => ((form.elements.namedItem(`secret_${n}`) as HTMLInputElement).value = "")),
-    });
+    save.mutate(body, { onSuccess: () => forgetSecrets(form, BILLING_SECRETS) });
   };
   return (
     <form className="card" onSubmit={submit} noValidate key={s.updated_at} aria-label={t("admin.billing_settings")}>
@@ -420,18 +435,7 @@ function BillingSettings() {
         <Field label={t("setting.stripe_api_base_url")}>
           <input name="stripe_api_base_url" defaultValue={s.stripe_api_base_url ?? ""} spellCheck={false} />
         </Field>
-        {BILLING_SECRETS.map((name) => (
-          <div key={name} className="secret">
-            <Field label={t(`setting.${name}`)} hint={s.secrets[name] ? t("admin.secret_set") : t("admin.secret_unset")}>
-              <input name={`secret_${name}`} type="password" autoComplete="new-password" />
-            </Field>
-            {s.secrets[name] && (
-              <label className="check">
-                <input name={`clear_${name}`} type="checkbox" /> {t("admin.clear")}
-              </label>
-            )}
-          </div>
-        ))}
+        <SecretInputs names={BILLING_SECRETS} set={s.secrets} />
       </div>
       <ErrorNote error={save.error} />
       {saved && <p role="status">{t("common.saved")}</p>}
