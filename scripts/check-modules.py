@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the shared crate's module boundaries (docs/architecture.md, "The
 shared crate"): every file of shared/src belongs to one part; a part may use
-only the parts PARTS lists for it (the kernel none; the backbone and clusters
+only the parts `parts_of` lists for it (the kernel none; the backbone and clusters
 the kernel; the Kubernetes adapter the kernel and clusters, not the backbone;
 the capabilities everything below them, never each other; the layer of
 rules that span capabilities (`app`) all of those; the HTTP application
@@ -13,6 +13,11 @@ Reads every path rooted at `crate::`, `super::` (any number of them) or
 module and the inline modules (`mod tests { ... }`) around them. Exits 1
 naming every violation. `--self-test` checks that planted violations are
 caught.
+
+Also keeps the module lists that follow the folders: the capabilities in
+shared/src/lib.rs (every root module no fixed part claims) and the modules
+of the end-to-end suite in tests/tests/e2e/main.rs (one file each). A stale
+list fails the check; `--write` writes them.
 """
 
 import os
@@ -21,29 +26,51 @@ import sys
 import tempfile
 
 # Each part: the parts it may use and its modules, as paths under shared/src
-# without `.rs` (`settings`) or directories (`accounts`). The capabilities may
-# use what lies below them, never each other.
+# without `.rs` (`settings`) or directories (`accounts`). Every other module of
+# the crate's root is a capability: no list names them (lib.rs's `capabilities`
+# region is written from the folders by `--write`). The capabilities may use
+# what lies below them, never each other.
 BELOW_CAPABILITIES = ["kernel", "backbone", "clusters", "kubernetes"]
-CAPABILITIES = ["accounts", "admission", "nodes", "kubeconfigs", "ingress", "metrics", "billing",
-                "notifications"]
-PARTS = {
+FIXED = {
     "kernel": ([], ["lib", "config", "error", "extract", "domain", "secretbox", "outbound",
                     "telemetry", "openapi", "runtime", "db", "settings", "audit", "mail"]),
     "backbone": (["kernel"], ["jobs"]),
     "clusters": (["kernel"], ["clusters"]),
     # The Kubernetes adapter returns its own errors: it never builds job errors.
     "kubernetes": (["kernel", "clusters"], ["host"]),
-    **{c: (BELOW_CAPABILITIES, [c]) for c in CAPABILITIES},
-    # Rules that span capabilities, written once.
-    "app": (BELOW_CAPABILITIES + CAPABILITIES, ["app"]),
-    "http": (BELOW_CAPABILITIES + CAPABILITIES + ["app"], ["http"]),
 }
+ABOVE = ["app", "http"]
+COMMAND = "python3 scripts/check-modules.py --write"
 
 
-def part_of(module):
+def capabilities(src):
+    """The crate root's modules no fixed part or layer claims, sorted."""
+    claimed = {m for _, modules in FIXED.values() for m in modules} | set(ABOVE)
+    found = set()
+    for name in os.listdir(src):
+        module = name[:-3] if name.endswith(".rs") else name
+        if (name.endswith(".rs") or os.path.isfile(os.path.join(src, name, "mod.rs"))) \
+                and module not in claimed:
+            found.add(module)
+    return sorted(found)
+
+
+def parts_of(src):
+    """Each part: (the parts it may use, its modules)."""
+    caps = capabilities(src)
+    return {
+        **FIXED,
+        **{c: (BELOW_CAPABILITIES, [c]) for c in caps},
+        # Rules that span capabilities, written once.
+        "app": (BELOW_CAPABILITIES + caps, ["app"]),
+        "http": (BELOW_CAPABILITIES + caps + ["app"], ["http"]),
+    }
+
+
+def part_of(module, parts):
     """The part a module path (`accounts/auth`, `jobs/worker`) belongs to."""
     best = None
-    for part, (_, modules) in PARTS.items():
+    for part, (_, modules) in parts.items():
         for m in modules:
             if module == m or module.startswith(m + "/"):
                 if best is None or len(m) > len(best[1]):
@@ -174,28 +201,30 @@ def check(src):
                 files[module_of_file(src, path)] = path
     known = set(files) | {m[: -len("/mod")] for m in files if m.endswith("/mod")}
     known |= {m.split("/")[0] for m in files}
+    parts = parts_of(src)
+    caps = capabilities(src)
     problems, graph = [], {}
     for module, path in sorted(files.items()):
-        part = part_of(module)
+        part = part_of(module, parts)
         if part is None:
-            problems.append(f"{path}: belongs to no part (add it to PARTS in scripts/check-modules.py)")
+            problems.append(f"{path}: belongs to no part (add it to FIXED in scripts/check-modules.py)")
             continue
-        allowed = PARTS[part][0]
+        allowed = parts[part][0]
         with open(path, encoding="utf-8") as f:
             used = used_modules(f.read(), module, known)
         graph[module] = set()
         for other in sorted(used):
             target = other if other in files else other + "/mod" if other + "/mod" in files else other
-            other_part = part_of(target)
+            other_part = part_of(target, parts)
             if other_part is None or other_part == part:
                 if target in files and target != module:
                     graph[module].add(target)
                 continue
             named = "crate::" + other.replace("/", "::")
             if other_part not in allowed:
-                if part in CAPABILITIES and other_part in CAPABILITIES:
+                if part in caps and other_part in caps:
                     problems.append(f"{path}: the {part} part uses its sibling {other_part} ({named})")
-                elif part in PARTS[other_part][0] or part in BELOW_CAPABILITIES and other_part not in BELOW_CAPABILITIES:
+                elif part in parts[other_part][0] or part in BELOW_CAPABILITIES and other_part not in BELOW_CAPABILITIES:
                     problems.append(f"{path}: the {part} part uses {other_part}, above it ({named})")
                 else:
                     problems.append(f"{path}: the {part} part uses {other_part}, which it may not ({named})")
@@ -220,6 +249,47 @@ def check(src):
         if node not in state and node != "lib":
             visit(node)
     return problems
+
+
+# Generated module lists ------------------------------------------------------
+
+HEADER = f"generated by `{COMMAND}` from the folders: do not edit"
+
+
+def module_lists(root):
+    """path → (region, lines): the lists of modules written from the tree."""
+    src = os.path.join(root, "shared", "src")
+    e2e = os.path.join(root, "tests", "tests", "e2e")
+    tests = sorted(n[:-3] for n in os.listdir(e2e) if n.endswith(".rs") and n != "main.rs")
+    return {
+        "shared/src/lib.rs": ("capabilities", [f"pub mod {c};" for c in capabilities(src)]),
+        "tests/tests/e2e/main.rs": ("modules", [f"mod {t};" for t in tests]),
+    }
+
+
+def with_region(text, region, lines, path):
+    begin, end = f"// >>> {region}: {HEADER}", f"// <<< {region}"
+    if begin not in text or end not in text:
+        raise SystemExit(f"error: {path} has no `{begin}` … `{end}` region")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return head + begin + "\n" + "".join(line + "\n" for line in lines) + end + tail
+
+
+def stale_lists(root, write):
+    stale = []
+    for path, (region, lines) in module_lists(root).items():
+        full = os.path.join(root, path)
+        with open(full, encoding="utf-8") as f:
+            text = f.read()
+        wanted = with_region(text, region, lines, path)
+        if wanted != text:
+            if write:
+                with open(full, "w", encoding="utf-8") as f:
+                    f.write(wanted)
+            else:
+                stale.append(f"{path}: its `{region}` region is stale (run {COMMAND})")
+    return stale
 
 
 def self_test():
@@ -269,20 +339,41 @@ def self_test():
     if missing or allowed_found or found.count("\n") + 1 != len(expected):
         print("self-test failed; found:\n" + found, file=sys.stderr)
         sys.exit(1)
-    print("check-modules self-test: planted violations caught")
+    with tempfile.TemporaryDirectory() as root:
+        for path, text in {
+            "shared/src/lib.rs": f"pub mod config;\n// >>> capabilities: {HEADER}\npub mod gone;\n// <<< capabilities\n",
+            "shared/src/config.rs": "",
+            "shared/src/labels/mod.rs": "",
+            "tests/tests/e2e/main.rs": f"// >>> modules: {HEADER}\nmod labels;\n// <<< modules\n",
+            "tests/tests/e2e/labels.rs": "",
+        }.items():
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            with open(os.path.join(root, path), "w", encoding="utf-8") as f:
+                f.write(text)
+        stale = stale_lists(root, write=False)
+        stale_lists(root, write=True)
+        with open(os.path.join(root, "shared/src/lib.rs"), encoding="utf-8") as f:
+            written = f.read()
+        if stale != [f"shared/src/lib.rs: its `capabilities` region is stale (run {COMMAND})"] \
+                or "pub mod labels;\n// <<<" not in written or "gone" in written \
+                or stale_lists(root, write=False):
+            print(f"self-test failed: stale lists {stale}, lib.rs written:\n{written}", file=sys.stderr)
+            sys.exit(1)
+    print("check-modules self-test: planted violations and a stale module list caught")
 
 
 def main():
     if sys.argv[1:] == ["--self-test"]:
         self_test()
         return
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shared", "src")
-    problems = check(os.path.normpath(src))
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    problems = stale_lists(root, write=sys.argv[1:] == ["--write"])
+    problems += check(os.path.join(root, "shared", "src"))
     if problems:
         print("\n".join(problems), file=sys.stderr)
         print(f"error: {len(problems)} module boundary problem(s) in shared/src", file=sys.stderr)
         sys.exit(1)
-    print("shared/src: every part uses only the parts below it, no file cycle")
+    print("shared/src: every part uses only the parts below it, no file cycle; the module lists are current")
 
 
 if __name__ == "__main__":
