@@ -8,8 +8,9 @@ names this command):
   the OpenAPI document's parts, the routers, the schedules, the job handlers;
 - the route table the chart's HTTPRoute and Ingress read
   (infra/helm/kubebyon/routes.yaml);
-- the console's client routes, for its server (functions/console/src/pages.rs)
-  and its app (functions/console/app/src/clientRoutes.ts);
+- the console's pages (any function's `pages` and `public_pages`): their
+  paths for its server (functions/console/src/pages.rs) and the app's table
+  of pages (functions/console/app/src/pageTable.ts: path, component, link);
 - the marked regions of the Helm values (`http`, `jobs`, `schedules`), the
   compose file's services, the workspace's and `local`'s dependencies, and
   the AWS template's HTTP functions (a resource each, its HTTP API events
@@ -146,30 +147,62 @@ def registry_rs(manifest):
     return "\n".join(lines) + "\n"
 
 
-def console_routes(manifest):
-    console = manifest.get("console", {})
-    return console.get("pages", []), console.get("public_pages", [])
+def console_pages(manifest):
+    """(public pages, pages): every function's console pages, in the
+    manifest's order; a page is `{ path, module, component }` and, for the
+    signed-in pages, `nav` (the i18n key of its link), `href` (where the link
+    goes, its path otherwise), `role` (the role it needs) and `lazy` (loaded
+    when first shown)."""
+    public, pages = [], []
+    for f in manifest.values():
+        public += f.get("public_pages", [])
+        pages += f.get("pages", [])
+    return public, pages
+
+
+def axum_paths(path):
+    """A page's path as the console server's router writes it: `/**` is the
+    path itself and every path under it."""
+    path = re.sub(r":([a-z_]+)", r"{\1}", path)
+    return [path[:-3], path[:-3] + "/{*rest}"] if path.endswith("/**") else [path]
 
 
 def pages_rs(manifest):
-    pages, public = console_routes(manifest)
-    axum = [p[:-3] + "/{*rest}" if p.endswith("/**") else p for p in pages + public]
+    public, pages = console_pages(manifest)
     lines = [f"// {HEADER}.", "",
              "/// The paths the single-page app answers itself: each gets `index.html`.",
              "/// Anything else is the API's or a 404.",
-             "pub const CLIENT_ROUTES: &[&str] = &["]
-    lines += [f'    "{p}",' for p in axum]
+             "pub const CLIENT_ROUTES: &[&str] = &[", '    "/",']
+    lines += [f'    "{a}",' for p in public + pages for a in axum_paths(p["path"])]
     return "\n".join(lines + ["];"]) + "\n"
 
 
-def client_routes_ts(manifest):
-    pages, public = console_routes(manifest)
-    quote = lambda items: ", ".join(f'"{p}"' for p in items)
-    return (f"// {HEADER}.\n\n"
-            "/// The pages a signed-out reader may see; every other page asks to sign in.\n"
-            f"export const PUBLIC_PAGES: readonly string[] = [{quote(public)}];\n\n"
-            "/// The pages the `console` function answers with the app (`/**`: and every path under).\n"
-            f"export const PAGES: readonly string[] = [{quote(pages)}];\n")
+def page_table_ts(manifest):
+    """The console app's table of pages: path, component, link."""
+    public, pages = console_pages(manifest)
+    eager = {}
+    for p in public + pages:
+        if not p.get("lazy"):
+            eager.setdefault(p["module"], []).append(p["component"])
+    lines = [f"// {HEADER}.", "",
+             'import { lazy } from "react";',
+             'import type { PageRoute, PublicPageRoute } from "./page";']
+    lines += [f'import {{ {", ".join(sorted(set(c)))} }} from "./pages/{m}";' for m, c in sorted(eager.items())]
+
+    def entry(p):
+        component = (f'lazy(() => import("./pages/{p["module"]}").then((m) => ({{ default: m.{p["component"]} }})))'
+                     if p.get("lazy") else p["component"])
+        fields = [f'path: "{p["path"]}"', f"component: {component}"]
+        fields += [f'{key}: "{p[key]}"' for key in ("nav", "href", "role") if key in p]
+        return f"  {{ {', '.join(fields)} }},"
+    lines += ["", "/// The pages a signed-out reader may see; every other page asks to sign in.",
+              "export const PUBLIC_PAGES: readonly PublicPageRoute[] = ["]
+    lines += [entry(p) for p in public]
+    lines += ["];", "", "/// The pages of a signed-in reader: the first whose path matches is shown;",
+              "/// `nav` is its link's label in the header.",
+              "export const PAGES: readonly PageRoute[] = ["]
+    lines += [entry(p) for p in pages]
+    return "\n".join(lines + ["];"]) + "\n"
 
 
 def values_regions(manifest):
@@ -251,7 +284,7 @@ def generated(manifest):
     return {
         "functions/local/src/registry.rs": registry_rs(manifest),
         "functions/console/src/pages.rs": pages_rs(manifest),
-        "functions/console/app/src/clientRoutes.ts": client_routes_ts(manifest),
+        "functions/console/app/src/pageTable.ts": page_table_ts(manifest),
         "infra/helm/kubebyon/routes.yaml": routes_yaml(manifest),
         "infra/helm/kubebyon/values.yaml": values_regions(manifest),
         "infra/compose/compose.yaml": {"services": compose_region(manifest)},
@@ -421,7 +454,7 @@ def self_test():
         put("functions/sync-c/src/lib.rs", '    interval: Millis::new("C_MS", 60_000),\n')
         put("docs/architecture.md", "| `functions/api-a` | |\n| `functions/job-a`, `-b` | |\n| `functions/local` | |\n")
         for path in ["functions/local/src/registry.rs", "functions/console/src/pages.rs",
-                     "functions/console/app/src/clientRoutes.ts", "infra/helm/kubebyon/routes.yaml"]:
+                     "functions/console/app/src/pageTable.ts", "infra/helm/kubebyon/routes.yaml"]:
             put(path, "")
         write(root, tomllib.loads(manifest))
         clean = check(root)

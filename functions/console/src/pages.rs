@@ -4,14 +4,16 @@
 /// Anything else is the API's or a 404.
 pub const CLIENT_ROUTES: &[&str] = &[
     "/",
-    "/clusters",
-    "/clusters/{*rest}",
-    "/account",
-    "/billing",
-    "/admin",
-    "/admin/{*rest}",
     "/sign-in",
     "/sign-up",
     "/confirm",
     "/reset-password",
+    "/clusters",
+    "/clusters/new",
+    "/clusters/{id}",
+    "/clusters/{id}/nodes/{node}",
+    "/billing",
+    "/account",
+    "/admin",
+    "/admin/{*rest}",
 ];

@@ -1,47 +1,16 @@
-import { lazy, Suspense, useEffect } from "react";
-import { useQuery, useQueryClient, type QueryClient } from "@tanstack/react-query";
+import { Suspense, useEffect } from "react";
+import { useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
-import { api, ApiError, ok, type Schemas } from "./api/client";
+import { api, ApiError } from "./api/client";
 import { LANGUAGES, setLanguage, type Language } from "./i18n";
-import { PUBLIC_PAGES } from "./clientRoutes";
+import { PAGES, PUBLIC_PAGES } from "./pageTable";
 import { Link, match, navigate, useLocation } from "./router";
+import { returnPath, useMe, type User } from "./session";
 import { ErrorNote, Loading } from "./ui";
-import { ConfirmEmail, ResetPassword, SignIn, SignUp } from "./pages/auth";
-import { ClusterList, CreateCluster } from "./pages/clusters";
-import { ClusterDetail } from "./pages/cluster";
-import { NodeDetail } from "./pages/nodes";
-import { Account } from "./pages/account";
-import { Billing } from "./pages/billing";
 
-const Admin = lazy(() => import("./pages/admin"));
-
-export type User = Schemas["User"];
-
-
-/// Forgets the session and sends the reader to sign in, to come back here.
-export function signInAgain(client: QueryClient) {
-  client.setQueryData(["me"], null);
-  if (PUBLIC_PAGES.includes(location.pathname)) return;
-  const back = location.pathname + location.search;
-  navigate(`/sign-in?return=${encodeURIComponent(back)}`, true);
-}
-
-/// Where to go after signing in: the page that asked, on this origin only.
-export function returnPath(url: URL): string {
-  const back = url.searchParams.get("return");
-  return back && back.startsWith("/") && !back.startsWith("//") && !back.startsWith("/\\") ? back : "/clusters";
-}
-
-export function useMe() {
-  return useQuery({
-    queryKey: ["me"],
-    queryFn: () =>
-      ok(api.GET("/api/auth/me")).catch((error) => {
-        if (error instanceof ApiError && error.status === 401) return null;
-        throw error;
-      }),
-    staleTime: 60_000,
-  });
+/// Whether a signed-out reader may see `path`.
+export function isPublic(path: string): boolean {
+  return PUBLIC_PAGES.some((page) => match(page.path, path));
 }
 
 export function App() {
@@ -50,24 +19,18 @@ export function App() {
   const path = url.pathname;
 
   useEffect(() => {
-    if (me.data === null && !PUBLIC_PAGES.includes(path)) {
+    if (me.data === null && !isPublic(path)) {
       navigate(`/sign-in?return=${encodeURIComponent(path + url.search)}`, true);
-    } else if (me.data && PUBLIC_PAGES.includes(path)) {
+    } else if (me.data && isPublic(path)) {
       navigate(returnPath(url), true);
     } else if (me.data && path === "/") {
       navigate("/clusters", true);
     }
   }, [me.data, path, url]);
 
-  if (PUBLIC_PAGES.includes(path) && !me.data) {
-    return (
-      <Shell user={null}>
-        {path === "/sign-in" && <SignIn />}
-        {path === "/sign-up" && <SignUp />}
-        {path === "/confirm" && <ConfirmEmail />}
-        {path === "/reset-password" && <ResetPassword />}
-      </Shell>
-    );
+  if (isPublic(path) && !me.data) {
+    const page = PUBLIC_PAGES.find((p) => match(p.path, path));
+    return <Shell user={null}>{page && <page.component />}</Shell>;
   }
   if (me.isPending) return <Loading />;
   if (me.error) return <ErrorNote error={me.error} />;
@@ -81,18 +44,13 @@ export function App() {
 
 function Routes({ path, user }: { path: string; user: User }) {
   const { t } = useTranslation();
-  let params;
-  if (path === "/clusters") return <ClusterList />;
-  if (path === "/clusters/new") return <CreateCluster />;
-  if ((params = match("/clusters/:id/nodes/:node", path))) return <NodeDetail clusterId={params.id} nodeId={params.node} />;
-  if ((params = match("/clusters/:id", path))) return <ClusterDetail id={params.id} />;
-  if (path === "/account") return <Account user={user} />;
-  if (path === "/billing") return <Billing />;
-  if (path.startsWith("/admin")) {
-    if (user.role !== "admin") return <ErrorNote error={new ApiError(403, undefined)} />;
+  for (const page of PAGES) {
+    const params = match(page.path, path);
+    if (!params) continue;
+    if (page.role && user.role !== page.role) return <ErrorNote error={new ApiError(403, undefined)} />;
     return (
       <Suspense fallback={<Loading />}>
-        <Admin path={path} />
+        <page.component path={path} params={params} user={user} />
       </Suspense>
     );
   }
@@ -124,10 +82,11 @@ function Shell({ user, children }: { user: User | null; children: React.ReactNod
         </Link>
         {user && (
           <nav aria-label={t("nav.main")}>
-            <Link href="/clusters">{t("nav.clusters")}</Link>
-            <Link href="/billing">{t("nav.billing")}</Link>
-            <Link href="/account">{t("nav.account")}</Link>
-            {user.role === "admin" && <Link href="/admin/users">{t("nav.admin")}</Link>}
+            {PAGES.filter((page) => page.nav && (!page.role || page.role === user.role)).map((page) => (
+              <Link key={page.path} href={page.href ?? page.path}>
+                {t(page.nav!)}
+              </Link>
+            ))}
           </nav>
         )}
         <div className="spacer" />

@@ -1,10 +1,18 @@
-// Every string the console shows comes from these catalogs
-// (test/i18n.test.mjs fails on a key missing from either). The choice is
-// remembered in localStorage; the first visit follows the browser.
+// Every string the console shows comes from these catalogs: the shared ones
+// in locales/ and the ones a page brings beside it, pages/<page>.<language>.json
+// (test/i18n.test.mjs fails on a key missing from a language or written
+// twice). The choice is remembered in localStorage; the first visit follows
+// the browser.
 import i18n from "i18next";
 import { initReactI18next } from "react-i18next";
 import en from "./locales/en.json";
 import zhCN from "./locales/zh-CN.json";
+
+type Catalog = Record<string, string>;
+const pagesEn = import.meta.glob<Catalog>("./pages/*.en.json", { eager: true, import: "default" });
+const pagesZhCN = import.meta.glob<Catalog>("./pages/*.zh-CN.json", { eager: true, import: "default" });
+const catalog = (shared: Catalog, pages: Record<string, Catalog>): Catalog =>
+  Object.assign({}, shared, ...Object.values(pages));
 
 export const LANGUAGES = ["en", "zh-CN"] as const;
 export type Language = (typeof LANGUAGES)[number];
@@ -26,7 +34,10 @@ i18n.on("languageChanged", (language) => {
 });
 
 void i18n.use(initReactI18next).init({
-  resources: { en: { translation: en }, "zh-CN": { translation: zhCN } },
+  resources: {
+    en: { translation: catalog(en, pagesEn) },
+    "zh-CN": { translation: catalog(zhCN, pagesZhCN) },
+  },
   lng: initial(),
   fallbackLng: false,
   // Flat catalogs: a key is the whole string ("status.ready"), so a stage

@@ -4,7 +4,16 @@ import { MutationCache, QueryCache, QueryClient, QueryClientProvider } from "@ta
 import "./i18n";
 import "./styles.css";
 import { ApiError } from "./api/client";
-import { App, signInAgain } from "./App";
+import { App, isPublic } from "./App";
+import { navigate } from "./router";
+
+/// Forgets the session and sends the reader to sign in, to come back here.
+function signInAgain(client: QueryClient) {
+  client.setQueryData(["me"], null);
+  if (isPublic(location.pathname)) return;
+  const back = location.pathname + location.search;
+  navigate(`/sign-in?return=${encodeURIComponent(back)}`, true);
+}
 
 // A 401 anywhere means the session ended: back to sign-in, then back here.
 function onError(error: unknown) {

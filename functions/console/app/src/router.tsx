@@ -1,6 +1,6 @@
-// A small client-side router: the paths the console answers are listed in
-// functions.toml (clientRoutes.ts); the `console` function serves index.html
-// for each of them, and App.tsx picks the page.
+// A small client-side router: the pages are listed in functions.toml
+// (pageTable.ts); the `console` function serves index.html for each of them,
+// and App.tsx shows the first whose path matches.
 import { useEffect, useState, type AnchorHTMLAttributes, type MouseEvent } from "react";
 
 const CHANGE = "kubebyon:navigate";
@@ -26,11 +26,13 @@ export function useLocation(): URL {
   return url;
 }
 
-/// The named segments of `pattern` (`/clusters/:id`) in `path`, or null.
+/// The named segments of `pattern` (`/clusters/:id`) in `path`, or null. A
+/// trailing `/**` matches the path before it and every path under it.
 export function match(pattern: string, path: string): Record<string, string> | null {
-  const want = pattern.split("/").filter(Boolean);
+  const under = pattern.endsWith("/**");
+  const want = (under ? pattern.slice(0, -3) : pattern).split("/").filter(Boolean);
   const have = path.split("/").filter(Boolean);
-  if (want.length !== have.length) return null;
+  if (under ? have.length < want.length : want.length !== have.length) return null;
   const params: Record<string, string> = {};
   for (let i = 0; i < want.length; i++) {
     if (want[i].startsWith(":")) params[want[i].slice(1)] = decodeURIComponent(have[i]);

@@ -7,8 +7,17 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 const root = new URL("../src/", import.meta.url).pathname;
-const en = JSON.parse(readFileSync(join(root, "locales/en.json"), "utf8"));
-const zh = JSON.parse(readFileSync(join(root, "locales/zh-CN.json"), "utf8"));
+const read = (path) => JSON.parse(readFileSync(join(root, path), "utf8"));
+// A language's catalogs: the shared one and each page's beside it.
+const catalogs = (language) => [
+  [`locales/${language}.json`, read(`locales/${language}.json`)],
+  ...readdirSync(join(root, "pages"))
+    .filter((name) => name.endsWith(`.${language}.json`))
+    .map((name) => [`pages/${name}`, read(`pages/${name}`)]),
+];
+const merged = (language) => Object.assign({}, ...catalogs(language).map(([, catalog]) => catalog));
+const en = merged("en");
+const zh = merged("zh-CN");
 
 /** The text of every file below `dir` whose name `wanted` accepts. */
 function sources(dir, wanted) {
@@ -34,6 +43,20 @@ test("both catalogs hold the same keys", () => {
     [],
     "keys in en that zh-CN lacks",
   );
+});
+
+test("each catalog has its twin, and no key is written in two catalogs", () => {
+  for (const language of ["en", "zh-CN"]) {
+    const seen = new Map();
+    for (const [path, catalog] of catalogs(language)) {
+      for (const key of Object.keys(catalog)) {
+        assert.ok(!seen.has(key), `${key} is in both ${seen.get(key)} and ${path}`);
+        seen.set(key, path);
+      }
+    }
+  }
+  const pages = (language) => catalogs(language).slice(1).map(([path]) => path.replace(`.${language}.json`, ""));
+  assert.deepEqual(pages("zh-CN"), pages("en"));
 });
 
 test("every translation is written and keeps its placeholders", () => {

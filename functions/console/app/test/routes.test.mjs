@@ -1,38 +1,51 @@
-// The pages App.tsx draws are the pages the `console` function answers:
-// every path it routes (`path === "/x"`, `match("/x/:id", path)`,
-// `path.startsWith("/x")`) lies under one of functions.toml's console pages
-// (clientRoutes.ts, generated), so a reload or a link from outside reaches it.
+// The table of pages (pageTable.ts) and the console server's client routes
+// (functions/console/src/pages.rs) both come from functions.toml: every page
+// the app shows is a path the server answers with the app, so a reload or a
+// link from outside reaches it, and every component the table names is one
+// its module exports.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { test } from "node:test";
 
-const source = (name) => readFileSync(new URL(`../src/${name}`, import.meta.url), "utf8");
-const list = (name) =>
-  JSON.parse(source("clientRoutes.ts").match(new RegExp(`export const ${name}: readonly string\\[\\] = (\\[[^\\]]*\\]);`))[1]);
-const served = [...list("PAGES"), ...list("PUBLIC_PAGES")];
+const source = (path) => readFileSync(new URL(`../src/${path}`, import.meta.url), "utf8");
+const table = source("pageTable.ts");
+const served = [...readFileSync(new URL("../../src/pages.rs", import.meta.url), "utf8").matchAll(/^ {4}"([^"]+)",$/gm)].map(
+  (m) => m[1],
+);
+const pages = [...table.matchAll(/\{ path: "([^"]+)", component: ([^,]+),/g)].map((m) => ({ path: m[1], component: m[2] }));
 
-/** Whether the console function answers `path` (`:param` is one segment). */
-function answered(path) {
-  const concrete = path.replace(/:[a-z]+/g, "x");
-  return served.some((page) =>
-    page.endsWith("/**") ? concrete.startsWith(page.slice(0, -3) + "/") : concrete === page,
-  );
+/** The server's route for a page path (`:id` → `{id}`; `/**` → the path and `{*rest}` under it). */
+function routes(path) {
+  const axum = path.replace(/:([a-z_]+)/g, "{$1}");
+  return axum.endsWith("/**") ? [axum.slice(0, -3), axum.slice(0, -3) + "/{*rest}"] : [axum];
 }
 
-test("every page App.tsx routes is a client route of the console function", () => {
-  const app = source("App.tsx");
-  const routed = [
-    ...app.matchAll(/path === "([^"]+)"/g),
-    ...app.matchAll(/match\("([^"]+)", path\)/g),
-    ...app.matchAll(/path\.startsWith\("([^"]+)"\)/g),
-  ].map((m) => m[1]);
-  assert.ok(routed.length >= 8, `only ${routed.length} routes found in App.tsx`);
-  assert.deepEqual(routed.filter((path) => !answered(path)), []);
+test("every page of the table is a client route of the console function, and only those", () => {
+  assert.ok(pages.length >= 10, `only ${pages.length} pages found in pageTable.ts`);
+  const wanted = ["/", ...pages.flatMap((p) => routes(p.path))];
+  assert.deepEqual([...served].sort(), [...new Set(wanted)].sort());
 });
 
-test("the check tells a page the console function does not answer", () => {
-  assert.equal(answered("/clusters/:id/nodes/:node"), true);
-  assert.equal(answered("/billing"), true);
-  assert.equal(answered("/teams"), false);
-  assert.equal(answered("/billing/history"), false);
+test("every component the table names is exported by its page module", () => {
+  for (const [, names, module] of table.matchAll(/^import \{ ([^}]+) \} from "\.\/pages\/([a-z-]+)";$/gm)) {
+    const text = source(`pages/${module}.tsx`);
+    for (const name of names.split(", ")) assert.match(text, new RegExp(`export function ${name}\\(`), `${module}: ${name}`);
+  }
+  for (const [, module, name] of table.matchAll(/import\("\.\/pages\/([a-z-]+)"\)\.then\(\(m\) => \(\{ default: m\.(\w+) \}\)\)/g)) {
+    assert.ok(existsSync(new URL(`../src/pages/${module}.tsx`, import.meta.url)), module);
+    assert.match(source(`pages/${module}.tsx`), new RegExp(`export function ${name}\\(`), `${module}: ${name}`);
+  }
+});
+
+test("no page imports another page or the root component", () => {
+  for (const module of new Set([...table.matchAll(/\.\/pages\/([a-z-]+)/g)].map((m) => m[1]))) {
+    const imports = [...source(`pages/${module}.tsx`).matchAll(/from "([^"]+)"/g)].map((m) => m[1]);
+    assert.deepEqual(imports.filter((i) => i.startsWith("./") || i === "../App"), [], module);
+  }
+});
+
+test("the check tells a route the server does not answer", () => {
+  assert.deepEqual(routes("/clusters/:id/nodes/:node"), ["/clusters/{id}/nodes/{node}"]);
+  assert.deepEqual(routes("/admin/**"), ["/admin", "/admin/{*rest}"]);
+  assert.ok(!served.includes(routes("/teams")[0]));
 });

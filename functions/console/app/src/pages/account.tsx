@@ -4,11 +4,13 @@ import { useState, type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
-import type { User } from "../App";
+import type { PageProps } from "../page";
+import type { User } from "../session";
+import { AuditTable } from "../components/records";
 import { useLocation } from "../router";
 import { Copy, Empty, ErrorNote, Field, Loading, Page, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
 
-export function Account({ user }: { user: User }) {
+export function Account({ user }: PageProps) {
   const { t } = useTranslation();
   const url = useLocation();
   const tab = url.searchParams.get("tab") ?? "profile";
@@ -321,30 +323,6 @@ function Logins() {
             </td>
             <td>{l.ip ?? "—"}</td>
             <td>{l.user_agent ?? "—"}</td>
-          </tr>
-        ))}
-    </Table>
-  );
-}
-
-export function AuditTable({ records }: { records: Schemas["AuditRecord"][] }) {
-  const { t } = useTranslation();
-  if (records.length === 0) return <Empty>{t("activity.empty")}</Empty>;
-  return (
-    <Table columns={[t("logins.when"), t("activity.action"), t("activity.target"), t("activity.actor"), t("sessions.ip")]}>
-        {records.map((r) => (
-          <tr key={r.id}>
-            <td>
-              <Time value={r.created_at} />
-            </td>
-            <td>
-              <code>{r.action}</code>
-            </td>
-            <td>
-              {r.target_kind ?? ""} {r.target_id ? <code>{r.target_id}</code> : null}
-            </td>
-            <td>{r.actor_kind}</td>
-            <td>{r.ip ?? "—"}</td>
           </tr>
         ))}
     </Table>

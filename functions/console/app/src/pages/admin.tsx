@@ -6,15 +6,14 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { money, number } from "../format";
+import type { PageProps } from "../page";
 import { Link } from "../router";
 import { Confirm, Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
-import { JobTable } from "./cluster";
-import { AuditTable } from "./account";
-import { OrderTable } from "./billing";
+import { AuditTable, JobTable, OrderTable } from "../components/records";
 
 const SECTIONS = ["users", "jobs", "audit", "settings", "plans", "orders"] as const;
 
-export default function Admin({ path }: { path: string }) {
+export function Admin({ path }: PageProps) {
   const { t } = useTranslation();
   const section = path.split("/")[2] ?? "users";
   return (

@@ -3,7 +3,7 @@ import { useState, type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
-import { returnPath } from "../App";
+import { returnPath } from "../session";
 import { Link, navigate, useLocation } from "../router";
 import { ErrorNote, Field, formValue, Page } from "../ui";
 

@@ -4,7 +4,8 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { money, number } from "../format";
-import { Empty, ErrorNote, Loading, Page, Status, Table, Time } from "../ui";
+import { OrderTable } from "../components/records";
+import { Empty, ErrorNote, Loading, Page, Table } from "../ui";
 
 const RESOURCES = ["clusters", "nodes", "cpu_milli_cores", "memory_mib", "hostnames"] as const;
 
@@ -86,38 +87,3 @@ export function Billing() {
   );
 }
 
-export function OrderTable({ orders, onCancel }: { orders: Schemas["Order"][]; onCancel?: (id: string) => void }) {
-  const { t } = useTranslation();
-  if (orders.length === 0) return <Empty>{t("billing.no_orders")}</Empty>;
-  return (
-    <Table columns={[t("billing.plan"), t("clusters.status"), t("billing.amount"), t("common.created"), t("billing.paid")]} actions>
-        {orders.map((o) => (
-          <tr key={o.id}>
-            <td>{o.plan_name}</td>
-            <td>
-              <Status value={o.status} />
-            </td>
-            <td>{money(o.amount, o.currency)}</td>
-            <td>
-              <Time value={o.created_at} />
-            </td>
-            <td>
-              <Time value={o.paid_at} />
-            </td>
-            <td>
-              {o.status === "pending" && o.checkout_url && (
-                <a className="button" href={o.checkout_url}>
-                  {t("billing.pay")}
-                </a>
-              )}{" "}
-              {o.status === "pending" && onCancel && (
-                <button type="button" onClick={() => onCancel(o.id)}>
-                  {t("common.cancel")}
-                </button>
-              )}
-            </td>
-          </tr>
-        ))}
-    </Table>
-  );
-}

@@ -5,13 +5,15 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ApiError, ok, type Cluster, type Schemas } from "../api/client";
 import { number } from "../format";
+import type { PageProps } from "../page";
 import { Link, navigate, useLocation } from "../router";
 import { Confirm, Empty, ErrorNote, Field, Loading, Page, Rows, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
-import { Nodes } from "./nodes";
-import { Join } from "./join";
-import { Hostnames } from "./hostnames";
+import { JobTable } from "../components/records";
+import { Hostnames } from "../sections/hostnames";
+import { Join } from "../sections/join";
+import { Nodes } from "../sections/nodes";
 
-const Metrics = lazy(() => import("./metrics"));
+const Metrics = lazy(() => import("../sections/metrics"));
 
 const BUSY = ["pending", "provisioning", "updating", "deleting"];
 
@@ -23,7 +25,8 @@ export function useCluster(id: string) {
   });
 }
 
-export function ClusterDetail({ id }: { id: string }) {
+export function ClusterDetail({ params }: PageProps) {
+  const id = params.id;
   const { t } = useTranslation();
   const url = useLocation();
   const cluster = useCluster(id);
@@ -331,60 +334,6 @@ function History({ clusterId }: { clusterId: string }) {
       <ErrorNote error={jobs.error} />
       {jobs.data && <JobTable jobs={jobs.data} />}
     </>
-  );
-}
-
-export function JobTable({
-  jobs,
-  actions,
-  showCluster,
-}: {
-  jobs: Schemas["JobRecord"][];
-  actions?: (job: Schemas["JobRecord"]) => React.ReactNode;
-  showCluster?: boolean;
-}) {
-  const { t } = useTranslation();
-  if (jobs.length === 0) return <Empty>{t("history.no_jobs")}</Empty>;
-  return (
-    <Table
-      columns={[
-        t("history.type"),
-        ...(showCluster ? [t("admin.cluster_id")] : []),
-        t("clusters.status"),
-        t("history.attempts"),
-        t("common.created"),
-        t("history.finished"),
-        t("history.error"),
-      ]}
-      actions={Boolean(actions)}
-    >
-        {jobs.map((j) => (
-          <tr key={j.id}>
-            <td>{t(`operation.${j.type}`, { defaultValue: j.type })}</td>
-            {showCluster && (
-              <td>
-                <code title={j.cluster_id}>{j.cluster_id.slice(0, 8)}</code>
-              </td>
-            )}
-            <td>
-              <Status value={j.status} />
-            </td>
-            <td>
-              {number(j.attempt_count)} / {number(j.max_attempts)}
-            </td>
-            <td>
-              <Time value={j.created_at} />
-            </td>
-            <td>
-              <Time value={j.finished_at} />
-            </td>
-            <td>
-              {j.error && <code>{j.error.code}</code>} {j.last_error}
-            </td>
-            {actions && <td>{actions(j)}</td>}
-          </tr>
-        ))}
-    </Table>
   );
 }
 

@@ -1,69 +1,17 @@
-// A cluster's nodes, one node's timeline and uptime, removing a node.
+// One node's timeline and uptime, removing a node.
 import { useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
-import { api, ok, type Cluster } from "../api/client";
+import { api, ok } from "../api/client";
 import { bytes, number, percent, range } from "../format";
+import type { PageProps } from "../page";
 import { Link, navigate } from "../router";
-import { Confirm, Empty, ErrorNote, Loading, Page, Rows, Status, Table, Time } from "../ui";
-
-export function Nodes({ cluster }: { cluster: Cluster }) {
-  const { t } = useTranslation();
-  const [deleted, setDeleted] = useState(false);
-  const nodes = useQuery({
-    queryKey: ["nodes", cluster.id, deleted],
-    queryFn: () =>
-      ok(
-        api.GET("/api/console/clusters/{cluster_id}/nodes", {
-          params: { path: { cluster_id: cluster.id }, query: { include_deleted: deleted } },
-        }),
-      ),
-    refetchInterval: 5000,
-  });
-  return (
-    <>
-      <label className="check">
-        <input type="checkbox" checked={deleted} onChange={(e) => setDeleted(e.target.checked)} />{" "}
-        {t("nodes.include_deleted")}
-      </label>
-      <Rows query={nodes} empty={
-        <Empty>
-          {t("nodes.empty")} <Link href={`/clusters/${cluster.id}?tab=join`}>{t("nodes.join_one")}</Link>
-        </Empty>
-      }>
-        {(rows) => (
-          <Table columns={[t("nodes.name"), t("clusters.status"), t("nodes.ip"), t("nodes.cpu"), t("nodes.memory"), t("nodes.kubelet"), t("nodes.last_seen")]}>
-              {rows.map((n) => (
-                <tr key={n.id}>
-                  <td>
-                    <Link href={`/clusters/${cluster.id}/nodes/${n.id}`}>{n.name}</Link>
-                  </td>
-                  <td>
-                    <Status value={n.status} />
-                  </td>
-                  <td>{n.internal_ip ?? "—"}</td>
-                  <td>
-                    {n.cpu_allocatable_milli_cores === null || n.cpu_allocatable_milli_cores === undefined
-                      ? "—"
-                      : t("units.millicores", { value: number(n.cpu_allocatable_milli_cores) })}
-                  </td>
-                  <td>{bytes(n.memory_allocatable_bytes)}</td>
-                  <td>{n.kubelet_version ?? "—"}</td>
-                  <td>
-                    <Time value={n.last_seen_at} />
-                  </td>
-                </tr>
-              ))}
-          </Table>
-        )}
-      </Rows>
-    </>
-  );
-}
+import { Confirm, Empty, ErrorNote, Loading, Page, Status, Time } from "../ui";
 
 const PERIODS = [1, 24, 24 * 7, 24 * 30];
 
-export function NodeDetail({ clusterId, nodeId }: { clusterId: string; nodeId: string }) {
+export function NodeDetail({ params }: PageProps) {
+  const { id: clusterId, node: nodeId } = params;
   const { t } = useTranslation();
   const client = useQueryClient();
   const [hours, setHours] = useState(24);
