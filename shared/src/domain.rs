@@ -593,9 +593,95 @@ impl FromStr for JobType {
     }
 }
 
+/// The prefix (before `/`, when there is one) and the name of a label key
+/// with Kubernetes' syntax (k8s.io/apimachinery/pkg/util/validation,
+/// `IsQualifiedName`): the name is 1–63 ASCII letters, digits, `-`, `_` and
+/// `.`, starting and ending with a letter or digit; the prefix is a lowercase
+/// DNS subdomain (RFC 1123) of at most 253 characters. Which prefixes a use
+/// of labels keeps for itself is that use's rule.
+pub fn label_key_parts(key: &str) -> Result<(Option<&str>, &str), String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        let dns = (1..=253).contains(&prefix.len())
+            && prefix.split('.').all(|part| {
+                (1..=63).contains(&part.len())
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            });
+        if !dns {
+            return Err(
+                "the prefix must be a lowercase DNS subdomain of at most 253 characters, such as example.com"
+                    .into(),
+            );
+        }
+    }
+    if name.is_empty() || !is_label_value(name) {
+        return Err(
+            "the name must be 1–63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+                .into(),
+        );
+    }
+    Ok((prefix, name))
+}
+
+/// A label value with Kubernetes' syntax (`IsValidLabelValue`): empty, or at
+/// most 63 ASCII letters, digits, `-`, `_` and `.`, starting and ending with a
+/// letter or digit.
+pub fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    bytes.is_empty()
+        || (bytes.len() <= 63
+            && bytes[0].is_ascii_alphanumeric()
+            && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_keys_and_values_follow_kubernetes() {
+        for (key, prefix) in [
+            ("env", None),
+            ("app.kubernetes.io/name", Some("app.kubernetes.io")),
+            ("A_b.c-9", None),
+        ] {
+            assert_eq!(label_key_parts(key).map(|p| p.0), Ok(prefix), "{key}");
+        }
+        let long_name = "a".repeat(64);
+        let long_prefix = format!("{}a/x", "a.".repeat(127));
+        for key in [
+            "",
+            "-env",
+            "env-",
+            "Example.com/x",
+            "example.com/",
+            "/x",
+            "a/b/c",
+            "ex_ample.com/x",
+            long_name.as_str(),
+            long_prefix.as_str(),
+            "\u{435}nv",   // a Cyrillic е
+            "env\u{200b}", // a zero-width space
+        ] {
+            assert!(label_key_parts(key).is_err(), "{key:?} was accepted");
+        }
+        for value in ["", "prod", "v1.2_3-x"] {
+            assert!(is_label_value(value), "{value}");
+        }
+        for value in [" prod", "prod!", "-x", &"a".repeat(64), "pr\u{43e}d"] {
+            assert!(!is_label_value(value), "{value:?} was accepted");
+        }
+    }
 
     #[test]
     fn cluster_names_follow_rfc_1123_labels() {

@@ -8,6 +8,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::api::ObjectMeta;
 
+use crate::domain;
+
 const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
 /// A freshly made token. Its plaintext leaves the process once, in the
@@ -158,24 +160,9 @@ pub fn validate_labels(labels: &BTreeMap<String, String>) -> Result<(), String> 
         return Err("at most 20 labels".into());
     }
     for (key, value) in labels {
-        let (prefix, name) = match key.split_once('/') {
-            Some((prefix, name)) => (Some(prefix), name),
-            None => (None, key.as_str()),
-        };
+        let (prefix, _) =
+            domain::label_key_parts(key).map_err(|m| format!("label `{key}`: {m}"))?;
         if let Some(prefix) = prefix {
-            let dns = prefix.len() <= 253
-                && prefix.split('.').all(|part| {
-                    !part.is_empty()
-                        && part.len() <= 63
-                        && part
-                            .bytes()
-                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                        && !part.starts_with('-')
-                        && !part.ends_with('-')
-                });
-            if !dns {
-                return Err(format!("label `{key}`: the prefix must be a DNS subdomain"));
-            }
             let reserved = prefix == "kubernetes.io"
                 || prefix.ends_with(".kubernetes.io")
                 || prefix == "k8s.io"
@@ -186,28 +173,13 @@ pub fn validate_labels(labels: &BTreeMap<String, String>) -> Result<(), String> 
                 ));
             }
         }
-        if !label_value_ok(name) || name.is_empty() {
-            return Err(format!(
-                "label `{key}`: the name must be 1–63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-            ));
-        }
-        if !label_value_ok(value) {
+        if !domain::is_label_value(value) {
             return Err(format!(
                 "label `{key}`: the value must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
             ));
         }
     }
     Ok(())
-}
-
-fn label_value_ok(value: &str) -> bool {
-    value.is_empty()
-        || (value.len() <= 63
-            && value
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-            && value.as_bytes()[0].is_ascii_alphanumeric()
-            && value.as_bytes()[value.len() - 1].is_ascii_alphanumeric())
 }
 
 /// What the join script is rendered from.
