@@ -38,6 +38,7 @@ pub mod admission;
 pub mod billing;
 pub mod ingress;
 pub mod kubeconfigs;
+pub mod labels;
 pub mod metrics;
 pub mod nodes;
 pub mod notifications;

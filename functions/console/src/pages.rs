@@ -16,4 +16,5 @@ pub const CLIENT_ROUTES: &[&str] = &[
     "/account",
     "/admin",
     "/admin/{*rest}",
+    "/labels",
 ];

@@ -10,7 +10,7 @@ use shared::{host::HostCluster, http::AppState, jobs::JobHandler};
 use utoipa::OpenApi;
 
 /// The OpenAPI documents of the HTTP functions, to merge.
-pub fn documents() -> [utoipa::openapi::OpenApi; 9] {
+pub fn documents() -> [utoipa::openapi::OpenApi; 10] {
     [
         api_auth::ApiDoc::openapi(),
         api_account::ApiDoc::openapi(),
@@ -21,6 +21,7 @@ pub fn documents() -> [utoipa::openapi::OpenApi; 9] {
         api_billing::ApiDoc::openapi(),
         join::ApiDoc::openapi(),
         admission::ApiDoc::openapi(),
+        api_labels::ApiDoc::openapi(),
     ]
 }
 
@@ -28,7 +29,7 @@ pub fn documents() -> [utoipa::openapi::OpenApi; 9] {
 pub type MakeRouter = fn() -> Router<AppState>;
 
 /// Each HTTP function's router, by its name.
-pub const ROUTERS: [(&str, MakeRouter); 10] = [
+pub const ROUTERS: [(&str, MakeRouter); 11] = [
     ("api-auth", api_auth::router),
     ("api-account", api_account::router),
     ("api-clusters", api_clusters::router),
@@ -39,6 +40,7 @@ pub const ROUTERS: [(&str, MakeRouter); 10] = [
     ("join", join::router),
     ("admission", admission::router),
     ("console", console::router),
+    ("api-labels", api_labels::router),
 ];
 
 /// Every schedule function.

@@ -18,6 +18,7 @@ mod idempotency;
 mod ingress;
 mod journey;
 mod kubeconfigs;
+mod labels;
 mod lambda;
 mod lambda_journey;
 mod local_process;

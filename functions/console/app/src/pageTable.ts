@@ -7,6 +7,7 @@ import { ConfirmEmail, ResetPassword, SignIn, SignUp } from "./pages/auth";
 import { Billing } from "./pages/billing";
 import { ClusterDetail } from "./pages/cluster";
 import { ClusterList, CreateCluster } from "./pages/clusters";
+import { Labels } from "./pages/labels";
 import { NodeDetail } from "./pages/nodes";
 
 /// The pages a signed-out reader may see; every other page asks to sign in.
@@ -27,4 +28,5 @@ export const PAGES: readonly PageRoute[] = [
   { path: "/billing", component: Billing, nav: "nav.billing" },
   { path: "/account", component: Account, nav: "nav.account" },
   { path: "/admin/**", component: lazy(() => import("./pages/admin").then((m) => ({ default: m.Admin }))), nav: "nav.admin", href: "/admin/users", role: "admin" },
+  { path: "/labels", component: Labels, nav: "labels.nav" },
 ];

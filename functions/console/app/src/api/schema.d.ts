@@ -877,6 +877,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/console/cluster-labels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The clusters a label selector finds
+         * @description The caller's live clusters whose labels the selector selects, with their
+         *     labels, by name. A selector that does not parse, or names a key or value
+         *     labels cannot have, is 422 `validation_failed` under `selector`.
+         */
+        get: operations["find_labeled_clusters"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/clusters": {
         parameters: {
             query?: never;
@@ -1093,6 +1115,30 @@ export interface paths {
          *     ServiceAccount. Revoking again changes nothing.
          */
         delete: operations["delete_clusters_by_cluster_id_kubeconfigs_by_credential_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/clusters/{cluster_id}/labels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A cluster's labels */
+        get: operations["get_labels"];
+        /**
+         * Set a cluster's labels
+         * @description Replaces the whole set: a key left out is removed, `{}` removes them
+         *     all. Every bad key or value is named under `labels.<key>` (422
+         *     `validation_failed`), and nothing changes. Audited as
+         *     `cluster.labels_set` with the keys removed and set.
+         */
+        put: operations["set_labels"];
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1622,6 +1668,14 @@ export interface components {
             /** Format: int32 */
             workload_memory_limit_mib: number;
         };
+        ClusterLabels: {
+            /** Format: uuid */
+            cluster_id: string;
+            /** @description The cluster's labels, by key. */
+            labels: {
+                [key: string]: string;
+            };
+        };
         ClusterPage: {
             items: components["schemas"]["Cluster"][];
             /** @description Pass as `cursor` to read the next page; absent on the last page. */
@@ -1902,6 +1956,20 @@ export interface components {
          * @enum {string}
          */
         KeyScope: "read" | "write";
+        LabeledCluster: {
+            /** Format: uuid */
+            cluster_id: string;
+            labels: {
+                [key: string]: string;
+            };
+            name: string;
+        };
+        LabeledClusterPage: {
+            /** @description The clusters the selector finds, by name. */
+            items: components["schemas"]["LabeledCluster"][];
+            /** @description Pass as `cursor` to read the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
         Login: {
             /** @description The captcha's answer, when the platform asks for one. */
             captcha_token?: string | null;
@@ -2384,6 +2452,11 @@ export interface components {
         SessionsEnded: {
             /** Format: int64 */
             ended: number;
+        };
+        SetLabels: {
+            labels: {
+                [key: string]: string;
+            };
         };
         /** @description Everything but the secrets. */
         SettingsFields: {
@@ -5775,6 +5848,63 @@ export interface operations {
             };
         };
     };
+    find_labeled_clusters: {
+        parameters: {
+            query?: {
+                /**
+                 * @description A label selector as kubectl's `-l` takes it: `env=prod,tier!=db`,
+                 *     `gpu`, `!legacy`, `zone in (a,b)`, `zone notin (c)`; empty or absent
+                 *     selects every cluster.
+                 */
+                selector?: string;
+                /** @description Page size, 1–200 (default 50). */
+                limit?: number;
+                /** @description `next_cursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LabeledClusterPage"];
+                };
+            };
+            /** @description A query parameter does not parse (`invalid_query`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     get_clusters: {
         parameters: {
             query?: {
@@ -6754,6 +6884,131 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_labels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterLabels"];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    set_labels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetLabels"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterLabels"];
+                };
+            };
+            /** @description The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
