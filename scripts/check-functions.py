@@ -124,11 +124,11 @@ def registry_rs(manifest):
              "use std::sync::Arc;", "",
              "use axum::Router;",
              "use queues::runtime::Schedule;",
-             "use shared::{host::HostCluster, http::AppState, jobs::JobHandler};",
-             "use utoipa::OpenApi;", "",
-             "/// The OpenAPI documents of the HTTP functions, to merge.",
+             "use shared::{host::HostCluster, http::AppState, jobs::JobHandler};", "",
+             "/// The OpenAPI documents of the HTTP functions, to merge: each from the",
+             "/// function's routes.",
              f"pub fn documents() -> [utoipa::openapi::OpenApi; {len(documented)}] {{", "    ["]
-    lines += [f"        {snake(n)}::ApiDoc::openapi()," for n in documented]
+    lines += [f"        {snake(n)}::routes().into_openapi()," for n in documented]
     lines += ["    ]", "}", "",
               "/// An HTTP function's router.",
               "pub type MakeRouter = fn() -> Router<AppState>;", "",

@@ -30,7 +30,6 @@ use axum::{
     extract::{DefaultBodyLimit, State, rejection::BytesRejection},
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
-    routing::post,
 };
 use serde_json::Value;
 use shared::{
@@ -49,6 +48,10 @@ use shared::{
     nodes::{self, NewNodeEvent, NodeSnapshot},
 };
 use utoipa::OpenApi;
+use utoipa_axum::{
+    router::{OpenApiRouter, UtoipaMethodRouterExt},
+    routes,
+};
 use uuid::Uuid;
 
 /// The largest review read: an UPDATE carries the object twice, and an
@@ -63,28 +66,24 @@ pub const NOT_REGISTERED: &str =
 pub const MAX_ACCESS_REVIEW_BYTES: usize = 64 * 1024;
 
 #[allow(deprecated)]
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(authorize).layer(DefaultBodyLimit::max(MAX_ACCESS_REVIEW_BYTES)))
+        .routes(routes!(review).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)))
+        .routes(routes!(review_with_url_secret).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)))
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/admission/{cluster_id}/authorize",
-            post(authorize).layer(DefaultBodyLimit::max(MAX_ACCESS_REVIEW_BYTES)),
-        )
-        .route(
-            "/api/admission/{cluster_id}",
-            post(review).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
-        )
-        .route(
-            "/api/admission/{cluster_id}/{secret}",
-            post(review_with_url_secret).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
-        )
+    routes().into()
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(review, review_with_url_secret, authorize),
     tags((name = "admission", description = "The validating webhook clusters' API servers call"))
 )]
-pub struct ApiDoc;
+struct ApiDoc;
 
 /// Answer an AdmissionReview
 ///

@@ -6,7 +6,6 @@ use axum::{
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{delete, get},
 };
 use serde::{Deserialize, Serialize};
 use shared::{
@@ -22,38 +21,32 @@ use shared::{
     notifications::{self, NotificationSettings},
 };
 use utoipa::{IntoParams, OpenApi, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(list_keys, create_key))
+        .routes(routes!(revoke_key))
+        .routes(routes!(list_sessions, end_other_sessions))
+        .routes(routes!(end_session))
+        .routes(routes!(logins))
+        .routes(routes!(notifications, save_notifications))
+        .routes(routes!(activity))
+        .routes(routes!(entitlements))
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/console/account/api-keys",
-            get(list_keys).post(create_key),
-        )
-        .route("/api/console/account/api-keys/{key_id}", delete(revoke_key))
-        .route(
-            "/api/console/account/sessions",
-            get(list_sessions).delete(end_other_sessions),
-        )
-        .route(
-            "/api/console/account/sessions/{session_id}",
-            delete(end_session),
-        )
-        .route("/api/console/account/logins", get(logins))
-        .route(
-            "/api/console/account/notifications",
-            get(notifications).put(save_notifications),
-        )
-        .route("/api/console/account/activity", get(activity))
-        .route("/api/console/account/entitlements", get(entitlements))
+    routes().into()
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(list_keys, create_key, revoke_key, list_sessions, end_session, end_other_sessions, logins, notifications, save_notifications, activity, entitlements),
     tags((name = "account", description = "The caller's own account"))
 )]
-pub struct ApiDoc;
+struct ApiDoc;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

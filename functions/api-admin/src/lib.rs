@@ -9,58 +9,37 @@ mod plans;
 mod settings;
 mod users;
 
-use axum::{
-    Router,
-    routing::{get, patch, post},
-};
+use axum::Router;
 use shared::http::AppState;
 use utoipa::OpenApi;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(cluster_jobs::list))
+        .routes(routes!(cluster_jobs::retry))
+        .routes(routes!(cluster_jobs::cancel))
+        .routes(routes!(users::list))
+        .routes(routes!(users::update, users::delete))
+        .routes(routes!(users::audit_events))
+        .routes(routes!(plans::list, plans::create))
+        .routes(routes!(plans::get, plans::put, plans::delete))
+        .routes(routes!(orders::list))
+        .routes(routes!(orders::cancel))
+        .routes(routes!(settings::get, settings::put))
+        .routes(routes!(billing_settings::get, billing_settings::put))
+}
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/console/admin/cluster-jobs", get(cluster_jobs::list))
-        .route(
-            "/api/console/admin/cluster-jobs/{job_id}/retry",
-            post(cluster_jobs::retry),
-        )
-        .route(
-            "/api/console/admin/cluster-jobs/{job_id}/cancel",
-            post(cluster_jobs::cancel),
-        )
-        .route("/api/console/admin/users", get(users::list))
-        .route(
-            "/api/console/admin/users/{user_id}",
-            patch(users::update).delete(users::delete),
-        )
-        .route("/api/console/admin/audit-events", get(users::audit_events))
-        .route(
-            "/api/console/admin/plans",
-            get(plans::list).post(plans::create),
-        )
-        .route(
-            "/api/console/admin/plans/{plan_id}",
-            get(plans::get).put(plans::put).delete(plans::delete),
-        )
-        .route("/api/console/admin/orders", get(orders::list))
-        .route(
-            "/api/console/admin/orders/{order_id}/cancel",
-            post(orders::cancel),
-        )
-        .route(
-            "/api/console/admin/settings",
-            get(settings::get).put(settings::put),
-        )
-        .route(
-            "/api/console/admin/billing-settings",
-            get(billing_settings::get).put(billing_settings::put),
-        )
+    routes().into()
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(cluster_jobs::list, cluster_jobs::retry, cluster_jobs::cancel, users::list, users::update, users::delete, users::audit_events, plans::list, plans::create, plans::get, plans::put, plans::delete, orders::list, orders::cancel, settings::get, settings::put, billing_settings::get, billing_settings::put),
     // Named by the query parameters, which utoipa does not collect from.
     components(schemas(shared::domain::JobStatus, shared::domain::UserStatus, shared::domain::UserRole)),
     tags((name = "admin", description = "Back office (administrators only)"))
 )]
-pub struct ApiDoc;
+struct ApiDoc;

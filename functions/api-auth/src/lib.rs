@@ -3,16 +3,14 @@
 //! password change, `me`, and login with GitHub or Google. Rate limited per
 //! address and per account.
 
-use axum::{
-    Router,
-    routing::{get, post},
-};
+use axum::{Router, routing::get};
 use shared::{
     domain::EmailAddress,
     error::{ApiError, FieldError},
     http::AppState,
 };
 use utoipa::OpenApi;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 mod captcha;
 mod codes;
@@ -27,8 +25,11 @@ mod session;
 /// function so deployed clients and the console can fetch it.
 const OPENAPI_DOCUMENT: &str = include_str!("../../../docs/openapi.json");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        // The document itself is not an operation of it.
         .route(
             "/api/openapi.json",
             get(|| async {
@@ -38,29 +39,29 @@ pub fn router() -> Router<AppState> {
                 )
             }),
         )
-        .route("/api/auth/register", post(register::register))
-        .route("/api/auth/verify-email", post(register::verify_email))
-        .route("/api/auth/resend-code", post(register::resend_code))
-        .route("/api/auth/login", post(session::login))
-        .route("/api/auth/logout", post(session::logout))
-        .route("/api/auth/password-reset", post(password::request_reset))
-        .route(
-            "/api/auth/password-reset/confirm",
-            post(password::confirm_reset),
-        )
-        .route("/api/auth/change-password", post(password::change_password))
-        .route("/api/auth/me", get(session::me))
-        .route("/api/auth/providers", get(oauth::options))
-        .route("/api/auth/oauth/{provider}/start", get(oauth::start))
-        .route("/api/auth/oauth/{provider}/callback", get(oauth::callback))
+        .routes(routes!(register::register))
+        .routes(routes!(register::verify_email))
+        .routes(routes!(register::resend_code))
+        .routes(routes!(session::login))
+        .routes(routes!(session::logout))
+        .routes(routes!(password::request_reset))
+        .routes(routes!(password::confirm_reset))
+        .routes(routes!(password::change_password))
+        .routes(routes!(session::me))
+        .routes(routes!(oauth::options))
+        .routes(routes!(oauth::start))
+        .routes(routes!(oauth::callback))
+}
+
+pub fn router() -> Router<AppState> {
+    routes().into()
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(register::register, register::verify_email, register::resend_code, session::login, session::logout, password::request_reset, password::confirm_reset, password::change_password, session::me, oauth::options, oauth::start, oauth::callback),
     tags((name = "auth", description = "Registration, login, sessions and passwords"))
 )]
-pub struct ApiDoc;
+struct ApiDoc;
 
 pub(crate) const VERIFY: &str = "verify_email";
 pub(crate) const RESET: &str = "reset_password";

@@ -1,11 +1,7 @@
 //! `api-billing`: the plans a user can choose, their orders paid through
 //! Stripe Checkout, and Stripe's webhook, which settles them.
 
-use axum::{
-    Router,
-    extract::State,
-    routing::{get, post},
-};
+use axum::{Router, extract::State};
 use shared::{
     billing::{self, Plan},
     error::ApiError,
@@ -13,34 +9,31 @@ use shared::{
     http::{AppState, Caller},
 };
 use utoipa::OpenApi;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 mod user_orders;
 mod webhook;
 
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(plans))
+        .routes(routes!(user_orders::list, user_orders::create))
+        .routes(routes!(user_orders::read))
+        .routes(routes!(user_orders::cancel))
+        .routes(routes!(webhook::webhook))
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/console/billing/plans", get(plans))
-        .route(
-            "/api/console/billing/orders",
-            get(user_orders::list).post(user_orders::create),
-        )
-        .route(
-            "/api/console/billing/orders/{order_id}",
-            get(user_orders::read),
-        )
-        .route(
-            "/api/console/billing/orders/{order_id}/cancel",
-            post(user_orders::cancel),
-        )
-        .route("/api/billing/stripe/webhook", post(webhook::webhook))
+    routes().into()
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(plans, user_orders::list, user_orders::create, user_orders::read, user_orders::cancel, webhook::webhook),
     tags((name = "billing", description = "Plans, orders and Stripe payments"))
 )]
-pub struct ApiDoc;
+struct ApiDoc;
 
 /// Plans a user can choose
 ///

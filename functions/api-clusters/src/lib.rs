@@ -11,49 +11,29 @@ mod read;
 mod retry;
 mod update;
 
-use axum::{
-    Router,
-    routing::{get, post},
-};
+use axum::Router;
 use shared::http::AppState;
 use utoipa::OpenApi;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use create::{CreateClusterRequest, OperationAccepted};
 
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(create::create, read::list))
+        .routes(routes!(read::get, update::update, delete::delete))
+        .routes(routes!(history::operations))
+        .routes(routes!(retry::retry))
+        .routes(routes!(history::jobs))
+        .routes(routes!(kubeconfig::issue, kubeconfig::list))
+        .routes(routes!(kubeconfig::get, kubeconfig::revoke))
+        .routes(routes!(metrics::series))
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/console/clusters",
-            post(create::create).get(read::list),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}",
-            get(read::get).patch(update::update).delete(delete::delete),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/operations",
-            get(history::operations),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/operations/{operation_id}/retry",
-            post(retry::retry),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/jobs",
-            get(history::jobs),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/kubeconfigs",
-            post(kubeconfig::issue).get(kubeconfig::list),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}",
-            get(kubeconfig::get).delete(kubeconfig::revoke),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/metrics",
-            get(metrics::series),
-        )
+    routes().into()
 }
 
 /// 202 with the operation and the cluster as they are after the commit.
@@ -77,8 +57,7 @@ pub(crate) async fn accepted_operation(
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(create::create, read::list, read::get, update::update, delete::delete, history::operations, retry::retry, history::jobs, kubeconfig::issue, kubeconfig::list, kubeconfig::get, kubeconfig::revoke, metrics::series),
     components(schemas(shared::error::Problem, shared::error::FieldError)),
     tags((name = "clusters", description = "Cluster lifecycle"))
 )]
-pub struct ApiDoc;
+struct ApiDoc;

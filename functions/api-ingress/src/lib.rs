@@ -8,7 +8,6 @@ use axum::{
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{delete, get, post},
 };
 use serde::Deserialize;
 use shared::{
@@ -24,27 +23,25 @@ use shared::{
     settings,
 };
 use utoipa::{OpenApi, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(list, create))
+        .routes(routes!(remove))
+        .routes(routes!(verify))
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/console/clusters/{cluster_id}/hostnames",
-            get(list).post(create),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/hostnames/{binding_id}",
-            delete(remove),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/hostnames/{binding_id}/verify",
-            post(verify),
-        )
+    routes().into()
 }
 
 #[derive(OpenApi)]
-#[openapi(paths(list, create, remove, verify), tags((name = "ingress", description = "Hostnames of the managed workload ingress")))]
-pub struct ApiDoc;
+#[openapi(tags((name = "ingress", description = "Hostnames of the managed workload ingress")))]
+struct ApiDoc;
 
 /// RFC 1123: lowercase labels of letters, digits and inner hyphens, 1–63
 /// characters each, at least two labels, 253 characters at most; no wildcard.

@@ -2,7 +2,7 @@
 //! with the syntax of Kubernetes labels that its owner sets to find their
 //! clusters by, and the clusters a label selector finds.
 
-use axum::{Router, extract::State, routing::get};
+use axum::{Router, extract::State};
 use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
@@ -16,23 +16,26 @@ use utoipa::{
     IntoParams, OpenApi, ToSchema,
     openapi::schema::{Object, ObjectBuilder, Type},
 };
+use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(get_labels, set_labels))
+        .routes(routes!(find_labeled_clusters))
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/console/clusters/{cluster_id}/labels",
-            get(get_labels).put(set_labels),
-        )
-        .route("/api/console/cluster-labels", get(find_labeled_clusters))
+    routes().into()
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(get_labels, set_labels, find_labeled_clusters),
     tags((name = "labels", description = "Labels of clusters, and the clusters a selector finds"))
 )]
-pub struct ApiDoc;
+struct ApiDoc;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ClusterLabels {

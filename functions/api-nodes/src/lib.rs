@@ -6,51 +6,30 @@ mod nodes;
 mod remove;
 mod tokens;
 
-use axum::{
-    Router,
-    routing::{delete, get},
-};
+use axum::Router;
 use shared::http::AppState;
 use utoipa::OpenApi;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(events::list))
+        .routes(routes!(tokens::list, tokens::create))
+        .routes(routes!(tokens::revoke))
+        .routes(routes!(tokens::attempts))
+        .routes(routes!(nodes::list))
+        .routes(routes!(remove::remove))
+        .routes(routes!(nodes::timeline))
+}
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/console/node-events", get(events::list))
-        .route(
-            "/api/console/clusters/{cluster_id}/tokens",
-            get(tokens::list).post(tokens::create),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/tokens/{token_id}",
-            delete(tokens::revoke),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/join-attempts",
-            get(tokens::attempts),
-        )
-        .route("/api/console/clusters/{cluster_id}/nodes", get(nodes::list))
-        .route(
-            "/api/console/clusters/{cluster_id}/nodes/{node_id}",
-            delete(remove::remove),
-        )
-        .route(
-            "/api/console/clusters/{cluster_id}/nodes/{node_id}/timeline",
-            get(nodes::timeline),
-        )
+    routes().into()
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(
-        events::list,
-        tokens::create,
-        tokens::list,
-        tokens::revoke,
-        tokens::attempts,
-        nodes::list,
-        nodes::timeline,
-        remove::remove
-    ),
     tags((name = "nodes", description = "Join tokens, nodes and their history"))
 )]
-pub struct ApiDoc;
+struct ApiDoc;

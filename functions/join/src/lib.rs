@@ -22,7 +22,6 @@ use axum::{
     extract::{Request, State},
     http::{StatusCode, header},
     response::{IntoResponse, Response},
-    routing::{get, post},
 };
 use serde::{Deserialize, Serialize};
 use shared::{
@@ -38,6 +37,7 @@ use shared::{
     },
 };
 use utoipa::{OpenApi, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 /// How far a joining machine's clock may be from the platform's.
@@ -48,15 +48,21 @@ const MAX_STEPS: i64 = 100;
 /// the platform's approval.
 const APPROVAL_STEP: &str = "approval";
 
+/// The function's routes and its part of the OpenAPI document, from one
+/// list: each path is written once, in its handler's `#[utoipa::path]`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(report))
+        .routes(routes!(script))
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/join/steps", post(report))
-        .route("/join", get(script))
+    routes().into()
 }
 
 #[derive(OpenApi)]
-#[openapi(paths(script, report), tags((name = "join", description = "Public endpoints joining machines use")))]
-pub struct ApiDoc;
+#[openapi(tags((name = "join", description = "Public endpoints joining machines use")))]
+struct ApiDoc;
 
 /// A refusal: a plain message that is also a two-line shell script, so that
 /// `curl -sSL <url> | sudo sh` prints it and exits 1 instead of running nothing.

@@ -7,21 +7,21 @@ use std::sync::Arc;
 use axum::Router;
 use queues::runtime::Schedule;
 use shared::{host::HostCluster, http::AppState, jobs::JobHandler};
-use utoipa::OpenApi;
 
-/// The OpenAPI documents of the HTTP functions, to merge.
+/// The OpenAPI documents of the HTTP functions, to merge: each from the
+/// function's routes.
 pub fn documents() -> [utoipa::openapi::OpenApi; 10] {
     [
-        api_auth::ApiDoc::openapi(),
-        api_account::ApiDoc::openapi(),
-        api_clusters::ApiDoc::openapi(),
-        api_nodes::ApiDoc::openapi(),
-        api_ingress::ApiDoc::openapi(),
-        api_admin::ApiDoc::openapi(),
-        api_billing::ApiDoc::openapi(),
-        join::ApiDoc::openapi(),
-        admission::ApiDoc::openapi(),
-        api_labels::ApiDoc::openapi(),
+        api_auth::routes().into_openapi(),
+        api_account::routes().into_openapi(),
+        api_clusters::routes().into_openapi(),
+        api_nodes::routes().into_openapi(),
+        api_ingress::routes().into_openapi(),
+        api_admin::routes().into_openapi(),
+        api_billing::routes().into_openapi(),
+        join::routes().into_openapi(),
+        admission::routes().into_openapi(),
+        api_labels::routes().into_openapi(),
     ]
 }
 
