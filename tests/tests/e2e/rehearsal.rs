@@ -331,6 +331,11 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         &traces,
         "config.OTEL_BSP_SCHEDULE_DELAY=100",
         "config.KUBEBYON_ADMIN_EMAIL=root@example.com",
+        // Two connections a process (a schedule's lock and its run; a
+        // request's transaction): some thirty processes at the default ten
+        // held about 70 of the server's connections, at two about 50,
+        // inside the suite's budget (README).
+        "config.DATABASE_MAX_CONNECTIONS=2",
     ]);
     let secret = HashMap::from([
         ("DATABASE_URL".to_string(), db.url.clone()),
