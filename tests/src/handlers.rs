@@ -11,7 +11,7 @@ use shared::{
     clusters::{self, ClusterChanges, ClusterCreation, ClusterDeletion, NewCluster},
     domain::{FailureCode, JobType},
     ingress::IngressConvergence,
-    jobs::{self, Finished, JobContext, JobError, JobHandler, JobMessage, NewJob},
+    jobs::{self, Finished, JobContext, JobError, JobHandler, JobMessage, NewJob, Stage},
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -54,15 +54,23 @@ impl ScriptedHandler {
     }
 }
 
+shared::stages! {
+    SCRIPTED = "scripted step";
+}
+
 #[async_trait]
 impl JobHandler for ScriptedHandler {
     fn job_type(&self) -> JobType {
         self.job_type
     }
 
+    fn stages(&self) -> Vec<Stage> {
+        STAGES.to_vec()
+    }
+
     async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
         let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
-        ctx.stage("scripted step").await?;
+        ctx.stage(SCRIPTED).await?;
         match self.behaviour {
             Behaviour::Succeed => {
                 let mut tx = ctx.pool.begin().await?;

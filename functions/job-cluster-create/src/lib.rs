@@ -17,7 +17,7 @@ use shared::{
     domain::FailureCode,
     host::HostCluster,
     ingress::{self, IngressConvergence},
-    jobs::{Finished, JobContext, JobError, TypedJobHandler},
+    jobs::{Finished, JobContext, JobError, Stage, TypedJobHandler},
 };
 
 /// The reason a create fails while no host adapter is configured.
@@ -34,9 +34,29 @@ impl CreateCluster {
     }
 }
 
+// The stages this job records.
+shared::stages! {
+    CREATING_NAMESPACE = "creating the namespace";
+    APPLYING_LIMITS = "applying the resource quota and limits";
+    ISOLATING = "isolating the control plane's network";
+    REMOVING_FAILED_INSTALL = "removing the failed install";
+    INSTALLING = "installing the control plane";
+    EXPOSING = "exposing the control plane";
+    WAITING_FOR_READY = "waiting for the control plane to become ready";
+}
+
 #[async_trait]
 impl TypedJobHandler for CreateCluster {
     type Payload = ClusterCreation;
+
+    fn stages(&self) -> Vec<Stage> {
+        [
+            STAGES,
+            admission::registration::STAGES,
+            admission::authorizer::STAGES,
+        ]
+        .concat()
+    }
 
     async fn run(&self, ctx: &JobContext, target: ClusterCreation) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
@@ -58,40 +78,26 @@ async fn create(
     host: &HostCluster,
     cluster: &Cluster,
 ) -> Result<Finished, JobError> {
-    ctx.step("creating the namespace", host.ensure_namespace(cluster))
+    ctx.step(CREATING_NAMESPACE, host.ensure_namespace(cluster))
         .await?;
-    ctx.step(
-        "applying the resource quota and limits",
-        host.ensure_limits(cluster),
-    )
-    .await?;
-    ctx.step(
-        "isolating the control plane's network",
-        host.ensure_isolation(cluster),
-    )
-    .await?;
+    ctx.step(APPLYING_LIMITS, host.ensure_limits(cluster))
+        .await?;
+    ctx.step(ISOLATING, host.ensure_isolation(cluster)).await?;
     // A create run again after its chart failed starts the install afresh.
-    ctx.step(
-        "removing the failed install",
-        host.remove_failed_install(cluster),
-    )
-    .await?;
+    ctx.step(REMOVING_FAILED_INSTALL, host.remove_failed_install(cluster))
+        .await?;
     let api_server = admission::authorizer::prepare(ctx, host, cluster).await?;
     ctx.step(
-        "installing the control plane",
+        INSTALLING,
         host.ensure_control_plane(cluster, api_server.as_ref()),
     )
     .await?;
-    ctx.step(
-        "exposing the control plane",
-        host.ensure_public_endpoint(cluster),
-    )
-    .await?;
-
-    ctx.stage("waiting for the control plane to become ready")
+    ctx.step(EXPOSING, host.ensure_public_endpoint(cluster))
         .await?;
+
+    ctx.stage(WAITING_FOR_READY).await?;
     let endpoint = host
-        .await_control_plane(cluster, "installing the control plane")
+        .await_control_plane(cluster, INSTALLING.as_str())
         .await
         .map_err(JobError::from_transient)?;
 

@@ -9,7 +9,7 @@ use shared::{
     clusters::{self, ClusterDeletion},
     domain::FailureCode,
     host::HostCluster,
-    jobs::{Finished, JobContext, JobError, StepError, TypedJobHandler},
+    jobs::{Finished, JobContext, JobError, Stage, StepError, TypedJobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -25,9 +25,19 @@ impl DeleteCluster {
     }
 }
 
+// The stages this job records.
+shared::stages! {
+    DELETING_NAMESPACE = "deleting the namespace";
+    WAITING_FOR_GONE = "waiting for the namespace to be gone";
+}
+
 #[async_trait]
 impl TypedJobHandler for DeleteCluster {
     type Payload = ClusterDeletion;
+
+    fn stages(&self) -> Vec<Stage> {
+        STAGES.to_vec()
+    }
 
     async fn run(&self, ctx: &JobContext, deletion: ClusterDeletion) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
@@ -36,9 +46,9 @@ impl TypedJobHandler for DeleteCluster {
             return ctx.complete_alone().await;
         };
         deletion.apply_to(&mut cluster);
-        ctx.step("deleting the namespace", host.delete_namespace(&cluster))
+        ctx.step(DELETING_NAMESPACE, host.delete_namespace(&cluster))
             .await?;
-        ctx.stage("waiting for the namespace to be gone").await?;
+        ctx.stage(WAITING_FOR_GONE).await?;
         let settings = host.settings();
         let deadline = tokio::time::Instant::now() + settings.ready_timeout;
         while host

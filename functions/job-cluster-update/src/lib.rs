@@ -14,7 +14,7 @@ use shared::{
     domain::FailureCode,
     host::HostCluster,
     ingress::{self, IngressConvergence},
-    jobs::{Finished, JobContext, JobError, TypedJobHandler},
+    jobs::{Finished, JobContext, JobError, Stage, TypedJobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -30,9 +30,27 @@ impl UpdateCluster {
     }
 }
 
+// The stages this job records.
+shared::stages! {
+    APPLYING_LIMITS = "applying the resource quota and limits";
+    ISOLATING = "isolating the control plane's network";
+    UPDATING = "updating the control plane";
+    UPDATING_ENDPOINT = "updating the public endpoint";
+    WAITING_FOR_READY = "waiting for the control plane and its endpoint";
+}
+
 #[async_trait]
 impl TypedJobHandler for UpdateCluster {
     type Payload = ClusterChanges;
+
+    fn stages(&self) -> Vec<Stage> {
+        [
+            STAGES,
+            admission::registration::STAGES,
+            admission::authorizer::STAGES,
+        ]
+        .concat()
+    }
 
     async fn run(&self, ctx: &JobContext, target: ClusterChanges) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
@@ -45,33 +63,22 @@ impl TypedJobHandler for UpdateCluster {
                 )
             })?;
         target.apply_to(&mut cluster);
-        ctx.step(
-            "applying the resource quota and limits",
-            host.ensure_limits(&cluster),
-        )
-        .await?;
-        ctx.step(
-            "isolating the control plane's network",
-            host.ensure_isolation(&cluster),
-        )
-        .await?;
+        ctx.step(APPLYING_LIMITS, host.ensure_limits(&cluster))
+            .await?;
+        ctx.step(ISOLATING, host.ensure_isolation(&cluster)).await?;
         // The platform's authorizer: a cluster made before it gets it now.
         let api_server = admission::authorizer::prepare(ctx, host, &cluster).await?;
         ctx.step(
-            "updating the control plane",
+            UPDATING,
             host.ensure_control_plane(&cluster, api_server.as_ref()),
         )
         .await?;
-        ctx.step(
-            "updating the public endpoint",
-            host.ensure_public_endpoint(&cluster),
-        )
-        .await?;
-
-        ctx.stage("waiting for the control plane and its endpoint")
+        ctx.step(UPDATING_ENDPOINT, host.ensure_public_endpoint(&cluster))
             .await?;
+
+        ctx.stage(WAITING_FOR_READY).await?;
         let endpoint = host
-            .await_control_plane(&cluster, "updating the control plane")
+            .await_control_plane(&cluster, UPDATING.as_str())
             .await
             .map_err(JobError::from_transient)?;
         let url = endpoint.url();

@@ -19,7 +19,7 @@ use shared::{
     domain::{FailureCode, IngressStatus},
     host::HostCluster,
     ingress::{self, IngressConvergence},
-    jobs::{self, Finished, JobContext, JobError, TypedJobHandler},
+    jobs::{self, Finished, JobContext, JobError, Stage, TypedJobHandler},
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -35,9 +35,21 @@ impl ConvergeIngress {
     }
 }
 
+// The stages this job records.
+shared::stages! {
+    CONNECTING = "connecting to the cluster's API";
+    INSTALLING = "installing the ingress controller";
+    CHECKING = "checking the ingress controller";
+    REMOVING = "removing the ingress controller";
+}
+
 #[async_trait]
 impl TypedJobHandler for ConvergeIngress {
     type Payload = IngressConvergence;
+
+    fn stages(&self) -> Vec<Stage> {
+        STAGES.to_vec()
+    }
 
     async fn run(
         &self,
@@ -97,7 +109,7 @@ async fn converge(
     host: &HostCluster,
     cluster: &Cluster,
 ) -> Result<IngressStatus, Failure> {
-    ctx.stage("connecting to the cluster's API").await?;
+    ctx.stage(CONNECTING).await?;
     let reached = match cluster.api_endpoint.as_deref() {
         Some(server) => host
             .vcluster_client(cluster, server)
@@ -114,16 +126,16 @@ async fn converge(
     if cluster.managed_workload_ingress_enabled {
         let failed =
             |e| Failure::InCluster(format!("installing the ingress controller failed: {e}"));
-        ctx.stage("installing the ingress controller").await?;
+        ctx.stage(INSTALLING).await?;
         ingress::install(&client, class).await.map_err(failed)?;
-        ctx.stage("checking the ingress controller").await?;
+        ctx.stage(CHECKING).await?;
         Ok(if ingress::available(&client).await.map_err(failed)? {
             IngressStatus::Ready
         } else {
             IngressStatus::Provisioning
         })
     } else {
-        ctx.stage("removing the ingress controller").await?;
+        ctx.stage(REMOVING).await?;
         ingress::remove(&client, class).await.map_err(|e| {
             Failure::InCluster(format!("removing the ingress controller failed: {e}"))
         })?;

@@ -16,7 +16,7 @@ use shared::{
     clusters,
     domain::{FailureCode, NodeEventType, NodeStatus},
     host::{HostCluster, HostError},
-    jobs::{Finished, JobContext, JobError, StepError, TypedJobHandler},
+    jobs::{Finished, JobContext, JobError, Stage, StepError, TypedJobHandler},
     nodes::{self, NewNodeEvent, NodeRemoval},
 };
 
@@ -42,9 +42,21 @@ fn present<T>(result: Result<T, kube::Error>, step: &str) -> Result<bool, JobErr
     }
 }
 
+// The stages this job records.
+shared::stages! {
+    CONNECTING = "connecting to the cluster";
+    CORDONING = "cordoning the node";
+    DRAINING = "draining the node";
+    DELETING_NODE = "deleting the Node object";
+}
+
 #[async_trait]
 impl TypedJobHandler for RemoveNode {
     type Payload = NodeRemoval;
+
+    fn stages(&self) -> Vec<Stage> {
+        STAGES.to_vec()
+    }
 
     async fn run(&self, ctx: &JobContext, removal: NodeRemoval) -> Result<Finished, JobError> {
         let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
@@ -59,15 +71,12 @@ impl TypedJobHandler for RemoveNode {
             )
         })?;
         let client = ctx
-            .step(
-                "connecting to the cluster",
-                host.vcluster_client(&cluster, endpoint),
-            )
+            .step(CONNECTING, host.vcluster_client(&cluster, endpoint))
             .await?;
         let name = removal.node_name.as_str();
         let api: Api<Node> = Api::all(client.clone());
 
-        ctx.stage("cordoning the node").await?;
+        ctx.stage(CORDONING).await?;
         let cordon = serde_json::json!({ "spec": { "unschedulable": true } });
         let exists = present(
             api.patch(name, &PatchParams::default(), &Patch::Merge(&cordon))
@@ -79,7 +88,7 @@ impl TypedJobHandler for RemoveNode {
         } else if removal.force {
             "cordoned and deleted without draining (forced)"
         } else {
-            ctx.stage("draining the node").await?;
+            ctx.stage(DRAINING).await?;
             drain(
                 client,
                 name,
@@ -90,7 +99,7 @@ impl TypedJobHandler for RemoveNode {
             "cordoned, drained and deleted"
         };
         if exists {
-            ctx.stage("deleting the Node object").await?;
+            ctx.stage(DELETING_NODE).await?;
             present(
                 api.delete(name, &Default::default()).await,
                 "deleting the Node object",

@@ -37,9 +37,16 @@ use tokio::sync::watch;
 pub use postgres::{EmbeddedPostgres, run_as};
 pub use registry::{ROUTERS, handlers, schedules};
 
-/// The OpenAPI document of every HTTP function.
+/// The OpenAPI document of every HTTP function, with every stage a job
+/// records as the `JobStage` enum.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    shared::openapi::document(registry::documents())
+    let mut document = shared::openapi::document(registry::documents());
+    let stages = handlers(None)
+        .iter()
+        .flat_map(|h| h.stages())
+        .collect::<Vec<_>>();
+    jobs::stage::document(&mut document, stages);
+    document
 }
 
 /// Every HTTP function's routes, as the API gateway would mount them: the

@@ -305,8 +305,11 @@ pub fn url(base: &str, cluster_id: uuid::Uuid) -> String {
     )
 }
 
-/// The stage the create and update jobs record while they do it.
-const STAGE: &str = "configuring the platform's authorizer";
+// The stage the create and update jobs record while they configure the
+// authorizer (a job that calls [`prepare`] names it in its handler's stages).
+crate::stages! {
+    CONFIGURING = "configuring the platform's authorizer";
+}
 
 /// Makes sure the cluster's host namespace holds the API server's files —
 /// the authorizer's configuration and the admission configuration, both
@@ -335,7 +338,7 @@ pub async fn prepare(
         ],
     };
     let keys = ctx
-        .step(STAGE, host.secret_keys(cluster, SECRET_NAME))
+        .step(CONFIGURING, host.secret_keys(cluster, SECRET_NAME))
         .await?
         .unwrap_or_default();
     let complete = FILES.iter().all(|file| keys.iter().any(|k| k == file));
@@ -349,7 +352,7 @@ pub async fn prepare(
         host.settings().admission_ca_pem.as_deref(),
     );
     ctx.step(
-        STAGE,
+        CONFIGURING,
         host.apply_secret(
             cluster,
             SECRET_NAME,

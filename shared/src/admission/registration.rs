@@ -124,6 +124,13 @@ pub fn configuration_for(host: &HostCluster, base: &str, cluster_id: Uuid) -> Va
     )
 }
 
+// The stages registering the webhook records (a job that calls
+// [`register`] names them in its handler's stages).
+crate::stages! {
+    REGISTERING = "registering the admission webhook";
+    NOT_REGISTERED = "admission webhook not registered: the platform has no HTTPS URL";
+}
+
 /// Registers the webhook inside `cluster` (its API at `server`), then
 /// retires the secrets of the URLs it was registered at before (a cluster
 /// registered before its API server had a token): from then on only the
@@ -134,17 +141,15 @@ pub async fn register(
     cluster: &Cluster,
     server: &str,
 ) -> Result<(), JobError> {
-    const STAGE: &str = "registering the admission webhook";
     let Some(base) = base_url(&ctx.pool, host).await? else {
-        ctx.stage("admission webhook not registered: the platform has no HTTPS URL")
-            .await?;
+        ctx.stage(NOT_REGISTERED).await?;
         tracing::warn!(
             "no KUBEBYON_ADMISSION_URL and no https public base URL: the cluster's workload limits are not enforced inside it"
         );
         return Ok(());
     };
     let object = configuration_for(host, &base, cluster.id);
-    ctx.step(STAGE, async {
+    ctx.step(REGISTERING, async {
         let client = host.vcluster_client(cluster, server).await?;
         apply(&client, object).await
     })

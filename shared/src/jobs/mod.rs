@@ -4,6 +4,7 @@
 mod error;
 mod publish;
 mod retry;
+pub mod stage;
 mod store;
 mod sweep;
 mod worker;
@@ -11,6 +12,7 @@ mod worker;
 pub use error::{Failure, JobError, StepError, Unavailable};
 pub use publish::{JobPublisher, PublishError, connect_in_background, publish_after_commit};
 pub use retry::retry_delay;
+pub use stage::{STAGES, Stage};
 pub use sweep::{SweepReport, sweep, sweep_on};
 pub use worker::{Finished, JobContext, JobHandler, Processed, TypedJobHandler, Worker};
 

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::Failure;
+use super::{Failure, stage};
 use crate::domain::{FailureCode, JobPayload, JobType};
 
 /// What travels on the queue: only the id and the type. The row is the truth.
@@ -379,13 +379,14 @@ pub async fn complete(tx: &mut PgConnection, job: &ClaimedJob) -> Result<bool, s
                RETURNING operation_id, started_at
            )
            UPDATE cluster_operations o
-           SET status = 'succeeded', stage = 'done', stages = operation_stages_append(o.stages, 'done'),
+           SET status = 'succeeded', stage = $3, stages = operation_stages_append(o.stages, $3),
                finished_at = now(), error_message = NULL,
                error_code = NULL, started_at = coalesce(o.started_at, done.started_at), updated_at = now()
            FROM done WHERE o.id = done.operation_id
            RETURNING o.id"#,
         job.id,
         job.attempt,
+        stage::DONE.as_str(),
     )
     .fetch_optional(tx)
     .await?;
@@ -410,7 +411,7 @@ pub async fn complete_many(
                RETURNING j.id, j.operation_id, j.started_at
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'succeeded', stage = 'done', stages = operation_stages_append(o.stages, 'done'),
+               SET status = 'succeeded', stage = $3, stages = operation_stages_append(o.stages, $3),
                    finished_at = now(), error_message = NULL,
                    error_code = NULL, started_at = coalesce(o.started_at, done.started_at), updated_at = now()
                FROM done WHERE o.id = done.operation_id
@@ -418,6 +419,7 @@ pub async fn complete_many(
            SELECT id AS "id!" FROM done"#,
         ids,
         attempts,
+        stage::DONE.as_str(),
     )
     .fetch_all(db)
     .await
@@ -443,8 +445,8 @@ pub async fn schedule_retry(
                RETURNING operation_id, run_after
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'pending', stage = 'waiting to retry',
-                   stages = operation_stages_append(o.stages, 'waiting to retry'), error_message = $3,
+               SET status = 'pending', stage = $6,
+                   stages = operation_stages_append(o.stages, $6), error_message = $3,
                    error_code = $5, updated_at = now()
                FROM retried WHERE o.id = retried.operation_id
            )
@@ -454,6 +456,7 @@ pub async fn schedule_retry(
         failure.message,
         delay.as_secs_f64(),
         failure.code.as_str(),
+        stage::WAITING_TO_RETRY.as_str(),
     )
     .fetch_optional(pool)
     .await
@@ -536,7 +539,7 @@ pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Er
                UPDATE cluster_operations o
                SET status = rescued.status,
                    started_at = coalesce(o.started_at, rescued.started_at),
-                   stage = CASE WHEN rescued.status = 'pending' THEN 'waiting to retry' ELSE o.stage END,
+                   stage = CASE WHEN rescued.status = 'pending' THEN $1 ELSE o.stage END,
                    finished_at = CASE WHEN rescued.status = 'failed' THEN now() END,
                    error_message = rescued.last_error, error_code = rescued.error_code,
                    updated_at = now()
@@ -549,7 +552,8 @@ pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Er
                WHERE rescued.status = 'failed' AND c.id = rescued.cluster_id AND c.deleted_at IS NULL
                  AND rescued.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
            )
-           SELECT status AS "status!" FROM rescued"#
+           SELECT status AS "status!" FROM rescued"#,
+        stage::WAITING_TO_RETRY.as_str(),
     )
     .fetch_all(db)
     .await?;
@@ -849,8 +853,8 @@ pub async fn retry_failed(
                RETURNING id, type, operation_id, cluster_id
            ), operation AS (
                UPDATE cluster_operations o
-               SET status = 'pending', stage = 'queued for retry',
-                   stages = operation_stages_append(o.stages, 'queued for retry'), finished_at = NULL,
+               SET status = 'pending', stage = $3,
+                   stages = operation_stages_append(o.stages, $3), finished_at = NULL,
                    updated_at = now()
                FROM retried WHERE o.id = retried.operation_id
            ), cluster AS (
@@ -864,6 +868,7 @@ pub async fn retry_failed(
            SELECT id, type FROM retried"#,
         job_id,
         extra_attempts,
+        stage::QUEUED_FOR_RETRY.as_str(),
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -957,11 +962,12 @@ pub async fn queue_operation(
 ) -> Result<Uuid, sqlx::Error> {
     sqlx::query_scalar!(
         r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, stage, payload)
-           VALUES ($1, $2, $3, 'queued behind the running operation', $4) RETURNING id"#,
+           VALUES ($1, $2, $3, $5, $4) RETURNING id"#,
         cluster_id,
         job_type.operation(),
         requested_by,
         payload,
+        stage::QUEUED_BEHIND.as_str(),
     )
     .fetch_one(tx)
     .await
@@ -995,7 +1001,7 @@ pub async fn promote_queued(
                RETURNING cluster_id, operation_id, type
            ), operation AS (
                UPDATE cluster_operations o
-               SET stage = 'queued', stages = operation_stages_append(o.stages, 'queued'), updated_at = now()
+               SET stage = $4, stages = operation_stages_append(o.stages, $4), updated_at = now()
                FROM promoted WHERE o.id = promoted.operation_id
            ), cluster AS (
                UPDATE clusters c SET status = 'deleting'
@@ -1006,6 +1012,7 @@ pub async fn promote_queued(
         max_attempts,
         &operations as &[&str],
         &job_types as &[&str],
+        stage::QUEUED.as_str(),
     )
     .fetch_all(db)
     .await?;

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::{Failure, JobError, Unavailable, retry_delay};
+use super::{Failure, JobError, Stage, Unavailable, retry_delay};
 use crate::{
     config::JobSettings,
     domain::{FailureCode, JobPayload, JobType},
@@ -41,6 +41,9 @@ enum Verdict {
 #[async_trait]
 pub trait JobHandler: Send + Sync + 'static {
     fn job_type(&self) -> JobType;
+    /// Every stage the handler may record, beyond the backbone's own
+    /// (`jobs::STAGES`): recording another is a bug a debug build stops at.
+    fn stages(&self) -> Vec<Stage>;
     async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError>;
 }
 
@@ -51,6 +54,8 @@ pub trait JobHandler: Send + Sync + 'static {
 #[async_trait]
 pub trait TypedJobHandler: Send + Sync + 'static {
     type Payload: JobPayload + Send;
+    /// Every stage the handler may record ([`JobHandler::stages`]).
+    fn stages(&self) -> Vec<Stage>;
     async fn run(&self, ctx: &JobContext, payload: Self::Payload) -> Result<Finished, JobError>;
 }
 
@@ -58,6 +63,10 @@ pub trait TypedJobHandler: Send + Sync + 'static {
 impl<H: TypedJobHandler> JobHandler for H {
     fn job_type(&self) -> JobType {
         H::Payload::JOB_TYPE
+    }
+
+    fn stages(&self) -> Vec<Stage> {
+        TypedJobHandler::stages(self)
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {
@@ -73,13 +82,20 @@ pub struct JobContext {
     completions: Completions,
     max_attempts: i32,
     follow_ups: std::sync::Mutex<Vec<JobMessage>>,
+    /// The stages its handler declares.
+    declared: Vec<Stage>,
 }
 
 impl JobContext {
     /// Records the current step on the operation, so the console can show it.
-    pub async fn stage(&self, stage: &str) -> Result<(), JobError> {
-        tracing::info!(stage, "job stage");
-        if jobs::record_stage(&self.pool, &self.job, stage).await? {
+    pub async fn stage(&self, stage: Stage) -> Result<(), JobError> {
+        debug_assert!(
+            self.declared.contains(&stage) || super::STAGES.contains(&stage),
+            "the handler of {} records the stage {stage:?}, which its stages() does not name",
+            self.job.job_type
+        );
+        tracing::info!(stage = stage.as_str(), "job stage");
+        if jobs::record_stage(&self.pool, &self.job, stage.as_str()).await? {
             Ok(())
         } else {
             Err(JobError::LeaseLost)
@@ -118,7 +134,7 @@ impl JobContext {
         match adapter {
             Some(adapter) => Ok(adapter),
             None => {
-                self.stage("connecting to the host cluster").await?;
+                self.stage(super::stage::CONNECTING).await?;
                 Err(JobError::fatal(FailureCode::InvalidConfiguration, reason))
             }
         }
@@ -128,11 +144,11 @@ impl JobContext {
     /// job's error, naming the stage.
     pub async fn step<T, E: super::StepError>(
         &self,
-        stage: &str,
+        stage: Stage,
         step: impl std::future::Future<Output = Result<T, E>>,
     ) -> Result<T, JobError> {
         self.stage(stage).await?;
-        step.await.map_err(|e| e.at_step(stage))
+        step.await.map_err(|e| e.at_step(stage.as_str()))
     }
 
     /// Marks the job succeeded inside `tx`, fenced by the claimed attempt.
@@ -632,6 +648,7 @@ impl Worker {
             completions: self.completions.clone(),
             max_attempts: self.settings.max_attempts,
             follow_ups: Default::default(),
+            declared: handler.stages(),
         };
         // The lease is extended beside the handler, in the same task (no task
         // to spawn, wake and abort for each job), and stops with the attempt

@@ -56,8 +56,8 @@ use shared::{
     db,
     domain::JobType,
     jobs::{
-        self, Finished, JobContext, JobError, JobHandler, JobMessage, JobPublisher, NewJob, Worker,
-        publish_after_commit,
+        self, Finished, JobContext, JobError, JobHandler, JobMessage, JobPublisher, NewJob, Stage,
+        Worker, publish_after_commit,
     },
 };
 use sqlx::{PgPool, Postgres, pool::PoolConnection, postgres::PgListener};
@@ -225,6 +225,10 @@ struct NoOp {
 impl JobHandler for NoOp {
     fn job_type(&self) -> JobType {
         JOB_TYPE
+    }
+
+    fn stages(&self) -> Vec<Stage> {
+        Vec::new()
     }
 
     async fn handle(&self, ctx: &JobContext) -> Result<Finished, JobError> {

@@ -1930,6 +1930,11 @@ export interface components {
             worker_id?: string | null;
         };
         /**
+         * @description A stage an operation passes through, in the words its job records.
+         * @enum {string}
+         */
+        JobStage: "admission webhook not registered: the platform has no HTTPS URL" | "applying the resource quota and limits" | "checking the ingress controller" | "configuring the platform's authorizer" | "connecting to the cluster" | "connecting to the cluster's API" | "connecting to the host cluster" | "cordoning the node" | "creating the namespace" | "deleting the Node object" | "deleting the namespace" | "done" | "draining the node" | "exposing the control plane" | "installing the control plane" | "installing the ingress controller" | "isolating the control plane's network" | "queued" | "queued behind the running operation" | "queued for retry" | "registering the admission webhook" | "removing the failed install" | "removing the ingress controller" | "updating the control plane" | "updating the public endpoint" | "waiting for the control plane and its endpoint" | "waiting for the control plane to become ready" | "waiting for the namespace to be gone" | "waiting to retry";
+        /**
          * @description Where a cluster job is in its life.
          * @enum {string}
          */
@@ -2163,7 +2168,7 @@ export interface components {
             id: string;
             /** Format: uuid */
             requested_by_user_id?: string | null;
-            stage: string;
+            stage: components["schemas"]["JobStage"];
             /**
              * @description Every stage the operation's job recorded, oldest first, with when
              *     (the newest 100): `stage` is the last of them.
@@ -2570,7 +2575,7 @@ export interface components {
              * @description When the job recorded it.
              */
             at: string;
-            stage: string;
+            stage: components["schemas"]["JobStage"];
         };
         /** @description One step a join script reported. */
         Step: {
