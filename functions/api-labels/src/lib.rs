@@ -48,7 +48,7 @@ pub struct ClusterLabels {
 /// The schema of a set of labels sent: its keys, values and size, as
 /// `labels::check` takes them.
 fn label_set() -> Object {
-    let string = |max, pattern| {
+    let string = |max, pattern: String| {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .max_length(Some(max))
@@ -56,8 +56,8 @@ fn label_set() -> Object {
     };
     ObjectBuilder::new()
         .schema_type(Type::Object)
-        .property_names(Some(string(317, labels::KEY_PATTERN)))
-        .additional_properties(Some(string(63, labels::VALUE_PATTERN)))
+        .property_names(Some(string(317, format!("^{}$", labels::key_pattern()))))
+        .additional_properties(Some(string(63, format!("^{}$", labels::value_pattern()))))
         .max_properties(Some(labels::MAX_LABELS))
         .build()
 }
@@ -136,16 +136,24 @@ pub async fn set_labels(
     }))
 }
 
+/// The schema of a selector: the grammar `selector::parse` takes.
+fn selector_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(
+            "A label selector as kubectl's `-l` takes it: `env=prod,tier!=db`, `gpu`, \
+             `!legacy`, `zone in (a,b)`, `zone notin (c)`; empty or absent selects every cluster.",
+        ))
+        .max_length(Some(selector::MAX_LENGTH))
+        .pattern(Some(selector::pattern()))
+        .build()
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct FindQuery {
-    /// A label selector as kubectl's `-l` takes it: `env=prod,tier!=db`,
-    /// `gpu`, `!legacy`, `zone in (a,b)`, `zone notin (c)`; empty or absent
-    /// selects every cluster.
-    #[param(
-        max_length = 4096,
-        pattern = r"^ *(?:(?:! *(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?|(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])? *(?:==|=|!=) *(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?|(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])? +(?:in|notin) *\( *(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?(?: *, *(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)*|(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?(?: *, *(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)+) *\)|(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)(?: *, *(?:! *(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?|(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])? *(?:==|=|!=) *(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?|(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])? +(?:in|notin) *\( *(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?(?: *, *(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)*|(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?(?: *, *(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)+) *\)|(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)){0,31})? *$"
-    )]
+    /// A label selector ([`selector_schema`] describes it).
+    #[param(schema_with = selector_schema)]
     pub selector: Option<String>,
     /// Page size, 1–200 (default 50).
     #[param(minimum = 1, maximum = 200)]

@@ -19,12 +19,24 @@ pub type Labels = BTreeMap<String, String>;
 /// The most labels one cluster holds.
 pub const MAX_LABELS: usize = 64;
 
-/// A key, as a JSON Schema pattern (ECMA 262: lookahead for the prefix's
-/// length and the platform's prefix); `check_key` is the same rule.
-pub const KEY_PATTERN: &str = r"^(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{1,253}/)[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+// What `check_key` and `check_value` take, as the parts of JSON Schema
+// patterns (ECMA 262) for the OpenAPI document.
+const NAME: &str = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?";
+const DNS_LABEL: &str = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?";
 
-/// A value, as a JSON Schema pattern; `check_value` is the same rule.
-pub const VALUE_PATTERN: &str = r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$";
+/// A key as a pattern, unanchored: not under the platform's prefix (a
+/// lookahead), then an optional prefix of DNS labels of at most 253
+/// characters (a lookahead) and `/`, then a name.
+pub fn key_pattern() -> String {
+    format!(
+        r"(?!(?:[a-z0-9.-]*\.)?kubebyon\.io/)(?:(?=[a-z0-9.-]{{1,253}}/){DNS_LABEL}(?:\.{DNS_LABEL})*/)?{NAME}"
+    )
+}
+
+/// A value as a pattern, unanchored: empty, or a name.
+pub fn value_pattern() -> String {
+    format!("(?:{NAME})?")
+}
 
 /// Key prefixes the platform keeps for its own labels.
 const RESERVED_PREFIX: &str = "kubebyon.io";

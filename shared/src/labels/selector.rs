@@ -5,9 +5,9 @@
 //! `key notin (a,b)`. Kubernetes' `>` and `<` are not taken: label values
 //! here are not numbers. Spaces may stand around the words and signs; no
 //! other white space is taken. The OpenAPI document states the same grammar
-//! as a pattern (api-labels' `FindQuery`).
+//! as a pattern ([`pattern`]).
 
-use super::{check_key, check_value};
+use super::{NAME, check_key, check_value, key_pattern, value_pattern};
 
 /// The longest selector taken, in bytes.
 pub const MAX_LENGTH: usize = 4096;
@@ -40,6 +40,21 @@ pub struct Requirement {
     pub op: Op,
     /// The values of `in` and `notin` (one for `=` and `!=`); none otherwise.
     pub values: Vec<String>,
+}
+
+/// The grammar [`parse`] takes, as a JSON Schema pattern: requirements
+/// ([`MAX_REQUIREMENTS`] at most) joined by commas, each `!key`, `key` with
+/// `=`, `==` or `!=` and a value, `key in|notin (values)` (not blank: one
+/// name, or two values or more, any of them empty), or `key` alone.
+pub fn pattern() -> String {
+    let (key, value) = (key_pattern(), value_pattern());
+    let set = format!(r"\( *(?:{NAME}(?: *, *{value})*|{value}(?: *, *{value})+) *\)");
+    let requirement =
+        format!(r"(?:! *{key}|{key} *(?:==|=|!=) *{value}|{key} +(?:in|notin) *{set}|{key})");
+    format!(
+        r"^ *(?:{requirement}(?: *, *{requirement}){{0,{}}})? *$",
+        MAX_REQUIREMENTS - 1
+    )
 }
 
 /// The requirements of a selector; an empty selector selects everything.

@@ -5856,11 +5856,6 @@ export interface operations {
     find_labeled_clusters: {
         parameters: {
             query?: {
-                /**
-                 * @description A label selector as kubectl's `-l` takes it: `env=prod,tier!=db`,
-                 *     `gpu`, `!legacy`, `zone in (a,b)`, `zone notin (c)`; empty or absent
-                 *     selects every cluster.
-                 */
                 selector?: string;
                 /** @description Page size, 1–200 (default 50). */
                 limit?: number;
