@@ -410,12 +410,7 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
         )
         .await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let fields: Vec<&str> = reply.body["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let fields = crate::platform::problem_fields(&reply.body);
     assert_eq!(fields, ["email", "display_name"]);
     // A long but guessable password is refused with the reason.
     let reply = accounts
@@ -1100,12 +1095,7 @@ async fn system_settings_seal_their_secrets_and_drive_the_mail() {
         .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
         .await;
     assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let fields: Vec<&str> = refused.body["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let fields = crate::platform::problem_fields(&refused.body);
     assert_eq!(fields, ["smtp_tls", "captcha_enabled"]);
 }
 

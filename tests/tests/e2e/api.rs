@@ -746,12 +746,7 @@ async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted()
     invalid["price_minor_units"] = (-1).into();
     let (status, _, body) = api.call(post("/api/console/admin/plans", invalid)).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let fields: Vec<&str> = body["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let fields = crate::platform::problem_fields(&body);
     assert_eq!(fields, ["name", "price_minor_units", "currency"], "{body}");
     assert_eq!(api.count("plans").await, 1);
 

@@ -207,12 +207,7 @@ async fn bad_labels_and_selectors_are_refused_whole() {
             "{labels_sent}: {body}"
         );
         assert_eq!(body["code"], "validation_failed");
-        let fields: Vec<&str> = body["errors"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["field"].as_str().unwrap())
-            .collect();
+        let fields = crate::platform::problem_fields(&body);
         assert_eq!(fields, [field], "{labels_sent}: {body}");
     }
     // A value that is not a string is not the documented shape.

@@ -705,12 +705,7 @@ async fn token_input_is_validated_and_other_clusters_are_not_found() {
         )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let fields: Vec<&str> = body["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let fields = crate::platform::problem_fields(&body);
     assert_eq!(fields, ["ttl_seconds", "max_uses", "node_labels"]);
     let (status, body) = platform
         .call(

@@ -422,3 +422,13 @@ pub async fn send_with_headers(
     ));
     (status, headers, json)
 }
+
+/// The fields a problem+json answer's `errors` name, in order.
+pub fn problem_fields(body: &serde_json::Value) -> Vec<&str> {
+    body["errors"]
+        .as_array()
+        .expect("a problem with errors")
+        .iter()
+        .map(|e| e["field"].as_str().expect("a field"))
+        .collect()
+}
