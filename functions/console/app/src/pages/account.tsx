@@ -9,6 +9,7 @@ import type { User } from "../session";
 import { AuditTable } from "../components/records";
 import { useLocation } from "../router";
 import { Copy, Empty, ErrorNote, Field, Loading, Page, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
+import { keys } from "../queryKeys";
 
 export function Account({ user }: PageProps) {
   const { t } = useTranslation();
@@ -90,17 +91,17 @@ function ApiKeys({ user }: { user: User }) {
   const { t } = useTranslation();
   const client = useQueryClient();
   const [shown, setShown] = useState<string | null>(null);
-  const keys = useQuery({ queryKey: ["api-keys"], queryFn: () => ok(api.GET("/api/console/account/api-keys")) });
+  const apiKeys = useQuery({ queryKey: keys.apiKeys(), queryFn: () => ok(api.GET("/api/console/account/api-keys")) });
   const create = useMutation({
     mutationFn: (body: Schemas["CreateKey"]) => ok(api.POST("/api/console/account/api-keys", { body })),
     onSuccess: (created) => {
       setShown(created.key);
-      void client.invalidateQueries({ queryKey: ["api-keys"] });
+      void client.invalidateQueries({ queryKey: keys.apiKeys() });
     },
   });
   const revoke = useMutation({
     mutationFn: (key_id: string) => ok(api.DELETE("/api/console/account/api-keys/{key_id}", { params: { path: { key_id } } })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["api-keys"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.apiKeys() }),
   });
   const submit = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
@@ -150,11 +151,11 @@ function ApiKeys({ user }: { user: User }) {
           <Copy text={shown} label={t("keys.new_key")} />
         </section>
       )}
-      <ErrorNote error={keys.error ?? revoke.error} />
-      {keys.data && keys.data.length === 0 && <Empty>{t("keys.empty")}</Empty>}
-      {keys.data && keys.data.length > 0 && (
+      <ErrorNote error={apiKeys.error ?? revoke.error} />
+      {apiKeys.data && apiKeys.data.length === 0 && <Empty>{t("keys.empty")}</Empty>}
+      {apiKeys.data && apiKeys.data.length > 0 && (
         <Table columns={[t("keys.name"), t("keys.prefix"), t("keys.scope"), t("keys.last_used"), t("common.expires")]} actions>
-            {keys.data.map((k) => (
+            {apiKeys.data.map((k) => (
               <tr key={k.id}>
                 <td>{k.name}</td>
                 <td>
@@ -198,7 +199,7 @@ function Notifications() {
   const client = useQueryClient();
   const [saved, setSaved] = useState(false);
   const current = useQuery({
-    queryKey: ["notifications"],
+    queryKey: keys.notifications(),
     queryFn: () => ok(api.GET("/api/console/account/notifications")),
   });
   const save = useMutation({
@@ -256,15 +257,15 @@ function Notifications() {
 function Sessions() {
   const { t } = useTranslation();
   const client = useQueryClient();
-  const sessions = useQuery({ queryKey: ["sessions"], queryFn: () => ok(api.GET("/api/console/account/sessions")) });
+  const sessions = useQuery({ queryKey: keys.sessions(), queryFn: () => ok(api.GET("/api/console/account/sessions")) });
   const end = useMutation({
     mutationFn: (session_id: string) =>
       ok(api.DELETE("/api/console/account/sessions/{session_id}", { params: { path: { session_id } } })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["sessions"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.sessions() }),
   });
   const endOthers = useMutation({
     mutationFn: () => ok(api.DELETE("/api/console/account/sessions")),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["sessions"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.sessions() }),
   });
   if (sessions.isPending) return <Loading />;
   if (sessions.error) return <ErrorNote error={sessions.error} />;
@@ -304,7 +305,7 @@ function Sessions() {
 function Logins() {
   const { t } = useTranslation();
   const logins = useQuery({
-    queryKey: ["logins"],
+    queryKey: keys.logins(),
     queryFn: () => ok(api.GET("/api/console/account/logins", { params: { query: { limit: 100 } } })),
   });
   if (logins.isPending) return <Loading />;
@@ -331,7 +332,7 @@ function Logins() {
 
 function Activity() {
   const activity = useQuery({
-    queryKey: ["activity"],
+    queryKey: keys.activity(),
     queryFn: () => ok(api.GET("/api/console/account/activity", { params: { query: { limit: 100 } } })),
   });
   if (activity.isPending) return <Loading />;

@@ -10,6 +10,7 @@ import type { PageProps } from "../page";
 import { Link } from "../router";
 import { Confirm, Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { AuditTable, JobTable, OrderTable } from "../components/records";
+import { keys } from "../queryKeys";
 
 const SECTIONS = ["users", "jobs", "audit", "settings", "plans", "orders"] as const;
 
@@ -45,17 +46,17 @@ function Users() {
   const client = useQueryClient();
   const [filter, setFilter] = useState<{ q?: string; status?: Schemas["UserStatus"]; role?: Schemas["UserRole"] }>({});
   const users = useQuery({
-    queryKey: ["admin-users", filter],
+    queryKey: keys.admin.users(filter),
     queryFn: () => ok(api.GET("/api/console/admin/users", { params: { query: { ...filter, limit: 100 } } })),
   });
   const change = useMutation({
     mutationFn: ({ user_id, body }: { user_id: string; body: Schemas["UserChange"] }) =>
       ok(api.PATCH("/api/console/admin/users/{user_id}", { params: { path: { user_id } }, body })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["admin-users"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.admin.users() }),
   });
   const remove = useMutation({
     mutationFn: (user_id: string) => ok(api.DELETE("/api/console/admin/users/{user_id}", { params: { path: { user_id } } })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["admin-users"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.admin.users() }),
   });
   const search = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
@@ -147,7 +148,7 @@ function Jobs() {
   const [status, setStatus] = useState<Schemas["JobStatus"] | "">("");
   const [clusterId, setClusterId] = useState("");
   const jobs = useQuery({
-    queryKey: ["admin-jobs", status, clusterId],
+    queryKey: keys.admin.jobs(status, clusterId),
     queryFn: () =>
       ok(
         api.GET("/api/console/admin/cluster-jobs", {
@@ -161,7 +162,7 @@ function Jobs() {
       action === "retry"
         ? ok(api.POST("/api/console/admin/cluster-jobs/{job_id}/retry", { params: { path: { job_id } } }))
         : ok(api.POST("/api/console/admin/cluster-jobs/{job_id}/cancel", { params: { path: { job_id } } })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["admin-jobs"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.admin.jobs() }),
   });
   return (
     <>
@@ -213,7 +214,7 @@ function Audit() {
   const [actor, setActor] = useState("");
   const { t } = useTranslation();
   const events = useQuery({
-    queryKey: ["admin-audit", actor],
+    queryKey: keys.admin.audit(actor),
     queryFn: () =>
       ok(
         api.GET("/api/console/admin/audit-events", {
@@ -305,7 +306,7 @@ function Settings() {
   const { t } = useTranslation();
   const client = useQueryClient();
   const [saved, setSaved] = useState(false);
-  const settings = useQuery({ queryKey: ["admin-settings"], queryFn: () => ok(api.GET("/api/console/admin/settings")) });
+  const settings = useQuery({ queryKey: keys.admin.settings(), queryFn: () => ok(api.GET("/api/console/admin/settings")) });
   const save = useMutation({
     mutationFn: (body: Schemas["SettingsUpdate"]) => ok(api.PUT("/api/console/admin/settings", { body })),
     onSuccess: (data) => {
@@ -389,10 +390,10 @@ function BillingSettings() {
   const client = useQueryClient();
   const [saved, setSaved] = useState(false);
   const settings = useQuery({
-    queryKey: ["admin-billing-settings"],
+    queryKey: keys.admin.billingSettings(),
     queryFn: () => ok(api.GET("/api/console/admin/billing-settings")),
   });
-  const plans = useQuery({ queryKey: ["admin-plans"], queryFn: () => ok(api.GET("/api/console/admin/plans")) });
+  const plans = useQuery({ queryKey: keys.admin.plans(), queryFn: () => ok(api.GET("/api/console/admin/plans")) });
   const save = useMutation({
     mutationFn: (body: Schemas["BillingSettingsUpdate"]) => ok(api.PUT("/api/console/admin/billing-settings", { body })),
     onSuccess: (data) => {
@@ -449,7 +450,7 @@ function Plans() {
   const { t } = useTranslation();
   const client = useQueryClient();
   const [editing, setEditing] = useState<Schemas["Plan"] | null>(null);
-  const plans = useQuery({ queryKey: ["admin-plans"], queryFn: () => ok(api.GET("/api/console/admin/plans")) });
+  const plans = useQuery({ queryKey: keys.admin.plans(), queryFn: () => ok(api.GET("/api/console/admin/plans")) });
   const save = useMutation({
     mutationFn: ({ id, body }: { id?: string; body: Schemas["PlanRequest"] }) =>
       id
@@ -457,12 +458,12 @@ function Plans() {
         : ok(api.POST("/api/console/admin/plans", { body })),
     onSuccess: () => {
       setEditing(null);
-      void client.invalidateQueries({ queryKey: ["admin-plans"] });
+      void client.invalidateQueries({ queryKey: keys.admin.plans() });
     },
   });
   const remove = useMutation({
     mutationFn: (plan_id: string) => ok(api.DELETE("/api/console/admin/plans/{plan_id}", { params: { path: { plan_id } } })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["admin-plans"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.admin.plans() }),
   });
   const submit = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
@@ -560,14 +561,14 @@ function Orders() {
   const client = useQueryClient();
   const [status, setStatus] = useState("");
   const orders = useQuery({
-    queryKey: ["admin-orders", status],
+    queryKey: keys.admin.orders(status),
     queryFn: () =>
       ok(api.GET("/api/console/admin/orders", { params: { query: { status: status || undefined, limit: 100 } } })),
   });
   const cancel = useMutation({
     mutationFn: (order_id: string) =>
       ok(api.POST("/api/console/admin/orders/{order_id}/cancel", { params: { path: { order_id } } })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["admin-orders"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.admin.orders() }),
   });
   return (
     <>

@@ -6,6 +6,7 @@ import { api, ok, type Schemas } from "../api/client";
 import { returnPath } from "../session";
 import { Link, navigate, useLocation } from "../router";
 import { ErrorNote, Field, formValue, Page } from "../ui";
+import { keys } from "../queryKeys";
 
 function useSignedIn() {
   const client = useQueryClient();
@@ -19,7 +20,7 @@ function useSignedIn() {
 /// What this platform offers at sign-in: configured OAuth providers, and
 /// whether it asks for a captcha (which the console does not draw yet).
 function useLoginOptions() {
-  return useQuery({ queryKey: ["login-options"], queryFn: () => ok(api.GET("/api/auth/providers")), staleTime: 60_000 });
+  return useQuery({ queryKey: keys.loginOptions(), queryFn: () => ok(api.GET("/api/auth/providers")), staleTime: 60_000 });
 }
 
 function CaptchaNote() {

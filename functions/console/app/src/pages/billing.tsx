@@ -6,6 +6,7 @@ import { api, ok, type Schemas } from "../api/client";
 import { money, number } from "../format";
 import { OrderTable } from "../components/records";
 import { Empty, ErrorNote, Loading, Page, Table } from "../ui";
+import { keys } from "../queryKeys";
 
 const RESOURCES = ["clusters", "nodes", "cpu_milli_cores", "memory_mib", "hostnames"] as const;
 
@@ -13,12 +14,12 @@ export function Billing() {
   const { t } = useTranslation();
   const client = useQueryClient();
   const entitlements = useQuery({
-    queryKey: ["entitlements"],
+    queryKey: keys.entitlements(),
     queryFn: () => ok(api.GET("/api/console/account/entitlements")),
   });
-  const plans = useQuery({ queryKey: ["plans"], queryFn: () => ok(api.GET("/api/console/billing/plans")) });
+  const plans = useQuery({ queryKey: keys.plans(), queryFn: () => ok(api.GET("/api/console/billing/plans")) });
   const orders = useQuery({
-    queryKey: ["orders"],
+    queryKey: keys.orders(),
     queryFn: () => ok(api.GET("/api/console/billing/orders", { params: { query: { limit: 50 } } })),
   });
   const order = useMutation({
@@ -30,7 +31,7 @@ export function Billing() {
   const cancel = useMutation({
     mutationFn: (order_id: string) =>
       ok(api.POST("/api/console/billing/orders/{order_id}/cancel", { params: { path: { order_id } } })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["orders"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.orders() }),
   });
   const e = entitlements.data as (Schemas["EntitlementsView"] & Schemas["Entitlement"]) | undefined;
   return (

@@ -12,6 +12,7 @@ import { JobTable } from "../components/records";
 import { Hostnames } from "../sections/hostnames";
 import { Join } from "../sections/join";
 import { Nodes } from "../sections/nodes";
+import { keys } from "../queryKeys";
 
 const Metrics = lazy(() => import("../sections/metrics"));
 
@@ -19,7 +20,7 @@ const BUSY = ["pending", "provisioning", "updating", "deleting"];
 
 export function useCluster(id: string) {
   return useQuery({
-    queryKey: ["cluster", id],
+    queryKey: keys.cluster(id),
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}", { params: { path: { cluster_id: id } } })),
     refetchInterval: (query) => (query.state.data && BUSY.includes(query.state.data.status) ? 1000 : 10000),
   });
@@ -135,7 +136,7 @@ function LiveOperation({ cluster }: { cluster: Cluster }) {
   const running = BUSY.includes(cluster.status);
   const operations = useQuery({
     // A new cluster status fetches at once what the job recorded last.
-    queryKey: ["operations", cluster.id, cluster.status],
+    queryKey: keys.liveOperations(cluster.id, cluster.status),
     queryFn: () =>
       ok(
         api.GET("/api/console/clusters/{cluster_id}/operations", {
@@ -176,7 +177,7 @@ function Kubeconfigs({ cluster }: { cluster: Cluster }) {
   const client = useQueryClient();
   const path = { cluster_id: cluster.id };
   const credentials = useQuery({
-    queryKey: ["kubeconfigs", cluster.id],
+    queryKey: keys.kubeconfigs(cluster.id),
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/kubeconfigs", { params: { path } })),
   });
   const issue = useMutation({
@@ -196,7 +197,7 @@ function Kubeconfigs({ cluster }: { cluster: Cluster }) {
       link.click();
       link.remove();
       setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
-      void client.invalidateQueries({ queryKey: ["kubeconfigs", cluster.id] });
+      void client.invalidateQueries({ queryKey: keys.kubeconfigs(cluster.id) });
     },
   });
   const revoke = useMutation({
@@ -206,7 +207,7 @@ function Kubeconfigs({ cluster }: { cluster: Cluster }) {
           params: { path: { ...path, credential_id } },
         }),
       ),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["kubeconfigs", cluster.id] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.kubeconfigs(cluster.id) }),
   });
   const submit = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
@@ -273,12 +274,12 @@ function History({ clusterId }: { clusterId: string }) {
   const client = useQueryClient();
   const path = { cluster_id: clusterId };
   const operations = useQuery({
-    queryKey: ["operations-history", clusterId],
+    queryKey: keys.operationHistory(clusterId),
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/operations", { params: { path, query: { limit: 50 } } })),
     refetchInterval: 5000,
   });
   const jobs = useQuery({
-    queryKey: ["jobs", clusterId],
+    queryKey: keys.jobs(clusterId),
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/jobs", { params: { path, query: { limit: 50 } } })),
     refetchInterval: 5000,
   });
@@ -345,15 +346,15 @@ function Settings({ cluster: c }: { cluster: Cluster }) {
     mutationFn: (body: Schemas["UpdateClusterRequest"]) =>
       ok(api.PATCH("/api/console/clusters/{cluster_id}", { params: { path }, body })),
     onSuccess: () => {
-      void client.invalidateQueries({ queryKey: ["cluster", c.id] });
+      void client.invalidateQueries({ queryKey: keys.cluster(c.id) });
       navigate(`/clusters/${c.id}?tab=overview`);
     },
   });
   const remove = useMutation({
     mutationFn: () => ok(api.DELETE("/api/console/clusters/{cluster_id}", { params: { path } })),
     onSuccess: () => {
-      void client.invalidateQueries({ queryKey: ["clusters"] });
-      void client.invalidateQueries({ queryKey: ["cluster", c.id] });
+      void client.invalidateQueries({ queryKey: keys.clusters() });
+      void client.invalidateQueries({ queryKey: keys.cluster(c.id) });
       navigate(`/clusters/${c.id}?tab=overview`);
     },
   });

@@ -6,13 +6,14 @@ import { api, ok, type Schemas } from "../api/client";
 import { number } from "../format";
 import { Link, navigate } from "../router";
 import { Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
+import { keys } from "../queryKeys";
 
 const BUSY = ["pending", "provisioning", "updating", "deleting"];
 
 export function ClusterList() {
   const { t } = useTranslation();
   const clusters = useInfiniteQuery({
-    queryKey: ["clusters"],
+    queryKey: keys.clusters(),
     queryFn: ({ pageParam }) =>
       ok(api.GET("/api/console/clusters", { params: { query: { limit: 50, cursor: pageParam ?? undefined } } })),
     initialPageParam: null as string | null,
@@ -80,7 +81,7 @@ export function CreateCluster() {
   const create = useMutation({
     mutationFn: (body: Schemas["CreateClusterRequest"]) => ok(api.POST("/api/console/clusters", { body })),
     onSuccess: (accepted) => {
-      void client.invalidateQueries({ queryKey: ["clusters"] });
+      void client.invalidateQueries({ queryKey: keys.clusters() });
       navigate(`/clusters/${accepted.cluster.id}`);
     },
   });

@@ -10,6 +10,12 @@ import { Empty, ErrorNote, Field, Loading, Page, Table, formValue } from "../ui"
 
 type Labeled = Schemas["LabeledCluster"];
 
+/// The keys of this page's queries (src/queryKeys.ts has the console's own).
+const labelKeys = {
+  all: () => ["cluster-labels"] as const,
+  found: (selector: string) => ["cluster-labels", selector] as const,
+};
+
 /// `key=value` lines as labels (a line without `=` is a key with an empty value).
 function parseLines(text: string): Record<string, string> {
   const labels: Record<string, string> = {};
@@ -32,7 +38,7 @@ export function Labels({ path }: PageProps) {
   const { t } = useTranslation();
   const selector = new URL(location.href).searchParams.get("selector") ?? "";
   const found = useInfiniteQuery({
-    queryKey: ["cluster-labels", selector],
+    queryKey: labelKeys.found(selector),
     queryFn: ({ pageParam }) =>
       ok(
         api.GET("/api/console/cluster-labels", {
@@ -92,7 +98,7 @@ function Row({ cluster }: { cluster: Labeled }) {
       ),
     onSuccess: () => {
       setEditing(false);
-      void client.invalidateQueries({ queryKey: ["cluster-labels"] });
+      void client.invalidateQueries({ queryKey: labelKeys.all() });
     },
   });
   const submit = (event: FormEvent<HTMLFormElement>) => {

@@ -7,6 +7,7 @@ import { bytes, number, percent, range } from "../format";
 import type { PageProps } from "../page";
 import { Link, navigate } from "../router";
 import { Confirm, Empty, ErrorNote, Loading, Page, Status, Time } from "../ui";
+import { keys } from "../queryKeys";
 
 const PERIODS = [1, 24, 24 * 7, 24 * 30];
 
@@ -19,7 +20,7 @@ export function NodeDetail({ params }: PageProps) {
   const [drainSeconds, setDrainSeconds] = useState(300);
   const path = { cluster_id: clusterId, node_id: nodeId };
   const timeline = useQuery({
-    queryKey: ["timeline", nodeId, hours],
+    queryKey: keys.timeline(nodeId, hours),
     queryFn: () =>
       ok(
         api.GET("/api/console/clusters/{cluster_id}/nodes/{node_id}/timeline", {
@@ -36,7 +37,7 @@ export function NodeDetail({ params }: PageProps) {
         }),
       ),
     onSuccess: () => {
-      void client.invalidateQueries({ queryKey: ["nodes", clusterId] });
+      void client.invalidateQueries({ queryKey: keys.nodes(clusterId) });
       navigate(`/clusters/${clusterId}?tab=nodes`);
     },
   });

@@ -4,12 +4,13 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster } from "../api/client";
 import { Confirm, Empty, ErrorNote, Field, Rows, Status, Time, formValue } from "../ui";
+import { keys } from "../queryKeys";
 
 export function Hostnames({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
   const client = useQueryClient();
   const path = { cluster_id: cluster.id };
-  const key = ["hostnames", cluster.id];
+  const key = keys.hostnames(cluster.id);
   const bindings = useQuery({
     queryKey: key,
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/hostnames", { params: { path } })),

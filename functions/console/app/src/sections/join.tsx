@@ -6,6 +6,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster, type Schemas } from "../api/client";
 import { number } from "../format";
 import { Copy, Empty, ErrorNote, Field, Rows, Status, Table, Time, formNumber, formValue } from "../ui";
+import { keys } from "../queryKeys";
 
 /// `key=value` lines into labels; the API validates the names and values.
 function labels(text: string): Record<string, string> {
@@ -26,7 +27,7 @@ export function Join({ cluster }: { cluster: Cluster }) {
   const path = { cluster_id: cluster.id };
   const [created, setCreated] = useState<Schemas["CreatedToken"] | null>(null);
   const tokens = useQuery({
-    queryKey: ["tokens", cluster.id],
+    queryKey: keys.tokens(cluster.id),
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/tokens", { params: { path, query: { limit: 100 } } })),
     refetchInterval: 5000,
   });
@@ -35,13 +36,13 @@ export function Join({ cluster }: { cluster: Cluster }) {
       ok(api.POST("/api/console/clusters/{cluster_id}/tokens", { params: { path }, body })),
     onSuccess: (token) => {
       setCreated(token);
-      void client.invalidateQueries({ queryKey: ["tokens", cluster.id] });
+      void client.invalidateQueries({ queryKey: keys.tokens(cluster.id) });
     },
   });
   const revoke = useMutation({
     mutationFn: (token_id: string) =>
       ok(api.DELETE("/api/console/clusters/{cluster_id}/tokens/{token_id}", { params: { path: { ...path, token_id } } })),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["tokens", cluster.id] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: keys.tokens(cluster.id) }),
   });
   const submit = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
@@ -140,7 +141,7 @@ const MARK: Record<string, string> = { ok: "✓", warning: "!", failed: "✗", s
 function Checklist({ clusterId }: { clusterId: string }) {
   const { t } = useTranslation();
   const attempts = useQuery({
-    queryKey: ["join-attempts", clusterId],
+    queryKey: keys.joinAttempts(clusterId),
     queryFn: () =>
       ok(
         api.GET("/api/console/clusters/{cluster_id}/join-attempts", {

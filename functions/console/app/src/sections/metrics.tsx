@@ -8,6 +8,7 @@ import "uplot/dist/uPlot.min.css";
 import { api, ok, type Schemas } from "../api/client";
 import { bytes, number, range } from "../format";
 import { Empty, ErrorNote, Loading } from "../ui";
+import { keys } from "../queryKeys";
 
 const RANGES = [1, 6, 24, 24 * 7];
 
@@ -15,7 +16,7 @@ export default function Metrics({ clusterId }: { clusterId: string }) {
   const { t } = useTranslation();
   const [hours, setHours] = useState(6);
   const series = useQuery({
-    queryKey: ["metrics", clusterId, hours],
+    queryKey: keys.metrics(clusterId, hours),
     queryFn: () =>
       ok(
         api.GET("/api/console/clusters/{cluster_id}/metrics", {

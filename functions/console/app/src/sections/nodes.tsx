@@ -6,12 +6,13 @@ import { api, ok, type Cluster } from "../api/client";
 import { bytes, number } from "../format";
 import { Link } from "../router";
 import { Empty, Rows, Status, Table, Time } from "../ui";
+import { keys } from "../queryKeys";
 
 export function Nodes({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
   const [deleted, setDeleted] = useState(false);
   const nodes = useQuery({
-    queryKey: ["nodes", cluster.id, deleted],
+    queryKey: keys.nodeList(cluster.id, deleted),
     queryFn: () =>
       ok(
         api.GET("/api/console/clusters/{cluster_id}/nodes", {
