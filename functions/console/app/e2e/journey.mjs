@@ -28,7 +28,14 @@ const env = (name) => {
 const BASE = env("BASE_URL");
 const SHOTS = env("SHOTS");
 mkdirSync(SHOTS, { recursive: true });
-const catalog = JSON.parse(readFileSync(new URL(`../src/locales/${language}.json`, import.meta.url), "utf8"));
+// The shared catalog and every page's own (src/pages/<page>.<language>.json).
+const pagesDir = new URL("../src/pages/", import.meta.url);
+const catalog = Object.assign(
+  JSON.parse(readFileSync(new URL(`../src/locales/${language}.json`, import.meta.url), "utf8")),
+  ...readdirSync(pagesDir)
+    .filter((file) => file.endsWith(`.${language}.json`))
+    .map((file) => JSON.parse(readFileSync(new URL(file, pagesDir), "utf8"))),
+);
 /** The text the console shows for `key` in the journey's language. */
 const T = (key, values = {}) => {
   const text = catalog[key] ?? catalog[`${key}_other`];
@@ -266,6 +273,29 @@ async function user() {
   await page.getByRole("button", { name: T("hostnames.add") }).click();
   await page.getByRole("article", { name: hostname }).waitFor();
   await check("hostnames");
+
+  step("labels: a look-alike key refused in words, good ones set, the cluster found by a selector");
+  await page.getByRole("link", { name: T("labels.nav"), exact: true }).click();
+  await page.waitForURL(/\/labels$/);
+  const row = page.locator("tbody tr").filter({ has: page.getByRole("link", { name, exact: true }) });
+  await row.getByText(T("labels.unlabeled")).waitFor();
+  await row.getByRole("button", { name: T("labels.edit") }).click();
+  const editor = page.getByLabel(T("labels.edit_label", { name }));
+  // A Cyrillic "е" in "env": refused, named, and nothing stored.
+  await editor.fill("\u0435nv=prod");
+  await page.getByRole("button", { name: T("common.save") }).click();
+  assert.match(await page.getByRole("alert").innerText(), /labels\.\u0435nv/);
+  await editor.fill(`env=prod\nexample.com/team=${language.toLowerCase()}`);
+  await page.getByRole("button", { name: T("common.save") }).click();
+  await row.getByText("env=prod").waitFor();
+  await check("labels");
+  await page.getByLabel(T("labels.selector")).fill(`env=prod,example.com/team in (${language.toLowerCase()})`);
+  await page.getByRole("button", { name: T("labels.find") }).click();
+  await page.waitForURL(/\/labels\?selector=/);
+  await row.waitFor();
+  await page.getByLabel(T("labels.selector")).fill("env!=prod");
+  await page.getByRole("button", { name: T("labels.find") }).click();
+  await page.getByText(T("labels.none_selected")).waitFor();
 
   if (language === "en") {
     step("remove the node, forced");
