@@ -4,39 +4,31 @@
 //! user's clusters neither readable nor found; two writers take turns; every
 //! change audited.
 
-use axum::{Router, http::StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
-use shared::{
-    http::{AppState, Identity, with_common_layers},
-    jobs::Processed,
-};
+use shared::jobs::Processed;
 use uuid::Uuid;
 
-use crate::platform::{Platform, send};
+use crate::platform::Platform;
 
-/// The labels function's router, serving as `user`.
-fn labels_as(platform: &Platform, user: Uuid) -> Router {
-    let (_, router) = local::ROUTERS
-        .iter()
-        .find(|(name, _)| *name == "api-labels")
-        .expect("api-labels in the manifest");
-    let state = AppState {
-        identity: Identity::Development(user),
-        ..platform.state.clone()
-    };
-    with_common_layers(router(), state)
-}
-
-fn owner(platform: &Platform) -> Uuid {
-    match platform.state.identity {
-        Identity::Development(user) => user,
-        Identity::Accounts => unreachable!("the platform serves as the development user"),
+/// Calls as `user`, the platform's own when `None`.
+async fn call(
+    platform: &Platform,
+    user: Option<Uuid>,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    match user {
+        Some(user) => platform.call_as(user, method, path, body).await,
+        None => platform.call(method, path, body).await,
     }
 }
 
-async fn put(router: &Router, id: &str, labels: Value) -> (StatusCode, Value) {
-    send(
-        router.clone(),
+async fn put(platform: &Platform, id: &str, labels: Value) -> (StatusCode, Value) {
+    call(
+        platform,
+        None,
         "PUT",
         &format!("/api/console/clusters/{id}/labels"),
         Some(json!({ "labels": labels })),
@@ -44,10 +36,11 @@ async fn put(router: &Router, id: &str, labels: Value) -> (StatusCode, Value) {
     .await
 }
 
-/// The names of the clusters `selector` finds, and the next cursor.
-async fn find(router: &Router, query: &str) -> (Vec<String>, Value) {
-    let (status, body) = send(
-        router.clone(),
+/// The names of the clusters a query finds for `user`, and the next cursor.
+async fn find_as(platform: &Platform, user: Option<Uuid>, query: &str) -> (Vec<String>, Value) {
+    let (status, body) = call(
+        platform,
+        user,
         "GET",
         &format!("/api/console/cluster-labels?{query}"),
         None,
@@ -63,6 +56,10 @@ async fn find(router: &Router, query: &str) -> (Vec<String>, Value) {
     (names, body["next_cursor"].clone())
 }
 
+async fn find(platform: &Platform, query: &str) -> (Vec<String>, Value) {
+    find_as(platform, None, query).await
+}
+
 fn selector(text: &str) -> String {
     format!(
         "selector={}",
@@ -73,7 +70,6 @@ fn selector(text: &str) -> String {
 #[tokio::test]
 async fn labels_are_set_read_and_found_by_selector() {
     let platform = Platform::new().await;
-    let labels = labels_as(&platform, owner(&platform));
     let web = platform.create("web", "nodeport").await;
     let db = platform.create("db", "nodeport").await;
     let gpu = platform.create("gpu", "nodeport").await;
@@ -82,18 +78,19 @@ async fn labels_are_set_read_and_found_by_selector() {
     platform.drive().await;
 
     let (status, body) = put(
-        &labels,
+        &platform,
         &web,
         json!({ "env": "prod", "tier": "web", "example.com/team": "shop" }),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["labels"]["example.com/team"], "shop");
-    put(&labels, &db, json!({ "env": "prod", "tier": "db" })).await;
-    put(&labels, &gpu, json!({ "env": "staging", "gpu": "" })).await;
+    put(&platform, &db, json!({ "env": "prod", "tier": "db" })).await;
+    put(&platform, &gpu, json!({ "env": "staging", "gpu": "" })).await;
 
-    let (status, body) = send(
-        labels.clone(),
+    let (status, body) = call(
+        &platform,
+        None,
         "GET",
         &format!("/api/console/clusters/{web}/labels"),
         None,
@@ -118,29 +115,29 @@ async fn labels_are_set_read_and_found_by_selector() {
         ("tier in (web,db), example.com/team=shop", vec!["web"]),
         ("env=nowhere", vec![]),
     ] {
-        let (names, _) = find(&labels, &selector(query)).await;
+        let (names, _) = find(&platform, &selector(query)).await;
         assert_eq!(names, wanted, "{query}");
     }
 
     // Paged by name.
-    let (first, cursor) = find(&labels, "limit=3").await;
+    let (first, cursor) = find(&platform, "limit=3").await;
     assert_eq!(first, ["bare", "db", "gpu"]);
     assert_eq!(cursor, "gpu");
-    let (rest, cursor) = find(&labels, "limit=3&cursor=gpu").await;
+    let (rest, cursor) = find(&platform, "limit=3&cursor=gpu").await;
     assert_eq!((rest, cursor), (vec!["web".to_string()], Value::Null));
 
     // A whole set replaces the old one; `{}` removes them all.
-    put(&labels, &web, json!({ "env": "dev" })).await;
-    let (names, _) = find(&labels, &selector("tier")).await;
+    put(&platform, &web, json!({ "env": "dev" })).await;
+    let (names, _) = find(&platform, &selector("tier")).await;
     assert_eq!(names, ["db"]);
-    let (status, body) = put(&labels, &db, json!({})).await;
+    let (status, body) = put(&platform, &db, json!({})).await;
     assert_eq!((status, &body["labels"]), (StatusCode::OK, &json!({})));
-    let (names, _) = find(&labels, &selector("env")).await;
+    let (names, _) = find(&platform, &selector("env")).await;
     assert_eq!(names, ["gpu", "web"]);
 
     // Every change is audited with the keys it removed and set; a write
     // that changes nothing is not.
-    put(&labels, &gpu, json!({ "env": "staging", "gpu": "" })).await;
+    put(&platform, &gpu, json!({ "env": "staging", "gpu": "" })).await;
     let audits: Vec<(Uuid, Value)> = sqlx::query_as(
         "SELECT cluster_id, metadata FROM audit_events WHERE action = 'cluster.labels_set' ORDER BY id",
     )
@@ -168,18 +165,17 @@ async fn labels_are_set_read_and_found_by_selector() {
         .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
-    let (names, _) = find(&labels, &selector("env")).await;
+    let (names, _) = find(&platform, &selector("env")).await;
     assert_eq!(names, ["web"]);
-    let (status, body) = put(&labels, &gpu, json!({ "env": "x" })).await;
+    let (status, body) = put(&platform, &gpu, json!({ "env": "x" })).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
 
 #[tokio::test]
 async fn bad_labels_and_selectors_are_refused_whole() {
     let platform = Platform::new().await;
-    let labels = labels_as(&platform, owner(&platform));
     let id = platform.create("alpha", "nodeport").await;
-    put(&labels, &id, json!({ "env": "prod" })).await;
+    put(&platform, &id, json!({ "env": "prod" })).await;
 
     let too_many: serde_json::Map<String, Value> =
         (0..65).map(|i| (format!("k{i}"), json!("v"))).collect();
@@ -200,7 +196,7 @@ async fn bad_labels_and_selectors_are_refused_whole() {
         (json!({ "ok": "fine", "bad key": "x" }), "labels.bad key"),
         (Value::Object(too_many), "labels"),
     ] {
-        let (status, body) = put(&labels, &id, labels_sent.clone()).await;
+        let (status, body) = put(&platform, &id, labels_sent.clone()).await;
         assert_eq!(
             status,
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -211,11 +207,12 @@ async fn bad_labels_and_selectors_are_refused_whole() {
         assert_eq!(fields, [field], "{labels_sent}: {body}");
     }
     // A value that is not a string is not the documented shape.
-    let (status, body) = put(&labels, &id, json!({ "replicas": 3 })).await;
+    let (status, body) = put(&platform, &id, json!({ "replicas": 3 })).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     // Nothing half-written: the old set stands.
-    let (_, body) = send(
-        labels.clone(),
+    let (_, body) = call(
+        &platform,
+        None,
         "GET",
         &format!("/api/console/clusters/{id}/labels"),
         None,
@@ -234,8 +231,9 @@ async fn bad_labels_and_selectors_are_refused_whole() {
         "limit=201".into(),
         format!("cursor={}", "x".repeat(257)),
     ] {
-        let (status, body) = send(
-            labels.clone(),
+        let (status, body) = call(
+            &platform,
+            None,
             "GET",
             &format!("/api/console/cluster-labels?{query}"),
             None,
@@ -253,14 +251,14 @@ async fn bad_labels_and_selectors_are_refused_whole() {
 #[tokio::test]
 async fn another_users_clusters_are_neither_read_nor_found_and_writers_take_turns() {
     let platform = Platform::new().await;
-    let mine = labels_as(&platform, owner(&platform));
     let id = platform.create("alpha", "nodeport").await;
-    put(&mine, &id, json!({ "env": "prod" })).await;
+    put(&platform, &id, json!({ "env": "prod" })).await;
 
-    let stranger = labels_as(&platform, Uuid::new_v4());
+    let stranger = Uuid::new_v4();
     for (method, body) in [("GET", None), ("PUT", Some(json!({ "labels": {} })))] {
-        let (status, answer) = send(
-            stranger.clone(),
+        let (status, answer) = call(
+            &platform,
+            Some(stranger),
             method,
             &format!("/api/console/clusters/{id}/labels"),
             body,
@@ -268,17 +266,17 @@ async fn another_users_clusters_are_neither_read_nor_found_and_writers_take_turn
         .await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{method}: {answer}");
     }
-    let (names, _) = find(&stranger, &selector("env=prod")).await;
+    let (names, _) = find_as(&platform, Some(stranger), &selector("env=prod")).await;
     assert!(names.is_empty(), "{names:?}");
 
     // Twenty writers at once, each a whole set of its own: every write
     // answers, and what is left is one writer's set, not a mixture.
+    let platform = &platform;
     let writes = (0..20).map(|i| {
-        let mine = mine.clone();
         let id = id.clone();
         async move {
             put(
-                &mine,
+                platform,
                 &id,
                 json!({ "writer": format!("w{i}"), format!("only-w{i}"): "" }),
             )
@@ -288,8 +286,9 @@ async fn another_users_clusters_are_neither_read_nor_found_and_writers_take_turn
     for (status, body) in futures_util::future::join_all(writes).await {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
-    let (_, body) = send(
-        mine.clone(),
+    let (_, body) = call(
+        platform,
+        None,
         "GET",
         &format!("/api/console/clusters/{id}/labels"),
         None,

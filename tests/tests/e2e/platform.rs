@@ -204,14 +204,7 @@ impl Platform {
             .env("KUBEBYON_JOIN_BASE_URL", &base_url)
             .build()
             .await;
-        let router = with_common_layers(
-            api_clusters::router()
-                .merge(api_nodes::router())
-                .merge(api_ingress::router())
-                .merge(join::router())
-                .merge(admission::router()),
-            state.clone(),
-        );
+        let router = with_common_layers(api_routes(), state.clone());
         let served = router
             .clone()
             .into_make_service_with_connect_info::<std::net::SocketAddr>();
@@ -229,7 +222,7 @@ impl Platform {
         }
     }
 
-    /// Calls as another user: the clusters', hostnames' and back office's routes.
+    /// Calls as another user, every API route.
     pub async fn call_as(
         &self,
         user_id: uuid::Uuid,
@@ -241,12 +234,7 @@ impl Platform {
             identity: Identity::Development(user_id),
             ..self.state.clone()
         };
-        let router = with_common_layers(
-            api_clusters::router()
-                .merge(api_ingress::router())
-                .merge(api_admin::router()),
-            state,
-        );
+        let router = with_common_layers(api_routes(), state);
         send(router, method, path, body).await
     }
 
@@ -431,4 +419,13 @@ pub fn problem_fields(body: &serde_json::Value) -> Vec<&str> {
         .iter()
         .map(|e| e["field"].as_str().expect("a field"))
         .collect()
+}
+
+/// Every function's routes but the console's (its pages answer any other
+/// path): what `functions.toml` lists, so a new function is here too.
+pub fn api_routes() -> Router<AppState> {
+    local::ROUTERS
+        .iter()
+        .filter(|(name, _)| *name != "console")
+        .fold(Router::new(), |all, (_, router)| all.merge(router()))
 }
