@@ -3,10 +3,37 @@
 // (test/i18n.test.mjs fails on a key missing from a language or written
 // twice). The choice is remembered in localStorage; the first visit follows
 // the browser.
-import i18n from "i18next";
+//
+// Keys are typed: `t` takes only a key of the English catalogs, so a typo or
+// a key a catalog lacks fails the build, and a key built from an API value
+// (`status.${cluster.status}`) is checked for every value the API's type
+// allows. A page adds its own catalog's keys where it is written:
+//   import type catalog from "./labels.en.json";
+//   type Labels = typeof catalog;
+//   declare module "../i18n" { interface PageCatalogs extends Labels {} }
+import i18n, { type ParseKeys } from "i18next";
 import { initReactI18next } from "react-i18next";
 import en from "./locales/en.json";
 import zhCN from "./locales/zh-CN.json";
+
+/** The keys of the pages' own catalogs, each page adding its own. */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface PageCatalogs {}
+
+declare module "i18next" {
+  interface CustomTypeOptions {
+    defaultNS: "translation";
+    resources: { translation: typeof en & PageCatalogs };
+    keySeparator: false;
+    nsSeparator: false;
+    returnNull: false;
+  }
+}
+
+/** A key of the catalogs. */
+export type Key = ParseKeys;
+/** What follows `P` in the keys that start with it: `KeysUnder<"setting.">`. */
+export type KeysUnder<P extends string> = Key extends infer K ? (K extends `${P}${infer S}` ? S : never) : never;
 
 type Catalog = Record<string, string>;
 const pagesEn = import.meta.glob<Catalog>("./pages/*.en.json", { eager: true, import: "default" });

@@ -1,6 +1,7 @@
 // What the table of pages (pageTable.ts, generated from functions.toml)
 // holds, and what every page is given.
 import type { ComponentType } from "react";
+import type { Key } from "./i18n";
 import type { User } from "./session";
 
 /// A page's props: the path shown, its named segments, the reader.
@@ -16,7 +17,7 @@ export interface PageRoute {
   path: string;
   component: ComponentType<PageProps>;
   /// The i18n key of its link in the header, for the pages that have one.
-  nav?: string;
+  nav?: Key;
   /// Where that link goes, when not to `path`.
   href?: string;
   /// The role the page needs.

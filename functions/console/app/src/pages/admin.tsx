@@ -7,6 +7,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { money, number } from "../format";
 import type { PageProps } from "../page";
+import type { KeysUnder } from "../i18n";
 import { Link } from "../router";
 import { Confirm, Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { AuditTable, JobTable, OrderTable } from "../components/records";
@@ -282,7 +283,7 @@ function forgetSecrets(form: HTMLFormElement, names: readonly string[]) {
 }
 
 /// A write-only input per secret, saying whether it is set, with a box to clear a set one.
-function SecretInputs<N extends string>({ names, set }: { names: readonly N[]; set: Record<N, boolean> }) {
+function SecretInputs<N extends KeysUnder<"setting.">>({ names, set }: { names: readonly N[]; set: Record<N, boolean> }) {
   const { t } = useTranslation();
   return (
     <>
@@ -576,7 +577,7 @@ function Orders() {
         <Field label={t("clusters.status")}>
           <select value={status} onChange={(e) => setStatus(e.target.value)}>
             <option value="">{t("common.any")}</option>
-            {["pending", "paid", "cancelled"].map((s) => (
+            {(["pending", "paid", "cancelled"] satisfies Schemas["OrderStatus"][]).map((s) => (
               <option key={s} value={s}>
                 {t(`status.${s}`)}
               </option>

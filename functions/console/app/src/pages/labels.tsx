@@ -7,6 +7,12 @@ import { api, ok, type Schemas } from "../api/client";
 import type { PageProps } from "../page";
 import { Link, navigate } from "../router";
 import { Empty, ErrorNote, Field, Loading, Page, Table, formValue } from "../ui";
+import type catalog from "./labels.en.json";
+
+type LabelsCatalog = typeof catalog;
+declare module "../i18n" {
+  interface PageCatalogs extends LabelsCatalog {}
+}
 
 type Labeled = Schemas["LabeledCluster"];
 
