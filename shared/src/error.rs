@@ -46,6 +46,15 @@ pub struct FieldError {
     pub message: String,
 }
 
+impl FieldError {
+    pub fn new(field: &str, message: &str) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The body or a parameter could not be read at all.

@@ -80,16 +80,23 @@ fn unique_operation_ids(doc: &mut OpenApi) {
 /// comes out of utoipa as `allOf` the two, in which the closed part forbids
 /// the other's properties: no value validates. serde reads and writes the
 /// pair as one object with the properties of both, so that object is what
-/// the document says, closed when a part is.
+/// the document says, closed when a part is. Repeated until nothing changes:
+/// a struct may flatten one that flattens others.
 fn merge_flattened_objects(doc: &mut OpenApi) {
+    while merge_flattened_objects_once(doc) {}
+}
+
+/// One pass of [`merge_flattened_objects`]: whether it merged any.
+fn merge_flattened_objects_once(doc: &mut OpenApi) -> bool {
     use utoipa::openapi::{
         RefOr,
         schema::{AdditionalProperties, Object, Schema},
     };
     let Some(components) = doc.components.as_mut() else {
-        return;
+        return false;
     };
     let named = components.schemas.clone();
+    let mut merged_any = false;
     let object = |item: &RefOr<Schema>| -> Option<Object> {
         let schema = match item {
             RefOr::Ref(reference) => named.get(
@@ -131,7 +138,32 @@ fn merge_flattened_objects(doc: &mut OpenApi) {
         merged.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
         merged.description = all_of.description.clone();
         *schema = RefOr::T(Schema::Object(merged));
+        merged_any = true;
     }
+    merged_any
+}
+
+/// One closed object with the properties of every part (objects): the
+/// schema of a struct that `#[serde(flatten)]`s them all and refuses
+/// unknown fields, which utoipa would write as an open `allOf`.
+pub fn closed_union(
+    description: &str,
+    parts: impl IntoIterator<Item = utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>,
+) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::{
+        RefOr,
+        schema::{AdditionalProperties, Object, Schema},
+    };
+    let mut merged = Object::new();
+    for part in parts {
+        if let RefOr::T(Schema::Object(object)) = part {
+            merged.properties.extend(object.properties);
+            merged.required.extend(object.required);
+        }
+    }
+    merged.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
+    merged.description = Some(description.into());
+    RefOr::T(Schema::Object(merged))
 }
 
 /// The answers `extract` gives before an `/api/` handler runs: a body that

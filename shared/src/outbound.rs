@@ -121,6 +121,17 @@ impl aws_smithy_runtime_api::client::dns::ResolveDns for PublicOnly {
     }
 }
 
+/// Whether an optional setting is absent or reads as an http(s) URL of at
+/// most 2,000 characters without whitespace: its syntax only ([`check`]
+/// and [`check_resolved`] also judge where it leads).
+pub fn is_http_url(value: &Option<String>) -> bool {
+    value.as_deref().is_none_or(|u| {
+        (u.starts_with("https://") || u.starts_with("http://"))
+            && u.len() <= 2000
+            && !u.contains(char::is_whitespace)
+    })
+}
+
 /// Checks `raw` as [`check`] does, and also resolves its host name: a name
 /// that resolves now to a private address is refused. A name that does not
 /// resolve yet passes (it is checked again on every connection).

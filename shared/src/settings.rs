@@ -1,6 +1,10 @@
-//! The single `system_settings` row. Secrets are stored sealed
-//! ([`crate::secretbox`]) and leave this module only as "set or not", or
-//! opened for the code that uses them.
+//! The single `system_settings` row: the platform's own part of it (its
+//! public URLs, the default public access mode and the mail server) and the
+//! helpers every capability that keeps a part of the row, or a row of its own,
+//! seals and re-seals its secrets with. A capability reads and writes only its
+//! own columns of the row (its `settings` module); this one names none of
+//! them. Secrets are stored sealed ([`crate::secretbox`]) and leave a part
+//! only as "set or not", or opened for the code that uses them.
 
 use chrono::{DateTime, Utc};
 use secrecy::{ExposeSecret, SecretString};
@@ -8,32 +12,18 @@ use serde::{Deserialize, Deserializer, Serialize};
 use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 
-use crate::secretbox::{SealError, SecretBox};
+use crate::{
+    error::FieldError,
+    secretbox::{SealError, SecretBox},
+};
 
-/// Everything but the secrets.
+/// The platform's settings but the secret.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SettingsFields {
+pub struct PlatformFields {
     pub public_base_url: Option<String>,
     pub join_base_url: Option<String>,
-    pub managed_workload_ingress_base_domain: Option<String>,
-    /// `route53` or absent.
-    #[schema(pattern = "^route53$")]
-    pub managed_workload_ingress_dns_provider: Option<String>,
-    pub managed_workload_ingress_dns_zone_id: Option<String>,
-    pub managed_workload_ingress_dns_endpoint: Option<String>,
-    pub managed_workload_ingress_dns_access_key_id: Option<String>,
-    /// 1–172800 seconds.
-    #[schema(minimum = 1, maximum = 172_800)]
-    pub managed_workload_ingress_dns_record_ttl: i32,
     #[schema(value_type = crate::domain::PublicAccessMode)]
     pub default_cluster_public_access_mode: String,
-    pub github_oauth_client_id: Option<String>,
-    pub google_oauth_client_id: Option<String>,
-    pub captcha_enabled: bool,
-    /// The provider's verify endpoint (Turnstile, hCaptcha).
-    pub captcha_verify_url: Option<String>,
-    pub captcha_site_key: Option<String>,
     pub smtp_host: Option<String>,
     #[schema(minimum = 1, maximum = 65_535)]
     pub smtp_port: Option<i32>,
@@ -42,38 +32,21 @@ pub struct SettingsFields {
     /// `none`, `starttls` or `tls`.
     #[schema(pattern = "^(none|starttls|tls)$")]
     pub smtp_tls: String,
-    pub outbound_webhook_url: Option<String>,
-    /// Where cluster CNAMEs point: the hostname of the platform's ingress edge.
-    pub managed_workload_ingress_edge_target: Option<String>,
 }
 
-/// Which secrets are set; their values are never returned.
+/// Whether the platform's secret is set; its value is never returned.
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
-pub struct SecretsSet {
-    pub managed_workload_ingress_dns_secret: bool,
-    pub github_oauth_client_secret: bool,
-    pub google_oauth_client_secret: bool,
-    pub captcha_secret: bool,
+#[serde(deny_unknown_fields)]
+pub struct PlatformSecretsSet {
     pub smtp_password: bool,
-    pub outbound_webhook_secret: bool,
 }
 
-/// New secret values: absent keeps a secret, `null` clears it, a string sets it.
+/// A new value of the platform's secret: absent keeps it, `null` clears it,
+/// a string sets it.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SecretChanges {
-    #[serde(default, deserialize_with = "present")]
-    pub managed_workload_ingress_dns_secret: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    pub github_oauth_client_secret: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    pub google_oauth_client_secret: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    pub captcha_secret: Option<Option<String>>,
+pub struct PlatformSecretChanges {
     #[serde(default, deserialize_with = "present")]
     pub smtp_password: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    pub outbound_webhook_secret: Option<Option<String>>,
 }
 
 /// A field that is present (even as `null`) becomes `Some`: a secret's
@@ -82,55 +55,47 @@ pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>
     Option::<String>::deserialize(d).map(Some)
 }
 
-impl SecretChanges {
-    pub fn any_set(&self) -> bool {
-        [
-            &self.managed_workload_ingress_dns_secret,
-            &self.github_oauth_client_secret,
-            &self.google_oauth_client_secret,
-            &self.captcha_secret,
-            &self.smtp_password,
-            &self.outbound_webhook_secret,
-        ]
+/// Of named secret changes: whether one sets a value (which needs the key).
+pub fn any_set(changes: &[(&'static str, &Option<Option<String>>)]) -> bool {
+    changes.iter().any(|(_, c)| matches!(c, Some(Some(_))))
+}
+
+/// Of named secret changes: the names of those that change (set or
+/// cleared), for the audit.
+pub fn changed(changes: &[(&'static str, &Option<Option<String>>)]) -> Vec<&'static str> {
+    changes
         .iter()
-        .any(|c| matches!(c, Some(Some(_))))
+        .filter(|(_, change)| change.is_some())
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+impl PlatformSecretChanges {
+    /// Each secret's change under its name.
+    pub fn named(&self) -> [(&'static str, &Option<Option<String>>); 1] {
+        [("smtp_password", &self.smtp_password)]
     }
 }
 
-/// The row as read, secrets still sealed.
+/// The platform's part of the row as read, the secret still sealed.
 #[derive(Debug, Clone)]
 pub struct Stored {
-    pub fields: SettingsFields,
-    pub dns_secret: Option<Vec<u8>>,
-    pub github_secret: Option<Vec<u8>>,
-    pub google_secret: Option<Vec<u8>>,
-    pub captcha_secret: Option<Vec<u8>>,
+    pub fields: PlatformFields,
     pub smtp_password: Option<Vec<u8>>,
-    pub webhook_secret: Option<Vec<u8>>,
     pub updated_at: DateTime<Utc>,
 }
 
 impl Stored {
-    pub fn secrets_set(&self) -> SecretsSet {
-        SecretsSet {
-            managed_workload_ingress_dns_secret: self.dns_secret.is_some(),
-            github_oauth_client_secret: self.github_secret.is_some(),
-            google_oauth_client_secret: self.google_secret.is_some(),
-            captcha_secret: self.captcha_secret.is_some(),
+    pub fn secrets_set(&self) -> PlatformSecretsSet {
+        PlatformSecretsSet {
             smtp_password: self.smtp_password.is_some(),
-            outbound_webhook_secret: self.webhook_secret.is_some(),
         }
     }
 }
 
 /// Column names: also the associated data each secret is sealed with.
 pub mod column {
-    pub const DNS_SECRET: &str = "managed_workload_ingress_dns_secret_encrypted";
-    pub const GITHUB_SECRET: &str = "github_oauth_client_secret_encrypted";
-    pub const GOOGLE_SECRET: &str = "google_oauth_client_secret_encrypted";
-    pub const CAPTCHA_SECRET: &str = "captcha_secret_encrypted";
     pub const SMTP_PASSWORD: &str = "smtp_password_encrypted";
-    pub const WEBHOOK_SECRET: &str = "outbound_webhook_secret_encrypted";
 }
 
 /// Opens one sealed secret with the platform's key.
@@ -148,62 +113,38 @@ pub fn open(
 
 pub async fn load(db: impl PgExecutor<'_>) -> Result<Stored, sqlx::Error> {
     let r = sqlx::query!(
-        "SELECT public_base_url, join_base_url, managed_workload_ingress_base_domain,
-                managed_workload_ingress_dns_provider, managed_workload_ingress_dns_zone_id,
-                managed_workload_ingress_dns_endpoint, managed_workload_ingress_dns_access_key_id,
-                managed_workload_ingress_dns_record_ttl, default_cluster_public_access_mode,
-                github_oauth_client_id, google_oauth_client_id, captcha_enabled, captcha_verify_url,
-                captcha_site_key, smtp_host, smtp_port, smtp_username, smtp_from, smtp_tls, outbound_webhook_url,
-                managed_workload_ingress_edge_target,
-                managed_workload_ingress_dns_secret_encrypted, github_oauth_client_secret_encrypted,
-                google_oauth_client_secret_encrypted, captcha_secret_encrypted, smtp_password_encrypted,
-                outbound_webhook_secret_encrypted, updated_at
+        "SELECT public_base_url, join_base_url, default_cluster_public_access_mode,
+                smtp_host, smtp_port, smtp_username, smtp_from, smtp_tls,
+                smtp_password_encrypted, updated_at
          FROM system_settings WHERE id"
     )
     .fetch_one(db)
     .await?;
     Ok(Stored {
-        fields: SettingsFields {
+        fields: PlatformFields {
             public_base_url: r.public_base_url,
             join_base_url: r.join_base_url,
-            managed_workload_ingress_base_domain: r.managed_workload_ingress_base_domain,
-            managed_workload_ingress_dns_provider: r.managed_workload_ingress_dns_provider,
-            managed_workload_ingress_dns_zone_id: r.managed_workload_ingress_dns_zone_id,
-            managed_workload_ingress_dns_endpoint: r.managed_workload_ingress_dns_endpoint,
-            managed_workload_ingress_dns_access_key_id: r
-                .managed_workload_ingress_dns_access_key_id,
-            managed_workload_ingress_dns_record_ttl: r.managed_workload_ingress_dns_record_ttl,
             default_cluster_public_access_mode: r.default_cluster_public_access_mode,
-            github_oauth_client_id: r.github_oauth_client_id,
-            google_oauth_client_id: r.google_oauth_client_id,
-            captcha_enabled: r.captcha_enabled,
-            captcha_verify_url: r.captcha_verify_url,
-            captcha_site_key: r.captcha_site_key,
             smtp_host: r.smtp_host,
             smtp_port: r.smtp_port,
             smtp_username: r.smtp_username,
             smtp_from: r.smtp_from,
             smtp_tls: r.smtp_tls,
-            outbound_webhook_url: r.outbound_webhook_url,
-            managed_workload_ingress_edge_target: r.managed_workload_ingress_edge_target,
         },
-        dns_secret: r.managed_workload_ingress_dns_secret_encrypted,
-        github_secret: r.github_oauth_client_secret_encrypted,
-        google_secret: r.google_oauth_client_secret_encrypted,
-        captcha_secret: r.captcha_secret_encrypted,
         smtp_password: r.smtp_password_encrypted,
-        webhook_secret: r.outbound_webhook_secret_encrypted,
         updated_at: r.updated_at,
     })
 }
 
-/// A secret column's next value: kept (`keep`), or the new sealed value / NULL.
+/// What to store for one secret given its change: `keep` the stored value,
+/// or write `value` (`None` clears it).
 pub struct Next {
     pub keep: bool,
     pub value: Option<Vec<u8>>,
 }
 
-/// What `change` (absent, `null` or a value) makes of the secret in `column`.
+/// The secret `change` asks for, sealed for `column`. Setting a secret needs
+/// the key (the caller checks that it is there).
 pub fn next(key: Option<&SecretBox>, column: &str, change: &Option<Option<String>>) -> Next {
     match change {
         None => Next {
@@ -221,90 +162,81 @@ pub fn next(key: Option<&SecretBox>, column: &str, change: &Option<Option<String
     }
 }
 
-/// Replaces the fields and applies the secret changes. Setting a secret needs
-/// the key (the caller checks that it is there).
+/// Replaces the platform's fields and applies the secret's change, in the
+/// caller's transaction; bumps the row's `updated_at`.
 pub async fn save(
     db: impl PgExecutor<'_>,
     key: Option<&SecretBox>,
-    f: &SettingsFields,
-    secrets: &SecretChanges,
+    f: &PlatformFields,
+    secrets: &PlatformSecretChanges,
 ) -> Result<(), sqlx::Error> {
-    let dns = next(
-        key,
-        column::DNS_SECRET,
-        &secrets.managed_workload_ingress_dns_secret,
-    );
-    let github = next(
-        key,
-        column::GITHUB_SECRET,
-        &secrets.github_oauth_client_secret,
-    );
-    let google = next(
-        key,
-        column::GOOGLE_SECRET,
-        &secrets.google_oauth_client_secret,
-    );
-    let captcha = next(key, column::CAPTCHA_SECRET, &secrets.captcha_secret);
     let smtp = next(key, column::SMTP_PASSWORD, &secrets.smtp_password);
-    let webhook = next(
-        key,
-        column::WEBHOOK_SECRET,
-        &secrets.outbound_webhook_secret,
-    );
     sqlx::query!(
         "UPDATE system_settings SET
-             public_base_url = $1, join_base_url = $2, managed_workload_ingress_base_domain = $3,
-             managed_workload_ingress_dns_provider = $4, managed_workload_ingress_dns_zone_id = $5,
-             managed_workload_ingress_dns_endpoint = $6, managed_workload_ingress_dns_access_key_id = $7,
-             managed_workload_ingress_dns_record_ttl = $8, default_cluster_public_access_mode = $9,
-             github_oauth_client_id = $10, google_oauth_client_id = $11, captcha_enabled = $12,
-             captcha_verify_url = $13, captcha_site_key = $14, smtp_host = $15, smtp_port = $16,
-             smtp_username = $17, smtp_from = $18, smtp_tls = $19, outbound_webhook_url = $20,
-             managed_workload_ingress_dns_secret_encrypted = CASE WHEN $21 THEN managed_workload_ingress_dns_secret_encrypted ELSE $22 END,
-             github_oauth_client_secret_encrypted = CASE WHEN $23 THEN github_oauth_client_secret_encrypted ELSE $24 END,
-             google_oauth_client_secret_encrypted = CASE WHEN $25 THEN google_oauth_client_secret_encrypted ELSE $26 END,
-             captcha_secret_encrypted = CASE WHEN $27 THEN captcha_secret_encrypted ELSE $28 END,
-             smtp_password_encrypted = CASE WHEN $29 THEN smtp_password_encrypted ELSE $30 END,
-             outbound_webhook_secret_encrypted = CASE WHEN $31 THEN outbound_webhook_secret_encrypted ELSE $32 END,
-             managed_workload_ingress_edge_target = $33
+             public_base_url = $1, join_base_url = $2, default_cluster_public_access_mode = $3,
+             smtp_host = $4, smtp_port = $5, smtp_username = $6, smtp_from = $7, smtp_tls = $8,
+             smtp_password_encrypted = CASE WHEN $9 THEN smtp_password_encrypted ELSE $10 END
          WHERE id",
         f.public_base_url,
         f.join_base_url,
-        f.managed_workload_ingress_base_domain,
-        f.managed_workload_ingress_dns_provider,
-        f.managed_workload_ingress_dns_zone_id,
-        f.managed_workload_ingress_dns_endpoint,
-        f.managed_workload_ingress_dns_access_key_id,
-        f.managed_workload_ingress_dns_record_ttl,
         f.default_cluster_public_access_mode,
-        f.github_oauth_client_id,
-        f.google_oauth_client_id,
-        f.captcha_enabled,
-        f.captcha_verify_url,
-        f.captcha_site_key,
         f.smtp_host,
         f.smtp_port,
         f.smtp_username,
         f.smtp_from,
         f.smtp_tls,
-        f.outbound_webhook_url,
-        dns.keep,
-        dns.value,
-        github.keep,
-        github.value,
-        google.keep,
-        google.value,
-        captcha.keep,
-        captcha.value,
         smtp.keep,
         smtp.value,
-        webhook.keep,
-        webhook.value,
-        f.managed_workload_ingress_edge_target,
     )
     .execute(db)
     .await?;
     Ok(())
+}
+
+/// The problems of the platform's fields, each under its name.
+pub async fn validate(f: &PlatformFields, allow_private: bool) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut bad = |field: &str, message: &str| errors.push(FieldError::new(field, message));
+    if !crate::outbound::is_http_url(&f.public_base_url) {
+        bad("public_base_url", "must be an http:// or https:// URL");
+    }
+    if let Some(Err(reason)) = f
+        .join_base_url
+        .as_deref()
+        .map(|u| crate::outbound::check_join_base(u, allow_private))
+    {
+        bad("join_base_url", &reason);
+    }
+    if !matches!(
+        f.default_cluster_public_access_mode.as_str(),
+        "nodeport" | "loadbalancer"
+    ) {
+        bad(
+            "default_cluster_public_access_mode",
+            "must be nodeport or loadbalancer",
+        );
+    }
+    if f.smtp_port.is_some_and(|p| !(1..=65_535).contains(&p)) {
+        bad("smtp_port", "must be between 1 and 65535");
+    }
+    if !matches!(f.smtp_tls.as_str(), "none" | "starttls" | "tls") {
+        bad("smtp_tls", "must be none, starttls or tls");
+    } else if f.smtp_tls == "none" && f.smtp_username.is_some() {
+        bad(
+            "smtp_tls",
+            "must be starttls or tls when a username is set: the password is never sent in clear",
+        );
+    }
+    if f.smtp_from
+        .as_deref()
+        .is_some_and(|from| from.parse::<lettre::message::Mailbox>().is_err())
+    {
+        bad(
+            "smtp_from",
+            "must be a mailbox such as `KubeBYON <noreply@example.com>`",
+        );
+    }
+    errors
 }
 
 /// What a re-seal did.
@@ -316,41 +248,42 @@ pub struct Resealed {
     pub current: u32,
 }
 
-/// Re-seals every stored secret under `key`'s current key, in the caller's
-/// transaction (the row is locked). A secret that opens under none of the
-/// keys stops it with nothing changed.
+impl std::ops::Add for Resealed {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            resealed: self.resealed + other.resealed,
+            current: self.current + other.current,
+        }
+    }
+}
+
+/// Re-seals the platform's secret under `key`'s current key, in the
+/// caller's transaction (the row is locked). A secret that opens under none
+/// of the keys stops it with nothing changed.
 pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, ResealError> {
-    sqlx::query!("SELECT id FROM system_settings WHERE id FOR UPDATE")
-        .fetch_one(&mut *tx)
-        .await?;
+    lock(&mut *tx).await?;
     let stored = load(&mut *tx).await?;
     let mut resealer = Resealer::new(key);
-    let mut again = |column, sealed| resealer.again(column, sealed);
-    let dns = again(column::DNS_SECRET, stored.dns_secret)?;
-    let github = again(column::GITHUB_SECRET, stored.github_secret)?;
-    let google = again(column::GOOGLE_SECRET, stored.google_secret)?;
-    let captcha = again(column::CAPTCHA_SECRET, stored.captcha_secret)?;
-    let smtp = again(column::SMTP_PASSWORD, stored.smtp_password)?;
-    let webhook = again(column::WEBHOOK_SECRET, stored.webhook_secret)?;
+    let smtp = resealer.again(column::SMTP_PASSWORD, stored.smtp_password)?;
     sqlx::query!(
-        "UPDATE system_settings SET
-             managed_workload_ingress_dns_secret_encrypted = $1,
-             github_oauth_client_secret_encrypted = $2,
-             google_oauth_client_secret_encrypted = $3,
-             captcha_secret_encrypted = $4,
-             smtp_password_encrypted = $5,
-             outbound_webhook_secret_encrypted = $6
-         WHERE id",
-        dns,
-        github,
-        google,
-        captcha,
+        "UPDATE system_settings SET smtp_password_encrypted = $1 WHERE id",
         smtp,
-        webhook,
     )
     .execute(&mut *tx)
     .await?;
     Ok(resealer.done)
+}
+
+/// Locks the row for the rest of the caller's transaction, so the parts a
+/// change or a re-seal writes one after another are never interleaved with
+/// another's.
+pub async fn lock(tx: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT id FROM system_settings WHERE id FOR UPDATE")
+        .fetch_one(tx)
+        .await?;
+    Ok(())
 }
 
 /// Re-seals secrets one at a time under a key's current key, counting.

@@ -66,7 +66,7 @@ async fn validate(
             message: message.into(),
         })
     };
-    if !crate::settings::url_ok(&f.stripe_api_base_url) {
+    if !shared::outbound::is_http_url(&f.stripe_api_base_url) {
         bad("stripe_api_base_url", "must be an http:// or https:// URL");
     } else if let Some(url) = f.stripe_api_base_url.as_deref()
         // It receives the Stripe secret key.

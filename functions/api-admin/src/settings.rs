@@ -1,16 +1,122 @@
-//! The system settings: one row, its secrets sealed at rest and never returned.
+//! The system settings: the platform's part of the one row and the parts of
+//! the capabilities that keep theirs there (accounts, the ingress,
+//! notifications), shown and replaced together; secrets sealed at rest and
+//! never returned.
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
+    accounts::settings::{
+        self as accounts, AccountsFields, AccountsSecretChanges, AccountsSecretsSet,
+    },
     audit::{self, AuditEvent},
-    error::{ApiError, FieldError},
+    error::ApiError,
     extract::AppJson,
     http::{AdminCaller, AppState},
-    settings::{self, SecretChanges, SecretsSet, SettingsFields},
+    ingress::settings::{self as ingress, IngressFields, IngressSecretChanges, IngressSecretsSet},
+    notifications::settings::{
+        self as notifications, NotificationsFields, NotificationsSecretChanges,
+        NotificationsSecretsSet,
+    },
+    settings::{self as platform, PlatformFields, PlatformSecretChanges, PlatformSecretsSet},
 };
-use utoipa::ToSchema;
+use utoipa::{
+    PartialSchema, ToSchema,
+    openapi::{ObjectBuilder, Ref, RefOr, schema::Schema},
+};
+
+/// Every part's fields, as one object.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingsFields {
+    #[serde(flatten)]
+    pub platform: PlatformFields,
+    #[serde(flatten)]
+    pub accounts: AccountsFields,
+    #[serde(flatten)]
+    pub ingress: IngressFields,
+    #[serde(flatten)]
+    pub notifications: NotificationsFields,
+}
+
+/// Which secrets are set; their values are never returned.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SecretsSet {
+    #[serde(flatten)]
+    pub platform: PlatformSecretsSet,
+    #[serde(flatten)]
+    pub accounts: AccountsSecretsSet,
+    #[serde(flatten)]
+    pub ingress: IngressSecretsSet,
+    #[serde(flatten)]
+    pub notifications: NotificationsSecretsSet,
+}
+
+/// New secret values: absent keeps a secret, `null` clears it, a string sets it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretChanges {
+    #[serde(flatten)]
+    pub platform: PlatformSecretChanges,
+    #[serde(flatten)]
+    pub accounts: AccountsSecretChanges,
+    #[serde(flatten)]
+    pub ingress: IngressSecretChanges,
+    #[serde(flatten)]
+    pub notifications: NotificationsSecretChanges,
+}
+
+// Their schemas by hand: one closed object each, as serde reads them (utoipa
+// would write an open `allOf` of the parts).
+impl PartialSchema for SettingsFields {
+    fn schema() -> RefOr<Schema> {
+        shared::openapi::closed_union(
+            "Every part's fields, as one object.",
+            [
+                PlatformFields::schema(),
+                AccountsFields::schema(),
+                IngressFields::schema(),
+                NotificationsFields::schema(),
+            ],
+        )
+    }
+}
+
+impl ToSchema for SettingsFields {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        PlatformFields::schemas(schemas);
+        AccountsFields::schemas(schemas);
+        IngressFields::schemas(schemas);
+        NotificationsFields::schemas(schemas);
+    }
+}
+
+impl PartialSchema for SecretChanges {
+    fn schema() -> RefOr<Schema> {
+        shared::openapi::closed_union(
+            "New secret values: absent keeps a secret, `null` clears it, a string sets it.",
+            [
+                PlatformSecretChanges::schema(),
+                AccountsSecretChanges::schema(),
+                IngressSecretChanges::schema(),
+                NotificationsSecretChanges::schema(),
+            ],
+        )
+    }
+}
+
+impl ToSchema for SecretChanges {}
+
+impl SecretChanges {
+    /// Each secret's change under its name.
+    fn named(&self) -> Vec<(&'static str, &Option<Option<String>>)> {
+        let mut named = self.platform.named().to_vec();
+        named.extend(self.accounts.named());
+        named.extend(self.ingress.named());
+        named.extend(self.notifications.named());
+        named
+    }
+}
 
 /// The settings as the back office sees them.
 #[derive(Debug, Serialize, ToSchema)]
@@ -22,23 +128,83 @@ pub struct SettingsView {
     pub updated_at: DateTime<Utc>,
 }
 
-/// New settings: every field, and the secrets to change.
-#[derive(Debug, Deserialize, ToSchema)]
+/// New settings: every field, and the secrets to change. The parts are
+/// flattened here, not through [`SettingsFields`]: serde refuses unknown
+/// fields of one level of flattened structs only.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsUpdate {
     #[serde(flatten)]
-    pub fields: SettingsFields,
-    /// Absent: kept; `null`: cleared; a string: set.
+    pub platform: PlatformFields,
+    #[serde(flatten)]
+    pub accounts: AccountsFields,
+    #[serde(flatten)]
+    pub ingress: IngressFields,
+    #[serde(flatten)]
+    pub notifications: NotificationsFields,
     #[serde(default, deserialize_with = "shared::extract::json_object")]
     pub secrets: SecretChanges,
 }
 
+impl PartialSchema for SettingsUpdate {
+    fn schema() -> RefOr<Schema> {
+        let mut secrets = Ref::from_schema_name(SecretChanges::name());
+        secrets.description = "Absent: kept; `null`: cleared; a string: set.".into();
+        let secrets = ObjectBuilder::new().property("secrets", secrets);
+        shared::openapi::closed_union(
+            "New settings: every field, and the secrets to change.",
+            [SettingsFields::schema(), secrets.into()],
+        )
+    }
+}
+
+impl ToSchema for SettingsUpdate {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        SettingsFields::schemas(schemas);
+        schemas.push((SecretChanges::name().into(), SecretChanges::schema()));
+    }
+}
+
+/// Every part as stored, read in one repeatable-read transaction so the
+/// parts are of one version of the row.
+struct Stored {
+    platform: platform::Stored,
+    accounts: accounts::Stored,
+    ingress: ingress::Stored,
+    notifications: notifications::Stored,
+}
+
+async fn load(state: &AppState) -> Result<Stored, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let stored = Stored {
+        platform: platform::load(&mut *tx).await?,
+        accounts: accounts::load(&mut *tx).await?,
+        ingress: ingress::load(&mut *tx).await?,
+        notifications: notifications::load(&mut *tx).await?,
+    };
+    tx.commit().await?;
+    Ok(stored)
+}
+
 async fn view(state: &AppState) -> Result<SettingsView, ApiError> {
-    let stored = settings::load(&state.pool).await?;
+    let stored = load(state).await?;
     Ok(SettingsView {
-        secrets: stored.secrets_set(),
-        fields: stored.fields,
-        updated_at: stored.updated_at,
+        secrets: SecretsSet {
+            platform: stored.platform.secrets_set(),
+            accounts: stored.accounts.secrets_set(),
+            ingress: stored.ingress.secrets_set(),
+            notifications: stored.notifications.secrets_set(),
+        },
+        updated_at: stored.platform.updated_at,
+        fields: SettingsFields {
+            platform: stored.platform.fields,
+            accounts: stored.accounts.fields,
+            ingress: stored.ingress.fields,
+            notifications: stored.notifications.fields,
+        },
     })
 }
 
@@ -50,126 +216,6 @@ pub async fn get(
     _admin: AdminCaller,
 ) -> Result<AppJson<SettingsView>, ApiError> {
     Ok(AppJson(view(&state).await?))
-}
-
-pub(crate) fn url_ok(value: &Option<String>) -> bool {
-    value.as_deref().is_none_or(|u| {
-        (u.starts_with("https://") || u.starts_with("http://"))
-            && u.len() <= 2000
-            && !u.contains(char::is_whitespace)
-    })
-}
-
-async fn validate(
-    f: &SettingsFields,
-    secrets: &SecretChanges,
-    captcha_secret_set: bool,
-    allow_private: bool,
-) -> Result<(), ApiError> {
-    let mut errors = Vec::new();
-    let mut bad = |field: &str, message: &str| {
-        errors.push(FieldError {
-            field: field.into(),
-            message: message.into(),
-        })
-    };
-    if !url_ok(&f.public_base_url) {
-        bad("public_base_url", "must be an http:// or https:// URL");
-    }
-    if let Some(Err(reason)) = f
-        .join_base_url
-        .as_deref()
-        .map(|u| shared::outbound::check_join_base(u, allow_private))
-    {
-        bad("join_base_url", &reason);
-    }
-    // These receive secrets (the captcha secret, DNS credentials, signed events).
-    for (field, value) in [
-        (
-            "managed_workload_ingress_dns_endpoint",
-            &f.managed_workload_ingress_dns_endpoint,
-        ),
-        ("captcha_verify_url", &f.captcha_verify_url),
-        ("outbound_webhook_url", &f.outbound_webhook_url),
-    ] {
-        if let Some(url) = value.as_deref()
-            && let Err(reason) = shared::outbound::check_resolved(url, allow_private).await
-        {
-            bad(field, &reason);
-        }
-    }
-    if !(1..=172_800).contains(&f.managed_workload_ingress_dns_record_ttl) {
-        bad(
-            "managed_workload_ingress_dns_record_ttl",
-            "must be between 1 and 172800",
-        );
-    }
-    if !matches!(
-        f.default_cluster_public_access_mode.as_str(),
-        "nodeport" | "loadbalancer"
-    ) {
-        bad(
-            "default_cluster_public_access_mode",
-            "must be nodeport or loadbalancer",
-        );
-    }
-    if f.managed_workload_ingress_dns_provider
-        .as_deref()
-        .is_some_and(|p| p != "route53")
-    {
-        bad(
-            "managed_workload_ingress_dns_provider",
-            "must be route53 or absent",
-        );
-    }
-    if f.smtp_port.is_some_and(|p| !(1..=65_535).contains(&p)) {
-        bad("smtp_port", "must be between 1 and 65535");
-    }
-    if !matches!(f.smtp_tls.as_str(), "none" | "starttls" | "tls") {
-        bad("smtp_tls", "must be none, starttls or tls");
-    } else if f.smtp_tls == "none" && f.smtp_username.is_some() {
-        bad(
-            "smtp_tls",
-            "must be starttls or tls when a username is set: the password is never sent in clear",
-        );
-    }
-    if f.smtp_from
-        .as_deref()
-        .is_some_and(|from| from.parse::<lettre::message::Mailbox>().is_err())
-    {
-        bad(
-            "smtp_from",
-            "must be a mailbox such as `KubeBYON <noreply@example.com>`",
-        );
-    }
-    // Receivers verify with Standard Webhooks libraries, which take only
-    // `whsec_` and base64.
-    if let Some(Some(secret)) = &secrets.outbound_webhook_secret
-        && shared::notifications::webhook::Signer::from_secret(&secrecy::SecretString::from(
-            secret.clone(),
-        ))
-        .is_none()
-    {
-        bad(
-            "secrets.outbound_webhook_secret",
-            "must be whsec_ followed by 16–128 bytes in base64 (Standard Webhooks)",
-        );
-    }
-    let captcha_secret = match &secrets.captcha_secret {
-        None => captcha_secret_set,
-        Some(change) => change.is_some(),
-    };
-    if f.captcha_enabled && (f.captcha_verify_url.is_none() || !captcha_secret) {
-        bad(
-            "captcha_enabled",
-            "needs captcha_verify_url and the captcha secret",
-        );
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::Validation(errors))
-    }
 }
 
 /// Replace the system settings
@@ -186,16 +232,33 @@ pub async fn put(
     admin: AdminCaller,
     AppJson(body): AppJson<SettingsUpdate>,
 ) -> Result<AppJson<SettingsView>, ApiError> {
-    let before = settings::load(&state.pool).await?;
-    validate(
-        &body.fields,
-        &body.secrets,
-        before.captcha_secret.is_some(),
-        state.settings.allow_private_outbound,
-    )
-    .await?;
+    let SettingsUpdate {
+        platform,
+        accounts,
+        ingress,
+        notifications,
+        secrets,
+    } = body;
+    let fields = SettingsFields {
+        platform,
+        accounts,
+        ingress,
+        notifications,
+    };
+    let (f, secrets) = (&fields, &secrets);
+    let allow_private = state.settings.allow_private_outbound;
+    let before = accounts::load(&state.pool).await?;
+    let mut errors = platform::validate(&f.platform, allow_private).await;
+    errors.extend(accounts::validate(&f.accounts, &secrets.accounts, &before, allow_private).await);
+    errors.extend(ingress::validate(&f.ingress, allow_private).await);
+    errors.extend(
+        notifications::validate(&f.notifications, &secrets.notifications, allow_private).await,
+    );
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
     let key = state.settings.secret_box();
-    if body.secrets.any_set() && key.is_none() {
+    if platform::any_set(&secrets.named()) && key.is_none() {
         return Err(ApiError::NotConfigured {
             code: "settings_key_missing",
             detail:
@@ -203,32 +266,14 @@ pub async fn put(
                     .into(),
         });
     }
+    let key = key.as_ref();
     let mut tx = state.pool.begin().await?;
-    settings::save(&mut *tx, key.as_ref(), &body.fields, &body.secrets).await?;
-    let changed_secrets: Vec<&str> = [
-        (
-            "managed_workload_ingress_dns_secret",
-            &body.secrets.managed_workload_ingress_dns_secret,
-        ),
-        (
-            "github_oauth_client_secret",
-            &body.secrets.github_oauth_client_secret,
-        ),
-        (
-            "google_oauth_client_secret",
-            &body.secrets.google_oauth_client_secret,
-        ),
-        ("captcha_secret", &body.secrets.captcha_secret),
-        ("smtp_password", &body.secrets.smtp_password),
-        (
-            "outbound_webhook_secret",
-            &body.secrets.outbound_webhook_secret,
-        ),
-    ]
-    .into_iter()
-    .filter(|(_, change)| change.is_some())
-    .map(|(name, _)| name)
-    .collect();
+    platform::lock(&mut tx).await?;
+    platform::save(&mut *tx, key, &f.platform, &secrets.platform).await?;
+    accounts::save(&mut *tx, key, &f.accounts, &secrets.accounts).await?;
+    ingress::save(&mut *tx, key, &f.ingress, &secrets.ingress).await?;
+    notifications::save(&mut *tx, key, &f.notifications, &secrets.notifications).await?;
+    let changed_secrets = platform::changed(&secrets.named());
     audit::record(
         &mut *tx,
         AuditEvent {
@@ -238,10 +283,74 @@ pub async fn put(
             target_kind: "system_settings",
             target_id: "system".into(),
             cluster_id: None,
-            metadata: serde_json::json!({ "fields": body.fields, "secrets_changed": changed_secrets }),
+            metadata: serde_json::json!({ "fields": fields, "secrets_changed": changed_secrets }),
         },
     )
     .await?;
     tx.commit().await?;
     Ok(AppJson(view(&state).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::SettingsUpdate;
+
+    fn body() -> Value {
+        json!({
+            "public_base_url": "https://kubebyon.example.com", "join_base_url": null,
+            "default_cluster_public_access_mode": "nodeport", "smtp_host": null, "smtp_port": null,
+            "smtp_username": null, "smtp_from": null, "smtp_tls": "starttls",
+            "github_oauth_client_id": "gh", "google_oauth_client_id": null, "captcha_enabled": false,
+            "captcha_verify_url": null, "captcha_site_key": null,
+            "managed_workload_ingress_base_domain": "apps.example.com",
+            "managed_workload_ingress_dns_provider": null, "managed_workload_ingress_dns_zone_id": null,
+            "managed_workload_ingress_dns_endpoint": null,
+            "managed_workload_ingress_dns_access_key_id": null,
+            "managed_workload_ingress_dns_record_ttl": 60,
+            "managed_workload_ingress_edge_target": null, "outbound_webhook_url": null,
+            "secrets": { "smtp_password": "a", "captcha_secret": null,
+                         "managed_workload_ingress_dns_secret": "b" },
+        })
+    }
+
+    #[test]
+    fn every_part_reads_its_own_fields_from_the_one_object() {
+        let update: SettingsUpdate = serde_json::from_value(body()).unwrap();
+        assert_eq!(
+            update.accounts.github_oauth_client_id.as_deref(),
+            Some("gh")
+        );
+        assert_eq!(update.ingress.managed_workload_ingress_dns_record_ttl, 60);
+        assert_eq!(update.platform.smtp_tls, "starttls");
+        assert_eq!(
+            update.secrets.platform.smtp_password,
+            Some(Some("a".into()))
+        );
+        assert_eq!(update.secrets.accounts.captcha_secret, Some(None));
+        assert_eq!(update.secrets.accounts.github_oauth_client_secret, None);
+        assert_eq!(
+            update.secrets.ingress.managed_workload_ingress_dns_secret,
+            Some(Some("b".into()))
+        );
+    }
+
+    #[test]
+    fn a_field_no_part_knows_is_refused() {
+        for (path, name) in [
+            ("", "smtp_password_plain"),
+            ("secrets", "stripe_secret_key"),
+        ] {
+            let mut body = body();
+            let target = if path.is_empty() {
+                &mut body
+            } else {
+                &mut body[path]
+            };
+            target[name] = json!("x");
+            let err = serde_json::from_value::<SettingsUpdate>(body).unwrap_err();
+            assert!(err.to_string().contains(name), "{name}: {err}");
+        }
+    }
 }

@@ -7,9 +7,10 @@ use secrecy::ExposeSecret;
 use sqlx::PgPool;
 
 use shared::{
+    accounts::settings::{self, column},
     config::Settings,
     error::ApiError,
-    settings::{self, column},
+    settings::open,
 };
 
 pub async fn check(
@@ -23,7 +24,7 @@ pub async fn check(
         return Ok(());
     }
     let key = env.secret_box();
-    let secret = settings::open(
+    let secret = open(
         key.as_ref(),
         column::CAPTCHA_SECRET,
         stored.captcha_secret.as_deref(),

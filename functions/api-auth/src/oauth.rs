@@ -90,8 +90,10 @@ pub async fn options(
     State(state): State<AppState>,
 ) -> Result<shared::extract::AppJson<LoginOptions>, ApiError> {
     // One read of the settings answers every question.
-    let stored = shared::settings::load(&state.pool).await?;
-    let configured = |provider| oauth::client_from(&stored, &state.settings, provider).is_ok();
+    let stored = shared::accounts::settings::load(&state.pool).await?;
+    // Only whether each is configured: the redirect's base is not read.
+    let configured =
+        |provider| oauth::client_from(&stored, None, &state.settings, provider).is_ok();
     let (github, google) = (configured(Provider::Github), configured(Provider::Google));
     let captcha_required = stored.fields.captcha_enabled;
     Ok(shared::extract::AppJson(LoginOptions {

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use shared::{
     accounts::config::OAuthEndpoints,
+    accounts::settings::{self, column},
     config::Settings,
-    settings::{self, column},
+    settings::open,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,13 +70,16 @@ pub async fn client(
     provider: Provider,
 ) -> Result<Client, OAuthError> {
     let stored = settings::load(pool).await?;
-    client_from(&stored, env, provider)
+    let public_base_url = shared::settings::load(pool).await?.fields.public_base_url;
+    client_from(&stored, public_base_url, env, provider)
 }
 
-/// The provider's client from settings already loaded: not configured
-/// unless its client id is set and its sealed secret opens.
+/// The provider's client from settings already loaded (accounts' part, and
+/// the platform's public URL, else the environment's, for the redirect):
+/// not configured unless its client id is set and its sealed secret opens.
 pub fn client_from(
     stored: &settings::Stored,
+    public_base_url: Option<String>,
     env: &Settings,
     provider: Provider,
 ) -> Result<Client, OAuthError> {
@@ -92,17 +96,11 @@ pub fn client_from(
         ),
     };
     let key = env.secret_box();
-    let secret = settings::open(key.as_ref(), column, sealed.as_deref())
-        .ok()
-        .flatten();
+    let secret = open(key.as_ref(), column, sealed.as_deref()).ok().flatten();
     let (Some(client_id), Some(client_secret)) = (id, secret) else {
         return Err(OAuthError::NotConfigured(provider.as_str()));
     };
-    let base = stored
-        .fields
-        .public_base_url
-        .clone()
-        .unwrap_or_else(|| env.public_base_url.clone());
+    let base = public_base_url.unwrap_or_else(|| env.public_base_url.clone());
     Ok(Client {
         provider,
         client_id,

@@ -126,15 +126,16 @@ pub async fn create(
     let cluster_id = cluster.id;
     let hostname = body.hostname.trim().trim_end_matches('.').to_string();
     check_hostname(&hostname).map_err(|m| ApiError::invalid("hostname", m))?;
-    let stored = settings::load(&state.pool).await?.fields;
+    let platform = settings::load(&state.pool).await?.fields;
+    let stored = shared::ingress::settings::load(&state.pool).await?.fields;
     let base = stored
         .managed_workload_ingress_base_domain
         .as_deref()
         .map(|b| b.trim_end_matches('.').to_ascii_lowercase());
     let platform_hosts: Vec<String> = [
         stored.managed_workload_ingress_edge_target.clone(),
-        stored.public_base_url.as_deref().and_then(host_of),
-        stored.join_base_url.as_deref().and_then(host_of),
+        platform.public_base_url.as_deref().and_then(host_of),
+        platform.join_base_url.as_deref().and_then(host_of),
         host_of(&state.settings.public_base_url),
         host_of(&state.settings.join_base_url),
     ]

@@ -248,12 +248,7 @@ async fn reseal_settings(settings: &Settings, database_url: &SecretString) -> an
         .context("KUBEBYON_SETTINGS_KEY must be set to the new key")?;
     let pool = db::migrated_pool(database_url, settings.database_max_connections).await?;
     let mut tx = pool.begin().await?;
-    let platform = shared::settings::reseal(&mut tx, &key).await?;
-    let billing = shared::billing::settings::reseal(&mut tx, &key).await?;
-    let done = shared::settings::Resealed {
-        resealed: platform.resealed + billing.resealed,
-        current: platform.current + billing.current,
-    };
+    let done = shared::app::settings::reseal(&mut tx, &key).await?;
     shared::audit::record(
         &mut *tx,
         shared::audit::AuditEvent {

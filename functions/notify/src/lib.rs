@@ -51,12 +51,12 @@ impl Channels {
         let mailer = Mailer::from_settings(&ctx.pool, &ctx.settings)
             .await
             .map_err(|err| err.to_string());
-        let stored = settings::load(&ctx.pool).await?;
+        let stored = notifications::settings::load(&ctx.pool).await?;
         let webhook = match stored.fields.outbound_webhook_url.clone() {
             None => Err("no outbound webhook URL is configured".to_string()),
             Some(url) => settings::open(
                 ctx.settings.secret_box().as_ref(),
-                settings::column::WEBHOOK_SECRET,
+                notifications::settings::column::WEBHOOK_SECRET,
                 stored.webhook_secret.as_deref(),
             )
             .map_err(|err| format!("the outbound webhook secret cannot be opened: {err}"))

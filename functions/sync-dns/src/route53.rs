@@ -32,8 +32,9 @@ use shared::{
     ingress::{
         dns::{cluster_record, is_under, normalize},
         records::{self, Owner},
+        settings::{self, column},
     },
-    settings::{self, column},
+    settings::open,
 };
 use sqlx::PgPool;
 
@@ -123,7 +124,7 @@ pub async fn zone(
     // The access key in the settings, else the function's own credentials
     // (under Lambda its role's, allowed only the zone by the template).
     let credentials = match f.managed_workload_ingress_dns_access_key_id.clone() {
-        Some(id) => match settings::open(
+        Some(id) => match open(
             key.as_ref(),
             column::DNS_SECRET,
             stored.dns_secret.as_deref(),

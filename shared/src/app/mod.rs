@@ -6,8 +6,10 @@
 //!   through (billing's entitlements, notifications' notice of a refusal);
 //! - [`credentials`]: ending every credential of a user at once (accounts'
 //!   sessions and API keys, kubeconfigs);
-//! - [`config`]: every capability's own settings, checked as a process starts.
+//! - [`config`]: every capability's own settings, checked as a process starts;
+//! - [`settings`]: every stored settings part re-sealed under a new key at once.
 
 pub mod config;
 pub mod credentials;
 pub mod plan;
+pub mod settings;

@@ -10,6 +10,7 @@ pub mod config;
 pub mod dns;
 pub mod dnsproof;
 pub mod records;
+pub mod settings;
 
 use k8s_openapi::api::{
     apps::v1::Deployment,

@@ -12,6 +12,7 @@
 //! tell; claims skip locked rows, so copies never send one delivery at once.
 
 pub mod preferences;
+pub mod settings;
 pub mod webhook;
 
 pub use preferences::NotificationSettings;

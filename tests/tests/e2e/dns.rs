@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use shared::{config::Settings, secretbox::SecretBox, settings::column};
+use shared::{config::Settings, ingress::settings::column, secretbox::SecretBox};
 use tests::{dnsserver::DnsServer, moto::Moto};
 
 use crate::platform::Platform;

@@ -438,29 +438,44 @@ async fn reseal(db: &TestDb, env: &[(&str, &str)]) -> std::process::Output {
 async fn a_settings_key_rotation_reseals_every_secret_under_the_new_key() {
     use secrecy::{ExposeSecret, SecretString};
     use shared::{
+        accounts::settings as accounts,
         secretbox::SecretBox,
-        settings::{self, SecretChanges, column},
+        settings::{self, PlatformSecretChanges},
     };
     const OLD: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
     const NEW: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
     const OTHER: &str = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWY=";
     let key = |k: &str| SecretBox::new(&SecretString::from(k.to_string())).unwrap();
     let db = TestDb::new().await;
-    let stored = settings::load(&db.pool).await.unwrap();
+    // Two parts of the row: the platform's mail password and accounts' captcha secret.
     settings::save(
         &db.pool,
         Some(&key(OLD)),
-        &stored.fields,
-        &SecretChanges {
+        &settings::load(&db.pool).await.unwrap().fields,
+        &PlatformSecretChanges {
             smtp_password: Some(Some("smtp-hunter2".into())),
+        },
+    )
+    .await
+    .unwrap();
+    accounts::save(
+        &db.pool,
+        Some(&key(OLD)),
+        &accounts::load(&db.pool).await.unwrap().fields,
+        &accounts::AccountsSecretChanges {
             captcha_secret: Some(Some("captcha-hunter2".into())),
             ..Default::default()
         },
     )
     .await
     .unwrap();
-    let sealed = |s: &settings::Stored| (s.smtp_password.clone(), s.captcha_secret.clone());
-    let before = sealed(&settings::load(&db.pool).await.unwrap());
+    async fn sealed(db: &TestDb) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        (
+            settings::load(&db.pool).await.unwrap().smtp_password,
+            accounts::load(&db.pool).await.unwrap().captcha_secret,
+        )
+    }
+    let before = sealed(&db).await;
 
     // A previous key that did not seal them stops the command, changing nothing.
     let wrong = reseal(
@@ -477,7 +492,7 @@ async fn a_settings_key_rotation_reseals_every_secret_under_the_new_key() {
         "{}",
         String::from_utf8_lossy(&wrong.stderr)
     );
-    assert_eq!(sealed(&settings::load(&db.pool).await.unwrap()), before);
+    assert_eq!(sealed(&db).await, before);
     // Without the new key there is nothing to seal under.
     assert!(
         !reseal(&db, &[("KUBEBYON_SETTINGS_KEY_PREVIOUS", OLD)])
@@ -499,16 +514,16 @@ async fn a_settings_key_rotation_reseals_every_secret_under_the_new_key() {
         "{}",
         String::from_utf8_lossy(&done.stderr)
     );
-    let after = settings::load(&db.pool).await.unwrap();
+    let after = sealed(&db).await;
     for (column, value, plain) in [
         (
-            column::SMTP_PASSWORD,
-            after.smtp_password.as_deref(),
+            settings::column::SMTP_PASSWORD,
+            after.0.as_deref(),
             "smtp-hunter2",
         ),
         (
-            column::CAPTCHA_SECRET,
-            after.captcha_secret.as_deref(),
+            accounts::column::CAPTCHA_SECRET,
+            after.1.as_deref(),
             "captcha-hunter2",
         ),
     ] {
@@ -533,10 +548,7 @@ async fn a_settings_key_rotation_reseals_every_secret_under_the_new_key() {
     // Run again: nothing left to re-seal, and the old key is not needed.
     let again = reseal(&db, &[("KUBEBYON_SETTINGS_KEY", NEW)]).await;
     assert!(again.status.success());
-    assert_eq!(
-        sealed(&settings::load(&db.pool).await.unwrap()),
-        sealed(&after)
-    );
+    assert_eq!(sealed(&db).await, after);
 }
 
 /// `local create-admin EMAIL`, the password on standard input, as an

@@ -18,7 +18,7 @@ use queues::runtime::ScheduleContext;
 use shared::{
     notifications,
     notifications::NotificationSettings,
-    settings::{self, SecretChanges},
+    notifications::settings::{self, NotificationsSecretChanges},
 };
 use tests::smtp::SmtpSink;
 
@@ -149,9 +149,8 @@ async fn setup() -> Setup {
         &p.db.pool,
         p.state.settings.secret_box().as_ref(),
         &stored.fields,
-        &SecretChanges {
+        &NotificationsSecretChanges {
             outbound_webhook_secret: Some(Some(secret.clone())),
-            ..SecretChanges::default()
         },
     )
     .await

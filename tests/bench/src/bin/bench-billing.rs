@@ -81,10 +81,10 @@ async fn deliver(webhooks: i64) -> anyhow::Result<serde_json::Value> {
         "whsec_{}",
         base64::engine::general_purpose::STANDARD.encode([42u8; 32])
     );
-    let sealed = settings
-        .secret_box()
-        .context("key")?
-        .seal(shared::settings::column::WEBHOOK_SECRET, &secret);
+    let sealed = settings.secret_box().context("key")?.seal(
+        shared::notifications::settings::column::WEBHOOK_SECRET,
+        &secret,
+    );
     sqlx::query("UPDATE system_settings SET outbound_webhook_url = $1, outbound_webhook_secret_encrypted = $2")
         .bind(&url)
         .bind(sealed)

@@ -63,7 +63,7 @@ async fn run(pool: &PgPool, moto_url: &str, zone: &str, records: i64) -> anyhow:
     let settings =
         shared::config::Settings::from_source(&HashMap::from([("KUBEBYON_SETTINGS_KEY", KEY)]))?;
     let sealed = shared::secretbox::SecretBox::new(settings.settings_key.as_ref().context("key")?)?
-        .seal(shared::settings::column::DNS_SECRET, "test");
+        .seal(shared::ingress::settings::column::DNS_SECRET, "test");
     sqlx::query(
         "UPDATE system_settings SET managed_workload_ingress_base_domain = 'apps.example.com',
                 managed_workload_ingress_dns_provider = 'route53', managed_workload_ingress_dns_zone_id = $1,

@@ -1408,6 +1408,12 @@ export interface components {
         AccountSession: components["schemas"]["SessionInfo"] & {
             current: boolean;
         };
+        /** @description Which secrets are set; their values are never returned. */
+        AccountsSecretsSet: {
+            captcha_secret: boolean;
+            github_oauth_client_secret: boolean;
+            google_oauth_client_secret: boolean;
+        };
         /** @description One count per limited resource. */
         Amounts: {
             /** Format: int64 */
@@ -1878,6 +1884,10 @@ export interface components {
             field: string;
             message: string;
         };
+        /** @description Whether the DNS secret is set; its value is never returned. */
+        IngressSecretsSet: {
+            managed_workload_ingress_dns_secret: boolean;
+        };
         /**
          * @description The managed workload ingress of a cluster.
          * @enum {string}
@@ -2147,6 +2157,10 @@ export interface components {
             notify_plan_limit_reached?: boolean;
             webhook_enabled: boolean;
         };
+        /** @description Whether the webhook's secret is set; its value is never returned. */
+        NotificationsSecretsSet: {
+            outbound_webhook_secret: boolean;
+        };
         /** @description `request.kind`: the object's group, version and kind. */
         ObjectKind: {
             /** @description Empty (or left out) for the core group. */
@@ -2326,6 +2340,10 @@ export interface components {
          * @enum {string}
          */
         PlanSource: "order" | "default" | "unlimited";
+        /** @description Whether the platform's secret is set; its value is never returned. */
+        PlatformSecretsSet: {
+            smtp_password: boolean;
+        };
         /** @description RFC 9457 problem details, plus our stable `code` and optional field errors. */
         Problem: {
             /** @description Stable machine-readable code; clients switch on this. */
@@ -2463,7 +2481,7 @@ export interface components {
                 [key: string]: string;
             };
         };
-        /** @description Everything but the secrets. */
+        /** @description Every part's fields, as one object. */
         SettingsFields: {
             captcha_enabled: boolean;
             captcha_site_key?: string | null;
