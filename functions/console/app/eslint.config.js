@@ -19,7 +19,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ["e2e/**/*.mjs", "test/**/*.mjs", "scripts/**/*.mjs", "vite.config.ts"],
+    files: ["e2e/**/*.mjs", "test/**/*.mjs", "scripts/**/*.mjs", "vite.config.ts", "playwright.config.js"],
     // Node's globals, and the browser's in the functions the journeys run in the page.
     languageOptions: {
       globals: Object.fromEntries(

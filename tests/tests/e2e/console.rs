@@ -1,9 +1,10 @@
 //! The web console in real Chromium: `local` as the README runs it (a fresh
 //! database, an SMTP sink, the simulator as host), and the browser journeys
-//! of `functions/console/app/e2e/journey.mjs` driven by playwright-core
+//! of `functions/console/app/e2e/`, one file each, run by `@playwright/test`
 //! against it: a new user in English, the same in Simplified Chinese, then
 //! an administrator. Every page they visit is checked with axe-core and
-//! photographed into `target/console-shots/`.
+//! photographed into `target/console-shots/`; a failed journey leaves its
+//! trace in `target/console-results/`.
 //!
 //! `scripts/test.sh` installs what this needs: Debian's `chromium`, the
 //! console's npm packages, and the built console embedded in `local`.
@@ -18,13 +19,15 @@ fn app_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../functions/console/app")
 }
 
-/// Runs one journey with node; its output is the test's.
-async fn journey(args: &[&str], env: &[(&str, String)]) {
+/// Runs one journey (`e2e/<name>.spec.mjs`) in `language` with Playwright's
+/// runner; its output is the test's.
+async fn journey(name: &str, language: &str, env: &[(&str, String)]) {
+    let args = [name, language];
     let status = tokio::time::timeout(
-        Duration::from_secs(300),
-        tokio::process::Command::new("node")
-            .arg("e2e/journey.mjs")
-            .args(args)
+        Duration::from_secs(330),
+        tokio::process::Command::new("node_modules/.bin/playwright")
+            .args(["test", &format!("e2e/{name}.spec.mjs")])
+            .env("JOURNEY_LANGUAGE", language)
             .current_dir(app_dir())
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
@@ -32,11 +35,11 @@ async fn journey(args: &[&str], env: &[(&str, String)]) {
             .status(),
     )
     .await
-    .unwrap_or_else(|_| panic!("the {args:?} journey finished within 5 minutes"))
+    .unwrap_or_else(|_| panic!("the {args:?} journey finished within 5½ minutes"))
     .expect("node runs");
     assert!(
         status.success(),
-        "the {args:?} journey failed (screenshots in target/console-shots)"
+        "the {args:?} journey failed (screenshots in target/console-shots, the trace in target/console-results)"
     );
 }
 
@@ -45,7 +48,7 @@ async fn journey(args: &[&str], env: &[(&str, String)]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chinese() {
     assert!(
-        app_dir().join("node_modules/playwright-core").is_dir(),
+        app_dir().join("node_modules/@playwright/test").is_dir(),
         "the console's npm packages are missing: run scripts/test.sh (npm ci in functions/console/app)"
     );
     let db = TestDb::new().await;
@@ -108,9 +111,9 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
         ]
     };
     let english = Machine::healthy("worker-en");
-    journey(&["user", "en"], &common(&english)).await;
+    journey("user", "en", &common(&english)).await;
     let chinese = Machine::healthy("worker-zh-cn");
-    journey(&["user", "zh-CN"], &common(&chinese)).await;
+    journey("user", "zh-CN", &common(&chinese)).await;
 
     // A job that failed, for the administrator to retry: the Chinese
     // journey's cluster, as if its create had failed on the host.
@@ -133,7 +136,7 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
     let mut env = common(&english);
     env.push(("ADMIN_EMAIL", "root@example.test".into()));
     env.push(("USER_EMAIL", user_email.trim().to_string()));
-    journey(&["admin"], &env).await;
+    journey("admin", "en", &env).await;
 
     // The retried job ran again and the cluster is ready once more.
     let status: (String,) = sqlx::query_as("SELECT status FROM clusters WHERE id = $1")

@@ -1,0 +1,140 @@
+// The administrator: the back office's users (disable, promote, delete),
+// a failed job retried, settings and a secret never shown again, audit,
+// plans and orders, and every section of it in Chinese.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { PASSWORD, env, test } from "./support.mjs";
+
+test("the administrator runs the back office", async ({ page, browser, journey }) => {
+  const { BASE, T, step, check, until, signUp } = journey;
+  step("the administrator signs up and sees the back office");
+  await signUp(env("ADMIN_EMAIL"), "Root");
+  await page.getByRole("link", { name: T("nav.admin") }).click();
+  await page.waitForURL(/\/admin\/users$/);
+  const target = env("USER_EMAIL");
+  await page.getByLabel(T("admin.search")).fill(target);
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  const row = page.locator(`tr[data-email="${target}"]`);
+  await row.waitFor();
+  await check("admin-users");
+
+  step("disable a user: they cannot sign in; enable them again");
+  await row.getByRole("button", { name: T("admin.disable") }).click();
+  await row.locator(".badge", { hasText: T("status.disabled") }).waitFor();
+  const login = await fetch(`${BASE}/api/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email: target, password: PASSWORD }),
+  });
+  assert.notEqual(login.status, 200, "a disabled user cannot sign in");
+  await row.getByRole("button", { name: T("admin.enable") }).click();
+  await row.locator(".badge", { hasText: T("status.active") }).waitFor();
+
+  step("make the user an administrator, and back");
+  const role = row.getByLabel(T("admin.role_of", { email: target }));
+  const changeRole = async (to) => {
+    const patched = page.waitForResponse(
+      (r) => r.request().method() === "PATCH" && r.url().includes("/api/console/admin/users/"),
+    );
+    await role.selectOption(to);
+    assert.equal((await patched).status(), 200);
+    // The select shows the role the API answers once the list is fetched again.
+    await until(async () => (await role.inputValue()) === to, `the role to read ${to}`);
+  };
+  await changeRole("admin");
+  await page.reload();
+  await page.getByLabel(T("admin.search")).fill(target);
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  await until(async () => (await role.inputValue()) === "admin", "admin to be stored");
+  await changeRole("user");
+
+  step("delete users: refused while one has clusters, done when they have none");
+  await page.getByLabel(T("admin.search")).fill("zh-cn-");
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  const owner = page.locator('tr[data-email^="zh-cn-"]');
+  await owner.getByRole("button", { name: T("common.delete") }).click();
+  await owner.getByRole("button", { name: T("common.confirm") }).click();
+  await page.getByRole("alert").getByText(T("errors.code", { code: "user_has_clusters" })).waitFor();
+  await page.getByLabel(T("admin.search")).fill(target);
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  await row.getByRole("button", { name: T("common.delete") }).click();
+  await row.getByRole("button", { name: T("common.confirm") }).click();
+  await page.getByText(T("admin.no_users")).waitFor();
+
+  step("retry a failed job");
+  await page.getByRole("link", { name: T("admin.jobs") }).click();
+  await page.getByLabel(T("clusters.status")).selectOption("failed");
+  const failed = page.locator("tbody tr", { has: page.locator(".badge", { hasText: T("status.failed") }) }).first();
+  await failed.waitFor();
+  await check("admin-jobs");
+  await failed.getByRole("button", { name: T("common.retry") }).click();
+  await page.getByLabel(T("clusters.status")).selectOption("");
+  await page.locator("tbody tr .badge", { hasText: T("status.succeeded") }).first().waitFor();
+  await page.getByLabel(T("clusters.status")).selectOption("failed");
+  await page.getByText(T("history.no_jobs")).waitFor({ timeout: 30_000 });
+
+  step("change a setting, and a secret that is never shown again");
+  await page.getByRole("link", { name: T("admin.settings") }).click();
+  await page.getByLabel(T("setting.managed_workload_ingress_dns_record_ttl")).fill("120");
+  await page.getByLabel(T("setting.smtp_password")).fill("smtp-password-for-the-console-test");
+  await page.getByLabel(T("setting.github_oauth_client_id")).fill("Iv1.console0test");
+  await page.getByLabel(T("setting.github_oauth_client_secret")).fill("github-secret-for-the-console-test");
+  await page.getByRole("button", { name: T("common.save") }).click();
+  await page.getByText(T("common.saved")).waitFor();
+  await page.reload();
+  assert.equal(await page.getByLabel(T("setting.managed_workload_ingress_dns_record_ttl")).inputValue(), "120");
+  assert.equal(await page.getByLabel(T("setting.smtp_password")).inputValue(), "");
+  await page.getByText(T("admin.secret_set")).first().waitFor();
+  assert.ok(!(await page.content()).includes("smtp-password-for-the-console-test"), "the secret is not sent back");
+  await check("admin-settings");
+  // GitHub is configured now: a visitor's sign-in page offers it, not Google.
+  const visitor = await browser.newPage();
+  await visitor.goto(`${BASE}/sign-in`);
+  await visitor.getByRole("link", { name: T("auth.with_github") }).waitFor();
+  assert.equal(await visitor.getByRole("link", { name: T("auth.with_google") }).count(), 0);
+  assert.match(await visitor.getByRole("link", { name: T("auth.with_github") }).getAttribute("href"), /^\/api\/auth\/oauth\/github\/start\?return_to=/);
+  await visitor.close();
+
+  step("audit, plans, orders");
+  await page.getByRole("link", { name: T("admin.audit") }).click();
+  await page.getByRole("cell", { name: "admin.settings.update" }).first().waitFor();
+  await check("admin-audit");
+  await page.getByRole("link", { name: T("admin.plans") }).click();
+  await page.getByLabel(T("plans.name"), { exact: true }).fill("Team");
+  await page.getByLabel(T("plans.max_clusters"), { exact: true }).fill("3");
+  await page.getByLabel(T("plans.max_nodes"), { exact: true }).fill("10");
+  await page.getByLabel(T("plans.price_minor_units")).fill("1900");
+  await page.getByRole("button", { name: T("common.save"), exact: true }).click();
+  await page.getByRole("cell", { name: "Team" }).waitFor();
+  // Billing's settings, beside the plans: Team could be the default plan
+  // (left unlimited here: the other journeys share the platform), and the
+  // Stripe webhook secret is set and never shown again.
+  const billing = page.getByRole("form", { name: T("admin.billing_settings") });
+  await billing.getByRole("option", { name: "Team" }).waitFor({ state: "attached" });
+  await billing.getByLabel(T("setting.stripe_webhook_secret")).fill("whsec_consoletest123");
+  await billing.getByRole("button", { name: T("admin.save_billing_settings") }).click();
+  await billing.getByText(T("common.saved")).waitFor();
+  await page.reload();
+  const reloaded = page.getByRole("form", { name: T("admin.billing_settings") });
+  await reloaded.getByText(T("admin.secret_set")).waitFor();
+  assert.equal(await reloaded.getByLabel(T("setting.stripe_webhook_secret")).inputValue(), "");
+  assert.ok(!(await page.content()).includes("whsec_consoletest123"), "the secret is not sent back");
+  await check("admin-plans");
+  await page.getByRole("link", { name: T("admin.orders") }).click();
+  await page.getByText(T("billing.no_orders")).waitFor();
+  await check("admin-orders");
+
+  step("switch to Chinese: remembered, every section of the back office in it");
+  const zh = JSON.parse(readFileSync(new URL("../src/locales/zh-CN.json", import.meta.url), "utf8"));
+  await page.getByLabel(T("nav.language")).selectOption("zh-CN");
+  await page.getByRole("link", { name: zh["nav.clusters"] }).waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.lang), "zh-CN");
+  await page.reload();
+  await page.getByRole("heading", { name: zh["admin.title"] }).waitFor();
+  for (const section of ["users", "jobs", "audit", "settings", "plans", "orders"]) {
+    await page.getByRole("link", { name: zh[`admin.${section}`] }).click();
+    await page.waitForURL(new RegExp(`/admin/${section}$`));
+    await page.locator("main table, main form, main .empty").first().waitFor();
+    await check(`admin-${section}`, "zh-CN");
+  }
+});

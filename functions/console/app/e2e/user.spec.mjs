@@ -1,0 +1,262 @@
+// A new user, in JOURNEY_LANGUAGE: sign-up with the emailed code, a cluster
+// created with its stages live, the kubeconfig used with kubectl, a join
+// token's command run on a machine, the node, its metrics, a hostname,
+// labels, the history, the account and billing, and (in English) the
+// cluster removed; a lost session and signing out.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { PASSWORD, env, test } from "./support.mjs";
+
+test("a new user, from sign-up to cluster removal", async ({ page, context, language, journey }) => {
+  const { BASE, SHOTS, T, step, check, until, signUp } = journey;
+  const email = `${language.toLowerCase()}-${Date.now()}@example.test`;
+  step("sign up with the emailed code");
+  // A name that would run script if the console wrote it as HTML.
+  const displayName = language === "en" ? `Ada <img src=x onerror="window.__xss=1">` : "李雷";
+  await signUp(email, displayName);
+  await page.getByText(T("clusters.empty")).waitFor();
+  await check("clusters-empty");
+
+  step("create a cluster: the API's refusal shown in words, then the stages live");
+  await page.getByRole("link", { name: T("clusters.create") }).first().click();
+  await page.getByLabel(T("clusters.name"), { exact: true }).fill("Not A Name!");
+  await page.getByRole("button", { name: T("clusters.create") }).click();
+  const refusal = page.getByRole("alert");
+  await refusal.waitFor();
+  assert.match(await refusal.innerText(), /name/);
+  await check("cluster-create-refused");
+  const name = language === "en" ? "web" : "shop";
+  await page.getByLabel(T("clusters.name"), { exact: true }).fill(name);
+  await page.getByRole("button", { name: T("clusters.create") }).click();
+  await page.waitForURL(/\/clusters\/[0-9a-f-]{36}$/);
+  const clusterUrl = page.url();
+  await page.locator("ol.stages li").first().waitFor();
+  await page.locator(".page-head .badge", { hasText: T("status.ready") }).waitFor({ timeout: 60_000 });
+  await page.locator("ol.stages li", { hasText: T("stage.done") }).waitFor();
+  // Every stage the job recorded, in order, however quickly it passed.
+  const stages = await page.locator("ol.stages li span.stage").allInnerTexts();
+  for (const stage of ["creating the namespace", "installing the control plane", "registering the admission webhook"]) {
+    assert.ok(stages.includes(T(`stage.${stage}`)), `${stage} among the stages: ${stages}`);
+  }
+  assert.equal(stages.at(-1), T("stage.done"), `${stages}`);
+  assert.ok(stages.indexOf(T("stage.creating the namespace")) < stages.indexOf(T("stage.installing the control plane")));
+  await check("cluster-overview");
+
+  step("download the kubeconfig and use it with kubectl");
+  await page.getByRole("link", { name: T("cluster.access") }).click();
+  const download = page.waitForEvent("download");
+  await page.getByRole("button", { name: T("kubeconfig.download") }).click();
+  const file = join(SHOTS, `${language}-kubeconfig.yaml`);
+  await (await download).saveAs(file);
+  const namespaces = execFileSync(env("KUBECTL"), ["--kubeconfig", file, "get", "namespaces"], { encoding: "utf8" });
+  assert.match(namespaces, /kube-system/);
+  await page.getByRole("cell", { name: T("status.active") }).waitFor();
+  await check("cluster-kubeconfig");
+  if (language === "en") {
+    // Revoked: the same file no longer opens the cluster.
+    await page.getByRole("button", { name: T("common.revoke") }).click();
+    await page.locator("tbody .badge", { hasText: new RegExp(`^(${T("status.revoking")}|${T("status.revoked")})$`) }).waitFor();
+    await until(() => {
+      try {
+        execFileSync(env("KUBECTL"), ["--kubeconfig", file, "get", "namespaces"], { stdio: "pipe", timeout: 10_000 });
+        return false;
+      } catch {
+        return true;
+      }
+    }, "the cluster to refuse the revoked kubeconfig");
+  }
+
+  step("create a join token, run its command, watch the checklist tick");
+  await page.getByRole("link", { name: T("cluster.join") }).click();
+  await page.getByText(T("join.no_attempts")).waitFor();
+  await page.getByLabel(T("join.labels")).fill("zone=lab");
+  await page.getByRole("button", { name: T("join.create") }).click();
+  const command = (await page.locator(".copy pre").innerText()).trim();
+  assert.match(command, /^curl -sS -H 'Authorization: Bearer [^']+' .*\/join \| sudo sh$/);
+  await page.getByRole("button", { name: T("common.copy") }).click();
+  await page.getByRole("button", { name: T("common.copied") }).waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
+  await check("join-token");
+  const sandbox = env("JOIN_SANDBOX");
+  execFileSync("sh", ["-c", command.replace("| sudo sh", "| sh")], {
+    env: { ...process.env, PATH: `${join(sandbox, "bin")}:${process.env.PATH}`, KUBEBYON_JOIN_ROOT: join(sandbox, "root") },
+    stdio: "inherit",
+    timeout: 60_000,
+  });
+  // ("done" is reported after the join, best effort: the attempt may be closed by then.)
+  for (const s of ["os", "root", "swap", "api", "join"]) {
+    await page.locator(`li.step[data-step="${s}"][data-status="ok"]`).first().waitFor({ timeout: 30_000 });
+  }
+  await page.locator(".attempt .badge", { hasText: T("status.succeeded") }).first().waitFor();
+  await page.getByRole("cell", { name: "0 / 1" }).waitFor();
+  await check("join-checklist");
+  // A second token, revoked before use.
+  await page.getByLabel(T("join.max_uses")).fill("3");
+  await page.getByLabel(T("join.description")).fill("spare");
+  await page.getByRole("button", { name: T("join.create") }).click();
+  const spare = page.locator("tbody tr", { hasText: "spare" });
+  await spare.getByRole("cell", { name: "3 / 3" }).waitFor();
+  await spare.getByRole("button", { name: T("common.revoke") }).click();
+  await spare.locator(".badge", { hasText: T("status.revoked") }).waitFor();
+
+  step("the node appears; its timeline");
+  await page.getByRole("link", { name: T("cluster.nodes"), exact: true }).click();
+  const node = page.getByRole("link", { name: `worker-${language.toLowerCase()}` });
+  await node.waitFor({ timeout: 30_000 });
+  await check("nodes");
+  await node.click();
+  await page.getByRole("heading", { name: T("nodes.uptime") }).waitFor();
+  await page.locator("ol.timeline li").first().waitFor();
+  await check("node-timeline");
+  await page.goBack();
+
+  step("metrics: the range API's points drawn");
+  await page.goto(`${clusterUrl}?tab=metrics`);
+  // The simulator's control planes report no figures: an hour of samples as
+  // sync-metrics records them from a real one.
+  const clusterId = clusterUrl.split("/").at(-1);
+  execFileSync("psql", [env("DATABASE_URL"), "-qc", `
+    INSERT INTO control_plane_metrics_snapshots
+      (cluster_id, available, namespace, pod_name, collected_at, load_average_1, load_average_5,
+       load_average_15, total_cpu_percent, total_memory_rss_bytes, total_memory_virtual_bytes)
+    SELECT c.id, true, c.namespace, c.vcluster_name || '-0', now() - make_interval(mins => m),
+           0.4 + m % 7 * 0.1, 0.5, 0.5, 12 + m % 11, (300 + m) * 1048576::bigint, (900 + m) * 1048576::bigint
+    FROM clusters c, generate_series(1, 60) m WHERE c.id = '${clusterId}'`]);
+  await page.getByLabel(T("common.period")).selectOption("1");
+  await page.locator("figure.chart canvas").nth(2).waitFor();
+  assert.equal(await page.locator("figure.chart").count(), 3);
+  await check("metrics");
+
+  step("hostnames: a bad one refused, a good one bound");
+  await page.goto(`${clusterUrl}?tab=hostnames`);
+  await page.getByText(T("hostnames.empty")).waitFor();
+  await page.getByLabel(T("hostnames.hostname")).fill("not a hostname");
+  await page.getByRole("button", { name: T("hostnames.add") }).click();
+  await page.getByRole("alert").waitFor();
+  const hostname = `${name}-${language.toLowerCase()}.example.com`;
+  await page.getByLabel(T("hostnames.hostname")).fill(hostname);
+  await page.getByRole("button", { name: T("hostnames.add") }).click();
+  await page.getByRole("article", { name: hostname }).waitFor();
+  await check("hostnames");
+
+  step("labels: a look-alike key refused in words, good ones set, the cluster found by a selector");
+  await page.getByRole("link", { name: T("labels.nav"), exact: true }).click();
+  await page.waitForURL(/\/labels$/);
+  const row = page.locator("tbody tr").filter({ has: page.getByRole("link", { name, exact: true }) });
+  await row.getByText(T("labels.unlabeled")).waitFor();
+  await row.getByRole("button", { name: T("labels.edit") }).click();
+  const editor = page.getByLabel(T("labels.edit_label", { name }));
+  // A Cyrillic "е" in "env": refused, named, and nothing stored.
+  await editor.fill("\u0435nv=prod");
+  await page.getByRole("button", { name: T("common.save") }).click();
+  assert.match(await page.getByRole("alert").innerText(), /labels\.\u0435nv/);
+  await editor.fill(`env=prod\nexample.com/team=${language.toLowerCase()}`);
+  await page.getByRole("button", { name: T("common.save") }).click();
+  await row.getByText("env=prod").waitFor();
+  await check("labels");
+  await page.getByLabel(T("labels.selector")).fill(`env=prod,example.com/team in (${language.toLowerCase()})`);
+  await page.getByRole("button", { name: T("labels.find") }).click();
+  await page.waitForURL(/\/labels\?selector=/);
+  await row.waitFor();
+  await page.getByLabel(T("labels.selector")).fill("env!=prod");
+  await page.getByRole("button", { name: T("labels.find") }).click();
+  await page.getByText(T("labels.none_selected")).waitFor();
+
+  if (language === "en") {
+    step("remove the node, forced");
+    await page.goto(`${clusterUrl}?tab=nodes`);
+    await page.getByRole("link", { name: "worker-en" }).click();
+    await page.getByLabel(T("nodes.force")).check();
+    await page.getByRole("button", { name: T("nodes.remove") }).click();
+    await page.getByRole("button", { name: T("common.confirm") }).click();
+    await page.waitForURL(/tab=nodes$/);
+    await page.getByText(T("nodes.empty")).waitFor({ timeout: 30_000 });
+  } else {
+    step("raise the CPU limit: an update, its stages");
+    await page.goto(`${clusterUrl}?tab=settings`);
+    await page.getByLabel(T("clusters.cpu_limit")).fill("3000");
+    await page.getByRole("button", { name: T("settings.save") }).click();
+    await page.waitForURL(/tab=overview$/);
+    await page.getByRole("heading", { name: T("operation.update") }).waitFor();
+    await page.locator("#live-operation .badge", { hasText: T("status.succeeded") }).waitFor({ timeout: 30_000 });
+    await page.locator("dl.facts dd", { hasText: "3,000m" }).waitFor();
+  }
+
+  step("history, account, billing");
+  await page.goto(`${clusterUrl}?tab=history`);
+  await page.getByRole("heading", { name: T("history.jobs") }).waitFor();
+  await page.getByRole("cell", { name: T("status.succeeded") }).first().waitFor();
+  await check("history");
+  await page.goto(`${clusterUrl}?tab=settings`);
+  await check("cluster-settings");
+  await page.getByRole("link", { name: T("nav.account") }).click();
+  await page.locator("dl.facts dd", { hasText: email }).waitFor();
+  await page.locator("dl.facts dd", { hasText: displayName }).waitFor();
+  assert.equal(await page.evaluate(() => window.__xss), undefined, "the name is shown as text, never run");
+  await check("account");
+  await page.getByRole("link", { name: T("account.keys") }).click();
+  await page.getByLabel(T("keys.name")).fill("ci");
+  await page.getByLabel(T("account.current_password")).fill(PASSWORD);
+  await page.getByRole("button", { name: T("keys.create") }).click();
+  const key = (await page.locator(".copy pre").innerText()).trim();
+  const me = await fetch(`${BASE}/api/auth/me`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(me.status, 200, "the key shown once works");
+  await check("api-keys");
+  for (const tab of ["notifications", "sessions", "logins", "activity"]) {
+    await page.goto(`${BASE}/account?tab=${tab}`);
+    await page.getByRole("table").or(page.locator("form.card, .empty")).first().waitFor();
+    await check(`account-${tab}`);
+  }
+  // Notifications: a change saved is what the page shows after a reload.
+  await page.goto(`${BASE}/account?tab=notifications`);
+  const offline = page.getByLabel(T("notifications.notify_node_offline"));
+  const before = await offline.isChecked();
+  await offline.setChecked(!before);
+  await page.getByRole("button", { name: T("common.save") }).click();
+  await page.getByText(T("common.saved")).waitFor();
+  await page.reload();
+  assert.equal(await page.getByLabel(T("notifications.notify_node_offline")).isChecked(), !before);
+  await page.getByRole("link", { name: T("nav.billing") }).click();
+  await page.getByRole("heading", { name: T("billing.plan"), exact: true }).waitFor();
+  await check("billing");
+
+  if (language === "en") {
+    // The Chinese journey keeps its cluster: the administrator's journey
+    // retries a job of it.
+    step("remove the cluster, confirmed");
+    await page.goto(`${clusterUrl}?tab=settings`);
+    await page.getByRole("button", { name: T("settings.delete") }).click();
+    await page.getByRole("button", { name: T("common.confirm") }).click();
+    await page.waitForURL(/tab=overview/);
+    // Deleting, then gone: the page says so.
+    await page.getByText(T("cluster.gone")).waitFor({ timeout: 60_000 });
+    await check("cluster-gone");
+    await page.getByRole("link", { name: T("nav.clusters") }).first().click();
+    await page.getByText(T("clusters.empty")).waitFor();
+  }
+
+  step("a lost session sends the reader to sign in, and back");
+  await context.clearCookies();
+  await page.goto(`${clusterUrl}?tab=nodes`);
+  await page.waitForURL(/\/sign-in\?return=/);
+  await page.getByLabel(T("auth.email")).fill(email);
+  await page.getByLabel(T("auth.password")).fill(PASSWORD);
+  await page.getByRole("button", { name: T("auth.sign_in") }).click();
+  await page.waitForURL(`${clusterUrl}?tab=nodes`);
+
+  step("sign out; a return path to another site is not followed");
+  await page.getByRole("button", { name: T("nav.sign_out") }).click();
+  await page.waitForURL(/\/sign-in$/);
+  for (const evil of ["//evil.example/x", "/\\evil.example/x", "https://evil.example/"]) {
+    await page.goto(`${BASE}/sign-in?return=${encodeURIComponent(evil)}`);
+    await page.getByLabel(T("auth.email")).fill(email);
+    await page.getByLabel(T("auth.password")).fill(PASSWORD);
+    await page.getByRole("button", { name: T("auth.sign_in") }).click();
+    await page.waitForURL(`${BASE}/clusters`);
+    await page.getByRole("button", { name: T("nav.sign_out") }).click();
+    await page.waitForURL(/\/sign-in$/);
+  }
+  writeFileSync(join(SHOTS, `${language}-user.txt`), `${email}\n`);
+});
