@@ -80,23 +80,16 @@ fn unique_operation_ids(doc: &mut OpenApi) {
 /// comes out of utoipa as `allOf` the two, in which the closed part forbids
 /// the other's properties: no value validates. serde reads and writes the
 /// pair as one object with the properties of both, so that object is what
-/// the document says, closed when a part is. Repeated until nothing changes:
-/// a struct may flatten one that flattens others.
+/// the document says, closed when a part is.
 fn merge_flattened_objects(doc: &mut OpenApi) {
-    while merge_flattened_objects_once(doc) {}
-}
-
-/// One pass of [`merge_flattened_objects`]: whether it merged any.
-fn merge_flattened_objects_once(doc: &mut OpenApi) -> bool {
     use utoipa::openapi::{
         RefOr,
         schema::{AdditionalProperties, Object, Schema},
     };
     let Some(components) = doc.components.as_mut() else {
-        return false;
+        return;
     };
     let named = components.schemas.clone();
-    let mut merged_any = false;
     let object = |item: &RefOr<Schema>| -> Option<Object> {
         let schema = match item {
             RefOr::Ref(reference) => named.get(
@@ -127,42 +120,51 @@ fn merge_flattened_objects_once(doc: &mut OpenApi) -> bool {
         if !parts.iter().any(closed) {
             continue;
         }
-        let mut parts = parts.into_iter();
-        let Some(mut merged) = parts.next() else {
-            continue;
-        };
-        for part in parts {
-            merged.properties.extend(part.properties);
-            merged.required.extend(part.required);
+        if let Some(merged) = closed_object(parts, all_of.description.clone()) {
+            *schema = RefOr::T(Schema::Object(merged));
         }
-        merged.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
-        merged.description = all_of.description.clone();
-        *schema = RefOr::T(Schema::Object(merged));
-        merged_any = true;
     }
-    merged_any
 }
 
-/// One closed object with the properties of every part (objects): the
-/// schema of a struct that `#[serde(flatten)]`s them all and refuses
-/// unknown fields, which utoipa would write as an open `allOf`.
+/// The objects `parts` as one: the first with the properties and required
+/// fields of the others, closed (no other property allowed).
+fn closed_object(
+    parts: impl IntoIterator<Item = utoipa::openapi::schema::Object>,
+    description: Option<String>,
+) -> Option<utoipa::openapi::schema::Object> {
+    let mut parts = parts.into_iter();
+    let mut merged = parts.next()?;
+    for part in parts {
+        merged.properties.extend(part.properties);
+        merged.required.extend(part.required);
+    }
+    merged.additional_properties = Some(Box::new(
+        utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+    ));
+    merged.description = description;
+    Some(merged)
+}
+
+/// One closed object with the properties of every part: the schema of a
+/// struct that `#[serde(flatten)]`s them all and refuses unknown fields,
+/// which utoipa would write as an open `allOf`. Each part is an inline
+/// object (a derived `PartialSchema::schema()`).
 pub fn closed_union(
     description: &str,
     parts: impl IntoIterator<Item = utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>,
 ) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
     use utoipa::openapi::{
         RefOr,
-        schema::{AdditionalProperties, Object, Schema},
+        schema::{Object, Schema},
     };
-    let mut merged = Object::new();
-    for part in parts {
-        if let RefOr::T(Schema::Object(object)) = part {
-            merged.properties.extend(object.properties);
-            merged.required.extend(object.required);
-        }
-    }
-    merged.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
-    merged.description = Some(description.into());
+    let objects = parts.into_iter().map(|part| match part {
+        RefOr::T(Schema::Object(object)) => object,
+        other => panic!(
+            "closed_union joins inline objects, not {}",
+            serde_json::to_string(&other).unwrap_or_default()
+        ),
+    });
+    let merged = closed_object(objects, Some(description.into())).unwrap_or_else(Object::new);
     RefOr::T(Schema::Object(merged))
 }
 

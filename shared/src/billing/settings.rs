@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{
     secretbox::SecretBox,
-    settings::{ResealError, Resealed, Resealer, next, present},
+    settings::{ResealError, Resealed, Resealer, any_set, changed, next, present},
 };
 
 /// Everything but the secrets.
@@ -46,22 +46,21 @@ pub struct BillingSecretChanges {
 }
 
 impl BillingSecretChanges {
-    pub fn any_set(&self) -> bool {
-        [&self.stripe_secret_key, &self.stripe_webhook_secret]
-            .iter()
-            .any(|c| matches!(c, Some(Some(_))))
-    }
-
-    /// The names of the secrets this changes (set or cleared), for the audit.
-    pub fn changed(&self) -> Vec<&'static str> {
+    /// Each secret's change under its name.
+    fn named(&self) -> [(&'static str, &Option<Option<String>>); 2] {
         [
             ("stripe_secret_key", &self.stripe_secret_key),
             ("stripe_webhook_secret", &self.stripe_webhook_secret),
         ]
-        .into_iter()
-        .filter(|(_, change)| change.is_some())
-        .map(|(name, _)| name)
-        .collect()
+    }
+
+    pub fn any_set(&self) -> bool {
+        any_set(&self.named())
+    }
+
+    /// The names of the secrets this changes (set or cleared), for the audit.
+    pub fn changed(&self) -> Vec<&'static str> {
+        changed(&self.named())
     }
 }
 
