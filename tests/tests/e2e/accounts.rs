@@ -3,204 +3,80 @@
 
 use std::collections::HashMap;
 
-use axum::{
-    Router,
-    body::Body,
-    http::{Request, StatusCode, header},
-};
-use http_body_util::BodyExt;
+use axum::http::{StatusCode, header};
 use serde_json::{Value, json};
-use shared::http::with_common_layers;
-use tests::{database::TestDb, smtp::SmtpSink};
-use tower::ServiceExt;
 
-use crate::platform::{Base, Builder};
+use crate::harness::{Builder, Client, Reply, SETTINGS_KEY, TestApp};
 
-struct Accounts {
-    db: TestDb,
-    mail: SmtpSink,
-    router: Router,
+/// A platform with accounts and a mail server, serving the console too.
+fn platform() -> Builder {
+    TestApp::builder("accounts-test")
+        .accounts()
+        .smtp()
+        .console()
 }
 
-/// A browser's cookies and CSRF token, or an API key.
-#[derive(Clone, Default)]
-struct Client {
-    session: Option<String>,
-    csrf: Option<String>,
-    bearer: Option<String>,
-    ip: String,
+/// Registers, reads the code from the mail, confirms: a logged-in browser.
+async fn signed_up(accounts: &TestApp, email: &str, password: &str) -> Client {
+    let anonymous = accounts.client().ip("198.51.100.1");
+    let reply = anonymous
+        .send(
+            "POST",
+            "/api/auth/register",
+            Some(json!({ "email": email, "password": password, "display_name": "Alice" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    let code = accounts.mail().code_for(email).await;
+    let reply = anonymous
+        .send(
+            "POST",
+            "/api/auth/verify-email",
+            Some(json!({ "email": email, "code": code, "password": password })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    anonymous.signed_in(&reply)
 }
 
-struct Reply {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: Value,
+/// Resets `email`'s password by the emailed code, as its owner would from `client`.
+async fn reset_password(accounts: &TestApp, client: &Client, email: &str, new_password: &str) {
+    let reply = client
+        .send(
+            "POST",
+            "/api/auth/password-reset",
+            Some(json!({ "email": email })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let code = accounts.mail().code_for(email).await;
+    let reply = client
+        .send(
+            "POST",
+            "/api/auth/password-reset/confirm",
+            Some(json!({ "email": email, "code": code, "new_password": new_password })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
 }
 
-const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
-
-impl Accounts {
-    async fn new() -> Self {
-        Self::with_env(|mail| vec![("SMTP_URL".into(), mail.url())]).await
-    }
-
-    async fn with_env(env: impl FnOnce(&SmtpSink) -> Vec<(String, String)>) -> Self {
-        let mail = SmtpSink::start().await;
-        let mut vars = env(&mail);
-        vars.push(("KUBEBYON_ADMIN_EMAIL".into(), "boss@example.com".into()));
-        // The tests play the one proxy in front, which appends the client's address.
-        if !vars.iter().any(|(k, _)| k == "KUBEBYON_TRUSTED_PROXY_HOPS") {
-            vars.push(("KUBEBYON_TRUSTED_PROXY_HOPS".into(), "1".into()));
-        }
-        let builder = vars
-            .iter()
-            .fold(Builder::new("accounts-test").accounts(), |b, (k, v)| {
-                b.env(k, v)
-            });
-        let Base { db, state, .. } = builder.build().await;
-        let router = with_common_layers(local::routes(), state);
-        Self { db, mail, router }
-    }
-
-    async fn call(&self, client: &Client, method: &str, path: &str, body: Option<Value>) -> Reply {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("x-forwarded-for", &client.ip)
-            .header(header::USER_AGENT, "accounts-test/1.0");
-        let mut cookies = Vec::new();
-        if let Some(session) = &client.session {
-            cookies.push(format!("__Host-kb_session={session}"));
-        }
-        if let Some(csrf) = &client.csrf {
-            cookies.push(format!("__Host-kb_csrf={csrf}"));
-            request = request.header("x-csrf-token", csrf);
-        }
-        if !cookies.is_empty() {
-            request = request.header(header::COOKIE, cookies.join("; "));
-        }
-        if let Some(key) = &client.bearer {
-            request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
-        }
-        let body = match body {
-            Some(json) => {
-                request = request.header(header::CONTENT_TYPE, "application/json");
-                Body::from(json.to_string())
-            }
-            None => Body::empty(),
-        };
-        let response = self
-            .router
-            .clone()
-            .oneshot(request.body(body).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body = serde_json::from_slice(&bytes)
-            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
-        Reply {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    /// Registers, reads the code from the mail, confirms: a logged-in browser.
-    async fn signed_up(&self, email: &str, password: &str) -> Client {
-        let anonymous = Client {
-            ip: "198.51.100.1".into(),
-            ..Client::default()
-        };
-        let reply = self
-            .call(
-                &anonymous,
-                "POST",
-                "/api/auth/register",
-                Some(json!({ "email": email, "password": password, "display_name": "Alice" })),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-        let code = self.mail.code_for(email).await;
-        let reply = self
-            .call(
-                &anonymous,
-                "POST",
-                "/api/auth/verify-email",
-                Some(json!({ "email": email, "code": code, "password": password })),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-        session_of(&reply, &anonymous)
-    }
-
-    /// Resets `email`'s password by the emailed code, as its owner would from `client`.
-    async fn reset_password(&self, client: &Client, email: &str, new_password: &str) {
-        let reply = self
-            .call(
-                client,
-                "POST",
-                "/api/auth/password-reset",
-                Some(json!({ "email": email })),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::ACCEPTED);
-        let code = self.mail.code_for(email).await;
-        let reply = self
-            .call(
-                client,
-                "POST",
-                "/api/auth/password-reset/confirm",
-                Some(json!({ "email": email, "code": code, "new_password": new_password })),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
-    }
-
-    async fn login(&self, email: &str, password: &str, ip: &str) -> Reply {
-        let anonymous = Client {
-            ip: ip.into(),
-            ..Client::default()
-        };
-        self.call(
-            &anonymous,
+async fn login(accounts: &TestApp, email: &str, password: &str, ip: &str) -> Reply {
+    accounts
+        .client()
+        .ip(ip)
+        .send(
             "POST",
             "/api/auth/login",
             Some(json!({ "email": email, "password": password })),
         )
         .await
-    }
-}
-
-fn cookie(reply: &Reply, name: &str) -> Option<String> {
-    reply
-        .headers
-        .get_all(header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|v| {
-            v.strip_prefix(&format!("{name}="))
-                .map(|rest| rest.split(';').next().unwrap().to_string())
-        })
-}
-
-fn session_of(reply: &Reply, base: &Client) -> Client {
-    Client {
-        session: cookie(reply, "__Host-kb_session"),
-        csrf: cookie(reply, "__Host-kb_csrf"),
-        bearer: None,
-        ip: base.ip.clone(),
-    }
 }
 
 #[tokio::test]
 async fn register_by_emailed_code_then_log_in_and_out() {
-    let accounts = Accounts::new().await;
-    let browser = accounts
-        .signed_up("alice@example.com", "correct horse battery")
-        .await;
-    let me = accounts.call(&browser, "GET", "/api/auth/me", None).await;
+    let accounts = platform().build().await;
+    let browser = signed_up(&accounts, "alice@example.com", "correct horse battery").await;
+    let me = browser.send("GET", "/api/auth/me", None).await;
     assert_eq!(me.status, StatusCode::OK, "{}", me.body);
     assert_eq!(
         (me.body["email"].as_str(), me.body["role"].as_str()),
@@ -209,9 +85,13 @@ async fn register_by_emailed_code_then_log_in_and_out() {
     assert_eq!(me.body["email_verified"], true);
 
     // The session cookie: HttpOnly, Secure, SameSite=Lax; only its hash is stored.
-    let reply = accounts
-        .login("alice@example.com", "correct horse battery", "198.51.100.2")
-        .await;
+    let reply = login(
+        &accounts,
+        "alice@example.com",
+        "correct horse battery",
+        "198.51.100.2",
+    )
+    .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let set_cookie: Vec<String> = reply
         .headers
@@ -226,7 +106,7 @@ async fn register_by_emailed_code_then_log_in_and_out() {
             && set_cookie[0].contains("SameSite=Lax"),
         "{set_cookie:?}"
     );
-    let token = cookie(&reply, "__Host-kb_session").unwrap();
+    let token = reply.cookie("__Host-kb_session").unwrap();
     let (stored,): (i64,) = sqlx::query_as(
         "SELECT count(*) FROM sessions WHERE token_hash = sha256(convert_to($1, 'UTF8'))",
     )
@@ -237,14 +117,10 @@ async fn register_by_emailed_code_then_log_in_and_out() {
     assert_eq!(stored, 1);
 
     // A cookie write without the CSRF header is refused; with it, it goes through.
-    let second = session_of(&reply, &browser);
-    let no_csrf = Client {
-        csrf: None,
-        ..second.clone()
-    };
-    let refused = accounts
-        .call(
-            &no_csrf,
+    let second = browser.signed_in(&reply);
+    let no_csrf = second.clone().csrf_token(None);
+    let refused = no_csrf
+        .send(
             "POST",
             "/api/console/account/api-keys",
             Some(json!({ "name": "ci", "scope": "write", "password": "correct horse battery" })),
@@ -255,15 +131,11 @@ async fn register_by_emailed_code_then_log_in_and_out() {
     // another session's token, is not this session's: refused too.
     for planted in [
         "planted-by-a-sibling-subdomain".to_string(),
-        browser.csrf.clone().unwrap(),
+        browser.csrf().unwrap().to_string(),
     ] {
-        let tossed = Client {
-            csrf: Some(planted),
-            ..second.clone()
-        };
-        let refused = accounts
-            .call(
-                &tossed,
+        let tossed = second.clone().csrf_token(Some(planted));
+        let refused = tossed
+            .send(
                 "POST",
                 "/api/console/account/api-keys",
                 Some(
@@ -273,9 +145,8 @@ async fn register_by_emailed_code_then_log_in_and_out() {
             .await;
         assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     }
-    let made = accounts
-        .call(
-            &second,
+    let made = second
+        .send(
             "POST",
             "/api/console/account/api-keys",
             Some(json!({ "name": "ci", "scope": "write", "password": "correct horse battery" })),
@@ -283,32 +154,28 @@ async fn register_by_emailed_code_then_log_in_and_out() {
         .await;
     assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
 
-    let out = accounts
-        .call(&second, "POST", "/api/auth/logout", None)
-        .await;
+    let out = second.send("POST", "/api/auth/logout", None).await;
     assert_eq!(out.status, StatusCode::NO_CONTENT);
     assert_eq!(
-        accounts
-            .call(&second, "GET", "/api/auth/me", None)
-            .await
-            .status,
+        second.send("GET", "/api/auth/me", None).await.status,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        accounts
-            .call(&browser, "GET", "/api/auth/me", None)
-            .await
-            .status,
+        browser.send("GET", "/api/auth/me", None).await.status,
         StatusCode::OK,
         "the other session lives on"
     );
 
     // Every login is in the history, failures with their reason.
-    accounts
-        .login("alice@example.com", "wrong password!!", "198.51.100.3")
-        .await;
-    let history = accounts
-        .call(&browser, "GET", "/api/console/account/logins", None)
+    login(
+        &accounts,
+        "alice@example.com",
+        "wrong password!!",
+        "198.51.100.3",
+    )
+    .await;
+    let history = browser
+        .send("GET", "/api/console/account/logins", None)
         .await;
     let rows = history.body.as_array().unwrap();
     assert_eq!(
@@ -319,25 +186,25 @@ async fn register_by_emailed_code_then_log_in_and_out() {
         ),
         (Some(false), Some("wrong password"), Some("198.51.100.3"))
     );
-    assert_eq!(rows[0]["user_agent"], "accounts-test/1.0");
+    assert_eq!(rows[0]["user_agent"], "kubebyon-tests/1.0");
     assert!(rows.iter().filter(|r| r["success"] == true).count() >= 2);
 }
 
 #[tokio::test]
 async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_guesses() {
-    let accounts = Accounts::new().await;
-    let anonymous = Client {
-        ip: "198.51.100.7".into(),
-        ..Client::default()
-    };
-    let reply = accounts
-        .call(&anonymous, "POST", "/api/auth/register", Some(json!({ "email": "bob@example.com", "password": "correct horse battery", "display_name": "Bob" })))
+    let accounts = platform().build().await;
+    let anonymous = accounts.client().ip("198.51.100.7");
+    let reply = anonymous.send( "POST", "/api/auth/register", Some(json!({ "email": "bob@example.com", "password": "correct horse battery", "display_name": "Bob" })))
         .await;
     assert_eq!(reply.status, StatusCode::ACCEPTED);
-    let code = accounts.mail.code_for("bob@example.com").await;
-    let refused = accounts
-        .login("bob@example.com", "correct horse battery", "198.51.100.7")
-        .await;
+    let code = accounts.mail().code_for("bob@example.com").await;
+    let refused = login(
+        &accounts,
+        "bob@example.com",
+        "correct horse battery",
+        "198.51.100.7",
+    )
+    .await;
     assert_eq!(
         (refused.status, refused.body["code"].as_str()),
         (StatusCode::UNAUTHORIZED, Some("invalid_credentials"))
@@ -345,9 +212,7 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
 
     let wrong = if code == "000000" { "000001" } else { "000000" };
     for _ in 0..5 {
-        let reply = accounts
-            .call(
-                &anonymous,
+        let reply = anonymous.send(
                 "POST",
                 "/api/auth/verify-email",
                 Some(json!({ "email": "bob@example.com", "code": wrong, "password": "correct horse battery" })),
@@ -358,9 +223,7 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
             (StatusCode::BAD_REQUEST, Some("invalid_code"))
         );
     }
-    let reply = accounts
-        .call(
-            &anonymous,
+    let reply = anonymous.send(
             "POST",
             "/api/auth/verify-email",
             Some(json!({ "email": "bob@example.com", "code": code, "password": "correct horse battery" })),
@@ -380,19 +243,16 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
     );
 
     // A new code works.
-    let reply = accounts
-        .call(
-            &anonymous,
+    let reply = anonymous
+        .send(
             "POST",
             "/api/auth/resend-code",
             Some(json!({ "email": "bob@example.com" })),
         )
         .await;
     assert_eq!(reply.status, StatusCode::ACCEPTED);
-    let fresh = accounts.mail.code_for("bob@example.com").await;
-    let reply = accounts
-        .call(
-            &anonymous,
+    let fresh = accounts.mail().code_for("bob@example.com").await;
+    let reply = anonymous.send(
             "POST",
             "/api/auth/verify-email",
             Some(json!({ "email": "bob@example.com", "code": fresh, "password": "correct horse battery" })),
@@ -401,21 +261,18 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 
     // Validation names every bad field.
-    let reply = accounts
-        .call(
-            &anonymous,
+    let reply = anonymous
+        .send(
             "POST",
             "/api/auth/register",
             Some(json!({ "email": "nope", "password": "short", "display_name": "" })),
         )
         .await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let fields = crate::platform::problem_fields(&reply.body);
+    let fields = crate::harness::problem_fields(&reply.body);
     assert_eq!(fields, ["email", "display_name"]);
     // A long but guessable password is refused with the reason.
-    let reply = accounts
-        .call(
-            &anonymous,
+    let reply = anonymous.send(
             "POST",
             "/api/auth/register",
             Some(json!({ "email": "weak@example.com", "password": "password123456", "display_name": "Weak" })),
@@ -440,68 +297,72 @@ async fn unconfirmed_accounts_cannot_log_in_and_a_code_dies_after_five_wrong_gue
 
 #[tokio::test]
 async fn a_password_reset_ends_every_session() {
-    let accounts = Accounts::new().await;
-    let browser = accounts
-        .signed_up("carol@example.com", "correct horse battery")
-        .await;
-    let reply = accounts
-        .login("carol@example.com", "correct horse battery", "198.51.100.9")
-        .await;
-    let laptop = session_of(&reply, &browser);
+    let accounts = platform().build().await;
+    let browser = signed_up(&accounts, "carol@example.com", "correct horse battery").await;
+    let reply = login(
+        &accounts,
+        "carol@example.com",
+        "correct horse battery",
+        "198.51.100.9",
+    )
+    .await;
+    let laptop = browser.signed_in(&reply);
 
-    let anonymous = Client {
-        ip: "198.51.100.10".into(),
-        ..Client::default()
-    };
-    accounts
-        .reset_password(&anonymous, "carol@example.com", "battery staple horse")
-        .await;
+    let anonymous = accounts.client().ip("198.51.100.10");
+    reset_password(
+        &accounts,
+        &anonymous,
+        "carol@example.com",
+        "battery staple horse",
+    )
+    .await;
     for client in [&browser, &laptop] {
         assert_eq!(
-            accounts
-                .call(client, "GET", "/api/auth/me", None)
-                .await
-                .status,
+            client.send("GET", "/api/auth/me", None).await.status,
             StatusCode::UNAUTHORIZED
         );
     }
     assert_eq!(
-        accounts
-            .login("carol@example.com", "correct horse battery", "198.51.100.9")
-            .await
-            .status,
+        login(
+            &accounts,
+            "carol@example.com",
+            "correct horse battery",
+            "198.51.100.9"
+        )
+        .await
+        .status,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        accounts
-            .login("carol@example.com", "battery staple horse", "198.51.100.9")
-            .await
-            .status,
+        login(
+            &accounts,
+            "carol@example.com",
+            "battery staple horse",
+            "198.51.100.9"
+        )
+        .await
+        .status,
         StatusCode::OK
     );
     // An unknown address gets the same answer, and no mail.
-    let before = accounts.mail.messages().len();
-    let reply = accounts
-        .call(
-            &anonymous,
+    let before = accounts.mail().messages().len();
+    let reply = anonymous
+        .send(
             "POST",
             "/api/auth/password-reset",
             Some(json!({ "email": "nobody@example.com" })),
         )
         .await;
     assert_eq!(reply.status, StatusCode::ACCEPTED);
-    assert_eq!(accounts.mail.messages().len(), before);
+    assert_eq!(accounts.mail().messages().len(), before);
 }
 
 #[tokio::test]
 async fn api_keys_authenticate_until_revoked_and_disabled_users_lose_access_at_once() {
-    let accounts = Accounts::new().await;
-    let browser = accounts
-        .signed_up("dave@example.com", "correct horse battery")
-        .await;
-    let made = accounts
-        .call(
-            &browser,
+    let accounts = platform().build().await;
+    let browser = signed_up(&accounts, "dave@example.com", "correct horse battery").await;
+    let made = browser
+        .send(
             "POST",
             "/api/console/account/api-keys",
             Some(
@@ -512,17 +373,11 @@ async fn api_keys_authenticate_until_revoked_and_disabled_users_lose_access_at_o
     assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
     let key = made.body["key"].as_str().unwrap().to_string();
     assert!(key.starts_with(made.body["api_key"]["prefix"].as_str().unwrap()));
-    let cli = Client {
-        bearer: Some(key.clone()),
-        ip: "198.51.100.20".into(),
-        ..Client::default()
-    };
-    let clusters = accounts
-        .call(&cli, "GET", "/api/console/clusters", None)
-        .await;
+    let cli = accounts.client().ip("198.51.100.20").bearer(&key);
+    let clusters = cli.send("GET", "/api/console/clusters", None).await;
     assert_eq!(clusters.status, StatusCode::OK, "{}", clusters.body);
-    let listed = accounts
-        .call(&browser, "GET", "/api/console/account/api-keys", None)
+    let listed = browser
+        .send("GET", "/api/console/account/api-keys", None)
         .await;
     assert!(
         !listed.body.to_string().contains(&key),
@@ -535,9 +390,8 @@ async fn api_keys_authenticate_until_revoked_and_disabled_users_lose_access_at_o
     );
 
     let key_id = made.body["api_key"]["id"].as_str().unwrap();
-    let revoked = accounts
-        .call(
-            &browser,
+    let revoked = browser
+        .send(
             "DELETE",
             &format!("/api/console/account/api-keys/{key_id}"),
             None,
@@ -545,93 +399,77 @@ async fn api_keys_authenticate_until_revoked_and_disabled_users_lose_access_at_o
         .await;
     assert_eq!(revoked.status, StatusCode::OK);
     assert_eq!(
-        accounts
-            .call(&cli, "GET", "/api/console/clusters", None)
-            .await
-            .status,
+        cli.send("GET", "/api/console/clusters", None).await.status,
         StatusCode::UNAUTHORIZED
     );
 
     // Another key, then the account is disabled: the session and the key stop at once.
-    let made = accounts
-        .call(
-            &browser,
+    let made = browser
+        .send(
             "POST",
             "/api/console/account/api-keys",
             Some(json!({ "name": "ci", "scope": "write", "password": "correct horse battery" })),
         )
         .await;
-    let cli = Client {
-        bearer: made.body["key"].as_str().map(str::to_string),
-        ip: "198.51.100.20".into(),
-        ..Client::default()
-    };
+    let cli = accounts
+        .client()
+        .ip("198.51.100.20")
+        .bearer(made.body["key"].as_str().unwrap());
     sqlx::query("UPDATE users SET status = 'disabled' WHERE email = 'dave@example.com'")
         .execute(&accounts.db.pool)
         .await
         .unwrap();
     assert_eq!(
-        accounts
-            .call(&browser, "GET", "/api/auth/me", None)
-            .await
-            .status,
+        browser.send("GET", "/api/auth/me", None).await.status,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        accounts
-            .call(&cli, "GET", "/api/console/clusters", None)
-            .await
-            .status,
+        cli.send("GET", "/api/console/clusters", None).await.status,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        accounts
-            .login("dave@example.com", "correct horse battery", "198.51.100.21")
-            .await
-            .status,
+        login(
+            &accounts,
+            "dave@example.com",
+            "correct horse battery",
+            "198.51.100.21"
+        )
+        .await
+        .status,
         StatusCode::UNAUTHORIZED
     );
 
     // Unauthenticated console routes are 401, admin routes 403 for a user.
-    let anonymous = Client {
-        ip: "198.51.100.22".into(),
-        ..Client::default()
-    };
+    let anonymous = accounts.client().ip("198.51.100.22");
     for path in [
         "/api/console/clusters",
         "/api/console/account/api-keys",
         "/api/console/node-events?cluster_id=00000000-0000-0000-0000-000000000000",
     ] {
         assert_eq!(
-            accounts.call(&anonymous, "GET", path, None).await.status,
+            anonymous.send("GET", path, None).await.status,
             StatusCode::UNAUTHORIZED,
             "{path}"
         );
     }
-    let erin = accounts
-        .signed_up("erin@example.com", "correct horse battery")
-        .await;
+    let erin = signed_up(&accounts, "erin@example.com", "correct horse battery").await;
     assert_eq!(
-        accounts
-            .call(&erin, "GET", "/api/console/admin/cluster-jobs", None)
+        erin.send("GET", "/api/console/admin/cluster-jobs", None)
             .await
             .status,
         StatusCode::FORBIDDEN
     );
     // The admin named by KUBEBYON_ADMIN_EMAIL is one once confirmed.
-    let boss = accounts
-        .signed_up("boss@example.com", "correct horse battery")
-        .await;
+    let boss = signed_up(&accounts, "boss@example.com", "correct horse battery").await;
     assert_eq!(
-        accounts
-            .call(&boss, "GET", "/api/console/admin/cluster-jobs", None)
+        boss.send("GET", "/api/console/admin/cluster-jobs", None)
             .await
             .status,
         StatusCode::OK
     );
     // Each user sees their own activity.
-    let activity = accounts
-        .call(&erin, "GET", "/api/console/account/activity", None)
+    let activity = erin
+        .send("GET", "/api/console/account/activity", None)
         .await;
     let actions: Vec<&str> = activity
         .body
@@ -645,17 +483,11 @@ async fn api_keys_authenticate_until_revoked_and_disabled_users_lose_access_at_o
 
 #[tokio::test]
 async fn login_brute_force_is_answered_429_with_retry_after() {
-    let accounts = Accounts::new().await;
-    accounts
-        .signed_up("frank@example.com", "correct horse battery")
-        .await;
+    let accounts = platform().build().await;
+    signed_up(&accounts, "frank@example.com", "correct horse battery").await;
     let guess = |ip: String| {
         let accounts = &accounts;
-        async move {
-            accounts
-                .login("frank@example.com", "guess guess guess", &ip)
-                .await
-        }
+        async move { login(accounts, "frank@example.com", "guess guess guess", &ip).await }
     };
     // One address guessing: its own bucket fills (10 failures per 15 minutes).
     let mut statuses = Vec::new();
@@ -675,19 +507,23 @@ async fn login_brute_force_is_answered_429_with_retry_after() {
     assert_eq!(statuses[..10], [StatusCode::UNAUTHORIZED; 10]);
     assert_eq!(statuses[10..], [StatusCode::TOO_MANY_REQUESTS; 2]);
     // The owner, elsewhere, is not locked out by it.
-    let reply = accounts
-        .login(
-            "frank@example.com",
-            "correct horse battery",
-            "198.51.100.77",
-        )
-        .await;
+    let reply = login(
+        &accounts,
+        "frank@example.com",
+        "correct horse battery",
+        "198.51.100.77",
+    )
+    .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     // A look-alike of the address is no other spelling of the same account:
     // it is refused as an address, and has no bucket to start afresh in.
-    let reply = accounts
-        .login("frİnk@example.com", "guess guess guess", "203.0.113.1")
-        .await;
+    let reply = login(
+        &accounts,
+        "frİnk@example.com",
+        "guess guess guess",
+        "203.0.113.1",
+    )
+    .await;
     assert_eq!(
         reply.status,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -709,55 +545,42 @@ async fn login_brute_force_is_answered_429_with_retry_after() {
 #[tokio::test]
 async fn no_password_token_key_or_code_reaches_the_logs() {
     let (captured, _guard) = tests::logs::capture();
-    let accounts = Accounts::new().await;
+    let accounts = platform().build().await;
     let password = "correct horse battery";
-    let browser = accounts.signed_up("grace@example.com", password).await;
-    let made = accounts
-        .call(
-            &browser,
+    let browser = signed_up(&accounts, "grace@example.com", password).await;
+    let made = browser
+        .send(
             "POST",
             "/api/console/account/api-keys",
             Some(json!({ "name": "ci", "scope": "write", "password": "correct horse battery" })),
         )
         .await;
     let key = made.body["key"].as_str().unwrap().to_string();
-    let cli = Client {
-        bearer: Some(key.clone()),
-        ip: "198.51.100.30".into(),
-        ..Client::default()
-    };
+    let cli = accounts.client().ip("198.51.100.30").bearer(&key);
     assert_eq!(
-        accounts
-            .call(&cli, "GET", "/api/console/clusters", None)
-            .await
-            .status,
+        cli.send("GET", "/api/console/clusters", None).await.status,
         StatusCode::OK
     );
-    let wrong = accounts
-        .login(
-            "grace@example.com",
-            "a wrong password here",
-            "198.51.100.31",
-        )
-        .await;
+    let wrong = login(
+        &accounts,
+        "grace@example.com",
+        "a wrong password here",
+        "198.51.100.31",
+    )
+    .await;
     assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
-    let anonymous = Client {
-        ip: "198.51.100.32".into(),
-        ..Client::default()
-    };
-    accounts
-        .call(
-            &anonymous,
+    let anonymous = accounts.client().ip("198.51.100.32");
+    anonymous
+        .send(
             "POST",
             "/api/auth/password-reset",
             Some(json!({ "email": "grace@example.com" })),
         )
         .await;
-    let code = accounts.mail.code_for("grace@example.com").await;
+    let code = accounts.mail().code_for("grace@example.com").await;
     let new_password = "battery staple horse";
-    let reply = accounts
-        .call(
-            &anonymous,
+    let reply = anonymous
+        .send(
             "POST",
             "/api/auth/password-reset/confirm",
             Some(
@@ -777,8 +600,8 @@ async fn no_password_token_key_or_code_reaches_the_logs() {
         ("password", password.to_string()),
         ("wrong password", "a wrong password here".to_string()),
         ("new password", new_password.to_string()),
-        ("session token", browser.session.clone().unwrap()),
-        ("CSRF token", browser.csrf.clone().unwrap()),
+        ("session token", browser.session().unwrap().to_string()),
+        ("CSRF token", browser.csrf().unwrap().to_string()),
         ("API key", key),
         ("mail body with the code", format!("is {code}")),
     ] {
@@ -788,30 +611,25 @@ async fn no_password_token_key_or_code_reaches_the_logs() {
 
 #[tokio::test]
 async fn admins_disable_promote_and_delete_users() {
-    let accounts = Accounts::new().await;
-    let boss = accounts
-        .signed_up("boss@example.com", "correct horse battery")
-        .await;
-    let erin = accounts
-        .signed_up("erin@example.com", "correct horse battery")
-        .await;
-    let me = accounts.call(&erin, "GET", "/api/auth/me", None).await;
+    let accounts = platform().build().await;
+    let boss = signed_up(&accounts, "boss@example.com", "correct horse battery").await;
+    let erin = signed_up(&accounts, "erin@example.com", "correct horse battery").await;
+    let me = erin.send("GET", "/api/auth/me", None).await;
     let erin_id = me.body["id"].as_str().unwrap().to_string();
-    let boss_id = accounts.call(&boss, "GET", "/api/auth/me", None).await.body["id"]
+    let boss_id = boss.send("GET", "/api/auth/me", None).await.body["id"]
         .as_str()
         .unwrap()
         .to_string();
 
-    let found = accounts
-        .call(&boss, "GET", "/api/console/admin/users?q=erin", None)
+    let found = boss
+        .send("GET", "/api/console/admin/users?q=erin", None)
         .await;
     assert_eq!(found.status, StatusCode::OK, "{}", found.body);
     assert_eq!(found.body.as_array().unwrap().len(), 1);
     assert_eq!(found.body[0]["email"], "erin@example.com");
 
-    let changed = accounts
-        .call(
-            &boss,
+    let changed = boss
+        .send(
             "PATCH",
             &format!("/api/console/admin/users/{erin_id}"),
             Some(json!({ "status": "disabled" })),
@@ -822,22 +640,22 @@ async fn admins_disable_promote_and_delete_users() {
         (StatusCode::OK, Some("disabled"))
     );
     assert_eq!(
-        accounts
-            .call(&erin, "GET", "/api/auth/me", None)
-            .await
-            .status,
+        erin.send("GET", "/api/auth/me", None).await.status,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        accounts
-            .login("erin@example.com", "correct horse battery", "198.51.100.40")
-            .await
-            .status,
+        login(
+            &accounts,
+            "erin@example.com",
+            "correct horse battery",
+            "198.51.100.40"
+        )
+        .await
+        .status,
         StatusCode::UNAUTHORIZED
     );
-    let changed = accounts
-        .call(
-            &boss,
+    let changed = boss
+        .send(
             "PATCH",
             &format!("/api/console/admin/users/{erin_id}"),
             Some(json!({ "status": "active", "role": "admin" })),
@@ -850,22 +668,23 @@ async fn admins_disable_promote_and_delete_users() {
         ),
         (Some("active"), Some("admin"))
     );
-    let erin = session_of(
-        &accounts
-            .login("erin@example.com", "correct horse battery", "198.51.100.40")
-            .await,
-        &erin,
+    let erin = erin.signed_in(
+        &login(
+            &accounts,
+            "erin@example.com",
+            "correct horse battery",
+            "198.51.100.40",
+        )
+        .await,
     );
     assert_eq!(
-        accounts
-            .call(&erin, "GET", "/api/console/admin/users", None)
+        erin.send("GET", "/api/console/admin/users", None)
             .await
             .status,
         StatusCode::OK
     );
-    let refused = accounts
-        .call(
-            &boss,
+    let refused = boss
+        .send(
             "PATCH",
             &format!("/api/console/admin/users/{boss_id}"),
             Some(json!({ "role": "user" })),
@@ -877,13 +696,11 @@ async fn admins_disable_promote_and_delete_users() {
     );
 
     // A user with a cluster cannot be deleted; one without can, and is gone.
-    let made = accounts
-        .call(&erin, "POST", "/api/console/clusters", Some(json!({ "name": "keep", "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024 })))
+    let made = erin.send( "POST", "/api/console/clusters", Some(json!({ "name": "keep", "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024 })))
         .await;
     assert_eq!(made.status, StatusCode::ACCEPTED, "{}", made.body);
-    let refused = accounts
-        .call(
-            &boss,
+    let refused = boss
+        .send(
             "DELETE",
             &format!("/api/console/admin/users/{erin_id}"),
             None,
@@ -893,12 +710,9 @@ async fn admins_disable_promote_and_delete_users() {
         (refused.status, refused.body["code"].as_str()),
         (StatusCode::CONFLICT, Some("user_has_clusters"))
     );
-    let frank = accounts
-        .signed_up("frank@example.com", "correct horse battery")
-        .await;
-    let key = accounts
-        .call(
-            &frank,
+    let frank = signed_up(&accounts, "frank@example.com", "correct horse battery").await;
+    let key = frank
+        .send(
             "POST",
             "/api/console/account/api-keys",
             Some(json!({ "name": "k", "scope": "write", "password": "correct horse battery" })),
@@ -908,54 +722,40 @@ async fn admins_disable_promote_and_delete_users() {
         .as_str()
         .unwrap()
         .to_string();
-    let frank_id = accounts
-        .call(&frank, "GET", "/api/auth/me", None)
-        .await
-        .body["id"]
+    let frank_id = frank.send("GET", "/api/auth/me", None).await.body["id"]
         .as_str()
         .unwrap()
         .to_string();
-    let deleted = accounts
-        .call(
-            &boss,
+    let deleted = boss
+        .send(
             "DELETE",
             &format!("/api/console/admin/users/{frank_id}"),
             None,
         )
         .await;
     assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.body);
-    let cli = Client {
-        bearer: Some(key),
-        ip: "198.51.100.41".into(),
-        ..Client::default()
-    };
+    let cli = accounts.client().ip("198.51.100.41").bearer(&key);
     assert_eq!(
-        accounts
-            .call(&cli, "GET", "/api/console/clusters", None)
-            .await
-            .status,
+        cli.send("GET", "/api/console/clusters", None).await.status,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        accounts
-            .login(
-                "frank@example.com",
-                "correct horse battery",
-                "198.51.100.41"
-            )
-            .await
-            .status,
+        login(
+            &accounts,
+            "frank@example.com",
+            "correct horse battery",
+            "198.51.100.41"
+        )
+        .await
+        .status,
         StatusCode::UNAUTHORIZED
     );
-    let all = accounts
-        .call(&boss, "GET", "/api/console/admin/users", None)
-        .await;
+    let all = boss.send("GET", "/api/console/admin/users", None).await;
     assert!(!all.body.to_string().contains("frank@example.com"));
 
     // Admin actions are in everyone's audit stream.
-    let audit = accounts
-        .call(
-            &boss,
+    let audit = boss
+        .send(
             "GET",
             &format!("/api/console/admin/audit-events?actor_user_id={boss_id}"),
             None,
@@ -995,21 +795,16 @@ fn settings_body(sink_port: u16) -> Value {
 #[tokio::test]
 async fn system_settings_seal_their_secrets_and_drive_the_mail() {
     // The environment's SMTP_URL points nowhere: mail can only go through the settings.
-    let accounts = Accounts::with_env(|_| {
-        vec![
-            (
-                "SMTP_URL".into(),
-                format!("smtp://127.0.0.1:{}", tests::free_port()),
-            ),
-            ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
-        ]
-    })
-    .await;
-    let mut body = settings_body(accounts.mail.port);
-    let anonymous = Client {
-        ip: "198.51.100.50".into(),
-        ..Client::default()
-    };
+    let accounts = platform()
+        .env(
+            "SMTP_URL",
+            &format!("smtp://127.0.0.1:{}", tests::free_port()),
+        )
+        .env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
+        .build()
+        .await;
+    let mut body = settings_body(accounts.mail().port);
+    let anonymous = accounts.client().ip("198.51.100.50");
     // Nobody can confirm an account before the admin sets SMTP up; so seed the admin.
     sqlx::query(
         "INSERT INTO users (email, display_name, password_hash, role, email_verified_at) VALUES ('boss@example.com', 'Boss', $1, 'admin', now())",
@@ -1018,29 +813,25 @@ async fn system_settings_seal_their_secrets_and_drive_the_mail() {
     .execute(&accounts.db.pool)
     .await
     .unwrap();
-    let boss = session_of(
-        &accounts
-            .login("boss@example.com", "correct horse battery", "198.51.100.50")
-            .await,
-        &anonymous,
+    let boss = anonymous.signed_in(
+        &login(
+            &accounts,
+            "boss@example.com",
+            "correct horse battery",
+            "198.51.100.50",
+        )
+        .await,
     );
     body["secrets"] =
         json!({ "github_oauth_client_secret": "gh-secret-123456", "smtp_password": null });
-    let saved = accounts
-        .call(
-            &boss,
-            "PUT",
-            "/api/console/admin/settings",
-            Some(body.clone()),
-        )
+    let saved = boss
+        .send("PUT", "/api/console/admin/settings", Some(body.clone()))
         .await;
     assert_eq!(saved.status, StatusCode::OK, "{}", saved.body);
     assert_eq!(saved.body["secrets"]["github_oauth_client_secret"], true);
     assert_eq!(saved.body["secrets"]["smtp_password"], false);
     assert_eq!(saved.body["github_oauth_client_id"], "gh-client");
-    let read = accounts
-        .call(&boss, "GET", "/api/console/admin/settings", None)
-        .await;
+    let read = boss.send("GET", "/api/console/admin/settings", None).await;
     assert!(!read.body.to_string().contains("gh-secret-123456"));
     let (sealed,): (Vec<u8>,) =
         sqlx::query_as("SELECT github_oauth_client_secret_encrypted FROM system_settings")
@@ -1051,8 +842,8 @@ async fn system_settings_seal_their_secrets_and_drive_the_mail() {
         !sealed.windows(16).any(|w| w == b"gh-secret-123456"),
         "sealed at rest"
     );
-    let audit = accounts
-        .call(&boss, "GET", "/api/console/admin/audit-events", None)
+    let audit = boss
+        .send("GET", "/api/console/admin/audit-events", None)
         .await;
     assert!(
         audit
@@ -1064,25 +855,19 @@ async fn system_settings_seal_their_secrets_and_drive_the_mail() {
 
     // Absent secrets are kept.
     body["secrets"] = json!({});
-    let saved = accounts
-        .call(
-            &boss,
-            "PUT",
-            "/api/console/admin/settings",
-            Some(body.clone()),
-        )
+    let saved = boss
+        .send("PUT", "/api/console/admin/settings", Some(body.clone()))
         .await;
     assert_eq!(saved.body["secrets"]["github_oauth_client_secret"], true);
 
     // Mail now goes through the settings' SMTP server, from its sender.
-    let reply = accounts
-        .call(&anonymous, "POST", "/api/auth/register", Some(json!({ "email": "henry@example.com", "password": "correct horse battery", "display_name": "Henry" })))
+    let reply = anonymous.send( "POST", "/api/auth/register", Some(json!({ "email": "henry@example.com", "password": "correct horse battery", "display_name": "Henry" })))
         .await;
     assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-    accounts.mail.code_for("henry@example.com").await;
+    accounts.mail().code_for("henry@example.com").await;
     assert!(
         accounts
-            .mail
+            .mail()
             .messages()
             .iter()
             .any(|m| m.contains("robot@kubebyon.example.com"))
@@ -1091,24 +876,22 @@ async fn system_settings_seal_their_secrets_and_drive_the_mail() {
     // Bad input is named; captcha needs its URL and secret.
     body["smtp_tls"] = json!("sometimes");
     body["captcha_enabled"] = json!(true);
-    let refused = accounts
-        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+    let refused = boss
+        .send("PUT", "/api/console/admin/settings", Some(body))
         .await;
     assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let fields = crate::platform::problem_fields(&refused.body);
+    let fields = crate::harness::problem_fields(&refused.body);
     assert_eq!(fields, ["smtp_tls", "captcha_enabled"]);
 }
 
 #[tokio::test]
 async fn secrets_cannot_be_stored_without_the_settings_key() {
-    let accounts = Accounts::new().await;
-    let boss = accounts
-        .signed_up("boss@example.com", "correct horse battery")
-        .await;
-    let mut body = settings_body(accounts.mail.port);
+    let accounts = platform().build().await;
+    let boss = signed_up(&accounts, "boss@example.com", "correct horse battery").await;
+    let mut body = settings_body(accounts.mail().port);
     body["secrets"] = json!({ "captcha_secret": "s3cret" });
-    let refused = accounts
-        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+    let refused = boss
+        .send("PUT", "/api/console/admin/settings", Some(body))
         .await;
     assert_eq!(
         (refused.status, refused.body["code"].as_str()),
@@ -1120,40 +903,33 @@ async fn secrets_cannot_be_stored_without_the_settings_key() {
 }
 
 /// The platform with GitHub and Google pointed at one loopback provider.
-async fn with_oauth() -> (Accounts, tests::oauth::OAuthProvider, Client) {
+async fn with_oauth() -> (TestApp, tests::oauth::OAuthProvider, Client) {
     let provider = tests::oauth::OAuthProvider::start("kb-client", "kb-client-secret").await;
     let url = provider.url.clone();
-    let accounts = Accounts::with_env(move |mail| {
-        let mut vars = vec![
-            ("SMTP_URL".to_string(), mail.url()),
-            ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
-            (
-                "KUBEBYON_PUBLIC_BASE_URL".into(),
-                "https://kubebyon.example.com".into(),
-            ),
-        ];
-        for (name, path) in [
-            ("KUBEBYON_GITHUB_AUTHORIZE_URL", "/authorize"),
-            ("KUBEBYON_GITHUB_TOKEN_URL", "/token"),
-            ("KUBEBYON_GITHUB_API_URL", ""),
-            ("KUBEBYON_GOOGLE_AUTHORIZE_URL", "/authorize"),
-            ("KUBEBYON_GOOGLE_TOKEN_URL", "/token"),
-            ("KUBEBYON_GOOGLE_USERINFO_URL", "/userinfo"),
-        ] {
-            vars.push((name.into(), format!("{url}{path}")));
-        }
-        vars
-    })
+    let accounts = [
+        ("KUBEBYON_GITHUB_AUTHORIZE_URL", "/authorize"),
+        ("KUBEBYON_GITHUB_TOKEN_URL", "/token"),
+        ("KUBEBYON_GITHUB_API_URL", ""),
+        ("KUBEBYON_GOOGLE_AUTHORIZE_URL", "/authorize"),
+        ("KUBEBYON_GOOGLE_TOKEN_URL", "/token"),
+        ("KUBEBYON_GOOGLE_USERINFO_URL", "/userinfo"),
+    ]
+    .into_iter()
+    .fold(
+        platform()
+            .env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
+            .env("KUBEBYON_PUBLIC_BASE_URL", "https://kubebyon.example.com"),
+        |builder, (name, path)| builder.env(name, &format!("{url}{path}")),
+    )
+    .build()
     .await;
-    let boss = accounts
-        .signed_up("boss@example.com", "correct horse battery")
-        .await;
-    let mut body = settings_body(accounts.mail.port);
+    let boss = signed_up(&accounts, "boss@example.com", "correct horse battery").await;
+    let mut body = settings_body(accounts.mail().port);
     body["github_oauth_client_id"] = json!("kb-client");
     body["google_oauth_client_id"] = json!("kb-client");
     body["secrets"] = json!({ "github_oauth_client_secret": "kb-client-secret", "google_oauth_client_secret": "kb-client-secret" });
-    let saved = accounts
-        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+    let saved = boss
+        .send("PUT", "/api/console/admin/settings", Some(body))
         .await;
     assert_eq!(saved.status, StatusCode::OK, "{}", saved.body);
     (accounts, provider, boss)
@@ -1163,7 +939,7 @@ async fn with_oauth() -> (Accounts, tests::oauth::OAuthProvider, Client) {
 /// and the callback as the provider's redirect lands on it. `tamper` may
 /// change the login cookie before the callback.
 async fn oauth_login(
-    accounts: &Accounts,
+    accounts: &TestApp,
     provider: &str,
     tamper: impl FnOnce(String) -> String,
 ) -> Reply {
@@ -1172,25 +948,21 @@ async fn oauth_login(
 
 /// An OAuth login started with `return_to` (as it appears in the query string).
 async fn oauth_login_returning(
-    accounts: &Accounts,
+    accounts: &TestApp,
     provider: &str,
     return_to: &str,
     tamper: impl FnOnce(String) -> String,
 ) -> Reply {
-    let browser = Client {
-        ip: "198.51.100.60".into(),
-        ..Client::default()
-    };
-    let started = accounts
-        .call(
-            &browser,
+    let browser = accounts.client().ip("198.51.100.60");
+    let started = browser
+        .send(
             "GET",
             &format!("/api/auth/oauth/{provider}/start?return_to={return_to}"),
             None,
         )
         .await;
     assert_eq!(started.status, StatusCode::SEE_OTHER, "{}", started.body);
-    let cookie = cookie(&started, "kb_oauth").expect("the login cookie");
+    let cookie = started.cookie("kb_oauth").expect("the login cookie");
     let location = started.headers[header::LOCATION]
         .to_str()
         .unwrap()
@@ -1212,20 +984,10 @@ async fn oauth_login_returning(
     let path = back
         .strip_prefix("https://kubebyon.example.com")
         .expect("the redirect URI is the platform's callback");
-    let request = Request::get(path)
-        .header(header::COOKIE, format!("kb_oauth={}", tamper(cookie)))
-        .header("x-forwarded-for", "198.51.100.60")
-        .body(Body::empty())
-        .unwrap();
-    let response = accounts.router.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        headers,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
+    browser
+        .header("cookie", format!("kb_oauth={}", tamper(cookie)))
+        .send("GET", path, None)
+        .await
 }
 
 fn person(subject: &str, email: &str, verified: bool) -> tests::oauth::Person {
@@ -1246,58 +1008,36 @@ async fn oauth_logs_in_new_and_linked_accounts_through_state_and_pkce() {
     let reply = oauth_login(&accounts, "github", |c| c).await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
     assert_eq!(reply.headers[header::LOCATION], "/clusters");
-    let octo = session_of(
-        &reply,
-        &Client {
-            ip: "198.51.100.60".into(),
-            ..Client::default()
-        },
-    );
-    let me = accounts.call(&octo, "GET", "/api/auth/me", None).await;
+    let octo = (accounts.client().ip("198.51.100.60")).signed_in(&reply);
+    let me = octo.send("GET", "/api/auth/me", None).await;
     assert_eq!(
         (me.body["email"].as_str(), me.body["has_password"].as_bool()),
         (Some("octo@example.com"), Some(false))
     );
     // Again: the same account, through the link.
     let again = oauth_login(&accounts, "github", |c| c).await;
-    let again = session_of(&again, &octo);
+    let again = octo.signed_in(&again);
     assert_eq!(
-        accounts
-            .call(&again, "GET", "/api/auth/me", None)
-            .await
-            .body["id"],
+        again.send("GET", "/api/auth/me", None).await.body["id"],
         me.body["id"]
     );
 
     // An existing password account is linked through Google's verified email.
-    let alice = accounts
-        .signed_up("alice@example.com", "correct horse battery")
-        .await;
-    let alice_id = accounts
-        .call(&alice, "GET", "/api/auth/me", None)
-        .await
-        .body["id"]
-        .clone();
+    let alice = signed_up(&accounts, "alice@example.com", "correct horse battery").await;
+    let alice_id = alice.send("GET", "/api/auth/me", None).await.body["id"].clone();
     provider.log_in_as(person("google-sub-1", "alice@example.com", true));
     let reply = oauth_login(&accounts, "google", |c| c).await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
-    let linked = session_of(&reply, &alice);
+    let linked = alice.signed_in(&reply);
     assert_eq!(
-        accounts
-            .call(&linked, "GET", "/api/auth/me", None)
-            .await
-            .body["id"],
+        linked.send("GET", "/api/auth/me", None).await.body["id"],
         alice_id
     );
-    let history = accounts
-        .call(&alice, "GET", "/api/console/account/logins", None)
-        .await;
+    let history = alice.send("GET", "/api/console/account/logins", None).await;
     assert_eq!(history.body[0]["method"], "google");
 
     // An unverified address links to nothing.
-    accounts
-        .signed_up("bob@example.com", "correct horse battery")
-        .await;
+    signed_up(&accounts, "bob@example.com", "correct horse battery").await;
     provider.log_in_as(person("google-sub-2", "bob@example.com", false));
     let reply = oauth_login(&accounts, "google", |c| c).await;
     assert_eq!(
@@ -1374,7 +1114,7 @@ async fn captcha_provider() -> String {
     use axum::{Form, routing::post};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/siteverify", listener.local_addr().unwrap());
-    let app = Router::new().route(
+    let app = axum::Router::new().route(
         "/siteverify",
         post(|Form(form): Form<HashMap<String, String>>| async move {
             let solved = form.get("secret").map(String::as_str) == Some("captcha-secret")
@@ -1388,38 +1128,30 @@ async fn captcha_provider() -> String {
 
 #[tokio::test]
 async fn an_enabled_captcha_guards_register_login_and_codes() {
-    let accounts = Accounts::with_env(|mail| {
-        vec![
-            ("SMTP_URL".into(), mail.url()),
-            ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
-            // The captcha provider is a loopback server over plain HTTP.
-            ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND".into(), "true".into()),
-        ]
-    })
-    .await;
-    let boss = accounts
-        .signed_up("boss@example.com", "correct horse battery")
+    let accounts = platform()
+        .env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
+        // The captcha provider is a loopback server over plain HTTP.
+        .env("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true")
+        .build()
         .await;
-    let mut body = settings_body(accounts.mail.port);
+    let boss = signed_up(&accounts, "boss@example.com", "correct horse battery").await;
+    let mut body = settings_body(accounts.mail().port);
     body["smtp_host"] = Value::Null;
     body["captcha_enabled"] = json!(true);
     body["captcha_verify_url"] = json!(captcha_provider().await);
     body["secrets"] = json!({ "captcha_secret": "captcha-secret" });
-    let saved = accounts
-        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+    let saved = boss
+        .send("PUT", "/api/console/admin/settings", Some(body))
         .await;
     assert_eq!(saved.status, StatusCode::OK, "{}", saved.body);
 
-    let anonymous = Client {
-        ip: "198.51.100.70".into(),
-        ..Client::default()
-    };
+    let anonymous = accounts.client().ip("198.51.100.70");
     let register = |token: Option<&str>| {
         let mut body = json!({ "email": "ivy@example.com", "password": "correct horse battery", "display_name": "Ivy" });
         if let Some(token) = token {
             body["captcha_token"] = json!(token);
         }
-        accounts.call(&anonymous, "POST", "/api/auth/register", Some(body))
+        anonymous.send("POST", "/api/auth/register", Some(body))
     };
     for token in [None, Some("robot")] {
         let reply = register(token).await;
@@ -1435,13 +1167,12 @@ async fn an_enabled_captcha_guards_register_login_and_codes() {
         if let Some(token) = token {
             body["captcha_token"] = json!(token);
         }
-        accounts.call(&anonymous, "POST", "/api/auth/login", Some(body))
+        anonymous.send("POST", "/api/auth/login", Some(body))
     };
     assert_eq!(login(None).await.status, StatusCode::BAD_REQUEST);
     assert_eq!(login(Some("human")).await.status, StatusCode::OK);
-    let reset = accounts
-        .call(
-            &anonymous,
+    let reset = anonymous
+        .send(
             "POST",
             "/api/auth/password-reset",
             Some(json!({ "email": "boss@example.com" })),
@@ -1451,9 +1182,9 @@ async fn an_enabled_captcha_guards_register_login_and_codes() {
 }
 
 /// The envelope recipients of every message the sink holds.
-fn recipients(accounts: &Accounts) -> Vec<String> {
+fn recipients(accounts: &TestApp) -> Vec<String> {
     accounts
-        .mail
+        .mail()
         .messages()
         .iter()
         .flat_map(|m| {
@@ -1467,30 +1198,22 @@ fn recipients(accounts: &Accounts) -> Vec<String> {
 
 #[tokio::test]
 async fn a_reset_for_a_look_alike_address_reaches_neither_the_attacker_nor_the_account() {
-    let accounts = Accounts::new().await;
-    accounts
-        .signed_up("victim@gmail.com", "correct horse battery")
-        .await;
-    let attacker = Client {
-        ip: "203.0.113.66".into(),
-        ..Client::default()
-    };
+    let accounts = platform().build().await;
+    signed_up(&accounts, "victim@gmail.com", "correct horse battery").await;
+    let attacker = accounts.client().ip("203.0.113.66");
     let before = recipients(&accounts);
     assert_eq!(before, ["victim@gmail.com"], "the sign-up code only");
     // PostgreSQL's lower() maps U+0130 to 'i': 'gmaİl.com' once matched 'gmail.com'.
     for lookalike in ["victim@gmaİl.com", "victim@GMAİL.COM"] {
-        let reply = accounts
-            .call(
-                &attacker,
+        let reply = attacker
+            .send(
                 "POST",
                 "/api/auth/password-reset",
                 Some(json!({ "email": lookalike })),
             )
             .await;
         assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-        let reply = accounts
-            .call(
-                &attacker,
+        let reply = attacker.send(
                 "POST",
                 "/api/auth/password-reset/confirm",
                 Some(json!({ "email": lookalike, "code": "123456", "new_password": "attacker owns this" })),
@@ -1502,30 +1225,37 @@ async fn a_reset_for_a_look_alike_address_reaches_neither_the_attacker_nor_the_a
     assert_eq!(recipients(&accounts), before, "no code went anywhere");
     // The victim's password still opens the account; the attacker's does not.
     assert_eq!(
-        accounts
-            .login("victim@gmail.com", "correct horse battery", "198.51.100.5")
-            .await
-            .status,
+        login(
+            &accounts,
+            "victim@gmail.com",
+            "correct horse battery",
+            "198.51.100.5"
+        )
+        .await
+        .status,
         StatusCode::OK
     );
     assert_eq!(
-        accounts
-            .login("victim@gmail.com", "attacker owns this", "198.51.100.5")
-            .await
-            .status,
+        login(
+            &accounts,
+            "victim@gmail.com",
+            "attacker owns this",
+            "198.51.100.5"
+        )
+        .await
+        .status,
         StatusCode::UNAUTHORIZED
     );
     // The owner's own reset, typed in any case, mails the stored address only.
-    let reply = accounts
-        .call(
-            &attacker,
+    let reply = attacker
+        .send(
             "POST",
             "/api/auth/password-reset",
             Some(json!({ "email": " Victim@GMAIL.com " })),
         )
         .await;
     assert_eq!(reply.status, StatusCode::ACCEPTED);
-    accounts.mail.code_for("victim@gmail.com").await;
+    accounts.mail().code_for("victim@gmail.com").await;
     assert_eq!(
         recipients(&accounts),
         ["victim@gmail.com", "victim@gmail.com"]
@@ -1534,11 +1264,8 @@ async fn a_reset_for_a_look_alike_address_reaches_neither_the_attacker_nor_the_a
 
 #[tokio::test]
 async fn addresses_that_are_not_one_plain_mailbox_are_refused_before_anything_is_sent() {
-    let accounts = Accounts::new().await;
-    let client = Client {
-        ip: "203.0.113.67".into(),
-        ..Client::default()
-    };
+    let accounts = platform().build().await;
+    let client = accounts.client().ip("203.0.113.67");
     for email in [
         "x<sink2@example.org>",
         "\"sink2@example.org\"@example.net",
@@ -1546,9 +1273,7 @@ async fn addresses_that_are_not_one_plain_mailbox_are_refused_before_anything_is
         "sink2@example.org\r\nBcc: other@example.org",
         "vİctim@gmail.com",
     ] {
-        let reply = accounts
-            .call(
-                &client,
+        let reply = client.send(
                 "POST",
                 "/api/auth/register",
                 Some(json!({ "email": email, "password": "correct horse battery", "display_name": "X" })),
@@ -1569,9 +1294,7 @@ async fn addresses_that_are_not_one_plain_mailbox_are_refused_before_anything_is
         "/api/auth/password-reset",
         "/api/auth/register",
     ] {
-        let reply = accounts
-            .call(
-                &client,
+        let reply = client.send(
                 "POST",
                 path,
                 Some(json!({ "email": huge, "password": "correct horse battery", "display_name": "X" })),
@@ -1598,84 +1321,86 @@ async fn addresses_that_are_not_one_plain_mailbox_are_refused_before_anything_is
     assert_eq!(users, 0);
 }
 
-async fn register_dana(accounts: &Accounts, client: &Client, password: &str) -> Reply {
+async fn register_dana(client: &Client, password: &str) -> Reply {
     let body = json!({ "email": "dana@example.com", "password": password, "display_name": "Dana" });
-    accounts
-        .call(client, "POST", "/api/auth/register", Some(body))
-        .await
+    client.send("POST", "/api/auth/register", Some(body)).await
 }
 
-async fn verify_dana(accounts: &Accounts, client: &Client, code: &str, password: &str) -> Reply {
+async fn verify_dana(client: &Client, code: &str, password: &str) -> Reply {
     let body = json!({ "email": "dana@example.com", "code": code, "password": password });
-    accounts
-        .call(client, "POST", "/api/auth/verify-email", Some(body))
+    client
+        .send("POST", "/api/auth/verify-email", Some(body))
         .await
 }
 
 #[tokio::test]
 async fn a_second_registration_cannot_ride_on_the_owners_code() {
-    let accounts = Accounts::new().await;
-    let owner = Client {
-        ip: "198.51.100.40".into(),
-        ..Client::default()
-    };
-    let attacker = Client {
-        ip: "203.0.113.40".into(),
-        ..Client::default()
-    };
+    let accounts = platform().build().await;
+    let owner = accounts.client().ip("198.51.100.40");
+    let attacker = accounts.client().ip("203.0.113.40");
     assert_eq!(
-        register_dana(&accounts, &owner, "owner's own password")
-            .await
-            .status,
+        register_dana(&owner, "owner's own password").await.status,
         StatusCode::ACCEPTED
     );
     assert_eq!(
-        register_dana(&accounts, &attacker, "attacker's password")
-            .await
-            .status,
+        register_dana(&attacker, "attacker's password").await.status,
         StatusCode::ACCEPTED
     );
     // The owner's mailbox holds the newest code; with the owner's password it does not confirm the attacker's.
-    let code = accounts.mail.code_for("dana@example.com").await;
-    let reply = verify_dana(&accounts, &owner, &code, "owner's own password").await;
+    let code = accounts.mail().code_for("dana@example.com").await;
+    let reply = verify_dana(&owner, &code, "owner's own password").await;
     assert_eq!(
         (reply.status, reply.body["code"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_code"))
     );
     // Nor does anything the attacker can send without the code.
-    let reply = verify_dana(&accounts, &attacker, "000000", "attacker's password").await;
+    let reply = verify_dana(&attacker, "000000", "attacker's password").await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     // Before confirmation a right password and a wrong one get the same answer.
-    let right = accounts
-        .login("dana@example.com", "attacker's password", "203.0.113.40")
-        .await;
-    let wrong = accounts
-        .login("dana@example.com", "not the password", "203.0.113.40")
-        .await;
+    let right = login(
+        &accounts,
+        "dana@example.com",
+        "attacker's password",
+        "203.0.113.40",
+    )
+    .await;
+    let wrong = login(
+        &accounts,
+        "dana@example.com",
+        "not the password",
+        "203.0.113.40",
+    )
+    .await;
     assert_eq!((right.status, &right.body), (wrong.status, &wrong.body));
     // The owner registers again and confirms with their password.
     assert_eq!(
-        register_dana(&accounts, &owner, "owner's own password")
-            .await
-            .status,
+        register_dana(&owner, "owner's own password").await.status,
         StatusCode::ACCEPTED
     );
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let code = accounts.mail.code_for("dana@example.com").await;
-    let reply = verify_dana(&accounts, &owner, &code, "owner's own password").await;
+    let code = accounts.mail().code_for("dana@example.com").await;
+    let reply = verify_dana(&owner, &code, "owner's own password").await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     assert_eq!(
-        accounts
-            .login("dana@example.com", "attacker's password", "203.0.113.40")
-            .await
-            .status,
+        login(
+            &accounts,
+            "dana@example.com",
+            "attacker's password",
+            "203.0.113.40"
+        )
+        .await
+        .status,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        accounts
-            .login("dana@example.com", "owner's own password", "198.51.100.40")
-            .await
-            .status,
+        login(
+            &accounts,
+            "dana@example.com",
+            "owner's own password",
+            "198.51.100.40"
+        )
+        .await
+        .status,
         StatusCode::OK
     );
 }
@@ -1683,13 +1408,8 @@ async fn a_second_registration_cannot_ride_on_the_owners_code() {
 #[tokio::test]
 async fn an_oauth_login_takes_an_unconfirmed_address_from_whoever_registered_it() {
     let (accounts, provider, _boss) = with_oauth().await;
-    let attacker = Client {
-        ip: "203.0.113.41".into(),
-        ..Client::default()
-    };
-    let reply = accounts
-        .call(
-            &attacker,
+    let attacker = accounts.client().ip("203.0.113.41");
+    let reply = attacker.send(
             "POST",
             "/api/auth/register",
             Some(json!({ "email": "erin@example.com", "password": "attacker's password", "display_name": "Erin" })),
@@ -1700,8 +1420,8 @@ async fn an_oauth_login_takes_an_unconfirmed_address_from_whoever_registered_it(
     provider.log_in_as(person("google-erin", "Erin@Example.com", true));
     let reply = oauth_login(&accounts, "google", |c| c).await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
-    let owner = session_of(&reply, &attacker);
-    let me = accounts.call(&owner, "GET", "/api/auth/me", None).await;
+    let owner = attacker.signed_in(&reply);
+    let me = owner.send("GET", "/api/auth/me", None).await;
     assert_eq!(
         (
             me.body["email"].as_str(),
@@ -1712,10 +1432,14 @@ async fn an_oauth_login_takes_an_unconfirmed_address_from_whoever_registered_it(
         "the unproven password is gone"
     );
     assert_eq!(
-        accounts
-            .login("erin@example.com", "attacker's password", "203.0.113.41")
-            .await
-            .status,
+        login(
+            &accounts,
+            "erin@example.com",
+            "attacker's password",
+            "203.0.113.41"
+        )
+        .await
+        .status,
         StatusCode::UNAUTHORIZED
     );
 }
@@ -1740,21 +1464,11 @@ async fn an_oauth_login_returns_only_to_a_path_on_this_site() {
 #[tokio::test]
 async fn a_forged_forwarded_for_neither_buys_fresh_buckets_nor_lands_in_the_history() {
     // Exposed directly (no trusted proxy): the peer address is the client's.
-    let accounts = Accounts::with_env(|mail| {
-        vec![
-            ("SMTP_URL".into(), mail.url()),
-            ("KUBEBYON_TRUSTED_PROXY_HOPS".into(), "0".into()),
-        ]
-    })
-    .await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let served = accounts
-        .router
-        .clone()
-        .into_make_service_with_connect_info::<std::net::SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, served).await });
-    let http = reqwest::Client::new();
+    let accounts = platform()
+        .env("KUBEBYON_TRUSTED_PROXY_HOPS", "0")
+        .build()
+        .await;
+    let http = Client::http(&accounts.base_url, std::time::Duration::from_secs(30));
     // The limit's window is fixed (aligned to the epoch): 32 logins that
     // straddle its edge would count in two windows. Start clear of it.
     let window = shared::accounts::auth::LOGIN_PER_IP.window.as_secs();
@@ -1768,13 +1482,15 @@ async fn a_forged_forwarded_for_neither_buys_fresh_buckets_nor_lands_in_the_hist
     let mut statuses = Vec::new();
     for i in 0..32 {
         let reply = http
-            .post(format!("{base}/api/auth/login"))
+            .clone()
             .header("x-forwarded-for", format!("203.0.113.{i}"))
-            .json(&json!({ "email": format!("nobody{i}@example.com"), "password": "guess guess guess" }))
-            .send()
-            .await
-            .unwrap();
-        statuses.push(reply.status().as_u16());
+            .send(
+                "POST",
+                "/api/auth/login",
+                Some(json!({ "email": format!("nobody{i}@example.com"), "password": "guess guess guess" })),
+            )
+            .await;
+        statuses.push(reply.status.as_u16());
     }
     assert_eq!(statuses[..30], [401; 30]);
     assert_eq!(
@@ -1790,14 +1506,10 @@ async fn a_forged_forwarded_for_neither_buys_fresh_buckets_nor_lands_in_the_hist
     assert_eq!(recorded, [(Some("127.0.0.1".to_string()),)]);
 }
 
-async fn ask_reset(accounts: &Accounts, email: &str) -> (StatusCode, Value) {
-    let client = Client {
-        ip: "203.0.113.90".into(),
-        ..Client::default()
-    };
-    let reply = accounts
-        .call(
-            &client,
+async fn ask_reset(accounts: &TestApp, email: &str) -> (StatusCode, Value) {
+    let client = accounts.client().ip("203.0.113.90");
+    let reply = client
+        .send(
             "POST",
             "/api/auth/password-reset",
             Some(json!({ "email": email })),
@@ -1806,7 +1518,7 @@ async fn ask_reset(accounts: &Accounts, email: &str) -> (StatusCode, Value) {
     (reply.status, reply.body)
 }
 
-async fn add_real_account(accounts: &Accounts) {
+async fn add_real_account(accounts: &TestApp) {
     sqlx::query(
         "INSERT INTO users (email, display_name, password_hash, email_verified_at)
          VALUES ('real@example.com', 'Real', 'x', now())",
@@ -1820,7 +1532,7 @@ async fn add_real_account(accounts: &Accounts) {
 async fn a_reset_answers_alike_for_real_and_unknown_addresses_whatever_the_mail_server_does() {
     // The mail server is down: a real address gets what an unknown one gets.
     let closed = format!("smtp://127.0.0.1:{}", tests::free_port());
-    let down = Accounts::with_env(move |_| vec![("SMTP_URL".into(), closed)]).await;
+    let down = platform().env("SMTP_URL", &closed).build().await;
     add_real_account(&down).await;
     let (known, unknown) = (
         ask_reset(&down, "real@example.com").await,
@@ -1829,7 +1541,11 @@ async fn a_reset_answers_alike_for_real_and_unknown_addresses_whatever_the_mail_
     assert_eq!(known.0, StatusCode::ACCEPTED, "{}", known.1);
     assert_eq!(known, unknown);
     // No mail server configured at all: 503 for both, before any lookup.
-    let none = Accounts::with_env(|_| vec![]).await;
+    let none = TestApp::builder("accounts-test")
+        .accounts()
+        .console()
+        .build()
+        .await;
     add_real_account(&none).await;
     let (known, unknown) = (
         ask_reset(&none, "real@example.com").await,
@@ -1844,16 +1560,13 @@ async fn a_reset_answers_alike_for_real_and_unknown_addresses_whatever_the_mail_
 
 #[tokio::test]
 async fn api_keys_are_scoped_expire_cannot_mint_keys_and_die_with_the_password() {
-    let accounts = Accounts::new().await;
-    let browser = accounts
-        .signed_up("kim@example.com", "correct horse battery")
-        .await;
+    let accounts = platform().build().await;
+    let browser = signed_up(&accounts, "kim@example.com", "correct horse battery").await;
     let make = |body: Value| {
-        let accounts = &accounts;
         let browser = &browser;
         async move {
-            accounts
-                .call(browser, "POST", "/api/console/account/api-keys", Some(body))
+            browser
+                .send("POST", "/api/console/account/api-keys", Some(body))
                 .await
         }
     };
@@ -1889,10 +1602,11 @@ async fn api_keys_are_scoped_expire_cannot_mint_keys_and_die_with_the_password()
         "the scope is chosen, never assumed"
     );
 
-    let key_client = |reply: &Reply| Client {
-        bearer: Some(reply.body["key"].as_str().unwrap().to_string()),
-        ip: "198.51.100.31".into(),
-        ..Client::default()
+    let key_client = |reply: &Reply| {
+        accounts
+            .client()
+            .ip("198.51.100.31")
+            .bearer(reply.body["key"].as_str().unwrap())
     };
     let reader =
         make(json!({ "name": "dashboards", "scope": "read", "password": "correct horse battery" }))
@@ -1918,33 +1632,26 @@ async fn api_keys_are_scoped_expire_cannot_mint_keys_and_die_with_the_password()
     // A read key reads and writes nothing.
     let cluster = json!({ "name": "scoped", "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024 });
     assert_eq!(
-        accounts
-            .call(&reader, "GET", "/api/console/clusters", None)
+        reader
+            .send("GET", "/api/console/clusters", None)
             .await
             .status,
         StatusCode::OK
     );
-    let refused = accounts
-        .call(
-            &reader,
-            "POST",
-            "/api/console/clusters",
-            Some(cluster.clone()),
-        )
+    let refused = reader
+        .send("POST", "/api/console/clusters", Some(cluster.clone()))
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     // No key makes, revokes or changes credentials.
-    let minted = accounts
-        .call(
-            &writer,
+    let minted = writer
+        .send(
             "POST",
             "/api/console/account/api-keys",
             Some(json!({ "name": "more", "scope": "write", "password": "correct horse battery" })),
         )
         .await;
     assert_eq!(minted.status, StatusCode::FORBIDDEN, "{}", minted.body);
-    let changed = accounts
-        .call(&writer, "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "key holder's password" })))
+    let changed = writer.send( "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "key holder's password" })))
         .await;
     assert_eq!(changed.status, StatusCode::FORBIDDEN, "{}", changed.body);
 
@@ -1956,27 +1663,26 @@ async fn api_keys_are_scoped_expire_cannot_mint_keys_and_die_with_the_password()
     .await
     .unwrap();
     assert_eq!(
-        accounts
-            .call(&reader, "GET", "/api/console/clusters", None)
+        reader
+            .send("GET", "/api/console/clusters", None)
             .await
             .status,
         StatusCode::UNAUTHORIZED
     );
     // A new password revokes every key.
     assert_eq!(
-        accounts
-            .call(&writer, "GET", "/api/console/clusters", None)
+        writer
+            .send("GET", "/api/console/clusters", None)
             .await
             .status,
         StatusCode::OK
     );
-    let reply = accounts
-        .call(&browser, "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "battery staple horse" })))
+    let reply = browser.send( "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "battery staple horse" })))
         .await;
     assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
     assert_eq!(
-        accounts
-            .call(&writer, "GET", "/api/console/clusters", None)
+        writer
+            .send("GET", "/api/console/clusters", None)
             .await
             .status,
         StatusCode::UNAUTHORIZED
@@ -1985,16 +1691,11 @@ async fn api_keys_are_scoped_expire_cannot_mint_keys_and_die_with_the_password()
 
 #[tokio::test]
 async fn settings_send_secrets_only_over_https_to_public_hosts() {
-    let accounts = Accounts::with_env(|mail| {
-        vec![
-            ("SMTP_URL".into(), mail.url()),
-            ("KUBEBYON_SETTINGS_KEY".into(), SETTINGS_KEY.into()),
-        ]
-    })
-    .await;
-    let boss = accounts
-        .signed_up("boss@example.com", "correct horse battery")
+    let accounts = platform()
+        .env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
+        .build()
         .await;
+    let boss = signed_up(&accounts, "boss@example.com", "correct horse battery").await;
     for (field, value) in [
         (
             "captcha_verify_url",
@@ -2016,10 +1717,10 @@ async fn settings_send_secrets_only_over_https_to_public_hosts() {
         ("join_base_url", json!("http://kubebyon.example.com")),
         ("smtp_username", json!("mailer")),
     ] {
-        let mut body = settings_body(accounts.mail.port);
+        let mut body = settings_body(accounts.mail().port);
         body[field] = value.clone();
-        let reply = accounts
-            .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+        let reply = boss
+            .send("PUT", "/api/console/admin/settings", Some(body))
             .await;
         assert_eq!(
             reply.status,
@@ -2034,35 +1735,39 @@ async fn settings_send_secrets_only_over_https_to_public_hosts() {
         };
         assert_eq!(reply.body["errors"][0]["field"], expected, "{}", reply.body);
     }
-    let mut body = settings_body(accounts.mail.port);
+    let mut body = settings_body(accounts.mail().port);
     body["captcha_verify_url"] = json!("https://challenges.example.com/siteverify");
     body["join_base_url"] = json!("https://kubebyon.example.com");
-    let reply = accounts
-        .call(&boss, "PUT", "/api/console/admin/settings", Some(body))
+    let reply = boss
+        .send("PUT", "/api/console/admin/settings", Some(body))
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 }
 
 #[tokio::test]
 async fn a_user_sees_their_sessions_and_signs_out_one_or_everywhere_else() {
-    let accounts = Accounts::new().await;
-    let laptop = accounts
-        .signed_up("lee@example.com", "correct horse battery")
-        .await;
-    let phone = session_of(
-        &accounts
-            .login("lee@example.com", "correct horse battery", "198.51.100.81")
-            .await,
-        &laptop,
+    let accounts = platform().build().await;
+    let laptop = signed_up(&accounts, "lee@example.com", "correct horse battery").await;
+    let phone = laptop.signed_in(
+        &login(
+            &accounts,
+            "lee@example.com",
+            "correct horse battery",
+            "198.51.100.81",
+        )
+        .await,
     );
-    let tablet = session_of(
-        &accounts
-            .login("lee@example.com", "correct horse battery", "198.51.100.82")
-            .await,
-        &laptop,
+    let tablet = laptop.signed_in(
+        &login(
+            &accounts,
+            "lee@example.com",
+            "correct horse battery",
+            "198.51.100.82",
+        )
+        .await,
     );
-    let listed = accounts
-        .call(&laptop, "GET", "/api/console/account/sessions", None)
+    let listed = laptop
+        .send("GET", "/api/console/account/sessions", None)
         .await;
     assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
     let sessions = listed.body.as_array().unwrap();
@@ -2072,11 +1777,9 @@ async fn a_user_sees_their_sessions_and_signs_out_one_or_everywhere_else() {
     assert!(sessions.iter().all(|s| s.get("token_hash").is_none()));
 
     // Another user cannot end Lee's sessions: they are not found for them.
-    let other = accounts
-        .signed_up("mo@example.com", "correct horse battery")
-        .await;
-    let tablet_id = accounts
-        .call(&tablet, "GET", "/api/console/account/sessions", None)
+    let other = signed_up(&accounts, "mo@example.com", "correct horse battery").await;
+    let tablet_id = tablet
+        .send("GET", "/api/console/account/sessions", None)
         .await
         .body
         .as_array()
@@ -2089,50 +1792,43 @@ async fn a_user_sees_their_sessions_and_signs_out_one_or_everywhere_else() {
         .to_string();
     let path = format!("/api/console/account/sessions/{tablet_id}");
     assert_eq!(
-        accounts.call(&other, "DELETE", &path, None).await.status,
+        other.send("DELETE", &path, None).await.status,
         StatusCode::NOT_FOUND
     );
     assert_eq!(
-        accounts.call(&laptop, "DELETE", &path, None).await.status,
+        laptop.send("DELETE", &path, None).await.status,
         StatusCode::NO_CONTENT
     );
     assert_eq!(
-        accounts
-            .call(&tablet, "GET", "/api/auth/me", None)
-            .await
-            .status,
+        tablet.send("GET", "/api/auth/me", None).await.status,
         StatusCode::UNAUTHORIZED
     );
     // Everywhere else: the phone goes, the laptop stays.
-    let ended = accounts
-        .call(&laptop, "DELETE", "/api/console/account/sessions", None)
+    let ended = laptop
+        .send("DELETE", "/api/console/account/sessions", None)
         .await;
     assert_eq!(ended.body["ended"], 1, "{}", ended.body);
     assert_eq!(
-        accounts
-            .call(&phone, "GET", "/api/auth/me", None)
-            .await
-            .status,
+        phone.send("GET", "/api/auth/me", None).await.status,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        accounts
-            .call(&laptop, "GET", "/api/auth/me", None)
-            .await
-            .status,
+        laptop.send("GET", "/api/auth/me", None).await.status,
         StatusCode::OK
     );
 }
 
 #[tokio::test]
 async fn sessions_end_after_their_idle_timeout_and_their_absolute_lifetime() {
-    let accounts = Accounts::new().await;
-    let idle = accounts
-        .signed_up("ivy@example.com", "correct horse battery")
-        .await;
-    let reply = accounts
-        .login("ivy@example.com", "correct horse battery", "198.51.100.90")
-        .await;
+    let accounts = platform().build().await;
+    let idle = signed_up(&accounts, "ivy@example.com", "correct horse battery").await;
+    let reply = login(
+        &accounts,
+        "ivy@example.com",
+        "correct horse battery",
+        "198.51.100.90",
+    )
+    .await;
     // The cookie lives as long as the session may: 12 hours by default.
     let set_cookie = reply
         .headers
@@ -2141,15 +1837,12 @@ async fn sessions_end_after_their_idle_timeout_and_their_absolute_lifetime() {
         .map(|v| v.to_str().unwrap().to_string())
         .collect::<Vec<_>>();
     assert!(set_cookie[0].contains("Max-Age=43200"), "{set_cookie:?}");
-    let old = session_of(&reply, &idle);
-    let me = |client: Client| {
-        let accounts = &accounts;
-        async move {
-            accounts
-                .call(&client, "GET", "/api/console/account/sessions", None)
-                .await
-                .status
-        }
+    let old = idle.signed_in(&reply);
+    let me = |client: Client| async move {
+        client
+            .send("GET", "/api/console/account/sessions", None)
+            .await
+            .status
     };
     assert_eq!(me(idle.clone()).await, StatusCode::OK);
     assert_eq!(me(old.clone()).await, StatusCode::OK);
@@ -2173,7 +1866,7 @@ async fn sessions_end_after_their_idle_timeout_and_their_absolute_lifetime() {
 }
 
 /// Gives the account a live kubeconfig credential on a cluster; returns its id.
-async fn live_kubeconfig(accounts: &Accounts, email: &str) -> uuid::Uuid {
+async fn live_kubeconfig(accounts: &TestApp, email: &str) -> uuid::Uuid {
     let cluster = tests::handlers::seed_cluster(&accounts.db.pool).await;
     sqlx::query_scalar(
         "INSERT INTO kubeconfig_credentials (cluster_id, user_id, service_account_name, expires_at)
@@ -2187,7 +1880,7 @@ async fn live_kubeconfig(accounts: &Accounts, email: &str) -> uuid::Uuid {
     .unwrap()
 }
 
-async fn revoke_reason(accounts: &Accounts, credential: uuid::Uuid) -> Option<String> {
+async fn revoke_reason(accounts: &TestApp, credential: uuid::Uuid) -> Option<String> {
     sqlx::query_scalar("SELECT revoke_reason FROM kubeconfig_credentials WHERE id = $1")
         .bind(credential)
         .fetch_one(&accounts.db.pool)
@@ -2197,18 +1890,13 @@ async fn revoke_reason(accounts: &Accounts, credential: uuid::Uuid) -> Option<St
 
 #[tokio::test]
 async fn a_new_password_revokes_every_kubeconfig_of_the_account() {
-    let accounts = Accounts::new().await;
-    let browser = accounts
-        .signed_up("erin@example.com", "correct horse battery")
-        .await;
-    accounts
-        .signed_up("frank@example.com", "correct horse battery")
-        .await;
+    let accounts = platform().build().await;
+    let browser = signed_up(&accounts, "erin@example.com", "correct horse battery").await;
+    signed_up(&accounts, "frank@example.com", "correct horse battery").await;
     let before_change = live_kubeconfig(&accounts, "erin@example.com").await;
     let others = live_kubeconfig(&accounts, "frank@example.com").await;
 
-    let reply = accounts
-        .call(&browser, "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "battery staple horse" })))
+    let reply = browser.send( "POST", "/api/auth/change-password", Some(json!({ "current_password": "correct horse battery", "new_password": "battery staple horse" })))
         .await;
     assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
     assert_eq!(
@@ -2222,13 +1910,14 @@ async fn a_new_password_revokes_every_kubeconfig_of_the_account() {
     );
 
     let before_reset = live_kubeconfig(&accounts, "erin@example.com").await;
-    let anonymous = Client {
-        ip: "198.51.100.11".into(),
-        ..Client::default()
-    };
-    accounts
-        .reset_password(&anonymous, "erin@example.com", "staple horse battery")
-        .await;
+    let anonymous = accounts.client().ip("198.51.100.11");
+    reset_password(
+        &accounts,
+        &anonymous,
+        "erin@example.com",
+        "staple horse battery",
+    )
+    .await;
     assert_eq!(
         revoke_reason(&accounts, before_reset).await.as_deref(),
         Some("password_changed")
@@ -2248,21 +1937,13 @@ async fn a_new_password_revokes_every_kubeconfig_of_the_account() {
 /// their /64 is one source); the victim resets from elsewhere.
 #[tokio::test]
 async fn a_stranger_cannot_block_a_victims_reset() {
-    let accounts = Accounts::new().await;
-    accounts
-        .signed_up("victim@example.com", "correct horse battery")
-        .await;
+    let accounts = platform().build().await;
+    signed_up(&accounts, "victim@example.com", "correct horse battery").await;
     let ask = |ip: &'static str, path: &'static str, body: Value| {
         let accounts = &accounts;
         async move {
-            let client = Client {
-                ip: ip.into(),
-                ..Client::default()
-            };
-            accounts
-                .call(&client, "POST", path, Some(body))
-                .await
-                .status
+            let client = accounts.client().ip(ip);
+            client.send("POST", path, Some(body)).await.status
         }
     };
     let reset = json!({ "email": "victim@example.com" });
@@ -2300,21 +1981,22 @@ async fn a_stranger_cannot_block_a_victims_reset() {
     // The registration's code and the six resets' have arrived (mail leaves
     // after the answer): the newest is read, so the victim's own is the next.
     for _ in 0..100 {
-        if accounts.mail.messages().len() >= 7 {
+        if accounts.mail().messages().len() >= 7 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(accounts.mail.messages().len(), 7);
-    accounts.mail.code_for("victim@example.com").await;
+    assert_eq!(accounts.mail().messages().len(), 7);
+    accounts.mail().code_for("victim@example.com").await;
     // The victim, from their own address: the reset goes through.
-    let victim = Client {
-        ip: "198.51.100.23".into(),
-        ..Client::default()
-    };
-    accounts
-        .reset_password(&victim, "victim@example.com", "a brand new passphrase")
-        .await;
+    let victim = accounts.client().ip("198.51.100.23");
+    reset_password(
+        &accounts,
+        &victim,
+        "victim@example.com",
+        "a brand new passphrase",
+    )
+    .await;
 }
 
 /// Codes asked from several sources do not buy more guesses at a 6-digit
@@ -2323,18 +2005,13 @@ async fn a_stranger_cannot_block_a_victims_reset() {
 /// use the account's up and lock its owner out.
 #[tokio::test]
 async fn more_codes_buy_no_more_guesses() {
-    let accounts = Accounts::new().await;
-    accounts
-        .signed_up("target@example.com", "correct horse battery")
-        .await;
+    let accounts = platform().build().await;
+    signed_up(&accounts, "target@example.com", "correct horse battery").await;
     let call = |ip: String, path: &'static str, body: Value| {
         let accounts = &accounts;
         async move {
-            let client = Client {
-                ip,
-                ..Client::default()
-            };
-            accounts.call(&client, "POST", path, Some(body)).await
+            let client = accounts.client().ip(&ip);
+            client.send("POST", path, Some(body)).await
         }
     };
     let guess = |ip: String| {

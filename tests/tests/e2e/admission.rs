@@ -5,7 +5,7 @@
 
 use std::{path::PathBuf, process::Stdio};
 
-use crate::platform::{Platform, send};
+use crate::harness::{Client, TestApp};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use shared::admission::registration::{CONFIGURATION, NODES, PODS, WORKLOADS};
@@ -17,10 +17,10 @@ fn fixture(name: &str) -> Value {
 }
 
 /// The simulated control plane of the cluster `id`.
-async fn vcluster(platform: &Platform, id: &str) -> std::sync::Arc<kube_sim::Simulator> {
+async fn vcluster(platform: &TestApp, id: &str) -> std::sync::Arc<kube_sim::Simulator> {
     let cluster = platform.cluster(id).await;
     platform
-        .sim
+        .sim()
         .vcluster(
             cluster["namespace"].as_str().unwrap(),
             cluster["vcluster_name"].as_str().unwrap(),
@@ -30,7 +30,7 @@ async fn vcluster(platform: &Platform, id: &str) -> std::sync::Arc<kube_sim::Sim
 
 /// Records `secret` as the cluster's webhook URL secret, as a registration
 /// made before its API server had a token left it.
-async fn registered_with_url_secret(platform: &Platform, id: &str, secret: &str) {
+async fn registered_with_url_secret(platform: &TestApp, id: &str, secret: &str) {
     sqlx::query(
         "INSERT INTO cluster_admission_secrets (cluster_id, secret_hash) VALUES ($1::uuid, $2)",
     )
@@ -42,7 +42,7 @@ async fn registered_with_url_secret(platform: &Platform, id: &str, secret: &str)
 }
 
 /// The webhook configuration inside the cluster `id`.
-async fn registered(platform: &Platform, id: &str) -> Value {
+async fn registered(platform: &TestApp, id: &str) -> Value {
     vcluster(platform, id)
         .await
         .get(
@@ -68,7 +68,7 @@ struct Kubectl {
 }
 
 impl Kubectl {
-    async fn for_cluster(platform: &Platform, id: &str) -> Self {
+    async fn for_cluster(platform: &TestApp, id: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("admission-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("config");
@@ -151,7 +151,7 @@ fn node(name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_limit_lets_it_through()
  {
-    let mut platform = Platform::with_admission().await;
+    let mut platform = TestApp::builder("worker-b").admission().build().await;
     let front_url = platform.front.as_ref().unwrap().url.clone();
     // 4000m of CPU and 8192 MiB for workloads.
     let (id, _) = platform.create_ready("shop", "nodeport").await;
@@ -170,7 +170,7 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     // file: a user named by the webhook's host:port, with the cluster's token.
     let cluster = platform.cluster(&id).await;
     let files = platform
-        .sim
+        .sim()
         .get(
             "v1",
             "Secret",
@@ -210,13 +210,9 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     );
     // The tenant's cluster-admin reads the webhook's URL; calling it without
     // the API server's token is refused.
-    let (status, answer) = send(
-        platform.router.clone(),
-        "POST",
-        &path,
-        Some(fixture("node-create.json")),
-    )
-    .await;
+    let (status, answer) = platform
+        .call("POST", &path, Some(fixture("node-create.json")))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         answer["response"]["status"]["message"],
@@ -283,13 +279,7 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     // Scaled to nothing: it asks for no room, so only the credential counts.
     let mut small = fixture("deployment-create.json");
     small["request"]["object"]["spec"]["replicas"] = json!(0);
-    let (status, answer) = send(
-        platform.router.clone(),
-        "POST",
-        &legacy,
-        Some(small.clone()),
-    )
-    .await;
+    let (status, answer) = platform.call("POST", &legacy, Some(small.clone())).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
 
@@ -307,7 +297,7 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
     assert_eq!(webhook_path(&registered(&platform, &id).await), path);
     let (ok, out) = kubectl.apply(&big).await;
     assert!(ok, "the raised limit admits it: {out}");
-    let (status, answer) = send(platform.router.clone(), "POST", &legacy, Some(small)).await;
+    let (status, answer) = platform.call("POST", &legacy, Some(small)).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         answer["response"]["allowed"], false,
@@ -354,54 +344,30 @@ async fn kubectl_is_refused_past_the_clusters_limits_and_the_plan_and_a_raised_l
 /// `body` with `content_type` to `path`: (status, content type, JSON or text).
 /// A review posted as an API server posts it: with `token` as bearer
 /// credential, when there is one.
+/// Posts `review` to `path` as the API server does, `token` its bearer token.
 async fn post_as(
-    router: axum::Router,
+    client: &Client,
     path: &str,
     token: Option<&str>,
     review: Value,
 ) -> (StatusCode, Value) {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
-    let mut request = axum::http::Request::post(path).header("content-type", "application/json");
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    let response = router
-        .oneshot(
-            request
-                .body(axum::body::Body::from(review.to_string()))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    let client = match token {
+        Some(token) => client.clone().bearer(token),
+        None => client.clone(),
+    };
+    client.call("POST", path, Some(review)).await
 }
 
+/// Posts `body` as `content_type`; the status, the answer's content type and
+/// its body.
 async fn post_raw(
-    router: axum::Router,
+    client: &Client,
     path: &str,
     content_type: &str,
     body: Vec<u8>,
 ) -> (StatusCode, String, Value) {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
-    let request = axum::http::Request::post(path)
-        .header("content-type", content_type)
-        .body(axum::body::Body::from(body))
-        .unwrap();
-    let response = router.oneshot(request).await.unwrap();
-    let status = response.status();
-    let kind = response
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let json = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-    (status, kind, json)
+    let reply = client.send_bytes("POST", path, content_type, body).await;
+    (reply.status, reply.content_type().to_string(), reply.body)
 }
 
 /// The review answer's `response`, checked to be a v1 AdmissionReview that
@@ -421,10 +387,9 @@ fn with_uid(mut review: Value, uid: &str) -> Value {
 
 #[tokio::test]
 async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_admitted_since() {
-    use crate::platform::{Base, Builder};
     use shared::admission::{demand::Requests, store};
-    let Base { db, state, .. } = Builder::new("admission").build().await;
-    let router = shared::http::with_common_layers(admission::router(), state);
+    let app = TestApp::builder("admission").build().await;
+    let (db, client) = (&app.db, app.client());
     let id = tests::handlers::seed_cluster(&db.pool).await;
     sqlx::query(
         "UPDATE clusters SET workload_cpu_limit_milli_cores = 4000,
@@ -443,7 +408,7 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
         .await
         .unwrap();
     let path = format!("/api/admission/{id}");
-    let post = |review: Value| post_as(router.clone(), &path, Some(&token), review);
+    let post = |review: Value| post_as(&client, &path, Some(&token), review);
 
     // 3 × 1 CPU of 4000m, nothing in use.
     let review = fixture("deployment-create.json");
@@ -643,19 +608,14 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
             "invalid_admission_review",
         ),
     ] {
-        let (status, kind, answer) = post_raw(
-            router.clone(),
-            &path,
-            "application/json",
-            body.to_string().into(),
-        )
-        .await;
+        let (status, kind, answer) =
+            post_raw(&client, &path, "application/json", body.to_string().into()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
         assert_eq!(kind, "application/problem+json");
         assert_eq!(answer["code"], code, "{answer}");
     }
     let (status, kind, _) = post_raw(
-        router.clone(),
+        &client,
         &path,
         "text/plain",
         fixture("pod-create.json").to_string().into(),
@@ -666,13 +626,8 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
     let mut huge = fixture("pod-create.json");
     huge["request"]["object"]["metadata"]["annotations"] =
         json!({ "padding": "x".repeat(10 * 1024 * 1024) });
-    let (status, kind, _) = post_raw(
-        router.clone(),
-        &path,
-        "application/json",
-        huge.to_string().into(),
-    )
-    .await;
+    let (status, kind, _) =
+        post_raw(&client, &path, "application/json", huge.to_string().into()).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(kind, "application/problem+json");
     // Past the 1 MiB other routes take: an UPDATE carries its object twice.
@@ -680,13 +635,8 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
     large["request"]["dryRun"] = true.into();
     large["request"]["object"]["metadata"]["annotations"] =
         json!({ "padding": "x".repeat(3 * 1024 * 1024) });
-    let (status, _, answer) = post_raw(
-        router.clone(),
-        &path,
-        "application/json",
-        large.to_string().into(),
-    )
-    .await;
+    let (status, _, answer) =
+        post_raw(&client, &path, "application/json", large.to_string().into()).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     answered(&answer, "large");
 
@@ -722,7 +672,7 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
     for (path, token) in &refusals {
         for review in [fixture("pod-create.json"), fixture("node-create.json")] {
             let uid = review["request"]["uid"].as_str().unwrap().to_string();
-            let (status, answer) = post_as(router.clone(), path, *token, review).await;
+            let (status, answer) = post_as(&client, path, *token, review).await;
             assert_eq!(status, StatusCode::OK, "{path}: {answer}");
             let response = answered(&answer, &uid);
             assert_eq!(response["allowed"], false, "{path} {token:?}");
@@ -765,10 +715,9 @@ async fn recorded_reviews_are_weighed_against_the_observed_usage_and_the_pods_ad
 /// others), each reserved once, and the fifth refused after them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_admitted_at_once_never_pass_the_limit_together() {
-    use crate::platform::{Base, Builder};
     use shared::admission::store;
-    let Base { db, state, .. } = Builder::new("admission_race").build().await;
-    let router = shared::http::with_common_layers(admission::router(), state);
+    let app = TestApp::builder("admission_race").build().await;
+    let (db, client) = (&app.db, app.client());
     let id = tests::handlers::seed_cluster(&db.pool).await;
     sqlx::query("UPDATE clusters SET workload_cpu_limit_milli_cores = 4000 WHERE id = $1")
         .bind(id)
@@ -783,9 +732,9 @@ async fn pods_admitted_at_once_never_pass_the_limit_together() {
     pod["request"]["object"]["spec"]["containers"][0]["resources"] =
         json!({"requests": {"cpu": "1", "memory": "1Mi"}});
     let review = |uid: String| {
-        let (router, path, pod, token) = (router.clone(), path.clone(), pod.clone(), token.clone());
+        let (client, path, pod, token) = (client.clone(), path.clone(), pod.clone(), token.clone());
         tokio::spawn(async move {
-            let (status, answer) = post_as(router, &path, Some(&token), with_uid(pod, &uid)).await;
+            let (status, answer) = post_as(&client, &path, Some(&token), with_uid(pod, &uid)).await;
             assert_eq!(status, StatusCode::OK, "{answer}");
             let allowed = answered(&answer, &uid)["allowed"] == true;
             (uid, allowed)
@@ -832,7 +781,7 @@ async fn pods_admitted_at_once_never_pass_the_limit_together() {
         .await
         .unwrap();
     let (status, answer) = post_as(
-        router.clone(),
+        &client,
         &path,
         Some(&token),
         with_uid(pod.clone(), "past-the-plan"),
@@ -917,7 +866,7 @@ async fn under_lambda_a_recorded_review_is_answered_through_api_gateway() {
 /// the tenant's own work stays its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
-    let platform = Platform::with_admission().await;
+    let platform = TestApp::builder("worker-b").admission().build().await;
     let (id, _) = platform.create_ready("fort", "nodeport").await;
     let vcluster = vcluster(&platform, &id).await;
     let kubectl = Kubectl::for_cluster(&platform, &id).await;
@@ -1159,7 +1108,7 @@ async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
 /// touching their clusters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
-    let platform = Platform::with_admission().await;
+    let platform = TestApp::builder("worker-b").admission().build().await;
     let (id, _) = platform.create_ready("kept", "nodeport").await;
     let vcluster = vcluster(&platform, &id).await;
 

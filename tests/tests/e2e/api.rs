@@ -4,90 +4,19 @@
 use std::sync::Arc;
 
 use axum::{
-    Router,
     body::Body,
     http::{Request, StatusCode, header},
 };
 use http_body_util::BodyExt;
-use queues::inprocess::InProcessRunner;
 use shared::{
     clusters::ClusterCreation,
     config::{JobSettings, Settings},
     http::{AppState, Identity, with_common_layers},
 };
-use tests::database::TestDb;
 use tower::ServiceExt;
 use uuid::Uuid;
 
-use crate::platform::{Base, Builder};
-
-struct Api {
-    db: TestDb,
-    runner: InProcessRunner,
-    state: AppState,
-}
-
-impl Api {
-    async fn new() -> Self {
-        let Base {
-            db, runner, state, ..
-        } = Builder::new("api-test").build().await;
-        Self { db, runner, state }
-    }
-
-    fn router_as(&self, identity: Identity) -> Router {
-        let state = AppState {
-            identity,
-            ..self.state.clone()
-        };
-        with_common_layers(api_clusters::router().merge(api_admin::router()), state)
-    }
-
-    async fn call_as(
-        &self,
-        identity: Identity,
-        request: Request<Body>,
-    ) -> (StatusCode, String, serde_json::Value) {
-        let response = self.router_as(identity).oneshot(request).await.unwrap();
-        let status = response.status();
-        let content_type = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
-            String::from_utf8_lossy(&bytes).into(),
-        ));
-        (status, content_type, body)
-    }
-
-    async fn call(&self, request: Request<Body>) -> (StatusCode, String, serde_json::Value) {
-        self.call_as(self.state.identity, request).await
-    }
-
-    async fn count(&self, table: &str) -> i64 {
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-            .fetch_one(&self.db.pool)
-            .await
-            .unwrap()
-    }
-}
-
-fn post(path: &str, body: serde_json::Value) -> Request<Body> {
-    Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn get(path: &str) -> Request<Body> {
-    Request::get(path).body(Body::empty()).unwrap()
-}
-
-fn delete(path: &str) -> Request<Body> {
-    Request::delete(path).body(Body::empty()).unwrap()
-}
+use crate::harness::{Reply, TestApp};
 
 fn cluster(name: &str) -> serde_json::Value {
     serde_json::json!({
@@ -100,9 +29,9 @@ fn cluster(name: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn create_answers_202_with_the_operation_and_writes_cluster_operation_and_job_together() {
-    let api = Api::new().await;
-    let (status, _, body) = api
-        .call(post("/api/console/clusters", cluster("demo")))
+    let api = TestApp::builder("api-test").build().await;
+    let (status, body) = api
+        .call("POST", "/api/console/clusters", Some(cluster("demo")))
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(body["operation"]["type"], "create");
@@ -133,22 +62,22 @@ async fn create_answers_202_with_the_operation_and_writes_cluster_operation_and_
     assert_eq!(target, earlier, "the target is the cluster as accepted");
 
     let id = body["cluster"]["id"].as_str().unwrap();
-    let (status, _, fetched) = api.call(get(&format!("/api/console/clusters/{id}"))).await;
+    let (status, fetched) = api
+        .call("GET", &format!("/api/console/clusters/{id}"), None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(fetched["name"], "demo");
 }
 
 #[tokio::test]
 async fn bad_input_gets_problem_json_and_writes_nothing() {
-    let api = Api::new().await;
-    let (status, content_type, body) = api
-        .call(post(
-            "/api/console/clusters",
-            serde_json::json!({"name": "Bad Name", "workload_cpu_limit_milli_cores": 0, "workload_memory_limit_mib": 4096}),
-        ))
+    let api = TestApp::builder("api-test").build().await;
+    let Reply { status, headers, body } = api
+        .client()
+        .send("POST", "/api/console/clusters", Some(serde_json::json!({"name": "Bad Name", "workload_cpu_limit_milli_cores": 0, "workload_memory_limit_mib": 4096})))
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(content_type, "application/problem+json");
+    assert_eq!(headers[header::CONTENT_TYPE], "application/problem+json");
     assert_eq!(body["code"], "validation_failed");
     assert_eq!(body["errors"].as_array().unwrap().len(), 2, "{body}");
 
@@ -156,17 +85,19 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from("{\"name\":"))
         .unwrap();
-    let (status, _, body) = api.call(malformed).await;
+    let Reply { status, body, .. } = api.client().raw(malformed).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::BAD_REQUEST, Some("malformed_json"))
     );
 
-    let unknown_field = post(
-        "/api/console/clusters",
-        serde_json::json!({"name": "x", "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024, "colour": "red"}),
-    );
-    let (status, _, body) = api.call(unknown_field).await;
+    let (status, body) = api
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(serde_json::json!({"name": "x", "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024, "colour": "red"})),
+        )
+        .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_body"))
@@ -175,7 +106,7 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
     let no_type = Request::post("/api/console/clusters")
         .body(Body::from("{}"))
         .unwrap();
-    let (status, _, body) = api.call(no_type).await;
+    let Reply { status, body, .. } = api.client().raw(no_type).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (
@@ -194,12 +125,16 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
         .header(header::CONTENT_LENGTH, huge.len())
         .body(Body::from(huge.clone()))
         .unwrap();
-    let (status, content_type, body) = api.call(announced).await;
+    let Reply {
+        status,
+        headers,
+        body,
+    } = api.client().raw(announced).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
     );
-    assert_eq!(content_type, "application/problem+json");
+    assert_eq!(headers[header::CONTENT_TYPE], "application/problem+json");
     let chunks = huge
         .into_bytes()
         .chunks(64 * 1024)
@@ -209,7 +144,7 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(futures_util::stream::iter(chunks)))
         .unwrap();
-    let (status, _, body) = api.call(streamed).await;
+    let Reply { status, body, .. } = api.client().raw(streamed).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
@@ -219,8 +154,9 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
         "{{\"name\":\"{}\",\"workload_cpu_limit_milli_cores\":1000,\"workload_memory_limit_mib\":1024}}",
         "a".repeat(shared::extract::MAX_BODY_BYTES - 200)
     );
-    let (status, _, body) = api
-        .call(
+    let Reply { status, body, .. } = api
+        .client()
+        .raw(
             Request::post("/api/console/clusters")
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(Body::from(under))
@@ -232,17 +168,21 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
         (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
     );
 
-    let (status, _, body) = api.call(get("/api/console/clusters/not-a-uuid")).await;
+    let (status, body) = api
+        .call("GET", "/api/console/clusters/not-a-uuid", None)
+        .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_path"))
     );
-    let (status, _, body) = api.call(get("/api/console/clusters?limit=0")).await;
+    let (status, body) = api.call("GET", "/api/console/clusters?limit=0", None).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed"))
     );
-    let (status, _, body) = api.call(get("/api/console/clusters?cursor=nonsense")).await;
+    let (status, body) = api
+        .call("GET", "/api/console/clusters?cursor=nonsense", None)
+        .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_cursor"))
@@ -256,15 +196,15 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_second_live_cluster_with_the_same_name_is_409_and_leaves_nothing_behind() {
-    let api = Api::new().await;
+    let api = TestApp::builder("api-test").build().await;
     assert_eq!(
-        api.call(post("/api/console/clusters", cluster("dup")))
+        api.call("POST", "/api/console/clusters", Some(cluster("dup")))
             .await
             .0,
         StatusCode::ACCEPTED
     );
-    let (status, _, body) = api
-        .call(post("/api/console/clusters", cluster("dup")))
+    let (status, body) = api
+        .call("POST", "/api/console/clusters", Some(cluster("dup")))
         .await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(body["code"], "cluster_name_taken");
@@ -280,15 +220,15 @@ async fn a_second_live_cluster_with_the_same_name_is_409_and_leaves_nothing_behi
 
 #[tokio::test]
 async fn a_delete_during_a_create_waits_its_turn_and_a_second_delete_is_409() {
-    let api = Api::new().await;
-    let (_, _, body) = api
-        .call(post("/api/console/clusters", cluster("busy")))
+    let api = TestApp::builder("api-test").build().await;
+    let (_, body) = api
+        .call("POST", "/api/console/clusters", Some(cluster("busy")))
         .await;
     let id = body["cluster"]["id"].as_str().unwrap().to_string();
 
     // The create job has not run yet: the delete is accepted and queued behind it.
-    let (status, _, body) = api
-        .call(delete(&format!("/api/console/clusters/{id}")))
+    let (status, body) = api
+        .call("DELETE", &format!("/api/console/clusters/{id}"), None)
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(body["operation"]["type"], "delete");
@@ -304,8 +244,8 @@ async fn a_delete_during_a_create_waits_its_turn_and_a_second_delete_is_409() {
             .unwrap();
     assert_eq!(delete_jobs, 0, "no delete job while the create is active");
 
-    let (status, _, body) = api
-        .call(delete(&format!("/api/console/clusters/{id}")))
+    let (status, body) = api
+        .call("DELETE", &format!("/api/console/clusters/{id}"), None)
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -322,14 +262,20 @@ async fn a_delete_during_a_create_waits_its_turn_and_a_second_delete_is_409() {
     .await
     .unwrap();
     assert_eq!((report.promoted, report.published), (1, 1));
-    let (_, _, fetched) = api.call(get(&format!("/api/console/clusters/{id}"))).await;
+    let (_, fetched) = api
+        .call("GET", &format!("/api/console/clusters/{id}"), None)
+        .await;
     assert_eq!(fetched["status"], "deleting");
     let done = api.runner.run_until_idle().await;
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].0.job_type, shared::domain::JobType::ClusterDelete);
 
-    let (_, _, operations) = api
-        .call(get(&format!("/api/console/clusters/{id}/operations")))
+    let (_, operations) = api
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
         .await;
     let types: Vec<_> = operations
         .as_array()
@@ -342,9 +288,9 @@ async fn a_delete_during_a_create_waits_its_turn_and_a_second_delete_is_409() {
 
 #[tokio::test]
 async fn clusters_are_private_to_their_owner_and_routes_need_an_identity() {
-    let api = Api::new().await;
-    let (_, _, body) = api
-        .call(post("/api/console/clusters", cluster("mine")))
+    let api = TestApp::builder("api-test").build().await;
+    let (_, body) = api
+        .call("POST", "/api/console/clusters", Some(cluster("mine")))
         .await;
     let id = body["cluster"]["id"].as_str().unwrap().to_string();
 
@@ -360,7 +306,7 @@ async fn clusters_are_private_to_their_owner_and_routes_need_an_identity() {
         format!("/api/console/clusters/{id}/jobs"),
         format!("/api/console/clusters/{id}/operations"),
     ] {
-        let (status, _, body) = api.call_as(as_stranger, get(&path)).await;
+        let (status, body) = api.client_with(as_stranger).call("GET", &path, None).await;
         assert_eq!(
             (status, body["code"].as_str()),
             (StatusCode::NOT_FOUND, Some("not_found")),
@@ -368,16 +314,21 @@ async fn clusters_are_private_to_their_owner_and_routes_need_an_identity() {
         );
     }
     assert_eq!(
-        api.call_as(as_stranger, delete(&format!("/api/console/clusters/{id}")))
+        api.client_with(as_stranger)
+            .call("DELETE", &format!("/api/console/clusters/{id}"), None)
             .await
             .0,
         StatusCode::NOT_FOUND
     );
-    let (_, _, list) = api.call_as(as_stranger, get("/api/console/clusters")).await;
+    let (_, list) = api
+        .client_with(as_stranger)
+        .call("GET", "/api/console/clusters", None)
+        .await;
     assert_eq!(list["items"], serde_json::json!([]));
 
-    let (status, _, body) = api
-        .call_as(Identity::Accounts, get("/api/console/clusters"))
+    let (status, body) = api
+        .client_with(Identity::Accounts)
+        .call("GET", "/api/console/clusters", None)
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -387,16 +338,16 @@ async fn clusters_are_private_to_their_owner_and_routes_need_an_identity() {
 
 #[tokio::test]
 async fn the_list_pages_newest_first_by_cursor() {
-    let api = Api::new().await;
+    let api = TestApp::builder("api-test").build().await;
     for name in ["one", "two", "three"] {
         assert_eq!(
-            api.call(post("/api/console/clusters", cluster(name)))
+            api.call("POST", "/api/console/clusters", Some(cluster(name)))
                 .await
                 .0,
             StatusCode::ACCEPTED
         );
     }
-    let (_, _, page) = api.call(get("/api/console/clusters?limit=2")).await;
+    let (_, page) = api.call("GET", "/api/console/clusters?limit=2", None).await;
     let names: Vec<_> = page["items"]
         .as_array()
         .unwrap()
@@ -405,10 +356,12 @@ async fn the_list_pages_newest_first_by_cursor() {
         .collect();
     assert_eq!(names, ["three", "two"]);
     let cursor = page["next_cursor"].as_str().expect("a next page");
-    let (_, _, page) = api
-        .call(get(&format!(
-            "/api/console/clusters?limit=2&cursor={cursor}"
-        )))
+    let (_, page) = api
+        .call(
+            "GET",
+            &format!("/api/console/clusters?limit=2&cursor={cursor}"),
+            None,
+        )
         .await;
     let names: Vec<_> = page["items"]
         .as_array()
@@ -422,16 +375,24 @@ async fn the_list_pages_newest_first_by_cursor() {
 
 #[tokio::test]
 async fn health_readiness_and_unknown_routes() {
-    let api = Api::new().await;
-    let (status, _, body) = api.call(get("/healthz")).await;
+    let api = TestApp::builder("api-test").build().await;
+    let (status, body) = api.call("GET", "/healthz", None).await;
     assert_eq!(
         (status, body),
         (StatusCode::OK, serde_json::Value::String("ok".into()))
     );
-    assert_eq!(api.call(get("/readyz")).await.0, StatusCode::OK);
-    let (status, content_type, body) = api.call(get("/api/nothing-here")).await;
+    assert_eq!(api.call("GET", "/readyz", None).await.0, StatusCode::OK);
+    let Reply {
+        status,
+        headers,
+        body,
+    } = api.client().send("GET", "/api/nothing-here", None).await;
     assert_eq!(
-        (status, content_type.as_str(), body["code"].as_str()),
+        (
+            status,
+            headers[header::CONTENT_TYPE].to_str().unwrap(),
+            body["code"].as_str()
+        ),
         (
             StatusCode::NOT_FOUND,
             "application/problem+json",
@@ -440,7 +401,7 @@ async fn health_readiness_and_unknown_routes() {
     );
 
     api.db.pool.close().await;
-    let (status, _, body) = api.call(get("/readyz")).await;
+    let (status, body) = api.call("GET", "/readyz", None).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable"))
@@ -449,8 +410,8 @@ async fn health_readiness_and_unknown_routes() {
 
 #[tokio::test]
 async fn a_job_whose_payload_is_not_of_its_type_fails_at_once_saying_so() {
-    let api = Api::new().await;
-    api.call(post("/api/console/clusters", cluster("tampered")))
+    let api = TestApp::builder("api-test").build().await;
+    api.call("POST", "/api/console/clusters", Some(cluster("tampered")))
         .await;
     // What a producer of another job type would have written.
     sqlx::query(r#"UPDATE cluster_jobs SET payload = '{"node_id": "x", "force": true}'"#)
@@ -474,33 +435,39 @@ async fn a_job_whose_payload_is_not_of_its_type_fails_at_once_saying_so() {
 
 #[tokio::test]
 async fn admins_read_the_job_queue_and_retry_or_cancel_jobs() {
-    let api = Api::new().await;
-    let (_, _, body) = api
-        .call(post("/api/console/clusters", cluster("failing")))
+    let api = TestApp::builder("api-test").build().await;
+    let (_, body) = api
+        .call("POST", "/api/console/clusters", Some(cluster("failing")))
         .await;
     let failing = body["cluster"]["id"].as_str().unwrap().to_string();
     // No host adapter here: the create job fails at once.
     api.runner.run_until_idle().await;
-    let (_, _, body) = api
-        .call(post("/api/console/clusters", cluster("waiting")))
+    let (_, body) = api
+        .call("POST", "/api/console/clusters", Some(cluster("waiting")))
         .await;
     let waiting = body["cluster"]["id"].as_str().unwrap().to_string();
 
-    let (status, _, failed) = api
-        .call(get("/api/console/admin/cluster-jobs?status=failed"))
+    let (status, failed) = api
+        .call("GET", "/api/console/admin/cluster-jobs?status=failed", None)
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(failed.as_array().unwrap().len(), 1);
     assert_eq!(failed[0]["cluster_id"], failing.as_str());
     assert_eq!(failed[0]["last_error"], job_cluster_create::NO_HOST_ADAPTER);
-    let (_, _, by_cluster) = api
-        .call(get(&format!(
-            "/api/console/admin/cluster-jobs?cluster_id={waiting}"
-        )))
+    let (_, by_cluster) = api
+        .call(
+            "GET",
+            &format!("/api/console/admin/cluster-jobs?cluster_id={waiting}"),
+            None,
+        )
         .await;
     assert_eq!(by_cluster[0]["status"], "pending");
-    let (status, _, body) = api
-        .call(get("/api/console/admin/cluster-jobs?status=exploded"))
+    let (status, body) = api
+        .call(
+            "GET",
+            "/api/console/admin/cluster-jobs?status=exploded",
+            None,
+        )
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -509,24 +476,26 @@ async fn admins_read_the_job_queue_and_retry_or_cancel_jobs() {
 
     // Retry the failed one: pending again with fresh attempts, the cluster back in progress.
     let failed_id = failed[0]["id"].as_str().unwrap().to_string();
-    let (status, _, retried) = api
-        .call(post(
+    let (status, retried) = api
+        .call(
+            "POST",
             &format!("/api/console/admin/cluster-jobs/{failed_id}/retry"),
-            serde_json::json!({}),
-        ))
+            Some(serde_json::json!({})),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{retried}");
     assert_eq!(retried["status"], "pending");
     assert_eq!(retried["max_attempts"], 1 + 5);
-    let (_, _, cluster) = api
-        .call(get(&format!("/api/console/clusters/{failing}")))
+    let (_, cluster) = api
+        .call("GET", &format!("/api/console/clusters/{failing}"), None)
         .await;
     assert_eq!(cluster["status"], "provisioning");
-    let (status, _, body) = api
-        .call(post(
+    let (status, body) = api
+        .call(
+            "POST",
             &format!("/api/console/admin/cluster-jobs/{failed_id}/retry"),
-            serde_json::json!({}),
-        ))
+            Some(serde_json::json!({})),
+        )
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -535,27 +504,29 @@ async fn admins_read_the_job_queue_and_retry_or_cancel_jobs() {
 
     // Cancel the waiting one: it never runs.
     let waiting_job = by_cluster[0]["id"].as_str().unwrap().to_string();
-    let (status, _, cancelled) = api
-        .call(post(
+    let (status, cancelled) = api
+        .call(
+            "POST",
             &format!("/api/console/admin/cluster-jobs/{waiting_job}/cancel"),
-            serde_json::json!({}),
-        ))
+            Some(serde_json::json!({})),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{cancelled}");
     assert_eq!(cancelled["status"], "cancelled");
-    let (_, _, cluster) = api
-        .call(get(&format!("/api/console/clusters/{waiting}")))
+    let (_, cluster) = api
+        .call("GET", &format!("/api/console/clusters/{waiting}"), None)
         .await;
     assert_eq!(cluster["status"], "failed");
     assert_eq!(
         cluster["last_error_message"],
         "cancelled by an administrator"
     );
-    let (status, _, body) = api
-        .call(post(
+    let (status, body) = api
+        .call(
+            "POST",
             &format!("/api/console/admin/cluster-jobs/{waiting_job}/cancel"),
-            serde_json::json!({}),
-        ))
+            Some(serde_json::json!({})),
+        )
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -587,32 +558,32 @@ async fn admins_read_the_job_queue_and_retry_or_cancel_jobs() {
 
 #[tokio::test]
 async fn the_job_queue_is_for_administrators_only() {
-    let api = Api::new().await;
+    let api = TestApp::builder("api-test").build().await;
     let user: Uuid = sqlx::query_scalar(
         "INSERT INTO users (email, display_name) VALUES ('bob@example.com', 'Bob') RETURNING id",
     )
     .fetch_one(&api.db.pool)
     .await
     .unwrap();
-    let (status, _, body) = api
-        .call_as(
-            Identity::Development(user),
-            get("/api/console/admin/cluster-jobs"),
-        )
+    let (status, body) = api
+        .client_with(Identity::Development(user))
+        .call("GET", "/api/console/admin/cluster-jobs", None)
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::FORBIDDEN, Some("forbidden"))
     );
-    let (status, _, _) = api
-        .call_as(Identity::Accounts, get("/api/console/admin/cluster-jobs"))
+    let (status, _) = api
+        .client_with(Identity::Accounts)
+        .call("GET", "/api/console/admin/cluster-jobs", None)
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
 async fn every_answer_carries_the_security_headers_and_the_limits_hold() {
-    let api = Api::new().await;
+    let api = TestApp::builder("api-test").build().await;
+    let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
     let router = |settings: &[(&str, &str)]| {
         let source: std::collections::HashMap<&str, &str> = settings.iter().copied().collect();
         let state = AppState {
@@ -701,16 +672,9 @@ async fn every_answer_carries_the_security_headers_and_the_limits_hold() {
     );
 }
 
-fn put(path: &str, body: serde_json::Value) -> Request<Body> {
-    Request::put(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
 #[tokio::test]
 async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted() {
-    let api = Api::new().await;
+    let api = TestApp::builder("api-test").build().await;
     let plan_body = |name: &str, max_clusters: i64| {
         serde_json::json!({
             "name": name, "max_clusters": max_clusters, "max_nodes": 20,
@@ -718,8 +682,12 @@ async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted()
             "price_minor_units": 4900, "currency": "eur", "stripe_price_id": "price_1PqRsT",
         })
     };
-    let (status, _, plan) = api
-        .call(post("/api/console/admin/plans", plan_body("  Pro  ", 5)))
+    let (status, plan) = api
+        .call(
+            "POST",
+            "/api/console/admin/plans",
+            Some(plan_body("  Pro  ", 5)),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{plan}");
     assert_eq!(
@@ -734,8 +702,12 @@ async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted()
 
     // The same name (its edge spaces trimmed) and invalid fields are refused,
     // and nothing is written.
-    let (status, _, body) = api
-        .call(post("/api/console/admin/plans", plan_body("Pro", 1)))
+    let (status, body) = api
+        .call(
+            "POST",
+            "/api/console/admin/plans",
+            Some(plan_body("Pro", 1)),
+        )
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -744,21 +716,27 @@ async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted()
     let mut invalid = plan_body("Pro\u{1}Max", 1);
     invalid["currency"] = "EUR".into();
     invalid["price_minor_units"] = (-1).into();
-    let (status, _, body) = api.call(post("/api/console/admin/plans", invalid)).await;
+    let (status, body) = api
+        .call("POST", "/api/console/admin/plans", Some(invalid))
+        .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let fields = crate::platform::problem_fields(&body);
+    let fields = crate::harness::problem_fields(&body);
     assert_eq!(fields, ["name", "price_minor_units", "currency"], "{body}");
     assert_eq!(api.count("plans").await, 1);
 
     // Replaced: new limits, deactivated.
     let mut change = plan_body("Pro", 8);
     change["active"] = false.into();
-    let (status, _, plan) = api
-        .call(put(&format!("/api/console/admin/plans/{id}"), change))
+    let (status, plan) = api
+        .call(
+            "PUT",
+            &format!("/api/console/admin/plans/{id}"),
+            Some(change),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{plan}");
-    let (_, _, read) = api
-        .call(get(&format!("/api/console/admin/plans/{id}")))
+    let (_, read) = api
+        .call("GET", &format!("/api/console/admin/plans/{id}"), None)
         .await;
     assert_eq!(
         (read["max_clusters"].as_i64(), read["active"].as_bool()),
@@ -778,8 +756,8 @@ async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted()
         .execute(&api.db.pool)
         .await
         .unwrap();
-    let (status, _, body) = api
-        .call(delete(&format!("/api/console/admin/plans/{id}")))
+    let (status, body) = api
+        .call("DELETE", &format!("/api/console/admin/plans/{id}"), None)
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -789,19 +767,27 @@ async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted()
     assert_eq!(api.count("plans").await, 1);
 
     // One no order refers to is deleted.
-    let (_, _, free) = api
-        .call(post("/api/console/admin/plans", plan_body("Free", 1)))
+    let (_, free) = api
+        .call(
+            "POST",
+            "/api/console/admin/plans",
+            Some(plan_body("Free", 1)),
+        )
         .await;
     let free_id = free["id"].as_str().unwrap();
-    let (status, _, _) = api
-        .call(delete(&format!("/api/console/admin/plans/{free_id}")))
+    let (status, _) = api
+        .call(
+            "DELETE",
+            &format!("/api/console/admin/plans/{free_id}"),
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let (status, _, _) = api
-        .call(get(&format!("/api/console/admin/plans/{free_id}")))
+    let (status, _) = api
+        .call("GET", &format!("/api/console/admin/plans/{free_id}"), None)
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (_, _, list) = api.call(get("/api/console/admin/plans")).await;
+    let (_, list) = api.call("GET", "/api/console/admin/plans", None).await;
     assert_eq!(list.as_array().unwrap().len(), 1);
 
     // Each change is in the audit stream, and only administrators see plans.
@@ -820,8 +806,9 @@ async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted()
             "admin.plan.delete"
         ]
     );
-    let (status, _, _) = api
-        .call_as(Identity::Development(user), get("/api/console/admin/plans"))
+    let (status, _) = api
+        .client_with(Identity::Development(user))
+        .call("GET", "/api/console/admin/plans", None)
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }

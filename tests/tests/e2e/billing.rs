@@ -4,24 +4,10 @@
 //! loopback Stripe API and a webhook signed by the official `stripe`
 //! library's helper, and each event is applied once.
 
-use axum::{
-    Router,
-    body::Body,
-    http::{Request, StatusCode},
-};
-use http_body_util::BodyExt;
-use shared::{
-    billing::settings::{self, BillingSecretChanges},
-    http::with_common_layers,
-};
-use tests::stripe::StripeStub;
-use tower::ServiceExt;
+use axum::http::StatusCode;
 use uuid::Uuid;
 
-use crate::platform::{Platform, send};
-
-const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
-const WEBHOOK_SECRET: &str = "whsec_test_9f8e7d6c5b4a";
+use crate::harness::{STRIPE_WEBHOOK_SECRET, TestApp};
 
 /// The `Stripe-Signature` header the official library's helper makes.
 fn stripe_header(payload: &str, secret: &str, timestamp: i64) -> String {
@@ -45,119 +31,64 @@ fn stripe_header(payload: &str, secret: &str, timestamp: i64) -> String {
     String::from_utf8(output.stdout).unwrap().trim().to_string()
 }
 
-struct Billing {
-    p: Platform,
-    stripe: StripeStub,
-    router: Router,
+/// A platform with a host and the loopback Stripe API.
+async fn platform() -> TestApp {
+    TestApp::builder("worker-b").host().stripe().build().await
 }
 
-impl Billing {
-    async fn new() -> Self {
-        let stripe = StripeStub::start().await;
-        let p = Platform::with_env(&[
-            ("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY),
-            ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true"),
-        ])
-        .await;
-        let mut stored = settings::load(&p.db.pool).await.unwrap();
-        stored.fields.stripe_api_base_url = Some(stripe.base_url.clone());
-        let secrets = BillingSecretChanges {
-            stripe_secret_key: Some(Some("sk_test_51Abc".into())),
-            stripe_webhook_secret: Some(Some(WEBHOOK_SECRET.into())),
-        };
-        settings::save(
-            &p.db.pool,
-            p.state.settings.secret_box().as_ref(),
-            &stored.fields,
-            &secrets,
+/// A plan, made through the back office.
+async fn plan(
+    b: &TestApp,
+    name: &str,
+    clusters: i64,
+    nodes: i64,
+    cpu: i64,
+    hostnames: i64,
+) -> String {
+    let (status, plan) = b
+        .call(
+            "POST",
+            "/api/console/admin/plans",
+            Some(serde_json::json!({
+                "name": name, "max_clusters": clusters, "max_nodes": nodes,
+                "max_cpu_milli_cores": cpu, "max_memory_mib": 65536, "max_hostnames": hostnames,
+                "price_minor_units": if name == "Free" { 0 } else { 1900 }, "currency": "usd",
+            })),
         )
-        .await
-        .unwrap();
-        let router = with_common_layers(
-            api_billing::router()
-                .merge(api_account::router())
-                .merge(api_admin::router()),
-            p.state.clone(),
-        );
-        Self { p, stripe, router }
-    }
-
-    async fn call(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<serde_json::Value>,
-    ) -> (StatusCode, serde_json::Value) {
-        send(self.router.clone(), method, path, body).await
-    }
-
-    /// A plan, made through the back office.
-    async fn plan(
-        &self,
-        name: &str,
-        clusters: i64,
-        nodes: i64,
-        cpu: i64,
-        hostnames: i64,
-    ) -> String {
-        let (status, plan) = self
-            .call(
-                "POST",
-                "/api/console/admin/plans",
-                Some(serde_json::json!({
-                    "name": name, "max_clusters": clusters, "max_nodes": nodes,
-                    "max_cpu_milli_cores": cpu, "max_memory_mib": 65536, "max_hostnames": hostnames,
-                    "price_minor_units": if name == "Free" { 0 } else { 1900 }, "currency": "usd",
-                })),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{plan}");
-        plan["id"].as_str().unwrap().to_string()
-    }
-
-    async fn make_default(&self, plan_id: &str) {
-        sqlx::query("UPDATE billing_settings SET default_plan_id = $1::uuid")
-            .bind(plan_id)
-            .execute(&self.p.db.pool)
-            .await
-            .unwrap();
-    }
-
-    async fn entitlements(&self) -> serde_json::Value {
-        let (status, body) = self
-            .call("GET", "/api/console/account/entitlements", None)
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        body
-    }
-
-    /// Posts an event to the webhook with a `Stripe-Signature` header.
-    async fn deliver(&self, payload: &str, signature: &str) -> (StatusCode, serde_json::Value) {
-        webhook(self.router.clone(), payload, signature).await
-    }
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{plan}");
+    plan["id"].as_str().unwrap().to_string()
 }
 
-async fn webhook(
-    router: Router,
-    payload: &str,
-    signature: &str,
-) -> (StatusCode, serde_json::Value) {
-    let request = Request::post("/api/billing/stripe/webhook")
-        .header("content-type", "application/json")
+async fn make_default(b: &TestApp, plan_id: &str) {
+    sqlx::query("UPDATE billing_settings SET default_plan_id = $1::uuid")
+        .bind(plan_id)
+        .execute(&b.db.pool)
+        .await
+        .unwrap();
+}
+
+async fn entitlements(b: &TestApp) -> serde_json::Value {
+    let (status, body) = b
+        .call("GET", "/api/console/account/entitlements", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+/// Posts an event to the webhook with a `Stripe-Signature` header.
+async fn deliver(b: &TestApp, payload: &str, signature: &str) -> (StatusCode, serde_json::Value) {
+    let reply = b
+        .client()
         .header("stripe-signature", signature)
-        .body(Body::from(payload.to_string()))
-        .unwrap();
-    let response = router.oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or_default())
-}
-
-async fn count(pool: &sqlx::PgPool, table: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-        .fetch_one(pool)
-        .await
-        .unwrap()
+        .send_bytes(
+            "POST",
+            "/api/billing/stripe/webhook",
+            "application/json",
+            payload,
+        )
+        .await;
+    (reply.status, reply.body)
 }
 
 fn event(id: &str, kind: &str, order_id: &str, session_id: &str) -> String {
@@ -200,15 +131,15 @@ fn create_body(name: &str, cpu: i64) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_until_a_paid_plan_lifts_them()
  {
-    let b = Billing::new().await;
+    let b = platform().await;
     // Without a default plan nothing is limited.
-    assert_eq!(b.entitlements().await["source"], "unlimited");
-    let free = b.plan("Free", 1, 1, 2000, 1).await;
-    let pro = b.plan("Pro", 5, 10, 32000, 10).await;
-    b.make_default(&free).await;
+    assert_eq!(entitlements(&b,).await["source"], "unlimited");
+    let free = plan(&b, "Free", 1, 1, 2000, 1).await;
+    let pro = plan(&b, "Pro", 5, 10, 32000, 10).await;
+    make_default(&b, &free).await;
 
-    let (status, body) =
-        b.p.call(
+    let (status, body) = b
+        .call(
             "POST",
             "/api/console/clusters",
             Some(create_body("one", 2500)),
@@ -233,14 +164,10 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
     let page = &page[page.find('/').unwrap()..];
     assert!(console::CLIENT_ROUTES.contains(&page), "{upgrade}");
     assert_eq!(page, "/billing");
-    assert_eq!(
-        count(&b.p.db.pool, "clusters").await,
-        0,
-        "nothing is written"
-    );
+    assert_eq!(b.count("clusters").await, 0, "nothing is written");
 
-    let (status, body) =
-        b.p.call(
+    let (status, body) = b
+        .call(
             "POST",
             "/api/console/clusters",
             Some(create_body("one", 1500)),
@@ -248,11 +175,11 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let cluster = body["cluster"]["id"].as_str().unwrap().to_string();
-    b.p.drive().await;
-    assert_eq!(b.p.cluster(&cluster).await["status"], "ready");
+    b.drive().await;
+    assert_eq!(b.cluster(&cluster).await["status"], "ready");
 
-    let (status, body) =
-        b.p.call(
+    let (status, body) = b
+        .call(
             "POST",
             "/api/console/clusters",
             Some(create_body("two", 100)),
@@ -272,8 +199,8 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         "{body}"
     );
     // Raising the cluster's CPU past the plan is refused too.
-    let (status, body) =
-        b.p.call(
+    let (status, body) = b
+        .call(
             "PATCH",
             &format!("/api/console/clusters/{cluster}"),
             Some(serde_json::json!({ "workload_cpu_limit_milli_cores": 2100 })),
@@ -295,9 +222,9 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
 
     // A token cannot promise more nodes than the plan has left.
     let tokens = format!("/api/console/clusters/{cluster}/tokens");
-    let (status, body) =
-        b.p.call("POST", &tokens, Some(serde_json::json!({ "max_uses": 2 })))
-            .await;
+    let (status, body) = b
+        .call("POST", &tokens, Some(serde_json::json!({ "max_uses": 2 })))
+        .await;
     assert_eq!(
         limit_refusal(status, &body),
         (
@@ -311,22 +238,22 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         ),
         "{body}"
     );
-    let (status, body) =
-        b.p.call("POST", &tokens, Some(serde_json::json!({ "max_uses": 1 })))
-            .await;
+    let (status, body) = b
+        .call("POST", &tokens, Some(serde_json::json!({ "max_uses": 1 })))
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 
     let hostnames = format!("/api/console/clusters/{cluster}/hostnames");
-    let (status, body) =
-        b.p.call(
+    let (status, body) = b
+        .call(
             "POST",
             &hostnames,
             Some(serde_json::json!({ "hostname": "shop.example.org" })),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let (status, body) =
-        b.p.call(
+    let (status, body) = b
+        .call(
             "POST",
             &hostnames,
             Some(serde_json::json!({ "hostname": "blog.example.org" })),
@@ -346,7 +273,7 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         "{body}"
     );
 
-    let e = b.entitlements().await;
+    let e = entitlements(&b).await;
     assert_eq!(
         (e["source"].as_str(), e["plan"]["name"].as_str()),
         (Some("default"), Some("Free")),
@@ -361,7 +288,7 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
     let limit_notices: Vec<String> = sqlx::query_scalar(
         "SELECT payload->>'resource' FROM notification_outbox WHERE kind = 'plan_limit_reached' ORDER BY id",
     )
-    .fetch_all(&b.p.db.pool)
+    .fetch_all(&b.db.pool)
     .await
     .unwrap();
     assert_eq!(
@@ -388,7 +315,7 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         checkout["checkout_url"].as_str(),
         Some(format!("https://checkout.stripe.com/c/pay/{session}").as_str())
     );
-    let sent = &b.stripe.requests()[0];
+    let sent = &b.stripe().requests()[0];
     assert_eq!(
         sent.idempotency_key.as_deref(),
         Some(format!("kubebyon-order-{order}").as_str())
@@ -430,7 +357,7 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
     assert_eq!(status, StatusCode::OK, "{again}");
     assert_eq!(again["order"]["id"], checkout["order"]["id"]);
     assert_eq!(again["checkout_url"], checkout["checkout_url"]);
-    assert_eq!((b.stripe.requests().len(), b.stripe.sessions()), (1, 1));
+    assert_eq!((b.stripe().requests().len(), b.stripe().sessions()), (1, 1));
     // A free plan needs no order.
     let (status, body) = b
         .call(
@@ -454,12 +381,12 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
             "no v1 signature matches",
         ),
         (
-            stripe_header(&paid, WEBHOOK_SECRET, now - 301),
+            stripe_header(&paid, STRIPE_WEBHOOK_SECRET, now - 301),
             "outside the 300 s tolerance",
         ),
         (String::new(), "missing or malformed"),
     ] {
-        let (status, body) = b.deliver(&paid, &signature).await;
+        let (status, body) = deliver(&b, &paid, &signature).await;
         assert_eq!(
             (status, body["code"].as_str()),
             (StatusCode::BAD_REQUEST, Some("invalid_signature")),
@@ -468,17 +395,20 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         assert!(body["detail"].as_str().unwrap().contains(why), "{body}");
     }
     let tampered = paid.replace("pi_3AbcDef", "pi_3Other");
-    let (status, _) = b
-        .deliver(&tampered, &stripe_header(&paid, WEBHOOK_SECRET, now))
-        .await;
+    let (status, _) = deliver(
+        &b,
+        &tampered,
+        &stripe_header(&paid, STRIPE_WEBHOOK_SECRET, now),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(count(&b.p.db.pool, "stripe_events").await, 0);
+    assert_eq!(b.count("stripe_events").await, 0);
 
     // Two deliveries of one event at once: one state change.
-    let signature = stripe_header(&paid, WEBHOOK_SECRET, now);
+    let signature = stripe_header(&paid, STRIPE_WEBHOOK_SECRET, now);
     let (first, second) = tokio::join!(
-        webhook(b.router.clone(), &paid, &signature),
-        webhook(b.router.clone(), &paid, &signature)
+        deliver(&b, &paid, &signature),
+        deliver(&b, &paid, &signature)
     );
     let mut outcomes = [
         first.1["outcome"].as_str().unwrap().to_string(),
@@ -489,32 +419,37 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
     assert_eq!(outcomes, ["applied", "replayed"]);
     let paid_audits: i64 =
         sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE action = 'billing.order.paid'")
-            .fetch_one(&b.p.db.pool)
+            .fetch_one(&b.db.pool)
             .await
             .unwrap();
     assert_eq!(paid_audits, 1);
     // A replay later changes nothing either.
-    let (status, body) = b
-        .deliver(&paid, &stripe_header(&paid, WEBHOOK_SECRET, now))
-        .await;
+    let (status, body) =
+        deliver(&b, &paid, &stripe_header(&paid, STRIPE_WEBHOOK_SECRET, now)).await;
     assert_eq!(
         (status, body["outcome"].as_str()),
         (StatusCode::OK, Some("replayed"))
     );
     // An expiry that arrives after the payment does not undo it.
     let expired = event("evt_2Expired", "checkout.session.expired", &order, &session);
-    let (status, body) = b
-        .deliver(&expired, &stripe_header(&expired, WEBHOOK_SECRET, now))
-        .await;
+    let (status, body) = deliver(
+        &b,
+        &expired,
+        &stripe_header(&expired, STRIPE_WEBHOOK_SECRET, now),
+    )
+    .await;
     assert_eq!(
         (status, body["outcome"].as_str()),
         (StatusCode::OK, Some("no_change"))
     );
     // Other types are acknowledged and ignored.
     let other = event("evt_3Other", "customer.created", &order, &session);
-    let (status, body) = b
-        .deliver(&other, &stripe_header(&other, WEBHOOK_SECRET, now))
-        .await;
+    let (status, body) = deliver(
+        &b,
+        &other,
+        &stripe_header(&other, STRIPE_WEBHOOK_SECRET, now),
+    )
+    .await;
     assert_eq!(
         (status, body["outcome"].as_str()),
         (StatusCode::OK, Some("ignored"))
@@ -532,7 +467,7 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         "{read}"
     );
     assert!(read["checkout_url"].is_null());
-    let e = b.entitlements().await;
+    let e = entitlements(&b).await;
     assert_eq!(
         (
             e["source"].as_str(),
@@ -544,26 +479,26 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
     );
     let order_paid: i64 =
         sqlx::query_scalar("SELECT count(*) FROM notification_outbox WHERE kind = 'order_paid'")
-            .fetch_one(&b.p.db.pool)
+            .fetch_one(&b.db.pool)
             .await
             .unwrap();
     assert_eq!(order_paid, 1);
 
     // What was refused passes now.
-    let (status, body) =
-        b.p.call(
+    let (status, body) = b
+        .call(
             "POST",
             "/api/console/clusters",
             Some(create_body("two", 100)),
         )
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let (status, _) =
-        b.p.call("POST", &tokens, Some(serde_json::json!({ "max_uses": 2 })))
-            .await;
+    let (status, _) = b
+        .call("POST", &tokens, Some(serde_json::json!({ "max_uses": 2 })))
+        .await;
     assert_eq!(status, StatusCode::CREATED);
-    let (status, _) =
-        b.p.call(
+    let (status, _) = b
+        .call(
             "POST",
             &hostnames,
             Some(serde_json::json!({ "hostname": "blog.example.org" })),
@@ -585,7 +520,7 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         (StatusCode::OK, Some("cancelled")),
         "{body}"
     );
-    let e = b.entitlements().await;
+    let e = entitlements(&b).await;
     assert_eq!(e["plan"]["name"], "Free");
     assert_eq!(
         e["over_limit"],
@@ -596,12 +531,12 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
     let audited: (String, serde_json::Value) = sqlx::query_as(
         "SELECT target_id, metadata FROM audit_events WHERE action = 'admin.order.cancel'",
     )
-    .fetch_one(&b.p.db.pool)
+    .fetch_one(&b.db.pool)
     .await
     .unwrap();
     assert_eq!(audited.0, order);
     assert_eq!(audited.1["previous_status"], "paid");
-    assert_eq!(count(&b.p.db.pool, "clusters").await, 2);
+    assert_eq!(b.count("clusters").await, 2);
     let (status, body) = b
         .call(
             "POST",
@@ -630,9 +565,8 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         &order,
         &session,
     );
-    let (status, body) = b
-        .deliver(&late, &stripe_header(&late, WEBHOOK_SECRET, now))
-        .await;
+    let (status, body) =
+        deliver(&b, &late, &stripe_header(&late, STRIPE_WEBHOOK_SECRET, now)).await;
     assert_eq!(
         (status, body["outcome"].as_str()),
         (StatusCode::OK, Some("no_change")),
@@ -645,11 +579,11 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         read["status"], "cancelled",
         "an administrator's cancel is final"
     );
-    assert_eq!(b.entitlements().await["plan"]["name"], "Free");
+    assert_eq!(entitlements(&b,).await["plan"]["name"], "Free");
     let refund_audits: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM audit_events WHERE action = 'billing.order.payment_after_cancel'",
     )
-    .fetch_one(&b.p.db.pool)
+    .fetch_one(&b.db.pool)
     .await
     .unwrap();
     assert_eq!(refund_audits, 1);
@@ -662,8 +596,8 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
 /// pays nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cancelled_order_stays_cancelled_and_only_its_own_session_at_its_price_pays_it() {
-    let b = Billing::new().await;
-    let pro = b.plan("Pro", 3, 3, 8000, 3).await;
+    let b = platform().await;
+    let pro = plan(&b, "Pro", 3, 3, 8000, 3).await;
     let (status, checkout) = b
         .call(
             "POST",
@@ -681,9 +615,12 @@ async fn a_cancelled_order_stays_cancelled_and_only_its_own_session_at_its_price
     let deliver = |payload: String| {
         let b = &b;
         async move {
-            let (status, body) = b
-                .deliver(&payload, &stripe_header(&payload, WEBHOOK_SECRET, now))
-                .await;
+            let (status, body) = deliver(
+                b,
+                &payload,
+                &stripe_header(&payload, STRIPE_WEBHOOK_SECRET, now),
+            )
+            .await;
             assert_eq!(status, StatusCode::OK, "{body}");
             body["outcome"].as_str().unwrap().to_string()
         }
@@ -719,14 +656,14 @@ async fn a_cancelled_order_stays_cancelled_and_only_its_own_session_at_its_price
     let mismatches: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM audit_events WHERE action = 'billing.order.payment_wrong_amount'",
     )
-    .fetch_one(&b.p.db.pool)
+    .fetch_one(&b.db.pool)
     .await
     .unwrap();
     assert_eq!(mismatches, 2);
 
     // An administrator cancels it while pending: the session is expired at
     // Stripe first, and a `completed` arriving afterwards pays nothing.
-    assert!(b.stripe.expired().is_empty());
+    assert!(b.stripe().expired().is_empty());
     let (status, body) = b
         .call(
             "POST",
@@ -740,7 +677,7 @@ async fn a_cancelled_order_stays_cancelled_and_only_its_own_session_at_its_price
         "{body}"
     );
     assert_eq!(
-        b.stripe.expired(),
+        b.stripe().expired(),
         std::slice::from_ref(&session),
         "the session was expired first"
     );
@@ -756,19 +693,19 @@ async fn a_cancelled_order_stays_cancelled_and_only_its_own_session_at_its_price
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_concurrent_creates_at_the_last_free_slot_let_exactly_one_through() {
-    let b = Billing::new().await;
-    let plan = b.plan("Free", 1, 1, 100_000, 1).await;
-    b.make_default(&plan).await;
+    let b = platform().await;
+    let plan = plan(&b, "Free", 1, 1, 100_000, 1).await;
+    make_default(&b, &plan).await;
     let creates = (0..20).map(|i| {
-        let router = b.p.router.clone();
+        let client = b.client();
         async move {
-            send(
-                router,
-                "POST",
-                "/api/console/clusters",
-                Some(create_body(&format!("race-{i}"), 100)),
-            )
-            .await
+            client
+                .call(
+                    "POST",
+                    "/api/console/clusters",
+                    Some(create_body(&format!("race-{i}"), 100)),
+                )
+                .await
         }
     });
     let answers = futures_util::future::join_all(creates).await;
@@ -781,14 +718,14 @@ async fn twenty_concurrent_creates_at_the_last_free_slot_let_exactly_one_through
         .filter(|(s, body)| *s == StatusCode::FORBIDDEN && body["code"] == "plan_limit_exceeded")
         .count();
     assert_eq!((accepted, refused), (1, 19), "{answers:?}");
-    assert_eq!(count(&b.p.db.pool, "clusters").await, 1);
+    assert_eq!(b.count("clusters").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
-    let b = Billing::new().await;
-    let pro = b.plan("Pro", 5, 10, 32000, 10).await;
-    b.stripe.fail_next(1);
+    let b = platform().await;
+    let pro = plan(&b, "Pro", 5, 10, 32000, 10).await;
+    b.stripe().fail_next(1);
     let (status, body) = b
         .call(
             "POST",
@@ -814,7 +751,7 @@ async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let keys: Vec<_> = b
-        .stripe
+        .stripe()
         .requests()
         .into_iter()
         .map(|r| r.idempotency_key)
@@ -849,7 +786,7 @@ async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
     );
 
     // Paid at Stripe meanwhile: cancelling is refused, its event settles it.
-    b.stripe.complete("cs_test_a1000001");
+    b.stripe().complete("cs_test_a1000001");
     let (status, body) = b
         .call(
             "POST",
@@ -863,7 +800,7 @@ async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
         "{body}"
     );
     // Open again (a stand-in's shortcut): cancelling expires the session first.
-    b.stripe.reopen("cs_test_a1000001");
+    b.stripe().reopen("cs_test_a1000001");
     let (status, body) = b
         .call(
             "POST",
@@ -880,7 +817,10 @@ async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
         (StatusCode::OK, Some("cancelled"), Some("user")),
         "{body}"
     );
-    assert_eq!(b.stripe.expired(), ["cs_test_a1000001", "cs_test_a1000001"]);
+    assert_eq!(
+        b.stripe().expired(),
+        ["cs_test_a1000001", "cs_test_a1000001"]
+    );
     let (status, body) = b
         .call(
             "POST",
@@ -900,25 +840,28 @@ async fn an_order_survives_stripe_being_down_and_a_user_can_cancel_it() {
         "cs_test_a1000001",
     );
     let now = chrono::Utc::now().timestamp();
-    let (status, body) = b
-        .deliver(&expired, &stripe_header(&expired, WEBHOOK_SECRET, now))
-        .await;
+    let (status, body) = deliver(
+        &b,
+        &expired,
+        &stripe_header(&expired, STRIPE_WEBHOOK_SECRET, now),
+    )
+    .await;
     assert_eq!(
         (status, body["outcome"].as_str()),
         (StatusCode::OK, Some("no_change")),
         "{body}"
     );
-    assert_eq!(b.entitlements().await["source"], "unlimited");
+    assert_eq!(entitlements(&b,).await["source"], "unlimited");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_join_past_the_plan_is_refused_with_a_message_the_script_prints() {
-    let b = Billing::new().await;
-    let plan = b.plan("Free", 1, 2, 100_000, 1).await;
-    b.make_default(&plan).await;
-    let (cluster, _) = b.p.create_ready("edge", "nodeport").await;
-    let (status, token) =
-        b.p.call(
+    let b = platform().await;
+    let plan = plan(&b, "Free", 1, 2, 100_000, 1).await;
+    make_default(&b, &plan).await;
+    let (cluster, _) = b.create_ready("edge", "nodeport").await;
+    let (status, token) = b
+        .call(
             "POST",
             &format!("/api/console/clusters/{cluster}/tokens"),
             Some(serde_json::json!({ "max_uses": 2 })),
@@ -938,36 +881,29 @@ async fn a_join_past_the_plan_is_refused_with_a_message_the_script_prints() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
-    let client = reqwest::Client::new();
     let join = |host: &'static str| {
-        let (client, plaintext, base) = (client.clone(), plaintext.clone(), b.p.base_url.clone());
+        let machine = b.machine(&plaintext);
         async move {
-            let script = client
-                .get(format!("{base}/join"))
-                .bearer_auth(&plaintext)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(script.status().as_u16(), 200);
+            let script = machine.send("GET", "/join", None).await;
+            assert_eq!(script.status, 200);
             let attempt = script
-                .text()
-                .await
-                .unwrap()
+                .body
+                .as_str()
+                .expect("a script")
                 .lines()
                 .find_map(|line| {
                     line.strip_prefix("KB_ATTEMPT=")
                         .map(|a| a.trim_matches('\'').to_string())
                 })
                 .unwrap();
-            let reply = client
-                .post(format!("{base}/join/steps"))
-                .bearer_auth(&plaintext)
-                .json(&serde_json::json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": host }))
-                .send()
-                .await
-                .unwrap();
-            let status = reply.status().as_u16();
-            (status, reply.json::<serde_json::Value>().await.unwrap())
+            let (status, reply) = machine
+                .call(
+                    "POST",
+                    "/join/steps",
+                    Some(serde_json::json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": host })),
+                )
+                .await;
+            (status.as_u16(), reply)
         }
     };
     let (status, first) = join("node-a").await;
@@ -984,7 +920,7 @@ async fn a_join_past_the_plan_is_refused_with_a_message_the_script_prints() {
     );
     let outcome: (String, String) =
         sqlx::query_as("SELECT outcome, reason FROM join_attempts WHERE hostname = 'node-b'")
-            .fetch_one(&b.p.db.pool)
+            .fetch_one(&b.db.pool)
             .await
             .unwrap();
     assert_eq!(
@@ -992,7 +928,7 @@ async fn a_join_past_the_plan_is_refused_with_a_message_the_script_prints() {
         ("refused", message)
     );
     let uses: i32 = sqlx::query_scalar("SELECT use_count FROM tokens")
-        .fetch_one(&b.p.db.pool)
+        .fetch_one(&b.db.pool)
         .await
         .unwrap();
     assert_eq!(uses, 1, "the refused join took no use");
@@ -1000,7 +936,7 @@ async fn a_join_past_the_plan_is_refused_with_a_message_the_script_prints() {
     let told: Vec<serde_json::Value> = sqlx::query_scalar(
         "SELECT payload FROM notification_outbox WHERE kind = 'plan_limit_reached'",
     )
-    .fetch_all(&b.p.db.pool)
+    .fetch_all(&b.db.pool)
     .await
     .unwrap();
     assert_eq!(told.len(), 1, "{told:?}");

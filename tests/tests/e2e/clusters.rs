@@ -13,7 +13,7 @@ use shared::{
     jobs::{self, JobMessage, Processed, sweep},
 };
 
-use crate::platform::{Platform, host_settings, job_settings, node, self_worker};
+use crate::harness::{TestApp, host_settings, job_settings, node};
 
 async fn namespace_names(client: kube::Client) -> Vec<String> {
     let namespaces: Api<Namespace> = Api::all(client);
@@ -29,7 +29,7 @@ async fn namespace_names(client: kube::Client) -> Vec<String> {
 
 #[tokio::test]
 async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let id = platform.create("alpha", "nodeport").await;
 
     let (status, body) = platform
@@ -54,7 +54,7 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
     assert_eq!(cluster["kubeconfig_available"], true);
     let namespace = cluster["namespace"].as_str().unwrap();
     let vcluster = platform
-        .sim
+        .sim()
         .vcluster(namespace, "alpha")
         .expect("the vCluster API runs");
     assert_eq!(
@@ -63,27 +63,30 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
     );
 
     // What the host got, read back from the simulated API.
-    let ns = platform.sim.get("v1", "Namespace", "", namespace).unwrap();
+    let ns = platform
+        .sim()
+        .get("v1", "Namespace", "", namespace)
+        .unwrap();
     assert_eq!(
         ns["metadata"]["labels"]["kubebyon.dev/cluster-id"],
         id.as_str()
     );
     assert!(
         platform
-            .sim
+            .sim()
             .get("v1", "ResourceQuota", namespace, "kubebyon-control-plane")
             .is_some()
     );
     assert!(
         platform
-            .sim
+            .sim()
             .get("v1", "LimitRange", namespace, "kubebyon-defaults")
             .is_some()
     );
     // Fenced: only the API port is open from outside the namespace, and
     // nothing leaves it for another tenant's pods.
     let policy = platform
-        .sim
+        .sim()
         .get(
             "networking.k8s.io/v1",
             "NetworkPolicy",
@@ -122,7 +125,7 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
         "no other namespace is reachable: {egress:?}"
     );
     let chart = platform
-        .sim
+        .sim()
         .get("helm.cattle.io/v1", "HelmChart", namespace, "alpha")
         .unwrap();
     assert_eq!(chart["spec"]["chart"], "vcluster");
@@ -143,7 +146,7 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
         "v1.33.5"
     );
     let service = platform
-        .sim
+        .sim()
         .get("v1", "Service", namespace, "alpha-public")
         .unwrap();
     assert_eq!(service["spec"]["type"], "NodePort");
@@ -172,7 +175,7 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
 
 #[tokio::test]
 async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let id = platform.create("beta", "nodeport").await;
     platform.drive().await;
     let before = platform.cluster(&id).await;
@@ -203,7 +206,7 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
     assert_ne!(after["api_endpoint"], before["api_endpoint"]);
     let namespace = after["namespace"].as_str().unwrap();
     let service = platform
-        .sim
+        .sim()
         .get("v1", "Service", namespace, "beta-public")
         .unwrap();
     assert_eq!(service["spec"]["type"], "LoadBalancer");
@@ -231,7 +234,7 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
 
 #[tokio::test]
 async fn delete_removes_the_namespace_and_soft_deletes_the_cluster() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("gamma", "nodeport").await;
 
     let (status, body) = platform
@@ -242,19 +245,19 @@ async fn delete_removes_the_namespace_and_soft_deletes_the_cluster() {
 
     assert!(
         platform
-            .sim
+            .sim()
             .get("v1", "Namespace", "", &namespace)
             .is_none(),
         "the namespace is gone"
     );
     assert!(
         platform
-            .sim
+            .sim()
             .get("helm.cattle.io/v1", "HelmChart", &namespace, "gamma")
             .is_none()
     );
     assert!(
-        platform.sim.vcluster(&namespace, "gamma").is_none(),
+        platform.sim().vcluster(&namespace, "gamma").is_none(),
         "the control plane stopped"
     );
     let (status, _) = platform
@@ -275,8 +278,8 @@ async fn delete_removes_the_namespace_and_soft_deletes_the_cluster() {
 
 #[tokio::test]
 async fn a_failed_chart_install_fails_the_create_and_names_the_step() {
-    let platform = Platform::new().await;
-    platform.sim.set_faults(Faults {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    platform.sim().set_faults(Faults {
         chart_install_error: Some(
             "Error: INSTALLATION FAILED: storageclass \"longhorn\" not found".into(),
         ),
@@ -310,8 +313,8 @@ async fn a_failed_chart_install_fails_the_create_and_names_the_step() {
 
 #[tokio::test]
 async fn a_user_retries_a_failed_create_whose_failure_may_pass_and_only_that() {
-    let platform = Platform::new().await;
-    platform.sim.set_faults(Faults {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    platform.sim().set_faults(Faults {
         chart_install_error: Some("Error: INSTALLATION FAILED: image pull timed out".into()),
         ..Faults::default()
     });
@@ -380,7 +383,7 @@ async fn a_user_retries_a_failed_create_whose_failure_may_pass_and_only_that() {
 
     // The cause has gone: the retry runs the create again, to the end. Two
     // sent at once (a double click) retry it once: the other is told why.
-    platform.sim.set_faults(Faults::default());
+    platform.sim().set_faults(Faults::default());
     let (first, second) = tokio::join!(
         platform.call("POST", &retry, None),
         platform.call("POST", &retry, None)
@@ -453,8 +456,8 @@ async fn a_user_retries_a_failed_create_whose_failure_may_pass_and_only_that() {
 
 #[tokio::test]
 async fn an_unreachable_host_api_is_retried_not_failed() {
-    let platform = Platform::new().await;
-    platform.sim.set_faults(Faults {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    platform.sim().set_faults(Faults {
         api_down: true,
         ..Faults::default()
     });
@@ -476,8 +479,8 @@ async fn an_unreachable_host_api_is_retried_not_failed() {
 
 #[tokio::test]
 async fn a_worker_killed_mid_create_is_resumed_by_another_and_the_cluster_becomes_ready_once() {
-    let platform = Platform::new().await;
-    platform.sim.set_faults(Faults {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    platform.sim().set_faults(Faults {
         ready_delay: Some(Duration::from_millis(1500)),
         ..Faults::default()
     });
@@ -494,7 +497,7 @@ async fn a_worker_killed_mid_create_is_resumed_by_another_and_the_cluster_become
     };
 
     // Worker A gets as far as waiting for the control plane, then dies.
-    let worker_a = self_worker(&platform.db, &platform.host, "worker-a");
+    let worker_a = platform.worker("worker-a");
     let a = tokio::spawn(async move { worker_a.process(message).await });
     tests::eventually(20, "worker A to reach the wait", || async {
         let operation: String =
@@ -545,7 +548,7 @@ async fn a_worker_killed_mid_create_is_resumed_by_another_and_the_cluster_become
     let namespace = cluster["namespace"].as_str().unwrap();
     assert!(
         platform
-            .sim
+            .sim()
             .get("helm.cattle.io/v1", "HelmChart", namespace, "zeta")
             .is_some()
     );
@@ -560,7 +563,7 @@ async fn a_worker_killed_mid_create_is_resumed_by_another_and_the_cluster_become
 
 #[tokio::test]
 async fn of_two_concurrent_deletes_one_is_accepted_and_one_is_409() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let id = platform.create("eta", "nodeport").await;
     platform.drive().await;
     let path = format!("/api/console/clusters/{id}");
@@ -589,9 +592,9 @@ async fn of_two_concurrent_deletes_one_is_accepted_and_one_is_409() {
 
 #[tokio::test]
 async fn observation_records_whether_each_control_plane_answers() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("theta", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "theta").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "theta").unwrap();
 
     let report = platform.observe().await;
     assert_eq!((report.connected, report.unreachable), (1, 0));
@@ -627,7 +630,10 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
         gateway_namespace: "kubebyon-system".into(),
         base_domain: "clusters.example.test".into(),
     };
-    let platform = Platform::with_host_settings(settings).await;
+    let platform = TestApp::builder("worker-b")
+        .host_with(settings)
+        .build()
+        .await;
     let id = platform.create("iota", "loadbalancer").await;
     assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
 
@@ -636,7 +642,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
     let host = format!("iota-{}.clusters.example.test", &id.replace('-', "")[..8]);
     assert_eq!(cluster["api_endpoint"], format!("https://{host}:443"));
     let route = platform
-        .sim
+        .sim()
         .get(
             "gateway.networking.k8s.io/v1alpha2",
             "TLSRoute",
@@ -649,13 +655,13 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
     assert_eq!(route["spec"]["rules"][0]["backendRefs"][0]["name"], "iota");
     assert!(
         platform
-            .sim
+            .sim()
             .get("v1", "Service", namespace, "iota-public")
             .is_none(),
         "no per-cluster load balancer"
     );
     let chart = platform
-        .sim
+        .sim()
         .get("helm.cattle.io/v1", "HelmChart", namespace, "iota")
         .unwrap();
     let values: serde_json::Value =
@@ -678,7 +684,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
     assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
     assert!(
         platform
-            .sim
+            .sim()
             .get(
                 "gateway.networking.k8s.io/v1alpha2",
                 "TLSRoute",
@@ -689,7 +695,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
     );
     assert_eq!(
         platform
-            .sim
+            .sim()
             .get("v1", "Service", namespace, "iota-public")
             .unwrap()["spec"]["type"],
         "NodePort"
@@ -704,11 +710,11 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
 
 #[tokio::test]
 async fn node_sync_keeps_the_snapshot_and_appends_each_transition_once() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("kappa", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "kappa").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "kappa").unwrap();
     let offline_after = Duration::from_secs(60);
-    let sync = || sync_nodes::sync::sync_all(&platform.db.pool, &platform.host, 4, offline_after);
+    let sync = || sync_nodes::sync::sync_all(&platform.db.pool, platform.host(), 4, offline_after);
     let events = |query: String| {
         let platform = &platform;
         async move {

@@ -72,32 +72,23 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
     .await;
 
     // The console is at `/`, with its policy; the API keeps its own 404s.
-    let http = reqwest::Client::new();
-    let index = http
-        .get(format!("{}/clusters", local.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(index.status(), 200, "the console is built into local");
+    let index = local.client.send("GET", "/clusters", None).await;
+    assert_eq!(index.status, 200, "the console is built into local");
     assert_eq!(
-        index.headers()["content-security-policy"],
+        index.headers["content-security-policy"],
         console::CONTENT_SECURITY_POLICY
     );
-    let page = index.text().await.unwrap();
+    let page = index.body.as_str().expect("a page");
     assert!(
         page.contains("<script type=\"module\" crossorigin src=\"/assets/"),
         "{page}"
     );
-    let missing = http
-        .get(format!("{}/api/console/nothing-here", local.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(missing.status(), 404);
-    assert_eq!(
-        missing.headers()["content-type"],
-        "application/problem+json"
-    );
+    let missing = local
+        .client
+        .send("GET", "/api/console/nothing-here", None)
+        .await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.content_type(), "application/problem+json");
 
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-shots");
     let common = |machine: &Machine| {

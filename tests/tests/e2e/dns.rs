@@ -13,17 +13,17 @@ use serde_json::json;
 use shared::{config::Settings, ingress::settings::column, secretbox::SecretBox};
 use tests::{dnsserver::DnsServer, moto::Moto};
 
-use crate::platform::Platform;
+use crate::harness::TestApp;
 
 const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
-async fn configure(platform: &Platform, moto_url: &str, zone: &str) -> Settings {
+async fn configure(platform: &TestApp, moto_url: &str, zone: &str) -> Settings {
     configure_with(platform, moto_url, zone, None).await
 }
 
 /// Configures the zone; hostname challenges are looked up through `resolver`.
 async fn configure_with(
-    platform: &Platform,
+    platform: &TestApp,
     moto_url: &str,
     zone: &str,
     resolver: Option<std::net::SocketAddr>,
@@ -58,7 +58,7 @@ async fn sync_dns_converges_route53_to_the_database_and_touches_only_its_own_rec
     let moto = Moto::start().await;
     let zone = moto.create_zone("apps.example.com");
     moto.put_cname(&zone, "other.apps.example.com", "somewhere.example.org");
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let resolver = DnsServer::start().await;
     let settings = configure_with(&platform, &moto.url, &zone, Some(resolver.addr)).await;
     let sync = || sync_dns::route53::sync(&platform.db.pool, &settings);
@@ -245,7 +245,7 @@ async fn a_new_zone_gets_the_records_and_each_former_zone_is_cleaned_on_its_own(
     let moto = Moto::start().await;
     let old = moto.create_zone("apps.example.com");
     let new = moto.create_zone("apps.example.com");
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let settings = configure(&platform, &moto.url, &old).await;
     let sync = || sync_dns::route53::sync(&platform.db.pool, &settings);
     let id = platform.create_with_ingress("kappa").await;
@@ -326,14 +326,14 @@ async fn a_new_zone_gets_the_records_and_each_former_zone_is_cleaned_on_its_own(
     assert_eq!((report.change_calls, report.failed), (0, 1), "{report:?}");
 }
 
-async fn ingress_cluster(platform: &Platform, name: &str) -> String {
+async fn ingress_cluster(platform: &TestApp, name: &str) -> String {
     let id = platform.create_with_ingress(name).await;
     platform.drive().await;
     id
 }
 
 async fn bind_as(
-    platform: &Platform,
+    platform: &TestApp,
     user: Option<uuid::Uuid>,
     cluster: &str,
     hostname: &str,
@@ -350,7 +350,7 @@ async fn bind_as(
 async fn names_the_platform_keeps_and_other_clusters_names_cannot_be_bound() {
     let moto = Moto::start().await;
     let zone = moto.create_zone("apps.example.com");
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     configure(&platform, &moto.url, &zone).await;
     let mine = ingress_cluster(&platform, "mine").await;
     let theirs = ingress_cluster(&platform, "theirs").await;
@@ -399,7 +399,7 @@ async fn a_record_the_platform_did_not_make_is_a_conflict_and_one_refused_change
     let moto = Moto::start().await;
     let zone = moto.create_zone("apps.example.com");
     moto.put_cname(&zone, "taken.apps.example.com", "foreign.example.org");
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let settings = configure(&platform, &moto.url, &zone).await;
     let sync = || sync_dns::route53::sync(&platform.db.pool, &settings);
     let id = ingress_cluster(&platform, "sigma").await;
@@ -482,7 +482,7 @@ async fn a_record_the_platform_did_not_make_is_a_conflict_and_one_refused_change
 async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
     let moto = Moto::start().await;
     let zone = moto.create_zone("apps.example.com");
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let resolver = DnsServer::start().await;
     let settings = configure_with(&platform, &moto.url, &zone, Some(resolver.addr)).await;
     let owner_cluster = ingress_cluster(&platform, "real").await;
@@ -527,16 +527,13 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
         .await
         .unwrap();
     let verify = |user: Option<uuid::Uuid>, cluster: String, binding: String| {
-        let router = shared::http::with_common_layers(
-            api_ingress::router(),
-            shared::http::AppState {
-                identity: shared::http::Identity::Development(user.unwrap_or(owner)),
-                settings: std::sync::Arc::new(settings.clone()),
-                ..platform.state.clone()
-            },
-        );
+        let client = platform.client_serving(shared::http::AppState {
+            identity: shared::http::Identity::Development(user.unwrap_or(owner)),
+            settings: std::sync::Arc::new(settings.clone()),
+            ..platform.state.clone()
+        });
         let path = format!("/api/console/clusters/{cluster}/hostnames/{binding}/verify");
-        async move { crate::platform::send(router, "POST", &path, None).await }
+        async move { client.call("POST", &path, None).await }
     };
     let real_id = real["id"].as_str().unwrap().to_string();
     let squat_id = squat["id"].as_str().unwrap().to_string();
@@ -612,7 +609,7 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
 async fn dns_credentials_go_to_no_name_that_resolves_to_a_private_address() {
     let moto = Moto::start().await;
     let zone = moto.create_zone("apps.example.com");
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     // The same server, named: `localhost` stands for a public-looking name
     // whose DNS answer turned private after the endpoint was saved.
     let named = moto.url.replace("127.0.0.1", "localhost");
@@ -648,7 +645,7 @@ async fn dns_credentials_go_to_no_name_that_resolves_to_a_private_address() {
 async fn without_a_stored_key_route53_is_reached_with_the_functions_own_credentials() {
     let moto = Moto::start().await;
     let zone = moto.create_zone("apps.example.com");
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     configure(&platform, &moto.url, &zone).await;
     sqlx::query(
         "UPDATE system_settings SET managed_workload_ingress_dns_access_key_id = NULL,

@@ -31,6 +31,8 @@ use tests::{broker::TestBroker, free_port, proxy::TcpProxy, workspace_binary};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
+use crate::harness::Client;
+
 /// How long each fault lasts.
 const OUTAGE: Duration = Duration::from_secs(3);
 /// Concurrent API clients.
@@ -78,7 +80,8 @@ impl Answers {
     }
 }
 
-struct Platform {
+/// The platform as deployed: one process per function.
+struct Deployment {
     env: Vec<(String, String)>,
     _api: Child,
     workers: Vec<Child>,
@@ -97,7 +100,7 @@ fn spawn(name: &str, env: &[(String, String)]) -> Child {
         .unwrap_or_else(|err| panic!("{name} starts: {err}"))
 }
 
-impl Platform {
+impl Deployment {
     fn start(env: Vec<(String, String)>, port: u16) -> Self {
         let mut api_env = env.clone();
         api_env.push(("PORT".into(), port.to_string()));
@@ -130,55 +133,31 @@ impl Platform {
     }
 }
 
-async fn call(
-    http: &reqwest::Client,
-    method: reqwest::Method,
-    url: String,
-) -> Option<(u16, Value)> {
-    let request = http.request(method.clone(), url);
-    let request = if method == reqwest::Method::POST {
-        request.json(&json!({
+/// A create (of a cluster with a new name) or a delete; `None` when no
+/// answer came.
+async fn call(client: &Client, method: &str, path: &str) -> Option<(u16, Value)> {
+    let body = (method == "POST").then(|| {
+        json!({
             "name": format!("f-{}", &Uuid::new_v4().simple().to_string()[..12]),
             "workload_cpu_limit_milli_cores": 1000,
             "workload_memory_limit_mib": 1024,
             "public_access_mode": "nodeport",
-        }))
-    } else {
-        request
-    };
-    let response = request.send().await.ok()?;
-    let status = response.status().as_u16();
-    Some((status, response.json().await.unwrap_or(Value::Null)))
+        })
+    });
+    let reply = client.try_send(method, path, body).await?;
+    Some((reply.status.as_u16(), reply.body))
 }
 
 /// One API client: creates a cluster, and deletes the one it created two
 /// rounds ago, until `stop`.
-async fn client(
-    base: String,
-    key: String,
+async fn load(
+    client: Client,
     answers: Arc<Mutex<Answers>>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .default_headers(
-            [(
-                reqwest::header::AUTHORIZATION,
-                format!("Bearer {key}").parse().expect("header value"),
-            )]
-            .into_iter()
-            .collect(),
-        )
-        .build()
-        .expect("client");
     let mut mine: Vec<Uuid> = Vec::new();
     while !*stop.borrow() {
-        let answer = call(
-            &http,
-            reqwest::Method::POST,
-            format!("{base}/api/console/clusters"),
-        )
-        .await;
+        let answer = call(&client, "POST", "/api/console/clusters").await;
         if let Some(body) = record(&answers, answer) {
             let id: Uuid = body["cluster"]["id"]
                 .as_str()
@@ -190,12 +169,7 @@ async fn client(
         }
         if mine.len() > 2 {
             let id = mine[0];
-            let answer = call(
-                &http,
-                reqwest::Method::DELETE,
-                format!("{base}/api/console/clusters/{id}"),
-            )
-            .await;
+            let answer = call(&client, "DELETE", &format!("/api/console/clusters/{id}")).await;
             if record(&answers, answer).is_some() {
                 answers.lock().expect("lock").deletes_accepted += 1;
                 mine.remove(0);
@@ -328,37 +302,28 @@ async fn the_platform_survives_its_dependencies_failing_under_load() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let mut platform = Platform::start(env, free_port());
-    let http = reqwest::Client::new();
-    let health = format!("{}/healthz", platform.base);
-    seconds_until(Duration::from_secs(30), || async {
-        http.get(&health)
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-    })
-    .await;
+    let mut platform = Deployment::start(env, free_port());
+    // Each API client its own connections, giving up on an answer after 15 s.
+    let base = platform.base.clone();
+    let api = || Client::http(&base, Duration::from_secs(15)).bearer(&key);
+    let probe = api();
+    let succeeds = |path: &'static str| {
+        let probe = probe.clone();
+        async move {
+            probe
+                .try_send("GET", path, None)
+                .await
+                .is_some_and(|r| r.status.is_success())
+        }
+    };
+    seconds_until(Duration::from_secs(30), || succeeds("/healthz")).await;
 
     let answers = Arc::new(Mutex::new(Answers::default()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let clients: Vec<_> = (0..CLIENTS)
-        .map(|_| {
-            tokio::spawn(client(
-                platform.base.clone(),
-                key.clone(),
-                answers.clone(),
-                stop_rx.clone(),
-            ))
-        })
+        .map(|_| tokio::spawn(load(api(), answers.clone(), stop_rx.clone())))
         .collect();
-    let list = format!("{}/api/console/clusters", platform.base);
-    let api_answers = || async {
-        http.get(&list)
-            .bearer_auth(&key)
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-    };
+    let api_answers = || succeeds("/api/console/clusters");
     let mut recovery: Vec<(&str, f64, f64)> = Vec::new();
     tokio::time::sleep(Duration::from_secs(3)).await;
 

@@ -3,55 +3,28 @@
 //! answer replayed; another request under the same key refused; each user's
 //! keys their own; an answer past keeping forgotten.
 
-use axum::{
-    body::Body,
-    http::{Request, StatusCode, header},
-};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
-use shared::http::{Identity, with_common_layers};
-use tower::ServiceExt;
 use uuid::Uuid;
 
-use crate::platform::{Base, Builder};
+use crate::harness::{Client, Reply, TestApp};
 
-struct Answer {
-    status: StatusCode,
-    key: Option<String>,
-    body: Value,
+/// POSTs `body` to `path` as `client`, with `key` as its `Idempotency-Key`
+/// when there is one.
+async fn post(client: &Client, path: &str, key: Option<&[u8]>, body: Value) -> Reply {
+    let client = match key {
+        Some(key) => client.clone().header("idempotency-key", key),
+        None => client.clone(),
+    };
+    client.send("POST", path, Some(body)).await
 }
 
-async fn send(
-    base: &Base,
-    identity: Identity,
-    path: &str,
-    key: Option<&[u8]>,
-    body: Value,
-) -> Answer {
-    let state = shared::http::AppState {
-        identity,
-        ..base.state.clone()
-    };
-    let router = with_common_layers(api_clusters::router().merge(api_nodes::router()), state);
-    let mut request = Request::post(path).header(header::CONTENT_TYPE, "application/json");
-    if let Some(key) = key {
-        request = request.header("Idempotency-Key", key);
-    }
-    let response = router
-        .oneshot(request.body(Body::from(body.to_string())).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let key = response
-        .headers()
+/// The `Idempotency-Key` an answer echoes.
+fn echoed(reply: &Reply) -> Option<String> {
+    reply
+        .headers
         .get("idempotency-key")
-        .map(|v| v.to_str().unwrap().to_string());
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    Answer {
-        status,
-        key,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
+        .map(|v| v.to_str().unwrap().to_string())
 }
 
 fn cluster(name: &str) -> Value {
@@ -59,7 +32,7 @@ fn cluster(name: &str) -> Value {
             "public_access_mode": "nodeport" })
 }
 
-async fn clusters_named(base: &Base, name: &str) -> i64 {
+async fn clusters_named(base: &TestApp, name: &str) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM clusters WHERE name = $1")
         .bind(name)
         .fetch_one(&base.db.pool)
@@ -67,30 +40,26 @@ async fn clusters_named(base: &Base, name: &str) -> i64 {
         .unwrap()
 }
 
-fn developer(base: &Base) -> Identity {
-    base.state.identity
-}
-
 #[tokio::test]
 async fn a_retried_create_is_answered_again_not_done_again() {
-    let base = Builder::new("idempotency").build().await;
-    let me = developer(&base);
+    let base = TestApp::builder("idempotency").build().await;
+    let me = base.client();
     let key = Some(&b"\"create-alpha-1\""[..]);
 
-    let first = send(&base, me, "/api/console/clusters", key, cluster("alpha")).await;
+    let first = post(&me, "/api/console/clusters", key, cluster("alpha")).await;
     assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
     assert_eq!(
-        first.key.as_deref(),
+        echoed(&first).as_deref(),
         Some("\"create-alpha-1\""),
         "the key is echoed"
     );
-    let retry = send(&base, me, "/api/console/clusters", key, cluster("alpha")).await;
+    let retry = post(&me, "/api/console/clusters", key, cluster("alpha")).await;
     assert_eq!(
         (retry.status, &retry.body),
         (StatusCode::ACCEPTED, &first.body),
         "the first answer, replayed"
     );
-    assert_eq!(retry.key, first.key);
+    assert_eq!(echoed(&retry), echoed(&first));
     assert_eq!(clusters_named(&base, "alpha").await, 1);
     let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM cluster_jobs")
         .fetch_one(&base.db.pool)
@@ -99,7 +68,7 @@ async fn a_retried_create_is_answered_again_not_done_again() {
     assert_eq!(jobs, 1, "one job enqueued");
 
     // The same key with another body, or on another route: refused, nothing made.
-    let other = send(&base, me, "/api/console/clusters", key, cluster("beta")).await;
+    let other = post(&me, "/api/console/clusters", key, cluster("beta")).await;
     assert_eq!(
         (other.status, other.body["code"].as_str()),
         (
@@ -111,9 +80,8 @@ async fn a_retried_create_is_answered_again_not_done_again() {
     );
     assert_eq!(clusters_named(&base, "beta").await, 0);
     let id = first.body["cluster"]["id"].as_str().unwrap();
-    let elsewhere = send(
-        &base,
-        me,
+    let elsewhere = post(
+        &me,
         &format!("/api/console/clusters/{id}/tokens"),
         key,
         json!({}),
@@ -133,9 +101,8 @@ async fn a_retried_create_is_answered_again_not_done_again() {
     .fetch_one(&base.db.pool)
     .await
     .unwrap();
-    let theirs = send(
-        &base,
-        Identity::Development(other_user),
+    let theirs = post(
+        &base.client_as(other_user),
         "/api/console/clusters",
         key,
         cluster("alpha"),
@@ -149,7 +116,7 @@ async fn a_retried_create_is_answered_again_not_done_again() {
         .execute(&base.db.pool)
         .await
         .unwrap();
-    let later = send(&base, me, "/api/console/clusters", key, cluster("beta")).await;
+    let later = post(&me, "/api/console/clusters", key, cluster("beta")).await;
     assert_eq!(later.status, StatusCode::ACCEPTED, "{}", later.body);
     assert_eq!(clusters_named(&base, "beta").await, 1);
     sqlx::query("UPDATE idempotency_keys SET expires_at = now() - interval '1 second'")
@@ -167,15 +134,15 @@ async fn a_retried_create_is_answered_again_not_done_again() {
 
 #[tokio::test]
 async fn concurrent_retries_with_one_key_make_one_cluster() {
-    let base = Builder::new("idempotency").build().await;
-    let me = developer(&base);
+    let base = TestApp::builder("idempotency").build().await;
+    let me = base.client();
     let key = Some(&b"burst-7"[..]);
     let answers = futures_util::future::join_all(
-        (0..8).map(|_| send(&base, me, "/api/console/clusters", key, cluster("gamma"))),
+        (0..8).map(|_| post(&me, "/api/console/clusters", key, cluster("gamma"))),
     )
     .await;
     assert_eq!(clusters_named(&base, "gamma").await, 1);
-    let made: Vec<&Answer> = answers
+    let made: Vec<&Reply> = answers
         .iter()
         .filter(|a| a.status == StatusCode::ACCEPTED)
         .collect();
@@ -201,18 +168,11 @@ async fn concurrent_retries_with_one_key_make_one_cluster() {
 
 #[tokio::test]
 async fn a_malformed_key_is_refused_before_anything_is_made() {
-    let base = Builder::new("idempotency").build().await;
-    let me = developer(&base);
+    let base = TestApp::builder("idempotency").build().await;
+    let me = base.client();
     let long = "k".repeat(256);
     for bad in [&b""[..], b"\"\"", "k\u{0430}y".as_bytes(), long.as_bytes()] {
-        let answer = send(
-            &base,
-            me,
-            "/api/console/clusters",
-            Some(bad),
-            cluster("delta"),
-        )
-        .await;
+        let answer = post(&me, "/api/console/clusters", Some(bad), cluster("delta")).await;
         assert_eq!(
             (answer.status, answer.body["code"].as_str()),
             (StatusCode::BAD_REQUEST, Some("invalid_idempotency_key")),
@@ -222,8 +182,8 @@ async fn a_malformed_key_is_refused_before_anything_is_made() {
     }
     assert_eq!(clusters_named(&base, "delta").await, 0);
     // Without the header the route works as ever.
-    let plain = send(&base, me, "/api/console/clusters", None, cluster("delta")).await;
-    assert_eq!((plain.status, plain.key), (StatusCode::ACCEPTED, None));
+    let plain = post(&me, "/api/console/clusters", None, cluster("delta")).await;
+    assert_eq!((plain.status, echoed(&plain)), (StatusCode::ACCEPTED, None));
 }
 
 /// The review's finding: the store kept the `kb_…` API key, the join token
@@ -235,14 +195,14 @@ async fn a_malformed_key_is_refused_before_anything_is_made() {
 async fn an_answer_that_issued_a_secret_is_kept_sealed_or_not_at_all() {
     use base64::Engine;
     for sealing in [true, false] {
-        let mut builder = Builder::new("idempotency");
+        let mut builder = TestApp::builder("idempotency");
         if sealing {
             let key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
             builder = builder.env("KUBEBYON_SETTINGS_KEY", &key);
         }
         let base = builder.build().await;
-        let me = developer(&base);
-        let created = send(&base, me, "/api/console/clusters", None, cluster("vault")).await;
+        let me = base.client();
+        let created = post(&me, "/api/console/clusters", None, cluster("vault")).await;
         let id = created.body["cluster"]["id"].as_str().unwrap().to_string();
         sqlx::query(
             "UPDATE clusters SET status = 'ready', api_endpoint = 'https://vault.example:6443'
@@ -254,7 +214,7 @@ async fn an_answer_that_issued_a_secret_is_kept_sealed_or_not_at_all() {
         .unwrap();
         let path = format!("/api/console/clusters/{id}/tokens");
         let key = Some(&b"token-1"[..]);
-        let first = send(&base, me, &path, key, json!({})).await;
+        let first = post(&me, &path, key, json!({})).await;
         assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
         let plaintext = first.body["plaintext"].as_str().unwrap();
         let secret_half = plaintext.split_once('.').unwrap().1.as_bytes();
@@ -274,7 +234,7 @@ async fn an_answer_that_issued_a_secret_is_kept_sealed_or_not_at_all() {
             "no secret in clear in the store (sealing: {sealing})"
         );
 
-        let retry = send(&base, me, &path, key, json!({})).await;
+        let retry = post(&me, &path, key, json!({})).await;
         if sealing {
             assert_eq!(
                 (retry.status, &retry.body),
@@ -294,17 +254,15 @@ async fn an_answer_that_issued_a_secret_is_kept_sealed_or_not_at_all() {
             .unwrap();
         assert_eq!(tokens, 1, "the retry made nothing (sealing: {sealing})");
         // An answer that issued nothing secret is kept as before.
-        let plain = send(
-            &base,
-            me,
+        let plain = post(
+            &me,
             "/api/console/clusters",
             Some(&b"c-2"[..]),
             cluster("vault-2"),
         )
         .await;
-        let again = send(
-            &base,
-            me,
+        let again = post(
+            &me,
             "/api/console/clusters",
             Some(&b"c-2"[..]),
             cluster("vault-2"),

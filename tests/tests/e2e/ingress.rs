@@ -8,10 +8,10 @@ use serde_json::json;
 
 use shared::{http::Identity, jobs::Processed};
 
-use crate::platform::{Platform, node};
+use crate::harness::{TestApp, node};
 
 /// The type and status of every job of the cluster, oldest first.
-async fn jobs_of(platform: &Platform, id: &str) -> Vec<(String, String)> {
+async fn jobs_of(platform: &TestApp, id: &str) -> Vec<(String, String)> {
     sqlx::query_as(
         "SELECT type, status FROM cluster_jobs WHERE cluster_id = $1::uuid ORDER BY created_at, id",
     )
@@ -27,7 +27,7 @@ fn pair(job_type: &str, status: &str) -> (String, String) {
 
 #[tokio::test]
 async fn the_managed_ingress_is_installed_followed_and_removed() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let id = platform.create_with_ingress("phi").await;
     let outcomes: Vec<Processed> = platform.drive().await.into_iter().map(|(_, p)| p).collect();
     assert_eq!(
@@ -49,7 +49,7 @@ async fn the_managed_ingress_is_installed_followed_and_removed() {
         "no node can run it yet: {cluster}"
     );
     let vcluster = platform
-        .sim
+        .sim()
         .vcluster(cluster["namespace"].as_str().unwrap(), "phi")
         .unwrap();
 
@@ -156,9 +156,9 @@ async fn the_managed_ingress_is_installed_followed_and_removed() {
 
 #[tokio::test]
 async fn a_failed_install_is_recorded_and_repaired_by_the_observation() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("chi", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "chi").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "chi").unwrap();
     vcluster
         .put(node("worker-1", "True", chrono::Utc::now()))
         .unwrap();
@@ -241,9 +241,9 @@ async fn a_failed_install_is_recorded_and_repaired_by_the_observation() {
 
 #[tokio::test]
 async fn hostname_bindings_follow_their_cert_manager_certificate() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("tau", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "tau").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "tau").unwrap();
     for hostname in ["shop.customer.test", "blog.customer.test"] {
         let (status, body) = platform
             .call(
@@ -324,9 +324,9 @@ async fn hostname_bindings_follow_their_cert_manager_certificate() {
 
 #[tokio::test]
 async fn retrying_a_failed_convergence_leaves_the_cluster_ready() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("psi", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "psi").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "psi").unwrap();
     vcluster.set_faults(kube_sim::Faults {
         api_down: true,
         ..Default::default()
@@ -379,7 +379,7 @@ async fn retrying_a_failed_convergence_leaves_the_cluster_ready() {
 
 #[tokio::test]
 async fn no_convergence_is_enqueued_ahead_of_a_queued_delete() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let id = platform.create_with_ingress("omega").await;
     let (status, body) = platform
         .call("DELETE", &format!("/api/console/clusters/{id}"), None)

@@ -4,87 +4,27 @@
 //! rows say afterwards.
 
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::PgPool;
 use tests::{eventually, smtp::SmtpSink};
 
-/// A browser: its session cookie and CSRF token once signed in.
-#[derive(Default)]
-pub(crate) struct Browser {
-    cookies: Vec<String>,
-    csrf: Option<String>,
-}
+use crate::harness::Client;
 
-impl Browser {
-    pub(crate) async fn call(
-        &mut self,
-        http: &reqwest::Client,
-        base: &str,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut request = http.request(method.parse().unwrap(), format!("{base}{path}"));
-        if !self.cookies.is_empty() {
-            request = request.header("cookie", self.cookies.join("; "));
-        }
-        if let Some(csrf) = &self.csrf {
-            request = request.header("x-csrf-token", csrf);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        for cookie in response.headers().get_all("set-cookie") {
-            let pair = cookie
-                .to_str()
-                .unwrap()
-                .split(';')
-                .next()
-                .unwrap()
-                .to_string();
-            let name = pair.split('=').next().unwrap().to_string();
-            if name == "__Host-kb_csrf" {
-                self.csrf = Some(pair[name.len() + 1..].to_string());
-            }
-            self.cookies.retain(|c| !c.starts_with(&format!("{name}=")));
-            self.cookies.push(pair);
-        }
-        let bytes = response.bytes().await.unwrap();
-        let body = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-        (StatusCode::from_u16(status.as_u16()).unwrap(), body)
-    }
-}
-
-/// The platform as a user reaches it: its public base URL, and the mail
-/// sink its SMTP settings point at.
+/// The platform as a user reaches it: a client of its public base URL, and
+/// the mail sink its SMTP settings point at.
 pub(crate) struct Journey<'a> {
-    pub(crate) http: &'a reqwest::Client,
-    pub(crate) base: &'a str,
+    pub(crate) anonymous: Client,
     pub(crate) mail: &'a SmtpSink,
     pub(crate) pool: &'a PgPool,
 }
 
 impl Journey<'_> {
-    async fn call(
-        &self,
-        user: &mut Browser,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        user.call(self.http, self.base, method, path, body).await
-    }
-
     /// Registers `email` and confirms it by the emailed code: a signed-in browser.
-    pub(crate) async fn sign_up(&self, email: &str) -> Browser {
-        let mut user = Browser::default();
+    pub(crate) async fn sign_up(&self, email: &str) -> Client {
         let password = "correct horse battery staple";
         let (status, body) = self
+            .anonymous
             .call(
-                &mut user,
                 "POST",
                 "/api/auth/register",
                 Some(json!({ "email": email, "password": password, "display_name": "Alice" })),
@@ -92,23 +32,22 @@ impl Journey<'_> {
             .await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
         let code = self.mail.code_for(email).await;
-        let (status, body) = self
-            .call(
-                &mut user,
+        let reply = self
+            .anonymous
+            .send(
                 "POST",
                 "/api/auth/verify-email",
                 Some(json!({ "email": email, "code": code, "password": password })),
             )
             .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        user
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        self.anonymous.signed_in(&reply)
     }
 
     /// Asks for a cluster and waits until its jobs made it ready; its id.
-    pub(crate) async fn ready_cluster(&self, user: &mut Browser, name: &str) -> String {
-        let (status, body) = self
+    pub(crate) async fn ready_cluster(&self, user: &Client, name: &str) -> String {
+        let (status, body) = user
             .call(
-                user,
                 "POST",
                 "/api/console/clusters",
                 Some(json!({
@@ -120,14 +59,10 @@ impl Journey<'_> {
             .await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
         let id = body["cluster"]["id"].as_str().unwrap().to_string();
-        let cookie = user.cookies.join("; ");
         let cluster = eventually(60, "the cluster to be ready", || {
-            let request = self
-                .http
-                .get(format!("{}/api/console/clusters/{id}", self.base))
-                .header("cookie", cookie.clone());
+            let path = format!("/api/console/clusters/{id}");
             async move {
-                let cluster: Value = request.send().await.ok()?.json().await.ok()?;
+                let cluster = user.try_send("GET", &path, None).await?.body;
                 (cluster["status"] != "provisioning").then_some(cluster)
             }
         })
@@ -138,10 +73,9 @@ impl Journey<'_> {
 
     /// A join token (api-nodes) and a hostname (api-ingress), under the
     /// cluster's path that api-clusters serves.
-    pub(crate) async fn token_and_hostname(&self, user: &mut Browser, id: &str) {
-        let (status, token) = self
+    pub(crate) async fn token_and_hostname(&self, user: &Client, id: &str) {
+        let (status, token) = user
             .call(
-                user,
                 "POST",
                 &format!("/api/console/clusters/{id}/tokens"),
                 Some(json!({})),
@@ -152,9 +86,8 @@ impl Journey<'_> {
             token.to_string().contains("/join"),
             "the token comes with its join command: {token}"
         );
-        let (status, binding) = self
+        let (status, binding) = user
             .call(
-                user,
                 "POST",
                 &format!("/api/console/clusters/{id}/hostnames"),
                 Some(json!({ "hostname": "shop.customer.test" })),
@@ -164,9 +97,9 @@ impl Journey<'_> {
     }
 
     /// Deletes the cluster and waits until its delete job is done.
-    pub(crate) async fn delete(&self, user: &mut Browser, id: &str) {
-        let (status, body) = self
-            .call(user, "DELETE", &format!("/api/console/clusters/{id}"), None)
+    pub(crate) async fn delete(&self, user: &Client, id: &str) {
+        let (status, body) = user
+            .call("DELETE", &format!("/api/console/clusters/{id}"), None)
             .await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
         let id: uuid::Uuid = id.parse().unwrap();

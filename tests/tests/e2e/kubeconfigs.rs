@@ -12,7 +12,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::platform::Platform;
+use crate::harness::TestApp;
 
 async fn client_of(text: &str) -> kube::Client {
     let kubeconfig = Kubeconfig::from_yaml(text).expect("the kubeconfig parses");
@@ -36,7 +36,7 @@ async fn answers(client: &kube::Client) -> u16 {
     }
 }
 
-async fn credentials(platform: &Platform, id: &str) -> Vec<Value> {
+async fn credentials(platform: &TestApp, id: &str) -> Vec<Value> {
     let (status, body) = platform
         .call(
             "GET",
@@ -50,9 +50,9 @@ async fn credentials(platform: &Platform, id: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_kubeconfig_carries_its_own_expiring_token_not_the_admin_credential() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("creds", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "creds").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "creds").unwrap();
 
     let text = platform
         .issue_kubeconfig(
@@ -119,9 +119,9 @@ async fn a_kubeconfig_carries_its_own_expiring_token_not_the_admin_credential() 
 
 #[tokio::test]
 async fn revoking_one_kubeconfig_ends_its_token_and_no_other() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("revoke", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "revoke").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "revoke").unwrap();
     let first = client_of(&platform.issue_kubeconfig(&id, json!({})).await).await;
     let second = client_of(&platform.issue_kubeconfig(&id, json!({})).await).await;
     let listed = credentials(&platform, &id).await;
@@ -169,9 +169,9 @@ async fn revoking_one_kubeconfig_ends_its_token_and_no_other() {
 
 #[tokio::test]
 async fn a_revocation_the_cluster_missed_is_finished_by_the_cluster_sync() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("later", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "later").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "later").unwrap();
     let text = platform.issue_kubeconfig(&id, json!({})).await;
     let credential_id = credentials(&platform, &id).await[0]["id"]
         .as_str()
@@ -195,7 +195,7 @@ async fn a_revocation_the_cluster_missed_is_finished_by_the_cluster_sync() {
         "the API says the truth: not gone yet"
     );
     let report =
-        shared::kubeconfigs::credential::remove_stale(&platform.db.pool, &platform.host, None)
+        shared::kubeconfigs::credential::remove_stale(&platform.db.pool, platform.host(), None)
             .await
             .unwrap();
     assert_eq!((report.removed, report.pending), (0, 1));
@@ -207,7 +207,7 @@ async fn a_revocation_the_cluster_missed_is_finished_by_the_cluster_sync() {
         "still alive before the sync"
     );
     let report =
-        shared::kubeconfigs::credential::remove_stale(&platform.db.pool, &platform.host, None)
+        shared::kubeconfigs::credential::remove_stale(&platform.db.pool, platform.host(), None)
             .await
             .unwrap();
     assert_eq!((report.removed, report.pending), (1, 0));
@@ -217,9 +217,9 @@ async fn a_revocation_the_cluster_missed_is_finished_by_the_cluster_sync() {
 
 #[tokio::test]
 async fn an_issue_the_cluster_refused_leaves_no_live_credential() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("refused", "nodeport").await;
-    let vcluster = platform.sim.vcluster(&namespace, "refused").unwrap();
+    let vcluster = platform.sim().vcluster(&namespace, "refused").unwrap();
     vcluster.set_faults(kube_sim::Faults {
         api_down: true,
         ..Default::default()
@@ -242,7 +242,7 @@ async fn an_issue_the_cluster_refused_leaves_no_live_credential() {
 
 #[tokio::test]
 async fn disabling_a_user_revokes_every_kubeconfig_they_hold() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, _) = platform.create_ready("owner", "nodeport").await;
     let text = platform.issue_kubeconfig(&id, json!({})).await;
     let client = client_of(&text).await;
@@ -304,7 +304,7 @@ async fn disabling_a_user_revokes_every_kubeconfig_they_hold() {
 
 #[tokio::test]
 async fn kubeconfig_requests_are_checked_and_owned() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, _) = platform.create_ready("checks", "nodeport").await;
     let path = format!("/api/console/clusters/{id}/kubeconfigs");
     for body in [

@@ -9,43 +9,23 @@ use serde_json::{Value, json};
 use shared::jobs::Processed;
 use uuid::Uuid;
 
-use crate::platform::Platform;
+use crate::harness::{Client, TestApp};
 
-/// Calls as `user`, the platform's own when `None`.
-async fn call(
-    platform: &Platform,
-    user: Option<Uuid>,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    match user {
-        Some(user) => platform.call_as(user, method, path, body).await,
-        None => platform.call(method, path, body).await,
-    }
+async fn put(platform: &TestApp, id: &str, labels: Value) -> (StatusCode, Value) {
+    platform
+        .call(
+            "PUT",
+            &format!("/api/console/clusters/{id}/labels"),
+            Some(json!({ "labels": labels })),
+        )
+        .await
 }
 
-async fn put(platform: &Platform, id: &str, labels: Value) -> (StatusCode, Value) {
-    call(
-        platform,
-        None,
-        "PUT",
-        &format!("/api/console/clusters/{id}/labels"),
-        Some(json!({ "labels": labels })),
-    )
-    .await
-}
-
-/// The names of the clusters a query finds for `user`, and the next cursor.
-async fn find_as(platform: &Platform, user: Option<Uuid>, query: &str) -> (Vec<String>, Value) {
-    let (status, body) = call(
-        platform,
-        user,
-        "GET",
-        &format!("/api/console/cluster-labels?{query}"),
-        None,
-    )
-    .await;
+/// The names of the clusters a query finds for `client`, and the next cursor.
+async fn find_as(client: &Client, query: &str) -> (Vec<String>, Value) {
+    let (status, body) = client
+        .call("GET", &format!("/api/console/cluster-labels?{query}"), None)
+        .await;
     assert_eq!(status, StatusCode::OK, "{query}: {body}");
     let names = body["items"]
         .as_array()
@@ -56,8 +36,8 @@ async fn find_as(platform: &Platform, user: Option<Uuid>, query: &str) -> (Vec<S
     (names, body["next_cursor"].clone())
 }
 
-async fn find(platform: &Platform, query: &str) -> (Vec<String>, Value) {
-    find_as(platform, None, query).await
+async fn find(platform: &TestApp, query: &str) -> (Vec<String>, Value) {
+    find_as(&platform.client(), query).await
 }
 
 fn selector(text: &str) -> String {
@@ -69,7 +49,7 @@ fn selector(text: &str) -> String {
 
 #[tokio::test]
 async fn labels_are_set_read_and_found_by_selector() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let web = platform.create("web", "nodeport").await;
     let db = platform.create("db", "nodeport").await;
     let gpu = platform.create("gpu", "nodeport").await;
@@ -88,14 +68,9 @@ async fn labels_are_set_read_and_found_by_selector() {
     put(&platform, &db, json!({ "env": "prod", "tier": "db" })).await;
     put(&platform, &gpu, json!({ "env": "staging", "gpu": "" })).await;
 
-    let (status, body) = call(
-        &platform,
-        None,
-        "GET",
-        &format!("/api/console/clusters/{web}/labels"),
-        None,
-    )
-    .await;
+    let (status, body) = platform
+        .call("GET", &format!("/api/console/clusters/{web}/labels"), None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body,
@@ -173,7 +148,7 @@ async fn labels_are_set_read_and_found_by_selector() {
 
 #[tokio::test]
 async fn bad_labels_and_selectors_are_refused_whole() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let id = platform.create("alpha", "nodeport").await;
     put(&platform, &id, json!({ "env": "prod" })).await;
 
@@ -203,21 +178,16 @@ async fn bad_labels_and_selectors_are_refused_whole() {
             "{labels_sent}: {body}"
         );
         assert_eq!(body["code"], "validation_failed");
-        let fields = crate::platform::problem_fields(&body);
+        let fields = crate::harness::problem_fields(&body);
         assert_eq!(fields, [field], "{labels_sent}: {body}");
     }
     // A value that is not a string is not the documented shape.
     let (status, body) = put(&platform, &id, json!({ "replicas": 3 })).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     // Nothing half-written: the old set stands.
-    let (_, body) = call(
-        &platform,
-        None,
-        "GET",
-        &format!("/api/console/clusters/{id}/labels"),
-        None,
-    )
-    .await;
+    let (_, body) = platform
+        .call("GET", &format!("/api/console/clusters/{id}/labels"), None)
+        .await;
     assert_eq!(body["labels"], json!({ "env": "prod" }));
 
     for query in [
@@ -231,14 +201,9 @@ async fn bad_labels_and_selectors_are_refused_whole() {
         "limit=201".into(),
         format!("cursor={}", "x".repeat(257)),
     ] {
-        let (status, body) = call(
-            &platform,
-            None,
-            "GET",
-            &format!("/api/console/cluster-labels?{query}"),
-            None,
-        )
-        .await;
+        let (status, body) = platform
+            .call("GET", &format!("/api/console/cluster-labels?{query}"), None)
+            .await;
         assert_eq!(
             status,
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -250,23 +215,23 @@ async fn bad_labels_and_selectors_are_refused_whole() {
 
 #[tokio::test]
 async fn another_users_clusters_are_neither_read_nor_found_and_writers_take_turns() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let id = platform.create("alpha", "nodeport").await;
     put(&platform, &id, json!({ "env": "prod" })).await;
 
     let stranger = Uuid::new_v4();
     for (method, body) in [("GET", None), ("PUT", Some(json!({ "labels": {} })))] {
-        let (status, answer) = call(
-            &platform,
-            Some(stranger),
-            method,
-            &format!("/api/console/clusters/{id}/labels"),
-            body,
-        )
-        .await;
+        let (status, answer) = platform
+            .call_as(
+                stranger,
+                method,
+                &format!("/api/console/clusters/{id}/labels"),
+                body,
+            )
+            .await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{method}: {answer}");
     }
-    let (names, _) = find_as(&platform, Some(stranger), &selector("env=prod")).await;
+    let (names, _) = find_as(&platform.client_as(stranger), &selector("env=prod")).await;
     assert!(names.is_empty(), "{names:?}");
 
     // Twenty writers at once, each a whole set of its own: every write
@@ -286,14 +251,9 @@ async fn another_users_clusters_are_neither_read_nor_found_and_writers_take_turn
     for (status, body) in futures_util::future::join_all(writes).await {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
-    let (_, body) = call(
-        platform,
-        None,
-        "GET",
-        &format!("/api/console/clusters/{id}/labels"),
-        None,
-    )
-    .await;
+    let (_, body) = platform
+        .call("GET", &format!("/api/console/clusters/{id}/labels"), None)
+        .await;
     let set = body["labels"].as_object().unwrap();
     let writer = set["writer"].as_str().unwrap();
     assert_eq!(set.len(), 2, "{body}");

@@ -12,6 +12,7 @@ use std::{
     path::{Path, PathBuf},
     process::Stdio,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use axum::{
@@ -28,12 +29,12 @@ use tests::{broker::TestBroker, database::TestDb, eventually, free_port, smtp::S
 use tokio::process::{Child, Command};
 
 use crate::{
+    harness::{Client, SETTINGS_KEY},
     journey::Journey,
     lambda::{custom_resource, response_url, secrets_extension},
     routing::{ApiRoute, sam_backend, sam_routes, sam_template},
 };
 
-const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 const DATABASE_ARN: &str =
     "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kubebyon/database-url-AbCdEf";
 const AMQP_ARN: &str =
@@ -412,15 +413,14 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
     // A user registers, builds a cluster, adds a token and a hostname, and
     // deletes it; each job ran once, and one batch item says so.
     let journey = Journey {
-        http: &http,
-        base: &base,
+        anonymous: Client::http(&base, Duration::from_secs(60)),
         mail: &mail,
         pool: &db.pool,
     };
-    let mut user = journey.sign_up("alice@example.com").await;
-    let id = journey.ready_cluster(&mut user, "through-lambda").await;
-    journey.token_and_hostname(&mut user, &id).await;
-    journey.delete(&mut user, &id).await;
+    let user = journey.sign_up("alice@example.com").await;
+    let id = journey.ready_cluster(&user, "through-lambda").await;
+    journey.token_and_hostname(&user, &id).await;
+    journey.delete(&user, &id).await;
     // A job commits before its function answers the batch: wait for the
     // answers before counting them.
     let jobs = journey.jobs_ran_once().await;

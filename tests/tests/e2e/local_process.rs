@@ -5,10 +5,13 @@ use std::{process::Stdio, time::Duration};
 use tests::{broker::TestBroker, database::TestDb, eventually, free_port, workspace_binary};
 use tokio::process::{Child, Command};
 
+use crate::harness::Client;
+
 pub(crate) struct Local {
     child: Child,
     pub(crate) base: String,
-    http: reqwest::Client,
+    /// A client of `base`, nobody signed in.
+    pub(crate) client: Client,
 }
 
 impl Local {
@@ -18,7 +21,6 @@ impl Local {
     }
 
     pub(crate) async fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let http = reqwest::Client::new();
         // A free port can be handed out again before `local` binds it (to
         // the simulator it starts first, say): a start that exits is tried
         // again on another port.
@@ -42,13 +44,17 @@ impl Local {
                     eprintln!("local exited at start ({status}); starting it on another port");
                     break;
                 }
-                let healthy = http
-                    .get(format!("{base}/healthz"))
-                    .send()
+                let client = Client::http(&base, Duration::from_secs(30));
+                let healthy = client
+                    .try_send("GET", "/healthz", None)
                     .await
-                    .is_ok_and(|r| r.status().is_success());
+                    .is_some_and(|r| r.status.is_success());
                 if healthy {
-                    return Self { child, base, http };
+                    return Self {
+                        child,
+                        base,
+                        client,
+                    };
                 }
                 assert!(
                     tokio::time::Instant::now() < deadline,
@@ -58,17 +64,6 @@ impl Local {
             }
         }
         panic!("local did not start in three tries");
-    }
-
-    async fn get(&self, path: &str) -> serde_json::Value {
-        self.http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
     }
 
     pub(crate) async fn stop(mut self) {
@@ -85,61 +80,54 @@ impl Local {
 /// With no host kubeconfig, `local` runs the simulator as its host: a create
 /// goes from `provisioning` to `ready` with a kubeconfig.
 async fn create_and_watch_it_become_ready(local: &Local) {
-    assert_eq!(
-        local
-            .http
-            .get(format!("{}/readyz", local.base))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    let response = local
-        .http
-        .post(format!("{}/api/console/clusters", local.base))
-        .json(&serde_json::json!({
-            "name": "first",
-            "workload_cpu_limit_milli_cores": 2000,
-            "workload_memory_limit_mib": 4096,
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 202);
-    let accepted: serde_json::Value = response.json().await.unwrap();
+    let client = &local.client;
+    assert_eq!(client.call("GET", "/readyz", None).await.0, 200);
+    let (status, accepted) = client
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(serde_json::json!({
+                "name": "first",
+                "workload_cpu_limit_milli_cores": 2000,
+                "workload_memory_limit_mib": 4096,
+            })),
+        )
+        .await;
+    assert_eq!(status, 202);
     let id = accepted["cluster"]["id"].as_str().unwrap().to_string();
 
     assert_eq!(accepted["cluster"]["status"], "provisioning");
     let cluster = eventually(30, "the create job to finish", || {
         let path = format!("/api/console/clusters/{id}");
         async move {
-            let cluster = local.get(&path).await;
+            let (_, cluster) = client.call("GET", &path, None).await;
             (cluster["status"] != "provisioning").then_some(cluster)
         }
     })
     .await;
     assert_eq!(cluster["status"], "ready", "{cluster}");
     assert_eq!(cluster["kubeconfig_available"], true);
-    let jobs = local.get(&format!("/api/console/clusters/{id}/jobs")).await;
+    let (_, jobs) = client
+        .call("GET", &format!("/api/console/clusters/{id}/jobs"), None)
+        .await;
     assert_eq!(jobs[0]["status"], "succeeded");
-    let operations = local
-        .get(&format!("/api/console/clusters/{id}/operations"))
+    let (_, operations) = client
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
         .await;
     assert_eq!(operations[0]["stage"], "done");
 
-    let response = local
-        .http
-        .post(format!(
-            "{}/api/console/clusters/{id}/kubeconfigs",
-            local.base
-        ))
-        .json(&serde_json::json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let kubeconfig: serde_json::Value = response.json().await.unwrap();
+    let (status, kubeconfig) = client
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/kubeconfigs"),
+            Some(serde_json::json!({})),
+        )
+        .await;
+    assert_eq!(status, 201);
     let server = kubeconfig["clusters"][0]["cluster"]["server"]
         .as_str()
         .unwrap();
@@ -171,7 +159,7 @@ async fn create_and_watch_it_become_ready(local: &Local) {
         "the kubeconfig reaches the vCluster API"
     );
 
-    let openapi = local.get("/api/openapi.json").await;
+    let (_, openapi) = client.call("GET", "/api/openapi.json", None).await;
     assert!(openapi["paths"]["/api/console/clusters"].is_object());
 }
 
@@ -204,30 +192,21 @@ async fn local_runs_the_platform_through_rabbitmq() {
         ("BREW", "/api/console/clusters"),
         ("GET", "/no/such/route/7f3a"),
     ] {
-        local
-            .http
-            .request(
-                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
-                format!("{}{path}", local.base),
-            )
-            .send()
-            .await
-            .unwrap();
+        local.client.send(method, path, None).await;
     }
 
     // What that did, as Prometheus scrapes it from the metrics port.
+    let metrics = Client::http(
+        &format!("http://127.0.0.1:{metrics_port}"),
+        Duration::from_secs(30),
+    );
     let scrape = || async {
-        let response = local
-            .http
-            .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
-            .send()
-            .await
-            .unwrap();
+        let reply = metrics.send("GET", "/metrics", None).await;
         assert_eq!(
-            response.headers()["content-type"],
+            reply.content_type(),
             "application/openmetrics-text; version=1.0.0; charset=utf-8"
         );
-        response.text().await.unwrap()
+        reply.body.as_str().expect("text").to_string()
     };
     let text = scrape().await;
     let parsed = parse_openmetrics(&text).await;
@@ -339,17 +318,15 @@ async fn parse_openmetrics(text: &str) -> serde_json::Value {
 async fn the_development_identity_answers_loopback_names_and_same_site_writes_only() {
     let db = TestDb::new().await;
     let local = Local::start(&[("DATABASE_URL", &db.url)]).await;
-    let clusters = format!("{}/api/console/clusters", local.base);
+    let clusters = "/api/console/clusters";
     // A DNS-rebinding page reaches the server under its own name.
-    let rebound = local
-        .http
-        .get(&clusters)
+    let (status, body) = local
+        .client
+        .clone()
         .header("host", "attacker.example:8080")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(rebound.status(), 403);
-    let body: serde_json::Value = rebound.json().await.unwrap();
+        .call("GET", clusters, None)
+        .await;
+    assert_eq!(status, 403);
     assert_eq!(body["code"], "forbidden");
     // A page elsewhere posting a form (or nothing) at it.
     // The review's case: a page of another local server, whose browser sent
@@ -360,24 +337,22 @@ async fn the_development_identity_answers_loopback_names_and_same_site_writes_on
         ("origin", "http://localhost:3000"),
         ("origin", "http://127.0.0.1:1"),
     ] {
-        let forged = local
-            .http
-            .post(format!("{}/api/console/admin/settings", local.base))
+        let (status, _) = local
+            .client
+            .clone()
             .header(name, value)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(forged.status(), 403, "{name}: {value}");
+            .call("POST", "/api/console/admin/settings", None)
+            .await;
+        assert_eq!(status, 403, "{name}: {value}");
     }
     // The console itself (same origin) works.
-    let own = local
-        .http
-        .get(&clusters)
-        .header("origin", local.base.as_str())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(own.status(), 200);
+    let (status, _) = local
+        .client
+        .clone()
+        .header("origin", &local.base)
+        .call("GET", clusters, None)
+        .await;
+    assert_eq!(status, 200);
     // It listens on loopback only (what the kernel lists for its port).
     let port: u16 = local.base.rsplit(':').next().unwrap().parse().unwrap();
     let listening: Vec<String> = std::fs::read_to_string("/proc/net/tcp")
@@ -398,13 +373,11 @@ async fn the_development_identity_answers_loopback_names_and_same_site_writes_on
 async fn without_the_flag_local_asks_every_caller_to_authenticate() {
     let db = TestDb::new().await;
     let local = Local::start_with(&[], &[("DATABASE_URL", &db.url)]).await;
-    let anonymous = local
-        .http
-        .get(format!("{}/api/console/admin/settings", local.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(anonymous.status(), 401);
+    let (status, _) = local
+        .client
+        .call("GET", "/api/console/admin/settings", None)
+        .await;
+    assert_eq!(status, 401);
     local.stop().await;
     // An empty or development mode variable stops the process at start.
     for value in ["", "development"] {
@@ -605,29 +578,16 @@ async fn create_admin_makes_the_first_administrator_without_mail() {
     // The admin signs in with that password, in accounts mode.
     let local = Local::start_with(&[], &[("DATABASE_URL", &db.url)]).await;
     let login = |password: &'static str| {
-        local
-            .http
-            .post(format!("{}/api/auth/login", local.base))
-            .json(&serde_json::json!({ "email": "root@example.com", "password": password }))
-            .send()
+        local.client.send(
+            "POST",
+            "/api/auth/login",
+            Some(serde_json::json!({ "email": "root@example.com", "password": password })),
+        )
     };
-    let signed_in = login("grown trusty lantern sofa").await.unwrap();
-    assert_eq!(signed_in.status(), 200);
-    let session = signed_in
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
-        .collect::<Vec<_>>()
-        .join("; ");
-    let me = |cookie: String| {
-        local
-            .http
-            .get(format!("{}/api/auth/me", local.base))
-            .header("cookie", cookie)
-            .send()
-    };
-    let answer: serde_json::Value = me(session.clone()).await.unwrap().json().await.unwrap();
+    let signed_in = login("grown trusty lantern sofa").await;
+    assert_eq!(signed_in.status, 200);
+    let session = local.client.signed_in(&signed_in);
+    let (_, answer) = session.call("GET", "/api/auth/me", None).await;
     assert_eq!(answer["role"], "admin", "{answer}");
 
     // Run again for the same account (a forgotten password): the new
@@ -638,15 +598,9 @@ async fn create_admin_makes_the_first_administrator_without_mail() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
-    assert_eq!(me(session).await.unwrap().status(), 401);
-    assert_eq!(
-        login("grown trusty lantern sofa").await.unwrap().status(),
-        401
-    );
-    assert_eq!(
-        login("seven amber kettles hum").await.unwrap().status(),
-        200
-    );
+    assert_eq!(session.call("GET", "/api/auth/me", None).await.0, 401);
+    assert_eq!(login("grown trusty lantern sofa").await.status, 401);
+    assert_eq!(login("seven amber kettles hum").await.status, 200);
     local.stop().await;
 
     let audited: Vec<String> = sqlx::query_scalar(

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde_json::json;
 use sync_metrics::collect::collect_all;
 
-use crate::platform::Platform;
+use crate::harness::TestApp;
 
 const WEEK: Duration = Duration::from_secs(7 * 86_400);
 
@@ -25,12 +25,12 @@ fn pod_metrics(namespace: &str, release: &str, containers: serde_json::Value) ->
 
 #[tokio::test]
 async fn snapshots_are_taken_pruned_and_downsampled() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (id, namespace) = platform.create_ready("psi", "nodeport").await;
 
     // metrics-server's view of the control-plane pod.
     platform
-        .sim
+        .sim()
         .put(pod_metrics(
             &namespace,
             "psi",
@@ -40,7 +40,7 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
             ]),
         ))
         .unwrap();
-    let report = collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+    let report = collect_all(&platform.db.pool, platform.host(), 4, WEEK)
         .await
         .unwrap();
     assert_eq!((report.collected, report.unavailable), (1, 0));
@@ -57,10 +57,10 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
     // No figures: an unavailable snapshot that says why.
     assert!(
         platform
-            .sim
+            .sim()
             .remove("metrics.k8s.io/v1beta1", "PodMetrics", &namespace, "psi-0")
     );
-    let report = collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+    let report = collect_all(&platform.db.pool, platform.host(), 4, WEEK)
         .await
         .unwrap();
     assert_eq!(report.unavailable, 1);
@@ -125,7 +125,7 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
     // Older than the retention: pruned by the next cycle.
     let report = collect_all(
         &platform.db.pool,
-        &platform.host,
+        platform.host(),
         4,
         Duration::from_secs(86_400),
     )
@@ -224,7 +224,7 @@ struct Snapshot {
 
 #[tokio::test]
 async fn load_and_process_memory_come_from_the_pods_proc() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (_, namespace) = platform.create_ready("tau", "nodeport").await;
     let latest = || async {
         sqlx::query_as::<_, Snapshot>(
@@ -238,7 +238,7 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
     };
 
     // Neither the metrics API nor the pod: unavailable, with both reasons.
-    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+    collect_all(&platform.db.pool, platform.host(), 4, WEEK)
         .await
         .unwrap();
     let Snapshot {
@@ -257,7 +257,7 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
     // The pod (two containers) and a handler that runs the command for real
     // against the fixture: only /proc answers.
     platform
-        .sim
+        .sim()
         .put(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": { "name": "tau-0", "namespace": namespace, "labels": { "app": "vcluster", "release": "tau" } },
@@ -265,8 +265,8 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
         }))
         .unwrap();
     let root = fixture_proc();
-    platform.sim.set_exec(run_in(Some(root.clone())));
-    let report = collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+    platform.sim().set_exec(run_in(Some(root.clone())));
+    let report = collect_all(&platform.db.pool, platform.host(), 4, WEEK)
         .await
         .unwrap();
     assert_eq!((report.collected, report.unavailable), (1, 0));
@@ -311,14 +311,14 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
 
     // Both sources: CPU from the metrics API, memory and load from /proc.
     platform
-        .sim
+        .sim()
         .put(pod_metrics(
             &namespace,
             "tau",
             json!([{ "name": "syncer", "usage": { "cpu": "500m", "memory": "300Mi" } }]),
         ))
         .unwrap();
-    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+    collect_all(&platform.db.pool, platform.host(), 4, WEEK)
         .await
         .unwrap();
     let Snapshot {
@@ -337,8 +337,8 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
 
     // The same command against this machine's real /proc: this test's own
     // process is among those read.
-    platform.sim.set_exec(run_in(None));
-    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+    platform.sim().set_exec(run_in(None));
+    collect_all(&platform.db.pool, platform.host(), 4, WEEK)
         .await
         .unwrap();
     let Snapshot {
@@ -360,8 +360,8 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
 
     // A failing command (the fixture is gone): the metrics API's figures stay,
     // memory falls back to the working set, and the reason is kept.
-    platform.sim.set_exec(run_in(Some(root)));
-    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+    platform.sim().set_exec(run_in(Some(root)));
+    collect_all(&platform.db.pool, platform.host(), 4, WEEK)
         .await
         .unwrap();
     let Snapshot {
@@ -382,14 +382,14 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
 
     // An answer past the size limit is cut off and refused.
     platform
-        .sim
+        .sim()
         .set_exec(std::sync::Arc::new(|_: &kube_sim::ExecRequest| {
             kube_sim::ExecOutput {
                 stdout: vec![b'x'; 2 << 20],
                 ..kube_sim::ExecOutput::default()
             }
         }));
-    collect_all(&platform.db.pool, &platform.host, 4, WEEK)
+    collect_all(&platform.db.pool, platform.host(), 4, WEEK)
         .await
         .unwrap();
     let Snapshot {

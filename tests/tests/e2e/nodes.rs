@@ -11,14 +11,14 @@ use sync_nodes::sync::sync_all;
 
 use tests::machine::{Machine, executable, write};
 
-use crate::platform::Platform;
+use crate::harness::TestApp;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 async fn ready_cluster(
-    platform: &Platform,
+    platform: &TestApp,
     name: &str,
 ) -> (String, std::sync::Arc<kube_sim::Simulator>) {
     let id = platform.create(name, "nodeport").await;
@@ -26,13 +26,13 @@ async fn ready_cluster(
     let cluster = platform.cluster(&id).await;
     assert_eq!(cluster["status"], "ready", "{cluster}");
     let vcluster = platform
-        .sim
+        .sim()
         .vcluster(cluster["namespace"].as_str().unwrap(), name)
         .unwrap();
     (id, vcluster)
 }
 
-async fn create_token(platform: &Platform, cluster_id: &str, body: Value) -> Value {
+async fn create_token(platform: &TestApp, cluster_id: &str, body: Value) -> Value {
     let (status, created) = platform
         .call(
             "POST",
@@ -44,7 +44,7 @@ async fn create_token(platform: &Platform, cluster_id: &str, body: Value) -> Val
     created
 }
 
-async fn attempts(platform: &Platform, cluster_id: &str) -> Vec<Value> {
+async fn attempts(platform: &TestApp, cluster_id: &str) -> Vec<Value> {
     let (status, body) = platform
         .call(
             "GET",
@@ -81,37 +81,31 @@ fn attempt_secret(vcluster: &kube_sim::Simulator, attempt: &Value) -> Option<Val
 /// Fetches the script for `plaintext` and reports `join` as running, as the
 /// script does once its checks pass. Returns the attempt and the bootstrap
 /// token the platform answered.
-async fn take_a_use(platform: &Platform, plaintext: &str) -> (String, String) {
+async fn take_a_use(platform: &TestApp, plaintext: &str) -> (String, String) {
     take_a_use_as(platform, plaintext, "probe").await
 }
 
 /// [`take_a_use`] for a machine of the given host name.
-async fn take_a_use_as(platform: &Platform, plaintext: &str, hostname: &str) -> (String, String) {
-    let client = reqwest::Client::new();
-    let script = client
-        .get(format!("{}/join", platform.base_url))
-        .bearer_auth(plaintext)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(script.status().as_u16(), 200);
-    let script = script.text().await.unwrap();
+async fn take_a_use_as(platform: &TestApp, plaintext: &str, hostname: &str) -> (String, String) {
+    let machine = platform.machine(plaintext);
+    let script = machine.send("GET", "/join", None).await;
+    assert_eq!(script.status, 200);
     let attempt = script
+        .body
+        .as_str()
+        .expect("a script")
         .lines()
         .find_map(|line| line.strip_prefix("KB_ATTEMPT="))
         .unwrap()
         .trim_matches('\'')
         .to_string();
-    let reply: Value = client
-        .post(format!("{}/join/steps", platform.base_url))
-        .bearer_auth(plaintext)
-        .json(&json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": hostname }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, reply) = machine
+        .call(
+            "POST",
+            "/join/steps",
+            Some(json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": hostname })),
+        )
+        .await;
     let bootstrap = reply["bootstrap_token"]
         .as_str()
         .expect("a bootstrap token")
@@ -135,7 +129,7 @@ async fn direct_join_status(vcluster: &kube_sim::Simulator, token: &str) -> u16 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "nu").await;
 
     let created = create_token(
@@ -277,7 +271,7 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
     // the used token's bootstrap Secret is removed.
     let report = sync_all(
         &platform.db.pool,
-        &platform.host,
+        platform.host(),
         4,
         Duration::from_secs(60),
     )
@@ -367,7 +361,7 @@ fn base64_field(secret: &Value, key: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_script_puts_no_token_on_a_command_line_and_no_file_in_a_shared_place() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, _) = ready_cluster(&platform, "argv").await;
     let created = create_token(&platform, &cluster_id, json!({})).await;
     let plaintext = created["plaintext"].as_str().unwrap();
@@ -432,7 +426,7 @@ async fn the_script_puts_no_token_on_a_command_line_and_no_file_in_a_shared_plac
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_check_stops_the_script_with_its_reason_and_keeps_the_token() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "xi").await;
     let created = create_token(&platform, &cluster_id, json!({})).await;
 
@@ -520,7 +514,7 @@ async fn a_failing_check_stops_the_script_with_its_reason_and_keeps_the_token() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_control_plane_that_cannot_prove_itself_against_the_pinned_ca_is_not_joined() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "omicron").await;
     let created = create_token(&platform, &cluster_id, json!({})).await;
     // The platform pins another CA than the one that signed the endpoint's
@@ -536,7 +530,7 @@ async fn a_control_plane_that_cannot_prove_itself_against_the_pinned_ca_is_not_j
         &base64::engine::general_purpose::STANDARD.encode(stranger.ca_pem()),
     );
     platform
-        .sim
+        .sim()
         .put(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {"name": "vc-omicron", "namespace": namespace},
                     "data": {"config": base64::engine::general_purpose::STANDARD.encode(kubeconfig)}}))
@@ -566,19 +560,17 @@ async fn a_control_plane_that_cannot_prove_itself_against_the_pinned_ca_is_not_j
 
 #[tokio::test(flavor = "multi_thread")]
 async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "omicron").await;
-    let client = reqwest::Client::new();
     let fetch = |plaintext: String| {
-        let (client, base) = (client.clone(), platform.base_url.clone());
+        let machine = platform.machine(&plaintext);
         async move {
-            let response = client
-                .get(format!("{base}/join"))
-                .bearer_auth(plaintext)
-                .send()
-                .await
-                .unwrap();
-            (response.status().as_u16(), response.text().await.unwrap())
+            let script = machine.send("GET", "/join", None).await;
+            let text = match script.body {
+                Value::String(text) => text,
+                json => json.to_string(),
+            };
+            (script.status.as_u16(), text)
         }
     };
 
@@ -675,27 +667,28 @@ async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
         .as_str()
         .unwrap()
         .to_string();
-    let response = client
-        .post(format!("{}/join/steps", platform.base_url))
-        .bearer_auth(other["plaintext"].as_str().unwrap())
-        .json(&json!({ "attempt_id": attempt, "step": "os", "status": "ok" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 404);
-    let response = client
-        .post(format!("{}/join/steps", platform.base_url))
-        .bearer_auth(other["plaintext"].as_str().unwrap())
-        .json(&json!({ "attempt_id": attempt, "step": "Bad Step", "status": "ok" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 422);
+    let other = platform.machine(other["plaintext"].as_str().unwrap());
+    let (status, _) = other
+        .call(
+            "POST",
+            "/join/steps",
+            Some(json!({ "attempt_id": attempt, "step": "os", "status": "ok" })),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = other
+        .call(
+            "POST",
+            "/join/steps",
+            Some(json!({ "attempt_id": attempt, "step": "Bad Step", "status": "ok" })),
+        )
+        .await;
+    assert_eq!(status, 422);
 }
 
 #[tokio::test]
 async fn token_input_is_validated_and_other_clusters_are_not_found() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, _) = ready_cluster(&platform, "pi").await;
     let (status, body) = platform
         .call(
@@ -705,7 +698,7 @@ async fn token_input_is_validated_and_other_clusters_are_not_found() {
         )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let fields = crate::platform::problem_fields(&body);
+    let fields = crate::harness::problem_fields(&body);
     assert_eq!(fields, ["ttl_seconds", "max_uses", "node_labels"]);
     let (status, body) = platform
         .call(
@@ -767,12 +760,12 @@ fn pod(name: &str, node: &str, daemon_set: bool) -> Value {
 
 #[tokio::test]
 async fn removing_a_node_cordons_drains_and_deletes_it() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "rho").await;
     let now = chrono::Utc::now();
     for name in ["worker-1", "worker-2"] {
         vcluster
-            .put(crate::platform::node(name, "True", now))
+            .put(crate::harness::node(name, "True", now))
             .unwrap();
         vcluster
             .put(pod(&format!("web-{name}"), name, false))
@@ -783,7 +776,7 @@ async fn removing_a_node_cordons_drains_and_deletes_it() {
     }
     sync_all(
         &platform.db.pool,
-        &platform.host,
+        platform.host(),
         4,
         Duration::from_secs(60),
     )
@@ -864,7 +857,7 @@ async fn removing_a_node_cordons_drains_and_deletes_it() {
     // The next sync agrees and writes nothing more.
     let report = sync_all(
         &platform.db.pool,
-        &platform.host,
+        platform.host(),
         4,
         Duration::from_secs(60),
     )
@@ -932,18 +925,14 @@ async fn removing_a_node_cordons_drains_and_deletes_it() {
 
 #[tokio::test]
 async fn a_removal_asked_during_an_update_waits_its_turn() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "sigma").await;
     vcluster
-        .put(crate::platform::node(
-            "worker-q",
-            "True",
-            chrono::Utc::now(),
-        ))
+        .put(crate::harness::node("worker-q", "True", chrono::Utc::now()))
         .unwrap();
     sync_all(
         &platform.db.pool,
-        &platform.host,
+        platform.host(),
         4,
         Duration::from_secs(60),
     )
@@ -1014,42 +1003,30 @@ async fn a_removal_asked_during_an_update_waits_its_turn() {
 
 #[tokio::test]
 async fn a_join_token_never_reaches_the_logs() {
-    use axum::{body::Body, http::Request};
-    use tower::ServiceExt;
     let (captured, _guard) = tests::logs::capture();
 
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, _) = ready_cluster(&platform, "tau").await;
     let created = create_token(&platform, &cluster_id, json!({})).await;
     let plaintext = created["plaintext"].as_str().unwrap().to_string();
-    let send = |request: Request<Body>| platform.router.clone().oneshot(request);
-    let response = send(
-        Request::get("/join")
-            .header("authorization", format!("Bearer {plaintext}"))
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+    let machine = platform.client().bearer(&plaintext);
+    let script = machine.send("GET", "/join", None).await;
+    assert_eq!(script.status, StatusCode::OK);
     let attempt = attempts(&platform, &cluster_id).await[0]["id"]
         .as_str()
         .unwrap()
         .to_string();
     for (step, status) in [("os", "running"), ("swap", "failed")] {
-        let response = send(
-            Request::post("/join/steps")
-                .header("authorization", format!("Bearer {plaintext}"))
-                .header("content-type", "application/json")
-                .body(Body::from(
-                    json!({ "attempt_id": attempt, "step": step, "status": status, "detail": "x" })
-                        .to_string(),
-                ))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
+        let (answered, _) = machine
+            .call(
+                "POST",
+                "/join/steps",
+                Some(
+                    json!({ "attempt_id": attempt, "step": step, "status": status, "detail": "x" }),
+                ),
+            )
+            .await;
+        assert_eq!(answered, StatusCode::OK);
     }
     let token_id = created["token"]["id"].as_str().unwrap();
     let (status, _) = platform
@@ -1061,15 +1038,8 @@ async fn a_join_token_never_reaches_the_logs() {
         .await;
     assert_eq!(status, StatusCode::OK);
     // A refused fetch, logged as such, still without the token.
-    let response = send(
-        Request::get("/join")
-            .header("authorization", format!("Bearer {plaintext}"))
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(response.status(), StatusCode::GONE);
+    let refused = machine.send("GET", "/join", None).await;
+    assert_eq!(refused.status, StatusCode::GONE);
 
     let logs = captured.text();
     assert!(
@@ -1092,7 +1062,7 @@ async fn a_join_token_never_reaches_the_logs() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_use_the_cluster_could_not_serve_is_given_back_and_revocation_catches_up() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "upsilon").await;
     // Tokens are the platform's: making one does not need the cluster.
     vcluster.set_faults(kube_sim::Faults {
@@ -1156,7 +1126,7 @@ async fn a_use_the_cluster_could_not_serve_is_given_back_and_revocation_catches_
     assert!(attempt_secret(&vcluster, attempt).is_some());
     let report = sync_all(
         &platform.db.pool,
-        &platform.host,
+        platform.host(),
         4,
         Duration::from_secs(60),
     )
@@ -1171,7 +1141,7 @@ async fn a_use_the_cluster_could_not_serve_is_given_back_and_revocation_catches_
 
 #[tokio::test]
 async fn a_machine_past_the_plan_s_node_limit_is_told_why_by_the_script() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     tests::handlers::default_plan(&platform.db.pool, "Starter", 1, 1).await;
     let (cluster_id, _) = ready_cluster(&platform, "xi").await;
     let created = create_token(&platform, &cluster_id, json!({})).await;
@@ -1222,15 +1192,16 @@ fn certificate_requests(vcluster: &kube_sim::Simulator, username: &str) -> usize
 }
 
 /// Reports `approval` for an attempt, as the script does while its node waits.
-async fn ask_approval(platform: &Platform, plaintext: &str, attempt: &str) -> (u16, Value) {
-    let response = reqwest::Client::new()
-        .post(format!("{}/join/steps", platform.base_url))
-        .bearer_auth(plaintext)
-        .json(&json!({ "attempt_id": attempt, "step": "approval", "status": "running" }))
-        .send()
-        .await
-        .unwrap();
-    (response.status().as_u16(), response.json().await.unwrap())
+async fn ask_approval(platform: &TestApp, plaintext: &str, attempt: &str) -> (u16, Value) {
+    let (status, body) = platform
+        .machine(plaintext)
+        .call(
+            "POST",
+            "/join/steps",
+            Some(json!({ "attempt_id": attempt, "step": "approval", "status": "running" })),
+        )
+        .await;
+    (status.as_u16(), body)
 }
 
 /// The review's attack: a one-use token, one attempt's bootstrap token, and
@@ -1240,7 +1211,7 @@ async fn ask_approval(platform: &Platform, plaintext: &str, attempt: &str) -> (u
 /// request; the platform approves one node per attempt.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_join_attempt_joins_one_node_under_the_name_it_reported() {
-    let platform = Platform::new().await;
+    let platform = TestApp::builder("worker-b").host().build().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "pi").await;
     assert!(
         vcluster
@@ -1340,7 +1311,7 @@ async fn one_join_attempt_joins_one_node_under_the_name_it_reported() {
     // request filed under an attempt that reported another name.
     sync_all(
         &platform.db.pool,
-        &platform.host,
+        platform.host(),
         4,
         Duration::from_secs(60),
     )
@@ -1350,20 +1321,16 @@ async fn one_join_attempt_joins_one_node_under_the_name_it_reported() {
     // last reports, sent after that, still finish its checklist, and
     // nothing else is taken.
     let report = |step: &'static str, status: &'static str| {
-        let (url, plaintext, attempt) = (
-            format!("{}/join/steps", platform.base_url),
-            plaintext.to_string(),
-            attempt.clone(),
-        );
+        let (machine, attempt) = (platform.machine(plaintext), attempt.clone());
         async move {
-            reqwest::Client::new()
-                .post(url)
-                .bearer_auth(plaintext)
-                .json(&json!({ "attempt_id": attempt, "step": step, "status": status, "hostname": "probe" }))
-                .send()
+            machine
+                .call(
+                    "POST",
+                    "/join/steps",
+                    Some(json!({ "attempt_id": attempt, "step": step, "status": status, "hostname": "probe" })),
+                )
                 .await
-                .unwrap()
-                .status()
+                .0
                 .as_u16()
         }
     };
@@ -1386,31 +1353,25 @@ async fn one_join_attempt_joins_one_node_under_the_name_it_reported() {
     let node_before = vcluster.get("v1", "Node", "", "probe").unwrap();
     let second = create_token(&platform, &cluster_id, json!({ "max_uses": 1 })).await;
     let second_plaintext = second["plaintext"].as_str().unwrap();
-    let client = reqwest::Client::new();
-    let script = client
-        .get(format!("{}/join", platform.base_url))
-        .bearer_auth(second_plaintext)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let machine = platform.machine(second_plaintext);
+    let script = machine.send("GET", "/join", None).await;
     let reused_name = script
+        .body
+        .as_str()
+        .expect("a script")
         .lines()
         .find_map(|line| line.strip_prefix("KB_ATTEMPT="))
         .unwrap()
         .trim_matches('\'')
         .to_string();
-    let refused = client
-        .post(format!("{}/join/steps", platform.base_url))
-        .bearer_auth(second_plaintext)
-        .json(&json!({ "attempt_id": reused_name, "step": "join", "status": "running", "hostname": "probe" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status().as_u16(), 409);
-    let refused: Value = refused.json().await.unwrap();
+    let (status, refused) = machine
+        .call(
+            "POST",
+            "/join/steps",
+            Some(json!({ "attempt_id": reused_name, "step": "join", "status": "running", "hostname": "probe" })),
+        )
+        .await;
+    assert_eq!(status, 409);
     assert!(
         refused["message"]
             .as_str()

@@ -20,11 +20,8 @@ use shared::{
     notifications::NotificationSettings,
     notifications::settings::{self, NotificationsSecretChanges},
 };
-use tests::smtp::SmtpSink;
 
-use crate::platform::Platform;
-
-const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+use crate::harness::{SETTINGS_KEY, TestApp};
 
 #[derive(Debug, Clone)]
 struct Received {
@@ -120,25 +117,26 @@ fn verify(secret: &str, r: &Received) -> Result<String, String> {
     }
 }
 
+/// A platform with a host and a mail server, its outbound webhook posting to
+/// a receiver signed with `secret`, and the `notify` schedule's context.
 struct Setup {
-    p: Platform,
-    smtp: SmtpSink,
+    p: TestApp,
     receiver: Receiver,
     secret: String,
     ctx: ScheduleContext,
 }
 
 async fn setup() -> Setup {
-    let smtp = SmtpSink::start().await;
     let (receiver, url) = Receiver::start().await;
-    let p = Platform::with_env(&[
-        ("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY),
-        ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true"),
-        ("SMTP_URL", &smtp.url()),
-        ("NOTIFY_RETRY_BASE_MS", "1"),
-        ("NOTIFY_MAX_ATTEMPTS", "5"),
-    ])
-    .await;
+    let p = TestApp::builder("worker-b")
+        .host()
+        .smtp()
+        .env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
+        .env("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true")
+        .env("NOTIFY_RETRY_BASE_MS", "1")
+        .env("NOTIFY_MAX_ATTEMPTS", "5")
+        .build()
+        .await;
     let secret = format!(
         "whsec_{}",
         base64::engine::general_purpose::STANDARD.encode(b"0123456789abcdef0123456789abcdef")
@@ -158,24 +156,14 @@ async fn setup() -> Setup {
     let ctx = ScheduleContext::new(p.db.pool.clone(), p.state.settings.clone(), None, None);
     Setup {
         p,
-        smtp,
         receiver,
         secret,
         ctx,
     }
 }
 
-fn development_user(p: &Platform) -> uuid::Uuid {
-    match p.state.identity {
-        shared::http::Identity::Development(user) => user,
-        shared::http::Identity::Accounts => {
-            unreachable!("the platform serves the development user")
-        }
-    }
-}
-
 async fn preferences(s: &Setup, change: impl FnOnce(&mut NotificationSettings)) {
-    let user = development_user(&s.p);
+    let user = s.p.development_user();
     let mut prefs = shared::notifications::preferences::settings(&s.p.db.pool, user)
         .await
         .unwrap();
@@ -264,12 +252,12 @@ async fn a_ready_cluster_is_mailed_and_posted_signed_and_a_failing_receiver_gets
     assert!(verify(&s.secret, &tampered).is_err());
 
     // The email, once, with the same id.
-    let mails: Vec<String> = s
-        .smtp
-        .messages()
-        .into_iter()
-        .filter(|m| m.contains("Subject: Cluster shop is ready"))
-        .collect();
+    let mails: Vec<String> =
+        s.p.mail()
+            .messages()
+            .into_iter()
+            .filter(|m| m.contains("Subject: Cluster shop is ready"))
+            .collect();
     assert_eq!(mails.len(), 1, "{mails:?}");
     assert!(
         mails[0].contains(&format!("Message-ID: <{id}@kubebyon>")),
@@ -292,7 +280,12 @@ async fn a_ready_cluster_is_mailed_and_posted_signed_and_a_failing_receiver_gets
     let report = deliver_all(&s).await;
     assert_eq!((report.fanned_out, report.delivered), (1, 0), "{report:?}");
     assert_eq!(s.receiver.received().len(), 4);
-    assert!(!s.smtp.messages().iter().any(|m| m.contains("Cluster blog")));
+    assert!(
+        !s.p.mail()
+            .messages()
+            .iter()
+            .any(|m| m.contains("Cluster blog"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -300,7 +293,7 @@ async fn a_receiver_that_never_answers_ends_failed_and_does_not_hold_up_mail() {
     let s = setup().await;
     preferences(&s, |p| p.webhook_enabled = true).await;
     *s.receiver.fail.lock().unwrap() = 100;
-    let user = development_user(&s.p);
+    let user = s.p.development_user();
     notifications::enqueue(
         &s.p.db.pool,
         user,
@@ -319,7 +312,7 @@ async fn a_receiver_that_never_answers_ends_failed_and_does_not_hold_up_mail() {
     );
     assert_eq!(delivery(&s, "email").await.0, "delivered");
     assert!(
-        s.smtp
+        s.p.mail()
             .messages()
             .iter()
             .any(|m| m.contains("Subject: Payment received: the Pro plan"))
@@ -335,7 +328,7 @@ async fn a_crash_between_sending_and_recording_resends_under_the_same_id_and_cop
         p.email_enabled = false;
     })
     .await;
-    let user = development_user(&s.p);
+    let user = s.p.development_user();
     notifications::enqueue(
         &s.p.db.pool,
         user,
@@ -421,9 +414,7 @@ async fn a_crash_between_sending_and_recording_resends_under_the_same_id_and_cop
 #[tokio::test]
 async fn the_outbound_webhook_secret_is_refused_unless_receivers_can_verify_with_it() {
     let s = setup().await;
-    let router = shared::http::with_common_layers(api_admin::router(), s.p.state.clone());
-    let (status, mut body) =
-        crate::platform::send(router.clone(), "GET", "/api/console/admin/settings", None).await;
+    let (status, mut body) = s.p.call("GET", "/api/console/admin/settings", None).await;
     assert_eq!(status, axum::http::StatusCode::OK);
     let fields = body.as_object_mut().unwrap();
     fields.remove("secrets");
@@ -435,13 +426,9 @@ async fn the_outbound_webhook_secret_is_refused_unless_receivers_can_verify_with
     ] {
         let mut put = body.clone();
         put["secrets"] = serde_json::json!({ "outbound_webhook_secret": secret });
-        let (status, answer) = crate::platform::send(
-            router.clone(),
-            "PUT",
-            "/api/console/admin/settings",
-            Some(put),
-        )
-        .await;
+        let (status, answer) =
+            s.p.call("PUT", "/api/console/admin/settings", Some(put))
+                .await;
         assert_eq!(status, expected, "{secret}: {answer}");
         if expected != axum::http::StatusCode::OK {
             assert_eq!(

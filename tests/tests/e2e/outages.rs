@@ -6,31 +6,14 @@
 use std::time::{Duration, Instant};
 
 use axum::http::{StatusCode, header};
-use serde_json::{Value, json};
+use serde_json::json;
 use shared::{
     db::{self, Workload},
-    http::{AppState, with_common_layers},
+    http::AppState,
 };
 use tests::proxy::TcpProxy;
 
-use crate::platform::{Builder, send_with_headers};
-
-struct Answer {
-    status: StatusCode,
-    retry_after: Option<String>,
-    body: Value,
-}
-
-async fn send(router: &axum::Router, method: &str, path: &str, body: Option<Value>) -> Answer {
-    let (status, headers, body) = send_with_headers(router.clone(), method, path, body).await;
-    Answer {
-        status,
-        retry_after: headers
-            .get(header::RETRY_AFTER)
-            .map(|v| v.to_str().unwrap().to_string()),
-        body,
-    }
-}
+use crate::harness::TestApp;
 
 /// `url` with its `host:port` replaced by `addr`.
 fn through(url: &str, addr: std::net::SocketAddr) -> String {
@@ -55,20 +38,20 @@ fn upstream(url: &str) -> std::net::SocketAddr {
 
 #[tokio::test]
 async fn while_the_database_is_unreachable_requests_get_503_and_then_recover() {
-    let base = Builder::new("outage").build().await;
+    let base = TestApp::builder("outage").build().await;
     let proxy = TcpProxy::start(upstream(&base.db.url)).await;
     let url = secrecy::SecretString::from(through(&base.db.url, proxy.addr));
     let state = AppState {
         pool: db::lazy_pool(&url, 4, Workload::Requests).unwrap(),
         ..base.state.clone()
     };
-    let router = with_common_layers(api_clusters::router(), state);
+    let client = base.client_serving(state);
     let create = |name: &str| {
         json!({ "name": name, "workload_cpu_limit_milli_cores": 2000, "workload_memory_limit_mib": 4096,
                 "public_access_mode": "nodeport" })
     };
 
-    let answer = send(&router, "GET", "/api/console/clusters", None).await;
+    let answer = client.send("GET", "/api/console/clusters", None).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
 
     // Down: open connections cut, new ones refused.
@@ -79,7 +62,7 @@ async fn while_the_database_is_unreachable_requests_get_503_and_then_recover() {
         ("GET", "/api/console/clusters", None),
     ] {
         let started = Instant::now();
-        let answer = send(&router, method, path, body).await;
+        let answer = client.send(method, path, body).await;
         assert_eq!(
             (answer.status, answer.body["code"].as_str()),
             (
@@ -89,7 +72,13 @@ async fn while_the_database_is_unreachable_requests_get_503_and_then_recover() {
             "{method} {path}: {}",
             answer.body
         );
-        assert_eq!(answer.retry_after.as_deref(), Some("5"));
+        assert_eq!(
+            answer
+                .headers
+                .get(header::RETRY_AFTER)
+                .map(|v| v.to_str().unwrap()),
+            Some("5")
+        );
         assert!(
             answer.body["type"]
                 .as_str()
@@ -107,19 +96,15 @@ async fn while_the_database_is_unreachable_requests_get_503_and_then_recover() {
 
     // Back: the same pool and router answer again; nothing of the refused create was kept.
     proxy.up();
-    let answer = send(&router, "GET", "/api/console/clusters", None).await;
+    let answer = client.send("GET", "/api/console/clusters", None).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
     let during: i64 = sqlx::query_scalar("SELECT count(*) FROM clusters WHERE name = 'during'")
         .fetch_one(&base.db.pool)
         .await
         .unwrap();
     assert_eq!(during, 0);
-    let answer = send(
-        &router,
-        "POST",
-        "/api/console/clusters",
-        Some(create("after")),
-    )
-    .await;
+    let answer = client
+        .send("POST", "/api/console/clusters", Some(create("after")))
+        .await;
     assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
 }

@@ -17,6 +17,7 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
+    time::Duration,
 };
 
 use axum::{
@@ -36,11 +37,11 @@ use tokio::{
 };
 
 use crate::{
-    journey::{Browser, Journey},
+    harness::{Client, SETTINGS_KEY},
+    journey::Journey,
     routing::{PathMatch, backend_of, httproute_rules, rendered},
 };
 
-const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 /// Where the chart mounts the host kubeconfig Secret (`host.kubeconfigSecret`).
 const HOST_SECRET: &str = "host";
 /// The Secret the workloads read (`existingSecret`).
@@ -434,18 +435,17 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let mut admin = Browser::default();
-    let (status, body) = admin
-        .call(
-            &http,
-            &base,
+    let anonymous = Client::http(&base, Duration::from_secs(60));
+    let login = anonymous
+        .send(
             "POST",
             "/api/auth/login",
             Some(json!({ "email": "root@example.com", "password": "grown trusty lantern sofa" })),
         )
         .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, me) = admin.call(&http, &base, "GET", "/api/auth/me", None).await;
+    assert_eq!(login.status, StatusCode::OK, "{}", login.body);
+    let admin = anonymous.signed_in(&login);
+    let (status, me) = admin.call("GET", "/api/auth/me", None).await;
     assert_eq!(
         (status, me["role"].as_str()),
         (StatusCode::OK, Some("admin"))
@@ -454,13 +454,12 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     // A user registers and builds a cluster, through the job functions and
     // RabbitMQ.
     let journey = Journey {
-        http: &http,
-        base: &base,
+        anonymous,
         mail: &mail,
         pool: &db.pool,
     };
-    let mut user = journey.sign_up("alice@example.com").await;
-    let id = journey.ready_cluster(&mut user, "rehearsal").await;
+    let user = journey.sign_up("alice@example.com").await;
+    let id = journey.ready_cluster(&user, "rehearsal").await;
 
     // One trace from the request in api-clusters to the job in
     // job-cluster-create, through RabbitMQ.
@@ -492,8 +491,8 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         ("api-clusters", "job-cluster-create")
     );
 
-    journey.token_and_hostname(&mut user, &id).await;
-    journey.delete(&mut user, &id).await;
+    journey.token_and_hostname(&user, &id).await;
+    journey.delete(&user, &id).await;
 
     // Every job ran once: one attempt each, all succeeded, and the job
     // processes together claimed each exactly once.

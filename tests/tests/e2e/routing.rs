@@ -22,7 +22,7 @@ use serde_json::Value;
 use shared::http::AppState;
 use tower::ServiceExt;
 
-use crate::platform::Builder;
+use crate::harness::TestApp;
 
 pub(crate) enum PathMatch {
     Exact(String),
@@ -214,7 +214,7 @@ async fn misrouted(state: &AppState, route: impl Fn(&str, &str) -> Option<String
 #[tokio::test]
 async fn the_helm_route_table_sends_every_operation_to_the_function_that_serves_it() {
     let rules = httproute_rules(&rendered(&[]));
-    let state = Builder::new("routing").build().await.state;
+    let state = TestApp::builder("routing").build().await.state;
     let wrong = misrouted(&state, |_, path| backend_of(&rules, path).map(String::from)).await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 
@@ -276,7 +276,7 @@ async fn the_helm_ingress_sends_every_operation_to_the_function_that_serves_it()
             .find(|(regex, _)| regex.is_match(path))
             .map(|(_, backend)| backend.clone())
     };
-    let state = Builder::new("routing").build().await.state;
+    let state = TestApp::builder("routing").build().await.state;
     let wrong = misrouted(&state, |_, path| backend(path)).await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     // The split the prefixes alone cannot make.
@@ -397,7 +397,7 @@ pub(crate) fn sam_backend(routes: &[ApiRoute], method: &str, path: &str) -> Opti
 #[tokio::test]
 async fn the_sam_route_table_sends_every_operation_to_the_function_that_serves_it() {
     let routes = sam_routes(&sam_template());
-    let state = Builder::new("routing").build().await.state;
+    let state = TestApp::builder("routing").build().await.state;
     let wrong = misrouted(&state, |method, path| sam_backend(&routes, method, path)).await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     // The matching decides: tokens go past api-clusters' greedy route.

@@ -8,9 +8,8 @@
 use serde_json::{Value, json};
 use tests::database::TestDb;
 
-use crate::local_process::Local;
+use crate::{harness::SETTINGS_KEY, local_process::Local};
 
-const SETTINGS_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 const WEBHOOK_SECRET: &str = "whsec_regressions";
 
 /// An API key of a new tenant (role `user`) with the address `email`.
@@ -36,7 +35,6 @@ fn stripe_signature(t: &str, body: &str) -> String {
 
 struct Suite {
     local: Local,
-    http: reqwest::Client,
     keys: Vec<(&'static str, String)>,
     places: Vec<(&'static str, String)>,
 }
@@ -63,22 +61,21 @@ impl Suite {
 
     /// Sends one step's request: (status, body as JSON or text).
     async fn request(&self, step: &Value) -> (u16, Value) {
-        let method: reqwest::Method = step["method"].as_str().unwrap().parse().unwrap();
-        let url = format!(
-            "{}{}",
-            self.local.base,
-            self.fill(step["path"].as_str().unwrap())
-        );
-        let mut request = self.http.request(method, url);
+        let method = step["method"].as_str().unwrap();
+        let path = self.fill(step["path"].as_str().unwrap());
         let source = step["source"].as_str().unwrap_or("198.51.100.1");
         let forwarded = match step["forged_source"].as_str() {
             Some(forged) => format!("{forged}, {source}"),
             None => source.to_string(),
         };
-        request = request.header("x-forwarded-for", forwarded);
+        let mut client = self
+            .local
+            .client
+            .clone()
+            .header("x-forwarded-for", forwarded);
         let actor = step["as"].as_str().unwrap();
         if let Some((_, key)) = self.keys.iter().find(|(name, _)| *name == actor) {
-            request = request.bearer_auth(key);
+            client = client.bearer(key);
         } else {
             assert_eq!(actor, "anonymous", "an actor the suite knows");
         }
@@ -100,21 +97,18 @@ impl Suite {
                     ),
                     None => self.fill(value),
                 };
-                request = request.header(name.as_str(), value);
+                client = client.header(name, value);
             }
         }
-        if let Some(body) = body {
-            request = request
-                .header("content-type", "application/json")
-                .body(body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
+        let reply = match body {
+            Some(body) => {
+                client
+                    .send_bytes(method, &path, "application/json", body)
+                    .await
+            }
+            None => client.send(method, &path, None).await,
+        };
+        (reply.status.as_u16(), reply.body)
     }
 
     /// The current system settings as a PUT body, with `field=value` changed.
@@ -126,16 +120,13 @@ impl Suite {
             .find(|(name, _)| *name == "admin")
             .unwrap()
             .1;
-        let mut view: Value = self
-            .http
-            .get(format!("{}/api/console/admin/settings", self.local.base))
-            .bearer_auth(admin)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, mut view) = self
+            .local
+            .client
+            .clone()
+            .bearer(admin)
+            .call("GET", "/api/console/admin/settings", None)
+            .await;
         let object = view.as_object_mut().unwrap();
         object.remove("secrets");
         object.remove("updated_at");
@@ -166,7 +157,6 @@ async fn the_attacks_of_the_security_reviews_stay_refused() {
     .await;
     let mut suite = Suite {
         local,
-        http: reqwest::Client::new(),
         keys: vec![("admin", admin), ("owner", owner), ("other", other)],
         places: Vec::new(),
     };

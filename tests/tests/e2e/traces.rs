@@ -107,23 +107,24 @@ async fn one_trace_runs_from_the_request_through_rabbitmq_to_the_job() {
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ])
     .await;
-    let http = reqwest::Client::new();
 
     // The caller (a gateway, a client) names its own trace.
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let response = http
-        .post(format!("{}/api/console/clusters", local.base))
+    let (status, accepted) = local
+        .client
+        .clone()
         .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
-        .json(&serde_json::json!({
-            "name": "traced",
-            "workload_cpu_limit_milli_cores": 1000,
-            "workload_memory_limit_mib": 1024,
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 202);
-    let accepted: serde_json::Value = response.json().await.unwrap();
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(serde_json::json!({
+                "name": "traced",
+                "workload_cpu_limit_milli_cores": 1000,
+                "workload_memory_limit_mib": 1024,
+            })),
+        )
+        .await;
+    assert_eq!(status, 202);
     let cluster_id: uuid::Uuid = accepted["cluster"]["id"].as_str().unwrap().parse().unwrap();
     let (job_id, trace_parent): (uuid::Uuid, Option<String>) =
         sqlx::query_as("SELECT id, trace_parent FROM cluster_jobs WHERE cluster_id = $1")
@@ -183,13 +184,13 @@ async fn one_trace_runs_from_the_request_through_rabbitmq_to_the_job() {
         format!("00-{}-00f067aa0ba902b7-01", "f".repeat(4096)),
         "garbage".to_string(),
     ] {
-        let response = http
-            .get(format!("{}/api/console/clusters", local.base))
+        let (status, _) = local
+            .client
+            .clone()
             .header("traceparent", &hostile)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200, "{hostile}");
+            .call("GET", "/api/console/clusters", None)
+            .await;
+        assert_eq!(status, 200, "{hostile}");
     }
     let lists = eventually(30, "the four list requests' spans", || {
         let spans = spans.lock().unwrap().clone();
