@@ -19,24 +19,7 @@ fn platform() -> Builder {
 /// Registers, reads the code from the mail, confirms: a logged-in browser.
 async fn signed_up(accounts: &TestApp, email: &str, password: &str) -> Client {
     let anonymous = accounts.client().ip("198.51.100.1");
-    let reply = anonymous
-        .send(
-            "POST",
-            "/api/auth/register",
-            Some(json!({ "email": email, "password": password, "display_name": "Alice" })),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-    let code = accounts.mail().code_for(email).await;
-    let reply = anonymous
-        .send(
-            "POST",
-            "/api/auth/verify-email",
-            Some(json!({ "email": email, "code": code, "password": password })),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    anonymous.signed_in(&reply)
+    anonymous.sign_up(accounts.mail(), email, password).await
 }
 
 /// Resets `email`'s password by the emailed code, as its owner would from `client`.

@@ -634,6 +634,29 @@ impl Client {
         self.csrf.as_deref()
     }
 
+    /// Registers `email` with `password`, reads the code `mail` received and
+    /// confirms it: this client, signed in.
+    pub async fn sign_up(&self, mail: &SmtpSink, email: &str, password: &str) -> Self {
+        let reply = self
+            .send(
+                "POST",
+                "/api/auth/register",
+                Some(serde_json::json!({ "email": email, "password": password, "display_name": "Alice" })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+        let code = mail.code_for(email).await;
+        let reply = self
+            .send(
+                "POST",
+                "/api/auth/verify-email",
+                Some(serde_json::json!({ "email": email, "code": code, "password": password })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        self.signed_in(&reply)
+    }
+
     /// Sends `body` as JSON (none: no body); the status and the body.
     pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let reply = self.send(method, path, body).await;

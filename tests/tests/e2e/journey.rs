@@ -21,27 +21,9 @@ pub(crate) struct Journey<'a> {
 impl Journey<'_> {
     /// Registers `email` and confirms it by the emailed code: a signed-in browser.
     pub(crate) async fn sign_up(&self, email: &str) -> Client {
-        let password = "correct horse battery staple";
-        let (status, body) = self
-            .anonymous
-            .call(
-                "POST",
-                "/api/auth/register",
-                Some(json!({ "email": email, "password": password, "display_name": "Alice" })),
-            )
-            .await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-        let code = self.mail.code_for(email).await;
-        let reply = self
-            .anonymous
-            .send(
-                "POST",
-                "/api/auth/verify-email",
-                Some(json!({ "email": email, "code": code, "password": password })),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-        self.anonymous.signed_in(&reply)
+        self.anonymous
+            .sign_up(self.mail, email, "correct horse battery staple")
+            .await
     }
 
     /// Asks for a cluster and waits until its jobs made it ready; its id.
