@@ -195,11 +195,40 @@ where
 
 /// The `limit` of a listing: 1–500, default 100.
 pub fn page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
-    let limit = raw.unwrap_or(100);
-    if (1..=500).contains(&limit) {
+    limit_within(raw, 100, 500)
+}
+
+/// The `limit` of a listing whose rows are large (a cluster and its
+/// labels): 1–200, default 50.
+pub fn short_page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
+    limit_within(raw, 50, 200)
+}
+
+fn limit_within(raw: Option<i64>, default: i64, most: i64) -> Result<i64, ApiError> {
+    let limit = raw.unwrap_or(default);
+    if (1..=most).contains(&limit) {
         Ok(limit)
     } else {
-        Err(ApiError::invalid("limit", "must be between 1 and 500"))
+        Err(ApiError::invalid(
+            "limit",
+            format!("must be between 1 and {most}"),
+        ))
+    }
+}
+
+/// A page read as `limit + 1` rows cut to `limit`; the cursor of its last
+/// row when there was one more, else none (the last page).
+pub fn cut_page<T>(
+    rows: &mut Vec<T>,
+    limit: i64,
+    cursor_of: impl Fn(&T) -> String,
+) -> Option<String> {
+    let limit = usize::try_from(limit).unwrap_or_default();
+    if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(cursor_of)
+    } else {
+        None
     }
 }
 

@@ -72,18 +72,10 @@ pub async fn list(
     caller: Caller,
     AppQuery(query): AppQuery<ListQuery>,
 ) -> Result<AppJson<ClusterPage>, ApiError> {
-    let limit = query.limit.unwrap_or(50);
-    if !(1..=200).contains(&limit) {
-        return Err(ApiError::invalid("limit", "must be between 1 and 200"));
-    }
+    let limit = shared::extract::short_page_limit(query.limit)?;
     let before = query.cursor.as_deref().map(parse_cursor).transpose()?;
     let mut items = clusters::list_owned(&state.pool, caller.user_id, before, limit + 1).await?;
-    let next_cursor = if items.len() as i64 > limit {
-        items.truncate(limit as usize);
-        items.last().map(cursor_of)
-    } else {
-        None
-    };
+    let next_cursor = shared::extract::cut_page(&mut items, limit, cursor_of);
     Ok(AppJson(ClusterPage { items, next_cursor }))
 }
 

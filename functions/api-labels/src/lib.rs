@@ -194,10 +194,7 @@ pub async fn find_labeled_clusters(
     caller: Caller,
     AppQuery(query): AppQuery<FindQuery>,
 ) -> Result<AppJson<LabeledClusterPage>, ApiError> {
-    let limit = query.limit.unwrap_or(50);
-    if !(1..=200).contains(&limit) {
-        return Err(ApiError::invalid("limit", "must be between 1 and 200"));
-    }
+    let limit = shared::extract::short_page_limit(query.limit)?;
     if query.cursor.as_ref().is_some_and(|c| c.len() > 256) {
         return Err(ApiError::invalid("cursor", "is not one this API returned"));
     }
@@ -211,9 +208,7 @@ pub async fn find_labeled_clusters(
         limit + 1,
     )
     .await?;
-    let more = found.len() as i64 > limit;
-    found.truncate(limit as usize);
-    let next_cursor = more.then(|| found.last().map(|c| c.name.clone())).flatten();
+    let next_cursor = shared::extract::cut_page(&mut found, limit, |c| c.name.clone());
     Ok(AppJson(LabeledClusterPage {
         items: found
             .into_iter()
