@@ -30,12 +30,14 @@ import tempfile
 # the crate's root is a capability: no list names them (lib.rs's `capabilities`
 # region is written from the folders by `--write`). The capabilities may use
 # what lies below them, never each other.
-BELOW_CAPABILITIES = ["kernel", "backbone", "clusters", "kubernetes"]
+BELOW_CAPABILITIES = ["kernel", "backbone", "tenancy", "clusters", "kubernetes"]
 FIXED = {
     "kernel": ([], ["lib", "config", "error", "extract", "domain", "secretbox", "outbound",
                     "telemetry", "openapi", "runtime", "db", "settings", "audit", "mail"]),
     "backbone": (["kernel"], ["jobs"]),
-    "clusters": (["kernel"], ["clusters"]),
+    # Who owns what: organisations, their members and what each role may do.
+    "tenancy": (["kernel"], ["organizations"]),
+    "clusters": (["kernel", "tenancy"], ["clusters"]),
     # The Kubernetes adapter returns its own errors: it never builds job errors.
     "kubernetes": (["kernel", "clusters"], ["host"]),
 }

@@ -6,8 +6,11 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::{
-    ClusterStatus, ConnectionStatus, IngressStatus, JobPayload, JobType, PublicAccessMode,
+use crate::{
+    domain::{
+        ClusterStatus, ConnectionStatus, IngressStatus, JobPayload, JobType, PublicAccessMode,
+    },
+    organizations::Role,
 };
 
 /// A query answering [`Cluster`] rows: `$head` (a `SELECT`, or an `INSERT`
@@ -17,7 +20,7 @@ macro_rules! cluster_query {
     ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
         sqlx::query_as!(
             Cluster,
-            $head + r#" id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+            $head + r#" id, owner_user_id, organization_id, name, vcluster_name, namespace, kubernetes_version,
                workload_cpu_limit_milli_cores, workload_memory_limit_mib,
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_enabled, public_access_mode AS "public_access_mode: PublicAccessMode",
@@ -40,7 +43,11 @@ macro_rules! cluster_query {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Cluster {
     pub id: Uuid,
+    /// Who created it.
     pub owner_user_id: Uuid,
+    /// The organisation it belongs to: its members reach it, each as their
+    /// role allows.
+    pub organization_id: Uuid,
     pub name: String,
     pub vcluster_name: String,
     pub namespace: String,
@@ -82,6 +89,7 @@ pub struct Cluster {
 pub struct NewCluster<'a> {
     pub id: Uuid,
     pub owner_user_id: Uuid,
+    pub organization_id: Uuid,
     pub name: &'a str,
     pub vcluster_name: &'a str,
     pub namespace: &'a str,
@@ -95,20 +103,21 @@ pub struct NewCluster<'a> {
     pub tailscale_enabled: bool,
 }
 
-/// Inserts the cluster. The unique index `idx_clusters_owner_name_active` rejects a
-/// second active cluster of the same name for the same owner.
+/// Inserts the cluster. The unique index `idx_clusters_organization_name_active`
+/// rejects a second live cluster of the same name in the same organisation.
 pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Cluster, sqlx::Error> {
     cluster_query!(
         r#"INSERT INTO clusters (
-               id, owner_user_id, name, vcluster_name, namespace, kubernetes_version,
-               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+               id, owner_user_id, organization_id, name, vcluster_name, namespace,
+               kubernetes_version, workload_cpu_limit_milli_cores, workload_memory_limit_mib,
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_mode, managed_workload_ingress_enabled, tailscale_enabled, status)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'provisioning')
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'provisioning')
            RETURNING"#,
         r#""#,
         new.id,
         new.owner_user_id,
+        new.organization_id,
         new.name,
         new.vcluster_name,
         new.namespace,
@@ -125,28 +134,31 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
     .await
 }
 
-/// A live (not deleted) cluster of this owner.
-pub async fn get_owned(
+/// The user's role in the organisation of a live (not deleted) cluster;
+/// none when the cluster does not exist, is deleted, or the user is not a
+/// member of its organisation.
+pub async fn member_role(
     db: impl PgExecutor<'_>,
-    owner_user_id: Uuid,
+    user_id: Uuid,
     cluster_id: Uuid,
-) -> Result<Option<Cluster>, sqlx::Error> {
-    cluster_query!(
-        r#"SELECT"#,
-        r#"
-           FROM clusters
-           WHERE id = $1 AND owner_user_id = $2 AND deleted_at IS NULL"#,
+) -> Result<Option<Role>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT m.role AS "role: Role"
+           FROM clusters c
+           JOIN organization_members m ON m.organization_id = c.organization_id AND m.user_id = $2
+           WHERE c.id = $1 AND c.deleted_at IS NULL"#,
         cluster_id,
-        owner_user_id,
+        user_id,
     )
     .fetch_optional(db)
     .await
 }
 
-/// Live clusters of this owner, newest first, after an optional keyset cursor.
-pub async fn list_owned(
+/// Live clusters of the organisation, newest first, after an optional
+/// keyset cursor.
+pub async fn list_of(
     db: impl PgExecutor<'_>,
-    owner_user_id: Uuid,
+    organization_id: Uuid,
     before: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Cluster>, sqlx::Error> {
@@ -155,11 +167,11 @@ pub async fn list_owned(
         r#"SELECT"#,
         r#"
            FROM clusters
-           WHERE owner_user_id = $1 AND deleted_at IS NULL
+           WHERE organization_id = $1 AND deleted_at IS NULL
              AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
            ORDER BY created_at DESC, id DESC
            LIMIT $4"#,
-        owner_user_id,
+        organization_id,
         before_at,
         before_id,
         limit,
@@ -399,17 +411,23 @@ pub async fn record_observation(
     Ok(())
 }
 
-/// Locks the owner's live cluster row for the rest of the transaction, so
-/// lifecycle requests on one cluster are decided one at a time.
-pub async fn lock_owned(
+/// Locks a live cluster row for the rest of the transaction, so lifecycle
+/// requests on one cluster are decided one at a time; with the role of the
+/// user in its organisation, checked again under the lock (a role changed
+/// since the request was authorized counts). None for a non-member.
+pub async fn lock_for(
     tx: &mut PgConnection,
-    owner_user_id: Uuid,
+    user_id: Uuid,
     cluster_id: Uuid,
-) -> Result<Option<Uuid>, sqlx::Error> {
+) -> Result<Option<Role>, sqlx::Error> {
     sqlx::query_scalar!(
-        "SELECT id FROM clusters WHERE id = $1 AND owner_user_id = $2 AND deleted_at IS NULL FOR UPDATE",
+        r#"SELECT m.role AS "role: Role"
+           FROM clusters c
+           JOIN organization_members m ON m.organization_id = c.organization_id AND m.user_id = $2
+           WHERE c.id = $1 AND c.deleted_at IS NULL
+           FOR UPDATE OF c"#,
         cluster_id,
-        owner_user_id,
+        user_id,
     )
     .fetch_optional(tx)
     .await

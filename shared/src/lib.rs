@@ -6,6 +6,7 @@
 //!   `outbound`, `telemetry`, `openapi`, `runtime`, `db` (pool and migrator),
 //!   `settings` and `audit`;
 //! - the backbone: `jobs`;
+//! - tenancy, who owns what: `organizations`;
 //! - the clusters every capability hangs off: `clusters`;
 //! - the Kubernetes adapter: `host`;
 //! - the capabilities, each with its SQL beside its logic and none using a
@@ -26,6 +27,7 @@ pub mod http;
 pub mod jobs;
 pub mod mail;
 pub mod openapi;
+pub mod organizations;
 pub mod outbound;
 pub mod runtime;
 pub mod secretbox;

@@ -123,6 +123,10 @@ pub async fn seed_cluster(pool: &PgPool) -> Uuid {
         &NewCluster {
             id,
             owner_user_id: owner,
+            organization_id: shared::organizations::personal(pool, owner)
+                .await
+                .expect("read the personal organization")
+                .expect("the user's personal organization"),
             name: &name,
             vcluster_name: &name,
             namespace: &namespace,

@@ -6,8 +6,9 @@ use shared::{
     domain::{ClusterName, KubernetesVersion, PublicAccessMode},
     error::{ApiError, FieldError, unique_violation},
     extract::AppJson,
-    http::{AppState, Caller, accepted, operations},
+    http::{AppState, Caller, InOrganization, accepted, operations},
     jobs::Operation,
+    organizations::Action,
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -153,26 +154,31 @@ impl CreateClusterRequest {
     path = "/api/console/clusters",
     tag = "clusters",
     request_body = CreateClusterRequest,
+    params(("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = "The organization to act in (its id); the caller's personal one when absent")),
     responses(
         (status = 202, description = "Accepted; the operation tracks the work", body = OperationAccepted),
         (status = 400, description = "Malformed body", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "Not authenticated", body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The plan's cluster, CPU or memory limit would be passed (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
+        (status = 403, description = "The plan's cluster, CPU or memory limit would be passed (`plan_limit_exceeded`, with `plan_limit`), or the caller's role in the organization does not allow creating clusters (`forbidden`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
+        (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "A live cluster of this name exists (`cluster_name_taken`)", body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields or organization header (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
+    organization: InOrganization,
     AppJson(request): AppJson<CreateClusterRequest>,
 ) -> Result<Response, ApiError> {
+    organization.require(Action::CreateCluster)?;
     let valid = request.validate()?;
     let id = Uuid::new_v4();
     let namespace = format!("kb-{}", id.simple());
     let new = NewCluster {
         id,
         owner_user_id: caller.user_id,
+        organization_id: organization.id,
         name: valid.name.as_str(),
         vcluster_name: valid.name.as_str(),
         namespace: &namespace,
@@ -197,9 +203,12 @@ pub async fn create(
         clusters::insert(&mut tx, &new)
             .await
             .map_err(|err| match unique_violation(&err) {
-                Some("idx_clusters_owner_name_active") => ApiError::Conflict {
+                Some("idx_clusters_organization_name_active") => ApiError::Conflict {
                     code: "cluster_name_taken",
-                    detail: format!("you already have a cluster named {:?}", valid.name.as_str()),
+                    detail: format!(
+                        "the organization has a cluster named {:?} already",
+                        valid.name.as_str()
+                    ),
                 },
                 _ => err.into(),
             })?;

@@ -3,11 +3,10 @@ use shared::{
     clusters::{self, ClusterDeletion},
     domain::JobType,
     error::{ApiError, active_job_conflict},
-    extract::AppPath,
-    http::{AppState, Caller, operations},
+    http::{AppState, Caller, OwnedCluster, operations, owned},
     jobs,
+    organizations::Action,
 };
-use uuid::Uuid;
 
 use crate::create::OperationAccepted;
 
@@ -32,13 +31,12 @@ use crate::create::OperationAccepted;
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
+    OwnedCluster(authorized): OwnedCluster,
 ) -> Result<Response, ApiError> {
+    let cluster_id = authorized.id;
     let mut tx = state.pool.begin().await?;
-    clusters::lock_owned(&mut tx, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
-    let cluster = clusters::get_owned(&mut *tx, caller.user_id, cluster_id)
+    owned::lock(&mut tx, caller.user_id, cluster_id, Action::DeleteCluster).await?;
+    let cluster = clusters::get(&mut *tx, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
     let activity = jobs::activity(&mut tx, cluster.id).await?;
@@ -59,7 +57,7 @@ pub async fn delete(
             .await
             .map_err(active_job_conflict)?
     };
-    let answer = crate::accepted_operation(&mut tx, caller, &written, cluster.id).await?;
+    let answer = crate::accepted_operation(&mut tx, &written, cluster.id).await?;
     written.commit(&state, tx).await?;
     Ok(shared::http::accepted(answer))
 }

@@ -5,7 +5,7 @@ use shared::{
     clusters::{self, Cluster},
     error::ApiError,
     extract::{AppJson, AppQuery},
-    http::{AppState, Caller, OwnedCluster},
+    http::{AppState, InOrganization, OwnedCluster},
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -55,26 +55,28 @@ fn cursor_of(cluster: &Cluster) -> String {
 
 /// List clusters
 ///
-/// The caller's live clusters, newest first, paginated by cursor.
+/// The organization's live clusters, newest first, paginated by cursor.
 #[utoipa::path(
     get,
     path = "/api/console/clusters",
     tag = "clusters",
-    params(ListQuery),
+    params(ListQuery, ("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = "The organization to act in (its id); the caller's personal one when absent")),
     responses(
         (status = 200, body = ClusterPage),
         (status = 400, description = "Bad limit or cursor", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A bad limit or organization header (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
+    organization: InOrganization,
     AppQuery(query): AppQuery<ListQuery>,
 ) -> Result<AppJson<ClusterPage>, ApiError> {
     let limit = shared::extract::short_page_limit(query.limit)?;
     let before = query.cursor.as_deref().map(parse_cursor).transpose()?;
-    let mut items = clusters::list_owned(&state.pool, caller.user_id, before, limit + 1).await?;
+    let mut items = clusters::list_of(&state.pool, organization.id, before, limit + 1).await?;
     let next_cursor = shared::extract::cut_page(&mut items, limit, cursor_of);
     Ok(AppJson(ClusterPage { items, next_cursor }))
 }

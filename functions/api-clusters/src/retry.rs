@@ -1,11 +1,11 @@
 use axum::{extract::State, response::Response};
 use shared::{
     audit::{self, AuditEvent},
-    clusters,
     error::{ApiError, active_job_conflict},
     extract::AppPath,
-    http::{AppState, Caller, operations},
+    http::{AppState, Caller, OwnedCluster, operations, owned},
     jobs,
+    organizations::Action,
 };
 use uuid::Uuid;
 
@@ -31,12 +31,12 @@ use crate::create::OperationAccepted;
 pub async fn retry(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath((cluster_id, operation_id)): AppPath<(Uuid, Uuid)>,
+    OwnedCluster(authorized): OwnedCluster,
+    AppPath((_, operation_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<Response, ApiError> {
+    let cluster_id = authorized.id;
     let mut tx = state.pool.begin().await?;
-    clusters::lock_owned(&mut tx, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    owned::lock(&mut tx, caller.user_id, cluster_id, Action::Operate).await?;
     let (job, superseded) = jobs::job_of_operation(&mut tx, cluster_id, operation_id)
         .await?
         .ok_or(ApiError::NotFound { what: "operation" })?;
@@ -90,7 +90,7 @@ pub async fn retry(
     )
     .await?;
     let written = operations::Written::retried(operation_id, message);
-    let answer = crate::accepted_operation(&mut tx, caller, &written, cluster_id).await?;
+    let answer = crate::accepted_operation(&mut tx, &written, cluster_id).await?;
     written.commit(&state, tx).await?;
     Ok(shared::http::accepted(answer))
 }

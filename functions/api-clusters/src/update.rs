@@ -5,11 +5,11 @@ use shared::{
     clusters::{self, ClusterChanges},
     domain::{ClusterStatus, PublicAccessMode},
     error::{ApiError, active_job_conflict},
-    extract::{AppJson, AppPath},
-    http::{AppState, Caller, operations},
+    extract::AppJson,
+    http::{AppState, Caller, OwnedCluster, operations, owned},
+    organizations::Action,
 };
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::create::{
     CONTROL_PLANE_CPU_MILLI, CONTROL_PLANE_MEMORY_MIB, OperationAccepted, WORKLOAD_CPU_MILLI,
@@ -55,13 +55,12 @@ pub struct UpdateClusterRequest {
 pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath(cluster_id): AppPath<Uuid>,
+    OwnedCluster(authorized): OwnedCluster,
     AppJson(request): AppJson<UpdateClusterRequest>,
 ) -> Result<Response, ApiError> {
+    let cluster_id = authorized.id;
     let mut tx = state.pool.begin().await?;
-    let cluster = clusters::get_owned(&mut *tx, caller.user_id, cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    let cluster = owned::authorize(&mut tx, caller.user_id, cluster_id, Action::Operate).await?;
     let mut errors = Vec::new();
     let mut pick = |field: &str, value: Option<i64>, current: i32, range| match value {
         Some(v) => in_range(&mut errors, field, v, range),
@@ -123,7 +122,7 @@ pub async fn update(
     let written = operations::enqueue(&state, &mut tx, cluster.id, caller.user_id, &changes)
         .await
         .map_err(active_job_conflict)?;
-    let answer = crate::accepted_operation(&mut tx, caller, &written, cluster.id).await?;
+    let answer = crate::accepted_operation(&mut tx, &written, cluster.id).await?;
     written.commit(&state, tx).await?;
     Ok(shared::http::accepted(answer))
 }

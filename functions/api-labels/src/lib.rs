@@ -6,11 +6,11 @@ use axum::{Router, extract::State};
 use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
-    clusters,
     error::ApiError,
     extract::{AppJson, AppQuery},
-    http::{AppState, Caller, OwnedCluster},
+    http::{AppState, Caller, InOrganization, OwnedCluster},
     labels::{self, Labels, selector, store},
+    organizations::Action,
 };
 use utoipa::{
     IntoParams, OpenApi, ToSchema,
@@ -110,9 +110,7 @@ pub async fn set_labels(
     let mut tx = state.pool.begin().await?;
     // The cluster may have been deleted since the extractor read it; its
     // row lock also makes two writers take turns.
-    clusters::lock_owned(&mut tx, caller.user_id, cluster.id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    shared::http::owned::lock(&mut tx, caller.user_id, cluster.id, Action::Operate).await?;
     let (removed, set) = store::replace(&mut tx, cluster.id, &body.labels).await?;
     if !removed.is_empty() || !set.is_empty() {
         audit::record(
@@ -182,16 +180,17 @@ pub struct LabeledClusterPage {
 
 /// The clusters a label selector finds
 ///
-/// The caller's live clusters whose labels the selector selects, with their
-/// labels, by name. A selector that does not parse, or names a key or value
-/// labels cannot have, is 422 `validation_failed` under `selector`.
+/// The organization's live clusters whose labels the selector selects, with
+/// their labels, by name. A selector that does not parse, or names a key or
+/// value labels cannot have, is 422 `validation_failed` under `selector`.
 #[utoipa::path(get, path = "/api/console/cluster-labels", tag = "labels",
-    params(FindQuery),
+    params(FindQuery, ("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = "The organization to act in (its id); the caller's personal one when absent")),
     responses((status = 200, body = LabeledClusterPage),
+              (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn find_labeled_clusters(
     State(state): State<AppState>,
-    caller: Caller,
+    organization: InOrganization,
     AppQuery(query): AppQuery<FindQuery>,
 ) -> Result<AppJson<LabeledClusterPage>, ApiError> {
     let limit = shared::extract::short_page_limit(query.limit)?;
@@ -202,7 +201,7 @@ pub async fn find_labeled_clusters(
         .map_err(|message| ApiError::invalid("selector", message))?;
     let mut found = store::find(
         &state.pool,
-        caller.user_id,
+        organization.id,
         &requirements,
         query.cursor.as_deref(),
         limit + 1,

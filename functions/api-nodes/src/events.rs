@@ -1,12 +1,12 @@
 use axum::extract::State;
 use serde::Deserialize;
 use shared::{
-    clusters,
     domain::NodeEventType,
     error::ApiError,
     extract::{AppJson, AppQuery},
     http::{AppState, Caller},
     nodes::{self, NodeEvent},
+    organizations::Action,
 };
 use utoipa::IntoParams;
 use uuid::Uuid;
@@ -55,9 +55,13 @@ pub async fn list(
             })
         })
         .transpose()?;
-    clusters::get_owned(&state.pool, caller.user_id, query.cluster_id)
-        .await?
-        .ok_or(ApiError::NotFound { what: "cluster" })?;
+    shared::http::owned::authorize(
+        &mut *state.pool.acquire().await?,
+        caller.user_id,
+        query.cluster_id,
+        Action::Read,
+    )
+    .await?;
     let events = nodes::list_events(
         &state.pool,
         query.cluster_id,

@@ -8,9 +8,10 @@ use shared::{
     domain::JobType,
     error::{ApiError, active_job_conflict, unique_violation},
     extract::{AppPath, AppQuery},
-    http::{AppState, Caller, accepted, operations},
+    http::{AppState, Caller, OwnedCluster, accepted, operations},
     jobs::{self, Operation},
     nodes::{self, Node, NodeRemoval},
+    organizations::Action,
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -64,9 +65,11 @@ pub struct NodeRemovalAccepted {
 pub async fn remove(
     State(state): State<AppState>,
     caller: Caller,
-    AppPath((cluster_id, node_id)): AppPath<(Uuid, Uuid)>,
+    OwnedCluster(authorized): OwnedCluster,
+    AppPath((_, node_id)): AppPath<(Uuid, Uuid)>,
     AppQuery(query): AppQuery<RemoveQuery>,
 ) -> Result<Response, ApiError> {
+    let cluster_id = authorized.id;
     let drain_timeout = query.drain_timeout_seconds.unwrap_or(300);
     if !(1..=MAX_DRAIN_TIMEOUT_SECS).contains(&drain_timeout) {
         return Err(ApiError::invalid(
@@ -75,9 +78,9 @@ pub async fn remove(
         ));
     }
     let mut tx = state.pool.begin().await?;
-    let cluster = clusters::lock_owned(&mut tx, caller.user_id, cluster_id)
+    shared::http::owned::lock(&mut tx, caller.user_id, cluster_id, Action::Operate).await?;
+    let cluster = clusters::get(&mut *tx, cluster_id)
         .await?
-        .and(clusters::get_owned(&mut *tx, caller.user_id, cluster_id).await?)
         .ok_or(ApiError::NotFound { what: "cluster" })?;
     let node = nodes::list(&mut *tx, cluster_id, Some(node_id), false)
         .await?

@@ -46,6 +46,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .flat_map(|h| h.stages())
         .collect::<Vec<_>>();
     jobs::stage::document(&mut document, stages);
+    shared::http::owned::document(&mut document);
     document
 }
 

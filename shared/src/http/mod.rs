@@ -5,10 +5,12 @@
 pub mod caller;
 pub mod idempotency;
 pub mod operations;
+pub mod organization;
 pub mod owned;
 pub mod plan;
 
 pub use caller::{AdminCaller, AppState, Caller, Identity};
+pub use organization::InOrganization;
 pub use owned::OwnedCluster;
 
 use crate::error::ApiError;

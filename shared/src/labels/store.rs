@@ -70,11 +70,11 @@ pub async fn replace(
     Ok((removed, set))
 }
 
-/// The owner's live clusters that every requirement selects, by name,
-/// after the cluster named `after`, at most `limit` of them.
+/// The organisation's live clusters that every requirement selects, by
+/// name, after the cluster named `after`, at most `limit` of them.
 pub async fn find(
     db: impl PgExecutor<'_>,
-    owner_user_id: Uuid,
+    organization_id: Uuid,
     requirements: &[Requirement],
     after: Option<&str>,
     limit: i64,
@@ -102,7 +102,7 @@ pub async fn find(
                   COALESCE((SELECT jsonb_object_agg(l.key, l.value) FROM cluster_labels l WHERE l.cluster_id = c.id),
                            '{}'::jsonb) AS "labels!: Json<Labels>"
            FROM clusters c
-           WHERE c.owner_user_id = $1 AND c.deleted_at IS NULL
+           WHERE c.organization_id = $1 AND c.deleted_at IS NULL
              AND ($6::text IS NULL OR c.name > $6)
              AND NOT EXISTS (
                  SELECT 1 FROM (SELECT DISTINCT idx, op, key FROM req) q
@@ -113,7 +113,7 @@ pub async fn find(
                             OR l.value IN (SELECT r.value FROM req r WHERE r.idx = q.idx))))
            ORDER BY c.name
            LIMIT $7"#,
-        owner_user_id,
+        organization_id,
         &index,
         &op,
         &key,

@@ -219,7 +219,12 @@ async fn another_users_clusters_are_neither_read_nor_found_and_writers_take_turn
     let id = platform.create("alpha", "nodeport").await;
     put(&platform, &id, json!({ "env": "prod" })).await;
 
-    let stranger = Uuid::new_v4();
+    let stranger: Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name) VALUES ('stranger@example.com', 'Stranger') RETURNING id",
+    )
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
     for (method, body) in [("GET", None), ("PUT", Some(json!({ "labels": {} })))] {
         let (status, answer) = platform
             .call_as(

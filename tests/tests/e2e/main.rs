@@ -27,6 +27,7 @@ mod metrics;
 mod nodes;
 mod notifications;
 mod openapi;
+mod organizations;
 mod outages;
 mod plans_and_connections;
 mod pool;

@@ -225,7 +225,7 @@ async fn status_columns_only_take_known_values() {
 }
 
 #[tokio::test]
-async fn live_cluster_names_are_unique_per_owner_and_free_again_after_deletion() {
+async fn live_cluster_names_are_unique_per_organization_and_free_again_after_deletion() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
     let copy = "INSERT INTO clusters (owner_user_id, name, vcluster_name, namespace, kubernetes_version,
@@ -238,7 +238,7 @@ async fn live_cluster_names_are_unique_per_owner_and_free_again_after_deletion()
         .execute(&db.pool)
         .await
         .unwrap_err();
-    assert_eq!(constraint_of(err), "idx_clusters_owner_name_active");
+    assert_eq!(constraint_of(err), "idx_clusters_organization_name_active");
     sqlx::query("UPDATE clusters SET status = 'deleted', deleted_at = now() WHERE id = $1")
         .bind(cluster)
         .execute(&db.pool)

@@ -886,9 +886,9 @@ export interface paths {
         };
         /**
          * The clusters a label selector finds
-         * @description The caller's live clusters whose labels the selector selects, with their
-         *     labels, by name. A selector that does not parse, or names a key or value
-         *     labels cannot have, is 422 `validation_failed` under `selector`.
+         * @description The organization's live clusters whose labels the selector selects, with
+         *     their labels, by name. A selector that does not parse, or names a key or
+         *     value labels cannot have, is 422 `validation_failed` under `selector`.
          */
         get: operations["find_labeled_clusters"];
         put?: never;
@@ -908,7 +908,7 @@ export interface paths {
         };
         /**
          * List clusters
-         * @description The caller's live clusters, newest first, paginated by cursor.
+         * @description The organization's live clusters, newest first, paginated by cursor.
          */
         get: operations["get_clusters"];
         put?: never;
@@ -1658,7 +1658,16 @@ export interface components {
             managed_workload_ingress_status: components["schemas"]["IngressStatus"];
             name: string;
             namespace: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The organisation it belongs to: its members reach it, each as their
+             *     role allows.
+             */
+            organization_id: string;
+            /**
+             * Format: uuid
+             * @description Who created it.
+             */
             owner_user_id: string;
             public_access_enabled: boolean;
             public_access_mode: components["schemas"]["PublicAccessMode"];
@@ -5880,7 +5889,10 @@ export interface operations {
                 /** @description `next_cursor` of the previous page. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The organization to act in (its id); the caller's personal one when absent */
+                "KubeBYON-Organization"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -5896,6 +5908,15 @@ export interface operations {
             };
             /** @description A query parameter does not parse (`invalid_query`) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller is not a member of the organization (`not_found`) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5931,7 +5952,10 @@ export interface operations {
                 /** @description `next_cursor` of the previous page. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The organization to act in (its id); the caller's personal one when absent */
+                "KubeBYON-Organization"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -5962,7 +5986,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A field breaks a rule; `errors` names each (`validation_failed`) */
+            /** @description The caller is not a member of the organization (`not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A bad limit or organization header (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5986,6 +6019,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The organization to act in (its id); the caller's personal one when absent */
+                "KubeBYON-Organization"?: string;
                 /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
@@ -6025,13 +6060,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The plan's cluster, CPU or memory limit would be passed (`plan_limit_exceeded`, with `plan_limit`) */
+            /** @description The plan's cluster, CPU or memory limit would be passed (`plan_limit_exceeded`, with `plan_limit`), or the caller's role in the organization does not allow creating clusters (`forbidden`) */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["PlanLimitProblem"];
+                };
+            };
+            /** @description The caller is not a member of the organization (`not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description A live cluster of this name exists (`cluster_name_taken`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
@@ -6061,7 +6105,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Invalid fields (`validation_failed`); This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            /** @description Invalid fields or organization header (`validation_failed`); This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6157,6 +6201,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6217,7 +6270,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`, with `plan_limit`) */
+            /** @description Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`, with `plan_limit`); or: The caller's role in the cluster's organization does not allow this (`forbidden`) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6363,7 +6416,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The plan's hostname limit is reached (`plan_limit_exceeded`, with `plan_limit`) */
+            /** @description The plan's hostname limit is reached (`plan_limit_exceeded`, with `plan_limit`); or: The caller's role in the cluster's organization does not allow this (`forbidden`) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6455,6 +6508,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6499,6 +6561,15 @@ export interface operations {
             };
             /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); A path parameter does not parse (`invalid_path`) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6760,6 +6831,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6901,6 +6981,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6992,6 +7081,15 @@ export interface operations {
             };
             /** @description The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7204,6 +7302,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7394,6 +7501,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description No such cluster of the caller's, or no such operation of it */
             404: {
                 headers: {
@@ -7526,7 +7642,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `max_uses` is more nodes than the plan has left (`plan_limit_exceeded`, with `plan_limit`) */
+            /** @description `max_uses` is more nodes than the plan has left (`plan_limit_exceeded`, with `plan_limit`); or: The caller's role in the cluster's organization does not allow this (`forbidden`) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7612,6 +7728,15 @@ export interface operations {
             };
             /** @description A path parameter does not parse (`invalid_path`) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

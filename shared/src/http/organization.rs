@@ -1,0 +1,69 @@
+//! The organisation a list or a create acts in: [`InOrganization`].
+
+use axum::{
+    extract::FromRequestParts,
+    http::{HeaderName, request::Parts},
+};
+use uuid::Uuid;
+
+use super::{AppState, Caller};
+use crate::{
+    error::ApiError,
+    organizations::{self, Action, Role},
+};
+
+/// The request header naming the organisation (its id).
+pub const HEADER: HeaderName = HeaderName::from_static("kubebyon-organization");
+
+/// The organisation the `KubeBYON-Organization` header names, or the
+/// caller's personal one when the header is absent, with the caller's role
+/// in it. An organisation the caller is not a member of is 404
+/// `organization not found`, alike for one that does not exist.
+#[derive(Debug, Clone, Copy)]
+pub struct InOrganization {
+    pub id: Uuid,
+    pub role: Role,
+}
+
+impl InOrganization {
+    /// Refused (403) unless the caller's role allows `action`.
+    pub fn require(&self, action: Action) -> Result<(), ApiError> {
+        self.role.require(action)
+    }
+}
+
+impl FromRequestParts<AppState> for InOrganization {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let named = match parts.headers.get(HEADER) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .ok()
+                    .and_then(|text| Uuid::parse_str(text.trim()).ok())
+                    .ok_or_else(|| {
+                        ApiError::invalid("KubeBYON-Organization", "must be an organization id")
+                    })?,
+            ),
+        };
+        let not_found = || ApiError::NotFound {
+            what: "organization",
+        };
+        let id = match named {
+            Some(id) => id,
+            None => organizations::personal(&state.pool, caller.user_id)
+                .await?
+                .ok_or_else(not_found)?,
+        };
+        let role = organizations::role_of(&state.pool, id, caller.user_id)
+            .await?
+            .ok_or_else(not_found)?;
+        Ok(Self { id, role })
+    }
+}

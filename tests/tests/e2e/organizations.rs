@@ -1,0 +1,385 @@
+//! Organisations (docs/organizations.md): every user has a personal one,
+//! existing data migrates into them, clusters are listed and created in the
+//! organisation a request names, and every cluster route answers each role
+//! as the matrix says — 403 for a role that may not, 404 for a non-member,
+//! so nobody learns which clusters exist.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use shared::organizations::Role;
+use uuid::Uuid;
+
+use crate::harness::{Client, TestApp};
+
+/// A new user (the database makes their personal organisation).
+async fn user(app: &TestApp, email: &str) -> Uuid {
+    sqlx::query_scalar(
+        "INSERT INTO users (email, display_name, role, email_verified_at)
+         VALUES ($1, 'Member', 'user', now()) RETURNING id",
+    )
+    .bind(email)
+    .fetch_one(&app.db.pool)
+    .await
+    .unwrap()
+}
+
+/// A shared organisation with these members.
+async fn organization(app: &TestApp, members: &[(Uuid, Role)]) -> Uuid {
+    let id: Uuid =
+        sqlx::query_scalar("INSERT INTO organizations (name) VALUES ('Acme') RETURNING id")
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    for (user, role) in members {
+        sqlx::query(
+            "INSERT INTO organization_members (organization_id, user_id, role) VALUES ($1, $2, $3)",
+        )
+        .bind(id)
+        .bind(user)
+        .bind(role.as_str())
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    }
+    id
+}
+
+fn in_organization(client: Client, organization: Uuid) -> Client {
+    client.header("kubebyon-organization", organization.to_string())
+}
+
+fn cluster_body(name: &str) -> Value {
+    json!({ "name": name, "workload_cpu_limit_milli_cores": 1000, "workload_memory_limit_mib": 1024 })
+}
+
+/// The lowest role each cluster route is for, as docs/organizations.md
+/// gives it: reads for every member, deleting the cluster for admins,
+/// every other change for members. None: the route has no rule.
+fn lowest_role(method: &str, route: &str) -> Option<Role> {
+    if method == "GET" {
+        return Some(Role::Viewer);
+    }
+    let rest = route.strip_prefix("/api/console/clusters/{cluster_id}")?;
+    match (method, rest) {
+        ("DELETE", "") => Some(Role::Admin),
+        ("PATCH", "")
+        | ("POST", "/hostnames")
+        | ("DELETE", "/hostnames/{binding_id}")
+        | ("POST", "/hostnames/{binding_id}/verify")
+        | ("POST", "/kubeconfigs")
+        | ("DELETE", "/kubeconfigs/{credential_id}")
+        | ("PUT", "/labels")
+        | ("DELETE", "/nodes/{node_id}")
+        | ("POST", "/operations/{operation_id}/retry")
+        | ("POST", "/tokens")
+        | ("DELETE", "/tokens/{token_id}") => Some(Role::Member),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_cluster_route_answers_each_role_as_the_matrix_says() {
+    let app = TestApp::builder("organizations").host().build().await;
+    let ranked = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
+    let mut members = Vec::new();
+    for role in ranked {
+        members.push((
+            user(&app, &format!("{}@acme.example", role.as_str())).await,
+            role,
+        ));
+    }
+    members.push((app.development_user(), Role::Owner));
+    let acme = organization(&app, &members).await;
+    let stranger = user(&app, "stranger@elsewhere.example").await;
+    let (status, created) = in_organization(app.client(), acme)
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(cluster_body("shared")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{created}");
+    let cluster = created["cluster"]["id"].as_str().unwrap().to_string();
+    assert_eq!(created["cluster"]["organization_id"], acme.to_string());
+    app.drive().await;
+
+    // Every cluster route of the document, deleting the cluster last.
+    let document = serde_json::to_value(local::openapi()).unwrap();
+    let mut routes: Vec<(String, String)> = document["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(route, _)| route.starts_with("/api/console/clusters/{cluster_id}"))
+        .flat_map(|(route, item)| {
+            item.as_object()
+                .unwrap()
+                .keys()
+                .filter(|m| ["get", "post", "put", "patch", "delete"].contains(&m.as_str()))
+                .map(|m| (m.to_uppercase(), route.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    routes.sort_by_key(|(method, route)| {
+        (
+            method == "DELETE" && route.ends_with("{cluster_id}"),
+            route.clone(),
+        )
+    });
+    assert!(routes.len() >= 20, "{routes:?}");
+    let unruled: Vec<_> = routes
+        .iter()
+        .filter(|(method, route)| lowest_role(method, route).is_none())
+        .collect();
+    assert!(
+        unruled.is_empty(),
+        "cluster routes with no rule in the matrix: {unruled:?}"
+    );
+
+    let not_found = |body: &Value| body["detail"] == "cluster not found";
+    for (method, route) in &routes {
+        let lowest = lowest_role(method, route).unwrap();
+        let path = route
+            .split('/')
+            .map(|part| match part {
+                "{cluster_id}" => cluster.clone(),
+                p if p.starts_with('{') => Uuid::new_v4().to_string(),
+                p => p.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        let body = (method != "GET" && method != "DELETE").then(|| json!({}));
+        let (status, answer) = app.call_as(stranger, method, &path, body.clone()).await;
+        assert!(
+            status == StatusCode::NOT_FOUND && not_found(&answer),
+            "a non-member's {method} {route}: {status} {answer}"
+        );
+        for (user, role) in &members[..4] {
+            let (status, answer) = app.call_as(*user, method, &path, body.clone()).await;
+            let refused = status == StatusCode::FORBIDDEN && answer["code"] == "forbidden";
+            if ranked.iter().position(|r| r == role) < ranked.iter().position(|r| *r == lowest) {
+                assert!(refused, "{role:?} {method} {route}: {status} {answer}");
+                assert!(
+                    answer["detail"].as_str().unwrap().contains(role.as_str()),
+                    "the refusal names the role: {answer}"
+                );
+            } else {
+                let hidden = status == StatusCode::NOT_FOUND && not_found(&answer);
+                assert!(
+                    !refused && !hidden,
+                    "{role:?} {method} {route}: {status} {answer}"
+                );
+            }
+        }
+    }
+    // The document says so for every route a role can be refused.
+    for (method, route) in &routes {
+        let documented = document["paths"][route][method.to_lowercase()]["responses"]
+            .get("403")
+            .is_some();
+        assert_eq!(
+            documented,
+            lowest_role(method, route) != Some(Role::Viewer),
+            "{method} {route}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn clusters_are_listed_and_created_in_the_organization_a_request_names() {
+    let app = TestApp::builder("organizations").build().await;
+    let me = app.development_user();
+    let viewer = user(&app, "viewer@acme.example").await;
+    let acme = organization(&app, &[(me, Role::Member), (viewer, Role::Viewer)]).await;
+    let stranger = user(&app, "stranger@elsewhere.example").await;
+
+    // Without the header: the caller's personal organisation, as before.
+    let (status, mine) = app
+        .call("POST", "/api/console/clusters", Some(cluster_body("web")))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{mine}");
+    let personal: Uuid =
+        sqlx::query_scalar("SELECT id FROM organizations WHERE personal_user_id = $1")
+            .bind(me)
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(mine["cluster"]["organization_id"], personal.to_string());
+    // The same name is free in another organisation, not twice in one.
+    let acme_client = in_organization(app.client(), acme);
+    let (status, shared) = acme_client
+        .call("POST", "/api/console/clusters", Some(cluster_body("web")))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{shared}");
+    let (status, again) = acme_client
+        .call("POST", "/api/console/clusters", Some(cluster_body("web")))
+        .await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (StatusCode::CONFLICT, Some("cluster_name_taken")),
+        "{again}"
+    );
+
+    // Each list is its organisation's.
+    let names = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    c["organization_id"].as_str().unwrap(),
+                    c["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let (_, page) = app.call("GET", "/api/console/clusters", None).await;
+    assert_eq!(names(&page), [format!("{personal}/web")]);
+    let (_, page) = in_organization(app.client_as(viewer), acme)
+        .call("GET", "/api/console/clusters", None)
+        .await;
+    assert_eq!(names(&page), [format!("{acme}/web")]);
+    let (status, found) = in_organization(app.client_as(viewer), acme)
+        .call("GET", "/api/console/cluster-labels", None)
+        .await;
+    assert_eq!(
+        (status, found["items"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1)),
+        "{found}"
+    );
+
+    // A viewer may not create; a non-member's and a bad header are refused
+    // before anything is written.
+    let (status, refused) = in_organization(app.client_as(viewer), acme)
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(cluster_body("viewer-made")),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden")),
+        "{refused}"
+    );
+    for (client, expected) in [
+        (
+            in_organization(app.client_as(stranger), acme),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            in_organization(app.client(), Uuid::new_v4()),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            app.client().header("kubebyon-organization", "acme"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        // A look-alike digit (U+0662) is not an id.
+        (
+            app.client().header(
+                "kubebyon-organization",
+                format!("\u{0662}{}", &acme.to_string()[1..]),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        for (method, body) in [("GET", None), ("POST", Some(cluster_body("intruder")))] {
+            let (status, answer) = client.call(method, "/api/console/clusters", body).await;
+            assert_eq!(status, expected, "{method}: {answer}");
+        }
+    }
+    assert_eq!(app.count("clusters").await, 2);
+}
+
+/// The migration on a database that has data: every user gets a personal
+/// organisation they own, and every cluster moves into its owner's.
+#[tokio::test]
+async fn existing_users_and_clusters_migrate_into_personal_organizations() {
+    let db = tests::database::TestDb::empty().await;
+    let mut files: Vec<_> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+    files.sort();
+    let at = files
+        .iter()
+        .position(|f| f.to_string_lossy().ends_with("_organizations.sql"))
+        .expect("the organizations migration");
+    for file in &files[..at] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(std::fs::read_to_string(file).unwrap()))
+            .execute(&db.pool)
+            .await
+            .unwrap_or_else(|err| panic!("{}: {err}", file.display()));
+    }
+    // 300 users, 900 clusters (a deleted one among each user's three).
+    sqlx::raw_sql(
+        "INSERT INTO users (email, display_name)
+             SELECT 'user' || n || '@example.com', 'User ' || n FROM generate_series(1, 300) n;
+         INSERT INTO clusters (owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+                               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+                               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+                               public_access_mode, status, deleted_at)
+             SELECT u.id, 'c' || k, 'c' || k, 'kb-' || replace(u.id::text, '-', '') || k, '1.33',
+                    1000, 1024, 500, 1024, 'nodeport',
+                    CASE WHEN k = 3 THEN 'deleted' ELSE 'ready' END,
+                    CASE WHEN k = 3 THEN now() END
+             FROM users u, generate_series(1, 3) k;",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(
+        std::fs::read_to_string(&files[at]).unwrap(),
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+
+    let (users, personal, owners, clusters, misplaced): (i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM users),
+                (SELECT count(*) FROM organizations WHERE personal_user_id IS NOT NULL),
+                (SELECT count(*) FROM organization_members m JOIN organizations o ON o.id = m.organization_id
+                  WHERE m.user_id = o.personal_user_id AND m.role = 'owner'),
+                (SELECT count(*) FROM clusters),
+                (SELECT count(*) FROM clusters c JOIN organizations o ON o.id = c.organization_id
+                  WHERE o.personal_user_id IS DISTINCT FROM c.owner_user_id)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (users, personal, owners, clusters, misplaced),
+        (300, 300, 300, 900, 0)
+    );
+
+    // Code that predates organisations still works: a user it inserts gets
+    // a personal organisation, a cluster it inserts lands in it.
+    let user: Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name) VALUES ('late@example.com', 'Late') RETURNING id",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let organization: Uuid = sqlx::query_scalar(
+        "INSERT INTO clusters (owner_user_id, name, vcluster_name, namespace, kubernetes_version,
+                               workload_cpu_limit_milli_cores, workload_memory_limit_mib,
+                               control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
+                               public_access_mode)
+             VALUES ($1, 'late', 'late', 'kb-late', '1.33', 1000, 1024, 500, 1024, 'nodeport')
+         RETURNING organization_id",
+    )
+    .bind(user)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let personal: Option<Uuid> =
+        sqlx::query_scalar("SELECT id FROM organizations WHERE personal_user_id = $1")
+            .bind(user)
+            .fetch_optional(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(personal, Some(organization));
+}
