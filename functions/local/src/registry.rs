@@ -10,7 +10,7 @@ use shared::{host::HostCluster, http::AppState, jobs::JobHandler};
 
 /// The OpenAPI documents of the HTTP functions, to merge: each from the
 /// function's routes.
-pub fn documents() -> [utoipa::openapi::OpenApi; 10] {
+pub fn documents() -> [utoipa::openapi::OpenApi; 11] {
     [
         api_auth::routes().into_openapi(),
         api_account::routes().into_openapi(),
@@ -22,6 +22,7 @@ pub fn documents() -> [utoipa::openapi::OpenApi; 10] {
         join::routes().into_openapi(),
         admission::routes().into_openapi(),
         api_labels::routes().into_openapi(),
+        api_organizations::routes().into_openapi(),
     ]
 }
 
@@ -29,7 +30,7 @@ pub fn documents() -> [utoipa::openapi::OpenApi; 10] {
 pub type MakeRouter = fn() -> Router<AppState>;
 
 /// Each HTTP function's router, by its name.
-pub const ROUTERS: [(&str, MakeRouter); 11] = [
+pub const ROUTERS: [(&str, MakeRouter); 12] = [
     ("api-auth", api_auth::router),
     ("api-account", api_account::router),
     ("api-clusters", api_clusters::router),
@@ -41,6 +42,7 @@ pub const ROUTERS: [(&str, MakeRouter); 11] = [
     ("admission", admission::router),
     ("console", console::router),
     ("api-labels", api_labels::router),
+    ("api-organizations", api_organizations::router),
 ];
 
 /// Every schedule function.

@@ -6,10 +6,13 @@
 //!   through (billing's entitlements, notifications' notice of a refusal);
 //! - [`credentials`]: ending every credential of a user at once (accounts'
 //!   sessions and API keys, kubeconfigs);
+//! - [`membership`]: who is in an organisation (tenancy), and the
+//!   kubeconfigs a member who goes loses;
 //! - [`config`]: every capability's own settings, checked as a process starts;
 //! - [`settings`]: every stored settings part re-sealed under a new key at once.
 
 pub mod config;
 pub mod credentials;
+pub mod membership;
 pub mod plan;
 pub mod settings;

@@ -181,6 +181,29 @@ pub async fn revoke_all_of_user(
     .rows_affected())
 }
 
+/// Revokes every credential the user holds in the organisation's clusters:
+/// they left it or were removed from it. Returns how many.
+pub async fn revoke_all_in_organization(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+    organization_id: Uuid,
+    by: Uuid,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE kubeconfig_credentials k
+         SET revoked_at = now(), revoked_by_user_id = $3, revoke_reason = 'removed_from_organization'
+         FROM clusters c
+         WHERE c.id = k.cluster_id AND c.organization_id = $2
+           AND k.user_id = $1 AND k.revoked_at IS NULL",
+        user_id,
+        organization_id,
+        by
+    )
+    .execute(tx)
+    .await?
+    .rows_affected())
+}
+
 /// A ServiceAccount that should no longer exist inside its cluster.
 #[derive(Debug, Clone)]
 pub struct StaleAccount {

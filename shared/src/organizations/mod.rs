@@ -4,7 +4,8 @@
 //! clusters are the one-member case. What a role may do is [`Role::allows`]:
 //! the one matrix every route's authorization reads (docs/organizations.md).
 
-use sqlx::PgExecutor;
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -106,6 +107,155 @@ pub async fn role_of(
     )
     .fetch_optional(db)
     .await
+}
+
+/// An organisation as one of its members sees it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Membership {
+    pub id: Uuid,
+    pub name: String,
+    /// A user's personal organisation: only they are its member.
+    pub personal: bool,
+    /// The caller's role in it.
+    pub role: Role,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The organisations the user is a member of, personal first, then by name.
+pub async fn of_user(
+    db: impl PgExecutor<'_>,
+    user_id: Uuid,
+) -> Result<Vec<Membership>, sqlx::Error> {
+    sqlx::query_as!(
+        Membership,
+        r#"SELECT o.id, o.name, o.personal_user_id IS NOT NULL AS "personal!",
+                  m.role AS "role: Role", o.created_at
+           FROM organization_members m JOIN organizations o ON o.id = m.organization_id
+           WHERE m.user_id = $1
+           ORDER BY o.personal_user_id IS NULL, o.name, o.id"#,
+        user_id
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// A new shared organisation with `owner` as its owner.
+pub async fn create(
+    tx: &mut PgConnection,
+    name: &str,
+    owner: Uuid,
+) -> Result<Membership, sqlx::Error> {
+    let made = sqlx::query!(
+        "INSERT INTO organizations (name) VALUES ($1) RETURNING id, created_at",
+        name
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let (id, created_at) = (made.id, made.created_at);
+    sqlx::query!(
+        "INSERT INTO organization_members (organization_id, user_id, role) VALUES ($1, $2, 'owner')",
+        id,
+        owner
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(Membership {
+        id,
+        name: name.to_string(),
+        personal: false,
+        role: Role::Owner,
+        created_at,
+    })
+}
+
+/// A member as the organisation's members see them.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Member {
+    pub user_id: Uuid,
+    #[schema(format = "email")]
+    pub email: String,
+    pub display_name: String,
+    pub role: Role,
+    /// When they joined.
+    pub created_at: DateTime<Utc>,
+}
+
+/// The organisation's members, owners first, then by email.
+pub async fn members(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+) -> Result<Vec<Member>, sqlx::Error> {
+    sqlx::query_as!(
+        Member,
+        r#"SELECT m.user_id, u.email::text AS "email!", u.display_name,
+                  m.role AS "role: Role", m.created_at
+           FROM organization_members m JOIN users u ON u.id = m.user_id
+           WHERE m.organization_id = $1
+           ORDER BY array_position(ARRAY['owner', 'admin', 'member', 'viewer'], m.role), u.email"#,
+        organization_id
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Locks the organisation's row for the rest of the transaction, so
+/// changes of its members are decided one at a time (two owners removing
+/// each other cannot both leave it without one). Whether it is a personal
+/// one; none when it does not exist.
+pub async fn lock(
+    tx: &mut PgConnection,
+    organization_id: Uuid,
+) -> Result<Option<bool>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT personal_user_id IS NOT NULL AS "personal!" FROM organizations WHERE id = $1 FOR UPDATE"#,
+        organization_id
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+/// How many owners the organisation has.
+pub async fn owners(db: impl PgExecutor<'_>, organization_id: Uuid) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM organization_members WHERE organization_id = $1 AND role = 'owner'"#,
+        organization_id
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Gives a member another role.
+pub async fn set_role(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+    user_id: Uuid,
+    role: Role,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE organization_members SET role = $3 WHERE organization_id = $1 AND user_id = $2",
+        organization_id,
+        user_id,
+        role.as_str()
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Takes a member out of the organisation.
+pub async fn remove(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+    user_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "DELETE FROM organization_members WHERE organization_id = $1 AND user_id = $2",
+        organization_id,
+        user_id
+    )
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::harness::TestApp;
 
-async fn client_of(text: &str) -> kube::Client {
+pub(crate) async fn client_of(text: &str) -> kube::Client {
     let kubeconfig = Kubeconfig::from_yaml(text).expect("the kubeconfig parses");
     let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -25,7 +25,7 @@ async fn client_of(text: &str) -> kube::Client {
 }
 
 /// The status code the cluster's API answers a namespace list with.
-async fn answers(client: &kube::Client) -> u16 {
+pub(crate) async fn answers(client: &kube::Client) -> u16 {
     match Api::<Namespace>::all(client.clone())
         .list(&Default::default())
         .await

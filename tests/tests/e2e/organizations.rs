@@ -383,3 +383,255 @@ async fn existing_users_and_clusters_migrate_into_personal_organizations() {
             .unwrap();
     assert_eq!(personal, Some(organization));
 }
+
+async fn role_in(app: &TestApp, organization: Uuid, user: Uuid) -> Option<String> {
+    sqlx::query_scalar(
+        "SELECT role FROM organization_members WHERE organization_id = $1 AND user_id = $2",
+    )
+    .bind(organization)
+    .bind(user)
+    .fetch_optional(&app.db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_change_as_their_roles_allow_and_one_who_goes_loses_their_kubeconfigs() {
+    let app = TestApp::builder("organizations").host().build().await;
+    let me = app.development_user();
+    // A shared organization, its name trimmed; bad names refused.
+    for name in ["", "   ", "\u{7}bell", &"n".repeat(101)] {
+        let (status, body) = app
+            .call(
+                "POST",
+                "/api/console/organizations",
+                Some(json!({ "name": name })),
+            )
+            .await;
+        assert_eq!(
+            (status, body["errors"][0]["field"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("name")),
+            "{name:?}: {body}"
+        );
+    }
+    let (status, acme) = app
+        .call(
+            "POST",
+            "/api/console/organizations",
+            Some(json!({ "name": "  Acme  " })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{acme}");
+    assert_eq!(
+        (
+            acme["name"].as_str(),
+            acme["role"].as_str(),
+            acme["personal"].as_bool()
+        ),
+        (Some("Acme"), Some("owner"), Some(false))
+    );
+    let acme: Uuid = acme["id"].as_str().unwrap().parse().unwrap();
+    let (_, mine) = app.call("GET", "/api/console/organizations", None).await;
+    let listed: Vec<(bool, &str)> = mine
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["personal"].as_bool().unwrap(),
+                o["role"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [(true, "owner"), (false, "owner")],
+        "personal first: {mine}"
+    );
+
+    let admin = user(&app, "admin@acme.example").await;
+    let member = user(&app, "member@acme.example").await;
+    let viewer = user(&app, "viewer@acme.example").await;
+    let outsider = user(&app, "outsider@elsewhere.example").await;
+    for (user, role) in [(admin, "admin"), (member, "member"), (viewer, "viewer")] {
+        sqlx::query(
+            "INSERT INTO organization_members (organization_id, user_id, role) VALUES ($1, $2, $3)",
+        )
+        .bind(acme)
+        .bind(user)
+        .bind(role)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    }
+    let members = format!("/api/console/organizations/{acme}/members");
+    let (status, list) = app.call_as(viewer, "GET", &members, None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let roles: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["owner", "admin", "member", "viewer"]);
+    assert_eq!(
+        app.call_as(outsider, "GET", &members, None).await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // Who may change whom.
+    let role = |user: Uuid, to: &str| (format!("{members}/{user}"), json!({ "role": to }));
+    let cases = [
+        (member, role(viewer, "member"), StatusCode::FORBIDDEN),
+        (viewer, role(viewer, "admin"), StatusCode::FORBIDDEN),
+        (admin, role(viewer, "owner"), StatusCode::FORBIDDEN),
+        (admin, role(admin, "owner"), StatusCode::FORBIDDEN),
+        (admin, role(me, "viewer"), StatusCode::FORBIDDEN),
+        (outsider, role(viewer, "member"), StatusCode::NOT_FOUND),
+        (admin, role(outsider, "member"), StatusCode::NOT_FOUND),
+        (admin, role(viewer, "member"), StatusCode::NO_CONTENT),
+        (me, role(admin, "owner"), StatusCode::NO_CONTENT),
+        (admin, role(me, "admin"), StatusCode::NO_CONTENT),
+        // The last owner stays one, and cannot leave.
+        (admin, role(admin, "member"), StatusCode::CONFLICT),
+    ];
+    for (who, (path, body), expected) in cases {
+        let (status, answer) = app.call_as(who, "PATCH", &path, Some(body.clone())).await;
+        assert_eq!(status, expected, "{path} {body}: {answer}");
+    }
+    let (status, answer) = app
+        .call_as(admin, "DELETE", &format!("{members}/{admin}"), None)
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (StatusCode::CONFLICT, Some("last_owner")),
+        "{answer}"
+    );
+    assert_eq!(role_in(&app, acme, viewer).await.as_deref(), Some("member"));
+    assert_eq!(role_in(&app, acme, me).await.as_deref(), Some("admin"));
+    // A personal organization keeps its one member.
+    let personal: Uuid =
+        sqlx::query_scalar("SELECT id FROM organizations WHERE personal_user_id = $1")
+            .bind(member)
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    let (status, answer) = app
+        .call_as(
+            member,
+            "DELETE",
+            &format!("/api/console/organizations/{personal}/members/{member}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (StatusCode::CONFLICT, Some("personal_organization")),
+        "{answer}"
+    );
+
+    // A member's kubeconfig for the organization's cluster ends when they go.
+    let as_member = in_organization(app.client_as(member), acme);
+    let (status, created) = as_member
+        .call("POST", "/api/console/clusters", Some(cluster_body("team")))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{created}");
+    let cluster = created["cluster"]["id"].as_str().unwrap().to_string();
+    app.drive().await;
+    let (status, kubeconfig) = as_member
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{cluster}/kubeconfigs"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{kubeconfig}");
+    // The kubeconfig in JSON, which a YAML reader takes as it is.
+    let kube = crate::kubeconfigs::client_of(&kubeconfig.to_string()).await;
+    assert_eq!(crate::kubeconfigs::answers(&kube).await, 200);
+    let (status, answer) = app
+        .call_as(admin, "DELETE", &format!("{members}/{member}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
+    assert_eq!(
+        crate::kubeconfigs::answers(&kube).await,
+        401,
+        "the kubeconfig is refused at once"
+    );
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT revoke_reason FROM kubeconfig_credentials WHERE user_id = $1")
+            .bind(member)
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(reason.as_deref(), Some("removed_from_organization"));
+    let (status, _) = app
+        .call_as(
+            member,
+            "GET",
+            &format!("/api/console/clusters/{cluster}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the cluster is out of reach");
+    // The viewer (now a member) leaves of their own accord.
+    let (status, _) = app
+        .call_as(viewer, "DELETE", &format!("{members}/{viewer}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    let actions: Vec<String> = sqlx::query_scalar(
+        "SELECT action FROM audit_events WHERE target_kind = 'organization' AND target_id = $1 ORDER BY id",
+    )
+    .bind(acme.to_string())
+    .fetch_all(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        actions,
+        [
+            "organization.created",
+            "organization.member_role_changed",
+            "organization.member_role_changed",
+            "organization.member_role_changed",
+            "organization.member_removed",
+            "organization.member_left",
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_owners_removing_each_other_at_once_leave_one_owner() {
+    let app = TestApp::builder("organizations").build().await;
+    for round in 0..10 {
+        let first = user(&app, &format!("first{round}@acme.example")).await;
+        let second = user(&app, &format!("second{round}@acme.example")).await;
+        let acme = organization(&app, &[(first, Role::Owner), (second, Role::Owner)]).await;
+        let remove = |who: Uuid, whom: Uuid| {
+            let client = app.client_as(who);
+            async move {
+                client
+                    .call(
+                        "DELETE",
+                        &format!("/api/console/organizations/{acme}/members/{whom}"),
+                        None,
+                    )
+                    .await
+            }
+        };
+        let (a, b) = tokio::join!(remove(first, second), remove(second, first));
+        let done = [&a, &b]
+            .iter()
+            .filter(|(s, _)| *s == StatusCode::NO_CONTENT)
+            .count();
+        assert_eq!(done, 1, "{a:?} {b:?}");
+        let owners: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM organization_members WHERE organization_id = $1 AND role = 'owner'",
+        )
+        .bind(acme)
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap();
+        assert_eq!(owners, 1, "round {round}");
+    }
+}

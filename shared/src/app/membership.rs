@@ -1,0 +1,136 @@
+//! Changing who is in an organisation: a member's role changed, a member
+//! removed or leaving. The rules (docs/organizations.md): admins manage the
+//! members who are not owners, only owners make or unmake owners, anyone
+//! may leave, an organisation always keeps an owner, and a personal
+//! organisation keeps its one member. A member who goes loses the
+//! kubeconfigs they hold in the organisation's clusters at once, as a
+//! changed password ends them. Each change is decided under the
+//! organisation's row lock, so two owners removing each other at once
+//! leave one of them.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::{
+    error::ApiError,
+    kubeconfigs,
+    organizations::{self, Action, Role},
+};
+
+/// Who asks and for whom.
+#[derive(Debug, Clone, Copy)]
+pub struct Change {
+    pub organization_id: Uuid,
+    /// The member asking.
+    pub by: Uuid,
+    /// The member changed.
+    pub member: Uuid,
+}
+
+/// A member's role before and after a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleChanged {
+    pub from: Role,
+    pub to: Role,
+}
+
+/// Gives `change.member` the role `to`.
+pub async fn set_role(
+    tx: &mut PgConnection,
+    change: Change,
+    to: Role,
+) -> Result<RoleChanged, ApiError> {
+    let (actor, from) = decide(tx, change).await?;
+    if from == to {
+        return Ok(RoleChanged { from, to });
+    }
+    actor.require(owner_touched(from, to))?;
+    if change.by == change.member && !actor.allows(Action::Own) {
+        return Err(ApiError::Forbidden(
+            "members cannot change their own role".into(),
+        ));
+    }
+    keep_an_owner(tx, change.organization_id, from, Some(to)).await?;
+    organizations::set_role(&mut *tx, change.organization_id, change.member, to).await?;
+    Ok(RoleChanged { from, to })
+}
+
+/// What a removal ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    pub role: Role,
+    /// The member's kubeconfigs revoked in the organisation's clusters
+    /// (their ServiceAccounts go once the transaction commits).
+    pub kubeconfigs: u64,
+}
+
+/// Takes `change.member` out of the organisation: they leave when they ask
+/// themselves.
+pub async fn remove(tx: &mut PgConnection, change: Change) -> Result<Removed, ApiError> {
+    let (actor, role) = decide(tx, change).await?;
+    if change.by != change.member {
+        actor.require(owner_touched(role, Role::Viewer))?;
+    }
+    keep_an_owner(tx, change.organization_id, role, None).await?;
+    organizations::remove(&mut *tx, change.organization_id, change.member).await?;
+    let kubeconfigs = kubeconfigs::revoke_all_in_organization(
+        tx,
+        change.member,
+        change.organization_id,
+        change.by,
+    )
+    .await?;
+    Ok(Removed { role, kubeconfigs })
+}
+
+/// Locks the organisation; the roles of the member asking and of the one
+/// changed. A personal organisation's membership never changes.
+async fn decide(tx: &mut PgConnection, change: Change) -> Result<(Role, Role), ApiError> {
+    let not_found = |what| ApiError::NotFound { what };
+    let personal = organizations::lock(tx, change.organization_id)
+        .await?
+        .ok_or_else(|| not_found("organization"))?;
+    let actor = organizations::role_of(&mut *tx, change.organization_id, change.by)
+        .await?
+        .ok_or_else(|| not_found("organization"))?;
+    let member = organizations::role_of(&mut *tx, change.organization_id, change.member)
+        .await?
+        .ok_or_else(|| not_found("member"))?;
+    if personal {
+        return Err(ApiError::Conflict {
+            code: "personal_organization",
+            detail: "a personal organization has its one member".into(),
+        });
+    }
+    Ok((actor, member))
+}
+
+/// What changing a member from `from` to `to` is: owners' business when an
+/// owner is made or unmade, else managing members.
+fn owner_touched(from: Role, to: Role) -> Action {
+    if from == Role::Owner || to == Role::Owner {
+        Action::Own
+    } else {
+        Action::ManageMembers
+    }
+}
+
+/// Refuses a change that would leave the organisation without an owner.
+async fn keep_an_owner(
+    tx: &mut PgConnection,
+    organization_id: Uuid,
+    from: Role,
+    to: Option<Role>,
+) -> Result<(), ApiError> {
+    if from == Role::Owner
+        && to != Some(Role::Owner)
+        && organizations::owners(&mut *tx, organization_id).await? == 1
+    {
+        return Err(ApiError::Conflict {
+            code: "last_owner",
+            detail: "an organization keeps at least one owner: make another member its owner first"
+                .into(),
+        });
+    }
+    Ok(())
+}
