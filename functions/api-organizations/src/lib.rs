@@ -5,13 +5,19 @@
 use axum::{Router, extract::State, http::StatusCode};
 use serde::Deserialize;
 use shared::{
-    app::membership::{self, Change},
+    accounts::auth::random_token,
+    app::membership::{self, Answer, Change},
     audit::{self, AuditEvent},
+    domain::EmailAddress,
     error::ApiError,
     extract::{AppJson, AppPath},
     http::{AppState, Caller},
     kubeconfigs::credential,
-    organizations::{self, Member, Membership, Role},
+    organizations::{
+        self, Action, Member, Membership, Role,
+        invitations::{self, Invitation},
+    },
+    secretbox,
 };
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -24,6 +30,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list, create))
         .routes(routes!(members))
         .routes(routes!(set_role, remove))
+        .routes(routes!(invite, invitations))
+        .routes(routes!(revoke_invitation))
+        .routes(routes!(accept))
+        .routes(routes!(decline))
 }
 
 pub fn router() -> Router<AppState> {
@@ -251,4 +261,277 @@ fn event(
         cluster_id: None,
         metadata,
     }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewInvitation {
+    /// Who is invited: only the account with this verified address can
+    /// accept.
+    #[schema(format = "email", max_length = 254)]
+    pub email: String,
+    /// The role they will have.
+    pub role: Role,
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct InvitationMade {
+    pub invitation: Invitation,
+    /// The link the invitation's email carries, shown this once: it is of
+    /// use only to the account with the invited address.
+    pub invitation_url: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InvitationToken {
+    /// The token of the invitation's link (after `#token=`).
+    #[schema(min_length = 1, max_length = 128)]
+    pub token: String,
+}
+
+/// Invite someone
+///
+/// Admins invite members, admins and viewers; only owners invite owners. An
+/// email with a link goes to the address; the invitation is good for 7
+/// days, once. A personal organization takes no members (409
+/// `personal_organization`); an address with an open invitation is 409
+/// `already_invited`. Audited as `organization.member_invited`.
+#[utoipa::path(post, path = "/api/console/organizations/{organization_id}/invitations", tag = "organizations",
+    params(("organization_id" = Uuid, Path)),
+    request_body = NewInvitation,
+    responses((status = 201, body = InvitationMade),
+              (status = 400, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, description = "The caller's role does not allow inviting with this role (`forbidden`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "`personal_organization` or `already_invited`", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, description = "A bad address (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn invite(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(organization_id): AppPath<Uuid>,
+    AppJson(body): AppJson<NewInvitation>,
+) -> Result<(StatusCode, AppJson<InvitationMade>), ApiError> {
+    let email = EmailAddress::parse(&body.email).map_err(|m| ApiError::invalid("email", m))?;
+    let mut tx = state.pool.begin().await?;
+    let organization =
+        organizations::lock(&mut tx, organization_id)
+            .await?
+            .ok_or(ApiError::NotFound {
+                what: "organization",
+            })?;
+    let role = organizations::role_of(&mut *tx, organization_id, caller.user_id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            what: "organization",
+        })?;
+    role.require(if body.role == Role::Owner {
+        Action::Own
+    } else {
+        Action::ManageMembers
+    })?;
+    if organization.personal {
+        return Err(ApiError::Conflict {
+            code: "personal_organization",
+            detail: "a personal organization has its one member".into(),
+        });
+    }
+    let token = random_token::<32>();
+    let invitation = invitations::invite(
+        &mut tx,
+        organization_id,
+        &email.to_string(),
+        body.role,
+        &secretbox::hash(&token),
+        caller.user_id,
+    )
+    .await?
+    .ok_or_else(|| ApiError::Conflict {
+        code: "already_invited",
+        detail: format!("{email} has an open invitation: revoke it to send another"),
+    })?;
+    audit::record(
+        &mut *tx,
+        event(
+            caller,
+            "organization.member_invited",
+            organization_id,
+            serde_json::json!({ "invitation": invitation.id, "email": invitation.email, "role": invitation.role.as_str() }),
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    let base = shared::settings::load(&state.pool)
+        .await?
+        .fields
+        .public_base_url
+        .unwrap_or_else(|| state.settings.public_base_url.clone());
+    let invitation_url = format!("{}/invitations#token={token}", base.trim_end_matches('/'));
+    let subject = format!("You are invited to {} on KubeBYON", organization.name);
+    let mail = format!(
+        "You are invited to join {} as {} on KubeBYON.\n\nAccept or decline, signed in as {email}:\n{invitation_url}\n\nThe link is good for 7 days. If you did not expect it, ignore this message.\n",
+        organization.name,
+        invitation.role.as_str(),
+    );
+    let (pool, settings, to) = (
+        state.pool.clone(),
+        state.settings.clone(),
+        email.to_string(),
+    );
+    let delivery = async move {
+        if let Err(err) = shared::mail::send(&pool, &settings, &to, &subject, mail).await {
+            tracing::error!(error = %err, "could not send an invitation");
+        }
+    };
+    if shared::runtime::under_lambda() {
+        delivery.await;
+    } else {
+        tokio::spawn(delivery);
+    }
+    Ok((
+        StatusCode::CREATED,
+        AppJson(InvitationMade {
+            invitation,
+            invitation_url,
+        }),
+    ))
+}
+
+/// An organization's open invitations
+///
+/// For its owners and admins, newest first.
+#[utoipa::path(get, path = "/api/console/organizations/{organization_id}/invitations", tag = "organizations",
+    params(("organization_id" = Uuid, Path)),
+    responses((status = 200, body = Vec<Invitation>),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn invitations(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(organization_id): AppPath<Uuid>,
+) -> Result<AppJson<Vec<Invitation>>, ApiError> {
+    managing(&state, caller, organization_id).await?;
+    Ok(AppJson(
+        invitations::pending(&state.pool, organization_id).await?,
+    ))
+}
+
+/// Revoke an invitation
+///
+/// For its owners and admins; its link stops working. Audited as
+/// `organization.invitation_revoked`.
+#[utoipa::path(delete, path = "/api/console/organizations/{organization_id}/invitations/{invitation_id}", tag = "organizations",
+    params(("organization_id" = Uuid, Path), ("invitation_id" = Uuid, Path)),
+    responses((status = 204, description = "Revoked"),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, description = "No such organization or open invitation", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn revoke_invitation(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath((organization_id, invitation_id)): AppPath<(Uuid, Uuid)>,
+) -> Result<StatusCode, ApiError> {
+    managing(&state, caller, organization_id).await?;
+    let mut tx = state.pool.begin().await?;
+    if !invitations::revoke(&mut *tx, organization_id, invitation_id).await? {
+        return Err(ApiError::NotFound { what: "invitation" });
+    }
+    audit::record(
+        &mut *tx,
+        event(
+            caller,
+            "organization.invitation_revoked",
+            organization_id,
+            serde_json::json!({ "invitation": invitation_id }),
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Refused unless the caller may manage the organization's members.
+async fn managing(state: &AppState, caller: Caller, organization_id: Uuid) -> Result<(), ApiError> {
+    organizations::role_of(&state.pool, organization_id, caller.user_id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            what: "organization",
+        })?
+        .require(Action::ManageMembers)
+}
+
+/// Accept an invitation
+///
+/// Signed in as the invited address (verified): the caller becomes a member
+/// with the invitation's role. A token nobody issued is 404; one answered
+/// already 409 `invitation_answered`; an expired one 409
+/// `invitation_expired`; another account's 403; a member already 409
+/// `already_member`. Audited as `organization.invitation_accepted`.
+#[utoipa::path(post, path = "/api/console/organizations/invitations/accept", tag = "organizations",
+    request_body = InvitationToken,
+    responses((status = 200, description = "Accepted: the caller is a member", body = Invitation),
+              (status = 400, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, description = "The invitation is for another address", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "`invitation_answered`, `invitation_expired` or `already_member`", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn accept(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppJson(body): AppJson<InvitationToken>,
+) -> Result<AppJson<Invitation>, ApiError> {
+    answer(&state, caller, body, Answer::Accept).await
+}
+
+/// Decline an invitation
+///
+/// As [accepting](#accept), without becoming a member. Audited as
+/// `organization.invitation_declined`.
+#[utoipa::path(post, path = "/api/console/organizations/invitations/decline", tag = "organizations",
+    request_body = InvitationToken,
+    responses((status = 200, description = "Declined", body = Invitation),
+              (status = 400, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, description = "The invitation is for another address", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "`invitation_answered` or `invitation_expired`", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn decline(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppJson(body): AppJson<InvitationToken>,
+) -> Result<AppJson<Invitation>, ApiError> {
+    answer(&state, caller, body, Answer::Decline).await
+}
+
+async fn answer(
+    state: &AppState,
+    caller: Caller,
+    body: InvitationToken,
+    how: Answer,
+) -> Result<AppJson<Invitation>, ApiError> {
+    if body.token.is_empty() || body.token.len() > 128 {
+        return Err(ApiError::invalid("token", "is not one this platform sent"));
+    }
+    let mut tx = state.pool.begin().await?;
+    let invitation = membership::answer(&mut tx, &body.token, caller.user_id, how).await?;
+    let action = match how {
+        Answer::Accept => "organization.invitation_accepted",
+        Answer::Decline => "organization.invitation_declined",
+    };
+    audit::record(
+        &mut *tx,
+        event(
+            caller,
+            action,
+            invitation.organization_id,
+            serde_json::json!({ "invitation": invitation.id, "role": invitation.role.as_str() }),
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(AppJson(invitation))
 }

@@ -1,5 +1,5 @@
-//! Changing who is in an organisation: a member's role changed, a member
-//! removed or leaving. The rules (docs/organizations.md): admins manage the
+//! Changing who is in an organisation: an invitation answered, a member's
+//! role changed, a member removed or leaving. The rules (docs/organizations.md): admins manage the
 //! members who are not owners, only owners make or unmake owners, anyone
 //! may leave, an organisation always keeps an owner, and a personal
 //! organisation keeps its one member. A member who goes loses the
@@ -12,9 +12,14 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{
+    accounts,
     error::ApiError,
     kubeconfigs,
-    organizations::{self, Action, Role},
+    organizations::{
+        self, Action, Role,
+        invitations::{self, Invitation, InvitationStatus},
+    },
+    secretbox,
 };
 
 /// Who asks and for whom.
@@ -83,13 +88,78 @@ pub async fn remove(tx: &mut PgConnection, change: Change) -> Result<Removed, Ap
     Ok(Removed { role, kubeconfigs })
 }
 
+/// Whether an invitation is taken up or turned down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Accept,
+    Decline,
+}
+
+/// Answers the invitation whose link carries `token`, as `user`: only the
+/// user the invitation was sent to (their verified address is the one
+/// invited) may, once, before it expires. Accepting makes them a member
+/// with the role it names.
+pub async fn answer(
+    tx: &mut PgConnection,
+    token: &str,
+    user: Uuid,
+    answer: Answer,
+) -> Result<Invitation, ApiError> {
+    let invitation = invitations::take(tx, &secretbox::hash(token))
+        .await?
+        .ok_or(ApiError::NotFound { what: "invitation" })?;
+    if invitation.status != InvitationStatus::Pending {
+        return Err(ApiError::Conflict {
+            code: "invitation_answered",
+            detail: format!("this invitation was {} already", invitation.status.as_str()),
+        });
+    }
+    if invitation.expires_at <= chrono::Utc::now() {
+        return Err(ApiError::Conflict {
+            code: "invitation_expired",
+            detail: "this invitation has expired: ask for a new one".into(),
+        });
+    }
+    let account = accounts::get_user(&mut *tx, user)
+        .await?
+        .ok_or(ApiError::NotFound { what: "invitation" })?;
+    if !account.email_verified || !account.email.eq_ignore_ascii_case(&invitation.email) {
+        return Err(ApiError::Forbidden(
+            "this invitation was sent to another address: sign in as its recipient".into(),
+        ));
+    }
+    let status = match answer {
+        Answer::Accept => {
+            organizations::lock(tx, invitation.organization_id).await?;
+            if organizations::role_of(&mut *tx, invitation.organization_id, user)
+                .await?
+                .is_some()
+            {
+                return Err(ApiError::Conflict {
+                    code: "already_member",
+                    detail: "you are a member of this organization already".into(),
+                });
+            }
+            invitations::add_member(tx, invitation.organization_id, user, invitation.role).await?;
+            InvitationStatus::Accepted
+        }
+        Answer::Decline => InvitationStatus::Declined,
+    };
+    invitations::answer(tx, invitation.id, status, user).await?;
+    Ok(Invitation {
+        status,
+        ..invitation
+    })
+}
+
 /// Locks the organisation; the roles of the member asking and of the one
 /// changed. A personal organisation's membership never changes.
 async fn decide(tx: &mut PgConnection, change: Change) -> Result<(Role, Role), ApiError> {
     let not_found = |what| ApiError::NotFound { what };
     let personal = organizations::lock(tx, change.organization_id)
         .await?
-        .ok_or_else(|| not_found("organization"))?;
+        .ok_or_else(|| not_found("organization"))?
+        .personal;
     let actor = organizations::role_of(&mut *tx, change.organization_id, change.by)
         .await?
         .ok_or_else(|| not_found("organization"))?;

@@ -10,6 +10,8 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 
+pub mod invitations;
+
 crate::domain::text_enum! {
     /// A member's part in an organisation.
     Role {
@@ -198,16 +200,26 @@ pub async fn members(
     .await
 }
 
+/// An organisation's row, as a change of its members reads it.
+#[derive(Debug, Clone)]
+pub struct Locked {
+    pub name: String,
+    /// A user's personal organisation.
+    pub personal: bool,
+}
+
 /// Locks the organisation's row for the rest of the transaction, so
 /// changes of its members are decided one at a time (two owners removing
-/// each other cannot both leave it without one). Whether it is a personal
-/// one; none when it does not exist.
+/// each other cannot both leave it without one); none when it does not
+/// exist.
 pub async fn lock(
     tx: &mut PgConnection,
     organization_id: Uuid,
-) -> Result<Option<bool>, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT personal_user_id IS NOT NULL AS "personal!" FROM organizations WHERE id = $1 FOR UPDATE"#,
+) -> Result<Option<Locked>, sqlx::Error> {
+    sqlx::query_as!(
+        Locked,
+        r#"SELECT name, personal_user_id IS NOT NULL AS "personal!"
+           FROM organizations WHERE id = $1 FOR UPDATE"#,
         organization_id
     )
     .fetch_optional(tx)

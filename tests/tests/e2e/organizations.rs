@@ -635,3 +635,244 @@ async fn two_owners_removing_each_other_at_once_leave_one_owner() {
         assert_eq!(owners, 1, "round {round}");
     }
 }
+
+/// A user whose address is verified or not.
+async fn user_at(app: &TestApp, email: &str, verified: bool) -> Uuid {
+    sqlx::query_scalar(
+        "INSERT INTO users (email, display_name, role, email_verified_at)
+         VALUES ($1, 'Invitee', 'user', CASE WHEN $2 THEN now() END) RETURNING id",
+    )
+    .bind(email)
+    .bind(verified)
+    .fetch_one(&app.db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_invitation_is_mailed_and_taken_up_once_by_its_addressee_only() {
+    let app = TestApp::builder("organizations").smtp().build().await;
+    let (_, acme) = app
+        .call(
+            "POST",
+            "/api/console/organizations",
+            Some(json!({ "name": "Acme" })),
+        )
+        .await;
+    let acme: Uuid = acme["id"].as_str().unwrap().parse().unwrap();
+    let invitations = format!("/api/console/organizations/{acme}/invitations");
+    let invite = |email: &str, role: &str| {
+        app.call(
+            "POST",
+            &invitations,
+            Some(json!({ "email": email, "role": role })),
+        )
+    };
+    let token_of = |made: &Value| {
+        made["invitation_url"]
+            .as_str()
+            .unwrap()
+            .split_once("#token=")
+            .expect("the token in the link's fragment, never sent to a server")
+            .1
+            .to_string()
+    };
+
+    let (status, made) = invite("Dana@Example.com", "member").await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["invitation"]["email"], "dana@example.com");
+    assert_eq!(made["invitation"]["status"], "pending");
+    let token = token_of(&made);
+    // The email carries the link (quoted-printable: lines folded, `=` as `=3D`).
+    let url = made["invitation_url"].as_str().unwrap().to_string();
+    tests::eventually(10, "the invitation's mail", || {
+        let url = url.clone();
+        let messages = app.mail().messages();
+        async move {
+            messages
+                .iter()
+                .map(|m| {
+                    m.replace("=\r\n", "")
+                        .replace("=\n", "")
+                        .replace("=3D", "=")
+                })
+                .any(|m| m.contains(&url) && m.contains("To: dana@example.com"))
+                .then_some(())
+        }
+    })
+    .await;
+    let (status, again) = invite("dana@example.com", "viewer").await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (StatusCode::CONFLICT, Some("already_invited")),
+        "{again}"
+    );
+    // A look-alike address (a Cyrillic а) is not an address.
+    let (status, _) = invite("d\u{0430}na@example.com", "member").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (_, open) = app.call("GET", &invitations, None).await;
+    assert_eq!(open.as_array().map(Vec::len), Some(1), "{open}");
+
+    // Only the invited, verified address takes it up, once.
+    let dana = user_at(&app, "dana@example.com", false).await;
+    let eve = user_at(&app, "eve@example.com", true).await;
+    let accept = |who: Uuid, token: &str| {
+        app.call_as(
+            who,
+            "POST",
+            "/api/console/organizations/invitations/accept",
+            Some(json!({ "token": token })),
+        )
+    };
+    assert_eq!(
+        accept(eve, &token).await.0,
+        StatusCode::FORBIDDEN,
+        "another account"
+    );
+    assert_eq!(
+        accept(dana, &token).await.0,
+        StatusCode::FORBIDDEN,
+        "an unverified address"
+    );
+    assert_eq!(
+        accept(dana, "not-a-token-we-sent").await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        accept(dana, &"t".repeat(129)).await.0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    sqlx::query("UPDATE users SET email_verified_at = now() WHERE id = $1")
+        .bind(dana)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let (status, accepted) = accept(dana, &token).await;
+    assert_eq!(
+        (status, accepted["status"].as_str()),
+        (StatusCode::OK, Some("accepted")),
+        "{accepted}"
+    );
+    assert_eq!(role_in(&app, acme, dana).await.as_deref(), Some("member"));
+    let (status, replay) = accept(dana, &token).await;
+    assert_eq!(
+        (status, replay["code"].as_str()),
+        (StatusCode::CONFLICT, Some("invitation_answered")),
+        "{replay}"
+    );
+    let (_, theirs) = app
+        .call_as(dana, "GET", "/api/console/organizations", None)
+        .await;
+    assert!(
+        theirs
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["id"] == acme.to_string()),
+        "{theirs}"
+    );
+    // A member may not invite; an admin may not invite an owner.
+    let (status, _) = app
+        .call_as(
+            dana,
+            "POST",
+            &invitations,
+            Some(json!({ "email": "x@example.com", "role": "viewer" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    sqlx::query("UPDATE organization_members SET role = 'admin' WHERE user_id = $1")
+        .bind(dana)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let (status, _) = app
+        .call_as(
+            dana,
+            "POST",
+            &invitations,
+            Some(json!({ "email": "x@example.com", "role": "owner" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // Expired, revoked, declined.
+    let erin = user_at(&app, "erin@example.com", true).await;
+    let (_, made) = invite("erin@example.com", "viewer").await;
+    sqlx::query("UPDATE organization_invitations SET expires_at = now() - interval '1 second' WHERE email = 'erin@example.com'")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let (status, expired) = accept(erin, &token_of(&made)).await;
+    assert_eq!(
+        (status, expired["code"].as_str()),
+        (StatusCode::CONFLICT, Some("invitation_expired")),
+        "{expired}"
+    );
+    let (status, _) = invite("erin@example.com", "viewer").await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "an expired invitation makes way for a new one"
+    );
+    let finn = user_at(&app, "finn@example.com", true).await;
+    let (_, made) = invite("finn@example.com", "viewer").await;
+    let id = made["invitation"]["id"].as_str().unwrap();
+    assert_eq!(
+        app.call("DELETE", &format!("{invitations}/{id}"), None)
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        accept(finn, &token_of(&made)).await.0,
+        StatusCode::CONFLICT,
+        "a revoked invitation"
+    );
+    let gina = user_at(&app, "gina@example.com", true).await;
+    let (_, made) = invite("gina@example.com", "admin").await;
+    let (status, declined) = app
+        .call_as(
+            gina,
+            "POST",
+            "/api/console/organizations/invitations/decline",
+            Some(json!({ "token": token_of(&made) })),
+        )
+        .await;
+    assert_eq!(
+        (status, declined["status"].as_str()),
+        (StatusCode::OK, Some("declined"))
+    );
+    assert_eq!(role_in(&app, acme, gina).await, None);
+
+    // The same link twice at once: one member, one refusal.
+    let hal = user_at(&app, "hal@example.com", true).await;
+    let (_, made) = invite("hal@example.com", "viewer").await;
+    let token = token_of(&made);
+    let (a, b) = tokio::join!(accept(hal, &token), accept(hal, &token));
+    let statuses = [a.0, b.0];
+    assert!(
+        statuses.contains(&StatusCode::OK) && statuses.contains(&StatusCode::CONFLICT),
+        "{a:?} {b:?}"
+    );
+    assert_eq!(role_in(&app, acme, hal).await.as_deref(), Some("viewer"));
+
+    // A personal organization takes nobody.
+    let personal: Uuid =
+        sqlx::query_scalar("SELECT id FROM organizations WHERE personal_user_id = $1")
+            .bind(app.development_user())
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    let (status, refused) = app
+        .call(
+            "POST",
+            &format!("/api/console/organizations/{personal}/invitations"),
+            Some(json!({ "email": "x@example.com", "role": "viewer" })),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (StatusCode::CONFLICT, Some("personal_organization"))
+    );
+}

@@ -1372,6 +1372,100 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/console/organizations/invitations/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept an invitation
+         * @description Signed in as the invited address (verified): the caller becomes a member
+         *     with the invitation's role. A token nobody issued is 404; one answered
+         *     already 409 `invitation_answered`; an expired one 409
+         *     `invitation_expired`; another account's 403; a member already 409
+         *     `already_member`. Audited as `organization.invitation_accepted`.
+         */
+        post: operations["accept"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/organizations/invitations/decline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decline an invitation
+         * @description As [accepting](#accept), without becoming a member. Audited as
+         *     `organization.invitation_declined`.
+         */
+        post: operations["decline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/organizations/{organization_id}/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's open invitations
+         * @description For its owners and admins, newest first.
+         */
+        get: operations["invitations"];
+        put?: never;
+        /**
+         * Invite someone
+         * @description Admins invite members, admins and viewers; only owners invite owners. An
+         *     email with a link goes to the address; the invitation is good for 7
+         *     days, once. A personal organization takes no members (409
+         *     `personal_organization`); an address with an open invitation is 409
+         *     `already_invited`. Audited as `organization.member_invited`.
+         */
+        post: operations["invite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/organizations/{organization_id}/invitations/{invitation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an invitation
+         * @description For its owners and admins; its link stops working. Audited as
+         *     `organization.invitation_revoked`.
+         */
+        delete: operations["revoke_invitation"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/organizations/{organization_id}/members": {
         parameters: {
             query?: never;
@@ -1981,6 +2075,40 @@ export interface components {
          * @enum {string}
          */
         IngressStatus: "disabled" | "provisioning" | "ready" | "error";
+        /** @description An invitation as the organisation's admins see it (never its token). */
+        Invitation: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: email */
+            email: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            invited_by_user_id: string;
+            /** Format: uuid */
+            organization_id: string;
+            role: components["schemas"]["Role"];
+            status: components["schemas"]["InvitationStatus"];
+        };
+        InvitationMade: {
+            invitation: components["schemas"]["Invitation"];
+            /**
+             * @description The link the invitation's email carries, shown this once: it is of
+             *     use only to the account with the invited address.
+             */
+            invitation_url: string;
+        };
+        /**
+         * @description Where an invitation is.
+         * @enum {string}
+         */
+        InvitationStatus: "pending" | "accepted" | "declined" | "revoked";
+        InvitationToken: {
+            /** @description The token of the invitation's link (after `#token=`). */
+            token: string;
+        };
         /** @description What a new kubeconfig is for. */
         IssueKubeconfig: {
             /**
@@ -2188,6 +2316,16 @@ export interface components {
             step_seconds: number;
             /** Format: date-time */
             to: string;
+        };
+        NewInvitation: {
+            /**
+             * Format: email
+             * @description Who is invited: only the account with this verified address can
+             *     accept.
+             */
+            email: string;
+            /** @description The role they will have. */
+            role: components["schemas"]["Role"];
         };
         NewOrder: {
             /** Format: uuid */
@@ -8059,6 +8197,452 @@ export interface operations {
             };
             /** @description A bad name (`validation_failed`); This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    accept: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InvitationToken"];
+            };
+        };
+        responses: {
+            /** @description Accepted: the caller is a member */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invitation"];
+                };
+            };
+            /** @description ; The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The invitation is for another address */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invitation_answered`, `invitation_expired` or `already_member`; A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    decline: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InvitationToken"];
+            };
+        };
+        responses: {
+            /** @description Declined */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invitation"];
+                };
+            };
+            /** @description ; The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The invitation is for another address */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invitation_answered` or `invitation_expired`; A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    invitations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                organization_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invitation"][];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    invite: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                organization_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewInvitation"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvitationMade"];
+                };
+            };
+            /** @description ; The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role does not allow inviting with this role (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `personal_organization` or `already_invited`; A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A bad address (`validation_failed`); This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    revoke_invitation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                organization_id: string;
+                invitation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such organization or open invitation */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
