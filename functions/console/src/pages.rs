@@ -17,4 +17,5 @@ pub const CLIENT_ROUTES: &[&str] = &[
     "/admin",
     "/admin/{*rest}",
     "/labels",
+    "/invitations",
 ];

@@ -5,7 +5,7 @@ import { api, ApiError } from "./api/client";
 import { LANGUAGES, setLanguage, type Language } from "./i18n";
 import { PAGES, PUBLIC_PAGES } from "./pageTable";
 import { Link, match, navigate, useLocation } from "./router";
-import { returnPath, useMe, type User } from "./session";
+import { arrived, keepReturn, returnPath, useMe, type User } from "./session";
 import { ErrorNote, Loading } from "./ui";
 
 /// Whether a signed-out reader may see `path`.
@@ -19,7 +19,9 @@ export function App() {
   const path = url.pathname;
 
   useEffect(() => {
+    if (me.data && !isPublic(path)) arrived(path);
     if (me.data === null && !isPublic(path)) {
+      keepReturn(url);
       navigate(`/sign-in?return=${encodeURIComponent(path + url.search)}`, true);
     } else if (me.data && isPublic(path)) {
       navigate(returnPath(url), true);

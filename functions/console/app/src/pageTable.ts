@@ -7,6 +7,7 @@ import { ConfirmEmail, ResetPassword, SignIn, SignUp } from "./pages/auth";
 import { Billing } from "./pages/billing";
 import { ClusterDetail } from "./pages/cluster";
 import { ClusterList, CreateCluster } from "./pages/clusters";
+import { Invitations } from "./pages/invitations";
 import { Labels } from "./pages/labels";
 import { NodeDetail } from "./pages/nodes";
 
@@ -29,4 +30,5 @@ export const PAGES: readonly PageRoute[] = [
   { path: "/account", component: Account, nav: "nav.account" },
   { path: "/admin/**", component: lazy(() => import("./pages/admin").then((m) => ({ default: m.Admin }))), nav: "nav.admin", href: "/admin/users", role: "admin" },
   { path: "/labels", component: Labels, nav: "labels.nav" },
+  { path: "/invitations", component: Invitations },
 ];
