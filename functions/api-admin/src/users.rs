@@ -11,6 +11,7 @@ use shared::{
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AdminCaller, AppState},
+    organizations,
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -136,10 +137,12 @@ pub async fn update(
 
 /// Delete a user
 ///
-/// Sessions, API keys, linked identities, codes and settings go, and the
-/// account keeps nothing personal; its history stays. A user who still has
-/// clusters cannot be deleted (409 `user_has_clusters`): delete the clusters
-/// first, or disable the user.
+/// Sessions, API keys, linked identities, codes and settings go, the user
+/// leaves every shared organization, and the account keeps nothing
+/// personal; its history stays. A user who still has clusters cannot be
+/// deleted (409 `user_has_clusters`): delete the clusters first, or disable
+/// the user; nor the only owner of a shared organization with other members
+/// (409 `user_owns_organization`).
 #[utoipa::path(delete, path = "/api/console/admin/users/{user_id}", tag = "admin", params(("user_id" = Uuid, Path)),
     responses((status = 204, description = "Deleted"), (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 409, body = shared::error::Problem, content_type = "application/problem+json")))]
@@ -164,9 +167,21 @@ pub async fn delete(
         });
     }
     let mut tx = state.pool.begin().await?;
+    let owned = organizations::only_owner_of(&mut tx, user_id).await?;
+    if !owned.is_empty() {
+        return Err(ApiError::Conflict {
+            code: "user_owns_organization",
+            detail: format!(
+                "the user is the only owner of {}; make another member an owner first",
+                owned.join(", ")
+            ),
+        });
+    }
     accounts::scrub_user(&mut tx, user_id)
         .await?
         .ok_or(ApiError::NotFound { what: "user" })?;
+    // Gone from every shared organization, and from none without an owner.
+    organizations::leave_all(&mut tx, user_id).await?;
     audit::record(
         &mut *tx,
         admin_event(admin, "admin.user.delete", user_id, serde_json::json!({})),

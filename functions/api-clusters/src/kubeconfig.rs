@@ -13,11 +13,12 @@ use base64::Engine;
 use serde::Deserialize;
 use shared::{
     audit::{self, AuditEvent},
-    clusters::Cluster,
+    clusters::{self, Cluster},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller, Origin, OwnedCluster, idempotency::IssuesSecret},
     kubeconfigs::{self, Credential, NewCredential, credential},
+    organizations::Action,
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -230,7 +231,9 @@ pub async fn get(
 /// Its ServiceAccount is deleted inside the cluster at once, which ends
 /// every token issued for it (`revoked`). When the cluster cannot be reached
 /// the credential reads `revoking` until the cluster sync deletes the
-/// ServiceAccount. Revoking again changes nothing.
+/// ServiceAccount. Revoking again changes nothing. A member revokes their
+/// own kubeconfigs; the organization's admins and owners anyone's (403
+/// `forbidden` otherwise).
 #[utoipa::path(
     delete,
     path = "/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}",
@@ -248,6 +251,18 @@ pub async fn revoke(
     AppPath((_, credential_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<AppJson<Credential>, ApiError> {
     let cluster_id = cluster.id;
+    let not_found = || ApiError::NotFound {
+        what: "kubeconfig credential",
+    };
+    let theirs = kubeconfigs::get(&state.pool, cluster_id, credential_id)
+        .await?
+        .ok_or_else(not_found)?;
+    if theirs.user_id != caller.user_id {
+        clusters::member_role(&state.pool, caller.user_id, cluster_id)
+            .await?
+            .ok_or(ApiError::NotFound { what: "cluster" })?
+            .require(Action::ManageMembers)?;
+    }
     let mut tx = state.pool.begin().await?;
     if kubeconfigs::revoke(
         &mut *tx,
@@ -267,9 +282,7 @@ pub async fn revoke(
     tx.commit().await?;
     let credential = kubeconfigs::get(&state.pool, cluster_id, credential_id)
         .await?
-        .ok_or(ApiError::NotFound {
-            what: "kubeconfig credential",
-        })?;
+        .ok_or_else(not_found)?;
     if credential.status == "revoking"
         && let (Some(host), Some(server)) = (&state.host, cluster.api_endpoint.as_deref())
     {

@@ -7,10 +7,11 @@ use serde::Deserialize;
 use shared::{
     accounts::auth::random_token,
     app::membership::{self, Answer, Change},
+    audit::AuditRecord,
     audit::{self, AuditEvent},
     domain::EmailAddress,
     error::ApiError,
-    extract::{AppJson, AppPath},
+    extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
     kubeconfigs::credential,
     organizations::{
@@ -19,7 +20,7 @@ use shared::{
     },
     secretbox,
 };
-use utoipa::{OpenApi, ToSchema};
+use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
@@ -34,6 +35,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke_invitation))
         .routes(routes!(accept))
         .routes(routes!(decline))
+        .routes(routes!(activity))
 }
 
 pub fn router() -> Router<AppState> {
@@ -534,4 +536,40 @@ async fn answer(
     .await?;
     tx.commit().await?;
     Ok(AppJson(invitation))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ActivityQuery {
+    /// Only events older than this id (the last id of the previous page).
+    pub before_id: Option<i64>,
+    /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+}
+
+/// An organization's activity
+///
+/// For its owners and admins: what its members did to it (members,
+/// invitations) and to its clusters, newest first; page with `before_id`.
+/// The addresses events were made from are not shown.
+#[utoipa::path(get, path = "/api/console/organizations/{organization_id}/activity", tag = "organizations",
+    params(("organization_id" = Uuid, Path), ActivityQuery),
+    responses((status = 200, body = Vec<AuditRecord>),
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn activity(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppPath(organization_id): AppPath<Uuid>,
+    AppQuery(query): AppQuery<ActivityQuery>,
+) -> Result<AppJson<Vec<AuditRecord>>, ApiError> {
+    let limit = shared::extract::page_limit(query.limit)?;
+    managing(&state, caller, organization_id).await?;
+    Ok(AppJson(
+        organizations::activity(&state.pool, organization_id, query.before_id, limit).await?,
+    ))
 }

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::{audit::AuditRecord, error::ApiError};
 
 pub mod invitations;
 
@@ -223,6 +223,67 @@ pub async fn lock(
         organization_id
     )
     .fetch_optional(tx)
+    .await
+}
+
+/// The shared organisations the user is the only owner of while others
+/// are members: they would be left without an owner if the user went.
+pub async fn only_owner_of(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT o.name FROM organizations o
+           JOIN organization_members m ON m.organization_id = o.id AND m.user_id = $1 AND m.role = 'owner'
+           WHERE o.personal_user_id IS NULL
+             AND NOT EXISTS (SELECT 1 FROM organization_members x
+                             WHERE x.organization_id = o.id AND x.role = 'owner' AND x.user_id <> $1)
+             AND EXISTS (SELECT 1 FROM organization_members x
+                         WHERE x.organization_id = o.id AND x.user_id <> $1)
+           ORDER BY o.name
+           FOR UPDATE OF o"#,
+        user_id
+    )
+    .fetch_all(tx)
+    .await
+}
+
+/// Takes the user out of every shared organisation (an account deleted).
+pub async fn leave_all(tx: &mut PgConnection, user_id: Uuid) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM organization_members m USING organizations o
+         WHERE o.id = m.organization_id AND o.personal_user_id IS NULL AND m.user_id = $1",
+        user_id
+    )
+    .execute(tx)
+    .await?
+    .rows_affected())
+}
+
+/// What happened in the organisation, newest first, older than `before_id`
+/// when paging: its own events (members, invitations) and its clusters'.
+/// The addresses events were made from stay with the platform's
+/// administrators.
+pub async fn activity(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+    before_id: Option<i64>,
+    limit: i64,
+) -> Result<Vec<AuditRecord>, sqlx::Error> {
+    sqlx::query_as!(
+        AuditRecord,
+        r#"SELECT a.id, a.actor_user_id, a.actor_kind, a.action, a.target_kind, a.target_id,
+                  a.cluster_id, a.metadata, NULL::text AS ip, a.created_at
+           FROM audit_events a
+           WHERE ((a.target_kind = 'organization' AND a.target_id = $1::uuid::text)
+                  OR a.cluster_id IN (SELECT id FROM clusters WHERE organization_id = $1))
+             AND ($2::bigint IS NULL OR a.id < $2)
+           ORDER BY a.created_at DESC, a.id DESC LIMIT $3"#,
+        organization_id,
+        before_id,
+        limit
+    )
+    .fetch_all(db)
     .await
 }
 

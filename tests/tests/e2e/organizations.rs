@@ -876,3 +876,144 @@ async fn an_invitation_is_mailed_and_taken_up_once_by_its_addressee_only() {
         (StatusCode::CONFLICT, Some("personal_organization"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_revoke_their_own_kubeconfigs_admins_anyones_and_admins_read_the_activity() {
+    let app = TestApp::builder("organizations").host().build().await;
+    let ann = user(&app, "ann@acme.example").await;
+    let bob = user(&app, "bob@acme.example").await;
+    let vic = user(&app, "vic@acme.example").await;
+    let me = app.development_user();
+    let acme = organization(
+        &app,
+        &[
+            (me, Role::Admin),
+            (ann, Role::Owner),
+            (bob, Role::Member),
+            (vic, Role::Viewer),
+        ],
+    )
+    .await;
+    let (_, created) = in_organization(app.client_as(bob), acme)
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(cluster_body("shared")),
+        )
+        .await;
+    let cluster = created["cluster"]["id"].as_str().unwrap().to_string();
+    app.drive().await;
+    let kubeconfigs = format!("/api/console/clusters/{cluster}/kubeconfigs");
+    let app = &app;
+    let issue = |who: Uuid| {
+        let kubeconfigs = kubeconfigs.clone();
+        async move {
+            app.call_as(who, "POST", &kubeconfigs, Some(json!({})))
+                .await;
+            let (_, listed) = app.call_as(who, "GET", &kubeconfigs, None).await;
+            listed
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["user_id"] == who.to_string() && c["status"] == "active")
+                .map(|c| c["id"].as_str().unwrap().to_string())
+                .expect("the kubeconfig just issued")
+        }
+    };
+    let (anns, bobs) = (issue(ann).await, issue(bob).await);
+    let revoke = |who: Uuid, id: &str| {
+        let path = format!("{kubeconfigs}/{id}");
+        async move { app.call_as(who, "DELETE", &path, None).await }
+    };
+    let (status, refused) = revoke(bob, &anns).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden")),
+        "{refused}"
+    );
+    assert_eq!(revoke(vic, &bobs).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(revoke(bob, &bobs).await.0, StatusCode::OK, "their own");
+    assert_eq!(
+        revoke(me, &anns).await.0,
+        StatusCode::OK,
+        "an admin, anyone's"
+    );
+
+    // The activity: the organization's and its clusters' events, for admins.
+    let activity = format!("/api/console/organizations/{acme}/activity");
+    let (status, events) = app.call_as(ann, "GET", &activity, None).await;
+    assert_eq!(status, StatusCode::OK, "{events}");
+    let actions: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert!(actions.contains(&"kubeconfig.revoke"), "{actions:?}");
+    assert!(
+        events.as_array().unwrap().iter().all(|e| e["ip"].is_null()),
+        "addresses stay with the platform"
+    );
+    let (status, page) = app
+        .call_as(ann, "GET", &format!("{activity}?limit=1"), None)
+        .await;
+    assert_eq!(
+        (status, page.as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1))
+    );
+    assert_eq!(
+        app.call_as(bob, "GET", &activity, None).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let outsider = user(app, "out@elsewhere.example").await;
+    assert_eq!(
+        app.call_as(outsider, "GET", &activity, None).await.0,
+        StatusCode::NOT_FOUND
+    );
+    // Another organization's events are not in it.
+    let other = organization(app, &[(ann, Role::Owner)]).await;
+    let (_, theirs) = app
+        .call_as(
+            ann,
+            "GET",
+            &format!("/api/console/organizations/{other}/activity"),
+            None,
+        )
+        .await;
+    assert_eq!(theirs, json!([]));
+}
+
+#[tokio::test]
+async fn deleting_an_account_leaves_no_organization_without_an_owner() {
+    let app = TestApp::builder("organizations").build().await;
+    let ann = user(&app, "ann@acme.example").await;
+    let bob = user(&app, "bob@acme.example").await;
+    let acme = organization(&app, &[(ann, Role::Owner), (bob, Role::Member)]).await;
+    let (status, refused) = app
+        .call("DELETE", &format!("/api/console/admin/users/{ann}"), None)
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (StatusCode::CONFLICT, Some("user_owns_organization")),
+        "{refused}"
+    );
+    assert!(
+        refused["detail"].as_str().unwrap().contains("Acme"),
+        "{refused}"
+    );
+    sqlx::query("UPDATE organization_members SET role = 'owner' WHERE user_id = $1")
+        .bind(bob)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let (status, _) = app
+        .call("DELETE", &format!("/api/console/admin/users/{ann}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        role_in(&app, acme, ann).await,
+        None,
+        "gone from the shared organization"
+    );
+    assert_eq!(role_in(&app, acme, bob).await.as_deref(), Some("owner"));
+}

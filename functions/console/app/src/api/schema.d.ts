@@ -367,7 +367,7 @@ export interface paths {
          * Activity
          * @description The caller's own audit events, newest first; page with `before_id`.
          */
-        get: operations["activity"];
+        get: operations["get_account_activity"];
         put?: never;
         post?: never;
         delete?: never;
@@ -774,10 +774,12 @@ export interface paths {
         post?: never;
         /**
          * Delete a user
-         * @description Sessions, API keys, linked identities, codes and settings go, and the
-         *     account keeps nothing personal; its history stays. A user who still has
-         *     clusters cannot be deleted (409 `user_has_clusters`): delete the clusters
-         *     first, or disable the user.
+         * @description Sessions, API keys, linked identities, codes and settings go, the user
+         *     leaves every shared organization, and the account keeps nothing
+         *     personal; its history stays. A user who still has clusters cannot be
+         *     deleted (409 `user_has_clusters`): delete the clusters first, or disable
+         *     the user; nor the only owner of a shared organization with other members
+         *     (409 `user_owns_organization`).
          */
         delete: operations["delete_admin_users_by_user_id"];
         options?: never;
@@ -1112,7 +1114,9 @@ export interface paths {
          * @description Its ServiceAccount is deleted inside the cluster at once, which ends
          *     every token issued for it (`revoked`). When the cluster cannot be reached
          *     the credential reads `revoking` until the cluster sync deletes the
-         *     ServiceAccount. Revoking again changes nothing.
+         *     ServiceAccount. Revoking again changes nothing. A member revokes their
+         *     own kubeconfigs; the organization's admins and owners anyone's (403
+         *     `forbidden` otherwise).
          */
         delete: operations["delete_clusters_by_cluster_id_kubeconfigs_by_credential_id"];
         options?: never;
@@ -1411,6 +1415,28 @@ export interface paths {
          *     `organization.invitation_declined`.
          */
         post: operations["decline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/organizations/{organization_id}/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's activity
+         * @description For its owners and admins: what its members did to it (members,
+         *     invitations) and to its clusters, newest first; page with `before_id`.
+         *     The addresses events were made from are not shown.
+         */
+        get: operations["get_organizations_by_organization_id_activity"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -4102,7 +4128,7 @@ export interface operations {
             };
         };
     };
-    activity: {
+    get_account_activity: {
         parameters: {
             query?: {
                 /** @description 1–500, default 100. */
@@ -8408,6 +8434,83 @@ export interface operations {
                 };
             };
             /** @description ; This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_organizations_by_organization_id_activity: {
+        parameters: {
+            query?: {
+                /** @description Only events older than this id (the last id of the previous page). */
+                before_id?: number;
+                /** @description 1–500, default 100. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                organization_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditRecord"][];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`); A query parameter does not parse (`invalid_query`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
                 headers: {
                     [name: string]: unknown;
