@@ -17,5 +17,6 @@ pub const CLIENT_ROUTES: &[&str] = &[
     "/admin",
     "/admin/{*rest}",
     "/labels",
+    "/organizations",
     "/invitations",
 ];

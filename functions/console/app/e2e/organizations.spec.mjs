@@ -1,8 +1,9 @@
-// An organization shared, in English: its owner makes it, a cluster in it
-// and an invitation; the invitee, signed out, opens the mailed link, signs
-// up and confirms, comes back to it, accepts, opens the shared cluster and
-// uses a kubeconfig of their own with kubectl; taken out of the
-// organization, their kubeconfig is refused.
+// An organization shared, in English, all in the console: its owner makes
+// it, works in it, creates a cluster in it and invites someone (the link
+// shown once and mailed); the invitee, signed out, opens the mailed link,
+// signs up and confirms, comes back to it, accepts, opens the shared
+// cluster and uses a kubeconfig of their own with kubectl; the owner
+// removes them from the members page and their kubeconfig is refused.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
@@ -24,41 +25,35 @@ async function mailedLink(to) {
   throw new Error(`no invitation mailed to ${to}`);
 }
 
-test("an invitation into an organization, taken up in the browser", async ({ page, journey }) => {
+test("an invitation into an organization, taken up in the browser", async ({ page, browser, journey }) => {
   const { BASE, SHOTS, T, step, check, until, signUp } = journey;
   const stamp = Date.now();
   const owner = `owner-${stamp}@example.test`;
   const invitee = `invitee-${stamp}@example.test`;
 
-  step("the owner: an organization, a cluster in it, an invitation");
+  step("the owner, in the console: an organization, a cluster in it, an invitation");
   await signUp(owner, "Olive");
-  const csrf = (await page.context().cookies()).find((c) => c.name.endsWith("kb_csrf")).value;
-  const api = async (method, path, body, headers = {}) => {
-    const response = await page.request.fetch(`${BASE}${path}`, {
-      method,
-      data: body,
-      headers: { "x-csrf-token": csrf, ...headers },
-    });
-    return { status: response.status(), body: await response.json().catch(() => null) };
-  };
-  // A key for what the owner does once they have signed out.
-  const key = await api("POST", "/api/console/account/api-keys", { name: "journey", scope: "write", password: PASSWORD });
-  assert.equal(key.status, 201, JSON.stringify(key.body));
-  const asOwner = (method, path) =>
-    fetch(`${BASE}${path}`, { method, headers: { authorization: `Bearer ${key.body.key}` } });
-  const acme = await api("POST", "/api/console/organizations", { name: "Acme" });
-  assert.equal(acme.status, 201, JSON.stringify(acme.body));
-  const cluster = await api(
-    "POST",
-    "/api/console/clusters",
-    { name: "team", workload_cpu_limit_milli_cores: 1000, workload_memory_limit_mib: 1024 },
-    { "KubeBYON-Organization": acme.body.id },
-  );
-  assert.equal(cluster.status, 202, JSON.stringify(cluster.body));
-  const made = await api("POST", `/api/console/organizations/${acme.body.id}/invitations`, { email: invitee, role: "member" });
-  assert.equal(made.status, 201, JSON.stringify(made.body));
+  await page.getByRole("link", { name: T("organizations.nav") }).click();
+  await page.getByLabel(T("organizations.new_name")).fill("Acme");
+  await page.getByRole("button", { name: T("organizations.create") }).click();
+  await page.getByRole("heading", { name: T("organizations.members_of", { name: "Acme" }) }).waitFor();
+  await page.locator("tr", { hasText: "Acme" }).getByText(T("organizations.working_here")).waitFor();
+  // Working in Acme: the cluster made now is the organization's.
+  await page.getByRole("link", { name: T("nav.clusters") }).click();
+  await page.getByText(T("clusters.empty")).waitFor();
+  await page.getByRole("link", { name: T("clusters.create") }).first().click();
+  await page.getByLabel(T("clusters.name"), { exact: true }).fill("team");
+  await page.getByRole("button", { name: T("clusters.create") }).click();
+  await page.waitForURL(/\/clusters\/[0-9a-f-]{36}$/);
+  const clusterId = page.url().split("/").at(-1);
+  await page.getByRole("link", { name: T("organizations.nav") }).click();
+  await page.getByLabel(T("organizations.invite_email")).first().fill(invitee);
+  await page.getByRole("button", { name: T("organizations.invite"), exact: true }).click();
+  const shown = (await page.getByLabel(T("organizations.invitation_link")).innerText()).trim();
+  await page.locator("td", { hasText: invitee }).waitFor();
+  await check("organization-members");
   const link = await mailedLink(invitee);
-  assert.equal(link, made.body.invitation_url, "the mail carries the link");
+  assert.equal(link, shown, "the mail carries the link the page showed once");
   await page.getByRole("button", { name: T("nav.sign_out") }).click();
   await page.waitForURL(/\/sign-in/);
 
@@ -84,7 +79,7 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   await check("invitation-accepted");
 
   step("the shared cluster, and a kubeconfig of the invitee's own used with kubectl");
-  await page.goto(`${BASE}/clusters/${cluster.body.cluster.id}`);
+  await page.goto(`${BASE}/clusters/${clusterId}`);
   await page.locator(".page-head .badge", { hasText: T("status.ready") }).waitFor({ timeout: 60_000 });
   await page.getByRole("link", { name: T("cluster.access") }).click();
   const download = page.waitForEvent("download");
@@ -94,10 +89,21 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   const namespaces = execFileSync(env("KUBECTL"), ["--kubeconfig", file, "get", "namespaces"], { encoding: "utf8" });
   assert.match(namespaces, /kube-system/);
 
-  step("taken out of the organization, the invitee's kubeconfig is refused");
-  const me = await (await page.request.get(`${BASE}/api/auth/me`)).json();
-  const removed = await asOwner("DELETE", `/api/console/organizations/${acme.body.id}/members/${me.id}`);
-  assert.equal(removed.status, 204);
+  step("the owner removes the invitee in the console: their kubeconfig is refused");
+  const owners = await browser.newContext();
+  const ownerPage = await owners.newPage();
+  await ownerPage.goto(`${BASE}/sign-in`);
+  await ownerPage.getByLabel(T("auth.email")).fill(owner);
+  await ownerPage.getByLabel(T("auth.password")).fill(PASSWORD);
+  await ownerPage.locator("form").getByRole("button", { name: T("auth.sign_in") }).click();
+  await ownerPage.waitForURL(/\/clusters$/);
+  await ownerPage.goto(`${BASE}/organizations`);
+  await ownerPage.getByRole("button", { name: T("organizations.work_here", { name: "Acme" }) }).click();
+  const row = ownerPage.locator(`tr[data-email="${invitee}"]`);
+  await row.getByLabel(T("organizations.role_of", { email: invitee })).waitFor();
+  await row.getByRole("button", { name: T("organizations.remove", { email: invitee }) }).click();
+  await row.waitFor({ state: "detached" });
+  await owners.close();
   await until(() => {
     try {
       execFileSync(env("KUBECTL"), ["--kubeconfig", file, "get", "namespaces"], { stdio: "pipe", timeout: 10_000 });

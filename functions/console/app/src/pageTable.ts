@@ -10,6 +10,7 @@ import { ClusterList, CreateCluster } from "./pages/clusters";
 import { Invitations } from "./pages/invitations";
 import { Labels } from "./pages/labels";
 import { NodeDetail } from "./pages/nodes";
+import { Organizations } from "./pages/organizations";
 
 /// The pages a signed-out reader may see; every other page asks to sign in.
 export const PUBLIC_PAGES: readonly PublicPageRoute[] = [
@@ -30,5 +31,6 @@ export const PAGES: readonly PageRoute[] = [
   { path: "/account", component: Account, nav: "nav.account" },
   { path: "/admin/**", component: lazy(() => import("./pages/admin").then((m) => ({ default: m.Admin }))), nav: "nav.admin", href: "/admin/users", role: "admin" },
   { path: "/labels", component: Labels, nav: "labels.nav" },
+  { path: "/organizations", component: Organizations, nav: "organizations.nav" },
   { path: "/invitations", component: Invitations },
 ];

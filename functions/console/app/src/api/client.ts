@@ -28,8 +28,33 @@ const csrf: Middleware = {
   },
 };
 
+const WORKING_IN = "kubebyon:organization";
+
+/// The organization this tab works in (its id), chosen on the
+/// organizations page; none: the reader's personal one.
+export function workingIn(): string | null {
+  return sessionStorage.getItem(WORKING_IN);
+}
+
+/// Works in `organization` from now on in this tab (none: the personal one).
+export function workIn(organization: string | null) {
+  if (organization) sessionStorage.setItem(WORKING_IN, organization);
+  else sessionStorage.removeItem(WORKING_IN);
+}
+
+/// Lists and creates act in the organization this tab works in: the API
+/// reads it from `KubeBYON-Organization` (docs/organizations.md).
+const organization: Middleware = {
+  onRequest({ request }) {
+    const id = workingIn();
+    if (id) request.headers.set("KubeBYON-Organization", id);
+    return request;
+  },
+};
+
 export const api = createClient<paths>({ baseUrl: "", credentials: "same-origin" });
 api.use(csrf);
+api.use(organization);
 
 /// An answer other than 2xx: the API's problem+json when it sent one.
 export class ApiError extends Error {

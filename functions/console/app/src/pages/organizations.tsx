@@ -1,0 +1,261 @@
+// Organizations: the reader's own (personal first), the one this tab works
+// in (its clusters are the ones listed and created), a new shared one; and
+// for the organization worked in, its members (roles, removal, leaving)
+// and invitations (sent, with their link shown once; revoked).
+import { useState, type FormEvent } from "react";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useTranslation } from "react-i18next";
+import { api, ok, workIn, workingIn, type Schemas } from "../api/client";
+import type { PageProps } from "../page";
+import { Copy, Empty, ErrorNote, Field, Loading, Page, Table, Time, formValue } from "../ui";
+import type catalog from "./organizations.en.json";
+
+type OrganizationsCatalog = typeof catalog;
+declare module "../i18n" {
+  interface PageCatalogs extends OrganizationsCatalog {}
+}
+
+type Membership = Schemas["Membership"];
+type Role = Schemas["Role"];
+const ROLES: Role[] = ["owner", "admin", "member", "viewer"];
+
+/// The keys of this page's queries (src/queryKeys.ts has the console's own).
+const organizationKeys = {
+  mine: () => ["organizations"] as const,
+  members: (id: string) => ["organizations", id, "members"] as const,
+  invitations: (id: string) => ["organizations", id, "invitations"] as const,
+};
+
+export function Organizations({ user }: PageProps) {
+  const { t } = useTranslation();
+  const queries = useQueryClient();
+  const mine = useQuery({
+    queryKey: organizationKeys.mine(),
+    queryFn: () => ok(api.GET("/api/console/organizations")),
+  });
+  const [current, setCurrent] = useState(workingIn);
+  const choose = (id: string | null) => {
+    workIn(id);
+    setCurrent(id);
+    // Every list read so far was another organization's.
+    void queries.invalidateQueries();
+  };
+  const create = useMutation({
+    mutationFn: (name: string) => ok(api.POST("/api/console/organizations", { body: { name } })),
+    onSuccess: (made) => choose(made.id),
+  });
+  const submit = (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    create.mutate(formValue(event.currentTarget, "name"));
+  };
+  if (mine.isPending) return <Loading />;
+  if (mine.error) return <ErrorNote error={mine.error} />;
+  const list = mine.data;
+  // A choice this reader can no longer make (they left, or were removed).
+  const here = list.find((o) => o.id === current) ?? list.find((o) => o.personal) ?? list[0];
+  const working = (o: Membership) => o.id === here?.id;
+  return (
+    <Page title={t("organizations.title")}>
+      <Table columns={[t("organizations.name"), t("organizations.your_role")]} actions>
+        {list.map((o) => (
+          <tr key={o.id}>
+            <td>
+              {o.personal ? t("organizations.personal") : o.name}
+            </td>
+            <td>{t(`organizations.role.${o.role}`)}</td>
+            <td>
+              {working(o) ? (
+                <span className="badge">{t("organizations.working_here")}</span>
+              ) : (
+                <button type="button" onClick={() => choose(o.personal ? null : o.id)}>
+                  {t("organizations.work_here", { name: o.personal ? t("organizations.personal") : o.name })}
+                </button>
+              )}
+            </td>
+          </tr>
+        ))}
+      </Table>
+      <form className="row" onSubmit={submit}>
+        <Field label={t("organizations.new_name")}>
+          <input name="name" required maxLength={100} />
+        </Field>
+        <button type="submit" disabled={create.isPending}>
+          {t("organizations.create")}
+        </button>
+      </form>
+      <ErrorNote error={create.error} />
+      {here && !here.personal && <Members organization={here} me={user.id} onLeft={() => choose(null)} />}
+    </Page>
+  );
+}
+
+function Members({ organization, me, onLeft }: { organization: Membership; me: string; onLeft: () => void }) {
+  const { t } = useTranslation();
+  const queries = useQueryClient();
+  const id = organization.id;
+  const manages = organization.role === "owner" || organization.role === "admin";
+  const members = useQuery({
+    queryKey: organizationKeys.members(id),
+    queryFn: () => ok(api.GET("/api/console/organizations/{organization_id}/members", { params: { path: { organization_id: id } } })),
+  });
+  const refresh = () => queries.invalidateQueries({ queryKey: organizationKeys.mine() });
+  const setRole = useMutation({
+    mutationFn: ({ user, role }: { user: string; role: Role }) =>
+      ok(
+        api.PATCH("/api/console/organizations/{organization_id}/members/{user_id}", {
+          params: { path: { organization_id: id, user_id: user } },
+          body: { role },
+        }),
+      ),
+    onSettled: refresh,
+  });
+  const remove = useMutation({
+    mutationFn: (user: string) =>
+      ok(
+        api.DELETE("/api/console/organizations/{organization_id}/members/{user_id}", {
+          params: { path: { organization_id: id, user_id: user } },
+        }),
+      ),
+    onSuccess: (_done, user) => (user === me ? onLeft() : undefined),
+    onSettled: refresh,
+  });
+  return (
+    <section>
+      <h2>{t("organizations.members_of", { name: organization.name })}</h2>
+      {members.isPending ? (
+        <Loading />
+      ) : members.error ? (
+        <ErrorNote error={members.error} />
+      ) : (
+        <Table columns={[t("organizations.member"), t("organizations.role_column"), t("organizations.joined")]} actions>
+          {members.data.map((m) => (
+            <tr key={m.user_id} data-email={m.email}>
+              <td>
+                {m.display_name} <span className="muted">{m.email}</span>
+              </td>
+              <td>
+                {manages && m.user_id !== me ? (
+                  <select
+                    aria-label={t("organizations.role_of", { email: m.email })}
+                    value={m.role}
+                    onChange={(e) => setRole.mutate({ user: m.user_id, role: e.target.value as Role })}
+                  >
+                    {ROLES.map((r) => (
+                      <option key={r} value={r}>
+                        {t(`organizations.role.${r}`)}
+                      </option>
+                    ))}
+                  </select>
+                ) : (
+                  t(`organizations.role.${m.role}`)
+                )}
+              </td>
+              <td>
+                <Time value={m.created_at} />
+              </td>
+              <td>
+                {m.user_id === me ? (
+                  <button type="button" onClick={() => remove.mutate(m.user_id)}>
+                    {t("organizations.leave")}
+                  </button>
+                ) : (
+                  manages && (
+                    <button type="button" className="danger" onClick={() => remove.mutate(m.user_id)}>
+                      {t("organizations.remove", { email: m.email })}
+                    </button>
+                  )
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
+      )}
+      <ErrorNote error={setRole.error ?? remove.error} />
+      {manages && <Invitations organization={id} />}
+    </section>
+  );
+}
+
+function Invitations({ organization }: { organization: string }) {
+  const { t } = useTranslation();
+  const queries = useQueryClient();
+  const path = { organization_id: organization };
+  const open = useQuery({
+    queryKey: organizationKeys.invitations(organization),
+    queryFn: () => ok(api.GET("/api/console/organizations/{organization_id}/invitations", { params: { path } })),
+  });
+  const refresh = () => queries.invalidateQueries({ queryKey: organizationKeys.invitations(organization) });
+  const invite = useMutation({
+    mutationFn: (body: { email: string; role: Role }) =>
+      ok(api.POST("/api/console/organizations/{organization_id}/invitations", { params: { path }, body })),
+    onSuccess: refresh,
+  });
+  const revoke = useMutation({
+    mutationFn: (invitation: string) =>
+      ok(
+        api.DELETE("/api/console/organizations/{organization_id}/invitations/{invitation_id}", {
+          params: { path: { ...path, invitation_id: invitation } },
+        }),
+      ),
+    onSuccess: refresh,
+  });
+  const submit = (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    invite.mutate({ email: formValue(form, "email"), role: formValue(form, "role") as Role });
+  };
+  return (
+    <>
+      <h3>{t("organizations.invitations")}</h3>
+      <form className="row" onSubmit={submit}>
+        <Field label={t("organizations.invite_email")}>
+          <input name="email" type="email" required />
+        </Field>
+        <Field label={t("organizations.invite_role")}>
+          <select name="role" defaultValue="member">
+            {ROLES.map((r) => (
+              <option key={r} value={r}>
+                {t(`organizations.role.${r}`)}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <button type="submit" className="primary" disabled={invite.isPending}>
+          {t("organizations.invite")}
+        </button>
+      </form>
+      <ErrorNote error={invite.error} />
+      {invite.data && (
+        <div role="status">
+          <p>{t("organizations.invited", { email: invite.data.invitation.email })}</p>
+          <Copy text={invite.data.invitation_url} label={t("organizations.invitation_link")} />
+        </div>
+      )}
+      {open.isPending ? (
+        <Loading />
+      ) : open.error ? (
+        <ErrorNote error={open.error} />
+      ) : open.data.length === 0 ? (
+        <Empty>{t("organizations.no_invitations")}</Empty>
+      ) : (
+        <Table columns={[t("organizations.invite_email"), t("organizations.invite_role"), t("organizations.expires")]} actions>
+          {open.data.map((i) => (
+            <tr key={i.id}>
+              <td>{i.email}</td>
+              <td>{t(`organizations.role.${i.role}`)}</td>
+              <td>
+                <Time value={i.expires_at} />
+              </td>
+              <td>
+                <button type="button" onClick={() => revoke.mutate(i.id)}>
+                  {t("common.revoke")}
+                </button>
+              </td>
+            </tr>
+          ))}
+        </Table>
+      )}
+      <ErrorNote error={revoke.error} />
+    </>
+  );
+}
