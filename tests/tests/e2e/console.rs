@@ -129,6 +129,7 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
     env.push(("USER_EMAIL", user_email.trim().to_string()));
     journey("admin", "en", &env).await;
     journey("organizations", "en", &common(&english)).await;
+    journey("organizations", "zh-CN", &common(&chinese)).await;
 
     // The retried job ran again and the cluster is ready once more.
     let status: (String,) = sqlx::query_as("SELECT status FROM clusters WHERE id = $1")

@@ -1,4 +1,4 @@
-// An organization shared, in English, all in the console: its owner makes
+// An organization shared, in JOURNEY_LANGUAGE, all in the console: its owner makes
 // it, works in it, creates a cluster in it and invites someone (the link
 // shown once and mailed); the invitee, signed out, opens the mailed link,
 // signs up and confirms, comes back to it, accepts, opens the shared
@@ -25,7 +25,7 @@ async function mailedLink(to) {
   throw new Error(`no invitation mailed to ${to}`);
 }
 
-test("an invitation into an organization, taken up in the browser", async ({ page, browser, journey }) => {
+test("an invitation into an organization, taken up in the browser", async ({ page, browser, language, journey }) => {
   const { BASE, SHOTS, T, step, check, until, signUp } = journey;
   const stamp = Date.now();
   const owner = `owner-${stamp}@example.test`;
@@ -84,7 +84,7 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   await page.getByRole("link", { name: T("cluster.access") }).click();
   const download = page.waitForEvent("download");
   await page.getByRole("button", { name: T("kubeconfig.download") }).click();
-  const file = join(SHOTS, "en-invitee-kubeconfig.yaml");
+  const file = join(SHOTS, `${language}-invitee-kubeconfig.yaml`);
   await (await download).saveAs(file);
   const namespaces = execFileSync(env("KUBECTL"), ["--kubeconfig", file, "get", "namespaces"], { encoding: "utf8" });
   assert.match(namespaces, /kube-system/);
