@@ -5,7 +5,7 @@
 use axum::{Router, extract::State, http::StatusCode};
 use serde::Deserialize;
 use shared::{
-    accounts::auth::random_token,
+    accounts::auth::{self, random_token},
     app::membership::{self, Answer, Change},
     audit::AuditRecord,
     audit::{self, AuditEvent},
@@ -48,6 +48,15 @@ struct ApiDoc;
 
 /// The longest name an organization takes, in characters.
 const MAX_NAME: usize = 100;
+
+/// Invitations an organization sends in an hour: each is a mail to an
+/// address its admins chose, so a compromised admin cannot make the
+/// platform a spam relay.
+pub const INVITATIONS_PER_ORGANIZATION: auth::Limit = auth::Limit {
+    name: "invite:organization",
+    max: 50,
+    window: std::time::Duration::from_secs(3600),
+};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -298,7 +307,8 @@ pub struct InvitationToken {
 /// email with a link goes to the address; the invitation is good for 7
 /// days, once. A personal organization takes no members (409
 /// `personal_organization`); an address with an open invitation is 409
-/// `already_invited`. Audited as `organization.member_invited`.
+/// `already_invited`; an organization sends at most 50 invitations an hour
+/// (429 with `Retry-After`). Audited as `organization.member_invited`.
 #[utoipa::path(post, path = "/api/console/organizations/{organization_id}/invitations", tag = "organizations",
     params(("organization_id" = Uuid, Path)),
     request_body = NewInvitation,
@@ -308,7 +318,8 @@ pub struct InvitationToken {
               (status = 403, description = "The caller's role does not allow inviting with this role (`forbidden`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 409, description = "`personal_organization` or `already_invited`", body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 422, description = "A bad address (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 422, description = "A bad address (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 429, description = "The organization's invitations for the hour are used up (`rate_limited`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn invite(
     State(state): State<AppState>,
     caller: Caller,
@@ -333,6 +344,12 @@ pub async fn invite(
     } else {
         Action::ManageMembers
     })?;
+    auth::rate_limit(
+        &state.pool,
+        INVITATIONS_PER_ORGANIZATION,
+        &organization_id.to_string(),
+    )
+    .await?;
     if organization.personal {
         return Err(ApiError::Conflict {
             code: "personal_organization",

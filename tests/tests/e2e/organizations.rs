@@ -1017,3 +1017,47 @@ async fn deleting_an_account_leaves_no_organization_without_an_owner() {
     );
     assert_eq!(role_in(&app, acme, bob).await.as_deref(), Some("owner"));
 }
+
+#[tokio::test]
+async fn an_organization_sends_at_most_fifty_invitations_an_hour() {
+    let app = TestApp::builder("organizations").build().await;
+    let (_, acme) = app
+        .call(
+            "POST",
+            "/api/console/organizations",
+            Some(json!({ "name": "Acme" })),
+        )
+        .await;
+    let invitations = format!(
+        "/api/console/organizations/{}/invitations",
+        acme["id"].as_str().unwrap()
+    );
+    let window = api_organizations::INVITATIONS_PER_ORGANIZATION
+        .window
+        .as_secs();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // The window is fixed (aligned to the epoch): start clear of its edge.
+    if window - now % window < 30 {
+        tokio::time::sleep(std::time::Duration::from_secs(window - now % window + 1)).await;
+    }
+    let mut statuses = Vec::new();
+    for i in 0..51 {
+        let (status, _) = app
+            .call(
+                "POST",
+                &invitations,
+                Some(json!({ "email": format!("p{i}@example.com"), "role": "viewer" })),
+            )
+            .await;
+        statuses.push(status);
+    }
+    assert!(
+        statuses[..50].iter().all(|s| *s == StatusCode::CREATED),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[50], StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(app.count("organization_invitations").await, 50);
+}

@@ -1462,7 +1462,8 @@ export interface paths {
          *     email with a link goes to the address; the invitation is good for 7
          *     days, once. A personal organization takes no members (409
          *     `personal_organization`); an address with an open invitation is 409
-         *     `already_invited`. Audited as `organization.member_invited`.
+         *     `already_invited`; an organization sends at most 50 invitations an hour
+         *     (429 with `Retry-After`). Audited as `organization.member_invited`.
          */
         post: operations["invite"];
         delete?: never;
@@ -8682,6 +8683,15 @@ export interface operations {
             };
             /** @description A bad address (`validation_failed`); This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The organization's invitations for the hour are used up (`rate_limited`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
