@@ -11,13 +11,20 @@ use uuid::Uuid;
 
 use crate::harness::{Client, TestApp};
 
-/// A new user (the database makes their personal organisation).
+/// A new user with a verified address (the database makes their personal
+/// organisation).
 async fn user(app: &TestApp, email: &str) -> Uuid {
+    user_at(app, email, true).await
+}
+
+/// A user whose address is verified or not.
+async fn user_at(app: &TestApp, email: &str, verified: bool) -> Uuid {
     sqlx::query_scalar(
         "INSERT INTO users (email, display_name, role, email_verified_at)
-         VALUES ($1, 'Member', 'user', now()) RETURNING id",
+         VALUES ($1, 'Invitee', 'user', CASE WHEN $2 THEN now() END) RETURNING id",
     )
     .bind(email)
+    .bind(verified)
     .fetch_one(&app.db.pool)
     .await
     .unwrap()
@@ -634,19 +641,6 @@ async fn two_owners_removing_each_other_at_once_leave_one_owner() {
         .unwrap();
         assert_eq!(owners, 1, "round {round}");
     }
-}
-
-/// A user whose address is verified or not.
-async fn user_at(app: &TestApp, email: &str, verified: bool) -> Uuid {
-    sqlx::query_scalar(
-        "INSERT INTO users (email, display_name, role, email_verified_at)
-         VALUES ($1, 'Invitee', 'user', CASE WHEN $2 THEN now() END) RETURNING id",
-    )
-    .bind(email)
-    .bind(verified)
-    .fetch_one(&app.db.pool)
-    .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
