@@ -156,7 +156,9 @@ pub async fn members(
 /// Admins change the roles of members who are not owners; only owners make
 /// or unmake owners; the last owner stays one (409 `last_owner`); a
 /// personal organization's member is its owner (409
-/// `personal_organization`). Audited as `organization.member_role_changed`.
+/// `personal_organization`). A member made a viewer loses their kubeconfigs
+/// in the organization's clusters at once (a viewer holds none). Audited as
+/// `organization.member_role_changed`.
 #[utoipa::path(patch, path = "/api/console/organizations/{organization_id}/members/{user_id}", tag = "organizations",
     params(("organization_id" = Uuid, Path), ("user_id" = Uuid, Path)),
     request_body = RoleChange,
@@ -191,12 +193,20 @@ pub async fn set_role(
                     "member": member,
                     "from": changed.from.as_str(),
                     "to": changed.to.as_str(),
+                    "kubeconfigs_revoked": changed.kubeconfigs,
                 }),
             ),
         )
         .await?;
     }
     tx.commit().await?;
+    credential::remove_revoked_now(
+        &state.pool,
+        state.host.as_deref(),
+        member,
+        changed.kubeconfigs,
+    )
+    .await;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::{
     accounts,
     error::ApiError,
-    kubeconfigs,
+    kubeconfigs::{self, RevokeInOrganization},
     organizations::{
         self, Action, Role,
         invitations::{self, Invitation, InvitationStatus},
@@ -37,6 +37,10 @@ pub struct Change {
 pub struct RoleChanged {
     pub from: Role,
     pub to: Role,
+    /// The member's kubeconfigs revoked in the organisation's clusters: a
+    /// role that may not issue one (a viewer) holds none (their
+    /// ServiceAccounts go once the transaction commits).
+    pub kubeconfigs: u64,
 }
 
 /// Gives `change.member` the role `to`.
@@ -46,10 +50,14 @@ pub async fn set_role(
     to: Role,
 ) -> Result<RoleChanged, ApiError> {
     let (actor, from) = decide(tx, change).await?;
-    if from == to {
-        return Ok(RoleChanged { from, to });
-    }
     actor.require(owner_touched(from, to))?;
+    if from == to {
+        return Ok(RoleChanged {
+            from,
+            to,
+            kubeconfigs: 0,
+        });
+    }
     if change.by == change.member && !actor.allows(Action::Own) {
         return Err(ApiError::Forbidden(
             "members cannot change their own role".into(),
@@ -57,7 +65,23 @@ pub async fn set_role(
     }
     keep_an_owner(tx, change.organization_id, from, Some(to)).await?;
     organizations::set_role(&mut *tx, change.organization_id, change.member, to).await?;
-    Ok(RoleChanged { from, to })
+    let kubeconfigs = if to.allows(Action::IssueCredential) {
+        0
+    } else {
+        kubeconfigs::revoke_all_in_organization(
+            tx,
+            change.member,
+            change.organization_id,
+            change.by,
+            RevokeInOrganization::RoleChanged,
+        )
+        .await?
+    };
+    Ok(RoleChanged {
+        from,
+        to,
+        kubeconfigs,
+    })
 }
 
 /// What a removal ended.
@@ -83,6 +107,7 @@ pub async fn remove(tx: &mut PgConnection, change: Change) -> Result<Removed, Ap
         change.member,
         change.organization_id,
         change.by,
+        RevokeInOrganization::Removed,
     )
     .await?;
     Ok(Removed { role, kubeconfigs })

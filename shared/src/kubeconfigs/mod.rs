@@ -181,23 +181,38 @@ pub async fn revoke_all_of_user(
     .rows_affected())
 }
 
-/// Revokes every credential the user holds in the organisation's clusters:
-/// they left it or were removed from it. Returns how many.
+/// Why a member's credentials in an organisation's clusters end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevokeInOrganization {
+    /// They left it, or were taken out of it.
+    Removed,
+    /// Their new role may not hold a kubeconfig (a viewer).
+    RoleChanged,
+}
+
+/// Revokes every credential the user holds in the organisation's clusters.
+/// Returns how many.
 pub async fn revoke_all_in_organization(
     tx: &mut PgConnection,
     user_id: Uuid,
     organization_id: Uuid,
     by: Uuid,
+    why: RevokeInOrganization,
 ) -> Result<u64, sqlx::Error> {
+    let reason = match why {
+        RevokeInOrganization::Removed => "removed_from_organization",
+        RevokeInOrganization::RoleChanged => "role_changed",
+    };
     Ok(sqlx::query!(
         "UPDATE kubeconfig_credentials k
-         SET revoked_at = now(), revoked_by_user_id = $3, revoke_reason = 'removed_from_organization'
+         SET revoked_at = now(), revoked_by_user_id = $3, revoke_reason = $4
          FROM clusters c
          WHERE c.id = k.cluster_id AND c.organization_id = $2
            AND k.user_id = $1 AND k.revoked_at IS NULL",
         user_id,
         organization_id,
-        by
+        by,
+        reason
     )
     .execute(tx)
     .await?

@@ -932,6 +932,39 @@ async fn members_revoke_their_own_kubeconfigs_admins_anyones_and_admins_read_the
         StatusCode::OK,
         "an admin, anyone's"
     );
+    // Made a viewer, a member holds no kubeconfig: theirs end at once.
+    let again = issue(bob).await;
+    let (status, _) = app
+        .call_as(
+            ann,
+            "PATCH",
+            &format!("/api/console/organizations/{acme}/members/{bob}"),
+            Some(json!({ "role": "viewer" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, ended) = app
+        .call_as(ann, "GET", &format!("{kubeconfigs}/{again}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{ended}");
+    assert!(
+        matches!(ended["status"].as_str(), Some("revoked" | "revoking")),
+        "{ended}"
+    );
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT revoke_reason FROM kubeconfig_credentials WHERE id = $1::uuid")
+            .bind(&again)
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(reason.as_deref(), Some("role_changed"));
+    assert_eq!(
+        app.call_as(bob, "POST", &kubeconfigs, Some(json!({})))
+            .await
+            .0,
+        StatusCode::FORBIDDEN,
+        "a viewer is issued none"
+    );
 
     // The activity: the organization's and its clusters' events, for admins.
     let activity = format!("/api/console/organizations/{acme}/activity");

@@ -1541,7 +1541,9 @@ export interface paths {
          * @description Admins change the roles of members who are not owners; only owners make
          *     or unmake owners; the last owner stays one (409 `last_owner`); a
          *     personal organization's member is its owner (409
-         *     `personal_organization`). Audited as `organization.member_role_changed`.
+         *     `personal_organization`). A member made a viewer loses their kubeconfigs
+         *     in the organization's clusters at once (a viewer holds none). Audited as
+         *     `organization.member_role_changed`.
          */
         patch: operations["set_role"];
         trace?: never;
