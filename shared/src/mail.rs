@@ -125,6 +125,30 @@ impl Mailer {
     }
 }
 
+/// Sends one plain-text message without holding up the answer: after the
+/// request where the process outlives it; under Lambda, which freezes the
+/// process once it answers, within the request. A failure is logged as
+/// "could not send `what`".
+pub async fn deliver(
+    pool: PgPool,
+    env: std::sync::Arc<Settings>,
+    to: String,
+    subject: String,
+    body: String,
+    what: &'static str,
+) {
+    let delivery = async move {
+        if let Err(err) = send(&pool, &env, &to, &subject, body).await {
+            tracing::error!(error = %err, "could not send {what}");
+        }
+    };
+    if crate::runtime::under_lambda() {
+        delivery.await;
+    } else {
+        tokio::spawn(delivery);
+    }
+}
+
 /// Sends one plain-text message.
 pub async fn send(
     pool: &PgPool,

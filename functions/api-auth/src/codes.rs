@@ -53,21 +53,15 @@ pub(crate) async fn send_code(
     // the request where the process outlives it; under Lambda, which freezes
     // the process once it answers, in the request, which then answers at the
     // same time for every address ([`answered_alike`]).
-    let (pool, settings, to) = (
+    shared::mail::deliver(
         state.pool.clone(),
         state.settings.clone(),
         email.to_string(),
-    );
-    let delivery = async move {
-        if let Err(err) = shared::mail::send(&pool, &settings, &to, subject, body).await {
-            tracing::error!(error = %err, "could not send an email code");
-        }
-    };
-    if shared::runtime::under_lambda() {
-        delivery.await;
-    } else {
-        tokio::spawn(delivery);
-    }
+        subject.to_string(),
+        body,
+        "an email code",
+    )
+    .await;
     Ok(())
 }
 

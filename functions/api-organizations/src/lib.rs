@@ -141,11 +141,7 @@ pub async fn members(
     caller: Caller,
     AppPath(organization_id): AppPath<Uuid>,
 ) -> Result<AppJson<Vec<Member>>, ApiError> {
-    organizations::role_of(&state.pool, organization_id, caller.user_id)
-        .await?
-        .ok_or(ApiError::NotFound {
-            what: "organization",
-        })?;
+    organizations::member_role(&state.pool, organization_id, caller.user_id).await?;
     Ok(AppJson(
         organizations::members(&state.pool, organization_id).await?,
     ))
@@ -344,11 +340,7 @@ pub async fn invite(
             .ok_or(ApiError::NotFound {
                 what: "organization",
             })?;
-    let role = organizations::role_of(&mut *tx, organization_id, caller.user_id)
-        .await?
-        .ok_or(ApiError::NotFound {
-            what: "organization",
-        })?;
+    let role = organizations::member_role(&mut *tx, organization_id, caller.user_id).await?;
     role.require(if body.role == Role::Owner {
         Action::Own
     } else {
@@ -403,21 +395,15 @@ pub async fn invite(
         organization.name,
         invitation.role.as_str(),
     );
-    let (pool, settings, to) = (
+    shared::mail::deliver(
         state.pool.clone(),
         state.settings.clone(),
         email.to_string(),
-    );
-    let delivery = async move {
-        if let Err(err) = shared::mail::send(&pool, &settings, &to, &subject, mail).await {
-            tracing::error!(error = %err, "could not send an invitation");
-        }
-    };
-    if shared::runtime::under_lambda() {
-        delivery.await;
-    } else {
-        tokio::spawn(delivery);
-    }
+        subject,
+        mail,
+        "an invitation",
+    )
+    .await;
     Ok((
         StatusCode::CREATED,
         AppJson(InvitationMade {
@@ -483,11 +469,8 @@ pub async fn revoke_invitation(
 
 /// Refused unless the caller may manage the organization's members.
 async fn managing(state: &AppState, caller: Caller, organization_id: Uuid) -> Result<(), ApiError> {
-    organizations::role_of(&state.pool, organization_id, caller.user_id)
+    organizations::member_role(&state.pool, organization_id, caller.user_id)
         .await?
-        .ok_or(ApiError::NotFound {
-            what: "organization",
-        })?
         .require(Action::ManageMembers)
 }
 

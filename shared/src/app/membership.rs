@@ -185,9 +185,7 @@ async fn decide(tx: &mut PgConnection, change: Change) -> Result<(Role, Role), A
         .await?
         .ok_or_else(|| not_found("organization"))?
         .personal;
-    let actor = organizations::role_of(&mut *tx, change.organization_id, change.by)
-        .await?
-        .ok_or_else(|| not_found("organization"))?;
+    let actor = organizations::member_role(&mut *tx, change.organization_id, change.by).await?;
     let member = organizations::role_of(&mut *tx, change.organization_id, change.member)
         .await?
         .ok_or_else(|| not_found("member"))?;

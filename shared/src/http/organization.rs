@@ -61,9 +61,7 @@ impl FromRequestParts<AppState> for InOrganization {
                 .await?
                 .ok_or_else(not_found)?,
         };
-        let role = organizations::role_of(&state.pool, id, caller.user_id)
-            .await?
-            .ok_or_else(not_found)?;
+        let role = organizations::member_role(&state.pool, id, caller.user_id).await?;
         Ok(Self { id, role })
     }
 }

@@ -111,6 +111,20 @@ pub async fn role_of(
     .await
 }
 
+/// The user's role in the organisation; a non-member is 404 `organization
+/// not found`, alike for an organisation that does not exist.
+pub async fn member_role(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+    user_id: Uuid,
+) -> Result<Role, ApiError> {
+    role_of(db, organization_id, user_id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            what: "organization",
+        })
+}
+
 /// An organisation as one of its members sees it.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Membership {

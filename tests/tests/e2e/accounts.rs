@@ -1452,16 +1452,8 @@ async fn a_forged_forwarded_for_neither_buys_fresh_buckets_nor_lands_in_the_hist
         .build()
         .await;
     let http = Client::http(&accounts.base_url, std::time::Duration::from_secs(30));
-    // The limit's window is fixed (aligned to the epoch): 32 logins that
-    // straddle its edge would count in two windows. Start clear of it.
-    let window = shared::accounts::auth::LOGIN_PER_IP.window.as_secs();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    if window - now % window < 30 {
-        tokio::time::sleep(std::time::Duration::from_secs(window - now % window + 1)).await;
-    }
+    // 32 logins that straddle the limit's window edge would count in two.
+    crate::harness::clear_of_window_edge(shared::accounts::auth::LOGIN_PER_IP.window).await;
     let mut statuses = Vec::new();
     for i in 0..32 {
         let reply = http

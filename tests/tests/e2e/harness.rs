@@ -809,6 +809,20 @@ pub fn node(
     })
 }
 
+/// Waits, when the current window of a fixed-window rate limit (aligned to
+/// the epoch) ends within 30 s, until the next one starts: requests that
+/// straddle its edge would count in two windows.
+pub async fn clear_of_window_edge(window: Duration) {
+    let window = window.as_secs();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    if window - now % window < 30 {
+        tokio::time::sleep(Duration::from_secs(window - now % window + 1)).await;
+    }
+}
+
 /// The fields a problem+json answer's `errors` name, in order.
 pub fn problem_fields(body: &serde_json::Value) -> Vec<&str> {
     body["errors"]

@@ -1059,17 +1059,8 @@ async fn an_organization_sends_at_most_fifty_invitations_an_hour() {
         "/api/console/organizations/{}/invitations",
         acme["id"].as_str().unwrap()
     );
-    let window = api_organizations::INVITATIONS_PER_ORGANIZATION
-        .window
-        .as_secs();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    // The window is fixed (aligned to the epoch): start clear of its edge.
-    if window - now % window < 30 {
-        tokio::time::sleep(std::time::Duration::from_secs(window - now % window + 1)).await;
-    }
+    crate::harness::clear_of_window_edge(api_organizations::INVITATIONS_PER_ORGANIZATION.window)
+        .await;
     let mut statuses = Vec::new();
     for i in 0..51 {
         let (status, _) = app
