@@ -134,21 +134,49 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
     .await
 }
 
-/// The user's role in the organisation of a live (not deleted) cluster;
-/// none when the cluster does not exist, is deleted, or the user is not a
-/// member of its organisation.
+/// Who asks about a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acting {
+    /// A user, with their role in the cluster's organisation.
+    Member(Uuid),
+    /// An organisation's API key: its role, in its organisation only.
+    Key { organization_id: Uuid, role: Role },
+}
+
+impl Acting {
+    /// The parameters of the role queries: the member, or the key's
+    /// organisation and role.
+    fn binds(self) -> (Option<Uuid>, Option<Uuid>, Option<&'static str>) {
+        match self {
+            Self::Member(user) => (Some(user), None, None),
+            Self::Key {
+                organization_id,
+                role,
+            } => (None, Some(organization_id), Some(role.as_str())),
+        }
+    }
+}
+
+/// The role of who acts in the organisation of a live (not deleted)
+/// cluster; none when the cluster does not exist, is deleted, or is in an
+/// organisation the user is not a member of (or not the key's).
 pub async fn member_role(
     db: impl PgExecutor<'_>,
-    user_id: Uuid,
+    acting: Acting,
     cluster_id: Uuid,
 ) -> Result<Option<Role>, sqlx::Error> {
+    let (user, key_organization, key_role) = acting.binds();
     sqlx::query_scalar!(
-        r#"SELECT m.role AS "role: Role"
+        r#"SELECT coalesce($4::text, m.role) AS "role!: Role"
            FROM clusters c
-           JOIN organization_members m ON m.organization_id = c.organization_id AND m.user_id = $2
-           WHERE c.id = $1 AND c.deleted_at IS NULL"#,
+           LEFT JOIN organization_members m
+                  ON m.organization_id = c.organization_id AND m.user_id = $2
+           WHERE c.id = $1 AND c.deleted_at IS NULL
+             AND (m.user_id IS NOT NULL OR c.organization_id = $3)"#,
         cluster_id,
-        user_id,
+        user,
+        key_organization,
+        key_role,
     )
     .fetch_optional(db)
     .await
@@ -417,17 +445,22 @@ pub async fn record_observation(
 /// since the request was authorized counts). None for a non-member.
 pub async fn lock_for(
     tx: &mut PgConnection,
-    user_id: Uuid,
+    acting: Acting,
     cluster_id: Uuid,
 ) -> Result<Option<Role>, sqlx::Error> {
+    let (user, key_organization, key_role) = acting.binds();
     sqlx::query_scalar!(
-        r#"SELECT m.role AS "role: Role"
+        r#"SELECT coalesce($4::text, m.role) AS "role!: Role"
            FROM clusters c
-           JOIN organization_members m ON m.organization_id = c.organization_id AND m.user_id = $2
+           LEFT JOIN organization_members m
+                  ON m.organization_id = c.organization_id AND m.user_id = $2
            WHERE c.id = $1 AND c.deleted_at IS NULL
+             AND (m.user_id IS NOT NULL OR c.organization_id = $3)
            FOR UPDATE OF c"#,
         cluster_id,
-        user_id,
+        user,
+        key_organization,
+        key_role,
     )
     .fetch_optional(tx)
     .await

@@ -85,6 +85,7 @@ pub async fn api_key(pool: &sqlx::PgPool, user_id: uuid::Uuid, name: &str) -> St
         pool,
         &shared::accounts::NewApiKey {
             user_id,
+            organization: None,
             name,
             prefix: &prefix,
             token_hash: &shared::accounts::auth::hash_secret(&key),

@@ -1,9 +1,11 @@
 //! A loopback stand-in for the part of Stripe's API the platform calls:
-//! `POST /v1/checkout/sessions`, form-encoded, with a secret key as bearer
-//! credential and an `Idempotency-Key` (a repeated key answers the first
-//! answer again, as Stripe does for 24 hours), and expiring and reading a
-//! session (`POST …/{id}/expire` refuses a session that is not open, as
-//! Stripe does). It records every request, and can be told to fail the next
+//! `POST /v1/customers` and `POST /v1/checkout/sessions`, form-encoded, with
+//! a secret key as bearer credential and an `Idempotency-Key` (a repeated
+//! key answers the first answer again, as Stripe does for 24 hours), and
+//! expiring and reading a session (`POST …/{id}/expire` refuses a session
+//! that is not open, as Stripe does). As Stripe does, a session names at
+//! most one of `customer` and `customer_email`, and a `customer` must exist.
+//! It records every request, and can be told to fail the next session
 //! requests with 500 or to take a session as paid.
 
 use std::{
@@ -38,7 +40,12 @@ impl Recorded {
 
 #[derive(Default)]
 struct Inner {
+    /// Checkout Session requests.
     requests: Vec<Recorded>,
+    /// Customer requests.
+    customer_requests: Vec<Recorded>,
+    /// Customers made, in order.
+    customers: Vec<String>,
     by_key: HashMap<String, serde_json::Value>,
     sessions: u32,
     fail_next: u32,
@@ -62,6 +69,7 @@ impl StripeStub {
             base_url: format!("http://{}", listener.local_addr().unwrap()),
         };
         let app = Router::new()
+            .route("/v1/customers", post(create_customer))
             .route("/v1/checkout/sessions", post(create_session))
             .route(
                 "/v1/checkout/sessions/{id}",
@@ -73,8 +81,19 @@ impl StripeStub {
         stub
     }
 
+    /// The Checkout Session requests.
     pub fn requests(&self) -> Vec<Recorded> {
         self.inner.lock().unwrap().requests.clone()
+    }
+
+    /// The customer requests.
+    pub fn customer_requests(&self) -> Vec<Recorded> {
+        self.inner.lock().unwrap().customer_requests.clone()
+    }
+
+    /// Customers made (a replayed key makes none).
+    pub fn customers(&self) -> Vec<String> {
+        self.inner.lock().unwrap().customers.clone()
     }
 
     /// Sessions made (a replayed key makes none).
@@ -185,25 +204,92 @@ fn error(status: StatusCode, kind: &str, message: &str) -> Response {
         .into_response()
 }
 
-async fn create_session(
-    State(stub): State<StripeStub>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
+fn recorded(headers: &HeaderMap, body: &str) -> Recorded {
     let header = |name: &str| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    let form: Vec<(String, String)> = url::form_urlencoded::parse(body.as_bytes())
-        .into_owned()
-        .collect();
-    let recorded = Recorded {
+    Recorded {
         idempotency_key: header("idempotency-key"),
         authorization: header("authorization"),
-        form,
-    };
+        form: url::form_urlencoded::parse(body.as_bytes())
+            .into_owned()
+            .collect(),
+    }
+}
+
+/// What every create checks first, as Stripe does: the key, the encoding.
+fn refused(recorded: &Recorded, headers: &HeaderMap) -> Option<Response> {
+    if !recorded
+        .authorization
+        .as_deref()
+        .is_some_and(|a| a.starts_with("Bearer sk_test_"))
+    {
+        return Some(error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "Invalid API Key provided",
+        ));
+    }
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok());
+    (content_type != Some("application/x-www-form-urlencoded")).then(|| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "the body must be form-encoded",
+        )
+    })
+}
+
+/// The first answer to a request with the same idempotency key, as Stripe
+/// gives it again.
+fn replayed(inner: &Inner, recorded: &Recorded) -> Option<Response> {
+    let answer = inner.by_key.get(recorded.idempotency_key.as_ref()?)?;
+    Some((StatusCode::OK, axum::Json(answer.clone())).into_response())
+}
+
+/// Answers `answer`, kept for a retry with the same idempotency key.
+fn remembered(inner: &mut Inner, recorded: Recorded, answer: serde_json::Value) -> Response {
+    if let Some(key) = recorded.idempotency_key {
+        inner.by_key.insert(key, answer.clone());
+    }
+    (StatusCode::OK, axum::Json(answer)).into_response()
+}
+
+async fn create_customer(
+    State(stub): State<StripeStub>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let recorded = recorded(&headers, &body);
+    let mut inner = stub.inner.lock().unwrap();
+    inner.customer_requests.push(recorded.clone());
+    if let Some(refusal) = refused(&recorded, &headers) {
+        return refusal;
+    }
+    if let Some(replayed) = replayed(&inner, &recorded) {
+        return replayed;
+    }
+    let id = format!("cus_Test{:06}", inner.customers.len() + 1);
+    inner.customers.push(id.clone());
+    let answer = serde_json::json!({
+        "id": id,
+        "object": "customer",
+        "name": recorded.field("name"),
+        "email": recorded.field("email"),
+        "metadata": { "organization_id": recorded.field("metadata[organization_id]") },
+    });
+    remembered(&mut inner, recorded, answer)
+}
+
+async fn create_session(
+    State(stub): State<StripeStub>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let recorded = recorded(&headers, &body);
     let mut inner = stub.inner.lock().unwrap();
     inner.requests.push(recorded.clone());
     if inner.fail_next > 0 {
@@ -214,22 +300,23 @@ async fn create_session(
             "something went wrong",
         );
     }
-    if !recorded
-        .authorization
-        .as_deref()
-        .is_some_and(|a| a.starts_with("Bearer sk_test_"))
-    {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_request_error",
-            "Invalid API Key provided",
-        );
+    if let Some(refusal) = refused(&recorded, &headers) {
+        return refusal;
     }
-    if header("content-type").as_deref() != Some("application/x-www-form-urlencoded") {
+    if recorded.field("customer").is_some() && recorded.field("customer_email").is_some() {
         return error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
-            "the body must be form-encoded",
+            "You may only specify one of these parameters: customer, customer_email.",
+        );
+    }
+    if let Some(customer) = recorded.field("customer")
+        && !inner.customers.iter().any(|c| c == customer)
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!("No such customer: '{customer}'"),
         );
     }
     for required in ["mode", "success_url", "line_items[0][quantity]"] {
@@ -241,12 +328,8 @@ async fn create_session(
             );
         }
     }
-    if let Some(answer) = recorded
-        .idempotency_key
-        .as_ref()
-        .and_then(|k| inner.by_key.get(k))
-    {
-        return (StatusCode::OK, axum::Json(answer.clone())).into_response();
+    if let Some(replayed) = replayed(&inner, &recorded) {
+        return replayed;
     }
     inner.sessions += 1;
     let id = format!("cs_test_a1{:06}", inner.sessions);
@@ -256,13 +339,11 @@ async fn create_session(
         "object": "checkout.session",
         "mode": recorded.field("mode"),
         "client_reference_id": recorded.field("client_reference_id"),
+        "customer": recorded.field("customer"),
         "customer_email": recorded.field("customer_email"),
         "payment_status": "unpaid",
         "status": "open",
         "url": format!("https://checkout.stripe.com/c/pay/{id}"),
     });
-    if let Some(key) = recorded.idempotency_key {
-        inner.by_key.insert(key, answer.clone());
-    }
-    (StatusCode::OK, axum::Json(answer)).into_response()
+    remembered(&mut inner, recorded, answer)
 }

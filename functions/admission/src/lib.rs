@@ -10,7 +10,7 @@
 //!   CronJob; CREATE and UPDATE) by the pods it would run, replicas ×
 //!   template, less what it ran before; one another object controls (a
 //!   Deployment's ReplicaSet) was weighed with its owner;
-//! - a Node (CREATE) against the owner's plan, under the same lock and with
+//! - a Node (CREATE) against the organization's plan, under the same lock and with
 //!   the same count as joins, and recorded as a pending node when it passes.
 //!
 //! A review for an unknown or deleted cluster, or with a wrong token, is
@@ -389,7 +389,7 @@ async fn refusal(
     };
     let mut message = excess.message(&cluster.name, what);
     let mut db = state.pool.acquire().await?;
-    let entitlement = entitlements::read(&mut db, cluster.owner_user_id).await?;
+    let entitlement = entitlements::read(&mut db, cluster.organization_id).await?;
     let left = entitlement.remaining().map(|r| {
         if excess.resource == "cpu" {
             r.cpu_milli_cores
@@ -410,9 +410,9 @@ async fn refusal(
     Ok(Some(message))
 }
 
-/// A Node registration: one more node for the owner's plan unless the node
+/// A Node registration: one more node for the organization's plan unless the node
 /// is counted already (a re-registration, or a join under way from it). It
-/// takes the owner's entitlement lock, as joins do, and on a pass records
+/// takes the organization's entitlement lock, as joins do, and on a pass records
 /// the node as pending so the next registration counts it.
 async fn node(
     state: &AppState,

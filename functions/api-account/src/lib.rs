@@ -17,8 +17,9 @@ use shared::{
     },
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller, idempotency::IssuesSecret},
+    http::{AppState, Caller, InOrganization, idempotency::IssuesSecret},
     notifications::{self, NotificationSettings},
+    organizations::Action,
 };
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -65,9 +66,6 @@ pub struct CreateKey {
     pub password: Option<String>,
 }
 
-/// How recent a passwordless account's sign-in must be to make a key.
-const RECENT_SIGN_IN: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
-
 /// A new API key: the only response that carries it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CreatedKey {
@@ -88,46 +86,6 @@ fn record<'a>(caller: Caller, action: &'a str, key: &ApiKey) -> AuditEvent<'a> {
     }
 }
 
-/// The password asked again (counted against the account's password checks),
-/// or for an account without one, a sign-in at most 10 minutes old.
-async fn reauthenticate(
-    state: &AppState,
-    user_id: uuid::Uuid,
-    session_id: uuid::Uuid,
-    password: Option<String>,
-) -> Result<(), ApiError> {
-    let user = accounts::get_user(&state.pool, user_id)
-        .await?
-        .ok_or(ApiError::Unauthenticated)?;
-    if user.has_password {
-        auth::rate_limit(
-            &state.pool,
-            auth::PASSWORD_CHECKS_PER_ACCOUNT,
-            &user_id.to_string(),
-        )
-        .await?;
-        let stored = accounts::credentials(&state.pool, &user.email)
-            .await?
-            .and_then(|c| c.password_hash);
-        if !auth::verify_password(password.unwrap_or_default(), stored).await {
-            return Err(ApiError::invalid(
-                "password",
-                "is not the account's password; it is asked again before a key is made",
-            ));
-        }
-        return Ok(());
-    }
-    let started = accounts::session_started(&state.pool, session_id)
-        .await?
-        .ok_or(ApiError::Unauthenticated)?;
-    if chrono::Utc::now() - started > RECENT_SIGN_IN {
-        return Err(ApiError::Forbidden(
-            "sign in again (within 10 minutes) before making a key".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Create an API key
 ///
 /// From a signed-in session only, with the password asked again. The key
@@ -145,29 +103,20 @@ pub async fn create_key(
     AppJson(body): AppJson<CreateKey>,
 ) -> Result<Response, ApiError> {
     let session_id = caller.require_session()?;
-    let name = body.name.trim();
-    if !(1..=100).contains(&name.chars().count()) {
-        return Err(ApiError::invalid("name", "must be 1 to 100 characters"));
-    }
-    let days = body.expires_in_days.unwrap_or(90);
-    if !(1..=365).contains(&days) {
-        return Err(ApiError::invalid(
-            "expires_in_days",
-            "must be between 1 and 365",
-        ));
-    }
-    reauthenticate(&state, caller.user_id, session_id, body.password).await?;
+    let (name, lifetime) = accounts::key_terms(&body.name, body.expires_in_days)?;
+    accounts::reauthenticate(&state.pool, caller.user_id, session_id, body.password).await?;
     let (key, prefix) = auth::new_api_key();
     let mut tx = state.pool.begin().await?;
     let api_key = accounts::insert_api_key(
         &mut *tx,
         &accounts::NewApiKey {
             user_id: caller.user_id,
+            organization: None,
             name,
             prefix: &prefix,
             token_hash: &auth::hash_secret(&key),
             scope: body.scope,
-            lifetime: chrono::TimeDelta::days(days),
+            lifetime,
         },
     )
     .await?;
@@ -430,21 +379,26 @@ pub struct EntitlementsView {
     pub upgrade_url: String,
 }
 
-/// The caller's plan and usage
+/// The organization's plan and usage
 ///
-/// The plan comes from the latest paid order, else the settings' default
-/// plan; without either nothing is limited. Usage counts live clusters, their
-/// nodes (and joins under way), the clusters' workload CPU and memory limits
-/// summed, and hostname bindings.
+/// The plan comes from the organization's latest paid order, else the
+/// settings' default plan; without either nothing is limited. Usage counts
+/// the organization's live clusters, their nodes (and joins under way), the
+/// clusters' workload CPU and memory limits summed, and hostname bindings.
+/// Every member can read it.
 #[utoipa::path(get, path = "/api/console/account/entitlements", tag = "account",
+    params(("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = "The organization (its id); the caller's personal one when absent")),
     responses((status = 200, body = EntitlementsView),
-              (status = 401, body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, description = "The organization header is not an id (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn entitlements(
     State(state): State<AppState>,
-    caller: Caller,
+    organization: InOrganization,
 ) -> Result<AppJson<EntitlementsView>, ApiError> {
+    organization.require(Action::Read)?;
     let mut conn = state.pool.acquire().await?;
-    let entitlement = billing::entitlements::read(&mut conn, caller.user_id).await?;
+    let entitlement = billing::entitlements::read(&mut conn, organization.id).await?;
     let remaining = entitlement.remaining();
     let over_limit = entitlement
         .over_limit()

@@ -1,5 +1,5 @@
-//! Every user's orders, and cancelling one (a pending order, or a paid one
-//! that was refunded: its plan stops applying at once).
+//! Every organization's orders, and cancelling one (a pending order, or a
+//! paid one that was refunded: its plan stops applying at once).
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
@@ -18,8 +18,10 @@ use uuid::Uuid;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct OrderQuery {
-    /// Only this user's orders.
+    /// Only the orders this user placed.
     pub user_id: Option<Uuid>,
+    /// Only this organization's orders.
+    pub organization_id: Option<Uuid>,
     /// `pending`, `paid` or `cancelled`.
     #[param(pattern = "^(pending|paid|cancelled)$")]
     pub status: Option<String>,
@@ -32,7 +34,8 @@ pub struct OrderQuery {
 
 /// All orders
 ///
-/// Newest first, filtered by user and status.
+/// Newest first, filtered by the user who placed them, their organization
+/// and status.
 #[utoipa::path(get, path = "/api/console/admin/orders", tag = "admin", params(OrderQuery),
     responses((status = 200, body = [Order]),
               (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -59,7 +62,10 @@ pub async fn list(
     Ok(AppJson(
         orders::list(
             &state.pool,
-            query.user_id,
+            orders::Of {
+                user_id: query.user_id,
+                organization_id: query.organization_id,
+            },
             status.map(OrderStatus::as_str),
             before,
             limit,
@@ -70,9 +76,9 @@ pub async fn list(
 
 /// Cancel an order
 ///
-/// A pending order, or a paid one (after a refund): the user's entitlement
-/// falls back to their previous paid order or the default plan at once;
-/// nothing they have is deleted. A pending order's Checkout Session is
+/// A pending order, or a paid one (after a refund): the organization's
+/// entitlement falls back to its previous paid order or the default plan at
+/// once; nothing it has is deleted. A pending order's Checkout Session is
 /// expired at Stripe first, and the cancellation is final: a payment event
 /// that arrives after it pays nothing (it is audited for a refund). Audited.
 #[utoipa::path(post, path = "/api/console/admin/orders/{order_id}/cancel", tag = "admin",
@@ -101,9 +107,9 @@ pub async fn cancel(
     let order = orders::get(&mut *tx, order_id)
         .await?
         .ok_or(ApiError::NotFound { what: "order" })?;
-    // Under the user's entitlement lock: a create deciding on the old plan
-    // finishes first.
-    shared::billing::entitlements::lock(&mut tx, order.user_id).await?;
+    // Under the organization's entitlement lock: a create deciding on the
+    // old plan finishes first.
+    shared::billing::entitlements::lock(&mut tx, order.organization_id).await?;
     if !orders::cancel(&mut *tx, order.id, "admin").await? {
         return Err(ApiError::Conflict {
             code: "order_cancelled",
@@ -119,7 +125,7 @@ pub async fn cancel(
             target_kind: "order",
             target_id: order.id.to_string(),
             cluster_id: None,
-            metadata: serde_json::json!({ "user_id": order.user_id, "previous_status": order.status, "plan_id": order.plan_id }),
+            metadata: serde_json::json!({ "user_id": order.user_id, "organization_id": order.organization_id, "previous_status": order.status, "plan_id": order.plan_id }),
         },
     )
     .await?;

@@ -1,4 +1,6 @@
-//! A user's orders: list, read, create with a Stripe Checkout Session, cancel.
+//! An organisation's orders: list and read (owners and admins), create with a
+//! Stripe Checkout Session as the organisation's Stripe customer, cancel
+//! (owners).
 
 use axum::{
     extract::State,
@@ -17,7 +19,8 @@ use shared::{
     },
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath, AppQuery},
-    http::{AppState, Caller},
+    http::{AppState, Caller, InOrganization},
+    organizations::Action,
     settings,
 };
 use utoipa::{IntoParams, ToSchema};
@@ -34,40 +37,62 @@ pub struct ListQuery {
     pub before: Option<DateTime<Utc>>,
 }
 
-/// The caller's orders
+const ORGANIZATION: &str =
+    "The organization the orders are for (its id); the caller's personal one when absent";
+
+/// The organization's orders
 ///
-/// Newest first.
-#[utoipa::path(get, path = "/api/console/billing/orders", tag = "billing", params(ListQuery),
+/// Newest first, whichever owner placed them. For owners and admins.
+#[utoipa::path(get, path = "/api/console/billing/orders", tag = "billing",
+    params(ListQuery, ("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = ORGANIZATION)),
     responses((status = 200, body = [Order]),
               (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, description = "The caller's role in the organization does not allow reading its orders (`forbidden`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
+    organization: InOrganization,
     AppQuery(query): AppQuery<ListQuery>,
 ) -> Result<AppJson<Vec<Order>>, ApiError> {
+    organization.require(Action::ReadBilling)?;
     let limit = shared::extract::page_limit(query.limit)?;
     let before = query
         .before
         .map(|at| shared::extract::instant("before", at))
         .transpose()?;
     Ok(AppJson(
-        orders::list(&state.pool, Some(caller.user_id), None, before, limit).await?,
+        orders::list(
+            &state.pool,
+            orders::Of {
+                organization_id: Some(organization.id),
+                ..orders::Of::default()
+            },
+            None,
+            before,
+            limit,
+        )
+        .await?,
     ))
 }
 
-/// One of the caller's orders
+/// One of the organization's orders
+///
+/// For owners and admins; an order of another organization is 404.
 #[utoipa::path(get, path = "/api/console/billing/orders/{order_id}", tag = "billing",
-    params(("order_id" = Uuid, Path)),
+    params(("order_id" = Uuid, Path), ("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = ORGANIZATION)),
     responses((status = 200, body = Order),
-              (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 403, description = "The caller's role in the organization does not allow reading its orders (`forbidden`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, description = "The organization header is not an id (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn read(
     State(state): State<AppState>,
-    caller: Caller,
+    organization: InOrganization,
     AppPath(order_id): AppPath<Uuid>,
 ) -> Result<AppJson<Order>, ApiError> {
+    organization.require(Action::ReadBilling)?;
     match orders::get(&state.pool, order_id).await? {
-        Some(order) if order.user_id == caller.user_id => Ok(AppJson(order)),
+        Some(order) if order.organization_id == organization.id => Ok(AppJson(order)),
         _ => Err(ApiError::NotFound { what: "order" }),
     }
 }
@@ -95,9 +120,12 @@ pub struct Checkout {
 /// while one is pending is refused. When Stripe cannot be reached the order stays pending and the
 /// same request can be sent again.
 #[utoipa::path(post, path = "/api/console/billing/orders", tag = "billing", request_body = NewOrder,
+    params(("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = ORGANIZATION)),
     responses((status = 201, description = "A new order", body = Checkout),
               (status = 200, description = "The pending order for this plan, resumed", body = Checkout),
               (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 403, description = "Only the organization's owners pay (`forbidden`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 409, description = "An order for another plan is pending (`order_pending`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, description = "No such active plan, or a free one (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 502, description = "Stripe refused or could not be reached (`stripe_unavailable`, `stripe_refused`); the order stays pending", body = shared::error::Problem, content_type = "application/problem+json"),
@@ -105,8 +133,10 @@ pub struct Checkout {
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
+    organization: InOrganization,
     AppJson(body): AppJson<NewOrder>,
 ) -> Result<Response, ApiError> {
+    organization.require(Action::Own)?;
     let platform = settings::load(&state.pool).await?;
     let api = stripe::Api::from_settings(
         &state.settings,
@@ -124,7 +154,7 @@ pub async fn create(
         .ok_or(ApiError::Unauthenticated)?;
 
     let mut tx = state.pool.begin().await?;
-    let (order, created) = match orders::lock_pending(&mut tx, caller.user_id).await? {
+    let (order, created) = match orders::lock_pending(&mut tx, organization.id).await? {
         Some(pending) if pending.plan_id == plan.id => (pending, false),
         Some(pending) => {
             return Err(ApiError::Conflict {
@@ -136,10 +166,10 @@ pub async fn create(
             });
         }
         None => {
-            let order = orders::insert_pending(&mut tx, caller.user_id, &plan)
+            let order = orders::insert_pending(&mut tx, organization.id, caller.user_id, &plan)
                 .await
                 .map_err(|err| match unique_violation(&err) {
-                    Some("idx_orders_one_pending_per_user") => ApiError::Conflict {
+                    Some("idx_orders_one_pending_per_organization") => ApiError::Conflict {
                         code: "order_pending",
                         detail: "another order is pending; pay or cancel it first".into(),
                     },
@@ -184,10 +214,11 @@ pub async fn create(
             product_name: &plan.name,
         },
     };
+    let customer = stripe::customer_for(&state.pool, &api, organization.id, &user.email).await?;
     let request = CheckoutRequest {
         order_id: order.id,
         line_item,
-        customer_email: &user.email,
+        customer: &customer,
         success_url: &success_url,
         cancel_url: &cancel_url,
     };
@@ -224,7 +255,7 @@ pub(crate) fn order_event<'a>(caller: Caller, action: &'a str, order: &Order) ->
         target_kind: "order",
         target_id: order.id.to_string(),
         cluster_id: None,
-        metadata: serde_json::json!({ "plan_id": order.plan_id, "amount": order.amount, "currency": order.currency }),
+        metadata: serde_json::json!({ "organization_id": order.organization_id, "plan_id": order.plan_id, "amount": order.amount, "currency": order.currency }),
     }
 }
 
@@ -234,17 +265,21 @@ pub(crate) fn order_event<'a>(caller: Caller, action: &'a str, order: &Order) ->
 /// paid (409 `order_paid_in_stripe` when Stripe has the payment already: its
 /// event marks the order paid). The previous entitlement stays.
 #[utoipa::path(post, path = "/api/console/billing/orders/{order_id}/cancel", tag = "billing",
-    params(("order_id" = Uuid, Path)),
+    params(("order_id" = Uuid, Path), ("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = ORGANIZATION)),
     responses((status = 200, body = Order),
+              (status = 403, description = "Only the organization's owners cancel its orders (`forbidden`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 409, description = "The order is not pending (`order_not_pending`), or Stripe has its payment (`order_paid_in_stripe`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, description = "The organization header is not an id (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 502, description = "Stripe could not expire the session (`stripe_unavailable`, `stripe_refused`); the order stays pending", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 503, description = "Stripe is not configured (`billing_not_configured`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
+    organization: InOrganization,
     AppPath(order_id): AppPath<Uuid>,
 ) -> Result<AppJson<Order>, ApiError> {
+    organization.require(Action::Own)?;
     let not_pending = |order: &Order| ApiError::Conflict {
         code: "order_not_pending",
         detail: format!(
@@ -254,7 +289,7 @@ pub async fn cancel(
     };
     let order = orders::get(&state.pool, order_id)
         .await?
-        .filter(|o| o.user_id == caller.user_id)
+        .filter(|o| o.organization_id == organization.id)
         .ok_or(ApiError::NotFound { what: "order" })?;
     if order.status != OrderStatus::Pending {
         return Err(not_pending(&order));
@@ -263,7 +298,7 @@ pub async fn cancel(
     // paid; a session Stripe says is complete was paid: its event settles it.
     stripe::expire_before_cancel(&state.pool, &state.settings, &order).await?;
     let mut tx = state.pool.begin().await?;
-    let order = orders::lock_owned(&mut tx, caller.user_id, order_id)
+    let order = orders::lock_in(&mut tx, organization.id, order_id)
         .await?
         .ok_or(ApiError::NotFound { what: "order" })?;
     if order.status != OrderStatus::Pending {

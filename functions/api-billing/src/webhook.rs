@@ -140,17 +140,18 @@ pub async fn webhook(
                 target_kind: "order",
                 target_id: order.id.to_string(),
                 cluster_id: None,
-                metadata: serde_json::json!({ "stripe_event_id": event.id, "plan_id": order.plan_id }),
+                metadata: serde_json::json!({ "stripe_event_id": event.id, "organization_id": order.organization_id, "plan_id": order.plan_id }),
             },
         )
         .await?;
         if outcome == OrderEvent::Applied && order.status == OrderStatus::Paid {
+            let organization = shared::organizations::name(&mut *tx, order.organization_id).await?;
             shared::notifications::enqueue(
                 &mut *tx,
                 order.user_id,
                 "order_paid",
                 None,
-                serde_json::json!({ "order_id": order.id, "plan": order.plan_name, "amount": order.amount, "currency": order.currency }),
+                serde_json::json!({ "order_id": order.id, "plan": order.plan_name, "amount": order.amount, "currency": order.currency, "organization": organization }),
             )
             .await?;
         }

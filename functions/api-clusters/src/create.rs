@@ -198,7 +198,7 @@ pub async fn create(
         memory_mib: valid.workload_memory.into(),
         ..Amounts::default()
     };
-    let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
+    let mut tx = shared::http::plan::require(&state, tx, organization.id, &adds).await?;
     let cluster =
         clusters::insert(&mut tx, &new)
             .await

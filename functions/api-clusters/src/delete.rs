@@ -35,7 +35,7 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let cluster_id = authorized.id;
     let mut tx = state.pool.begin().await?;
-    owned::lock(&mut tx, caller.user_id, cluster_id, Action::DeleteCluster).await?;
+    owned::lock(&mut tx, &caller, cluster_id, Action::DeleteCluster).await?;
     let cluster = clusters::get(&mut *tx, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;

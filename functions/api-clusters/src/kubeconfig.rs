@@ -13,7 +13,7 @@ use base64::Engine;
 use serde::Deserialize;
 use shared::{
     audit::{self, AuditEvent},
-    clusters::{self, Cluster},
+    clusters::Cluster,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller, Origin, OwnedCluster, idempotency::IssuesSecret},
@@ -258,10 +258,8 @@ pub async fn revoke(
         .await?
         .ok_or_else(not_found)?;
     if theirs.user_id != caller.user_id {
-        clusters::member_role(&state.pool, caller.user_id, cluster_id)
-            .await?
-            .ok_or(ApiError::NotFound { what: "cluster" })?
-            .require(Action::ManageMembers)?;
+        let mut db = state.pool.acquire().await?;
+        shared::http::owned::authorize(&mut db, &caller, cluster_id, Action::ManageMembers).await?;
     }
     let mut tx = state.pool.begin().await?;
     if kubeconfigs::revoke(

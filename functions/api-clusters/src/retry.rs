@@ -36,7 +36,7 @@ pub async fn retry(
 ) -> Result<Response, ApiError> {
     let cluster_id = authorized.id;
     let mut tx = state.pool.begin().await?;
-    owned::lock(&mut tx, caller.user_id, cluster_id, Action::Operate).await?;
+    owned::lock(&mut tx, &caller, cluster_id, Action::Operate).await?;
     let (job, superseded) = jobs::job_of_operation(&mut tx, cluster_id, operation_id)
         .await?
         .ok_or(ApiError::NotFound { what: "operation" })?;

@@ -60,7 +60,7 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     let cluster_id = authorized.id;
     let mut tx = state.pool.begin().await?;
-    let cluster = owned::authorize(&mut tx, caller.user_id, cluster_id, Action::Operate).await?;
+    let cluster = owned::authorize(&mut tx, &caller, cluster_id, Action::Operate).await?;
     let mut errors = Vec::new();
     let mut pick = |field: &str, value: Option<i64>, current: i32, range| match value {
         Some(v) => in_range(&mut errors, field, v, range),
@@ -117,7 +117,7 @@ pub async fn update(
             - i64::from(cluster.workload_memory_limit_mib),
         ..Amounts::default()
     };
-    let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
+    let mut tx = shared::http::plan::require(&state, tx, cluster.organization_id, &adds).await?;
     clusters::apply_changes(&mut tx, cluster.id, &changes).await?;
     let written = operations::enqueue(&state, &mut tx, cluster.id, caller.user_id, &changes)
         .await

@@ -174,7 +174,7 @@ pub async fn create(
         hostnames: 1,
         ..Default::default()
     };
-    let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
+    let mut tx = shared::http::plan::require(&state, tx, cluster.organization_id, &adds).await?;
     if records::hostname_held(&mut *tx, &hostname).await? {
         return Err(taken(&hostname));
     }

@@ -110,7 +110,7 @@ pub async fn set_labels(
     let mut tx = state.pool.begin().await?;
     // The cluster may have been deleted since the extractor read it; its
     // row lock also makes two writers take turns.
-    shared::http::owned::lock(&mut tx, caller.user_id, cluster.id, Action::Operate).await?;
+    shared::http::owned::lock(&mut tx, &caller, cluster.id, Action::Operate).await?;
     let (removed, set) = store::replace(&mut tx, cluster.id, &body.labels).await?;
     if !removed.is_empty() || !set.is_empty() {
         audit::record(

@@ -57,7 +57,7 @@ pub async fn list(
         .transpose()?;
     shared::http::owned::authorize(
         &mut *state.pool.acquire().await?,
-        caller.user_id,
+        &caller,
         query.cluster_id,
         Action::Read,
     )

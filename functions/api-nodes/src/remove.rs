@@ -78,7 +78,7 @@ pub async fn remove(
         ));
     }
     let mut tx = state.pool.begin().await?;
-    shared::http::owned::lock(&mut tx, caller.user_id, cluster_id, Action::Operate).await?;
+    shared::http::owned::lock(&mut tx, &caller, cluster_id, Action::Operate).await?;
     let cluster = clusters::get(&mut *tx, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;

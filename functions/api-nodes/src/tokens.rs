@@ -167,7 +167,7 @@ pub async fn create(
         nodes: max_uses.into(),
         ..Default::default()
     };
-    let mut tx = shared::http::plan::require(&state, tx, caller.user_id, &adds).await?;
+    let mut tx = shared::http::plan::require(&state, tx, cluster.organization_id, &adds).await?;
     let token_id = tokens::insert(
         &mut tx,
         &NewToken {

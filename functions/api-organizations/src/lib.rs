@@ -24,6 +24,8 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+mod keys;
+
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -36,6 +38,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(accept))
         .routes(routes!(decline))
         .routes(routes!(activity))
+        .routes(routes!(keys::create, keys::list))
+        .routes(routes!(keys::revoke))
 }
 
 pub fn router() -> Router<AppState> {

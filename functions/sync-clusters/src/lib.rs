@@ -4,7 +4,7 @@
 //! it is off it), keeps its admission webhook as the platform registered it
 //! and follows its hostnames' certificates ([`observe`], [`tls`]); then
 //! deletes the ServiceAccounts of revoked and expired kubeconfig credentials
-//! from their clusters, and tells owners past their plan ([`plan`]).
+//! from their clusters, and tells the owners of organizations past their plan ([`plan`]).
 
 pub mod observe;
 pub mod plan;
@@ -48,7 +48,8 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
     let observation = observe_clusters(&ctx.pool, host, enqueuing, CONCURRENCY).await?;
     let credentials = credential::remove_stale(&ctx.pool, host, None).await?;
     let plans =
-        plan::notify_owners_past_their_plan(&ctx.pool, &ctx.settings.public_base_url).await?;
+        plan::notify_organizations_past_their_plan(&ctx.pool, &ctx.settings.public_base_url)
+            .await?;
     Ok(Report {
         observation,
         credentials,

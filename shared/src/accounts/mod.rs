@@ -11,7 +11,10 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::{UserRole, UserStatus};
+use crate::{
+    domain::{UserRole, UserStatus},
+    organizations::Role,
+};
 
 /// A user as they see themselves (and admins see them).
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -419,7 +422,6 @@ pub async fn prune_sessions(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error>
     )
 }
 
-/// Whose live API key this is (user active), refreshing `last_used_at` at most once a minute.
 /// What an API key lets its holder do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -439,42 +441,62 @@ impl KeyScope {
     }
 }
 
-/// The key with this hash, when it is live (not revoked, not expired, its
-/// user active): its id, its user and its scope. Marks it used (at most once a
-/// minute).
+/// A live API key as a request presents it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHolder {
+    pub key_id: Uuid,
+    /// Its maker: the user a personal key acts as; the member who made an
+    /// organisation's key.
+    pub user_id: Uuid,
+    pub scope: KeyScope,
+    /// An organisation's key: the organisation it acts in alone, and the
+    /// role it acts with.
+    pub organization: Option<(Uuid, Role)>,
+}
+
+/// The key with this hash, when it is live (not revoked, not expired; a
+/// personal key's user active), refreshing `last_used_at` at most once a
+/// minute. An organisation's key outlives its maker's membership and does
+/// not follow their account's status: its organisation's admins revoke it.
 pub async fn api_key_user(
     db: impl PgExecutor<'_>,
     token_hash: &[u8],
-) -> Result<Option<(Uuid, Uuid, KeyScope)>, sqlx::Error> {
+) -> Result<Option<KeyHolder>, sqlx::Error> {
     let row = sqlx::query!(
         r#"WITH live AS (
-               SELECT k.id, k.user_id, k.scope, k.last_used_at FROM api_keys k JOIN users u ON u.id = k.user_id
+               SELECT k.id, k.user_id, k.scope, k.last_used_at, k.organization_id, k.organization_role
+               FROM api_keys k JOIN users u ON u.id = k.user_id
                WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND k.expires_at > now()
-                 AND u.status = 'active'
+                 AND (k.organization_id IS NOT NULL OR u.status = 'active')
            ), touched AS (
                UPDATE api_keys k SET last_used_at = now()
                FROM live WHERE k.id = live.id
                  AND (live.last_used_at IS NULL OR live.last_used_at < now() - interval '1 minute')
            )
-           SELECT id AS "id!", user_id AS "user_id!", scope AS "scope!" FROM live"#,
+           SELECT id AS "id!", user_id AS "user_id!", scope AS "scope!", organization_id,
+                  organization_role AS "organization_role: Role"
+           FROM live"#,
         token_hash
     )
     .fetch_optional(db)
     .await?;
-    Ok(row.map(|r| {
-        let scope = if r.scope == "read" {
+    Ok(row.map(|r| KeyHolder {
+        key_id: r.id,
+        user_id: r.user_id,
+        scope: if r.scope == "read" {
             KeyScope::Read
         } else {
             KeyScope::Write
-        };
-        (r.id, r.user_id, scope)
+        },
+        organization: r.organization_id.zip(r.organization_role),
     }))
 }
 
 /// Revokes every live key of the user (their password changed): how many.
 pub async fn revoke_all_api_keys(tx: &mut PgConnection, user_id: Uuid) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(
-        "UPDATE api_keys SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL",
+        "UPDATE api_keys SET revoked_at = now()
+         WHERE user_id = $1 AND organization_id IS NULL AND revoked_at IS NULL",
         user_id
     )
     .execute(tx)
@@ -490,6 +512,71 @@ pub async fn session_started(
     sqlx::query_scalar!("SELECT created_at FROM sessions WHERE id = $1", session_id)
         .fetch_optional(db)
         .await
+}
+
+/// How recent a passwordless account's sign-in must be to make a key.
+const RECENT_SIGN_IN: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// Before a key is made: the password asked again (counted against the
+/// account's password checks), or for an account without one, a sign-in at
+/// most 10 minutes old.
+pub async fn reauthenticate(
+    pool: &sqlx::PgPool,
+    user_id: uuid::Uuid,
+    session_id: uuid::Uuid,
+    password: Option<String>,
+) -> Result<(), crate::error::ApiError> {
+    let user = get_user(pool, user_id)
+        .await?
+        .ok_or(crate::error::ApiError::Unauthenticated)?;
+    if user.has_password {
+        auth::rate_limit(
+            pool,
+            auth::PASSWORD_CHECKS_PER_ACCOUNT,
+            &user_id.to_string(),
+        )
+        .await?;
+        let stored = credentials(pool, &user.email)
+            .await?
+            .and_then(|c| c.password_hash);
+        if !auth::verify_password(password.unwrap_or_default(), stored).await {
+            return Err(crate::error::ApiError::invalid(
+                "password",
+                "is not the account's password; it is asked again before a key is made",
+            ));
+        }
+        return Ok(());
+    }
+    let started = session_started(pool, session_id)
+        .await?
+        .ok_or(crate::error::ApiError::Unauthenticated)?;
+    if chrono::Utc::now() - started > RECENT_SIGN_IN {
+        return Err(crate::error::ApiError::Forbidden(
+            "sign in again (within 10 minutes) before making a key".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A new key's name (spaces at either end dropped, 1–100 characters) and
+/// lifetime (1–365 days, default 90), or the field that is wrong.
+pub fn key_terms(
+    name: &str,
+    expires_in_days: Option<i64>,
+) -> Result<(&str, chrono::TimeDelta), crate::error::ApiError> {
+    use crate::error::ApiError;
+    let name = name.trim();
+    if !(1..=100).contains(&name.chars().count()) {
+        return Err(ApiError::invalid("name", "must be 1 to 100 characters"));
+    }
+    let days = expires_in_days.unwrap_or(90);
+    if !(1..=365).contains(&days) {
+        return Err(ApiError::invalid(
+            "expires_in_days",
+            "must be between 1 and 365",
+        ));
+    }
+    Ok((name, chrono::TimeDelta::days(days)))
 }
 
 /// An API key as its owner sees it: never the key itself.
@@ -509,6 +596,8 @@ pub struct ApiKey {
 
 pub struct NewApiKey<'a> {
     pub user_id: Uuid,
+    /// An organisation's key: the organisation and the role it acts with.
+    pub organization: Option<(Uuid, Role)>,
     pub name: &'a str,
     pub prefix: &'a str,
     pub token_hash: &'a [u8],
@@ -522,15 +611,18 @@ pub async fn insert_api_key(
 ) -> Result<ApiKey, sqlx::Error> {
     sqlx::query_as!(
         ApiKey,
-        "INSERT INTO api_keys (user_id, name, prefix, token_hash, scope, expires_at)
-         VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))
+        "INSERT INTO api_keys (user_id, name, prefix, token_hash, scope, expires_at,
+                               organization_id, organization_role)
+         VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6), $7, $8)
          RETURNING id, name, prefix, scope, created_at, expires_at, last_used_at, revoked_at",
         key.user_id,
         key.name,
         key.prefix,
         key.token_hash,
         key.scope.as_str(),
-        key.lifetime.num_seconds() as f64
+        key.lifetime.num_seconds() as f64,
+        key.organization.map(|(id, _)| id),
+        key.organization.map(|(_, role)| role.as_str())
     )
     .fetch_one(db)
     .await
@@ -543,14 +635,14 @@ pub async fn list_api_keys(
     sqlx::query_as!(
         ApiKey,
         "SELECT id, name, prefix, scope, created_at, expires_at, last_used_at, revoked_at FROM api_keys
-         WHERE user_id = $1 ORDER BY created_at DESC, id DESC",
+         WHERE user_id = $1 AND organization_id IS NULL ORDER BY created_at DESC, id DESC",
         user_id
     )
     .fetch_all(db)
     .await
 }
 
-/// Revokes a key of the user; `None` when there is no such key.
+/// Revokes a personal key of the user; `None` when there is no such key.
 pub async fn revoke_api_key(
     db: impl PgExecutor<'_>,
     user_id: Uuid,
@@ -558,10 +650,71 @@ pub async fn revoke_api_key(
 ) -> Result<Option<ApiKey>, sqlx::Error> {
     sqlx::query_as!(
         ApiKey,
-        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 AND user_id = $2
+        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
+         WHERE id = $1 AND user_id = $2 AND organization_id IS NULL
          RETURNING id, name, prefix, scope, created_at, expires_at, last_used_at, revoked_at",
         key_id,
         user_id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// An organisation's API key as its admins see it: never the key itself.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OrganizationApiKey {
+    pub id: Uuid,
+    pub name: String,
+    /// `kb_` and 8 hex digits: the start of the key, to recognise it by.
+    pub prefix: String,
+    /// The role it acts with in the organisation.
+    pub role: Role,
+    /// The member who made it, and their address.
+    pub created_by: Uuid,
+    pub created_by_email: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// The organisation's keys, newest first.
+pub async fn organization_api_keys(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+) -> Result<Vec<OrganizationApiKey>, sqlx::Error> {
+    sqlx::query_as!(
+        OrganizationApiKey,
+        r#"SELECT k.id, k.name, k.prefix, k.organization_role AS "role!: Role",
+                  k.user_id AS created_by, u.email::text AS "created_by_email!", k.created_at,
+                  k.expires_at, k.last_used_at, k.revoked_at
+           FROM api_keys k JOIN users u ON u.id = k.user_id
+           WHERE k.organization_id = $1 ORDER BY k.created_at DESC, k.id DESC"#,
+        organization_id
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Revokes a key of the organisation; `None` when it has no such key.
+pub async fn revoke_organization_api_key(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+    key_id: Uuid,
+) -> Result<Option<OrganizationApiKey>, sqlx::Error> {
+    sqlx::query_as!(
+        OrganizationApiKey,
+        r#"WITH revoked AS (
+               UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
+               WHERE id = $2 AND organization_id = $1
+               RETURNING id, name, prefix, organization_role, user_id, created_at, expires_at,
+                         last_used_at, revoked_at)
+           SELECT k.id, k.name, k.prefix, k.organization_role AS "role!: Role",
+                  k.user_id AS created_by, u.email::text AS "created_by_email!", k.created_at,
+                  k.expires_at, k.last_used_at, k.revoked_at
+           FROM revoked k JOIN users u ON u.id = k.user_id"#,
+        organization_id,
+        key_id
     )
     .fetch_optional(db)
     .await

@@ -70,7 +70,8 @@ impl Credential<'_> {
 pub struct Admitting {
     pub cluster_id: Uuid,
     pub name: String,
-    pub owner_user_id: Uuid,
+    /// Whose plan the cluster counts against.
+    pub organization_id: Uuid,
     pub limits: Requests,
     /// Observed plus reserved.
     pub in_use: Requests,
@@ -88,7 +89,7 @@ pub async fn admitting(
 ) -> Result<Option<Admitting>, sqlx::Error> {
     let (by_token, hash) = credential.hashed();
     let row = sqlx::query!(
-        r#"SELECT c.id, c.name, c.owner_user_id,
+        r#"SELECT c.id, c.name, c.organization_id,
                   c.workload_cpu_limit_milli_cores, c.workload_memory_limit_mib,
                   least(coalesce(u.cpu_requests_milli_cores, 0)::numeric
                         + coalesce(r.cpu_milli_cores, 0), 9223372036854775807)::bigint AS "cpu!",
@@ -114,7 +115,7 @@ pub async fn admitting(
     Ok(row.map(|r| Admitting {
         cluster_id: r.id,
         name: r.name,
-        owner_user_id: r.owner_user_id,
+        organization_id: r.organization_id,
         limits: Requests {
             cpu_milli_cores: r.workload_cpu_limit_milli_cores.into(),
             memory_mib: r.workload_memory_limit_mib.into(),
@@ -158,7 +159,7 @@ pub async fn reserve(
     loop {
         let row = sqlx::query!(
             r#"WITH c AS (
-                   SELECT c.id, c.name, c.owner_user_id,
+                   SELECT c.id, c.name, c.organization_id,
                           c.workload_cpu_limit_milli_cores AS cpu_limit,
                           c.workload_memory_limit_mib AS memory_limit,
                           coalesce(u.cpu_requests_milli_cores, 0) AS cpu_observed,
@@ -189,7 +190,7 @@ pub async fn reserve(
                        (cluster_id, review_uid, cpu_milli_cores, memory_mib)
                    SELECT cluster_id, $3, $4::bigint, $5::bigint FROM added
                    ON CONFLICT (cluster_id, review_uid) DO NOTHING)
-               SELECT c.id AS "id!", c.name AS "name!", c.owner_user_id AS "owner_user_id!",
+               SELECT c.id AS "id!", c.name AS "name!", c.organization_id AS "organization_id!",
                       c.cpu_limit AS "cpu_limit!", c.memory_limit AS "memory_limit!",
                       c.nodes::bigint AS "nodes!", c.already AS "already!",
                       EXISTS (SELECT 1 FROM added) AS "added!",
@@ -226,7 +227,7 @@ pub async fn reserve(
         return Ok(Reservation::Refused(Admitting {
             cluster_id: row.id,
             name: row.name,
-            owner_user_id: row.owner_user_id,
+            organization_id: row.organization_id,
             limits: Requests {
                 cpu_milli_cores: row.cpu_limit.into(),
                 memory_mib: row.memory_limit.into(),

@@ -1,8 +1,9 @@
-//! What a user may have now: one function of their orders (the plan of the
-//! latest paid order, else the default plan named in the settings), and what
-//! they have. Every write that adds to a limited resource takes the user's
-//! entitlement lock first, in its own transaction, so two writes at the last
-//! free slot are serialized and the second sees the first.
+//! What an organisation may have now: one function of its orders (the plan
+//! of the latest paid order, else the default plan named in the settings),
+//! and what its clusters hold. Every write that adds to a limited resource
+//! takes the organisation's entitlement lock first, in its own transaction,
+//! so two writes at the last free slot — by any of its members — are
+//! serialized and the second sees the first.
 
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -11,7 +12,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ExtendedProblem, Problem};
 
-/// A limit of the user's plan that a request would pass.
+/// A limit of the organisation's plan that a request would pass.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
 pub struct PlanLimit {
     /// `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib` or `hostnames`.
@@ -19,13 +20,13 @@ pub struct PlanLimit {
     /// The plan's name.
     pub plan: String,
     pub limit: i64,
-    /// What the user has now.
+    /// What the organisation has now.
     pub usage: i64,
     /// What the request adds.
     pub requested: i64,
     /// `usage + requested - limit`: by how much the request passes the limit.
     pub excess: i64,
-    /// Where the user can choose a bigger plan.
+    /// Where an owner can choose a bigger plan.
     pub upgrade_url: String,
 }
 
@@ -65,7 +66,7 @@ impl From<PlanLimit> for ApiError {
     }
 }
 
-/// Where the plan a user has comes from.
+/// Where the plan an organisation has comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanSource {
@@ -77,7 +78,7 @@ pub enum PlanSource {
     Unlimited,
 }
 
-/// The plan a user has.
+/// The plan an organisation has.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct PlanRef {
     pub id: Uuid,
@@ -106,7 +107,7 @@ impl Amounts {
     }
 }
 
-/// A user's plan, its limits and their use.
+/// An organisation's plan, its limits and their use.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Entitlement {
     pub source: PlanSource,
@@ -121,12 +122,12 @@ pub struct Entitlement {
     pub usage: Amounts,
 }
 
-/// A request's additions to the user's usage.
+/// A request's additions to the organisation's usage.
 pub type Request = Amounts;
 
 impl Entitlement {
-    /// What is left of each limit (negative when a downgrade left the user
-    /// over it); absent when nothing is limited.
+    /// What is left of each limit (negative when a downgrade left the
+    /// organisation over it); absent when nothing is limited.
     pub fn remaining(&self) -> Option<Amounts> {
         self.limits.map(|l| Amounts {
             clusters: l.clusters - self.usage.clusters,
@@ -144,9 +145,9 @@ impl Entitlement {
             .collect()
     }
 
-    /// The limits the user is past already (a downgrade, a lowered plan), as
-    /// refusals of a request for nothing more: what `sync-clusters` tells
-    /// the user.
+    /// The limits the organisation is past already (a downgrade, a lowered
+    /// plan), as refusals of a request for nothing more: what
+    /// `sync-clusters` tells its owners.
     pub fn passed(&self, upgrade_url: &str) -> Vec<PlanLimit> {
         let Some(plan) = &self.plan else {
             return Vec::new();
@@ -174,7 +175,7 @@ impl Entitlement {
     }
 
     /// The first limit the request would pass. A resource the request does
-    /// not add to never refuses it, even when the user is over that limit
+    /// not add to never refuses it, even when the organisation is over that limit
     /// already: a downgrade stops growth, it does not stop other work.
     pub fn exceeded(&self, request: &Request, upgrade_url: &str) -> Option<PlanLimit> {
         let (limits, plan) = (self.limits?, self.plan.as_ref()?);
@@ -205,52 +206,53 @@ impl Entitlement {
     }
 }
 
-/// Where users choose a bigger plan: the console's billing page.
+/// Where owners choose a bigger plan: the console's billing page.
 pub fn upgrade_url(public_base_url: &str) -> String {
     format!("{}/billing", public_base_url.trim_end_matches('/'))
 }
 
-/// Takes the user's entitlement lock until the end of the transaction and
-/// reads the entitlement under it. `None` when there is no such user.
+/// Takes the organisation's entitlement lock until the end of the
+/// transaction and reads the entitlement under it. `None` when there is no
+/// such organisation.
 pub async fn lock(
     tx: &mut PgConnection,
-    user_id: Uuid,
+    organization_id: Uuid,
 ) -> Result<Option<Entitlement>, sqlx::Error> {
     let locked = sqlx::query_scalar!(
-        "SELECT id FROM users WHERE id = $1 FOR NO KEY UPDATE",
-        user_id
+        "SELECT id FROM organizations WHERE id = $1 FOR NO KEY UPDATE",
+        organization_id
     )
     .fetch_optional(&mut *tx)
     .await?;
     if locked.is_none() {
         return Ok(None);
     }
-    read(tx, user_id).await.map(Some)
+    read(tx, organization_id).await.map(Some)
 }
 
-/// [`lock`] for the owner of a cluster (the join endpoint knows the
-/// cluster, not the user), with the owner's id.
+/// [`lock`] for the organisation of a cluster (the join endpoint knows the
+/// cluster, not the organisation), with the organisation's id.
 pub async fn lock_for_cluster(
     tx: &mut PgConnection,
     cluster_id: Uuid,
 ) -> Result<Option<(Uuid, Entitlement)>, sqlx::Error> {
-    let owner = sqlx::query_scalar!(
-        "SELECT owner_user_id FROM clusters WHERE id = $1",
+    let organization = sqlx::query_scalar!(
+        "SELECT organization_id FROM clusters WHERE id = $1",
         cluster_id
     )
     .fetch_optional(&mut *tx)
     .await?;
-    match owner {
-        Some(owner) => Ok(lock(tx, owner).await?.map(|e| (owner, e))),
+    match organization {
+        Some(organization) => Ok(lock(tx, organization).await?.map(|e| (organization, e))),
         None => Ok(None),
     }
 }
 
-/// The users who own a cluster that is not deleted: those whose plan
-/// `sync-clusters` looks at.
-pub async fn cluster_owners(db: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Error> {
+/// The organisations that have a cluster that is not deleted: those whose
+/// plan `sync-clusters` looks at.
+pub async fn cluster_organizations(db: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
-        "SELECT DISTINCT owner_user_id FROM clusters WHERE deleted_at IS NULL ORDER BY owner_user_id"
+        "SELECT DISTINCT organization_id FROM clusters WHERE deleted_at IS NULL ORDER BY organization_id"
     )
     .fetch_all(db)
     .await
@@ -263,14 +265,17 @@ pub async fn cluster_owners(db: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Er
 /// place), their nodes not deleted plus joins that took a token's use and
 /// have no node yet, the clusters' workload limits summed, and the
 /// hostnames bound to them.
-pub async fn read(db: &mut PgConnection, user_id: Uuid) -> Result<Entitlement, sqlx::Error> {
+pub async fn read(
+    db: &mut PgConnection,
+    organization_id: Uuid,
+) -> Result<Entitlement, sqlx::Error> {
     let r = sqlx::query!(
         r#"WITH plan AS (
                SELECT * FROM (
                    (SELECT 0 AS rank, o.id AS order_id, p.id, p.name, p.max_clusters, p.max_nodes,
                            p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames
                     FROM orders o JOIN plans p ON p.id = o.plan_id
-                    WHERE o.user_id = $1 AND o.status = 'paid'
+                    WHERE o.organization_id = $1 AND o.status = 'paid'
                     ORDER BY o.paid_at DESC, o.id DESC LIMIT 1)
                    UNION ALL
                    (SELECT 1, NULL::uuid, p.id, p.name, p.max_clusters, p.max_nodes,
@@ -279,7 +284,7 @@ pub async fn read(db: &mut PgConnection, user_id: Uuid) -> Result<Entitlement, s
                ) candidates ORDER BY rank LIMIT 1),
            live AS (
                SELECT id, workload_cpu_limit_milli_cores, workload_memory_limit_mib
-               FROM clusters WHERE owner_user_id = $1 AND deleted_at IS NULL)
+               FROM clusters WHERE organization_id = $1 AND deleted_at IS NULL)
            SELECT
                (SELECT rank FROM plan) AS rank,
                (SELECT order_id FROM plan) AS order_id,
@@ -300,7 +305,7 @@ pub async fn read(db: &mut PgConnection, user_id: Uuid) -> Result<Entitlement, s
                     AND a.bootstrap_expires_at > now()) AS "nodes!",
                (SELECT count(*) FROM workload_ingress_hostname_bindings b
                 JOIN live ON live.id = b.cluster_id) AS "hostnames!""#,
-        user_id
+        organization_id
     )
     .fetch_one(db)
     .await?;

@@ -1,4 +1,5 @@
-//! Orders: a user's choice of a plan, paid through a Stripe Checkout Session.
+//! Orders: an organisation's choice of a plan, made by one of its owners and
+//! paid through a Stripe Checkout Session.
 //! `pending` until Stripe says it is paid (→ `paid`) or the session expired,
 //! the user or an administrator cancelled it (→ `cancelled`). A payment is
 //! never undone by an event that arrives after it.
@@ -21,6 +22,9 @@ crate::domain::text_enum! {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Order {
     pub id: Uuid,
+    /// The organisation the plan is for.
+    pub organization_id: Uuid,
+    /// The member who placed the order.
     pub user_id: Uuid,
     pub plan_id: Uuid,
     pub plan_name: String,
@@ -40,7 +44,7 @@ pub struct Order {
 }
 
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Order>, sqlx::Error> {
-    sqlx::query_as!(Order, "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
+    sqlx::query_as!(Order, "SELECT o.id, o.organization_id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
                     o.stripe_checkout_session_id,
                     CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
                     o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
@@ -49,79 +53,94 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Order>, sql
         .await
 }
 
-/// The order, locked, when it is the user's.
-pub async fn lock_owned(
+/// The order, locked, when it is the organisation's.
+pub async fn lock_in(
     tx: &mut PgConnection,
-    user_id: Uuid,
+    organization_id: Uuid,
     id: Uuid,
 ) -> Result<Option<Order>, sqlx::Error> {
     sqlx::query_as!(
         Order,
-        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
+        "SELECT o.id, o.organization_id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
                     o.stripe_checkout_session_id,
                     CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
                     o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
-             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE o.id = $1 AND o.user_id = $2 FOR UPDATE OF o",
+             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE o.id = $1 AND o.organization_id = $2 FOR UPDATE OF o",
         id,
-        user_id
+        organization_id
     )
     .fetch_optional(tx)
     .await
 }
 
-/// The user's pending order, locked.
+/// The organisation's pending order, locked.
 pub async fn lock_pending(
     tx: &mut PgConnection,
-    user_id: Uuid,
+    organization_id: Uuid,
 ) -> Result<Option<Order>, sqlx::Error> {
     sqlx::query_as!(
         Order,
-        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
+        "SELECT o.id, o.organization_id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
                     o.stripe_checkout_session_id,
                     CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
                     o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
-             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE o.user_id = $1 AND o.status = 'pending' FOR UPDATE OF o",
-        user_id
+             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE o.organization_id = $1 AND o.status = 'pending' FOR UPDATE OF o",
+        organization_id
     )
     .fetch_optional(tx)
     .await
+}
+
+/// Whose orders a list holds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Of {
+    /// Placed by this user.
+    pub user_id: Option<Uuid>,
+    /// For this organisation.
+    pub organization_id: Option<Uuid>,
 }
 
 /// Newest first; `before` is the keyset cursor (the last order's creation time).
 pub async fn list(
     db: impl PgExecutor<'_>,
-    user_id: Option<Uuid>,
+    of: Of,
     status: Option<&str>,
     before: Option<DateTime<Utc>>,
     limit: i64,
 ) -> Result<Vec<Order>, sqlx::Error> {
     sqlx::query_as!(
         Order,
-        "SELECT o.id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
+        "SELECT o.id, o.organization_id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
                     o.stripe_checkout_session_id,
                     CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
                     o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
              FROM orders o JOIN plans p ON p.id = o.plan_id WHERE ($1::uuid IS NULL OR o.user_id = $1) AND ($2::text IS NULL OR o.status = $2)
                AND ($3::timestamptz IS NULL OR o.created_at < $3)
+               AND ($5::uuid IS NULL OR o.organization_id = $5)
              ORDER BY o.created_at DESC, o.id DESC LIMIT $4",
-        user_id,
+        of.user_id,
         status,
         before,
-        limit
+        limit,
+        of.organization_id
     )
     .fetch_all(db)
     .await
 }
 
-/// A pending order for the plan at its current price. Fails with the unique
-/// violation `idx_orders_one_pending_per_user` when the user has one.
+/// A pending order for the plan at its current price, placed by `user_id`
+/// for `organization_id`. Fails with the unique violation
+/// `idx_orders_one_pending_per_organization` when the organisation has one.
 pub async fn insert_pending(
     tx: &mut PgConnection,
+    organization_id: Uuid,
     user_id: Uuid,
     plan: &super::Plan,
 ) -> Result<Order, sqlx::Error> {
     let id = sqlx::query_scalar!(
-        "INSERT INTO orders (user_id, plan_id, amount, currency) VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO orders (organization_id, user_id, plan_id, amount, currency)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        organization_id,
         user_id,
         plan.id,
         plan.price_minor_units,

@@ -1,5 +1,6 @@
-//! The parts of Stripe's API the platform uses: creating a Checkout Session
-//! (form-encoded, with an `Idempotency-Key`) and verifying the
+//! The parts of Stripe's API the platform uses: creating a Customer for an
+//! organisation and a Checkout Session for an order (form-encoded, with an
+//! `Idempotency-Key`), expiring a session, and verifying the
 //! `Stripe-Signature` of the events it sends.
 
 use std::time::Duration;
@@ -110,6 +111,124 @@ pub enum LineItem<'a> {
     },
 }
 
+/// The Stripe Customer an organisation pays as.
+#[derive(Debug, Clone)]
+pub struct CustomerRequest<'a> {
+    pub organization_id: uuid::Uuid,
+    /// The organisation's name.
+    pub name: &'a str,
+    /// Where Stripe sends receipts: the owner who first pays.
+    pub email: &'a str,
+}
+
+impl CustomerRequest<'_> {
+    /// The form fields, in Stripe's bracket notation.
+    pub fn form(&self) -> String {
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("name", self.name)
+            .append_pair("email", self.email)
+            .append_pair(
+                "metadata[organization_id]",
+                &self.organization_id.to_string(),
+            )
+            .finish()
+    }
+
+    /// One key per organisation: two first checkouts at once get one
+    /// customer.
+    pub fn idempotency_key(&self) -> String {
+        format!("kubebyon-organization-{}", self.organization_id)
+    }
+}
+
+/// The customer Stripe made.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct Customer {
+    pub id: String,
+}
+
+/// Creates the customer: `POST {base}/v1/customers`.
+pub async fn create_customer(
+    client: &reqwest::Client,
+    api_base: &str,
+    secret_key: &SecretString,
+    request: &CustomerRequest<'_>,
+) -> Result<Customer, StripeError> {
+    let customer: Customer = post_form(
+        client,
+        api_base,
+        secret_key,
+        "/v1/customers",
+        &request.idempotency_key(),
+        request.form(),
+    )
+    .await?;
+    // Only a customer id is stored (the column's check says the same).
+    if !customer.id.starts_with("cus_")
+        || customer.id.len() > 204
+        || !customer.id[4..].bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        return Err(StripeError::Refused {
+            status: 200,
+            message: "the answer's id is not a customer's".into(),
+        });
+    }
+    Ok(customer)
+}
+
+/// The organisation's Stripe Customer: the one stored, else one made now
+/// (with its email the paying owner's) and stored. Two first checkouts at
+/// once make one customer (the idempotency key is the organisation's) and
+/// store it once.
+pub async fn customer_for(
+    pool: &sqlx::PgPool,
+    api: &Api,
+    organization_id: uuid::Uuid,
+    payer_email: &str,
+) -> Result<String, crate::error::ApiError> {
+    let stored = sqlx::query!(
+        "SELECT name, stripe_customer_id FROM organizations WHERE id = $1",
+        organization_id
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(crate::error::ApiError::NotFound {
+        what: "organization",
+    })?;
+    if let Some(customer) = stored.stripe_customer_id {
+        return Ok(customer);
+    }
+    let request = CustomerRequest {
+        organization_id,
+        name: &stored.name,
+        email: payer_email,
+    };
+    let customer = create_customer(&api.client, &api.base, &api.key, &request)
+        .await
+        .map_err(|err| {
+            tracing::warn!(%organization_id, error = %err, "no Stripe customer for the organization");
+            match err {
+                StripeError::Unavailable(_) => crate::error::ApiError::Upstream {
+                    code: "stripe_unavailable",
+                    detail: "Stripe could not be reached; send the same request again".into(),
+                },
+                StripeError::Refused { .. } => crate::error::ApiError::Upstream {
+                    code: "stripe_refused",
+                    detail: err.to_string(),
+                },
+            }
+        })?;
+    let kept = sqlx::query_scalar!(
+        r#"UPDATE organizations SET stripe_customer_id = coalesce(stripe_customer_id, $2)
+           WHERE id = $1 RETURNING stripe_customer_id AS "id!""#,
+        organization_id,
+        customer.id
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(kept)
+}
+
 /// A Checkout Session to create, in payment mode, for one order.
 #[derive(Debug, Clone)]
 pub struct CheckoutRequest<'a> {
@@ -117,7 +236,8 @@ pub struct CheckoutRequest<'a> {
     /// session's events.
     pub order_id: uuid::Uuid,
     pub line_item: LineItem<'a>,
-    pub customer_email: &'a str,
+    /// The organisation's Stripe Customer (`cus_…`).
+    pub customer: &'a str,
     pub success_url: &'a str,
     pub cancel_url: &'a str,
 }
@@ -130,7 +250,7 @@ impl CheckoutRequest<'_> {
         form.append_pair("mode", "payment")
             .append_pair("client_reference_id", &order_id)
             .append_pair("metadata[order_id]", &order_id)
-            .append_pair("customer_email", self.customer_email)
+            .append_pair("customer", self.customer)
             .append_pair("success_url", self.success_url)
             .append_pair("cancel_url", self.cancel_url)
             .append_pair("line_items[0][quantity]", "1");
@@ -201,17 +321,37 @@ pub async fn create_checkout_session(
     secret_key: &SecretString,
     request: &CheckoutRequest<'_>,
 ) -> Result<CheckoutSession, StripeError> {
-    let url = format!("{}/v1/checkout/sessions", api_base.trim_end_matches('/'));
+    post_form(
+        client,
+        api_base,
+        secret_key,
+        "/v1/checkout/sessions",
+        &request.idempotency_key(),
+        request.form(),
+    )
+    .await
+}
+
+/// One form-encoded `POST` with an idempotency key, its answer read as `T`.
+async fn post_form<T: serde::de::DeserializeOwned>(
+    client: &reqwest::Client,
+    api_base: &str,
+    secret_key: &SecretString,
+    path: &str,
+    idempotency_key: &str,
+    form: String,
+) -> Result<T, StripeError> {
+    let url = format!("{}{path}", api_base.trim_end_matches('/'));
     let response = client
         .post(url)
         .bearer_auth(secret_key.expose_secret())
-        .header("Idempotency-Key", request.idempotency_key())
+        .header("Idempotency-Key", idempotency_key)
         .header(
             reqwest::header::CONTENT_TYPE,
             "application/x-www-form-urlencoded",
         )
         .timeout(Duration::from_secs(20))
-        .body(request.form())
+        .body(form)
         .send()
         .await
         .map_err(|err| StripeError::Unavailable(without_url(err)))?;
@@ -223,7 +363,7 @@ pub async fn create_checkout_session(
     if status.is_success() {
         return serde_json::from_slice(&body).map_err(|err| StripeError::Refused {
             status: status.as_u16(),
-            message: format!("the answer is not a Checkout Session: {err}"),
+            message: format!("the answer is not the object asked for ({path}): {err}"),
         });
     }
     let message = serde_json::from_slice::<ErrorBody>(&body)
@@ -493,17 +633,36 @@ mod tests {
                 unit_amount: 1900,
                 product_name: "Pro & more",
             },
-            customer_email: "a+b@example.com",
+            customer: "cus_Q1",
             success_url: "https://p/s?x=1",
             cancel_url: "https://p/c",
         };
         let form = request.form();
         assert!(form.contains("line_items%5B0%5D%5Bprice_data%5D%5Bunit_amount%5D=1900"));
         assert!(form.contains("product_data%5D%5Bname%5D=Pro+%26+more"));
-        assert!(form.contains("customer_email=a%2Bb%40example.com"));
+        assert!(form.contains("customer=cus_Q1"));
+        assert!(!form.contains("customer_email"));
         assert_eq!(
             request.idempotency_key(),
             format!("kubebyon-order-{order_id}")
+        );
+    }
+
+    #[test]
+    fn a_customer_is_named_after_its_organization_with_one_key_per_organization() {
+        let organization_id = uuid::Uuid::from_u128(7);
+        let request = CustomerRequest {
+            organization_id,
+            name: "Acme & Co",
+            email: "a+b@example.com",
+        };
+        let form = request.form();
+        assert!(form.contains("name=Acme+%26+Co"), "{form}");
+        assert!(form.contains("email=a%2Bb%40example.com"), "{form}");
+        assert!(form.contains(&format!("metadata%5Borganization_id%5D={organization_id}")));
+        assert_eq!(
+            request.idempotency_key(),
+            format!("kubebyon-organization-{organization_id}")
         );
     }
 }

@@ -9,7 +9,9 @@ use axum::{
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{config::Settings, error::ApiError, host::HostCluster, jobs::JobPublisher};
+use crate::{
+    config::Settings, error::ApiError, host::HostCluster, jobs::JobPublisher, organizations::Role,
+};
 
 /// Who console requests act as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,11 +36,45 @@ pub struct AppState {
 /// The authenticated caller of a console route.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
+    /// The user: for an organisation's API key, the member who made it.
     pub user_id: Uuid,
     /// The session the request came with, when it came with one.
     pub session_id: Option<Uuid>,
     /// The API key the request came with, when it came with one.
     pub api_key_id: Option<Uuid>,
+    /// An organisation's API key: it acts in this organisation alone, with
+    /// this role, whatever its maker's memberships are.
+    pub organization_key: Option<KeyOrganization>,
+}
+
+/// The organisation an organisation's API key acts in, and its role there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyOrganization {
+    pub id: Uuid,
+    pub role: Role,
+}
+
+/// The routes an organisation's API key may call: its organisation's
+/// clusters, their labels and node events, its plan and its orders. Everything else (an
+/// account's own routes, the organisations' members, the back office) is
+/// its makers' and answers 403; a new route is closed to such keys until it
+/// is named here.
+const ORGANIZATION_KEY_ROUTES: &[&str] = &[
+    "/api/console/clusters",
+    "/api/console/cluster-labels",
+    "/api/console/node-events",
+    "/api/console/account/entitlements",
+    "/api/console/billing/plans",
+    "/api/console/billing/orders",
+];
+
+/// Whether an organisation's API key may call `path`: one of the routes
+/// above or one under it.
+fn open_to_organization_keys(path: &str) -> bool {
+    ORGANIZATION_KEY_ROUTES.iter().any(|route| {
+        path.strip_prefix(route)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
 }
 
 impl Caller {
@@ -72,6 +108,7 @@ impl FromRequestParts<AppState> for Caller {
                 user_id,
                 session_id: None,
                 api_key_id: None,
+                organization_key: None,
             },
             Identity::Accounts => authenticate(parts, state).await?,
         };
@@ -90,17 +127,29 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     if let Some(key) = bearer {
-        return match accounts::api_key_user(&state.pool, &auth::hash_secret(key)).await? {
-            Some((_, _, accounts::KeyScope::Read)) if !is_safe(&parts.method) => Err(
-                ApiError::Forbidden("this API key may only read (its scope is read)".into()),
-            ),
-            Some((key_id, user_id, _)) => Ok(Caller {
-                user_id,
-                session_id: None,
-                api_key_id: Some(key_id),
-            }),
-            None => Err(ApiError::Unauthenticated),
+        let Some(holder) = accounts::api_key_user(&state.pool, &auth::hash_secret(key)).await?
+        else {
+            return Err(ApiError::Unauthenticated);
         };
+        if holder.scope == accounts::KeyScope::Read && !is_safe(&parts.method) {
+            return Err(ApiError::Forbidden(
+                "this API key may only read (its scope is read)".into(),
+            ));
+        }
+        if holder.organization.is_some() && !open_to_organization_keys(parts.uri.path()) {
+            return Err(ApiError::Forbidden(
+                "an organization's API key acts only on its organization's clusters and plan"
+                    .into(),
+            ));
+        }
+        return Ok(Caller {
+            user_id: holder.user_id,
+            session_id: None,
+            api_key_id: Some(holder.key_id),
+            organization_key: holder
+                .organization
+                .map(|(id, role)| KeyOrganization { id, role }),
+        });
     }
     let (session_cookie, csrf_cookie) = auth::cookie_names(!state.settings.insecure_cookies);
     let token = auth::cookie(&parts.headers, session_cookie).ok_or(ApiError::Unauthenticated)?;
@@ -133,6 +182,7 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
         user_id,
         session_id: Some(session_id),
         api_key_id: None,
+        organization_key: None,
     })
 }
 
@@ -161,6 +211,34 @@ impl FromRequestParts<AppState> for AdminCaller {
                 "this route is for administrators".into(),
             )),
             None => Err(ApiError::Unauthenticated),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_to_organization_keys;
+
+    #[test]
+    fn an_organizations_key_reaches_its_routes_and_nothing_that_only_starts_alike() {
+        for open in [
+            "/api/console/clusters",
+            "/api/console/clusters/0d0c/kubeconfigs",
+            "/api/console/billing/orders/1/cancel",
+            "/api/console/account/entitlements",
+        ] {
+            assert!(open_to_organization_keys(open), "{open}");
+        }
+        for closed in [
+            "/api/console/clusters-admin",
+            "/api/console/account/api-keys",
+            "/api/console/account",
+            "/api/console/organizations/1/members",
+            "/api/console/admin/users",
+            "/api/console/billing/orders-export",
+            "/api/auth/logout",
+        ] {
+            assert!(!open_to_organization_keys(closed), "{closed}");
         }
     }
 }

@@ -9,7 +9,7 @@ pub mod organization;
 pub mod owned;
 pub mod plan;
 
-pub use caller::{AdminCaller, AppState, Caller, Identity};
+pub use caller::{AdminCaller, AppState, Caller, Identity, KeyOrganization};
 pub use organization::InOrganization;
 pub use owned::OwnedCluster;
 

@@ -18,7 +18,9 @@ pub const HEADER: HeaderName = HeaderName::from_static("kubebyon-organization");
 /// The organisation the `KubeBYON-Organization` header names, or the
 /// caller's personal one when the header is absent, with the caller's role
 /// in it. An organisation the caller is not a member of is 404
-/// `organization not found`, alike for one that does not exist.
+/// `organization not found`, alike for one that does not exist. An
+/// organisation's API key acts in its organisation with its own role: a
+/// header naming another is 404 as well.
 #[derive(Debug, Clone, Copy)]
 pub struct InOrganization {
     pub id: Uuid,
@@ -55,6 +57,15 @@ impl FromRequestParts<AppState> for InOrganization {
         let not_found = || ApiError::NotFound {
             what: "organization",
         };
+        if let Some(key) = caller.organization_key {
+            return match named {
+                Some(other) if other != key.id => Err(not_found()),
+                _ => Ok(Self {
+                    id: key.id,
+                    role: key.role,
+                }),
+            };
+        }
         let id = match named {
             Some(id) => id,
             None => organizations::personal(&state.pool, caller.user_id)

@@ -56,7 +56,7 @@ impl FromRequestParts<AppState> for OwnedCluster {
             .unwrap_or_default();
         let action = action_of(&parts.method, route);
         let mut db = state.pool.acquire().await?;
-        authorize(&mut db, caller.user_id, path.cluster_id, action)
+        authorize(&mut db, &caller, path.cluster_id, action)
             .await
             .map(Self)
     }
@@ -96,30 +96,42 @@ const RULES: &[(&str, &str, Action)] = &[
     ("DELETE", "/tokens/{token_id}", Action::Operate),
 ];
 
-/// The live cluster, when `user`'s role in its organisation allows `action`.
+/// Who a cluster route asks about: a member, or an organisation's key.
+fn acting(caller: &Caller) -> clusters::Acting {
+    match caller.organization_key {
+        Some(key) => clusters::Acting::Key {
+            organization_id: key.id,
+            role: key.role,
+        },
+        None => clusters::Acting::Member(caller.user_id),
+    }
+}
+
+/// The live cluster, when the caller's role in its organisation allows
+/// `action`.
 pub async fn authorize(
     db: &mut PgConnection,
-    user: Uuid,
+    caller: &Caller,
     cluster_id: Uuid,
     action: Action,
 ) -> Result<Cluster, ApiError> {
     let not_found = || ApiError::NotFound { what: "cluster" };
-    clusters::member_role(&mut *db, user, cluster_id)
+    clusters::member_role(&mut *db, acting(caller), cluster_id)
         .await?
         .ok_or_else(not_found)?
         .require(action)?;
     clusters::get(db, cluster_id).await?.ok_or_else(not_found)
 }
 
-/// Locks the live cluster's row for the rest of the transaction, when
-/// `user`'s role in its organisation (read under the lock) allows `action`.
+/// Locks the live cluster's row for the rest of the transaction, when the
+/// caller's role in its organisation (read under the lock) allows `action`.
 pub async fn lock(
     tx: &mut PgConnection,
-    user: Uuid,
+    caller: &Caller,
     cluster_id: Uuid,
     action: Action,
 ) -> Result<(), ApiError> {
-    match clusters::lock_for(tx, user, cluster_id).await? {
+    match clusters::lock_for(tx, acting(caller), cluster_id).await? {
         Some(role) => role.require(action),
         None => Err(ApiError::NotFound { what: "cluster" }),
     }

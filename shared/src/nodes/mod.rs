@@ -325,7 +325,7 @@ pub async fn events_for_timeline(
     .await
 }
 
-/// Whether a Node named `name` is counted against the owner's plan already:
+/// Whether a Node named `name` is counted against the organization's plan already:
 /// a live node of that name, or a join under way from a machine of that
 /// name (the join took its place when it started).
 pub async fn counted(

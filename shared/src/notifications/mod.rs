@@ -53,8 +53,9 @@ pub async fn enqueue(
     Ok(())
 }
 
-/// A `plan_limit_reached` notification, at most one per user and resource a
-/// day: a user retrying a refused create hears of it once.
+/// A `plan_limit_reached` notification, at most one per user, organisation
+/// (the payload's `organization_id`) and resource a day: a member retrying
+/// a refused create makes its owners hear of it once.
 pub async fn enqueue_limit_reached(
     db: impl PgExecutor<'_>,
     user_id: Uuid,
@@ -67,6 +68,7 @@ pub async fn enqueue_limit_reached(
              SELECT 1 FROM notification_outbox
              WHERE user_id = $1 AND kind = 'plan_limit_reached'
                AND payload->>'resource' = $2::jsonb->>'resource'
+               AND payload->>'organization_id' IS NOT DISTINCT FROM $2::jsonb->>'organization_id'
                AND created_at > now() - interval '1 day')",
         user_id,
         payload
@@ -314,6 +316,13 @@ pub async fn settle(
 pub fn email_text(delivery: &Claimed) -> (String, String) {
     let p = &delivery.payload;
     let text = |key: &str| p[key].as_str().unwrap_or("?").to_string();
+    // Rows queued before plans belonged to organisations name none.
+    let organization = || {
+        p["organization"]
+            .as_str()
+            .unwrap_or("Your organization")
+            .to_string()
+    };
     let (subject, body) = match delivery.kind.as_str() {
         "cluster_ready" => (
             format!("Cluster {} is ready", text("cluster_name")),
@@ -354,19 +363,22 @@ pub fn email_text(delivery: &Claimed) -> (String, String) {
         "order_paid" => (
             format!("Payment received: the {} plan", text("plan")),
             format!(
-                "Thank you: order {} is paid and the {} plan applies to your account now.",
+                "Thank you: order {} is paid and the {} plan applies to {} now.",
                 text("order_id"),
-                text("plan")
+                text("plan"),
+                organization()
             ),
         ),
         "plan_limit_reached" if p["requested"] == 0 => (
             format!(
-                "You are past your {} plan's {} limit",
+                "{} is past its {} plan's {} limit",
+                organization(),
                 text("plan"),
                 text("resource")
             ),
             format!(
-                "You have {} {} in use, past your plan's limit of {}. Nothing is removed, but more is refused until you are back within it.\n\nChoose a bigger plan at {}",
+                "{} has {} {} in use, past its plan's limit of {}. Nothing is removed, but more is refused until it is back within it.\n\nChoose a bigger plan at {}",
+                organization(),
                 p["usage"],
                 text("resource"),
                 p["limit"],
@@ -375,12 +387,14 @@ pub fn email_text(delivery: &Claimed) -> (String, String) {
         ),
         "plan_limit_reached" => (
             format!(
-                "Your {} plan's {} limit is reached",
+                "{}'s {} plan's {} limit is reached",
+                organization(),
                 text("plan"),
                 text("resource")
             ),
             format!(
-                "A request was refused: {} would pass your plan's limit of {} (in use: {}).\n\nChoose a bigger plan at {}",
+                "A request in {} was refused: {} would pass its plan's limit of {} (in use: {}).\n\nChoose a bigger plan at {}",
+                organization(),
                 text("resource"),
                 p["limit"],
                 p["usage"],

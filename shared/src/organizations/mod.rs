@@ -42,7 +42,10 @@ pub enum Action {
     DeleteCluster,
     /// Invites, removes and changes the role of members who are not owners.
     ManageMembers,
-    /// Makes or unmakes owners, pays, deletes the organisation.
+    /// Reads the organisation's orders.
+    ReadBilling,
+    /// Makes or unmakes owners, pays (places and cancels orders), deletes
+    /// the organisation.
     Own,
 }
 
@@ -55,6 +58,7 @@ impl Action {
         Self::IssueCredential,
         Self::DeleteCluster,
         Self::ManageMembers,
+        Self::ReadBilling,
         Self::Own,
     ];
 }
@@ -290,12 +294,40 @@ pub async fn activity(
                   a.cluster_id, a.metadata, NULL::text AS ip, a.created_at
            FROM audit_events a
            WHERE ((a.target_kind = 'organization' AND a.target_id = $1::uuid::text)
+                  OR (a.target_kind = 'order'
+                      AND a.target_id IN (SELECT id::text FROM orders WHERE organization_id = $1))
                   OR a.cluster_id IN (SELECT id FROM clusters WHERE organization_id = $1))
              AND ($2::bigint IS NULL OR a.id < $2)
            ORDER BY a.created_at DESC, a.id DESC LIMIT $3"#,
         organization_id,
         before_id,
         limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// The organisation's name; none for one that does not exist.
+pub async fn name(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT name FROM organizations WHERE id = $1",
+        organization_id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// The organisation's owners: who pays and hears about its plan.
+pub async fn owner_ids(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT user_id FROM organization_members WHERE organization_id = $1 AND role = 'owner' ORDER BY user_id",
+        organization_id
     )
     .fetch_all(db)
     .await
@@ -363,6 +395,6 @@ mod tests {
             }
         }
         let allowed = |role: Role| Action::ALL.iter().filter(|a| role.allows(**a)).count();
-        assert_eq!(ranked.map(allowed), [1, 4, 6, 7]);
+        assert_eq!(ranked.map(allowed), [1, 4, 7, 8]);
     }
 }

@@ -1203,12 +1203,15 @@ async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
     // resource, the cluster left as it is.
     tests::handlers::default_plan(&platform.db.pool, "Tiny", 0, 0).await;
     let past = |pool: sqlx::PgPool| async move {
-        sync_clusters::plan::notify_owners_past_their_plan(&pool, "https://console.example")
+        sync_clusters::plan::notify_organizations_past_their_plan(&pool, "https://console.example")
             .await
             .unwrap()
     };
     let report = past(platform.db.pool.clone()).await;
-    assert_eq!((report.owners_checked, report.owners_past_plan), (1, 1));
+    assert_eq!(
+        (report.organizations_checked, report.organizations_past_plan),
+        (1, 1)
+    );
     past(platform.db.pool.clone()).await;
     let told: Vec<Value> = sqlx::query_scalar(
         "SELECT payload FROM notification_outbox WHERE kind = 'plan_limit_reached' ORDER BY created_at",

@@ -7,7 +7,7 @@
 use axum::http::StatusCode;
 use uuid::Uuid;
 
-use crate::harness::{STRIPE_WEBHOOK_SECRET, TestApp};
+use crate::harness::{Client, STRIPE_WEBHOOK_SECRET, TestApp};
 
 /// The `Stripe-Signature` header the official library's helper makes.
 fn stripe_header(payload: &str, secret: &str, timestamp: i64) -> String {
@@ -328,10 +328,32 @@ async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_
         ("line_items[0][price_data][currency]", "usd"),
         ("line_items[0][price_data][unit_amount]", "1900"),
         ("line_items[0][price_data][product_data][name]", "Pro"),
-        ("customer_email", "dev@kubebyon.local"),
+        ("customer", "cus_Test000001"),
     ] {
         assert_eq!(sent.field(field), Some(value), "{field} in {:?}", sent.form);
     }
+    // The organization is the Stripe customer, made at its first checkout
+    // with the paying owner's address for receipts.
+    let organization: Uuid = sqlx::query_scalar(
+        "SELECT id FROM organizations WHERE stripe_customer_id = 'cus_Test000001'",
+    )
+    .fetch_one(&b.db.pool)
+    .await
+    .unwrap();
+    let made = &b.stripe().customer_requests()[0];
+    assert_eq!(
+        made.idempotency_key.as_deref(),
+        Some(format!("kubebyon-organization-{organization}").as_str())
+    );
+    assert_eq!(made.field("email"), Some("dev@kubebyon.local"));
+    assert_eq!(
+        made.field("metadata[organization_id]"),
+        Some(organization.to_string().as_str())
+    );
+    assert_eq!(
+        checkout["order"]["organization_id"],
+        organization.to_string()
+    );
     // Stripe sends the buyer back to the console's billing page, a route
     // the console serves, with the order and the outcome.
     for (field, outcome) in [("success_url", "success"), ("cancel_url", "cancelled")] {
@@ -691,22 +713,17 @@ async fn a_cancelled_order_stays_cancelled_and_only_its_own_session_at_its_price
     assert_eq!(status_of(order).await, "cancelled");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn twenty_concurrent_creates_at_the_last_free_slot_let_exactly_one_through() {
-    let b = platform().await;
-    let plan = plan(&b, "Free", 1, 1, 100_000, 1).await;
-    make_default(&b, &plan).await;
-    let creates = (0..20).map(|i| {
-        let client = b.client();
-        async move {
-            client
-                .call(
-                    "POST",
-                    "/api/console/clusters",
-                    Some(create_body(&format!("race-{i}"), 100)),
-                )
-                .await
-        }
+/// One cluster create by each client, all at once: how many were accepted,
+/// and how many refused at the plan's limit.
+async fn creates_at_once(clients: impl Iterator<Item = Client>) -> (usize, usize) {
+    let creates = clients.enumerate().map(|(i, client)| async move {
+        client
+            .call(
+                "POST",
+                "/api/console/clusters",
+                Some(create_body(&format!("race-{i}"), 100)),
+            )
+            .await
     });
     let answers = futures_util::future::join_all(creates).await;
     let accepted = answers
@@ -717,7 +734,16 @@ async fn twenty_concurrent_creates_at_the_last_free_slot_let_exactly_one_through
         .iter()
         .filter(|(s, body)| *s == StatusCode::FORBIDDEN && body["code"] == "plan_limit_exceeded")
         .count();
-    assert_eq!((accepted, refused), (1, 19), "{answers:?}");
+    assert_eq!(accepted + refused, answers.len(), "{answers:?}");
+    (accepted, refused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_creates_at_the_last_free_slot_let_exactly_one_through() {
+    let b = platform().await;
+    let plan = plan(&b, "Free", 1, 1, 100_000, 1).await;
+    make_default(&b, &plan).await;
+    assert_eq!(creates_at_once((0..20).map(|_| b.client())).await, (1, 19));
     assert_eq!(b.count("clusters").await, 1);
 }
 
@@ -951,5 +977,222 @@ async fn a_join_past_the_plan_is_refused_with_a_message_the_script_prints() {
             &serde_json::json!(1),
             &serde_json::json!(1)
         )
+    );
+}
+
+/// A shared organization named Acme: the development user its owner, and
+/// four more members (an admin and three members).
+async fn acme(b: &TestApp) -> (Uuid, Vec<(Uuid, &'static str)>) {
+    let organization: Uuid =
+        sqlx::query_scalar("INSERT INTO organizations (name) VALUES ('Acme') RETURNING id")
+            .fetch_one(&b.db.pool)
+            .await
+            .unwrap();
+    let mut members = vec![(b.development_user(), "owner")];
+    for (i, role) in ["admin", "member", "member", "member"]
+        .into_iter()
+        .enumerate()
+    {
+        let user: Uuid = sqlx::query_scalar(
+            "INSERT INTO users (email, display_name, role, email_verified_at)
+             VALUES ($1, 'Member', 'user', now()) RETURNING id",
+        )
+        .bind(format!("m{i}@acme.example"))
+        .fetch_one(&b.db.pool)
+        .await
+        .unwrap();
+        members.push((user, role));
+    }
+    for (user, role) in &members {
+        sqlx::query(
+            "INSERT INTO organization_members (organization_id, user_id, role) VALUES ($1, $2, $3)",
+        )
+        .bind(organization)
+        .bind(user)
+        .bind(role)
+        .execute(&b.db.pool)
+        .await
+        .unwrap();
+    }
+    (organization, members)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_organizations_plan_counts_every_members_clusters_and_only_its_owners_pay() {
+    let b = platform().await;
+    let free = plan(&b, "Free", 1, 1, 100_000, 1).await;
+    make_default(&b, &free).await;
+    let pro = plan(&b, "Pro", 5, 10, 32000, 10).await;
+    let (acme, members) = acme(&b).await;
+    let as_member = |user: Uuid| {
+        b.client_as(user)
+            .header("kubebyon-organization", acme.to_string())
+    };
+
+    // Five members, four creates each, at the organization's one free slot:
+    // exactly one cluster, whoever asked.
+    let clients = members
+        .iter()
+        .flat_map(|(user, _)| (0..4).map(move |_| as_member(*user)));
+    assert_eq!(creates_at_once(clients).await, (1, 19));
+    let in_acme: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM clusters WHERE organization_id = $1")
+            .bind(acme)
+            .fetch_one(&b.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(in_acme, 1);
+    // The refusals told the organization's owner (who chooses its plan),
+    // once, naming it; the members who were refused chose nothing.
+    let told: Vec<(Uuid, serde_json::Value)> = sqlx::query_as(
+        "SELECT user_id, payload FROM notification_outbox WHERE kind = 'plan_limit_reached'",
+    )
+    .fetch_all(&b.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].0, b.development_user());
+    assert_eq!(
+        (
+            told[0].1["organization"].as_str(),
+            told[0].1["resource"].as_str()
+        ),
+        (Some("Acme"), Some("clusters"))
+    );
+    // A member's personal organization has its own plan and its own slot.
+    let (member, _) = members[2];
+    let (status, body) = b
+        .client_as(member)
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(create_body("mine", 100)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+
+    // Every member reads the organization's plan and usage.
+    let (status, seen) = as_member(member)
+        .call("GET", "/api/console/account/entitlements", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{seen}");
+    assert_eq!(
+        (
+            seen["plan"]["name"].as_str(),
+            seen["usage"]["clusters"].as_i64()
+        ),
+        (Some("Free"), Some(1))
+    );
+
+    // Owners and admins read its orders; members do not; only owners pay.
+    let (admin, _) = members[1];
+    let (status, orders) = as_member(admin)
+        .call("GET", "/api/console/billing/orders", None)
+        .await;
+    assert_eq!((status, orders), (StatusCode::OK, serde_json::json!([])));
+    let (status, body) = as_member(member)
+        .call("GET", "/api/console/billing/orders", None)
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden"))
+    );
+    let buy = serde_json::json!({ "plan_id": pro });
+    let (status, body) = as_member(admin)
+        .call("POST", "/api/console/billing/orders", Some(buy.clone()))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden")),
+        "{body}"
+    );
+    assert!(b.stripe().customer_requests().is_empty());
+    let (status, checkout) = as_member(b.development_user())
+        .call("POST", "/api/console/billing/orders", Some(buy.clone()))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{checkout}");
+    let order = checkout["order"]["id"].as_str().unwrap().to_string();
+    let session = checkout["order"]["stripe_checkout_session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(checkout["order"]["organization_id"], acme.to_string());
+    assert_eq!(
+        checkout["order"]["user_id"],
+        b.development_user().to_string()
+    );
+    // The organization is the Stripe customer, named after it.
+    let customer = b.stripe().customer_requests();
+    assert_eq!(customer.len(), 1);
+    assert_eq!(customer[0].field("name"), Some("Acme"));
+    assert_eq!(
+        b.stripe().requests().last().unwrap().field("customer"),
+        Some(b.stripe().customers()[0].as_str())
+    );
+    // The admin sees the order now; another organization's member does not,
+    // even by its id.
+    let (status, seen) = as_member(admin)
+        .call("GET", &format!("/api/console/billing/orders/{order}"), None)
+        .await;
+    assert_eq!(
+        (status, seen["id"].as_str()),
+        (StatusCode::OK, Some(order.as_str()))
+    );
+    let (status, _) = b
+        .client_as(member)
+        .call("GET", &format!("/api/console/billing/orders/{order}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Paid: the organization's plan is Pro, for every member's creates; the
+    // owner's personal organization keeps the default plan.
+    let now = chrono::Utc::now().timestamp();
+    let paid = event(
+        "evt_1AcmePaid",
+        "checkout.session.completed",
+        &order,
+        &session,
+    );
+    let (status, receipt) =
+        deliver(&b, &paid, &stripe_header(&paid, STRIPE_WEBHOOK_SECRET, now)).await;
+    assert_eq!(
+        (status, receipt["outcome"].as_str()),
+        (StatusCode::OK, Some("applied"))
+    );
+    let (status, body) = as_member(member)
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(create_body("after-pro", 100)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let personal = entitlements(&b).await;
+    assert_eq!(personal["plan"]["name"], "Free");
+    // A second organization of the same owner is a second customer.
+    let (status, checkout) = b
+        .call("POST", "/api/console/billing/orders", Some(buy))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{checkout}");
+    assert_eq!(b.stripe().customers().len(), 2);
+    assert_ne!(checkout["order"]["organization_id"], acme.to_string());
+    // An admin reads the billing events in the organization's activity.
+    let (status, activity) = as_member(admin)
+        .call(
+            "GET",
+            &format!("/api/console/organizations/{acme}/activity"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{activity}");
+    let actions: Vec<&str> = activity
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert!(
+        actions.contains(&"billing.order.create") && actions.contains(&"billing.order.paid"),
+        "{actions:?}"
     );
 }

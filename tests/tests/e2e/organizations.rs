@@ -321,7 +321,8 @@ async fn existing_users_and_clusters_migrate_into_personal_organizations() {
             .await
             .unwrap_or_else(|err| panic!("{}: {err}", file.display()));
     }
-    // 300 users, 900 clusters (a deleted one among each user's three).
+    // 300 users, 900 clusters (a deleted one among each user's three), a
+    // paid order each and a pending one for every third user.
     sqlx::raw_sql(
         "INSERT INTO users (email, display_name)
              SELECT 'user' || n || '@example.com', 'User ' || n FROM generate_series(1, 300) n;
@@ -333,17 +334,26 @@ async fn existing_users_and_clusters_migrate_into_personal_organizations() {
                     1000, 1024, 500, 1024, 'nodeport',
                     CASE WHEN k = 3 THEN 'deleted' ELSE 'ready' END,
                     CASE WHEN k = 3 THEN now() END
-             FROM users u, generate_series(1, 3) k;",
+             FROM users u, generate_series(1, 3) k;
+         INSERT INTO plans (name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
+                            max_hostnames, price_minor_units, currency)
+             VALUES ('Pro', 7, 10, 64000, 65536, 5, 1900, 'usd');
+         INSERT INTO orders (user_id, plan_id, status, amount, currency, paid_at)
+             SELECT u.id, p.id, 'paid', 1900, 'usd', now() FROM users u, plans p;
+         INSERT INTO orders (user_id, plan_id, status, amount, currency)
+             SELECT u.id, p.id, 'pending', 1900, 'usd' FROM users u, plans p
+             WHERE substring(u.email from '[0-9]+')::int % 3 = 0;",
     )
     .execute(&db.pool)
     .await
     .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(
-        std::fs::read_to_string(&files[at]).unwrap(),
-    ))
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    // This migration and every one after it, as a deploy runs them.
+    for file in &files[at..] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(std::fs::read_to_string(file).unwrap()))
+            .execute(&db.pool)
+            .await
+            .unwrap_or_else(|err| panic!("{}: {err}", file.display()));
+    }
 
     let (users, personal, owners, clusters, misplaced): (i64, i64, i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM users),
@@ -361,6 +371,38 @@ async fn existing_users_and_clusters_migrate_into_personal_organizations() {
         (users, personal, owners, clusters, misplaced),
         (300, 300, 300, 900, 0)
     );
+    // Orders move with their users' clusters: each user's plan reads as
+    // before, in their personal organisation.
+    let (orders, pending, misplaced): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM orders),
+                (SELECT count(*) FROM orders WHERE status = 'pending'),
+                (SELECT count(*) FROM orders x JOIN organizations o ON o.id = x.organization_id
+                  WHERE o.personal_user_id IS DISTINCT FROM x.user_id)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((orders, pending, misplaced), (400, 100, 0));
+    let first: Uuid = sqlx::query_scalar(
+        "SELECT o.id FROM organizations o JOIN users u ON u.id = o.personal_user_id
+         WHERE u.email = 'user1@example.com'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let entitlement = shared::billing::entitlements::read(&mut conn, first)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            entitlement.plan.map(|p| p.name),
+            entitlement.limits.map(|l| l.clusters),
+            entitlement.usage.clusters
+        ),
+        (Some("Pro".to_string()), Some(7), 2)
+    );
+    drop(conn);
 
     // Code that predates organisations still works: a user it inserts gets
     // a personal organisation, a cluster it inserts lands in it.
@@ -389,6 +431,15 @@ async fn existing_users_and_clusters_migrate_into_personal_organizations() {
             .await
             .unwrap();
     assert_eq!(personal, Some(organization));
+    let placed: Uuid = sqlx::query_scalar(
+        "INSERT INTO orders (user_id, plan_id, amount, currency)
+             SELECT $1, id, 1900, 'usd' FROM plans RETURNING organization_id",
+    )
+    .bind(user)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(Some(placed), personal);
 }
 
 async fn role_in(app: &TestApp, organization: Uuid, user: Uuid) -> Option<String> {
@@ -1078,4 +1129,214 @@ async fn an_organization_sends_at_most_fifty_invitations_an_hour() {
     );
     assert_eq!(statuses[50], StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(app.count("organization_invitations").await, 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_organizations_api_key_acts_in_it_alone_with_its_role_and_outlives_its_maker() {
+    let app = TestApp::builder("organization-keys")
+        .accounts()
+        .smtp()
+        .build()
+        .await;
+    const PASSWORD: &str = "correct horse battery staple";
+    let owner = app
+        .client()
+        .ip("198.51.100.7")
+        .sign_up(app.mail(), "owner@acme.example", PASSWORD)
+        .await;
+    let admin = app
+        .client()
+        .ip("198.51.100.8")
+        .sign_up(app.mail(), "admin@acme.example", PASSWORD)
+        .await;
+    let (_, acme) = owner
+        .call(
+            "POST",
+            "/api/console/organizations",
+            Some(json!({ "name": "Acme" })),
+        )
+        .await;
+    let acme: Uuid = acme["id"].as_str().unwrap().parse().unwrap();
+    let admin_id: Uuid =
+        sqlx::query_scalar("SELECT id FROM users WHERE email = 'admin@acme.example'")
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    sqlx::query("INSERT INTO organization_members (organization_id, user_id, role) VALUES ($1, $2, 'admin')")
+        .bind(acme)
+        .bind(admin_id)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let keys = format!("/api/console/organizations/{acme}/api-keys");
+
+    // Made by an admin from a session with the password asked again; never
+    // an owner's key.
+    let (status, body) = admin
+        .call(
+            "POST",
+            &keys,
+            Some(json!({ "name": "ci", "role": "owner", "password": PASSWORD })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) = admin
+        .call(
+            "POST",
+            &keys,
+            Some(json!({ "name": "ci", "role": "member", "password": "wrong" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, made) = admin
+        .call(
+            "POST",
+            &keys,
+            Some(json!({ "name": "ci", "role": "member", "password": PASSWORD })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let key = app.client().bearer(made["key"].as_str().unwrap());
+    assert_eq!(made["api_key"]["role"], "member");
+    assert_eq!(made["api_key"]["created_by_email"], "admin@acme.example");
+    // A key cannot make keys, even of its own organization.
+    let (status, _) = key
+        .call(
+            "POST",
+            &keys,
+            Some(json!({ "name": "more", "role": "member" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // It acts in its organization without a header.
+    let (status, created) = key
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(cluster_body("built-by-ci")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{created}");
+    assert_eq!(created["cluster"]["organization_id"], acme.to_string());
+    let (_, listed) = key.call("GET", "/api/console/clusters", None).await;
+    assert_eq!(
+        listed["items"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    // And nowhere else: not in its maker's or anyone's personal
+    // organization, by id or by header.
+    let (status, personal) = owner
+        .call("POST", "/api/console/clusters", Some(cluster_body("mine")))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{personal}");
+    let personal_cluster = personal["cluster"]["id"].as_str().unwrap();
+    let personal_organization = personal["cluster"]["organization_id"].as_str().unwrap();
+    let (status, _) = key
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{personal_cluster}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = key
+        .clone()
+        .header("kubebyon-organization", personal_organization)
+        .call("GET", "/api/console/clusters", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Its role is a member's: no deleting clusters, no reading orders.
+    let acme_cluster = created["cluster"]["id"].as_str().unwrap();
+    let (status, body) = key
+        .call(
+            "DELETE",
+            &format!("/api/console/clusters/{acme_cluster}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden"))
+    );
+    let (status, _) = key.call("GET", "/api/console/billing/orders", None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // Nothing of its maker's account or of the organization's people.
+    for path in [
+        "/api/console/account/activity",
+        "/api/console/account/sessions",
+        "/api/console/account/api-keys",
+        "/api/console/organizations",
+        &format!("/api/console/organizations/{acme}/members"),
+    ] {
+        let (status, body) = key.call("GET", path, None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {body}");
+    }
+    // The maker's own keys are theirs alone: the organization's is not among them.
+    let (_, personal_keys) = admin
+        .call("GET", "/api/console/account/api-keys", None)
+        .await;
+    assert_eq!(personal_keys, json!([]));
+
+    // The maker leaves: the key, the organization's, goes on.
+    let (status, _) = owner
+        .call(
+            "DELETE",
+            &format!("/api/console/organizations/{acme}/members/{admin_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = key.call("GET", "/api/console/clusters", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = admin.call("GET", &keys, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Its owners see who made it and revoke it: it stops at once.
+    let (_, listed) = owner.call("GET", &keys, None).await;
+    assert_eq!(
+        listed[0]["created_by_email"], "admin@acme.example",
+        "{listed}"
+    );
+    let key_id = listed[0]["id"].as_str().unwrap();
+    let (status, revoked) = owner
+        .call("DELETE", &format!("{keys}/{key_id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{revoked}");
+    assert!(revoked["revoked_at"].is_string());
+    let (status, _) = key.call("GET", "/api/console/clusters", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // A viewer's key reads and writes nothing.
+    let (status, made) = owner
+        .call(
+            "POST",
+            &keys,
+            Some(json!({ "name": "dashboards", "role": "viewer", "password": PASSWORD })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let viewer = app.client().bearer(made["key"].as_str().unwrap());
+    let (status, _) = viewer.call("GET", "/api/console/clusters", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = viewer
+        .call("POST", "/api/console/clusters", Some(cluster_body("no")))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let actions: Vec<String> = sqlx::query_scalar(
+        "SELECT action FROM audit_events WHERE target_id = $1 AND action LIKE 'organization.api_key%'
+         ORDER BY id",
+    )
+    .bind(acme.to_string())
+    .fetch_all(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        actions,
+        [
+            "organization.api_key_created",
+            "organization.api_key_revoked",
+            "organization.api_key_created"
+        ]
+    );
 }

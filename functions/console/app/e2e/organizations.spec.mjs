@@ -1,5 +1,6 @@
 // An organization shared, in JOURNEY_LANGUAGE, all in the console: its owner makes
-// it, works in it, creates a cluster in it and invites someone (the link
+// it, works in it (the header's switcher and the billing page say so),
+// creates a cluster in it and invites someone (the link
 // shown once and mailed); the invitee, signed out, opens the mailed link,
 // signs up and confirms, comes back to it, accepts, opens the shared
 // cluster and uses a kubeconfig of their own with kubectl; the owner
@@ -38,6 +39,12 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   await page.getByRole("button", { name: T("organizations.create") }).click();
   await page.getByRole("heading", { name: T("organizations.members_of", { name: "Acme" }) }).waitFor();
   await page.locator("tr", { hasText: "Acme" }).getByText(T("organizations.working_here")).waitFor();
+  // Every page's header says which organization the tab works in, and its
+  // plan is Acme's.
+  const switcher = page.getByLabel(T("nav.organization"));
+  assert.equal((await switcher.locator("option:checked").innerText()).trim(), "Acme");
+  await page.getByRole("link", { name: T("nav.billing") }).click();
+  await page.getByRole("heading", { name: T("billing.for", { name: "Acme" }) }).waitFor();
   // Working in Acme: the cluster made now is the organization's.
   await page.getByRole("link", { name: T("nav.clusters") }).click();
   await page.getByText(T("clusters.empty")).waitFor();
@@ -98,7 +105,9 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   await ownerPage.locator("form").getByRole("button", { name: T("auth.sign_in") }).click();
   await ownerPage.waitForURL(/\/clusters$/);
   await ownerPage.goto(`${BASE}/organizations`);
-  await ownerPage.getByRole("button", { name: T("organizations.work_here", { name: "Acme" }) }).click();
+  // A new tab works in the personal organization until the header's
+  // switcher says otherwise.
+  await ownerPage.getByLabel(T("nav.organization")).selectOption({ label: "Acme" });
   const row = ownerPage.locator(`tr[data-email="${invitee}"]`);
   await row.getByLabel(T("organizations.role_of", { email: invitee })).waitFor();
   await row.getByRole("button", { name: T("organizations.remove", { email: invitee }) }).click();

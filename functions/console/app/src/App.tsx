@@ -3,6 +3,7 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ApiError } from "./api/client";
 import { LANGUAGES, setLanguage, type Language } from "./i18n";
+import { useChooseOrganization, useWorkingOrganization } from "./organization";
 import { PAGES, PUBLIC_PAGES } from "./pageTable";
 import { Link, match, navigate, useLocation } from "./router";
 import { arrived, keepReturn, returnPath, useMe, type User } from "./session";
@@ -92,6 +93,7 @@ function Shell({ user, children }: { user: User | null; children: React.ReactNod
           </nav>
         )}
         <div className="spacer" />
+        {user && <OrganizationSwitcher />}
         <label className="language">
           <span className="sr-only">{t("nav.language")}</span>
           <select value={i18n.language} onChange={(e) => setLanguage(e.target.value as Language)}>
@@ -113,5 +115,26 @@ function Shell({ user, children }: { user: User | null; children: React.ReactNod
       </header>
       <main id="main">{children}</main>
     </>
+  );
+}
+
+/// The organization this tab works in, on every page: lists, creates and
+/// billing act in it.
+function OrganizationSwitcher() {
+  const { t } = useTranslation();
+  const { list, here } = useWorkingOrganization();
+  const choose = useChooseOrganization();
+  if (list.length < 2 || !here) return null;
+  return (
+    <label className="organization">
+      <span className="sr-only">{t("nav.organization")}</span>
+      <select value={here.id} onChange={(e) => choose(list.find((o) => o.id === e.target.value) ?? null)}>
+        {list.map((o) => (
+          <option key={o.id} value={o.id}>
+            {o.personal ? t("nav.personal_organization") : o.name}
+          </option>
+        ))}
+      </select>
+    </label>
   );
 }

@@ -6,6 +6,7 @@
 export const keys = {
   me: () => ["me"] as const,
   loginOptions: () => ["login-options"] as const,
+  organizations: () => ["organizations"] as const,
 
   clusters: () => ["clusters"] as const,
   cluster: (id: string) => ["cluster", id] as const,

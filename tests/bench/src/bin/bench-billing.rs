@@ -2,7 +2,7 @@
 //! - `notify` delivering N queued webhooks (default 10,000) to a receiver on
 //!   loopback that answers 204 at once: deliveries per second, and every one
 //!   received exactly once;
-//! - the entitlement check of a cluster create (the user's lock, their usage,
+//! - the entitlement check of a cluster create (the organization's lock, its usage,
 //!   the comparison) in its own transaction, beside the whole create through
 //!   the `api-clusters` router, for a user who already has `--clusters`
 //!   clusters (default 100): p50/p99 of each over `--creates` runs.
@@ -161,11 +161,16 @@ async fn entitlement_check(clusters: i64, creates: i64) -> anyhow::Result<serde_
         memory_mib: 128,
         ..Amounts::default()
     };
+    let organization = shared::organizations::personal(pool, user)
+        .await?
+        .context("the user's personal organization")?;
     let mut check = Vec::new();
     for _ in 0..creates {
         let started = Instant::now();
         let mut tx = pool.begin().await?;
-        let entitlement = entitlements::lock(&mut tx, user).await?.context("user")?;
+        let entitlement = entitlements::lock(&mut tx, organization)
+            .await?
+            .context("organization")?;
         anyhow::ensure!(entitlement.exceeded(&one, "u").is_none());
         tx.rollback().await?;
         check.push(started.elapsed().as_secs_f64() * 1000.0);

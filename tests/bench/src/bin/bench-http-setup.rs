@@ -20,6 +20,7 @@ async fn main() -> anyhow::Result<()> {
         &pool,
         &shared::accounts::NewApiKey {
             user_id,
+            organization: None,
             name: "benchmark",
             prefix: &prefix,
             token_hash: &auth::hash_secret(&key),

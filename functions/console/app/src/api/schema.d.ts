@@ -428,11 +428,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The caller's plan and usage
-         * @description The plan comes from the latest paid order, else the settings' default
-         *     plan; without either nothing is limited. Usage counts live clusters, their
-         *     nodes (and joins under way), the clusters' workload CPU and memory limits
-         *     summed, and hostname bindings.
+         * The organization's plan and usage
+         * @description The plan comes from the organization's latest paid order, else the
+         *     settings' default plan; without either nothing is limited. Usage counts
+         *     the organization's live clusters, their nodes (and joins under way), the
+         *     clusters' workload CPU and memory limits summed, and hostname bindings.
+         *     Every member can read it.
          */
         get: operations["entitlements"];
         put?: never;
@@ -637,7 +638,8 @@ export interface paths {
         };
         /**
          * All orders
-         * @description Newest first, filtered by user and status.
+         * @description Newest first, filtered by the user who placed them, their organization
+         *     and status.
          */
         get: operations["get_admin_orders"];
         put?: never;
@@ -659,9 +661,9 @@ export interface paths {
         put?: never;
         /**
          * Cancel an order
-         * @description A pending order, or a paid one (after a refund): the user's entitlement
-         *     falls back to their previous paid order or the default plan at once;
-         *     nothing they have is deleted. A pending order's Checkout Session is
+         * @description A pending order, or a paid one (after a refund): the organization's
+         *     entitlement falls back to its previous paid order or the default plan at
+         *     once; nothing it has is deleted. A pending order's Checkout Session is
          *     expired at Stripe first, and the cancellation is final: a payment event
          *     that arrives after it pays nothing (it is audited for a refund). Audited.
          */
@@ -799,8 +801,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The caller's orders
-         * @description Newest first.
+         * The organization's orders
+         * @description Newest first, whichever owner placed them. For owners and admins.
          */
         get: operations["get_billing_orders"];
         put?: never;
@@ -827,7 +829,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One of the caller's orders */
+        /**
+         * One of the organization's orders
+         * @description For owners and admins; an order of another organization is 404.
+         */
         get: operations["read"];
         put?: never;
         post?: never;
@@ -1443,6 +1448,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/console/organizations/{organization_id}/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's API keys
+         * @description For its owners and admins, newest first, revoked ones included.
+         */
+        get: operations["get_organizations_by_organization_id_api_keys"];
+        put?: never;
+        /**
+         * Make an API key of the organization
+         * @description For its owners and admins, from a signed-in session, with the password
+         *     asked again. The key acts in this organization alone with `role`;
+         *     leaving or being removed does not end it (revoke it here). Audited as
+         *     `organization.api_key_created`.
+         */
+        post: operations["post_organizations_by_organization_id_api_keys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/organizations/{organization_id}/api-keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key of the organization
+         * @description For its owners and admins: the key stops working at once. Revoking a
+         *     revoked key changes nothing. Audited as `organization.api_key_revoked`.
+         */
+        delete: operations["delete_organizations_by_organization_id_api_keys_by_key_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/organizations/{organization_id}/invitations": {
         parameters: {
             query?: never;
@@ -1994,6 +2047,12 @@ export interface components {
             /** @description Send it as `Authorization: Bearer <key>`; it is not shown again. */
             key: string;
         };
+        /** @description A new key of the organization: the only response that carries it. */
+        CreatedOrganizationKey: {
+            api_key: components["schemas"]["OrganizationApiKey"];
+            /** @description Send it as `Authorization: Bearer <key>`; it is not shown again. */
+            key: string;
+        };
         /** @description A created token: the only response that ever carries its plaintext. */
         CreatedToken: {
             /** @description The command to run as root on the machine that should join. */
@@ -2045,7 +2104,7 @@ export interface components {
          * @enum {string}
          */
         DnsManagementStatus: "pending" | "synced" | "error" | "resolves" | "not_resolving" | "mismatch";
-        /** @description A user's plan, its limits and their use. */
+        /** @description An organisation's plan, its limits and their use. */
         Entitlement: {
             limits?: null | components["schemas"]["Amounts"];
             /**
@@ -2211,8 +2270,7 @@ export interface components {
          */
         JoinTokenStatus: "active" | "used" | "expired" | "revoked";
         /**
-         * @description Whose live API key this is (user active), refreshing `last_used_at` at most once a minute.
-         *     What an API key lets its holder do.
+         * @description What an API key lets its holder do.
          * @enum {string}
          */
         KeyScope: "read" | "write";
@@ -2367,6 +2425,25 @@ export interface components {
              */
             name: string;
         };
+        NewOrganizationKey: {
+            /**
+             * Format: int64
+             * @description 1–365, default 90.
+             */
+            expires_in_days?: number | null;
+            /** @description 1–100 characters, not only spaces, to tell keys apart. */
+            name: string;
+            /**
+             * @description The caller's password, asked again before a key is made. An account
+             *     without one makes keys within 10 minutes of signing in instead.
+             */
+            password?: string | null;
+            /**
+             * @description `admin`, `member` or `viewer` (a viewer's key only reads); never
+             *     `owner`.
+             */
+            role: components["schemas"]["Role"];
+        };
         /** @description A node of a cluster as the console shows it. */
         Node: {
             /** Format: uuid */
@@ -2502,6 +2579,11 @@ export interface components {
             currency: string;
             /** Format: uuid */
             id: string;
+            /**
+             * Format: uuid
+             * @description The organisation the plan is for.
+             */
+            organization_id: string;
             /** Format: date-time */
             paid_at?: string | null;
             /** Format: uuid */
@@ -2510,7 +2592,10 @@ export interface components {
             status: components["schemas"]["OrderStatus"];
             stripe_checkout_session_id?: string | null;
             stripe_payment_intent_id?: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The member who placed the order.
+             */
             user_id: string;
         };
         /**
@@ -2518,6 +2603,30 @@ export interface components {
          * @enum {string}
          */
         OrderStatus: "pending" | "paid" | "cancelled";
+        /** @description An organisation's API key as its admins see it: never the key itself. */
+        OrganizationApiKey: {
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description The member who made it, and their address.
+             */
+            created_by: string;
+            created_by_email: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            last_used_at?: string | null;
+            name: string;
+            /** @description `kb_` and 8 hex digits: the start of the key, to recognise it by. */
+            prefix: string;
+            /** Format: date-time */
+            revoked_at?: string | null;
+            /** @description The role it acts with in the organisation. */
+            role: components["schemas"]["Role"];
+        };
         /** @description A plan as the back office shows it. */
         Plan: {
             /** @description Only active plans can be chosen for new orders. */
@@ -2549,7 +2658,7 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
-        /** @description A limit of the user's plan that a request would pass. */
+        /** @description A limit of the organisation's plan that a request would pass. */
         PlanLimit: {
             /**
              * Format: int64
@@ -2567,11 +2676,11 @@ export interface components {
             requested: number;
             /** @description `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib` or `hostnames`. */
             resource: string;
-            /** @description Where the user can choose a bigger plan. */
+            /** @description Where an owner can choose a bigger plan. */
             upgrade_url: string;
             /**
              * Format: int64
-             * @description What the user has now.
+             * @description What the organisation has now.
              */
             usage: number;
         };
@@ -2582,7 +2691,7 @@ export interface components {
         PlanLimitProblem: components["schemas"]["Problem"] & {
             plan_limit: components["schemas"]["PlanLimit"];
         };
-        /** @description The plan a user has. */
+        /** @description The plan an organisation has. */
         PlanRef: {
             /** Format: uuid */
             id: string;
@@ -2624,7 +2733,7 @@ export interface components {
             stripe_price_id?: string | null;
         };
         /**
-         * @description Where the plan a user has comes from.
+         * @description Where the plan an organisation has comes from.
          * @enum {string}
          */
         PlanSource: "order" | "default" | "unlimited";
@@ -4366,7 +4475,10 @@ export interface operations {
     entitlements: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The organization (its id); the caller's personal one when absent */
+                "KubeBYON-Organization"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -4381,6 +4493,24 @@ export interface operations {
                 };
             };
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller is not a member of the organization (`not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The organization header is not an id (`validation_failed`) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5046,8 +5176,10 @@ export interface operations {
     get_admin_orders: {
         parameters: {
             query?: {
-                /** @description Only this user's orders. */
+                /** @description Only the orders this user placed. */
                 user_id?: string;
+                /** @description Only this organization's orders. */
+                organization_id?: string;
                 /** @description `pending`, `paid` or `cancelled`. */
                 status?: string;
                 /** @description Orders created before this time (the last one's `created_at`). */
@@ -5849,7 +5981,10 @@ export interface operations {
                 /** @description Orders created before this time (the last one's `created_at`). */
                 before?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The organization the orders are for (its id); the caller's personal one when absent */
+                "KubeBYON-Organization"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -5873,6 +6008,24 @@ export interface operations {
                 };
             };
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the organization does not allow reading its orders (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller is not a member of the organization (`not_found`) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5904,6 +6057,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The organization the orders are for (its id); the caller's personal one when absent */
+                "KubeBYON-Organization"?: string;
                 /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
@@ -5944,6 +6099,24 @@ export interface operations {
                 };
             };
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Only the organization's owners pay (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller is not a member of the organization (`not_found`) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6010,7 +6183,10 @@ export interface operations {
     read: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The organization the orders are for (its id); the caller's personal one when absent */
+                "KubeBYON-Organization"?: string;
+            };
             path: {
                 order_id: string;
             };
@@ -6035,7 +6211,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's role in the organization does not allow reading its orders (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The organization header is not an id (`validation_failed`) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6058,6 +6252,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description The organization the orders are for (its id); the caller's personal one when absent */
+                "KubeBYON-Organization"?: string;
                 /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
                 "Idempotency-Key"?: string;
             };
@@ -6085,6 +6281,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Only the organization's owners cancel its orders (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6102,7 +6307,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description This Idempotency-Key was sent with another request (`idempotency_key_reused`) */
+            /** @description The organization header is not an id (`validation_failed`); This Idempotency-Key was sent with another request (`idempotency_key_reused`) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8515,6 +8720,248 @@ export interface operations {
             };
             /** @description ; A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_organizations_by_organization_id_api_keys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                organization_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationApiKey"][];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    post_organizations_by_organization_id_api_keys: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                organization_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewOrganizationKey"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedOrganizationKey"];
+                };
+            };
+            /** @description ; The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not from a session, a role that does not manage members, or a passwordless account's sign-in older than 10 minutes (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A bad name, role, lifetime or password (`validation_failed`); This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_organizations_by_organization_id_api_keys_by_key_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                organization_id: string;
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationApiKey"];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

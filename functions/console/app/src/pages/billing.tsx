@@ -1,10 +1,12 @@
-// The plan, what it allows and what is used, choosing a plan (Stripe
-// Checkout), and the orders.
+// The plan of the organization this tab works in, what it allows and what
+// its members use, choosing a plan (Stripe Checkout; owners), and its
+// orders (owners and admins).
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { money, number } from "../format";
 import { OrderTable } from "../components/records";
+import { useWorkingOrganization } from "../organization";
 import { Empty, ErrorNote, Loading, Page, Table } from "../ui";
 import { keys } from "../queryKeys";
 
@@ -13,6 +15,9 @@ const RESOURCES = ["clusters", "nodes", "cpu_milli_cores", "memory_mib", "hostna
 export function Billing() {
   const { t } = useTranslation();
   const client = useQueryClient();
+  const { here } = useWorkingOrganization();
+  const pays = here?.role === "owner";
+  const readsOrders = pays || here?.role === "admin";
   const entitlements = useQuery({
     queryKey: keys.entitlements(),
     queryFn: () => ok(api.GET("/api/console/account/entitlements")),
@@ -21,6 +26,7 @@ export function Billing() {
   const orders = useQuery({
     queryKey: keys.orders(),
     queryFn: () => ok(api.GET("/api/console/billing/orders", { params: { query: { limit: 50 } } })),
+    enabled: readsOrders,
   });
   const order = useMutation({
     mutationFn: (plan_id: string) => ok(api.POST("/api/console/billing/orders", { body: { plan_id } })),
@@ -35,7 +41,11 @@ export function Billing() {
   });
   const e = entitlements.data as (Schemas["EntitlementsView"] & Schemas["Entitlement"]) | undefined;
   return (
-    <Page title={t("billing.title")}>
+    <Page
+      title={
+        here ? t("billing.for", { name: here.personal ? t("billing.personal") : here.name }) : t("billing.title")
+      }
+    >
       <section className="card">
         <h2>{t("billing.plan")}</h2>
         {entitlements.isPending ? (
@@ -63,6 +73,7 @@ export function Billing() {
       <h2>{t("billing.plans")}</h2>
       <ErrorNote error={plans.error ?? order.error} />
       {plans.data && plans.data.length === 0 && <Empty>{t("billing.no_plans")}</Empty>}
+      {here && !pays && <p className="muted">{t("billing.owners_choose")}</p>}
       <div className="grid">
         {plans.data?.map((p) => (
           <article key={p.id} className="card plan" aria-label={p.name}>
@@ -75,15 +86,19 @@ export function Billing() {
               <li>{t("units.mib", { value: number(p.max_memory_mib) })}</li>
               <li>{t("billing.max_hostnames", { count: p.max_hostnames })}</li>
             </ul>
-            <button type="button" className="primary" disabled={order.isPending} onClick={() => order.mutate(p.id)}>
+            <button type="button" className="primary" disabled={!pays || order.isPending} onClick={() => order.mutate(p.id)}>
               {t("billing.choose")}
             </button>
           </article>
         ))}
       </div>
-      <h2>{t("billing.orders")}</h2>
-      <ErrorNote error={orders.error ?? cancel.error} />
-      {orders.data && <OrderTable orders={orders.data} onCancel={(id) => cancel.mutate(id)} />}
+      {readsOrders && (
+        <>
+          <h2>{t("billing.orders")}</h2>
+          <ErrorNote error={orders.error ?? cancel.error} />
+          {orders.data && <OrderTable orders={orders.data} onCancel={pays ? (id) => cancel.mutate(id) : undefined} />}
+        </>
+      )}
     </Page>
   );
 }

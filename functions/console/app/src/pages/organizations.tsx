@@ -2,11 +2,13 @@
 // in (its clusters are the ones listed and created), a new shared one; and
 // for the organization worked in, its members (roles, removal, leaving)
 // and invitations (sent, with their link shown once; revoked).
-import { useState, type FormEvent } from "react";
+import { type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
-import { api, ok, workIn, workingIn, type Schemas } from "../api/client";
+import { api, ok, type Schemas } from "../api/client";
+import { useChooseOrganization, useWorkingOrganization, type Membership } from "../organization";
 import type { PageProps } from "../page";
+import { keys } from "../queryKeys";
 import { Copy, Empty, ErrorNote, Field, Loading, Page, Table, Time, formValue } from "../ui";
 import type catalog from "./organizations.en.json";
 
@@ -15,34 +17,22 @@ declare module "../i18n" {
   interface PageCatalogs extends OrganizationsCatalog {}
 }
 
-type Membership = Schemas["Membership"];
 type Role = Schemas["Role"];
 const ROLES: Role[] = ["owner", "admin", "member", "viewer"];
 
 /// The keys of this page's queries (src/queryKeys.ts has the console's own).
 const organizationKeys = {
-  mine: () => ["organizations"] as const,
   members: (id: string) => ["organizations", id, "members"] as const,
   invitations: (id: string) => ["organizations", id, "invitations"] as const,
 };
 
 export function Organizations({ user }: PageProps) {
   const { t } = useTranslation();
-  const queries = useQueryClient();
-  const mine = useQuery({
-    queryKey: organizationKeys.mine(),
-    queryFn: () => ok(api.GET("/api/console/organizations")),
-  });
-  const [current, setCurrent] = useState(workingIn);
-  const choose = (id: string | null) => {
-    workIn(id);
-    setCurrent(id);
-    // Every list read so far was another organization's.
-    void queries.invalidateQueries();
-  };
+  const { mine, list, here } = useWorkingOrganization();
+  const choose = useChooseOrganization();
   const create = useMutation({
     mutationFn: (name: string) => ok(api.POST("/api/console/organizations", { body: { name } })),
-    onSuccess: (made) => choose(made.id),
+    onSuccess: (made) => choose(made),
   });
   const submit = (event: FormEvent<HTMLFormElement>) => {
     event.preventDefault();
@@ -50,9 +40,6 @@ export function Organizations({ user }: PageProps) {
   };
   if (mine.isPending) return <Loading />;
   if (mine.error) return <ErrorNote error={mine.error} />;
-  const list = mine.data;
-  // A choice this reader can no longer make (they left, or were removed).
-  const here = list.find((o) => o.id === current) ?? list.find((o) => o.personal) ?? list[0];
   const working = (o: Membership) => o.id === here?.id;
   return (
     <Page title={t("organizations.title")}>
@@ -67,7 +54,7 @@ export function Organizations({ user }: PageProps) {
               {working(o) ? (
                 <span className="badge">{t("organizations.working_here")}</span>
               ) : (
-                <button type="button" onClick={() => choose(o.personal ? null : o.id)}>
+                <button type="button" onClick={() => choose(o)}>
                   {t("organizations.work_here", { name: o.personal ? t("organizations.personal") : o.name })}
                 </button>
               )}
@@ -98,7 +85,7 @@ function Members({ organization, me, onLeft }: { organization: Membership; me: s
     queryKey: organizationKeys.members(id),
     queryFn: () => ok(api.GET("/api/console/organizations/{organization_id}/members", { params: { path: { organization_id: id } } })),
   });
-  const refresh = () => queries.invalidateQueries({ queryKey: organizationKeys.mine() });
+  const refresh = () => queries.invalidateQueries({ queryKey: keys.organizations() });
   const setRole = useMutation({
     mutationFn: ({ user, role }: { user: string; role: Role }) =>
       ok(
