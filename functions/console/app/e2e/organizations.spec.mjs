@@ -41,7 +41,7 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   await page.locator("tr", { hasText: "Acme" }).getByText(T("organizations.working_here")).waitFor();
   // Every page's header says which organization the tab works in, and its
   // plan is Acme's.
-  const switcher = page.getByLabel(T("nav.organization"));
+  const switcher = page.getByLabel(T("nav.organization"), { exact: true });
   assert.equal((await switcher.locator("option:checked").innerText()).trim(), "Acme");
   await page.getByRole("link", { name: T("nav.billing") }).click();
   await page.getByRole("heading", { name: T("billing.for", { name: "Acme" }) }).waitFor();
@@ -58,6 +58,9 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   await page.getByRole("button", { name: T("organizations.invite"), exact: true }).click();
   const shown = (await page.getByLabel(T("organizations.invitation_link")).innerText()).trim();
   await page.locator("td", { hasText: invitee }).waitFor();
+  // The organization's activity names who invited whom, for its admins.
+  const invited = page.locator("tr", { has: page.locator("code", { hasText: "organization.member_invited" }) });
+  await invited.getByText(owner).waitFor();
   await check("organization-members");
   const link = await mailedLink(invitee);
   assert.equal(link, shown, "the mail carries the link the page showed once");
@@ -107,7 +110,7 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   await ownerPage.goto(`${BASE}/organizations`);
   // A new tab works in the personal organization until the header's
   // switcher says otherwise.
-  await ownerPage.getByLabel(T("nav.organization")).selectOption({ label: "Acme" });
+  await ownerPage.getByLabel(T("nav.organization"), { exact: true }).selectOption({ label: "Acme" });
   const row = ownerPage.locator(`tr[data-email="${invitee}"]`);
   await row.getByLabel(T("organizations.role_of", { email: invitee })).waitFor();
   await row.getByRole("button", { name: T("organizations.remove", { email: invitee }) }).click();

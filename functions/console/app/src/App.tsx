@@ -126,15 +126,17 @@ function OrganizationSwitcher() {
   const choose = useChooseOrganization();
   if (list.length < 2 || !here) return null;
   return (
-    <label className="organization">
-      <span className="sr-only">{t("nav.organization")}</span>
-      <select value={here.id} onChange={(e) => choose(list.find((o) => o.id === e.target.value) ?? null)}>
-        {list.map((o) => (
-          <option key={o.id} value={o.id}>
-            {o.personal ? t("nav.personal_organization") : o.name}
-          </option>
-        ))}
-      </select>
-    </label>
+    <select
+      className="organization"
+      aria-label={t("nav.organization")}
+      value={here.id}
+      onChange={(e) => choose(list.find((o) => o.id === e.target.value) ?? null)}
+    >
+      {list.map((o) => (
+        <option key={o.id} value={o.id}>
+          {o.personal ? t("nav.personal_organization") : o.name}
+        </option>
+      ))}
+    </select>
   );
 }

@@ -59,7 +59,9 @@ export function JobTable({
   );
 }
 
-export function AuditTable({ records }: { records: Schemas["AuditRecord"][] }) {
+/// Audit events; `people` names the actors it knows (user id → address),
+/// the others are shown by their kind.
+export function AuditTable({ records, people }: { records: Schemas["AuditRecord"][]; people?: Map<string, string> }) {
   const { t } = useTranslation();
   if (records.length === 0) return <Empty>{t("activity.empty")}</Empty>;
   return (
@@ -75,7 +77,7 @@ export function AuditTable({ records }: { records: Schemas["AuditRecord"][] }) {
             <td>
               {r.target_kind ?? ""} {r.target_id ? <code>{r.target_id}</code> : null}
             </td>
-            <td>{r.actor_kind}</td>
+            <td>{(r.actor_user_id && people?.get(r.actor_user_id)) ?? r.actor_kind}</td>
             <td>{r.ip ?? "—"}</td>
           </tr>
         ))}

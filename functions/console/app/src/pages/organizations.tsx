@@ -9,6 +9,7 @@ import { api, ok, type Schemas } from "../api/client";
 import { useChooseOrganization, useWorkingOrganization, type Membership } from "../organization";
 import type { PageProps } from "../page";
 import { keys } from "../queryKeys";
+import { AuditTable } from "../components/records";
 import { Copy, Empty, ErrorNote, Field, Loading, Page, Table, Time, formValue } from "../ui";
 import type catalog from "./organizations.en.json";
 
@@ -22,8 +23,11 @@ const ROLES: Role[] = ["owner", "admin", "member", "viewer"];
 
 /// The keys of this page's queries (src/queryKeys.ts has the console's own).
 const organizationKeys = {
+  /// Everything read of one organization: what a change invalidates.
+  one: (id: string) => ["organizations", id] as const,
   members: (id: string) => ["organizations", id, "members"] as const,
   invitations: (id: string) => ["organizations", id, "invitations"] as const,
+  activity: (id: string) => ["organizations", id, "activity"] as const,
 };
 
 export function Organizations({ user }: PageProps) {
@@ -159,6 +163,9 @@ function Members({ organization, me, onLeft }: { organization: Membership; me: s
       )}
       <ErrorNote error={setRole.error ?? remove.error} />
       {manages && <Invitations organization={id} />}
+      {manages && members.data && (
+        <Activity organization={id} people={new Map(members.data.map((m) => [m.user_id, m.email]))} />
+      )}
     </section>
   );
 }
@@ -171,7 +178,8 @@ function Invitations({ organization }: { organization: string }) {
     queryKey: organizationKeys.invitations(organization),
     queryFn: () => ok(api.GET("/api/console/organizations/{organization_id}/invitations", { params: { path } })),
   });
-  const refresh = () => queries.invalidateQueries({ queryKey: organizationKeys.invitations(organization) });
+  // An invitation sent or revoked shows in the activity too.
+  const refresh = () => queries.invalidateQueries({ queryKey: organizationKeys.one(organization) });
   const invite = useMutation({
     mutationFn: (body: { email: string; role: Role }) =>
       ok(api.POST("/api/console/organizations/{organization_id}/invitations", { params: { path }, body })),
@@ -244,5 +252,32 @@ function Invitations({ organization }: { organization: string }) {
       )}
       <ErrorNote error={revoke.error} />
     </>
+  );
+}
+
+/// What happened in the organization and its clusters, newest first: for its
+/// owners and admins.
+function Activity({ organization, people }: { organization: string; people: Map<string, string> }) {
+  const { t } = useTranslation();
+  const activity = useQuery({
+    queryKey: organizationKeys.activity(organization),
+    queryFn: () =>
+      ok(
+        api.GET("/api/console/organizations/{organization_id}/activity", {
+          params: { path: { organization_id: organization }, query: { limit: 100 } },
+        }),
+      ),
+  });
+  return (
+    <section>
+      <h2>{t("organizations.activity")}</h2>
+      {activity.isPending ? (
+        <Loading />
+      ) : activity.error ? (
+        <ErrorNote error={activity.error} />
+      ) : (
+        <AuditTable records={activity.data} people={people} />
+      )}
+    </section>
   );
 }
