@@ -87,7 +87,9 @@ pub async fn serve_metrics(
         .await
         .with_context(|| format!("cannot listen on port {port} (METRICS_PORT)"))?;
     tracing::info!(addr = %listener.local_addr()?, "serving /metrics");
-    let router = Router::new().route(
+    // `/livez`, the liveness probe's, reads nothing: a process whose database
+    // is slow is alive (`/metrics` waits for the job backlog's query).
+    let router = Router::new().route("/livez", get(|| async { "ok" })).route(
         "/metrics",
         get(move || {
             let pool = pool.clone();

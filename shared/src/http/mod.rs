@@ -25,11 +25,18 @@ use axum::{
 
 /// Wraps a function's routes with one span per request, and adds the health
 /// routes outside it: probes come every few seconds and would only fill the
-/// logs (and cost a span each). Around everything: an `x-request-id` (the
-/// caller's, or a new UUID) echoed on the answer, the security headers, a
-/// bound on requests in flight (past it, 503 at once rather than a queue) and
-/// a time limit. API answers are never cached (they carry sessions' data,
-/// kubeconfigs, one-time secrets) unless a handler says otherwise.
+/// logs (and cost a span each). Around everything but `/livez`: an
+/// `x-request-id` (the caller's, or a new UUID) echoed on the answer, the
+/// security headers, a bound on requests in flight (past it, 503 at once
+/// rather than a queue) and a time limit. API answers are never cached (they
+/// carry sessions' data, kubeconfigs, one-time secrets) unless a handler
+/// says otherwise.
+///
+/// `/livez`, the liveness probe's, sits outside all of it and touches no
+/// database: a process whose requests fill every slot, or whose database is
+/// slow, is alive, and restarting it would only make the outage worse.
+/// `/healthz` (the same answer, inside the limits) stays for load balancers
+/// that shed with the process; `/readyz` checks the database.
 pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
     use axum::http::{HeaderName, HeaderValue, header};
     use tower::ServiceBuilder;
@@ -100,6 +107,7 @@ pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readiness))
         .layer(around)
+        .route("/livez", get(|| async { "ok" }))
         .with_state(state)
 }
 

@@ -32,6 +32,7 @@ mod outages;
 mod plans_and_connections;
 mod pool;
 mod postgres_tls;
+mod probes;
 mod quickstart;
 mod rehearsal;
 mod routing;

@@ -57,6 +57,17 @@ struct Workload {
     /// Kubernetes order: `envFrom` first, `env` over it.
     env: BTreeMap<String, String>,
     replicas: usize,
+    /// The container's HTTP probes as rendered.
+    probes: Vec<Probe>,
+}
+
+/// A probe of a container: `startupProbe`, `livenessProbe` or
+/// `readinessProbe`, its path and its port's name.
+#[derive(Debug, Clone)]
+struct Probe {
+    kind: &'static str,
+    path: String,
+    port: String,
 }
 
 /// The pod template's spec of a Deployment, Job or CronJob.
@@ -136,6 +147,17 @@ fn workloads(
                 }
             }
         }
+        // A long-running pod's liveness reads nothing (a slow database or a
+        // full pod is not a dead process): tests/e2e/probes.rs.
+        if kind == "Deployment" {
+            for probe in ["startupProbe", "livenessProbe"] {
+                assert_eq!(
+                    container[probe]["httpGet"]["path"], "/livez",
+                    "{probe} of {}",
+                    document["metadata"]["name"]
+                );
+            }
+        }
         let command = container["command"].as_array().unwrap();
         assert_eq!(command.len(), 1, "{command:?}");
         let binary = command[0]
@@ -156,6 +178,17 @@ fn workloads(
                 .collect(),
             env,
             replicas: document["spec"]["replicas"].as_u64().unwrap_or(1) as usize,
+            probes: ["startupProbe", "livenessProbe", "readinessProbe"]
+                .into_iter()
+                .filter_map(|kind| {
+                    let get = &container[kind]["httpGet"];
+                    Some(Probe {
+                        kind,
+                        path: get["path"].as_str()?.to_string(),
+                        port: get["port"].as_str()?.to_string(),
+                    })
+                })
+                .collect(),
         });
     }
     workloads
@@ -202,17 +235,37 @@ fn start(workload: &Workload, copy: usize) -> Running {
     }
 }
 
-/// Starts a copy and waits until it answers (`/readyz` on its port, else
-/// `/metrics`). The ports were free when picked, but another process of the
-/// machine may take one before the copy binds it; the copy then exits
+/// Where a copy answers one of its rendered probes, on the port the probe
+/// names.
+fn probe_url(workload: &Workload, process: &Running, probe: &Probe) -> String {
+    let port = match probe.port.as_str() {
+        "http" => process.port,
+        "metrics" => process.metrics_port,
+        other => panic!("{} probes a port it does not name: {other}", workload.name),
+    }
+    .unwrap_or_else(|| {
+        panic!(
+            "{}'s {} needs a port it does not open",
+            workload.name, probe.kind
+        )
+    });
+    format!("http://127.0.0.1:{port}{}", probe.path)
+}
+
+/// Starts a copy and waits until its rendered startup probe answers (without
+/// one: `/readyz` on its port, else `/metrics`), then checks its other
+/// probes answer too. The ports were free when picked, but another process
+/// of the machine may take one before the copy binds it; the copy then exits
 /// saying so, and is started again on other ports.
 async fn launch(workload: &Workload, copy: usize, http: &reqwest::Client) -> Running {
     for _ in 0..5 {
         let mut process = start(workload, copy);
-        let probe = match (process.port, process.metrics_port) {
-            (Some(port), _) => format!("http://127.0.0.1:{port}/readyz"),
-            (None, Some(port)) => format!("http://127.0.0.1:{port}/metrics"),
-            (None, None) => return process,
+        let startup = workload.probes.iter().find(|p| p.kind == "startupProbe");
+        let probe = match (startup, process.port, process.metrics_port) {
+            (Some(startup), _, _) => probe_url(workload, &process, startup),
+            (None, Some(port), _) => format!("http://127.0.0.1:{port}/readyz"),
+            (None, None, Some(port)) => format!("http://127.0.0.1:{port}/metrics"),
+            (None, None, None) => return process,
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
@@ -225,6 +278,16 @@ async fn launch(workload: &Workload, copy: usize, http: &reqwest::Client) -> Run
             }
             let answered = http.get(&probe).send().await;
             if answered.is_ok_and(|r| r.status().is_success()) {
+                for other in &workload.probes {
+                    let url = probe_url(workload, &process, other);
+                    let status = http.get(&url).send().await.map(|r| r.status());
+                    assert!(
+                        status.as_ref().is_ok_and(|s| s.is_success()),
+                        "{}'s {} ({url}): {status:?}",
+                        workload.name,
+                        other.kind
+                    );
+                }
                 return process;
             }
             assert!(

@@ -76,11 +76,20 @@ containers:
       - name: metrics
         containerPort: {{ $root.Values.metricsPort }}
     {{- if .probes }}
+    # /livez reads nothing and sits outside the concurrency limit: a slow
+    # database or a full pod is not a dead process (docs/runbooks/deploy.md).
+    startupProbe:
+      httpGet:
+        path: /livez
+        port: {{ if .http }}http{{ else }}metrics{{ end }}
+      periodSeconds: 2
+      failureThreshold: 30
     livenessProbe:
       httpGet:
-        path: {{ if .http }}/healthz{{ else }}/metrics{{ end }}
+        path: /livez
         port: {{ if .http }}http{{ else }}metrics{{ end }}
       periodSeconds: 10
+      timeoutSeconds: 1
       failureThreshold: 3
     {{- if .http }}
     readinessProbe:
@@ -88,6 +97,12 @@ containers:
         path: /readyz
         port: http
       periodSeconds: 5
+      timeoutSeconds: 2
+    # Endpoints stop sending before the process is told to stop.
+    lifecycle:
+      preStop:
+        sleep:
+          seconds: 5
     {{- end }}
     {{- end }}
     resources:
