@@ -28,9 +28,9 @@ use axum::{
 /// logs (and cost a span each). Around everything but `/livez`: an
 /// `x-request-id` (the caller's, or a new UUID) echoed on the answer, the
 /// security headers, a bound on requests in flight (past it, 503 at once
-/// rather than a queue) and a time limit. API answers are never cached (they
-/// carry sessions' data, kubeconfigs, one-time secrets) unless a handler
-/// says otherwise.
+/// rather than a queue), a time limit, and a handler's panic answered 500.
+/// API answers are never cached (they carry sessions' data, kubeconfigs,
+/// one-time secrets) unless a handler says otherwise.
 ///
 /// `/livez`, the liveness probe's, sits outside all of it and touches no
 /// database: a process whose requests fill every slot, or whose database is
@@ -84,7 +84,8 @@ pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             state.settings.max_concurrent_requests,
         ))
-        .timeout(state.settings.request_timeout);
+        .timeout(state.settings.request_timeout)
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked));
     routes
         .fallback(|| async { ApiError::NotFound { what: "route" } })
         .layer(axum::middleware::from_fn_with_state(
@@ -109,6 +110,17 @@ pub fn with_common_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(around)
         .route("/livez", get(|| async { "ok" }))
         .with_state(state)
+}
+
+/// A handler that panicked: logged, answered 500 `internal_error`, and the
+/// process serves on (release builds unwind: docs/decisions/2026-12-05-panics-unwind.md).
+fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|m| m.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    ApiError::Internal(anyhow::anyhow!("a handler panicked: {message}")).into_response()
 }
 
 async fn readiness(State(state): State<AppState>) -> Result<&'static str, ApiError> {

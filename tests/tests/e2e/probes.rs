@@ -6,7 +6,8 @@
 //! default concurrency limit, full), `/livez` of an HTTP function and of a
 //! job process's metrics port answers every probe within the kubelet's 1 s,
 //! while the probes they replace (`/healthz` behind the concurrency limit,
-//! `/metrics` reading the job backlog) do not.
+//! `/metrics` reading the job backlog) do not. And a handler's panic is one
+//! request's 500, not the process's end.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -179,5 +180,61 @@ async fn liveness_answers_while_postgres_is_paused_and_every_request_slot_is_tak
     );
     eprintln!(
         "{probes} liveness probes during a {PAUSE:?} pause with {HELD} requests held: all 200 within {PROBE_TIMEOUT:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_handler_that_panics_answers_500_and_the_process_serves_on() {
+    let db = tests::database::TestDb::new().await;
+    let user = shared::accounts::users::ensure_development_user(&db.pool)
+        .await
+        .unwrap();
+    let state = AppState {
+        pool: db.pool.clone(),
+        publisher: Arc::new(NoJobs),
+        settings: Arc::new(Settings::from_source(&HashMap::<&str, &str>::new()).unwrap()),
+        identity: Identity::Development(user),
+        host: None,
+    };
+    let routes = axum::Router::new()
+        .route(
+            "/api/console/boom",
+            axum::routing::get(|| async {
+                panic!("a bug in a handler");
+                #[allow(unreachable_code)]
+                ""
+            }),
+        )
+        .merge(api_clusters::router());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, with_common_layers(routes, state)).await });
+    let http = reqwest::Client::new();
+    for _ in 0..3 {
+        let answer = http
+            .get(format!("{base}/api/console/boom"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 500);
+        assert!(answer.headers().contains_key("x-request-id"));
+        let problem: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(problem["code"], "internal_error", "{problem}");
+        assert!(
+            !problem.to_string().contains("a bug in a handler"),
+            "the panic's message stays in the logs: {problem}"
+        );
+        let answer = http
+            .get(format!("{base}/api/console/clusters"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+    } // Release builds unwind too: an abort would end every request in flight.
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml")).unwrap();
+    assert!(
+        !manifest.contains("panic = \"abort\""),
+        "a profile aborts on panic"
     );
 }
