@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Checks the deployment files: the Helm chart lints, renders, and validates
 # against the Kubernetes schemas of the oldest supported (1.30) and the
-# newest release; infra/k8s/kubebyon.yaml is what the chart renders with its
-# defaults; the AWS template passes cfn-lint (which expands its SAM
+# newest release; it refuses empty or loopback public URLs and a values file
+# its schema refuses, and renders no HTTPRoute where the cluster lacks the
+# Gateway API (NOTES.txt then says what to install);
+# infra/k8s/kubebyon.yaml is what the chart renders with its defaults and
+# example public URLs; the AWS template passes cfn-lint (which expands its SAM
 # transform); yamllint (.yamllint.yaml) passes every YAML file of infra/ and
 # every rendering of the chart. With --write, regenerates infra/k8s/kubebyon.yaml instead of
 # checking it. Needs helm (target/tools/bin), kubernetes-validate and
@@ -12,11 +15,49 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/target/tools/bin:$PWD/target/test-venv/bin:$PATH"
 
 chart=infra/helm/kubebyon
-render() { helm template kubebyon "$chart" --namespace kubebyon "$@"; }
+# A cluster that serves the Gateway API, and the public URLs an operator sets.
+urls=(--set config.KUBEBYON_PUBLIC_BASE_URL=https://kubebyon.example.com
+      --set config.KUBEBYON_JOIN_BASE_URL=https://kubebyon.example.com)
+render() {
+    helm template kubebyon "$chart" --namespace kubebyon \
+        --api-versions gateway.networking.k8s.io/v1/HTTPRoute "${urls[@]}" "$@"
+}
+# Fails unless rendering with "$@" (no Gateway API, no URLs) fails saying $1.
+refused() {
+    local why=$1
+    shift
+    if out=$(helm template kubebyon "$chart" --namespace kubebyon "$@" 2>&1); then
+        echo "error: the chart renders with $*; it must refuse ($why)" >&2
+        exit 1
+    fi
+    if ! grep -q -- "$why" <<<"$out"; then
+        printf '%s\n' "$out" >&2
+        echo "error: the chart's refusal of $* does not say $why" >&2
+        exit 1
+    fi
+}
+refused "config.KUBEBYON_PUBLIC_BASE_URL is \"\": set it to the platform's public URL"
+refused 'config.KUBEBYON_JOIN_BASE_URL is "http://127.0.0.1:8080"' "${urls[@]}" \
+    --set config.KUBEBYON_JOIN_BASE_URL=http://127.0.0.1:8080
+refused 'config.KUBEBYON_PUBLIC_BASE_URL is "http://localhost"' "${urls[@]}" \
+    --set config.KUBEBYON_PUBLIC_BASE_URL=http://localhost
+refused "replicas" "${urls[@]}" --set-string 'http.api-auth.replicas=abc'
+refused "additional properties" "${urls[@]}" --set replica=3
+# Empty URLs pass only when asked for, for a trial on one machine.
+helm template kubebyon "$chart" --set allowLoopbackPublicUrls=true >/dev/null
+# Without the Gateway API: no HTTPRoute, and the notes say what to install.
+if helm template kubebyon "$chart" "${urls[@]}" | grep -q "^kind: HTTPRoute"; then
+    echo "error: the chart renders an HTTPRoute for a cluster without the Gateway API" >&2
+    exit 1
+fi
+if ! helm install kubebyon "$chart" --dry-run=client "${urls[@]}" 2>/dev/null | grep -q "NOT ROUTED"; then
+    echo "error: without the Gateway API the notes do not say the platform is not routed" >&2
+    exit 1
+fi
 
 cfn-lint infra/aws/template.yaml
 yamllint --strict infra/
-helm lint --strict "$chart" >/dev/null
+helm lint --strict "$chart" "${urls[@]}" >/dev/null
 rendered=$(mktemp)
 trap 'rm -f "$rendered"' EXIT
 # Every optional part on: KEDA, the Ingress, the in-cluster host off (a
@@ -37,8 +78,12 @@ for values in "" "--set keda.enabled=true --set ingress.enabled=true --set host.
 done
 
 {
-    echo "# Generated from infra/helm/kubebyon with its default values:"
-    echo "#   helm template kubebyon infra/helm/kubebyon --namespace kubebyon"
+    echo "# Generated from infra/helm/kubebyon with its default values, example public URLs"
+    echo "# (set yours) and a cluster that serves the Gateway API:"
+    echo "#   helm template kubebyon infra/helm/kubebyon --namespace kubebyon \\"
+    echo "#     --api-versions gateway.networking.k8s.io/v1/HTTPRoute \\"
+    echo "#     --set config.KUBEBYON_PUBLIC_BASE_URL=https://kubebyon.example.com \\"
+    echo "#     --set config.KUBEBYON_JOIN_BASE_URL=https://kubebyon.example.com"
     echo "# Regenerate with scripts/check-infra.sh --write; install with Helm to change values."
     render
 } >"$rendered"

@@ -388,6 +388,11 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     let exchange = format!("config.AMQP_EXCHANGE={}", broker.topology.exchange);
     let traces = format!("config.OTEL_EXPORTER_OTLP_ENDPOINT={collector}");
     let documents = rendered(&[
+        // Every process on this machine's loopback: the platform's own
+        // fallback addresses (localhost and each process's port).
+        "allowLoopbackPublicUrls=true",
+        "config.KUBEBYON_PUBLIC_BASE_URL=",
+        "config.KUBEBYON_JOIN_BASE_URL=",
         "host.inCluster=false",
         &format!("host.kubeconfigSecret={HOST_SECRET}"),
         &format!("existingSecret={SECRET}"),

@@ -44,13 +44,19 @@ impl PathMatch {
     }
 }
 
-/// The chart's manifests, rendered with `set` values.
+/// The chart's manifests for a cluster that serves the Gateway API, with
+/// public URLs (which the chart requires) and then `set` values.
 pub(crate) fn rendered(set: &[&str]) -> Vec<Value> {
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/helm/kubebyon");
+    let urls = [
+        "config.KUBEBYON_PUBLIC_BASE_URL=https://kubebyon.example.com",
+        "config.KUBEBYON_JOIN_BASE_URL=https://kubebyon.example.com",
+    ];
     let output = Command::new("helm")
         .args(["template", "kb"])
         .arg(&chart)
-        .args(set.iter().flat_map(|value| ["--set", value]))
+        .args(["--api-versions", "gateway.networking.k8s.io/v1/HTTPRoute"])
+        .args(urls.iter().chain(set).flat_map(|value| ["--set", value]))
         .output()
         .expect("helm runs (scripts/test.sh installs it into target/tools/bin)");
     assert!(
