@@ -62,7 +62,17 @@ rendered=$(mktemp)
 trap 'rm -f "$rendered"' EXIT
 # Every optional part on: KEDA, the Ingress, the in-cluster host off (a
 # kubeconfig Secret).
-for values in "" "--set keda.enabled=true --set ingress.enabled=true --set host.inCluster=false --set host.kubeconfigSecret=host"; do
+# Every pod convention set: a CA bundle mounted from a Secret with its
+# variable, placement, annotations (IRSA on the ServiceAccounts).
+conventions='--set-json extraEnv=[{"name":"PGSSLROOTCERT","value":"/etc/kubebyon/db-ca/ca.crt"}]
+ --set-json extraVolumes=[{"name":"db-ca","secret":{"secretName":"db-ca"}}]
+ --set-json extraVolumeMounts=[{"name":"db-ca","mountPath":"/etc/kubebyon/db-ca","readOnly":true}]
+ --set-json nodeSelector={"kubernetes.io/os":"linux"}
+ --set-json tolerations=[{"key":"dedicated","operator":"Equal","value":"platform","effect":"NoSchedule"}]
+ --set-json topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway","labelSelector":{"matchLabels":{"app.kubernetes.io/part-of":"kubebyon"}}}]
+ --set-json podAnnotations={"example.com/team":"platform"}
+ --set-json serviceAccount.annotations={"eks.amazonaws.com/role-arn":"arn:aws:iam::123456789012:role/kubebyon"}'
+for values in "" "--set keda.enabled=true --set ingress.enabled=true --set host.inCluster=false --set host.kubeconfigSecret=host" "$conventions"; do
     # shellcheck disable=SC2086
     render $values >"$rendered"
     yamllint --strict - <"$rendered"

@@ -37,6 +37,12 @@ securityContext:
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- range $field := list "nodeSelector" "tolerations" "affinity" "topologySpreadConstraints" }}
+{{- with index $root.Values $field }}
+{{ $field }}:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
 containers:
   - name: {{ .name }}
     image: {{ include "kubebyon.image" $root }}
@@ -67,6 +73,9 @@ containers:
       {{- if .host }}
       - name: KUBEBYON_HOST_KUBECONFIG
         value: {{ if $root.Values.host.inCluster }}in-cluster{{ else }}/etc/kubebyon/host/kubeconfig{{ end }}
+      {{- end }}
+      {{- with $root.Values.extraEnv }}
+      {{- toYaml . | nindent 6 }}
       {{- end }}
     ports:
       {{- if .http }}
@@ -109,19 +118,30 @@ containers:
       {{- toYaml $root.Values.resources | nindent 6 }}
     securityContext:
       {{- toYaml $root.Values.securityContext | nindent 6 }}
-    {{- if and .host (not $root.Values.host.inCluster) }}
+    {{- $hostMount := and .host (not $root.Values.host.inCluster) }}
+    {{- if or $hostMount $root.Values.extraVolumeMounts }}
     volumeMounts:
+      {{- if $hostMount }}
       - name: host-kubeconfig
         mountPath: /etc/kubebyon/host
         readOnly: true
+      {{- end }}
+      {{- with $root.Values.extraVolumeMounts }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
     {{- end }}
-{{- if and .host (not $root.Values.host.inCluster) }}
+{{- if or $hostMount $root.Values.extraVolumes }}
 volumes:
+  {{- if $hostMount }}
   - name: host-kubeconfig
     secret:
       secretName: {{ required "host.kubeconfigSecret is required when host.inCluster is false" $root.Values.host.kubeconfigSecret }}
       items:
         - key: {{ $root.Values.host.kubeconfigKey }}
           path: kubeconfig
+  {{- end }}
+  {{- with $root.Values.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
 {{- end }}
