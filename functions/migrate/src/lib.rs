@@ -7,28 +7,46 @@
 //! `Create` or `Update` applies both and answers `SUCCESS` (or `FAILED` with
 //! the reason, which rolls the stack back) to the request's presigned
 //! `ResponseURL`; a `Delete` changes nothing, since a stack's removal must
-//! never drop the platform's data.
+//! never drop the platform's data. The Lambda runtime starts before anything
+//! that can fail: a secret that cannot be fetched or a setting that does not
+//! parse is a `FAILED` answer naming it, and the `Delete` of the rollback
+//! that follows is still answered `SUCCESS`, so a broken deployment never
+//! leaves CloudFormation waiting for an answer.
 
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde::{Deserialize, Serialize};
-use shared::{config::Settings, db, runtime::under_lambda, telemetry};
+use shared::{
+    config::{LogFormat, Settings},
+    db,
+    runtime::under_lambda,
+    telemetry,
+};
+use tokio::sync::OnceCell;
 
 /// The physical id of the one migration resource a stack holds.
 const PHYSICAL_ID: &str = "kubebyon-migration";
 
 pub async fn run() -> anyhow::Result<()> {
-    shared::config::fetch_secrets().await?;
-    let settings = Settings::from_env()?;
-    telemetry::init(settings.log_format, None);
     if !under_lambda() {
+        let settings = load().await?;
+        telemetry::init(settings.log_format, None);
         return apply(&settings).await;
     }
+    telemetry::init(LogFormat::Json, None);
+    // Read at the first Create or Update, kept for the instance's life.
+    let settings = OnceCell::new();
     lambda_runtime::run(service_fn(|event: LambdaEvent<CustomResourceRequest>| {
         let settings = &settings;
         async move { Ok::<_, lambda_runtime::Error>(handle(settings, event.payload).await) }
     }))
     .await
     .map_err(|err| anyhow::anyhow!("lambda runtime: {err}"))
+}
+
+/// The secrets, then the settings.
+async fn load() -> anyhow::Result<Settings> {
+    shared::config::fetch_secrets().await?;
+    Ok(Settings::from_env()?)
 }
 
 /// Migrations, then the topology when `AMQP_URL` is set.
@@ -82,9 +100,20 @@ struct CustomResourceResponse<'a> {
 
 /// Handles one request and answers it at its `ResponseURL`; the
 /// invocation's own result says what was answered.
-async fn handle(settings: &Settings, request: CustomResourceRequest) -> serde_json::Value {
+async fn handle(
+    settings: &OnceCell<Result<Settings, String>>,
+    request: CustomResourceRequest,
+) -> serde_json::Value {
     let outcome = match request.request_type.as_str() {
-        "Create" | "Update" => apply(settings).await,
+        "Create" | "Update" => {
+            let loaded = settings
+                .get_or_init(|| async { load().await.map_err(|err| format!("{err:#}")) })
+                .await;
+            match loaded {
+                Ok(settings) => apply(settings).await,
+                Err(err) => Err(anyhow::anyhow!("migrate cannot start: {err}")),
+            }
+        }
         "Delete" => Ok(()),
         other => Err(anyhow::anyhow!("unknown request type {other:?}")),
     };

@@ -549,6 +549,55 @@ async fn a_migration_that_cannot_run_answers_failed_with_its_reason() {
     assert!(reason.contains("kubebyon_no_such_database"), "{reason}");
 }
 
+/// A deployment whose secret cannot be read (an ARN that does not exist, a
+/// policy that does not allow it): the Create is answered FAILED naming the
+/// variable, and the Delete of the rollback that follows is answered
+/// SUCCESS, so CloudFormation neither waits for an answer nor ends in
+/// ROLLBACK_FAILED.
+#[tokio::test]
+async fn a_migration_whose_secrets_cannot_be_read_answers_every_request() {
+    const MISSING: &str =
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kubebyon/no-such-AbCdEf";
+    let (port, asked) = secrets_extension(Vec::new()).await;
+    let port = port.to_string();
+    let api = RuntimeApi::start().await;
+    let (url, mut answers) = response_url().await;
+    let mut function = Command::new(workspace_binary("migrate"));
+    function
+        .envs(api.env("migrate"))
+        .env_remove("DATABASE_URL")
+        .env_remove("AMQP_URL")
+        .env("DATABASE_URL_SECRET_ARN", MISSING)
+        .env("PARAMETERS_SECRETS_EXTENSION_HTTP_PORT", &port)
+        .env("AWS_SESSION_TOKEN", "session-token")
+        .kill_on_drop(true);
+    let _function = function.spawn().unwrap();
+    for (request_type, status) in [
+        ("Create", "FAILED"),
+        ("Update", "FAILED"),
+        ("Delete", "SUCCESS"),
+    ] {
+        let result = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            api.invoke(custom_resource(request_type, &url)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{request_type} is answered"));
+        assert_eq!(response(result)["status"], status, "{request_type}");
+        let (_, answer) = answers.recv().await.unwrap();
+        assert_eq!(answer["Status"], status, "{request_type}: {answer}");
+        if status == "FAILED" {
+            let reason = answer["Reason"].as_str().unwrap();
+            assert!(reason.contains("DATABASE_URL_SECRET_ARN"), "{reason}");
+        }
+    }
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [MISSING],
+        "asked once, at the first Create"
+    );
+}
+
 /// Under Lambda, where nothing scrapes `/metrics`, the figures are written
 /// as CloudWatch Embedded Metric Format lines: a sweep's run reports the job
 /// backlog (by type and in total) and itself.
