@@ -262,6 +262,8 @@ def sam_http_functions(manifest):
                   "      Policies: [!Ref ReadSecrets]"]
         if "timeout" in f:
             lines.append(f"      Timeout: {f['timeout']}")
+        if "memory" in f:
+            lines.append(f"      MemorySize: {f['memory']}")
         lines.append("      Events:")
         for route in f["routes"]:
             method, path, under = parse_route(route)
@@ -347,14 +349,19 @@ def write(root, manifest):
 # Checks ---------------------------------------------------------------------
 
 def template_functions(text):
-    """Binary → (its ScheduleExpression or None, its HttpApi events)."""
+    """Binary → (its ScheduleExpression or None, its HttpApi events, its
+    MemorySize or None, its schedule's Name or None)."""
     out = {}
     for block in re.split(r"\n  (?=[A-Z][A-Za-z0-9]*:\n)", text):
         binary = re.search(r"^\s+Binary:\s*([a-z0-9-]+)\s*$", block, re.M)
         if binary:
             rate = re.search(r"ScheduleExpression:\s*(rate\([^)]*\))", block)
             events = set((m, p) for p, m in re.findall(r"Path:\s*(\S+)\s*\n\s*Method:\s*(\S+)", block))
-            out[binary.group(1)] = (rate.group(1) if rate else None, events)
+            memory = re.search(r"^\s+MemorySize:\s*([0-9]+)\s*$", block, re.M)
+            name = re.search(r"^\s+Name:\s*(.+?)\s*$", block, re.M)
+            out[binary.group(1)] = (rate.group(1) if rate else None, events,
+                                    int(memory.group(1)) if memory else None,
+                                    name.group(1) if name else None)
     return out
 
 
@@ -403,6 +410,15 @@ def check(root):
         if name in deployed and deployed[name][0] != rate_for(f["interval_ms"]):
             say("infra/aws/template.yaml",
                 f"{name} runs at {deployed[name][0]}; functions.toml's {f['interval_ms']} ms is {rate_for(f['interval_ms'])}")
+        # Schedules are account-wide names: two stacks must not collide.
+        stack_scoped = f'!Sub "${{AWS::StackName}}-{name}"'
+        if name in deployed and deployed[name][3] != stack_scoped:
+            say("infra/aws/template.yaml",
+                f"{name}'s schedule is named {deployed[name][3]}, not {stack_scoped}")
+    for name in sorted(on_lambda & deployed.keys()):
+        if deployed[name][2] != manifest[name].get("memory"):
+            say("infra/aws/template.yaml",
+                f"{name} has MemorySize {deployed[name][2]}; functions.toml says {manifest[name].get('memory')}")
     domain = read(root, "shared/src/domain.rs")
     for name, f in sorted(of_kind(manifest, "job").items()):
         if f'=> "{f.get("job_type")}"' not in domain:
@@ -438,7 +454,7 @@ def self_test():
                     'routes = ["/api/a/**", "GET /api/x/{id}"]\n'
                     '[job-b]\nkind = "job"\njob_type = "b_job"\nreplicas = 1\nhandler = "B"\n'
                     '[sync-c]\nkind = "schedule"\nmode = "loop"\nhost = false\n'
-                    'interval_env = "C_MS"\ninterval_ms = 120000\n'
+                    'interval_env = "C_MS"\ninterval_ms = 120000\nmemory = 256\n'
                     '[local]\nkind = "tool"\nlambda = false\n')
         put("functions.toml", manifest)
         marked = lambda *regions: "".join(f"{begin(r)}\n{end(r)}\n" for r in regions)
@@ -476,6 +492,8 @@ def self_test():
         "infra/helm/kubebyon/routes.yaml: stale",
         "infra/aws/template.yaml: no function with `Binary: job-b`",
         "infra/aws/template.yaml: sync-c runs at rate(1 minute); functions.toml's 120000 ms is rate(2 minutes)",
+        'infra/aws/template.yaml: sync-c\'s schedule is named None, not !Sub "${AWS::StackName}-sync-c"',
+        "infra/aws/template.yaml: sync-c has MemorySize None; functions.toml says 256",
         "infra/aws/template.yaml: stale",
         "+            Path: /api/x/{id}",
         "functions/sync-c/src/lib.rs: sync-c's interval is `Millis::new('C_MS', 60000)`, functions.toml says 120000",
