@@ -350,7 +350,7 @@ def write(root, manifest):
 
 def template_functions(text):
     """Binary → (its ScheduleExpression or None, its HttpApi events, its
-    MemorySize or None, its schedule's Name or None)."""
+    MemorySize or None, its schedule's Name or None, its Timeout or None)."""
     out = {}
     for block in re.split(r"\n  (?=[A-Z][A-Za-z0-9]*:\n)", text):
         binary = re.search(r"^\s+Binary:\s*([a-z0-9-]+)\s*$", block, re.M)
@@ -359,9 +359,11 @@ def template_functions(text):
             events = set((m, p) for p, m in re.findall(r"Path:\s*(\S+)\s*\n\s*Method:\s*(\S+)", block))
             memory = re.search(r"^\s+MemorySize:\s*([0-9]+)\s*$", block, re.M)
             name = re.search(r"^\s+Name:\s*(.+?)\s*$", block, re.M)
+            timeout = re.search(r"^      Timeout:\s*([0-9]+)\s*$", block, re.M)
             out[binary.group(1)] = (rate.group(1) if rate else None, events,
                                     int(memory.group(1)) if memory else None,
-                                    name.group(1) if name else None)
+                                    name.group(1) if name else None,
+                                    int(timeout.group(1)) if timeout else None)
     return out
 
 
@@ -419,6 +421,17 @@ def check(root):
         if deployed[name][2] != manifest[name].get("memory"):
             say("infra/aws/template.yaml",
                 f"{name} has MemorySize {deployed[name][2]}; functions.toml says {manifest[name].get('memory')}")
+    # A job that waits for a control plane gives up, retryably, before
+    # Lambda ends it: the wait is under each job function's timeout, with
+    # two minutes for the rest of the attempt.
+    ready = re.search(r"KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS:\s*\"?([0-9]+)",
+                      read(root, "infra/aws/template.yaml"))
+    for name in sorted(of_kind(manifest, "job")):
+        timeout = deployed.get(name, (None,) * 5)[4]
+        if name in deployed and (not ready or not timeout or int(ready.group(1)) > (timeout - 120) * 1000):
+            say("infra/aws/template.yaml",
+                f"{name}'s Timeout {timeout} s leaves no room after KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS "
+                f"{ready.group(1) if ready else 'unset (900000)'}")
     domain = read(root, "shared/src/domain.rs")
     for name, f in sorted(of_kind(manifest, "job").items()):
         if f'=> "{f.get("job_type")}"' not in domain:
