@@ -119,9 +119,16 @@ pub fn vcluster_values(
     settings: &HostSettings,
     api_server: Option<&ApiServerFiles>,
 ) -> Value {
+    // The address clients reach the API server on, in its certificate:
+    // the SNI host behind the shared Gateway, the host's node address for a
+    // NodePort. A LoadBalancer Service's address is allocated after the
+    // chart is installed, so it is not named here.
     let extra_sans: Vec<String> = match (&settings.load_balancer, cluster.public_access_mode) {
         (LoadBalancerProvider::GatewayApi { base_domain, .. }, PublicAccessMode::Loadbalancer) => {
             vec![sni_host(cluster, base_domain)]
+        }
+        (_, PublicAccessMode::Nodeport) if !settings.node_address.is_empty() => {
+            vec![settings.node_address.clone()]
         }
         _ => Vec::new(),
     };

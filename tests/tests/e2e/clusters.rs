@@ -706,6 +706,18 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
             .unwrap()
             .starts_with("https://localhost:")
     );
+    // The certificate names the address a NodePort is reached on.
+    let chart = platform
+        .sim()
+        .get("helm.cattle.io/v1", "HelmChart", namespace, "iota")
+        .unwrap();
+    let values: serde_json::Value =
+        serde_json::from_str(chart["spec"]["valuesContent"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        values["controlPlane"]["proxy"]["extraSANs"],
+        serde_json::json!(["localhost"]),
+        "the node address, not the SNI host any more"
+    );
 }
 
 #[tokio::test]
