@@ -1,6 +1,7 @@
 // An organization shared, in JOURNEY_LANGUAGE, all in the console: its owner makes
 // it, works in it (the header's switcher and the billing page say so),
-// creates a cluster in it and invites someone (the link
+// creates a cluster in it, makes, uses and revokes an API key of it, and
+// invites someone (the link
 // shown once and mailed); the invitee, signed out, opens the mailed link,
 // signs up and confirms, comes back to it, accepts, opens the shared
 // cluster and uses a kubeconfig of their own with kubectl; the owner
@@ -62,6 +63,22 @@ test("an invitation into an organization, taken up in the browser", async ({ pag
   const invited = page.locator("tr", { has: page.locator("code", { hasText: "organization.member_invited" }) });
   await invited.getByText(owner).waitFor();
   await check("organization-members");
+  // A key of the organization for its automation, made here with the
+  // password asked again, shown once, used as a script would, revoked.
+  await page.getByLabel(T("organizations.key_name")).fill("ci");
+  await page.getByLabel(T("organizations.key_password")).fill(PASSWORD);
+  await page.getByRole("button", { name: T("organizations.make_key") }).click();
+  const key = (await page.getByLabel(T("organizations.key"), { exact: true }).innerText()).trim();
+  const asKey = () => fetch(`${BASE}/api/console/clusters`, { headers: { authorization: `Bearer ${key}` } });
+  const listed = await asKey();
+  assert.equal(listed.status, 200);
+  assert.ok(
+    (await listed.json()).items.some((c) => c.id === clusterId),
+    "the key lists the organization's cluster without being told the organization",
+  );
+  await page.getByRole("button", { name: T("organizations.revoke_key", { name: "ci" }) }).click();
+  await page.locator('tr[data-key="ci"]').getByText(T("organizations.key_revoked")).waitFor();
+  assert.equal((await asKey()).status, 401, "a revoked key stops at once");
   const link = await mailedLink(invitee);
   assert.equal(link, shown, "the mail carries the link the page showed once");
   await page.getByRole("button", { name: T("nav.sign_out") }).click();

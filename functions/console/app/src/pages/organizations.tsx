@@ -28,6 +28,7 @@ const organizationKeys = {
   members: (id: string) => ["organizations", id, "members"] as const,
   invitations: (id: string) => ["organizations", id, "invitations"] as const,
   activity: (id: string) => ["organizations", id, "activity"] as const,
+  keys: (id: string) => ["organizations", id, "api-keys"] as const,
 };
 
 export function Organizations({ user }: PageProps) {
@@ -163,6 +164,7 @@ function Members({ organization, me, onLeft }: { organization: Membership; me: s
       )}
       <ErrorNote error={setRole.error ?? remove.error} />
       {manages && <Invitations organization={id} />}
+      {manages && <Keys organization={id} />}
       {manages && members.data && (
         <Activity organization={id} people={new Map(members.data.map((m) => [m.user_id, m.email]))} />
       )}
@@ -245,6 +247,119 @@ function Invitations({ organization }: { organization: string }) {
                 <button type="button" onClick={() => revoke.mutate(i.id)}>
                   {t("common.revoke")}
                 </button>
+              </td>
+            </tr>
+          ))}
+        </Table>
+      )}
+      <ErrorNote error={revoke.error} />
+    </>
+  );
+}
+
+const KEY_ROLES: Role[] = ["admin", "member", "viewer"];
+
+/// The organization's API keys, for its automation: made from this session
+/// with the password asked again (the key shown once), listed with who made
+/// each, revoked. For its owners and admins.
+function Keys({ organization }: { organization: string }) {
+  const { t } = useTranslation();
+  const queries = useQueryClient();
+  const path = { organization_id: organization };
+  const keys = useQuery({
+    queryKey: organizationKeys.keys(organization),
+    queryFn: () => ok(api.GET("/api/console/organizations/{organization_id}/api-keys", { params: { path } })),
+  });
+  const refresh = () => queries.invalidateQueries({ queryKey: organizationKeys.one(organization) });
+  const make = useMutation({
+    mutationFn: (body: { name: string; role: Role; password: string }) =>
+      ok(api.POST("/api/console/organizations/{organization_id}/api-keys", { params: { path }, body })),
+    onSuccess: refresh,
+  });
+  const revoke = useMutation({
+    mutationFn: (key: string) =>
+      ok(
+        api.DELETE("/api/console/organizations/{organization_id}/api-keys/{key_id}", {
+          params: { path: { ...path, key_id: key } },
+        }),
+      ),
+    onSuccess: refresh,
+  });
+  const submit = (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    make.mutate({
+      name: formValue(form, "name"),
+      role: formValue(form, "role") as Role,
+      password: formValue(form, "password"),
+    });
+    form.reset();
+  };
+  return (
+    <>
+      <h3>{t("organizations.keys")}</h3>
+      <p className="muted">{t("organizations.keys_hint")}</p>
+      <form className="row" onSubmit={submit}>
+        <Field label={t("organizations.key_name")}>
+          <input name="name" required maxLength={100} />
+        </Field>
+        <Field label={t("organizations.invite_role")}>
+          <select name="role" defaultValue="member">
+            {KEY_ROLES.map((r) => (
+              <option key={r} value={r}>
+                {t(`organizations.role.${r}`)}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <Field label={t("organizations.key_password")}>
+          <input name="password" type="password" autoComplete="current-password" />
+        </Field>
+        <button type="submit" className="primary" disabled={make.isPending}>
+          {t("organizations.make_key")}
+        </button>
+      </form>
+      <ErrorNote error={make.error} />
+      {make.data && (
+        <div role="status">
+          <p>{t("organizations.key_made", { name: make.data.api_key.name })}</p>
+          <Copy text={make.data.key} label={t("organizations.key")} />
+        </div>
+      )}
+      {keys.isPending ? (
+        <Loading />
+      ) : keys.error ? (
+        <ErrorNote error={keys.error} />
+      ) : keys.data.length === 0 ? (
+        <Empty>{t("organizations.no_keys")}</Empty>
+      ) : (
+        <Table
+          columns={[
+            t("organizations.key_name"),
+            t("organizations.invite_role"),
+            t("organizations.key_made_by"),
+            t("organizations.expires"),
+          ]}
+          actions
+        >
+          {keys.data.map((k) => (
+            <tr key={k.id} data-key={k.name}>
+              <td>
+                {k.name} <code>{k.prefix}</code>
+              </td>
+              <td>{t(`organizations.role.${k.role}`)}</td>
+              <td>{k.created_by_email}</td>
+              <td>
+                <Time value={k.expires_at} />
+              </td>
+              <td>
+                {k.revoked_at ? (
+                  <span className="muted">{t("organizations.key_revoked")}</span>
+                ) : (
+                  <button type="button" onClick={() => revoke.mutate(k.id)}>
+                    {t("organizations.revoke_key", { name: k.name })}
+                  </button>
+                )}
               </td>
             </tr>
           ))}
