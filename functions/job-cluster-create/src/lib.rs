@@ -40,8 +40,8 @@ shared::stages! {
     APPLYING_LIMITS = "applying the resource quota and limits";
     ISOLATING = "isolating the control plane's network";
     REMOVING_FAILED_INSTALL = "removing the failed install";
-    INSTALLING = "installing the control plane";
     EXPOSING = "exposing the control plane";
+    INSTALLING = "installing the control plane";
     WAITING_FOR_READY = "waiting for the control plane to become ready";
 }
 
@@ -87,13 +87,19 @@ async fn create(
     ctx.step(REMOVING_FAILED_INSTALL, host.remove_failed_install(cluster))
         .await?;
     let api_server = admission::authorizer::prepare(ctx, host, cluster).await?;
+    // The endpoint first: its address goes into the control plane's
+    // certificate (a load balancer's is allocated without the control plane).
+    let public_host = ctx
+        .step(EXPOSING, async {
+            host.ensure_public_endpoint(cluster).await?;
+            host.await_public_host(cluster).await
+        })
+        .await?;
     ctx.step(
         INSTALLING,
-        host.ensure_control_plane(cluster, api_server.as_ref()),
+        host.ensure_control_plane(cluster, api_server.as_ref(), public_host.as_deref()),
     )
     .await?;
-    ctx.step(EXPOSING, host.ensure_public_endpoint(cluster))
-        .await?;
 
     ctx.stage(WAITING_FOR_READY).await?;
     let endpoint = host

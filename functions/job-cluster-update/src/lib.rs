@@ -34,8 +34,8 @@ impl UpdateCluster {
 shared::stages! {
     APPLYING_LIMITS = "applying the resource quota and limits";
     ISOLATING = "isolating the control plane's network";
-    UPDATING = "updating the control plane";
     UPDATING_ENDPOINT = "updating the public endpoint";
+    UPDATING = "updating the control plane";
     WAITING_FOR_READY = "waiting for the control plane and its endpoint";
 }
 
@@ -68,13 +68,19 @@ impl TypedJobHandler for UpdateCluster {
         ctx.step(ISOLATING, host.ensure_isolation(&cluster)).await?;
         // The platform's authorizer: a cluster made before it gets it now.
         let api_server = admission::authorizer::prepare(ctx, host, &cluster).await?;
+        // The endpoint first: its address goes into the control plane's
+        // certificate.
+        let public_host = ctx
+            .step(UPDATING_ENDPOINT, async {
+                host.ensure_public_endpoint(&cluster).await?;
+                host.await_public_host(&cluster).await
+            })
+            .await?;
         ctx.step(
             UPDATING,
-            host.ensure_control_plane(&cluster, api_server.as_ref()),
+            host.ensure_control_plane(&cluster, api_server.as_ref(), public_host.as_deref()),
         )
         .await?;
-        ctx.step(UPDATING_ENDPOINT, host.ensure_public_endpoint(&cluster))
-            .await?;
 
         ctx.stage(WAITING_FOR_READY).await?;
         let endpoint = host

@@ -216,15 +216,17 @@ impl HostCluster {
     }
 
     /// The vCluster control plane, as a k3s `HelmChart` in the cluster's
-    /// namespace, its API server started with `api_server`'s files.
+    /// namespace, its API server started with `api_server`'s files and its
+    /// certificate naming `public_host`, the address clients reach it on.
     pub async fn ensure_control_plane(
         &self,
         cluster: &Cluster,
         api_server: Option<&ApiServerFiles>,
+        public_host: Option<&str>,
     ) -> Result<(), HostError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
-        let values = vcluster_values(cluster, &self.settings, api_server);
+        let values = vcluster_values(cluster, &self.settings, api_server, public_host);
         let chart = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
         "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
         "spec": {
@@ -422,6 +424,55 @@ impl HostCluster {
             _ => None,
         };
         Ok(endpoint)
+    }
+
+    /// The address clients reach the cluster's API server on, once it has
+    /// one: the SNI host behind the shared Gateway, the host's node address
+    /// for a NodePort, the address a LoadBalancer Service was given.
+    pub async fn public_host(&self, cluster: &Cluster) -> Result<Option<String>, HostError> {
+        match (cluster.public_access_mode, &self.settings.load_balancer) {
+            (
+                PublicAccessMode::Loadbalancer,
+                LoadBalancerProvider::GatewayApi { base_domain, .. },
+            ) => Ok(Some(sni_host(cluster, base_domain))),
+            (PublicAccessMode::Nodeport, _) => {
+                Ok(Some(self.settings.node_address.clone()).filter(|a| !a.is_empty()))
+            }
+            (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => {
+                let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+                Ok(api
+                    .get_opt(&public_service_name(cluster))
+                    .await?
+                    .and_then(|s| s.status)
+                    .and_then(|s| s.load_balancer)
+                    .and_then(|lb| lb.ingress)
+                    .and_then(|ingress| ingress.into_iter().next())
+                    .and_then(|ingress| ingress.hostname.or(ingress.ip)))
+            }
+        }
+    }
+
+    /// [`HostCluster::public_host`], waiting (polling) for a LoadBalancer
+    /// Service's address, which is allocated after the Service is made and
+    /// does not wait for the control plane; running out of the ready timeout
+    /// is transient.
+    pub async fn await_public_host(&self, cluster: &Cluster) -> Result<Option<String>, HostError> {
+        let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
+        loop {
+            let host = self.public_host(cluster).await?;
+            let waits = cluster.public_access_mode == PublicAccessMode::Loadbalancer
+                && matches!(self.settings.load_balancer, LoadBalancerProvider::Service);
+            if host.is_some() || !waits {
+                return Ok(host);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(HostError::Transport(format!(
+                    "the load balancer had no address after {} s",
+                    self.settings.ready_timeout.as_secs()
+                )));
+            }
+            tokio::time::sleep(self.settings.poll_interval).await;
+        }
     }
 
     /// Waits, polling, until the control plane is ready and its public endpoint

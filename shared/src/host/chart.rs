@@ -4,8 +4,8 @@
 use k8s_openapi::serde_json::{Value, json};
 use kube::core::{ApiResource, GroupVersionKind};
 
-use super::settings::{HostSettings, LoadBalancerProvider};
-use crate::{clusters::Cluster, domain::PublicAccessMode};
+use super::settings::HostSettings;
+use crate::clusters::Cluster;
 
 /// The NetworkPolicy that fences a control plane's namespace: its pods talk
 /// to each other; from outside, only the API port (8443, behind the public
@@ -113,25 +113,16 @@ pub struct ApiServerFiles {
     pub args: Vec<String>,
 }
 
-/// The vCluster chart values (vcluster.yaml) for a cluster.
+/// The vCluster chart values (vcluster.yaml) for a cluster whose clients
+/// reach its API server on `public_host` (in its certificate:
+/// `controlPlane.proxy.extraSANs`).
 pub fn vcluster_values(
     cluster: &Cluster,
     settings: &HostSettings,
     api_server: Option<&ApiServerFiles>,
+    public_host: Option<&str>,
 ) -> Value {
-    // The address clients reach the API server on, in its certificate:
-    // the SNI host behind the shared Gateway, the host's node address for a
-    // NodePort. A LoadBalancer Service's address is allocated after the
-    // chart is installed, so it is not named here.
-    let extra_sans: Vec<String> = match (&settings.load_balancer, cluster.public_access_mode) {
-        (LoadBalancerProvider::GatewayApi { base_domain, .. }, PublicAccessMode::Loadbalancer) => {
-            vec![sni_host(cluster, base_domain)]
-        }
-        (_, PublicAccessMode::Nodeport) if !settings.node_address.is_empty() => {
-            vec![settings.node_address.clone()]
-        }
-        _ => Vec::new(),
-    };
+    let extra_sans: Vec<&str> = public_host.into_iter().collect();
     let mut values = json!({
         "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},
         "controlPlane": {

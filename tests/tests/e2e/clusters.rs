@@ -210,6 +210,37 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
         .get("v1", "Service", namespace, "beta-public")
         .unwrap();
     assert_eq!(service["spec"]["type"], "LoadBalancer");
+    // The control plane's certificate names the address the load balancer
+    // was given (the Service is made, and its address waited for, first).
+    let chart = platform
+        .sim()
+        .get("helm.cattle.io/v1", "HelmChart", namespace, "beta")
+        .unwrap();
+    let values: serde_json::Value =
+        serde_json::from_str(chart["spec"]["valuesContent"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        values["controlPlane"]["proxy"]["extraSANs"],
+        serde_json::json!(["127.0.0.1"])
+    );
+    let (_, operations) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
+        .await;
+    let stages: Vec<&str> = operations[0]["stages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["stage"].as_str())
+        .collect();
+    let at = |stage: &str| stages.iter().position(|s| *s == stage);
+    assert!(
+        at("updating the public endpoint") < at("updating the control plane")
+            && at("updating the public endpoint").is_some(),
+        "{stages:?}"
+    );
 
     let text = platform.issue_kubeconfig(&id, serde_json::json!({})).await;
     assert!(
