@@ -214,7 +214,8 @@ pub async fn create(
             product_name: &plan.name,
         },
     };
-    let customer = stripe::customer_for(&state.pool, &api, organization.id, &user.email).await?;
+    let customer =
+        stripe::customer_for(&state.pool, &api, organization.id, &user.email, order.id).await?;
     let request = CheckoutRequest {
         order_id: order.id,
         line_item,

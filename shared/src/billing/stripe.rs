@@ -179,12 +179,14 @@ pub async fn create_customer(
 /// The organisation's Stripe Customer: the one stored, else one made now
 /// (with its email the paying owner's) and stored. Two first checkouts at
 /// once make one customer (the idempotency key is the organisation's) and
-/// store it once.
+/// store it once. When Stripe cannot make it, `order_id` stays pending (the
+/// answer says so, as for its session).
 pub async fn customer_for(
     pool: &sqlx::PgPool,
     api: &Api,
     organization_id: uuid::Uuid,
     payer_email: &str,
+    order_id: uuid::Uuid,
 ) -> Result<String, crate::error::ApiError> {
     let stored = sqlx::query!(
         "SELECT name, stripe_customer_id FROM organizations WHERE id = $1",
@@ -207,16 +209,7 @@ pub async fn customer_for(
         .await
         .map_err(|err| {
             tracing::warn!(%organization_id, error = %err, "no Stripe customer for the organization");
-            match err {
-                StripeError::Unavailable(_) => crate::error::ApiError::Upstream {
-                    code: "stripe_unavailable",
-                    detail: "Stripe could not be reached; send the same request again".into(),
-                },
-                StripeError::Refused { .. } => crate::error::ApiError::Upstream {
-                    code: "stripe_refused",
-                    detail: err.to_string(),
-                },
-            }
+            pending_order_error(err, order_id)
         })?;
     let kept = sqlx::query_scalar!(
         r#"UPDATE organizations SET stripe_customer_id = coalesce(stripe_customer_id, $2)

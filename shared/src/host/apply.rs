@@ -6,7 +6,10 @@ use std::time::Duration;
 use k8s_openapi::{
     api::{
         apps::v1::StatefulSet,
-        core::v1::{LimitRange, Namespace, ResourceQuota, Secret, Service},
+        core::v1::{
+            LimitRange, LoadBalancerIngress, Namespace, ResourceQuota, Secret, Service,
+            ServiceStatus,
+        },
         networking::v1::NetworkPolicy,
     },
     serde_json::{Value, json},
@@ -408,19 +411,14 @@ impl HostCluster {
                 host: self.settings.node_address.clone(),
                 port: node_port,
             }),
-            Some("LoadBalancer") => service
-                .status
-                .and_then(|s| s.load_balancer)
-                .and_then(|lb| lb.ingress)
-                .and_then(|ingress| ingress.into_iter().next())
-                .and_then(|ingress| {
-                    let host = ingress.hostname.or(ingress.ip)?;
-                    let port = ingress
-                        .ports
-                        .and_then(|ports| ports.first().map(|p| p.port))
-                        .or(port.map(|p| p.port))?;
-                    Some(Endpoint { host, port })
-                }),
+            Some("LoadBalancer") => first_ingress(service.status).and_then(|ingress| {
+                let host = ingress.hostname.or(ingress.ip)?;
+                let port = ingress
+                    .ports
+                    .and_then(|ports| ports.first().map(|p| p.port))
+                    .or(port.map(|p| p.port))?;
+                Some(Endpoint { host, port })
+            }),
             _ => None,
         };
         Ok(endpoint)
@@ -443,10 +441,7 @@ impl HostCluster {
                 Ok(api
                     .get_opt(&public_service_name(cluster))
                     .await?
-                    .and_then(|s| s.status)
-                    .and_then(|s| s.load_balancer)
-                    .and_then(|lb| lb.ingress)
-                    .and_then(|ingress| ingress.into_iter().next())
+                    .and_then(|service| first_ingress(service.status))
                     .and_then(|ingress| ingress.hostname.or(ingress.ip)))
             }
         }
@@ -457,11 +452,11 @@ impl HostCluster {
     /// does not wait for the control plane; running out of the ready timeout
     /// is transient.
     pub async fn await_public_host(&self, cluster: &Cluster) -> Result<Option<String>, HostError> {
+        let waits = cluster.public_access_mode == PublicAccessMode::Loadbalancer
+            && matches!(self.settings.load_balancer, LoadBalancerProvider::Service);
         let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
         loop {
             let host = self.public_host(cluster).await?;
-            let waits = cluster.public_access_mode == PublicAccessMode::Loadbalancer
-                && matches!(self.settings.load_balancer, LoadBalancerProvider::Service);
             if host.is_some() || !waits {
                 return Ok(host);
             }
@@ -531,4 +526,9 @@ impl HostCluster {
         let api: Api<Namespace> = Api::all(self.client.clone());
         Ok(api.get_opt(&cluster.namespace).await?.is_some())
     }
+}
+
+/// The first address a LoadBalancer Service's status gives, when it has one.
+fn first_ingress(status: Option<ServiceStatus>) -> Option<LoadBalancerIngress> {
+    status?.load_balancer?.ingress?.into_iter().next()
 }
