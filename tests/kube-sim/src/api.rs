@@ -290,6 +290,17 @@ pub async fn handle(
         .unwrap_or_default()
         .trim()
         .to_string();
+    if let Some(denied) = rbac_denies(
+        &shared,
+        &method,
+        &target,
+        &params,
+        &headers,
+        &content_type,
+        &body,
+    ) {
+        return error(denied);
+    }
     if let Err(err) = admit(
         &shared,
         &method,
@@ -449,25 +460,8 @@ async fn authorize(
         groups = as_groups;
         groups.push("system:authenticated".into());
     }
-    let watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
-    let verb = match (method, &target.name) {
-        (&Method::GET, Some(_)) => "get",
-        (&Method::GET, None) if watch => "watch",
-        (&Method::GET, None) => "list",
-        (&Method::POST, _) => "create",
-        (&Method::PUT, _) => "update",
-        (&Method::PATCH, _) => "patch",
-        (&Method::DELETE, Some(_)) => "delete",
-        (&Method::DELETE, None) => "deletecollection",
-        _ => return None,
-    };
-    let subresource = match target {
-        t if t.approval => "approval",
-        t if t.status => "status",
-        t if t.eviction => "eviction",
-        t if t.token_request => "token",
-        _ => "",
-    };
+    let verb = verb_of(method, target, params)?;
+    let subresource = subresource_of(target);
     let resource = target.resource;
     let namespace = target.namespace.clone().unwrap_or_default();
     let name = target.name.clone().unwrap_or_default();
@@ -477,32 +471,225 @@ async fn authorize(
         "namespace": namespace, "name": name,
     });
     let reason = authorizer.denies(&user, &groups, attributes).await?;
-    // kube-apiserver's wording of an authorizer's refusal.
-    let kind = match resource.group {
-        "" => resource.plural.to_string(),
-        group => format!("{}.{group}", resource.plural),
+    Some(forbidden(
+        &user,
+        &crate::rbac::Attributes {
+            verb: verb.into(),
+            group: resource.group.into(),
+            resource: resource.plural.into(),
+            subresource: subresource.into(),
+            namespace,
+            name,
+        },
+        Some(&reason),
+    ))
+}
+
+/// The verb a request is authorized as.
+fn verb_of(
+    method: &Method,
+    target: &Target,
+    params: &HashMap<String, String>,
+) -> Option<&'static str> {
+    let watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
+    Some(match (method, &target.name) {
+        (&Method::GET, Some(_)) => "get",
+        (&Method::GET, None) if watch => "watch",
+        (&Method::GET, None) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, Some(_)) => "delete",
+        (&Method::DELETE, None) => "deletecollection",
+        _ => return None,
+    })
+}
+
+fn subresource_of(target: &Target) -> &'static str {
+    match target {
+        t if t.approval => "approval",
+        t if t.status => "status",
+        t if t.eviction => "eviction",
+        t if t.token_request => "token",
+        _ => "",
+    }
+}
+
+/// kube-apiserver's wording of an authorizer's refusal.
+fn forbidden(user: &str, request: &crate::rbac::Attributes, reason: Option<&str>) -> ApiError {
+    let kind = match request.group.as_str() {
+        "" => request.resource.clone(),
+        group => format!("{}.{group}", request.resource),
     };
-    let object = if name.is_empty() {
+    let object = if request.name.is_empty() {
         kind
     } else {
-        format!("{kind} \"{name}\"")
+        format!("{kind} \"{}\"", request.name)
     };
-    let full = match subresource {
-        "" => resource.plural.to_string(),
-        sub => format!("{}/{sub}", resource.plural),
+    let full = match request.subresource.as_str() {
+        "" => request.resource.clone(),
+        sub => format!("{}/{sub}", request.resource),
     };
-    let scope = if namespace.is_empty() {
+    let scope = if request.namespace.is_empty() {
         "at the cluster scope".to_string()
     } else {
-        format!("in the namespace \"{namespace}\"")
+        format!("in the namespace \"{}\"", request.namespace)
     };
-    Some(ApiError {
+    let reason = reason.map(|r| format!(": {r}")).unwrap_or_default();
+    ApiError {
         code: 403,
         reason: "Forbidden",
         message: format!(
-            "{object} is forbidden: User \"{user}\" cannot {verb} resource \"{full}\" in API group \"{}\" {scope}: {reason}",
-            resource.group
+            "{object} is forbidden: User \"{user}\" cannot {} resource \"{full}\" in API group \"{}\" {scope}{reason}",
+            request.verb, request.group
         ),
+    }
+}
+
+/// The identity RBAC decides about: a token the TokenRequest API issued
+/// (never the admin's, which is `system:masters`), when the host enforces RBAC.
+fn rbac_identity(shared: &Shared, headers: &HeaderMap) -> Option<(String, Vec<String>)> {
+    if !shared.options.rbac {
+        return None;
+    }
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))?;
+    if shared.token.as_deref() == Some(token) {
+        return None;
+    }
+    crate::tokens::identity(shared, token)
+}
+
+/// Asks RBAC about `request` (see `rbac`), keeping its answer; the refusal
+/// when it denies it.
+pub(crate) fn rbac_check(
+    shared: &Shared,
+    user: &str,
+    groups: &[String],
+    request: &crate::rbac::Attributes,
+) -> Option<ApiError> {
+    let allowed = crate::rbac::allows(&shared.store.lock().expect("lock"), user, groups, request);
+    keep_access(shared, user, request, allowed);
+    (!allowed).then(|| forbidden(user, request, None))
+}
+
+fn keep_access(shared: &Shared, user: &str, request: &crate::rbac::Attributes, allowed: bool) {
+    shared
+        .access
+        .lock()
+        .expect("lock")
+        .push(crate::rbac::Access {
+            user: user.to_string(),
+            verb: request.verb.clone(),
+            group: request.group.clone(),
+            resource: match request.subresource.as_str() {
+                "" => request.resource.clone(),
+                sub => format!("{}/{sub}", request.resource),
+            },
+            namespace: request.namespace.clone(),
+            name: request.name.clone(),
+            allowed,
+        });
+}
+
+/// `pods/exec` as RBAC sees it (`create`), for the exec route.
+pub(crate) fn rbac_denies_exec(
+    shared: &Shared,
+    headers: &HeaderMap,
+    namespace: &str,
+    pod: &str,
+) -> Option<ApiError> {
+    let (user, groups) = rbac_identity(shared, headers)?;
+    let request = crate::rbac::Attributes {
+        verb: "create".into(),
+        group: String::new(),
+        resource: "pods".into(),
+        subresource: "exec".into(),
+        namespace: namespace.into(),
+        name: pod.into(),
+    };
+    rbac_check(shared, &user, &groups, &request)
+}
+
+/// RBAC's answer to a request of a ServiceAccount: its verb on the object;
+/// an apply that would create the object needs `create` too; and writing
+/// RBAC objects must not grant more than the writer holds (see `rbac`).
+fn rbac_denies(
+    shared: &Shared,
+    method: &Method,
+    target: &Target,
+    params: &HashMap<String, String>,
+    headers: &HeaderMap,
+    content_type: &str,
+    body: &Bytes,
+) -> Option<ApiError> {
+    let (user, groups) = rbac_identity(shared, headers)?;
+    let verb = verb_of(method, target, params)?;
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let request = crate::rbac::Attributes {
+        verb: verb.into(),
+        group: target.resource.group.into(),
+        resource: target.resource.plural.into(),
+        subresource: subresource_of(target).into(),
+        namespace: namespace.clone(),
+        name: target.name.clone().unwrap_or_default(),
+    };
+    if let Some(denied) = rbac_check(shared, &user, &groups, &request) {
+        return Some(denied);
+    }
+    let creates = method == Method::PATCH
+        && content_type == "application/apply-patch+yaml"
+        && target.name.as_deref().is_some_and(|name| {
+            shared
+                .store
+                .lock()
+                .expect("lock")
+                .get(target.resource, &namespace, name)
+                .is_err()
+        });
+    if creates {
+        let create = crate::rbac::Attributes {
+            verb: "create".into(),
+            ..request.clone()
+        };
+        if let Some(denied) = rbac_check(shared, &user, &groups, &create) {
+            return Some(denied);
+        }
+    }
+    // An apply or a create sends the object; a merge patch the fields it sets.
+    let object = object_of(content_type, body)
+        .or_else(|_| parse(body))
+        .ok()?;
+    let named = crate::rbac::Attributes {
+        name: object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or(request.name.clone()),
+        ..request
+    };
+    let mut asked = Vec::new();
+    let reason = crate::rbac::escalation(
+        &shared.store.lock().expect("lock"),
+        &user,
+        &groups,
+        &named,
+        &object,
+        &mut |attributes, allowed| asked.push((attributes.clone(), allowed)),
+    );
+    for (attributes, allowed) in &asked {
+        keep_access(shared, &user, attributes, *allowed);
+    }
+    let reason = reason?;
+    // The write itself is what was refused.
+    keep_access(shared, &user, &named, false);
+    let kind = format!("{}.{}", named.resource, named.group);
+    Some(ApiError {
+        code: 403,
+        reason: "Forbidden",
+        message: format!("{kind} \"{}\" is forbidden: {reason}", named.name),
     })
 }
 

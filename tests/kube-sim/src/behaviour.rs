@@ -24,6 +24,17 @@ pub fn seed(shared: &Shared) {
     for name in names {
         let _ = store.create(namespaces, "", json!({"metadata": {"name": name}}));
     }
+    if shared.options.role == Role::Host {
+        // kube-apiserver's bootstrap policy: the role `system:masters` holds.
+        let _ = store.create(
+            resource("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            "",
+            json!({"metadata": {"name": "cluster-admin"}, "rules": [
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ]}),
+        );
+    }
     if shared.options.role == Role::VCluster {
         // What kubeadm sets up for bootstrap tokens: the ClusterRole whose
         // holders' kubelet client certificates kube-controller-manager approves

@@ -135,6 +135,10 @@ pub async fn handle(
     if let Some(refused) = refuse(&shared, request.headers(), || None) {
         return refused;
     }
+    if let Some(denied) = crate::api::rbac_denies_exec(&shared, request.headers(), &namespace, &pod)
+    {
+        return error(denied);
+    }
     let (exec, stdout, stderr) = match exec_request(&shared, namespace, pod, &request) {
         Ok(parsed) => parsed,
         Err(err) => return error(err),

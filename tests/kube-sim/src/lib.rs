@@ -10,7 +10,8 @@
 //!
 //! Simplifications, on purpose: server-side apply merges maps and replaces lists
 //! and does not detect field-ownership conflicts; strategic merge patch is
-//! treated as JSON merge patch; no RBAC, no defaulting beyond metadata; of
+//! treated as JSON merge patch; RBAC only where a host is started with
+//! `Options::rbac` (see `rbac`); no defaulting beyond metadata; of
 //! admission, validating webhooks only (see `admission`), called for CREATE
 //! and UPDATE. Every simulator serves HTTPS with a CA of its own
 //! (`kubeconfig()` pins it); a vCluster's API asks for a bearer token: its admin token, or
@@ -33,6 +34,7 @@ mod behaviour;
 mod exec;
 mod join;
 mod protobuf;
+mod rbac;
 pub mod registry;
 pub mod store;
 mod table;
@@ -41,6 +43,7 @@ mod tokens;
 
 pub use authz::{Authorizer, WebhookCredentials};
 pub use exec::{ExecHandler, ExecOutput, ExecRequest};
+pub use rbac::Access;
 pub use tls::TlsFront;
 
 use std::{
@@ -82,6 +85,9 @@ pub struct Options {
     pub authorizer: Option<Authorizer>,
     /// What the API server presents to admission webhooks (see `authz`).
     pub webhook_credentials: WebhookCredentials,
+    /// Whether service-account tokens are held to RBAC (see `rbac`);
+    /// otherwise any such token may do anything, as the admin's may.
+    pub rbac: bool,
 }
 
 impl Options {
@@ -95,6 +101,7 @@ impl Options {
             names: Vec::new(),
             authorizer: None,
             webhook_credentials: WebhookCredentials::default(),
+            rbac: false,
         }
     }
 
@@ -107,6 +114,7 @@ impl Options {
             names: Vec::new(),
             authorizer: None,
             webhook_credentials: WebhookCredentials::default(),
+            rbac: false,
         }
     }
 }
@@ -142,6 +150,8 @@ pub(crate) struct Shared {
     pub ca_pem: String,
     /// Service-account tokens issued through the TokenRequest API.
     pub issued: Mutex<tokens::IssuedTokens>,
+    /// What RBAC decided, request by request (`Options::rbac`).
+    pub access: Mutex<Vec<Access>>,
 }
 
 /// A simulator being started.
@@ -185,6 +195,7 @@ impl Simulator {
             exec: Mutex::new(None),
             ca_pem: authority.ca_pem.clone(),
             issued: Mutex::new(HashMap::new()),
+            access: Mutex::new(Vec::new()),
         });
         behaviour::seed(&shared);
         let app = Router::new()
@@ -216,9 +227,19 @@ impl Simulator {
     /// and the bearer token when the simulator asks for one. What a vCluster
     /// writes into its `vc-<name>` Secret, and what clients of the host use.
     pub fn kubeconfig(&self, server: Option<&str>) -> String {
+        self.kubeconfig_with(server, self.shared.token.as_deref())
+    }
+
+    /// A kubeconfig for this API at its `url()` with another bearer token (a
+    /// ServiceAccount's, say).
+    pub fn kubeconfig_as(&self, token: &str) -> String {
+        self.kubeconfig_with(None, Some(token))
+    }
+
+    fn kubeconfig_with(&self, server: Option<&str>, token: Option<&str>) -> String {
         use base64::Engine;
         let ca = base64::engine::general_purpose::STANDARD.encode(&self.shared.ca_pem);
-        let user = match &self.shared.token {
+        let user = match token {
             Some(token) => format!("\n    token: {token}"),
             None => " {}".to_string(),
         };
@@ -238,6 +259,22 @@ impl Simulator {
 
     pub fn set_faults(&self, faults: Faults) {
         *self.shared.faults.lock().expect("lock") = faults;
+    }
+
+    /// A token for the ServiceAccount `namespace/name`, as the TokenRequest
+    /// API issues it (an hour).
+    pub fn issue_token(&self, namespace: &str, name: &str) -> Result<String, ApiError> {
+        let issued = tokens::request(&self.shared, namespace, name, &serde_json::json!({}))?;
+        Ok(issued["status"]["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
+    }
+
+    /// What RBAC decided so far about service-account tokens, request by
+    /// request (`Options::rbac`).
+    pub fn access_log(&self) -> Vec<Access> {
+        self.shared.access.lock().expect("lock").clone()
     }
 
     /// Installs what runs the commands `pods/exec` is asked for.
