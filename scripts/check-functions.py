@@ -258,8 +258,17 @@ def sam_http_functions(manifest):
                   "      BuildProperties:",
                   f"        Binary: {name}",
                   "    Properties:",
-                  "      CodeUri: ../..",
-                  "      Policies: [!Ref ReadSecrets]"]
+                  "      CodeUri: ../.."]
+        if f.get("host"):
+            # A cluster's kubeconfig Secret only, as its own identity.
+            lines += ["      Policies: [!Ref ReadSecrets, !Ref ReadCredentialsKubeconfig]",
+                      "      Environment:",
+                      "        Variables:",
+                      "          KUBEBYON_HOST_KUBECONFIG_SECRET_ARN:",
+                      "            !If [HasCredentialsKubeconfig, !Ref HostCredentialsKubeconfigSecretArn, "
+                      "!Ref HostKubeconfigSecretArn]"]
+        else:
+            lines.append("      Policies: [!Ref ReadSecrets]")
         if "timeout" in f:
             lines.append(f"      Timeout: {f['timeout']}")
         if "memory" in f:
@@ -350,7 +359,8 @@ def write(root, manifest):
 
 def template_functions(text):
     """Binary → (its ScheduleExpression or None, its HttpApi events, its
-    MemorySize or None, its schedule's Name or None, its Timeout or None)."""
+    MemorySize or None, its schedule's Name or None, its Timeout or None,
+    the Read* policies it names, its KUBEBYON_HOST_KUBECONFIG_SECRET_ARN or None)."""
     out = {}
     for block in re.split(r"\n  (?=[A-Z][A-Za-z0-9]*:\n)", text):
         binary = re.search(r"^\s+Binary:\s*([a-z0-9-]+)\s*$", block, re.M)
@@ -360,10 +370,13 @@ def template_functions(text):
             memory = re.search(r"^\s+MemorySize:\s*([0-9]+)\s*$", block, re.M)
             name = re.search(r"^\s+Name:\s*(.+?)\s*$", block, re.M)
             timeout = re.search(r"^      Timeout:\s*([0-9]+)\s*$", block, re.M)
+            policies = set(re.findall(r"!Ref (Read[A-Za-z]+)", block))
+            arn = re.search(r"^\s+KUBEBYON_HOST_KUBECONFIG_SECRET_ARN:\s*(.+?)\s*$", block, re.M)
             out[binary.group(1)] = (rate.group(1) if rate else None, events,
                                     int(memory.group(1)) if memory else None,
                                     name.group(1) if name else None,
-                                    int(timeout.group(1)) if timeout else None)
+                                    int(timeout.group(1)) if timeout else None,
+                                    policies, arn.group(1) if arn else None)
     return out
 
 
@@ -417,6 +430,27 @@ def check(root):
         if name in deployed and deployed[name][3] != stack_scoped:
             say("infra/aws/template.yaml",
                 f"{name}'s schedule is named {deployed[name][3]}, not {stack_scoped}")
+    # The host kubeconfig: only where functions.toml says the function acts
+    # on the host (every job; a schedule or http function with `host`), and
+    # the HTTP functions' is their own, narrower one.
+    template = read(root, "infra/aws/template.yaml")
+    globals_part = template.split("\nResources:", 1)[0]
+    if "KUBEBYON_HOST_KUBECONFIG_SECRET_ARN" in globals_part:
+        say("infra/aws/template.yaml", "the host kubeconfig is given to every function (Globals)")
+    for name in sorted(on_lambda & deployed.keys()):
+        f = manifest[name]
+        access = ("jobs" if f.get("kind") == "job" or (f.get("kind") == "schedule" and f.get("host"))
+                  else "credentials" if f.get("kind") == "http" and f.get("host") else None)
+        policies, arn = deployed[name][5], deployed[name][6]
+        want_policy = {"jobs": "ReadHostKubeconfig", "credentials": "ReadCredentialsKubeconfig"}.get(access)
+        host_policies = {"ReadHostKubeconfig", "ReadCredentialsKubeconfig"} & policies
+        if host_policies != ({want_policy} if want_policy else set()) or (arn is not None) != (access is not None):
+            say("infra/aws/template.yaml",
+                f"{name} reads {sorted(host_policies) or 'no host kubeconfig'} with "
+                f"KUBEBYON_HOST_KUBECONFIG_SECRET_ARN {'set' if arn else 'unset'}; functions.toml gives it "
+                f"{want_policy or 'no host access'}")
+        elif access == "jobs" and "HostCredentials" in arn:
+            say("infra/aws/template.yaml", f"{name} is given the HTTP functions' kubeconfig")
     for name in sorted(on_lambda & deployed.keys()):
         if deployed[name][2] != manifest[name].get("memory"):
             say("infra/aws/template.yaml",
@@ -427,7 +461,7 @@ def check(root):
     ready = re.search(r"KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS:\s*\"?([0-9]+)",
                       read(root, "infra/aws/template.yaml"))
     for name in sorted(of_kind(manifest, "job")):
-        timeout = deployed.get(name, (None,) * 5)[4]
+        timeout = deployed.get(name, (None,) * 7)[4]
         if name in deployed and (not ready or not timeout or int(ready.group(1)) > (timeout - 120) * 1000):
             say("infra/aws/template.yaml",
                 f"{name}'s Timeout {timeout} s leaves no room after KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS "
@@ -493,7 +527,13 @@ def self_test():
         put("infra/helm/kubebyon/routes.yaml", "")
         template = read(root, "infra/aws/template.yaml")
         generated_template = template
-        put("infra/aws/template.yaml", template.replace("Path: /api/x/{id}", "Path: /api/y"))
+        put("infra/aws/template.yaml",
+            "Globals:\n  Function:\n    Environment:\n      Variables:\n"
+            "        KUBEBYON_HOST_KUBECONFIG_SECRET_ARN: !Ref HostKubeconfigSecretArn\n"
+            + template.replace("Path: /api/x/{id}", "Path: /api/y").replace(
+                "        Binary: sync-c\n    Properties:\n",
+                "        Binary: sync-c\n    Properties:\n      Environment:\n        Variables:\n"
+                "          KUBEBYON_HOST_KUBECONFIG_SECRET_ARN: !Ref HostKubeconfigSecretArn\n"))
         found = "\n".join(check(root))
         put("functions.toml", manifest.replace('handler = "B"\n', "") + '[gone]\nkind = "tool"\n')
         found_manifest = "\n".join(check(root))
@@ -509,6 +549,9 @@ def self_test():
         "infra/aws/template.yaml: sync-c has MemorySize None; functions.toml says 256",
         "infra/aws/template.yaml: stale",
         "+            Path: /api/x/{id}",
+        "infra/aws/template.yaml: the host kubeconfig is given to every function (Globals)",
+        "infra/aws/template.yaml: sync-c reads no host kubeconfig with KUBEBYON_HOST_KUBECONFIG_SECRET_ARN set; "
+        "functions.toml gives it no host access",
         "functions/sync-c/src/lib.rs: sync-c's interval is `Millis::new('C_MS', 60000)`, functions.toml says 120000",
         "docs/architecture.md: the table of functions has no row for functions/sync-c",
     ]
@@ -527,7 +570,8 @@ def self_test():
         not all(line in generated_template for line in [
             "  ApiAFunction:", "        Binary: api-a", "        ARoot:", "            Path: /api/a",
             "        A:", "            Path: /api/a/{proxy+}", "            Method: ANY",
-            "        XId:", "            Path: /api/x/{id}", "            Method: GET"]),
+            "        XId:", "            Path: /api/x/{id}", "            Method: GET",
+            "      Policies: [!Ref ReadSecrets, !Ref ReadCredentialsKubeconfig]"]),
     ]
     if missing or any(wrong):
         print("self-test failed; missing:\n" + "\n".join(missing) + "\nfound:\n" + found

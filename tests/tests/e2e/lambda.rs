@@ -280,6 +280,21 @@ async fn under_lambda_a_code_request_answers_at_the_same_time_for_real_and_unkno
 pub(crate) async fn secrets_extension(
     secrets: Vec<(&'static str, String)>,
 ) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let everything = secrets.iter().map(|(arn, _)| arn.to_string()).collect();
+    secrets_extension_for(
+        secrets,
+        std::collections::HashMap::from([("session-token".to_string(), everything)]),
+    )
+    .await
+}
+
+/// [`secrets_extension`] for functions of their own roles: each presents
+/// its session token and may read the ARNs `allowed` lists for it (IAM's
+/// answer otherwise: AccessDeniedException).
+pub(crate) async fn secrets_extension_for(
+    secrets: Vec<(&'static str, String)>,
+    allowed: std::collections::HashMap<String, std::collections::HashSet<String>>,
+) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use axum::{
         extract::Query,
         http::{HeaderMap, StatusCode},
@@ -294,17 +309,25 @@ pub(crate) async fn secrets_extension(
                   Query(query): Query<std::collections::HashMap<String, String>>| {
                 let secrets = secrets.clone();
                 let seen = seen.clone();
+                let allowed = allowed.clone();
                 async move {
                     let id = query.get("secretId").cloned().unwrap_or_default();
                     seen.lock().unwrap().push(id.clone());
-                    if headers
+                    let Some(readable) = headers
                         .get("x-aws-parameters-secrets-token")
-                        .map(|v| v.as_bytes())
-                        != Some(b"session-token")
-                    {
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|token| allowed.get(token))
+                    else {
                         return (
                             StatusCode::UNAUTHORIZED,
                             axum::Json(serde_json::json!({"message": "bad token"})),
+                        );
+                    };
+                    if !readable.contains(&id) {
+                        return (
+                            StatusCode::BAD_REQUEST,
+                            axum::Json(serde_json::json!({"__type": "AccessDeniedException",
+                                "message": format!("not authorized to perform: secretsmanager:GetSecretValue on resource: {id}")})),
                         );
                     }
                     match secrets.iter().find(|(arn, _)| *arn == id) {

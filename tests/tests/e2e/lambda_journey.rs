@@ -31,7 +31,7 @@ use tokio::process::{Child, Command};
 use crate::{
     harness::{Client, SETTINGS_KEY},
     journey::Journey,
-    lambda::{custom_resource, response_url, secrets_extension},
+    lambda::{custom_resource, response_url, secrets_extension_for},
     routing::{ApiRoute, sam_backend, sam_routes, sam_template},
 };
 
@@ -41,6 +41,8 @@ const AMQP_ARN: &str =
     "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kubebyon/amqp-url-GhIjKl";
 const HOST_ARN: &str =
     "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kubebyon/host-kubeconfig-MnOpQr";
+const CREDENTIALS_ARN: &str =
+    "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kubebyon/host-credentials-EfGhIj";
 const KEY_ARN: &str =
     "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kubebyon/settings-key-StUvWx";
 const SMTP_ARN: &str =
@@ -88,11 +90,54 @@ fn resolve(
     }
 }
 
-/// One function of the template: its binary, environment and events.
+/// One function of the template: its binary, environment and events, and
+/// the secrets its role may read.
 struct Function {
     binary: String,
     env: HashMap<String, String>,
     events: Vec<Value>,
+    readable: std::collections::HashSet<String>,
+}
+
+/// The ARNs the managed policies a function names allow
+/// `secretsmanager:GetSecretValue` on.
+fn readable_secrets(
+    template: &Value,
+    function: &Value,
+    parameters: &HashMap<&str, String>,
+    conditions: &HashMap<&str, bool>,
+) -> std::collections::HashSet<String> {
+    let mut arns = std::collections::HashSet::new();
+    for policy in function["Properties"]["Policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let document = &template["Resources"][policy.as_str().unwrap_or_default()]["Properties"]["PolicyDocument"];
+        for statement in document["Statement"].as_array().into_iter().flatten() {
+            if statement["Action"] != "secretsmanager:GetSecretValue" {
+                continue;
+            }
+            let resource = &statement["Resource"];
+            // A list of ARNs, or one (`!If [Condition, a, b]` included).
+            let items = match resource.as_array() {
+                Some(items)
+                    if !items[0]
+                        .as_str()
+                        .is_some_and(|first| conditions.contains_key(first)) =>
+                {
+                    items.clone()
+                }
+                _ => vec![resource.clone()],
+            };
+            arns.extend(
+                items
+                    .iter()
+                    .filter_map(|item| resolve(item, parameters, conditions)),
+            );
+        }
+    }
+    arns
 }
 
 fn functions(
@@ -118,6 +163,7 @@ fn functions(
             .collect();
         functions.push(Function {
             binary: binary.to_string(),
+            readable: readable_secrets(template, resource, parameters, conditions),
             env,
             events: resource["Properties"]["Events"]
                 .as_object()
@@ -317,14 +363,6 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
     let host = kube_sim::Simulator::start(kube_sim::Options::host())
         .await
         .unwrap();
-    let (extension, _) = secrets_extension(vec![
-        (DATABASE_ARN, db.url.clone()),
-        (AMQP_ARN, tests::broker::amqp_url()),
-        (HOST_ARN, host.kubeconfig(None)),
-        (KEY_ARN, SETTINGS_KEY.to_string()),
-        (SMTP_ARN, mail.url()),
-    ])
-    .await;
     let (_emulator, emulator_port) = emulator().await;
     let http = reqwest::Client::new();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -335,16 +373,67 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
         ("DatabaseUrlSecretArn", DATABASE_ARN.to_string()),
         ("AmqpUrlSecretArn", AMQP_ARN.to_string()),
         ("HostKubeconfigSecretArn", HOST_ARN.to_string()),
+        (
+            "HostCredentialsKubeconfigSecretArn",
+            CREDENTIALS_ARN.to_string(),
+        ),
         ("SettingsKeySecretArn", KEY_ARN.to_string()),
         ("SmtpUrlSecretArn", SMTP_ARN.to_string()),
         ("PublicBaseUrl", base.clone()),
         ("JoinBaseUrl", base.clone()),
         ("HostNodeAddress", "127.0.0.1".to_string()),
     ]);
-    let conditions = HashMap::from([("HasSettingsKey", true), ("HasSmtp", true)]);
+    let conditions = HashMap::from([
+        ("HasSettingsKey", true),
+        ("HasSmtp", true),
+        ("HasCredentialsKubeconfig", true),
+    ]);
     let template = sam_template();
     let functions = functions(&template, &parameters, &conditions);
     assert!(functions.len() >= 18, "every function of the template");
+    // Each function reads what its role allows, and only that: the host's
+    // kubeconfig is the jobs' and the observing schedules'; the HTTP
+    // functions that read clusters' kubeconfig Secrets have their own.
+    let reads = |binary: &str| {
+        &functions
+            .iter()
+            .find(|f| f.binary == binary)
+            .unwrap()
+            .readable
+    };
+    for binary in ["job-cluster-create", "sync-nodes"] {
+        assert!(
+            reads(binary).contains(HOST_ARN) && !reads(binary).contains(CREDENTIALS_ARN),
+            "{binary}"
+        );
+    }
+    for binary in ["join", "api-clusters", "api-nodes"] {
+        assert!(
+            reads(binary).contains(CREDENTIALS_ARN) && !reads(binary).contains(HOST_ARN),
+            "{binary}"
+        );
+    }
+    for binary in ["console", "admission", "api-billing", "sweep", "migrate"] {
+        assert!(
+            !reads(binary).contains(HOST_ARN) && !reads(binary).contains(CREDENTIALS_ARN),
+            "{binary}"
+        );
+    }
+    let (extension, asked) = secrets_extension_for(
+        vec![
+            (DATABASE_ARN, db.url.clone()),
+            (AMQP_ARN, tests::broker::amqp_url()),
+            (HOST_ARN, host.kubeconfig(None)),
+            (CREDENTIALS_ARN, host.kubeconfig(None)),
+            (KEY_ARN, SETTINGS_KEY.to_string()),
+            (SMTP_ARN, mail.url()),
+        ],
+        functions
+            .iter()
+            .map(|f| (format!("session-{}", f.binary), f.readable.clone()))
+            .collect(),
+    )
+    .await;
 
     // Each function as Lambda starts it: its own runtime API, its name, the
     // session token the extension checks.
@@ -362,7 +451,7 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
                 .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
                 .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
                 .env("AWS_REGION", "eu-west-1")
-                .env("AWS_SESSION_TOKEN", "session-token")
+                .env("AWS_SESSION_TOKEN", format!("session-{}", function.binary))
                 .env(
                     "PARAMETERS_SECRETS_EXTENSION_HTTP_PORT",
                     extension.to_string(),
@@ -455,6 +544,12 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
         "{summary}"
     );
     lock.rollback().await.unwrap();
+
+    // Both kubeconfigs were read, each by the functions whose role allows
+    // it (an ARN outside a role is refused, and its function does not start).
+    let asked = asked.lock().unwrap().clone();
+    assert!(asked.iter().any(|arn| arn == HOST_ARN), "{asked:?}");
+    assert!(asked.iter().any(|arn| arn == CREDENTIALS_ARN), "{asked:?}");
 }
 
 #[test]
