@@ -15,12 +15,14 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/target/tools/bin:$PWD/target/test-venv/bin:$PATH"
 
 chart=infra/helm/kubebyon
-# A cluster that serves the Gateway API, and the public URLs an operator sets.
+# A cluster that serves the Gateway API and ValidatingAdmissionPolicy (1.30
+# and later), and the public URLs an operator sets.
 urls=(--set config.KUBEBYON_PUBLIC_BASE_URL=https://kubebyon.example.com
       --set config.KUBEBYON_JOIN_BASE_URL=https://kubebyon.example.com)
 render() {
     helm template kubebyon "$chart" --namespace kubebyon \
-        --api-versions gateway.networking.k8s.io/v1/HTTPRoute "${urls[@]}" "$@"
+        --api-versions gateway.networking.k8s.io/v1/HTTPRoute \
+        --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy "${urls[@]}" "$@"
 }
 # Fails unless rendering with "$@" (no Gateway API, no URLs) fails saying $1.
 refused() {
@@ -89,9 +91,10 @@ done
 
 {
     echo "# Generated from infra/helm/kubebyon with its default values, example public URLs"
-    echo "# (set yours) and a cluster that serves the Gateway API:"
+    echo "# (set yours) and a cluster that serves the Gateway API and ValidatingAdmissionPolicy:"
     echo "#   helm template kubebyon infra/helm/kubebyon --namespace kubebyon \\"
     echo "#     --api-versions gateway.networking.k8s.io/v1/HTTPRoute \\"
+    echo "#     --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy \\"
     echo "#     --set config.KUBEBYON_PUBLIC_BASE_URL=https://kubebyon.example.com \\"
     echo "#     --set config.KUBEBYON_JOIN_BASE_URL=https://kubebyon.example.com"
     echo "# Regenerate with scripts/check-infra.sh --write; install with Helm to change values."

@@ -419,6 +419,45 @@ pub async fn list_observable(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sq
     .await
 }
 
+/// Records that the cluster's namespace has the host access of `revision`
+/// (`host::access`).
+pub async fn record_host_access(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    revision: i32,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE clusters SET host_access_revision = greatest(host_access_revision, $2) WHERE id = $1",
+        cluster_id,
+        revision,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Up to `limit` ready clusters (or being updated) with host access below
+/// `revision`: made before the platform granted it, or before this revision.
+pub async fn lacking_host_access(
+    db: impl PgExecutor<'_>,
+    revision: i32,
+    limit: i64,
+) -> Result<Vec<Cluster>, sqlx::Error> {
+    cluster_query!(
+        r#"SELECT"#,
+        r#"
+           FROM clusters
+           WHERE deleted_at IS NULL AND host_access_revision < $1
+             AND status IN ('ready', 'updating')
+           ORDER BY id
+           LIMIT $2"#,
+        revision,
+        limit,
+    )
+    .fetch_all(db)
+    .await
+}
+
 /// Records whether the control plane answered; `last_observed_at` is the last
 /// time it did.
 pub async fn record_observation(

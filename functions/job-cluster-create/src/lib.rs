@@ -78,8 +78,13 @@ async fn create(
     host: &HostCluster,
     cluster: &Cluster,
 ) -> Result<Finished, JobError> {
-    ctx.step(CREATING_NAMESPACE, host.ensure_namespace(cluster))
-        .await?;
+    // The namespace, and who may act in it (the jobs, and the HTTP
+    // functions only to read the cluster's kubeconfig Secret).
+    ctx.step(CREATING_NAMESPACE, async {
+        host.ensure_namespace(cluster).await?;
+        host.ensure_access(&ctx.pool, cluster).await
+    })
+    .await?;
     ctx.step(APPLYING_LIMITS, host.ensure_limits(cluster))
         .await?;
     ctx.step(ISOLATING, host.ensure_isolation(cluster)).await?;

@@ -63,8 +63,12 @@ impl TypedJobHandler for UpdateCluster {
                 )
             })?;
         target.apply_to(&mut cluster);
-        ctx.step(APPLYING_LIMITS, host.ensure_limits(&cluster))
-            .await?;
+        ctx.step(APPLYING_LIMITS, async {
+            // A cluster made before the platform's identities were split gets its access now.
+            host.ensure_access(&ctx.pool, &cluster).await?;
+            host.ensure_limits(&cluster).await
+        })
+        .await?;
         ctx.step(ISOLATING, host.ensure_isolation(&cluster)).await?;
         // The platform's authorizer: a cluster made before it gets it now.
         let api_server = admission::authorizer::prepare(ctx, host, &cluster).await?;

@@ -71,7 +71,12 @@ impl TypedJobHandler for RemoveNode {
             )
         })?;
         let client = ctx
-            .step(CONNECTING, host.vcluster_client(&cluster, endpoint))
+            .step(CONNECTING, async {
+                // A cluster made before the platform's identities were split
+                // gets its access now (sync-clusters would, in time).
+                host.ensure_access(&ctx.pool, &cluster).await?;
+                host.vcluster_client(&cluster, endpoint).await
+            })
             .await?;
         let name = removal.node_name.as_str();
         let api: Api<Node> = Api::all(client.clone());

@@ -135,6 +135,9 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    if command == "check-url" {
+        return check_urls(&args[1..]).await;
+    }
     let settings = Settings::from_env()?;
     shared::app::config::check(&settings)?;
     telemetry::init(settings.log_format, settings.traces.as_ref());
@@ -169,13 +172,38 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             )),
         },
         other => Err(anyhow::anyhow!(
-            "unknown command {other:?}; expected run, migrate, create-admin, reseal-settings or openapi"
+            "unknown command {other:?}; expected run, migrate, create-admin, reseal-settings, openapi or check-url"
         )),
     };
     if let Some(pg) = embedded {
         pg.stop().await;
     }
     result
+}
+
+/// `local check-url URL…`: GETs each URL and fails unless every one answers
+/// 200 within 10 s, naming those that did not. The chart's `helm test` runs
+/// it, as the image has no shell or curl.
+async fn check_urls(urls: &[&String]) -> anyhow::Result<()> {
+    anyhow::ensure!(!urls.is_empty(), "usage: local check-url URL…");
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()?;
+    let mut failed = Vec::new();
+    for url in urls {
+        match http.get(url.as_str()).send().await {
+            Ok(reply) if reply.status() == reqwest::StatusCode::OK => {
+                #[allow(clippy::print_stdout)]
+                {
+                    println!("{url}: 200");
+                }
+            }
+            Ok(reply) => failed.push(format!("{url}: {}", reply.status())),
+            Err(error) => failed.push(format!("{url}: {error}")),
+        }
+    }
+    anyhow::ensure!(failed.is_empty(), "{}", failed.join("; "));
+    Ok(())
 }
 
 /// Makes `email` an administrator with the password on standard input

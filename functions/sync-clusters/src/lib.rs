@@ -1,4 +1,5 @@
-//! `sync-clusters`: the schedule that checks every ready cluster's control
+//! `sync-clusters`: the schedule that gives clusters made before it the
+//! platform's access in their namespace ([`access`]), checks every ready cluster's control
 //! plane and records whether it answers (`connection_status`, `last_observed_at`),
 //! keeps its managed ingress on target (enqueuing an `ingress_converge` job when
 //! it is off it), keeps its admission webhook as the platform registered it
@@ -6,6 +7,7 @@
 //! deletes the ServiceAccounts of revoked and expired kubeconfig credentials
 //! from their clusters, and tells the owners of organizations past their plan ([`plan`]).
 
+pub mod access;
 pub mod observe;
 pub mod plan;
 pub mod tls;
@@ -16,6 +18,7 @@ use shared::config::Millis;
 use shared::kubeconfigs::credential::{self, RemovalReport};
 
 use crate::{
+    access::AccessReport,
     observe::{Enqueuing, ObservationReport, observe_clusters},
     plan::PlanReport,
 };
@@ -34,6 +37,8 @@ pub const SCHEDULE: Schedule = Schedule {
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Report {
     #[serde(flatten)]
+    pub access: AccessReport,
+    #[serde(flatten)]
     pub observation: ObservationReport,
     pub credentials: RemovalReport,
     pub plans: PlanReport,
@@ -45,12 +50,14 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
         publisher: ctx.publisher()?,
         max_attempts: ctx.settings.jobs.max_attempts,
     };
+    let access = access::grant_missing(&ctx.pool, host).await?;
     let observation = observe_clusters(&ctx.pool, host, enqueuing, CONCURRENCY).await?;
     let credentials = credential::remove_stale(&ctx.pool, host, None).await?;
     let plans =
         plan::notify_organizations_past_their_plan(&ctx.pool, &ctx.settings.public_base_url)
             .await?;
     Ok(Report {
+        access,
         observation,
         credentials,
         plans,

@@ -7,7 +7,8 @@
 //! the job backbone turns them into job errors. Its parts: [`settings`],
 //! [`error`], [`quantity`], [`chart`] (the objects and chart values a
 //! cluster gets), [`apply`] (the steps, each an idempotent server-side
-//! apply), [`vcluster`] (the clusters' own APIs and the fleet loop),
+//! apply), [`access`] (who may act in a cluster's namespace), [`vcluster`]
+//! (the clusters' own APIs and the fleet loop),
 //! [`exec`] and [`metrics`].
 
 use kube::{
@@ -16,6 +17,7 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 
+pub mod access;
 pub mod apply;
 pub mod chart;
 pub mod error;
@@ -25,6 +27,7 @@ pub mod quantity;
 pub mod settings;
 pub mod vcluster;
 
+pub use access::ACCESS_REVISION;
 pub use apply::{ControlPlaneState, Endpoint, WaitError};
 pub use chart::{
     ApiServerFiles, NETWORK_POLICY, kubernetes_image_tag, network_policy, public_service_name,
@@ -33,7 +36,7 @@ pub use chart::{
 pub use error::HostError;
 pub use metrics::{ContainerUsage, PodUsage};
 pub use quantity::{quantity, quantity_value};
-pub use settings::{HostSettings, LoadBalancerProvider};
+pub use settings::{HostSettings, LoadBalancerProvider, ServiceAccount, TenantAccess};
 
 /// The field manager of every object the platform applies.
 pub const FIELD_MANAGER: &str = "kubebyon";
@@ -238,5 +241,45 @@ mod tests {
         ] {
             assert!(settings(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_platforms_identities_are_named_together_or_not_at_all() {
+        let read = |pairs: &[(&str, &str)]| {
+            TenantAccess::from_source(&std::collections::HashMap::from_iter(pairs.iter().copied()))
+        };
+        let role = ("KUBEBYON_HOST_TENANT_CLUSTER_ROLE", "kb-tenant");
+        let jobs = ("KUBEBYON_HOST_JOBS_SERVICE_ACCOUNT", "kubebyon/kb-host");
+        let credentials = (
+            "KUBEBYON_HOST_CREDENTIALS_SERVICE_ACCOUNT",
+            "kubebyon/kb-credentials",
+        );
+        assert_eq!(read(&[]).unwrap(), None);
+        let access = read(&[role, jobs, credentials]).unwrap().unwrap();
+        assert_eq!(access.cluster_role, "kb-tenant");
+        assert_eq!(
+            (access.jobs.namespace.as_str(), access.jobs.name.as_str()),
+            ("kubebyon", "kb-host")
+        );
+        assert_eq!(access.credentials.name, "kb-credentials");
+        // One missing: refused, naming the three.
+        let partial = read(&[role, jobs]).unwrap_err().to_string();
+        assert!(partial.contains("all three or none"), "{partial}");
+        for bad in ["kb-host", "/kb-host", "kubebyon/", "a/b/c"] {
+            let wrong = read(&[
+                role,
+                ("KUBEBYON_HOST_JOBS_SERVICE_ACCOUNT", bad),
+                credentials,
+            ]);
+            assert!(wrong.is_err(), "{bad}");
+        }
+        assert!(
+            read(&[
+                ("KUBEBYON_HOST_TENANT_CLUSTER_ROLE", " "),
+                jobs,
+                credentials
+            ])
+            .is_err()
+        );
     }
 }

@@ -42,6 +42,10 @@ pub struct HostSettings {
     /// certificate is signed by, when no public CA signs it (the webhook
     /// configuration's `caBundle`).
     pub admission_ca_pem: Option<String>,
+    /// The platform's identities on its host, when it runs there
+    /// ([`TenantAccess`]): the jobs grant them their rights in each
+    /// cluster's namespace.
+    pub tenant_access: Option<TenantAccess>,
 }
 
 /// How a `loadbalancer` cluster's control plane is exposed.
@@ -103,6 +107,7 @@ impl HostSettings {
                 .get("KUBEBYON_ADMISSION_CA_FILE")
                 .map(|path| admission_ca(&path))
                 .transpose()?,
+            tenant_access: TenantAccess::from_source(source)?,
             load_balancer: match source.get("KUBEBYON_LOADBALANCER_PROVIDER").as_deref() {
                 None | Some("service") => LoadBalancerProvider::Service,
                 Some("gatewayapi") => LoadBalancerProvider::GatewayApi {
@@ -185,4 +190,66 @@ pub(super) fn pod_cidrs(raw: &str) -> Result<Vec<String>, ConfigError> {
             }
         })
         .collect()
+}
+
+/// A ServiceAccount, as `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAccount {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The identities of a platform running on its host cluster
+/// (`KUBEBYON_HOST_TENANT_CLUSTER_ROLE`, `KUBEBYON_HOST_JOBS_SERVICE_ACCOUNT`,
+/// `KUBEBYON_HOST_CREDENTIALS_SERVICE_ACCOUNT`, all three or none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantAccess {
+    /// The ClusterRole of what the jobs do in a cluster's namespace.
+    pub cluster_role: String,
+    pub jobs: ServiceAccount,
+    pub credentials: ServiceAccount,
+}
+
+impl TenantAccess {
+    pub fn from_source(source: &dyn Source) -> Result<Option<Self>, ConfigError> {
+        const ROLE: &str = "KUBEBYON_HOST_TENANT_CLUSTER_ROLE";
+        const JOBS: &str = "KUBEBYON_HOST_JOBS_SERVICE_ACCOUNT";
+        const CREDENTIALS: &str = "KUBEBYON_HOST_CREDENTIALS_SERVICE_ACCOUNT";
+        let (role, jobs, credentials) =
+            match (source.get(ROLE), source.get(JOBS), source.get(CREDENTIALS)) {
+                (None, None, None) => return Ok(None),
+                (Some(role), Some(jobs), Some(credentials)) => (role, jobs, credentials),
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        name: ROLE,
+                        reason: format!(
+                            "{ROLE}, {JOBS} and {CREDENTIALS} go together: set all three or none"
+                        ),
+                    });
+                }
+            };
+        let account = |name: &'static str, raw: String| {
+            raw.split_once('/')
+                .filter(|(ns, sa)| !ns.is_empty() && !sa.is_empty() && !sa.contains('/'))
+                .map(|(ns, sa)| ServiceAccount {
+                    namespace: ns.to_string(),
+                    name: sa.to_string(),
+                })
+                .ok_or(ConfigError::Invalid {
+                    name,
+                    reason: format!("expected namespace/name, got {raw:?}"),
+                })
+        };
+        if role.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                name: ROLE,
+                reason: "must name a ClusterRole".into(),
+            });
+        }
+        Ok(Some(Self {
+            cluster_role: role,
+            jobs: account(JOBS, jobs)?,
+            credentials: account(CREDENTIALS, credentials)?,
+        }))
+    }
 }

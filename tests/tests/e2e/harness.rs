@@ -50,6 +50,7 @@ pub struct Builder {
     smtp: bool,
     stripe: bool,
     console: bool,
+    least_privilege: bool,
 }
 
 impl Builder {
@@ -76,6 +77,18 @@ impl Builder {
     /// `caBundle`.
     pub fn admission(mut self) -> Self {
         self.admission = true;
+        if self.host.is_none() {
+            self.host = Some(host_settings());
+        }
+        self
+    }
+
+    /// A host that holds service-account tokens to RBAC, with the chart's
+    /// ServiceAccounts and roles: the jobs act as its jobs ServiceAccount
+    /// and the HTTP functions as its credentials one, with the tenant access
+    /// settings its ConfigMap gives.
+    pub fn least_privilege(mut self) -> Self {
+        self.least_privilege = true;
         if self.host.is_none() {
             self.host = Some(host_settings());
         }
@@ -151,7 +164,7 @@ impl Builder {
                 settings.admission_ca_pem = Some(tls.ca_pem.clone());
                 front = Some(tls);
             }
-            host = Some(start_host(settings).await);
+            host = Some(start_host(settings, self.least_privilege).await);
             self = self.default_env("KUBEBYON_JOIN_BASE_URL", &base_url);
         }
         let db = TestDb::new().await;
@@ -160,9 +173,7 @@ impl Builder {
         } else {
             Identity::Development(users::ensure_development_user(&db.pool).await.unwrap())
         };
-        let cluster_host = host
-            .as_ref()
-            .map(|(_, host): &(_, Arc<HostCluster>)| host.clone());
+        let cluster_host = host.as_ref().map(|host: &Host| host.jobs.clone());
         let job_settings = match cluster_host {
             Some(_) => job_settings(),
             None => JobSettings::default(),
@@ -184,7 +195,7 @@ impl Builder {
             publisher: Arc::new(dispatcher.clone()),
             settings: Arc::new(Settings::from_source(&source).unwrap()),
             identity,
-            host: cluster_host,
+            host: host.as_ref().map(|host| host.http.clone()),
         };
         let stripe = match self.stripe {
             true => Some(configure_stripe(&state).await),
@@ -215,21 +226,78 @@ impl Builder {
     }
 }
 
-async fn start_host(settings: HostSettings) -> (Arc<Simulator>, Arc<HostCluster>) {
+/// The simulated host and the platform's clients of it.
+struct Host {
+    sim: Arc<Simulator>,
+    /// What the jobs and schedules act as.
+    jobs: Arc<HostCluster>,
+    /// What the HTTP functions act as.
+    http: Arc<HostCluster>,
+}
+
+async fn start_host(mut settings: HostSettings, least_privilege: bool) -> Host {
     let sim = Simulator::start(Options {
         ready_delay: Duration::from_millis(100),
         namespace_delete_delay: Duration::from_millis(100),
+        rbac: least_privilege,
         ..Options::host()
     })
     .await
     .unwrap();
-    let host = HostCluster::from_kubeconfig(
-        Kubeconfig::from_yaml(&sim.kubeconfig(None)).unwrap(),
-        settings,
-    )
-    .await
-    .unwrap();
-    (sim, Arc::new(host))
+    let connect = |kubeconfig: String, settings: HostSettings| async move {
+        Arc::new(
+            HostCluster::from_kubeconfig(Kubeconfig::from_yaml(&kubeconfig).unwrap(), settings)
+                .await
+                .unwrap(),
+        )
+    };
+    if !least_privilege {
+        let host = connect(sim.kubeconfig(None), settings).await;
+        return Host {
+            sim,
+            jobs: host.clone(),
+            http: host,
+        };
+    }
+    // The chart as installed in `default`: its identities and roles, and
+    // the settings its ConfigMap gives every function.
+    let documents = crate::routing::rendered(&[]);
+    let mut config = std::collections::HashMap::new();
+    for document in &documents {
+        match document["kind"].as_str().unwrap_or_default() {
+            "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => {
+                let mut object = document.clone();
+                if matches!(
+                    object["kind"].as_str(),
+                    Some("ServiceAccount" | "Role" | "RoleBinding")
+                ) {
+                    object["metadata"]["namespace"] = "default".into();
+                }
+                sim.put(object).unwrap();
+            }
+            "ConfigMap" => {
+                for (key, value) in document["data"].as_object().unwrap() {
+                    config.insert(key.clone(), value.as_str().unwrap().to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    let config: std::collections::HashMap<&str, &str> = config
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    settings.tenant_access = shared::host::TenantAccess::from_source(&config).unwrap();
+    let access = settings
+        .tenant_access
+        .clone()
+        .expect("the chart names the platform's identities");
+    let token = |account: &shared::host::ServiceAccount| {
+        sim.issue_token(&account.namespace, &account.name).unwrap()
+    };
+    let jobs = connect(sim.kubeconfig_as(&token(&access.jobs)), settings.clone()).await;
+    let http = connect(sim.kubeconfig_as(&token(&access.credentials)), settings).await;
+    Host { sim, jobs, http }
 }
 
 /// The loopback Stripe API as the platform's, saved the way the back office
@@ -266,7 +334,7 @@ pub struct TestApp {
     /// Where the router is also served over TCP (the join function's base
     /// URL when there is a host).
     pub base_url: String,
-    host: Option<(Arc<Simulator>, Arc<HostCluster>)>,
+    host: Option<Host>,
     /// HTTPS in front of `base_url`, made by [`Builder::admission`].
     pub front: Option<kube_sim::TlsFront>,
     mail: Option<SmtpSink>,
@@ -301,17 +369,26 @@ impl TestApp {
             smtp: false,
             stripe: false,
             console: false,
+            least_privilege: false,
         }
     }
 
     /// The simulator serving as the host cluster.
     pub fn sim(&self) -> &Arc<Simulator> {
-        &self.host.as_ref().expect("a platform built with a host").0
+        &self
+            .host
+            .as_ref()
+            .expect("a platform built with a host")
+            .sim
     }
 
     /// The host cluster the cluster jobs act on.
     pub fn host(&self) -> &Arc<HostCluster> {
-        &self.host.as_ref().expect("a platform built with a host").1
+        &self
+            .host
+            .as_ref()
+            .expect("a platform built with a host")
+            .jobs
     }
 
     /// The SMTP server the platform mails through.

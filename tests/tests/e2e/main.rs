@@ -22,6 +22,7 @@ mod kubeconfigs;
 mod labels;
 mod lambda;
 mod lambda_journey;
+mod least_privilege;
 mod local_process;
 mod metrics;
 mod nodes;

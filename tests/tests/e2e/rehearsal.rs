@@ -615,6 +615,66 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         lock.rollback().await.unwrap();
     }
 
+    // `helm test`: the chart's test pod's command, each Service at the
+    // first copy of its Deployment; then with one Service not answering.
+    let test = documents
+        .iter()
+        .find(|d| d["kind"] == "Pod" && d["metadata"]["annotations"]["helm.sh/hook"] == "test")
+        .expect("the chart renders a helm test");
+    let container = &test["spec"]["containers"][0];
+    let strings = |value: &Value| -> Vec<String> {
+        value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let command = strings(&container["command"]);
+    let at_copies = |url: &String| {
+        let (service, path) = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split_once(".default.svc"))
+            .unwrap_or_else(|| panic!("a Service URL: {url}"));
+        let port = running
+            .iter()
+            .find(|p| p.workload == service)
+            .and_then(|p| p.port)
+            .unwrap_or_else(|| panic!("{service} runs"));
+        format!("http://127.0.0.1:{port}{path}")
+    };
+    let urls: Vec<String> = strings(&container["args"]).iter().map(at_copies).collect();
+    assert_eq!(
+        urls.len(),
+        workloads
+            .iter()
+            .filter(|w| w.env.contains_key("PORT"))
+            .count()
+            + 1,
+        "every HTTP function's /healthz, and the OpenAPI document: {urls:?}"
+    );
+    let helm_test = |urls: Vec<String>| {
+        Command::new(workspace_binary(command[0].rsplit('/').next().unwrap()))
+            .args(&command[1..])
+            .args(urls)
+            .env_clear()
+            .output()
+    };
+    let output = helm_test(urls.clone()).await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut gone = urls.clone();
+    gone.push(format!("http://127.0.0.1:{}/healthz", free_port()));
+    let output = helm_test(gone.clone()).await.unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(gone.last().unwrap().as_str()),
+        "the failure names the URL"
+    );
+
     for mut process in running {
         let pid = process.child.id().unwrap();
         tests::interrupt(pid);

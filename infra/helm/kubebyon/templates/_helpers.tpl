@@ -22,15 +22,22 @@ app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
 {{- end }}
 
 {{/* The ServiceAccount of a function: (list $ needsHost). */}}
+{{/* The ServiceAccount of a function by its host access: (list $ access),
+access "jobs" (what the jobs and host schedules do), "credentials" (HTTP
+functions: a cluster's kubeconfig Secret, in tenant namespaces only) or ""
+(no host access, no token). */}}
 {{- define "kubebyon.serviceAccount" -}}
-{{- if index . 1 -}}{{ (index . 0).Release.Name }}-host{{- else -}}{{ (index . 0).Release.Name }}{{- end -}}
+{{- $access := index . 1 -}}
+{{- if eq $access "jobs" -}}{{ (index . 0).Release.Name }}-host
+{{- else if eq $access "credentials" -}}{{ (index . 0).Release.Name }}-credentials
+{{- else -}}{{ (index . 0).Release.Name }}{{- end -}}
 {{- end }}
 
-{{/* The pod spec every function shares: (dict "root" $ "name" name "host" bool "args" list "ports" list "probes" bool). */}}
+{{/* The pod spec every function shares: (dict "root" $ "name" name "host" access "args" list "ports" list "probes" bool), access as for kubebyon.serviceAccount. */}}
 {{- define "kubebyon.pod" -}}
 {{- $root := .root -}}
 serviceAccountName: {{ include "kubebyon.serviceAccount" (list $root .host) }}
-automountServiceAccountToken: {{ and .host $root.Values.host.inCluster }}
+automountServiceAccountToken: {{ and (ne .host "") $root.Values.host.inCluster }}
 securityContext:
   {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
 {{- with $root.Values.imagePullSecrets }}
@@ -118,7 +125,7 @@ containers:
       {{- toYaml $root.Values.resources | nindent 6 }}
     securityContext:
       {{- toYaml $root.Values.securityContext | nindent 6 }}
-    {{- $hostMount := and .host (not $root.Values.host.inCluster) }}
+    {{- $hostMount := and (ne .host "") (not $root.Values.host.inCluster) }}
     {{- if or $hostMount $root.Values.extraVolumeMounts }}
     volumeMounts:
       {{- if $hostMount }}
@@ -135,7 +142,8 @@ volumes:
   {{- if $hostMount }}
   - name: host-kubeconfig
     secret:
-      secretName: {{ required "host.kubeconfigSecret is required when host.inCluster is false" $root.Values.host.kubeconfigSecret }}
+      {{- $secret := required "host.kubeconfigSecret is required when host.inCluster is false" $root.Values.host.kubeconfigSecret }}
+      secretName: {{ if eq .host "credentials" }}{{ $root.Values.host.credentialsKubeconfigSecret | default $secret }}{{ else }}{{ $secret }}{{ end }}
       items:
         - key: {{ $root.Values.host.kubeconfigKey }}
           path: kubeconfig
