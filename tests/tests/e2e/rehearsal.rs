@@ -580,7 +580,7 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
             w.kind == "CronJob"
                 || (w.kind == "Deployment"
                     && !w.env.contains_key("PORT")
-                    && !w.name.starts_with("job-"))
+                    && !w.binary.starts_with("job-"))
         })
         .collect();
     assert_eq!(schedules.len(), 6, "{schedules:?}");

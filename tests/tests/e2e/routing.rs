@@ -67,6 +67,14 @@ pub(crate) fn rendered(set: &[&str]) -> Vec<Value> {
     serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout).unwrap()).unwrap()
 }
 
+/// The function behind a Service of the chart rendered as release `kb`:
+/// every object is named `<release>-<function>`.
+pub(crate) fn function_of(service: &str) -> &str {
+    service
+        .strip_prefix("kb-")
+        .unwrap_or_else(|| panic!("{service} is named after the release"))
+}
+
 /// The HTTPRoute rules of a rendering as (match, backend Service).
 pub(crate) fn httproute_rules(documents: &[Value]) -> Vec<(PathMatch, String)> {
     let routes: Vec<&Value> = documents
@@ -221,12 +229,15 @@ async fn misrouted(state: &AppState, route: impl Fn(&str, &str) -> Option<String
 async fn the_helm_route_table_sends_every_operation_to_the_function_that_serves_it() {
     let rules = httproute_rules(&rendered(&[]));
     let state = TestApp::builder("routing").build().await.state;
-    let wrong = misrouted(&state, |_, path| backend_of(&rules, path).map(String::from)).await;
+    let wrong = misrouted(&state, |_, path| {
+        backend_of(&rules, path).map(|service| function_of(service).to_string())
+    })
+    .await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 
     // The table decides: a path sent to the wrong function is caught.
     let tokens = example("/api/console/clusters/{cluster_id}/tokens");
-    assert_eq!(backend_of(&rules, &tokens), Some("api-nodes"));
+    assert_eq!(backend_of(&rules, &tokens), Some("kb-api-nodes"));
     assert!(
         !serves(api_clusters::router().with_state(state), "GET", &tokens).await,
         "api-clusters does not serve a cluster's tokens"
@@ -280,7 +291,7 @@ async fn the_helm_ingress_sends_every_operation_to_the_function_that_serves_it()
         paths
             .iter()
             .find(|(regex, _)| regex.is_match(path))
-            .map(|(_, backend)| backend.clone())
+            .map(|(_, backend)| function_of(backend).to_string())
     };
     let state = TestApp::builder("routing").build().await.state;
     let wrong = misrouted(&state, |_, path| backend(path)).await;
