@@ -135,8 +135,11 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    if command == "check-url" {
-        return check_urls(&args[1..]).await;
+    // Neither needs the platform's settings or a database.
+    match command {
+        "check-url" => return check_urls(&args[1..]).await,
+        "doctor" => return doctor().await,
+        _ => {}
     }
     let settings = Settings::from_env()?;
     shared::app::config::check(&settings)?;
@@ -172,13 +175,33 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             )),
         },
         other => Err(anyhow::anyhow!(
-            "unknown command {other:?}; expected run, migrate, create-admin, reseal-settings, openapi or check-url"
+            "unknown command {other:?}; expected run, migrate, create-admin, reseal-settings, doctor, openapi or check-url"
         )),
     };
     if let Some(pg) = embedded {
         pg.stop().await;
     }
     result
+}
+
+/// `local doctor`: checks the host cluster `KUBEBYON_HOST_KUBECONFIG` names
+/// against the platform's prerequisites and the host settings, one line a
+/// check; fails when one is not met.
+async fn doctor() -> anyhow::Result<()> {
+    let host = shared::host::from_env()
+        .await?
+        .context("KUBEBYON_HOST_KUBECONFIG is not set: name the host cluster's kubeconfig")?;
+    let findings = host.doctor().await;
+    for finding in &findings {
+        #[allow(clippy::print_stdout)]
+        {
+            let mark = if finding.ok { "ok  " } else { "FAIL" };
+            println!("{mark} {}: {}", finding.check, finding.detail);
+        }
+    }
+    let failed = findings.iter().filter(|f| !f.ok).count();
+    anyhow::ensure!(failed == 0, "{failed} of the host's prerequisites not met");
+    Ok(())
 }
 
 /// `local check-url URL…`: GETs each URL and fails unless every one answers

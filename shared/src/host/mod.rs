@@ -8,7 +8,8 @@
 //! [`error`], [`quantity`], [`chart`] (the objects and chart values a
 //! cluster gets), [`apply`] (the steps, each an idempotent server-side
 //! apply), [`access`] (who may act in a cluster's namespace), [`vcluster`]
-//! (the clusters' own APIs and the fleet loop),
+//! (the clusters' own APIs and the fleet loop), [`doctor`] (the host's
+//! prerequisites),
 //! [`exec`] and [`metrics`].
 
 use kube::{
@@ -20,6 +21,7 @@ use kube::{
 pub mod access;
 pub mod apply;
 pub mod chart;
+pub mod doctor;
 pub mod error;
 pub mod exec;
 pub mod metrics;

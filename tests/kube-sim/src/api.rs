@@ -265,8 +265,35 @@ pub async fn handle(
     if let Some(refused) = refuse(&shared, &headers, || None) {
         return refused;
     }
+    if let Some(group) = uri
+        .path()
+        .strip_prefix("/apis/")
+        .and_then(|rest| rest.split('/').next())
+        && shared
+            .faults
+            .lock()
+            .expect("lock")
+            .unserved_groups
+            .iter()
+            .any(|g| g == group)
+    {
+        return error(ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: "the server could not find the requested resource".into(),
+        });
+    }
     let target = match route(uri.path()) {
-        Ok(Route::Json(value)) if method == Method::GET => return respond(StatusCode::OK, &value),
+        Ok(Route::Json(mut value)) if method == Method::GET => {
+            // The group list names only the groups served.
+            if uri.path().trim_end_matches('/') == "/apis"
+                && let Some(groups) = value["groups"].as_array_mut()
+            {
+                let unserved = shared.faults.lock().expect("lock").unserved_groups.clone();
+                groups.retain(|g| !unserved.iter().any(|u| g["name"] == u.as_str()));
+            }
+            return respond(StatusCode::OK, &value);
+        }
         Ok(Route::Json(_)) => {
             return error(ApiError {
                 code: 405,

@@ -133,6 +133,9 @@ pub struct Faults {
     /// How far the simulator's clock runs ahead of the real one: what expires
     /// (issued tokens, bootstrap tokens) expires that much sooner.
     pub clock_ahead: Duration,
+    /// API groups the server does not serve (a CRD not installed, no
+    /// metrics-server): their discovery and objects answer 404.
+    pub unserved_groups: Vec<String>,
 }
 
 pub(crate) struct Shared {

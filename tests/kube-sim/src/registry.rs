@@ -127,6 +127,13 @@ pub static RESOURCES: &[ResourceType] = &[
     ),
     resource!("cert-manager.io", "v1", "Certificate", "certificates", true),
     resource!("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", true),
+    resource!(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        false
+    ),
 ];
 
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {

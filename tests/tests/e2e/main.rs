@@ -12,6 +12,7 @@ mod clusters;
 mod console;
 mod contract;
 mod dns;
+mod doctor;
 mod faults;
 mod harness;
 mod hostile_input;
