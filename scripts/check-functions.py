@@ -273,6 +273,12 @@ def sam_http_functions(manifest):
             lines.append(f"      Timeout: {f['timeout']}")
         if "memory" in f:
             lines.append(f"      MemorySize: {f['memory']}")
+        lines.append(f"      ReservedConcurrentExecutions: {f['concurrency']}")
+        if f.get("provisioned"):
+            # Events then reach the alias, whose instances are kept warm.
+            lines += ["      AutoPublishAlias: live",
+                      "      ProvisionedConcurrencyConfig:",
+                      "        ProvisionedConcurrentExecutions: !Ref AdmissionProvisionedConcurrency"]
         lines.append("      Events:")
         for route in f["routes"]:
             method, path, under = parse_route(route)
@@ -360,7 +366,8 @@ def write(root, manifest):
 def template_functions(text):
     """Binary → (its ScheduleExpression or None, its HttpApi events, its
     MemorySize or None, its schedule's Name or None, its Timeout or None,
-    the Read* policies it names, its KUBEBYON_HOST_KUBECONFIG_SECRET_ARN or None)."""
+    the Read* policies it names, its KUBEBYON_HOST_KUBECONFIG_SECRET_ARN or None,
+    its ReservedConcurrentExecutions or None)."""
     out = {}
     for block in re.split(r"\n  (?=[A-Z][A-Za-z0-9]*:\n)", text):
         binary = re.search(r"^\s+Binary:\s*([a-z0-9-]+)\s*$", block, re.M)
@@ -370,13 +377,15 @@ def template_functions(text):
             memory = re.search(r"^\s+MemorySize:\s*([0-9]+)\s*$", block, re.M)
             name = re.search(r"^\s+Name:\s*(.+?)\s*$", block, re.M)
             timeout = re.search(r"^      Timeout:\s*([0-9]+)\s*$", block, re.M)
+            reserved = re.search(r"^\s+ReservedConcurrentExecutions:\s*([0-9]+)\s*$", block, re.M)
             policies = set(re.findall(r"!Ref (Read[A-Za-z]+)", block))
             arn = re.search(r"^\s+KUBEBYON_HOST_KUBECONFIG_SECRET_ARN:\s*(.+?)\s*$", block, re.M)
             out[binary.group(1)] = (rate.group(1) if rate else None, events,
                                     int(memory.group(1)) if memory else None,
                                     name.group(1) if name else None,
                                     int(timeout.group(1)) if timeout else None,
-                                    policies, arn.group(1) if arn else None)
+                                    policies, arn.group(1) if arn else None,
+                                    int(reserved.group(1)) if reserved else None)
     return out
 
 
@@ -451,6 +460,13 @@ def check(root):
                 f"{want_policy or 'no host access'}")
         elif access == "jobs" and "HostCredentials" in arn:
             say("infra/aws/template.yaml", f"{name} is given the HTTP functions' kubeconfig")
+    for name in sorted(on_lambda):
+        if not isinstance(manifest[name].get("concurrency"), int) or manifest[name]["concurrency"] < 1:
+            say("functions.toml", f"{name}: a Lambda function needs its `concurrency` (reserved)")
+        elif name in deployed and deployed[name][7] != manifest[name]["concurrency"]:
+            say("infra/aws/template.yaml",
+                f"{name} has ReservedConcurrentExecutions {deployed[name][7]}; "
+                f"functions.toml says {manifest[name]['concurrency']}")
     for name in sorted(on_lambda & deployed.keys()):
         if deployed[name][2] != manifest[name].get("memory"):
             say("infra/aws/template.yaml",
@@ -461,7 +477,7 @@ def check(root):
     ready = re.search(r"KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS:\s*\"?([0-9]+)",
                       read(root, "infra/aws/template.yaml"))
     for name in sorted(of_kind(manifest, "job")):
-        timeout = deployed.get(name, (None,) * 7)[4]
+        timeout = deployed.get(name, (None,) * 8)[4]
         if name in deployed and (not ready or not timeout or int(ready.group(1)) > (timeout - 120) * 1000):
             say("infra/aws/template.yaml",
                 f"{name}'s Timeout {timeout} s leaves no room after KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS "
@@ -497,10 +513,10 @@ def self_test():
                 f.write(text)
         for name in ["api-a", "job-b", "sync-c", "extra", "local"]:
             put(f"functions/{name}/Cargo.toml", "")
-        manifest = ('[api-a]\nkind = "http"\nhost = true\nreplicas = 2\n'
+        manifest = ('[api-a]\nkind = "http"\nhost = true\nreplicas = 2\nconcurrency = 4\n'
                     'routes = ["/api/a/**", "GET /api/x/{id}"]\n'
-                    '[job-b]\nkind = "job"\njob_type = "b_job"\nreplicas = 1\nhandler = "B"\n'
-                    '[sync-c]\nkind = "schedule"\nmode = "loop"\nhost = false\n'
+                    '[job-b]\nkind = "job"\njob_type = "b_job"\nreplicas = 1\nhandler = "B"\nconcurrency = 2\n'
+                    '[sync-c]\nkind = "schedule"\nmode = "loop"\nhost = false\nconcurrency = 1\n'
                     'interval_env = "C_MS"\ninterval_ms = 120000\nmemory = 256\n'
                     '[local]\nkind = "tool"\nlambda = false\n')
         put("functions.toml", manifest)
@@ -547,6 +563,7 @@ def self_test():
         "infra/aws/template.yaml: sync-c runs at rate(1 minute); functions.toml's 120000 ms is rate(2 minutes)",
         'infra/aws/template.yaml: sync-c\'s schedule is named None, not !Sub "${AWS::StackName}-sync-c"',
         "infra/aws/template.yaml: sync-c has MemorySize None; functions.toml says 256",
+        "infra/aws/template.yaml: sync-c has ReservedConcurrentExecutions None; functions.toml says 1",
         "infra/aws/template.yaml: stale",
         "+            Path: /api/x/{id}",
         "infra/aws/template.yaml: the host kubeconfig is given to every function (Globals)",
@@ -571,7 +588,8 @@ def self_test():
             "  ApiAFunction:", "        Binary: api-a", "        ARoot:", "            Path: /api/a",
             "        A:", "            Path: /api/a/{proxy+}", "            Method: ANY",
             "        XId:", "            Path: /api/x/{id}", "            Method: GET",
-            "      Policies: [!Ref ReadSecrets, !Ref ReadCredentialsKubeconfig]"]),
+            "      Policies: [!Ref ReadSecrets, !Ref ReadCredentialsKubeconfig]",
+            "      ReservedConcurrentExecutions: 4"]),
     ]
     if missing or any(wrong):
         print("self-test failed; missing:\n" + "\n".join(missing) + "\nfound:\n" + found

@@ -58,6 +58,8 @@ if ! helm install kubebyon "$chart" --dry-run=client "${urls[@]}" 2>/dev/null | 
 fi
 
 cfn-lint infra/aws/template.yaml
+python scripts/check-sam.py --self-test
+python scripts/check-sam.py
 yamllint --strict infra/
 helm lint --strict "$chart" "${urls[@]}" >/dev/null
 rendered=$(mktemp)
