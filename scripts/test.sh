@@ -24,6 +24,16 @@ command -v cc >/dev/null || apt_install gcc libc6-dev
 command -v mold >/dev/null || apt_install mold
 command -v curl >/dev/null || apt_install curl
 command -v jq >/dev/null || apt_install jq
+# Containers, daemonless, for the platform's image (scripts/image.sh) and
+# the test that runs it (tests/tests/e2e/image.rs): Debian's podman, buildah
+# and runc, with runc, cgroupfs and explicit ulimits
+# (target/containers.conf: no default ulimits).
+command -v podman >/dev/null || apt_install podman
+command -v buildah >/dev/null || apt_install buildah
+command -v runc >/dev/null || [ -x /usr/sbin/runc ] || apt_install runc
+mkdir -p target
+printf '[containers]\ndefault_ulimits = []\n' >target/containers.conf
+export CONTAINERS_CONF="$PWD/target/containers.conf"
 # A real pooler, for what it does to the platform's connections (pool.rs).
 command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer
 
@@ -142,6 +152,8 @@ command -v chromium >/dev/null || apt_install chromium fonts-noto-cjk
 # Build and test -------------------------------------------------------------
 log "building the workspace"
 cargo build --workspace --bins --locked
+log "building the image from the binaries (scripts/image.sh)"
+./scripts/image.sh
 # The AWS template's functions as `sam build` builds them (BuildMethod
 # rust-cargolambda), into target/lambda/<binary>/bootstrap, for the journey
 # under the Lambda emulator (tests/tests/e2e/lambda_journey.rs).

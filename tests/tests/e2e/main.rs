@@ -17,6 +17,7 @@ mod faults;
 mod harness;
 mod hostile_input;
 mod idempotency;
+mod image;
 mod ingress;
 mod journey;
 mod kubeconfigs;

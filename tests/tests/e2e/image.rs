@@ -1,0 +1,138 @@
+//! The platform's image as CI builds it (`scripts/image.sh`, which
+//! `scripts/test.sh` runs after building the binaries): from scratch, glibc
+//! from Debian's packages, every function binary. A function runs from it
+//! with a read-only root file system as the non-root user 65532, answers its
+//! probes, and the chart's `helm test` command, run from the image too, finds
+//! it healthy. Containers run as the machine allows: podman with runc,
+//! cgroupfs, explicit ulimits and `target/containers.conf`.
+
+use std::process::{Command, Output};
+
+use tests::{database::TestDb, eventually, free_port};
+
+const IMAGE: &str = "localhost/kubebyon:dev";
+
+fn podman(args: &[&str]) -> Output {
+    let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/containers.conf");
+    Command::new("podman")
+        .env("CONTAINERS_CONF", conf)
+        .args(["--runtime", "runc", "--cgroup-manager=cgroupfs"])
+        .args(args)
+        .output()
+        .expect("podman runs (scripts/test.sh installs it)")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// `podman run` of the image: read-only, the host's network, the ulimits
+/// given explicitly.
+fn run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "--rm",
+        "--read-only",
+        "--network",
+        "host",
+        "--ulimit",
+        "nofile=4096:4096",
+        "--ulimit",
+        "nproc=4096:4096",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[tokio::test]
+async fn a_function_runs_from_the_image_read_only_as_its_non_root_user() {
+    let inspected = podman(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{.Size}} {{.Config.User}} {{.Digest}}",
+        IMAGE,
+    ]);
+    assert!(
+        inspected.status.success(),
+        "the image is built (scripts/image.sh): {}",
+        text(&inspected)
+    );
+    let image = String::from_utf8_lossy(&inspected.stdout)
+        .trim()
+        .to_string();
+    let fields: Vec<&str> = image.split(' ').collect();
+    assert_eq!(fields[1], "65532:65532", "{image}");
+
+    let db = TestDb::new().await;
+    let (port, metrics) = (free_port(), free_port());
+    let name = format!("kubebyon-image-{}", uuid::Uuid::new_v4().simple());
+    let env = [
+        format!("DATABASE_URL={}", db.url),
+        format!("AMQP_URL={}", tests::broker::amqp_url()),
+        format!("PORT={port}"),
+        format!("METRICS_PORT={metrics}"),
+        "DATABASE_MAX_CONNECTIONS=2".to_string(),
+    ];
+    let mut args = run_args(&["-d", "--name", &name]);
+    for variable in &env {
+        args.extend(["-e", variable.as_str()]);
+    }
+    args.extend([IMAGE, "/usr/local/bin/api-auth"]);
+    let started = podman(&args);
+    assert!(started.status.success(), "{}", text(&started));
+
+    let http = reqwest::Client::new();
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    eventually(60, "the function in the container is ready", || async {
+        let reply = http.get(&ready).send().await.ok()?;
+        (reply.status() == 200).then_some(())
+    })
+    .await;
+
+    // The chart's `helm test` command, from the image.
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let openapi = format!("http://127.0.0.1:{port}/api/openapi.json");
+    let check = podman(&run_args(&[
+        IMAGE,
+        "/usr/local/bin/local",
+        "check-url",
+        &healthz,
+        &openapi,
+    ]));
+    assert!(check.status.success(), "{}", text(&check));
+    assert!(text(&check).contains(&format!("{openapi}: 200")));
+
+    // As 65532, with nothing writable but what is mounted.
+    let container = podman(&[
+        "inspect",
+        "--format",
+        "{{.Config.User}} {{.HostConfig.ReadonlyRootfs}}",
+        &name,
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&container.stdout).trim(),
+        "65532:65532 true"
+    );
+    let top = podman(&["top", &name, "huser", "args"]);
+    assert!(
+        text(&top).contains("65532") && text(&top).contains("/usr/local/bin/api-auth"),
+        "{}",
+        text(&top)
+    );
+    let stopped = podman(&["stop", "--time", "5", &name]);
+    assert!(stopped.status.success(), "{}", text(&stopped));
+    #[allow(clippy::print_stdout)]
+    {
+        println!(
+            "image {IMAGE}: {} MiB, user {}, read-only root, {}",
+            fields[0].parse::<u64>().unwrap_or_default() / 1024 / 1024,
+            fields[1],
+            fields[2]
+        );
+    }
+}
