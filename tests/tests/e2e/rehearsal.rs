@@ -1,8 +1,10 @@
 //! A deployment rehearsal: the Helm chart's rendered manifests run as
-//! processes on this machine. Every workload's command and environment are
-//! read from `helm template` (its ConfigMap, the Secret it names, its own
-//! variables, the host kubeconfig Secret's mount), each Deployment runs as
-//! many processes as its replicas, behind a router that sends each request where the
+//! containers of the platform's image (`scripts/image.sh`) on this machine,
+//! podman with the host's network. Every workload's command, environment,
+//! user, read-only root file system and mounts are read from `helm template`
+//! (its ConfigMap, the Secret it names, its own variables, the host
+//! kubeconfig Secret's mount), each Deployment runs as many containers as its
+//! replicas, behind a router that sends each request where the
 //! HTTPRoute's rules send it. The migration hook runs first, the first admin
 //! comes from the admin command, and a user goes from registering to a
 //! deleted cluster. Every job runs exactly once, the create's request and
@@ -59,6 +61,82 @@ struct Workload {
     replicas: usize,
     /// The container's HTTP probes as rendered.
     probes: Vec<Probe>,
+    /// `uid:gid` from the pod's security context.
+    user: String,
+    /// Whether the container's root file system is read-only.
+    read_only: bool,
+    /// Mounted Secrets: the test's copy of each, and where it is mounted.
+    mounts: Vec<(PathBuf, String)>,
+}
+
+/// The image the rehearsal runs (scripts/test.sh builds it).
+const IMAGE: &str = "localhost/kubebyon:dev";
+
+/// `podman run` of the image as the workload's pod runs it, with the host's
+/// network, explicit ulimits and a label that `Containers` removes by.
+fn podman_run(workload: &Workload, env: &BTreeMap<String, String>, args: &[String]) -> Command {
+    let mut command = Command::new("podman");
+    command
+        .env(
+            "CONTAINERS_CONF",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../target/containers.conf"),
+        )
+        .args([
+            "--runtime",
+            "runc",
+            "--cgroup-manager=cgroupfs",
+            "run",
+            "--rm",
+        ])
+        .args(["--label", "kubebyon-rehearsal=1", "--network", "host"])
+        .args([
+            "--ulimit",
+            "nofile=4096:4096",
+            "--ulimit",
+            "nproc=4096:4096",
+        ])
+        .args(["--user", &workload.user]);
+    if workload.read_only {
+        command.arg("--read-only");
+    }
+    for (local, path) in &workload.mounts {
+        command.args(["-v", &format!("{}:{path}:ro", local.display())]);
+    }
+    for (name, value) in env {
+        command.args(["-e", &format!("{name}={value}")]);
+    }
+    command
+        .arg(IMAGE)
+        .arg(format!("/usr/local/bin/{}", workload.binary))
+        .args(args);
+    command
+}
+
+/// Removes the rehearsal's containers when it ends, however it ends (a
+/// killed `podman run` leaves its container running).
+struct Containers;
+
+impl Drop for Containers {
+    fn drop(&mut self) {
+        let podman = || {
+            let mut command = std::process::Command::new("podman");
+            command.env(
+                "CONTAINERS_CONF",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../target/containers.conf"),
+            );
+            command
+        };
+        if let Ok(listed) = podman()
+            .args(["ps", "-aq", "--filter", "label=kubebyon-rehearsal=1"])
+            .output()
+        {
+            let ids = String::from_utf8_lossy(&listed.stdout).to_string();
+            let ids: Vec<&str> = ids.split_whitespace().collect();
+            if !ids.is_empty() {
+                let _ = podman().args(["rm", "-f"]).args(ids).output();
+            }
+        }
+    }
 }
 
 /// A probe of a container: `startupProbe`, `livenessProbe` or
@@ -128,25 +206,36 @@ fn workloads(
             };
             env.insert(name, value);
         }
-        // Paths under a mounted Secret, to the test's copy of it.
+        // Each mounted Secret: the test's copy of it, at the rendered path.
         let volumes: HashMap<&str, &str> = spec["volumes"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|v| Some((v["name"].as_str()?, v["secret"]["secretName"].as_str()?)))
             .collect();
+        let mut mounts = Vec::new();
         for mount in container["volumeMounts"].as_array().into_iter().flatten() {
             let path = mount["mountPath"].as_str().unwrap();
-            let Some(secret_name) = volumes.get(mount["name"].as_str().unwrap()) else {
-                continue;
-            };
-            let local = mounted[*secret_name].to_str().unwrap();
-            for value in env.values_mut() {
-                if let Some(rest) = value.strip_prefix(path) {
-                    *value = format!("{local}{rest}");
-                }
+            if let Some(secret_name) = volumes.get(mount["name"].as_str().unwrap()) {
+                mounts.push((mounted[*secret_name].clone(), path.to_string()));
             }
         }
+        let context = &spec["securityContext"];
+        let user = format!(
+            "{}:{}",
+            context["runAsUser"]
+                .as_u64()
+                .expect("the pod names its user"),
+            context["runAsGroup"]
+                .as_u64()
+                .expect("the pod names its group")
+        );
+        let read_only = container["securityContext"]["readOnlyRootFilesystem"] == true;
+        assert!(
+            read_only && user == "65532:65532",
+            "{} runs read-only as 65532 ({user})",
+            document["metadata"]["name"]
+        );
         // A long-running pod's liveness reads nothing (a slow database or a
         // full pod is not a dead process): tests/e2e/probes.rs.
         if kind == "Deployment" {
@@ -177,6 +266,9 @@ fn workloads(
                 .map(|a| a.as_str().unwrap().to_string())
                 .collect(),
             env,
+            user,
+            read_only,
+            mounts,
             replicas: document["spec"]["replicas"].as_u64().unwrap_or(1) as usize,
             probes: ["startupProbe", "livenessProbe", "readinessProbe"]
                 .into_iter()
@@ -194,7 +286,22 @@ fn workloads(
     workloads
 }
 
-/// One copy of a workload as a process; `PORT` and `METRICS_PORT` moved to
+/// A free port no other copy of this rehearsal was given: containers take
+/// a second or so to bind theirs, and two copies given one port would both
+/// pass the probes the first answers.
+fn unused_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = free_port();
+        let mut given = GIVEN.lock().unwrap();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+/// One copy of a workload as a container; `PORT` and `METRICS_PORT` moved to
 /// free ports (every copy shares this machine's network).
 struct Running {
     workload: String,
@@ -206,22 +313,18 @@ struct Running {
 fn start(workload: &Workload, copy: usize) -> Running {
     let pod = format!("{}-{copy}", workload.name);
     let mut env = workload.env.clone();
-    let port = env.contains_key("PORT").then(free_port);
+    let port = env.contains_key("PORT").then(unused_port);
     if let Some(port) = port {
         env.insert("PORT".into(), port.to_string());
     }
-    let metrics_port = env.contains_key("METRICS_PORT").then(free_port);
+    let metrics_port = env.contains_key("METRICS_PORT").then(unused_port);
     if let Some(port) = metrics_port {
         env.insert("METRICS_PORT".into(), port.to_string());
     }
     for value in env.values_mut() {
         *value = value.replace("{pod}", &pod);
     }
-    let child = Command::new(workspace_binary(&workload.binary))
-        .args(&workload.args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env)
+    let child = podman_run(workload, &env, &workload.args)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
@@ -381,8 +484,17 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     let host = kube_sim::Simulator::start(kube_sim::Options::host())
         .await
         .unwrap();
+    let _containers = Containers;
+    // The Secret as a pod sees it: readable by the pod's user (65532).
     let host_dir = tempfile_dir();
     std::fs::write(host_dir.join("kubeconfig"), host.kubeconfig(None)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        host_dir.join("kubeconfig"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
 
     let (collector, spans) = crate::traces::collector().await;
     let exchange = format!("config.AMQP_EXCHANGE={}", broker.topology.exchange);
@@ -598,13 +710,11 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         let mut env = once.env.clone();
         env.insert("LOG_FORMAT".into(), "json".into());
         env.remove("METRICS_PORT");
-        let output = Command::new(workspace_binary(&once.binary))
-            .args(&once.args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v.replace("{pod}", "once"))))
-            .output()
-            .await
-            .unwrap();
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.replace("{pod}", "once")))
+            .collect();
+        let output = podman_run(&once, &env, &once.args).output().await.unwrap();
         let logs = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{}: {logs}", schedule.name);
         assert!(
@@ -653,12 +763,27 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
             + 1,
         "every HTTP function's /healthz, and the OpenAPI document: {urls:?}"
     );
+    // The test pod's container: the image, its user, read-only.
+    let test_pod = Workload {
+        kind: "Pod".into(),
+        name: "kb-test-services".into(),
+        binary: command[0].rsplit('/').next().unwrap().to_string(),
+        args: Vec::new(),
+        env: BTreeMap::new(),
+        replicas: 1,
+        probes: Vec::new(),
+        user: format!(
+            "{}:{}",
+            test["spec"]["securityContext"]["runAsUser"],
+            test["spec"]["securityContext"]["runAsGroup"]
+        ),
+        read_only: container["securityContext"]["readOnlyRootFilesystem"] == true,
+        mounts: Vec::new(),
+    };
+    assert_eq!(test_pod.user, "65532:65532");
     let helm_test = |urls: Vec<String>| {
-        Command::new(workspace_binary(command[0].rsplit('/').next().unwrap()))
-            .args(&command[1..])
-            .args(urls)
-            .env_clear()
-            .output()
+        let args: Vec<String> = command[1..].iter().cloned().chain(urls).collect();
+        podman_run(&test_pod, &BTreeMap::new(), &args).output()
     };
     let output = helm_test(urls.clone()).await.unwrap();
     assert!(
