@@ -47,7 +47,10 @@ rm -rf "$context"
 mkdir -p "$context/rootfs/usr/local/bin" "$context/debs" "$context/rootfs/etc" "$context/rootfs/tmp"
 # apt fetches as its own user where it can write.
 chmod 777 "$context/debs"
-(cd "$context/debs" && apt-get download -qq libc6 libgcc-s1 >/dev/null)
+download() { (cd "$context/debs" && apt-get download -qq libc6 libgcc-s1 >/dev/null 2>&1); }
+# A machine whose package lists were never fetched knows no package yet.
+download || { [ "$(id -u)" = 0 ] && apt-get update -qq && download; } \
+    || { echo "error: apt-get download libc6 libgcc-s1 failed (run apt-get update)" >&2; exit 1; }
 for deb in "$context"/debs/*.deb; do
     dpkg-deb -x "$deb" "$context/rootfs"
 done
