@@ -93,6 +93,26 @@ pub async fn run(shared: Arc<Shared>) {
             {
                 tokio::spawn(install_chart(shared.clone(), namespace, name));
             }
+            ("HelmChart", "MODIFIED")
+                if shared.options.role == Role::Host && is_vcluster_chart(&event.object) =>
+            {
+                // The control plane restarts with the chart's new values: its
+                // certificate names what they name now.
+                let target = chart_namespace(&event.object, &namespace);
+                let child = shared
+                    .children
+                    .lock()
+                    .expect("lock")
+                    .get(&(target.clone(), name.clone()))
+                    .cloned();
+                if let Some(child) = child {
+                    let _ = child.reissue_certificate(&certificate_names(
+                        &event.object,
+                        &name,
+                        &target,
+                    ));
+                }
+            }
             ("HelmChart", "DELETED") if shared.options.role == Role::Host => {
                 uninstall_chart(&shared, &namespace, &name);
             }
@@ -248,13 +268,7 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
     };
     let target = chart_namespace(&chart, &namespace);
     let token = uuid::Uuid::new_v4().simple().to_string();
-    // The names vCluster's certificate carries: its Service, and the chart's extra SANs.
-    let mut names = vec![
-        format!("{name}.{target}"),
-        format!("{name}.{target}.svc"),
-        format!("{name}.{target}.svc.cluster.local"),
-    ];
-    names.extend(extra_sans(&chart));
+    let names = certificate_names(&chart, &name, &target);
     // The API server's authorization and admission files, from the host
     // Secret the values mount.
     let files = crate::authz::ApiServerFiles::from_chart(
@@ -262,12 +276,17 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
         &target,
         &chart_values(&chart).unwrap_or_default(),
     );
-    let Ok(child) = Simulator::start(Options {
-        names,
-        authorizer: crate::authz::Authorizer::from_files(&files),
-        webhook_credentials: crate::WebhookCredentials::from_files(&files),
-        ..Options::vcluster(token)
-    })
+    // On every address: a load balancer's (127.0.0.2 below) reaches it as a
+    // node's does, and only the names its certificate carries verify.
+    let Ok(child) = Simulator::start_on(
+        std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        Options {
+            names,
+            authorizer: crate::authz::Authorizer::from_files(&files),
+            webhook_credentials: crate::WebhookCredentials::from_files(&files),
+            ..Options::vcluster(token)
+        },
+    )
     .await
     else {
         return;
@@ -423,12 +442,30 @@ fn assign(
                 .pointer("/spec/ports/0/port")
                 .and_then(Value::as_i64)
         });
-        let wanted = json!({"loadBalancer": {"ingress": [{"ip": "127.0.0.1", "ports": [{"port": ingress_port, "protocol": "TCP"}]}]}});
+        // A loopback address outside the names every certificate carries
+        // (127.0.0.1, localhost): a client verifies it only when the
+        // control plane was asked to name it (`controlPlane.proxy.extraSANs`).
+        let wanted = json!({"loadBalancer": {"ingress": [{"ip": LOAD_BALANCER_IP, "ports": [{"port": ingress_port, "protocol": "TCP"}]}]}});
         if service.get("status") != Some(&wanted) {
             let _ = store.merge_patch(services, namespace, name, &json!({"status": wanted}), true);
         }
     }
 }
+
+/// The names vCluster's certificate carries besides loopback's: its
+/// Service's, and the chart's `controlPlane.proxy.extraSANs`.
+fn certificate_names(chart: &Value, name: &str, target: &str) -> Vec<String> {
+    let mut names = vec![
+        format!("{name}.{target}"),
+        format!("{name}.{target}.svc"),
+        format!("{name}.{target}.svc.cluster.local"),
+    ];
+    names.extend(extra_sans(chart));
+    names
+}
+
+/// The address a LoadBalancer Service is given.
+pub const LOAD_BALANCER_IP: &str = "127.0.0.2";
 
 fn fastrand_port(name: &str, index: usize) -> i64 {
     let hash = name

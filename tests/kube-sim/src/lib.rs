@@ -42,6 +42,7 @@ mod tls;
 mod tokens;
 
 pub use authz::{Authorizer, WebhookCredentials};
+pub use behaviour::LOAD_BALANCER_IP;
 pub use exec::{ExecHandler, ExecOutput, ExecRequest};
 pub use rbac::Access;
 pub use tls::TlsFront;
@@ -163,6 +164,7 @@ pub type Starting =
 
 pub struct Simulator {
     shared: Arc<Shared>,
+    authority: tls::Authority,
     addr: SocketAddr,
     tasks: Vec<AbortHandle>,
 }
@@ -208,17 +210,31 @@ impl Simulator {
             )
             .fallback(api::handle)
             .with_state(shared.clone());
-        let server = tokio::spawn(tls::serve(listener, authority.acceptor, app)).abort_handle();
+        let server =
+            tokio::spawn(tls::serve(listener, authority.acceptor.clone(), app)).abort_handle();
         let controller = tokio::spawn(behaviour::run(shared.clone())).abort_handle();
         Ok(Arc::new(Self {
             shared,
+            authority,
             addr,
             tasks: vec![server, controller],
         }))
     }
 
+    /// Where clients reach it: its address, or 127.0.0.1 when it listens on
+    /// every address.
     pub fn url(&self) -> String {
-        format!("https://{}", self.addr)
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("https://{addr}")
+    }
+
+    /// Serves a certificate for `names` (besides loopback's) from the same CA
+    /// from now on, as a control plane restarted with other names does.
+    pub(crate) fn reissue_certificate(&self, names: &[String]) -> std::io::Result<()> {
+        self.authority.reissue(names)
     }
 
     /// The PEM of the CA the simulator's serving certificate is signed by.

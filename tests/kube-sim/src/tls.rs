@@ -21,7 +21,13 @@ use tower::ServiceExt;
 pub(crate) struct Authority {
     /// The CA certificate, PEM.
     pub ca_pem: String,
-    pub acceptor: TlsAcceptor,
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    common_name: String,
+    /// The names the serving certificate carries besides loopback's.
+    names: std::sync::Mutex<Vec<String>>,
+    /// What new connections are answered with: replaced when the serving
+    /// certificate is issued again.
+    pub acceptor: Arc<std::sync::RwLock<TlsAcceptor>>,
 }
 
 fn invalid(err: impl std::fmt::Display) -> std::io::Error {
@@ -40,53 +46,85 @@ impl Authority {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(invalid)?)
+        let issuer = CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(invalid)?)
             .map_err(invalid)?;
-
-        let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-        sans.extend(names.iter().filter(|n| !n.is_empty()).cloned());
-        sans.sort();
-        sans.dedup();
-        let mut serving = CertificateParams::new(sans).map_err(invalid)?;
-        serving
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        serving.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let key = KeyPair::generate().map_err(invalid)?;
-        let certificate = serving.signed_by(&key, &ca).map_err(invalid)?;
-
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(invalid)?
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![certificate.der().clone(), ca.der().clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
-            .map_err(invalid)?;
-        // HTTP/1.1 only: watches, exec upgrades and kubectl all work over it.
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = serving(&issuer, common_name, names)?;
         Ok(Self {
-            ca_pem: ca.pem(),
-            acceptor: TlsAcceptor::from(Arc::new(config)),
+            ca_pem: issuer.pem(),
+            issuer,
+            common_name: common_name.to_string(),
+            names: std::sync::Mutex::new(names.to_vec()),
+            acceptor: Arc::new(std::sync::RwLock::new(acceptor)),
         })
+    }
+
+    /// Serves a certificate for `names` from the same CA from now on, when
+    /// they differ from the current ones: a control plane restarted with
+    /// other names (a vCluster chart's `controlPlane.proxy.extraSANs`
+    /// changed) keeps its CA, so clients that pinned it trust the new one.
+    pub fn reissue(&self, names: &[String]) -> std::io::Result<()> {
+        let mut current = self.names.lock().expect("lock");
+        if current.as_slice() == names {
+            return Ok(());
+        }
+        let acceptor = serving(&self.issuer, &self.common_name, names)?;
+        *self.acceptor.write().expect("lock") = acceptor;
+        *current = names.to_vec();
+        Ok(())
     }
 }
 
+/// A serving certificate signed by `issuer` for `127.0.0.1`, `localhost`
+/// (a vCluster's own kubeconfig names `https://127.0.0.1:6443`) and `names`.
+fn serving(
+    issuer: &CertifiedIssuer<'static, KeyPair>,
+    common_name: &str,
+    names: &[String],
+) -> std::io::Result<TlsAcceptor> {
+    let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    sans.extend(names.iter().filter(|n| !n.is_empty()).cloned());
+    sans.sort();
+    sans.dedup();
+    let mut serving = CertificateParams::new(sans).map_err(invalid)?;
+    serving
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    serving.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().map_err(invalid)?;
+    let certificate = serving.signed_by(&key, issuer).map_err(invalid)?;
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(invalid)?
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![certificate.der().clone(), issuer.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .map_err(invalid)?;
+    // HTTP/1.1 only: watches, exec upgrades and kubectl all work over it.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
 /// Serves `app` over TLS on `listener` until the task is aborted.
-pub(crate) async fn serve(listener: TcpListener, acceptor: TlsAcceptor, app: Router) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    acceptor: Arc<std::sync::RwLock<TlsAcceptor>>,
+    app: Router,
+) {
     loop {
         let Ok((tcp, _)) = listener.accept().await else {
             // Out of file descriptors, say: wait rather than spin.
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
-        let (acceptor, app) = (acceptor.clone(), app.clone());
+        let (acceptor, app) = (acceptor.read().expect("lock").clone(), app.clone());
         tokio::spawn(async move {
             // A client that does not trust the CA hangs up here; nothing to serve.
             let Ok(stream) = acceptor.accept(tcp).await else {
@@ -118,7 +156,7 @@ impl TlsFront {
         let authority = Authority::new("kube-sim-tls-front", &[])?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("https://{}", listener.local_addr()?);
-        let acceptor = authority.acceptor;
+        let acceptor = authority.acceptor.read().expect("lock").clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {

@@ -202,7 +202,10 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
     assert_eq!(after["status"], "ready");
     assert_eq!(after["public_access_mode"], "loadbalancer");
     let endpoint = after["api_endpoint"].as_str().unwrap();
-    assert!(endpoint.starts_with("https://127.0.0.1:"), "{endpoint}");
+    assert!(
+        endpoint.starts_with(&format!("https://{}:", kube_sim::LOAD_BALANCER_IP)),
+        "{endpoint}"
+    );
     assert_ne!(after["api_endpoint"], before["api_endpoint"]);
     let namespace = after["namespace"].as_str().unwrap();
     let service = platform
@@ -220,8 +223,16 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
         serde_json::from_str(chart["spec"]["valuesContent"].as_str().unwrap()).unwrap();
     assert_eq!(
         values["controlPlane"]["proxy"]["extraSANs"],
-        serde_json::json!(["127.0.0.1"])
+        serde_json::json!([kube_sim::LOAD_BALANCER_IP])
     );
+    // Which is what lets a client verify it there: a kubeconfig's kube
+    // client reaches the cluster at the load balancer's address.
+    let client = platform.kube_client_from_kubeconfig(&id).await;
+    let namespaces: Api<Namespace> = Api::all(client);
+    namespaces
+        .list(&Default::default())
+        .await
+        .expect("the certificate names the load balancer's address");
     let (_, operations) = platform
         .call(
             "GET",

@@ -343,7 +343,8 @@ pub struct TestApp {
 
 pub fn host_settings() -> HostSettings {
     let mut settings = HostSettings::from_source(&std::collections::HashMap::new()).unwrap();
-    // NodePort endpoints use this name, load balancers the simulator's 127.0.0.1.
+    // NodePort endpoints use this name, load balancers the simulator's
+    // `LOAD_BALANCER_IP`, which no certificate names unless asked to.
     settings.node_address = "localhost".into();
     settings.poll_interval = Duration::from_millis(20);
     settings.ready_timeout = Duration::from_secs(30);
