@@ -75,7 +75,7 @@ impl Authority {
 }
 
 /// A serving certificate signed by `issuer` for `127.0.0.1`, `localhost`
-/// (a vCluster's own kubeconfig names `https://127.0.0.1:6443`) and `names`.
+/// (vCluster adds both to its certificate: loft-sh/vcluster#1333) and `names`.
 fn serving(
     issuer: &CertifiedIssuer<'static, KeyPair>,
     common_name: &str,
