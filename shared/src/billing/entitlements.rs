@@ -304,7 +304,8 @@ pub async fn read(
                   WHERE a.outcome = 'joining' AND a.node_id IS NULL
                     AND a.bootstrap_expires_at > now()) AS "nodes!",
                (SELECT count(*) FROM workload_ingress_hostname_bindings b
-                JOIN live ON live.id = b.cluster_id) AS "hostnames!""#,
+                JOIN live ON live.id = b.cluster_id
+                WHERE b.deleted_at IS NULL) AS "hostnames!""#,
         organization_id
     )
     .fetch_one(db)

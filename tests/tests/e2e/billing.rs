@@ -128,6 +128,56 @@ fn create_body(name: &str, cpu: i64) -> serde_json::Value {
     })
 }
 
+#[tokio::test]
+async fn a_hostname_let_go_frees_its_place_in_the_plan() {
+    let b = platform().await;
+    let free = plan(&b, "Free", 1, 1, 2000, 1).await;
+    make_default(&b, &free).await;
+    let (status, body) = b
+        .call(
+            "POST",
+            "/api/console/clusters",
+            Some(create_body("one", 1500)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let cluster = body["cluster"]["id"].as_str().unwrap().to_string();
+    b.drive().await;
+    let hostnames = format!("/api/console/clusters/{cluster}/hostnames");
+    let bind = |name: &'static str| {
+        let (b, hostnames) = (&b, hostnames.clone());
+        async move {
+            b.call(
+                "POST",
+                &hostnames,
+                Some(serde_json::json!({ "hostname": name })),
+            )
+            .await
+        }
+    };
+    let (status, shop) = bind("shop.example.org").await;
+    assert_eq!(status, StatusCode::CREATED, "{shop}");
+    let (status, body) = bind("blog.example.org").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("plan_limit_exceeded")),
+        "{body}"
+    );
+    // Unbound, the name no longer counts: another takes its place.
+    let (status, _) = b
+        .call(
+            "DELETE",
+            &format!("{hostnames}/{}", shop["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(entitlements(&b).await["usage"]["hostnames"], 0);
+    let (status, body) = bind("blog.example.org").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(entitlements(&b).await["usage"]["hostnames"], 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn at_the_limit_creates_tokens_and_hostnames_are_refused_with_the_numbers_until_a_paid_plan_lifts_them()
  {
