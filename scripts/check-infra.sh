@@ -65,7 +65,7 @@ helm lint --strict "$chart" "${urls[@]}" >/dev/null
 rendered=$(mktemp)
 trap 'rm -f "$rendered"' EXIT
 # Every optional part on: KEDA, the Ingress, the in-cluster host off (a
-# kubeconfig Secret).
+# kubeconfig Secret), the PodMonitor, the image by digest.
 # Every pod convention set: a CA bundle mounted from a Secret with its
 # variable, placement, annotations (IRSA on the ServiceAccounts).
 conventions='--set-json extraEnv=[{"name":"PGSSLROOTCERT","value":"/etc/kubebyon/db-ca/ca.crt"}]
@@ -75,8 +75,12 @@ conventions='--set-json extraEnv=[{"name":"PGSSLROOTCERT","value":"/etc/kubebyon
  --set-json tolerations=[{"key":"dedicated","operator":"Equal","value":"platform","effect":"NoSchedule"}]
  --set-json topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway","labelSelector":{"matchLabels":{"app.kubernetes.io/part-of":"kubebyon"}}}]
  --set-json podAnnotations={"example.com/team":"platform"}
- --set-json serviceAccount.annotations={"eks.amazonaws.com/role-arn":"arn:aws:iam::123456789012:role/kubebyon"}'
-for values in "" "--set keda.enabled=true --set ingress.enabled=true --set host.inCluster=false --set host.kubeconfigSecret=host" "$conventions"; do
+ --set-json serviceAccount.annotations={"eks.amazonaws.com/role-arn":"arn:aws:iam::123456789012:role/kubebyon"}
+ --set-json functionResources={"api-auth":{"limits":{"memory":"512Mi"}}}'
+digest=sha256:$(printf '0%.0s' $(seq 64))
+optional="--set keda.enabled=true --set ingress.enabled=true --set host.inCluster=false --set host.kubeconfigSecret=host
+ --set podMonitor.enabled=true --api-versions monitoring.coreos.com/v1/PodMonitor --set image.digest=$digest"
+for values in "" "$optional" "$conventions"; do
     # shellcheck disable=SC2086
     render $values >"$rendered"
     yamllint --strict - <"$rendered"
@@ -87,10 +91,22 @@ for values in "" "--set keda.enabled=true --set ingress.enabled=true --set host.
             echo "error: the chart (${values:-defaults}) does not validate against Kubernetes $version" >&2
             exit 1
         fi
-        printf '%s\n' "$out" | grep -v "Couldn't find schema for kind \(HTTPRoute\|ScaledObject\)" >&2 || true
+        printf '%s\n' "$out" | grep -v "Couldn't find schema for kind \(HTTPRoute\|ScaledObject\|PodMonitor\)" >&2 || true
     done
 done
 
+# The image by digest, and a function's own resources over the shared ones.
+# shellcheck disable=SC2086
+render $optional | grep -q "image: ghcr.io/kubebyon/kubebyon@$digest" \
+    || { echo "error: image.digest does not pin the image" >&2; exit 1; }
+# shellcheck disable=SC2086
+render $optional | grep -q "^kind: PodMonitor" \
+    || { echo "error: podMonitor.enabled renders no PodMonitor" >&2; exit 1; }
+# shellcheck disable=SC2086
+if [ "$(render $conventions | grep -c 'memory: 512Mi')" != 1 ]; then
+    echo "error: functionResources does not give api-auth, and api-auth alone, its own limit" >&2
+    exit 1
+fi
 {
     echo "# Generated from infra/helm/kubebyon with its default values, example public URLs"
     echo "# (set yours) and a cluster that serves the Gateway API and ValidatingAdmissionPolicy:"

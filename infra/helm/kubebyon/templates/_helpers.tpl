@@ -1,5 +1,9 @@
 {{- define "kubebyon.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
 {{- end }}
 
 {{/* Labels of every object, beside a function's selector labels. */}}
@@ -122,7 +126,7 @@ containers:
     {{- end }}
     {{- end }}
     resources:
-      {{- toYaml $root.Values.resources | nindent 6 }}
+      {{- toYaml (mergeOverwrite (deepCopy $root.Values.resources) (get $root.Values.functionResources .name | default dict)) | nindent 6 }}
     securityContext:
       {{- toYaml $root.Values.securityContext | nindent 6 }}
     {{- $hostMount := and (ne .host "") (not $root.Values.host.inCluster) }}
