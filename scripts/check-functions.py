@@ -241,6 +241,40 @@ def camel(text):
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", text) if part)
 
 
+# The optional secrets a function may be given (functions.toml's `secrets`):
+# its variable, the template's condition, parameter and policy.
+OPTIONAL_SECRETS = {
+    "settings_key": ("KUBEBYON_SETTINGS_KEY_SECRET_ARN", "HasSettingsKey", "SettingsKeySecretArn", "ReadSettingsKey"),
+    "smtp": ("SMTP_URL_SECRET_ARN", "HasSmtp", "SmtpUrlSecretArn", "ReadSmtp"),
+}
+
+
+def secret_lines(f, host):
+    """A function's Policies and the secrets' variables: the database's and
+    the broker's, the host kubeconfig it acts with (`jobs`: the host's,
+    `credentials`: the HTTP functions' own), and its optional secrets."""
+    policies = ["ReadSecrets"]
+    variables = []
+    if host == "jobs":
+        policies.append("ReadHostKubeconfig")
+        variables.append(("KUBEBYON_HOST_KUBECONFIG_SECRET_ARN", "!Ref HostKubeconfigSecretArn"))
+    elif host == "credentials":
+        # A cluster's kubeconfig Secret only, as its own identity.
+        policies.append("ReadCredentialsKubeconfig")
+        variables.append(("KUBEBYON_HOST_KUBECONFIG_SECRET_ARN",
+                          "\n            !If [HasCredentialsKubeconfig, !Ref HostCredentialsKubeconfigSecretArn, "
+                          "!Ref HostKubeconfigSecretArn]"))
+    lines = ["      Policies:"] + [f"        - !Ref {p}" for p in policies]
+    for secret in f.get("secrets", []):
+        variable, condition, parameter, policy = OPTIONAL_SECRETS[secret]
+        lines.append(f"        - !If [{condition}, !Ref {policy}, !Ref AWS::NoValue]")
+        variables.append((variable, f"!If [{condition}, !Ref {parameter}, !Ref AWS::NoValue]"))
+    if variables:
+        lines += ["      Environment:", "        Variables:"]
+        lines += [f"          {name}:{'' if value.startswith(chr(10)) else ' '}{value}" for name, value in variables]
+    return lines
+
+
 def sam_http_functions(manifest):
     """The AWS template's HTTP functions: one resource each, its events from its routes."""
     lines = []
@@ -259,16 +293,7 @@ def sam_http_functions(manifest):
                   f"        Binary: {name}",
                   "    Properties:",
                   "      CodeUri: ../.."]
-        if f.get("host"):
-            # A cluster's kubeconfig Secret only, as its own identity.
-            lines += ["      Policies: [!Ref ReadSecrets, !Ref ReadCredentialsKubeconfig]",
-                      "      Environment:",
-                      "        Variables:",
-                      "          KUBEBYON_HOST_KUBECONFIG_SECRET_ARN:",
-                      "            !If [HasCredentialsKubeconfig, !Ref HostCredentialsKubeconfigSecretArn, "
-                      "!Ref HostKubeconfigSecretArn]"]
-        else:
-            lines.append("      Policies: [!Ref ReadSecrets]")
+        lines += secret_lines(f, "credentials" if f.get("host") else None)
         if "timeout" in f:
             lines.append(f"      Timeout: {f['timeout']}")
         if "memory" in f:
@@ -367,7 +392,7 @@ def template_functions(text):
     """Binary → (its ScheduleExpression or None, its HttpApi events, its
     MemorySize or None, its schedule's Name or None, its Timeout or None,
     the Read* policies it names, its KUBEBYON_HOST_KUBECONFIG_SECRET_ARN or None,
-    its ReservedConcurrentExecutions or None)."""
+    its ReservedConcurrentExecutions or None, its text)."""
     out = {}
     for block in re.split(r"\n  (?=[A-Z][A-Za-z0-9]*:\n)", text):
         binary = re.search(r"^\s+Binary:\s*([a-z0-9-]+)\s*$", block, re.M)
@@ -385,7 +410,7 @@ def template_functions(text):
                                     name.group(1) if name else None,
                                     int(timeout.group(1)) if timeout else None,
                                     policies, arn.group(1) if arn else None,
-                                    int(reserved.group(1)) if reserved else None)
+                                    int(reserved.group(1)) if reserved else None, block)
     return out
 
 
@@ -467,6 +492,16 @@ def check(root):
             say("infra/aws/template.yaml",
                 f"{name} has ReservedConcurrentExecutions {deployed[name][7]}; "
                 f"functions.toml says {manifest[name]['concurrency']}")
+    # The optional secrets: exactly those functions.toml's `secrets` names,
+    # each with its variable and its policy.
+    for name in sorted(on_lambda & deployed.keys()):
+        for secret, (variable, _, _, policy) in OPTIONAL_SECRETS.items():
+            wanted = secret in manifest[name].get("secrets", [])
+            block = deployed[name][8]
+            if (variable in block) != wanted or (f"!Ref {policy}," in block) != wanted:
+                say("infra/aws/template.yaml",
+                    f"{name} {'lacks' if wanted else 'is given'} {variable} or {policy}; "
+                    f"functions.toml's secrets: {manifest[name].get('secrets', [])}")
     for name in sorted(on_lambda & deployed.keys()):
         if deployed[name][2] != manifest[name].get("memory"):
             say("infra/aws/template.yaml",
@@ -477,7 +512,7 @@ def check(root):
     ready = re.search(r"KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS:\s*\"?([0-9]+)",
                       read(root, "infra/aws/template.yaml"))
     for name in sorted(of_kind(manifest, "job")):
-        timeout = deployed.get(name, (None,) * 8)[4]
+        timeout = deployed.get(name, (None,) * 9)[4]
         if name in deployed and (not ready or not timeout or int(ready.group(1)) > (timeout - 120) * 1000):
             say("infra/aws/template.yaml",
                 f"{name}'s Timeout {timeout} s leaves no room after KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS "
@@ -549,7 +584,8 @@ def self_test():
             + template.replace("Path: /api/x/{id}", "Path: /api/y").replace(
                 "        Binary: sync-c\n    Properties:\n",
                 "        Binary: sync-c\n    Properties:\n      Environment:\n        Variables:\n"
-                "          KUBEBYON_HOST_KUBECONFIG_SECRET_ARN: !Ref HostKubeconfigSecretArn\n"))
+                "          KUBEBYON_HOST_KUBECONFIG_SECRET_ARN: !Ref HostKubeconfigSecretArn\n"
+                "          SMTP_URL_SECRET_ARN: !If [HasSmtp, !Ref SmtpUrlSecretArn, !Ref AWS::NoValue]\n"))
         found = "\n".join(check(root))
         put("functions.toml", manifest.replace('handler = "B"\n', "") + '[gone]\nkind = "tool"\n')
         found_manifest = "\n".join(check(root))
@@ -569,6 +605,7 @@ def self_test():
         "infra/aws/template.yaml: the host kubeconfig is given to every function (Globals)",
         "infra/aws/template.yaml: sync-c reads no host kubeconfig with KUBEBYON_HOST_KUBECONFIG_SECRET_ARN set; "
         "functions.toml gives it no host access",
+        "infra/aws/template.yaml: sync-c is given SMTP_URL_SECRET_ARN or ReadSmtp; functions.toml's secrets: []",
         "functions/sync-c/src/lib.rs: sync-c's interval is `Millis::new('C_MS', 60000)`, functions.toml says 120000",
         "docs/architecture.md: the table of functions has no row for functions/sync-c",
     ]
@@ -588,7 +625,7 @@ def self_test():
             "  ApiAFunction:", "        Binary: api-a", "        ARoot:", "            Path: /api/a",
             "        A:", "            Path: /api/a/{proxy+}", "            Method: ANY",
             "        XId:", "            Path: /api/x/{id}", "            Method: GET",
-            "      Policies: [!Ref ReadSecrets, !Ref ReadCredentialsKubeconfig]",
+            "        - !Ref ReadCredentialsKubeconfig",
             "      ReservedConcurrentExecutions: 4"]),
     ]
     if missing or any(wrong):

@@ -6,7 +6,8 @@ packaged as `sam package` leaves it, then checked against functions.toml:
 - each function's role reads exactly the secrets it is given
   (`<NAME>_SECRET_ARN`), the host kubeconfig only the jobs and the host
   schedules, the HTTP functions' kubeconfig only the HTTP functions with
-  `host`;
+  `host`, the settings key and the mail server's URL only the functions
+  whose `secrets` name them;
 - memory, timeouts (a job's wait for a control plane ends before Lambda
   ends it), schedule names carrying the stack's name;
 - reserved concurrency on every function, whose database connections
@@ -128,6 +129,7 @@ def readable_secrets(expanded, resolve, role):
     properties = expanded["Resources"][role]["Properties"]
     documents = [p["PolicyDocument"] for p in properties.get("Policies", [])]
     for arn in properties.get("ManagedPolicyArns", []):
+        arn = resolve.value(arn)  # an Fn::If on the stack's conditions
         if isinstance(arn, dict) and "Ref" in arn and arn["Ref"] in expanded["Resources"]:
             documents.append(expanded["Resources"][arn["Ref"]]["Properties"]["PolicyDocument"])
     arns = set()
@@ -172,6 +174,11 @@ def check(text, manifest, given):
             say(f"{binary} {'can' if host_arn in readable else 'cannot'} read the host kubeconfig")
         if credentials_arn != host_arn and (credentials_arn in readable) != bool(credentials):
             say(f"{binary} {'can' if credentials_arn in readable else 'cannot'} read the HTTP functions' kubeconfig")
+        for secret, parameter in (("settings_key", "SettingsKeySecretArn"), ("smtp", "SmtpUrlSecretArn")):
+            arn = values.get(parameter)
+            if arn and (arn in readable) != (secret in f.get("secrets", [])):
+                say(f"{binary} {'can' if arn in readable else 'cannot'} read {parameter}; "
+                    f"functions.toml's secrets: {f.get('secrets', [])}")
         if properties.get("MemorySize") != f.get("memory", 128):
             say(f"{binary} has {properties.get('MemorySize')} MB; functions.toml says {f.get('memory', 128)}")
         if f.get("kind") == "job":
@@ -216,10 +223,13 @@ def main():
             assert old in text[at:], old
             return text[:at] + text[at:].replace(old, new, 1)
         planted = [
-            (after("Binary: join\n", "!Ref ReadCredentialsKubeconfig]", "!Ref ReadHostKubeconfig]"),
+            (after("Binary: join\n", "        - !Ref ReadCredentialsKubeconfig\n", "        - !Ref ReadHostKubeconfig\n"),
              "join can read the host kubeconfig"),
             (after("Binary: sync-nodes\n", ", !Ref ReadHostKubeconfig]", "]"),
              "sync-nodes is given KUBEBYON_HOST_KUBECONFIG_SECRET_ARN but its role cannot read it"),
+            (after("Binary: console\n", "        - !Ref ReadSecrets\n",
+                   "        - !Ref ReadSecrets\n        - !If [HasSmtp, !Ref ReadSmtp, !Ref AWS::NoValue]\n"),
+             "console can read SmtpUrlSecretArn"),
             (after("Binary: job-cluster-create\n", "MemorySize: 512", "MemorySize: 256"),
              "job-cluster-create has 256 MB"),
             (after("Binary: api-auth\n", "ReservedConcurrentExecutions: 10", "ReservedConcurrentExecutions: 100"),

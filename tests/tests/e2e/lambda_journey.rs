@@ -113,7 +113,11 @@ fn readable_secrets(
         .into_iter()
         .flatten()
     {
-        let document = &template["Resources"][policy.as_str().unwrap_or_default()]["Properties"]["PolicyDocument"];
+        // A policy's name, or `!If [Condition, name, AWS::NoValue]`.
+        let Some(name) = resolve(policy, parameters, conditions) else {
+            continue;
+        };
+        let document = &template["Resources"][name.as_str()]["Properties"]["PolicyDocument"];
         for statement in document["Statement"].as_array().into_iter().flatten() {
             if statement["Action"] != "secretsmanager:GetSecretValue" {
                 continue;
@@ -387,6 +391,7 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
         ("HasSettingsKey", true),
         ("HasSmtp", true),
         ("HasCredentialsKubeconfig", true),
+        ("HasHostedZone", false),
     ]);
     let template = sam_template();
     let functions = functions(&template, &parameters, &conditions);
@@ -416,6 +421,27 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
     for binary in ["console", "admission", "api-billing", "sweep", "migrate"] {
         assert!(
             !reads(binary).contains(HOST_ARN) && !reads(binary).contains(CREDENTIALS_ARN),
+            "{binary}"
+        );
+    }
+    // The settings key where settings are opened or answers sealed; the
+    // mail server's URL where mail is sent.
+    for binary in ["api-auth", "api-organizations", "notify"] {
+        assert!(
+            reads(binary).contains(SMTP_ARN) && reads(binary).contains(KEY_ARN),
+            "{binary}"
+        );
+    }
+    for binary in [
+        "console",
+        "join",
+        "admission",
+        "job-cluster-create",
+        "sync-nodes",
+        "sweep",
+    ] {
+        assert!(
+            !reads(binary).contains(SMTP_ARN) && !reads(binary).contains(KEY_ARN),
             "{binary}"
         );
     }
