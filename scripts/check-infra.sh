@@ -52,7 +52,7 @@ if helm template kubebyon "$chart" "${urls[@]}" | grep -q "^kind: HTTPRoute"; th
     echo "error: the chart renders an HTTPRoute for a cluster without the Gateway API" >&2
     exit 1
 fi
-if ! helm install kubebyon "$chart" --dry-run=client "${urls[@]}" 2>/dev/null | grep -q "NOT ROUTED"; then
+if ! helm install kubebyon "$chart" --dry-run=client "${urls[@]}" 2>/dev/null | grep "NOT ROUTED" >/dev/null; then
     echo "error: without the Gateway API the notes do not say the platform is not routed" >&2
     exit 1
 fi
@@ -95,15 +95,18 @@ for values in "" "$optional" "$conventions"; do
     done
 done
 
-# The image by digest, and a function's own resources over the shared ones.
+# The image by digest, and a function's own resources over the shared ones
+# (each rendering read whole first: grep -q stopping early would fail the
+# pipe under pipefail).
 # shellcheck disable=SC2086
-render $optional | grep -q "image: ghcr.io/kubebyon/kubebyon@$digest" \
+render $optional >"$rendered"
+grep -q "image: ghcr.io/kubebyon/kubebyon@$digest" "$rendered" \
     || { echo "error: image.digest does not pin the image" >&2; exit 1; }
-# shellcheck disable=SC2086
-render $optional | grep -q "^kind: PodMonitor" \
+grep -q "^kind: PodMonitor" "$rendered" \
     || { echo "error: podMonitor.enabled renders no PodMonitor" >&2; exit 1; }
 # shellcheck disable=SC2086
-if [ "$(render $conventions | grep -c 'memory: 512Mi')" != 1 ]; then
+render $conventions >"$rendered"
+if [ "$(grep -c 'memory: 512Mi' "$rendered")" != 1 ]; then
     echo "error: functionResources does not give api-auth, and api-auth alone, its own limit" >&2
     exit 1
 fi
