@@ -14,6 +14,7 @@ mod contract;
 mod dns;
 mod doctor;
 mod faults;
+mod fleet;
 mod harness;
 mod hostile_input;
 mod idempotency;
