@@ -817,22 +817,57 @@ pub async fn list_operations(
 }
 
 /// The admin view of the queue: newest first, optionally by status and cluster.
+/// One statement per filter shape, each with an index that gives its order:
+/// a statement shared by filtered and unfiltered calls (`$1 IS NULL OR …`)
+/// is planned once for all of them when PostgreSQL turns to a generic plan,
+/// a sequential scan of every job.
 pub async fn list_all(
     db: impl PgExecutor<'_>,
     status: Option<&str>,
     cluster_id: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<JobRecord>, sqlx::Error> {
-    job_query!(
-        r#"FROM cluster_jobs
-           WHERE ($1::text IS NULL OR status = $1) AND ($2::uuid IS NULL OR cluster_id = $2)
-           ORDER BY created_at DESC, id DESC LIMIT $3"#,
-        status,
-        cluster_id,
-        limit
-    )
-    .fetch_all(db)
-    .await
+    match (status, cluster_id) {
+        (None, None) => {
+            job_query!(
+                r#"FROM cluster_jobs ORDER BY created_at DESC, id DESC LIMIT $1"#,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        (Some(status), None) => {
+            job_query!(
+                r#"FROM cluster_jobs WHERE status = $1
+                   ORDER BY created_at DESC, id DESC LIMIT $2"#,
+                status,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        (None, Some(cluster_id)) => {
+            job_query!(
+                r#"FROM cluster_jobs WHERE cluster_id = $1
+                   ORDER BY created_at DESC, id DESC LIMIT $2"#,
+                cluster_id,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        (Some(status), Some(cluster_id)) => {
+            job_query!(
+                r#"FROM cluster_jobs WHERE cluster_id = $1 AND status = $2
+                   ORDER BY created_at DESC, id DESC LIMIT $3"#,
+                cluster_id,
+                status,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+    }
 }
 
 /// Gives a failed job `extra_attempts` more attempts, due now, and moves its

@@ -88,3 +88,90 @@ async fn the_fleet_generator_makes_the_rows_asked_for_once() {
     generate(&db);
     assert_eq!(counts(&db).await, expected, "a second run adds nothing");
 }
+
+/// The job lists' statements as the code runs them (their text from the
+/// committed query data, `.sqlx/`), planned generically — as PostgreSQL
+/// plans a prepared statement after five runs — on generated data: each
+/// walks an index in its order, none scans every job.
+#[tokio::test]
+async fn the_job_lists_walk_an_index_even_when_planned_generically() {
+    let db = TestDb::new().await;
+    let mut command = std::process::Command::new("psql");
+    command.arg(&db.url).args([
+        "-q",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/bench/fleet.sql"),
+    ]);
+    for (name, size) in [
+        ("users", 50),
+        ("clusters", 400),
+        ("big", 40),
+        ("nodes", 10),
+        ("node_events", 10),
+        ("samples", 10),
+        ("audit", 10),
+        ("jobs", 30000),
+        ("hostnames", 10),
+        ("deliveries", 10),
+    ] {
+        command.args(["-v", &format!("{name}={size}")]);
+    }
+    let output = command.output().expect("psql runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let queries = concat!(env!("CARGO_MANIFEST_DIR"), "/../.sqlx");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(queries).unwrap() {
+        let data: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+        let query = data["query"].as_str().unwrap();
+        if !(query.contains("FROM cluster_jobs")
+            && query.contains("ORDER BY created_at DESC, id DESC"))
+        {
+            continue;
+        }
+        let values: Vec<&str> = data["describe"]["parameters"]["Left"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|kind| match kind.as_str().unwrap() {
+                "Text" => "'failed'",
+                "Uuid" => "md5('fleet-cluster-7')::uuid",
+                "Int8" => "50",
+                other => panic!("a parameter of type {other}"),
+            })
+            .collect();
+        let mut conn = db.pool.acquire().await.unwrap();
+        sqlx::query("SET plan_cache_mode = force_generic_plan")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("PREPARE listed AS {query}")))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN (FORMAT JSON) EXECUTE listed({})",
+            values.join(", ")
+        )))
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        sqlx::query("DEALLOCATE listed")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let text = plan.to_string();
+        assert!(
+            !text.contains("\"Seq Scan\"") && !text.contains("\"Sort\""),
+            "{query}\n{plan:#}"
+        );
+        assert!(text.contains("Index"), "{plan:#}");
+        checked += 1;
+    }
+    assert!(checked >= 4, "the job lists' statements: {checked}");
+}
