@@ -846,16 +846,7 @@ pub async fn list_all(
             .fetch_all(db)
             .await
         }
-        (None, Some(cluster_id)) => {
-            job_query!(
-                r#"FROM cluster_jobs WHERE cluster_id = $1
-                   ORDER BY created_at DESC, id DESC LIMIT $2"#,
-                cluster_id,
-                limit
-            )
-            .fetch_all(db)
-            .await
-        }
+        (None, Some(cluster_id)) => list_for_cluster(db, cluster_id, limit).await,
         (Some(status), Some(cluster_id)) => {
             job_query!(
                 r#"FROM cluster_jobs WHERE cluster_id = $1 AND status = $2
