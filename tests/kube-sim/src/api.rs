@@ -685,6 +685,10 @@ fn rbac_denies(
             return Some(denied);
         }
     }
+    // Only writes of RBAC objects can escalate: no other body is read.
+    if target.resource.group != "rbac.authorization.k8s.io" {
+        return None;
+    }
     // An apply or a create sends the object; a merge patch the fields it sets.
     let object = object_of(content_type, body)
         .or_else(|_| parse(body))
