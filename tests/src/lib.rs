@@ -13,6 +13,7 @@ pub mod logs;
 pub mod machine;
 pub mod moto;
 pub mod oauth;
+pub mod podman;
 pub mod proxy;
 pub mod smtp;
 pub mod stripe;

@@ -6,17 +6,16 @@
 //! it healthy. Containers run as the machine allows: podman with runc,
 //! cgroupfs, explicit ulimits and `target/containers.conf`.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-use tests::{database::TestDb, eventually, free_port};
-
-const IMAGE: &str = "localhost/kubebyon:dev";
+use tests::{
+    database::TestDb,
+    eventually, free_port,
+    podman::{IMAGE, RUN},
+};
 
 fn podman(args: &[&str]) -> Output {
-    let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/containers.conf");
-    Command::new("podman")
-        .env("CONTAINERS_CONF", conf)
-        .args(["--runtime", "runc", "--cgroup-manager=cgroupfs"])
+    tests::podman::podman()
         .args(args)
         .output()
         .expect("podman runs (scripts/test.sh installs it)")
@@ -30,20 +29,10 @@ fn text(output: &Output) -> String {
     )
 }
 
-/// `podman run` of the image: read-only, the host's network, the ulimits
-/// given explicitly.
+/// `podman run` of the image, read-only.
 fn run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "run",
-        "--rm",
-        "--read-only",
-        "--network",
-        "host",
-        "--ulimit",
-        "nofile=4096:4096",
-        "--ulimit",
-        "nproc=4096:4096",
-    ];
+    let mut args = RUN.to_vec();
+    args.push("--read-only");
     args.extend_from_slice(extra);
     args
 }

@@ -94,27 +94,13 @@ async fn every_host_flow(platform: &TestApp) -> Vec<kube_sim::Access> {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
-    let machine = platform.machine(created["plaintext"].as_str().unwrap());
-    let script = machine.send("GET", "/join", None).await;
-    assert_eq!(script.status, 200, "{}", script.body);
-    let attempt = script
-        .body
-        .as_str()
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("KB_ATTEMPT="))
-        .unwrap()
-        .trim_matches('\'')
-        .to_string();
-    let (status, reply) = machine
-        .call(
-            "POST",
-            "/join/steps",
-            Some(json!({ "attempt_id": attempt, "step": "join", "status": "running", "hostname": "lp-machine" })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{reply}");
-    assert!(reply["bootstrap_token"].is_string(), "{reply}");
+    // The machine fetches its script and reports its join: a bootstrap token.
+    crate::nodes::take_a_use_as(
+        platform,
+        created["plaintext"].as_str().unwrap(),
+        "lp-machine",
+    )
+    .await;
 
     // The schedules: access for clusters made before it, observation, nodes,
     // metrics (metrics-server and /proc through exec).

@@ -86,7 +86,11 @@ async fn take_a_use(platform: &TestApp, plaintext: &str) -> (String, String) {
 }
 
 /// [`take_a_use`] for a machine of the given host name.
-async fn take_a_use_as(platform: &TestApp, plaintext: &str, hostname: &str) -> (String, String) {
+pub(crate) async fn take_a_use_as(
+    platform: &TestApp,
+    plaintext: &str,
+    hostname: &str,
+) -> (String, String) {
     let machine = platform.machine(plaintext);
     let script = machine.send("GET", "/join", None).await;
     assert_eq!(script.status, 200);

@@ -69,32 +69,13 @@ struct Workload {
     mounts: Vec<(PathBuf, String)>,
 }
 
-/// The image the rehearsal runs (scripts/test.sh builds it).
-const IMAGE: &str = "localhost/kubebyon:dev";
-
 /// `podman run` of the image as the workload's pod runs it, with the host's
 /// network, explicit ulimits and a label that `Containers` removes by.
 fn podman_run(workload: &Workload, env: &BTreeMap<String, String>, args: &[String]) -> Command {
-    let mut command = Command::new("podman");
+    let mut command = Command::from(tests::podman::podman());
     command
-        .env(
-            "CONTAINERS_CONF",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../target/containers.conf"),
-        )
-        .args([
-            "--runtime",
-            "runc",
-            "--cgroup-manager=cgroupfs",
-            "run",
-            "--rm",
-        ])
-        .args(["--label", "kubebyon-rehearsal=1", "--network", "host"])
-        .args([
-            "--ulimit",
-            "nofile=4096:4096",
-            "--ulimit",
-            "nproc=4096:4096",
-        ])
+        .args(tests::podman::RUN)
+        .args(["--label", "kubebyon-rehearsal=1"])
         .args(["--user", &workload.user]);
     if workload.read_only {
         command.arg("--read-only");
@@ -106,7 +87,7 @@ fn podman_run(workload: &Workload, env: &BTreeMap<String, String>, args: &[Strin
         command.args(["-e", &format!("{name}={value}")]);
     }
     command
-        .arg(IMAGE)
+        .arg(tests::podman::IMAGE)
         .arg(format!("/usr/local/bin/{}", workload.binary))
         .args(args);
     command
@@ -118,22 +99,17 @@ struct Containers;
 
 impl Drop for Containers {
     fn drop(&mut self) {
-        let podman = || {
-            let mut command = std::process::Command::new("podman");
-            command.env(
-                "CONTAINERS_CONF",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/../target/containers.conf"),
-            );
-            command
-        };
-        if let Ok(listed) = podman()
+        if let Ok(listed) = tests::podman::podman()
             .args(["ps", "-aq", "--filter", "label=kubebyon-rehearsal=1"])
             .output()
         {
             let ids = String::from_utf8_lossy(&listed.stdout).to_string();
             let ids: Vec<&str> = ids.split_whitespace().collect();
             if !ids.is_empty() {
-                let _ = podman().args(["rm", "-f"]).args(ids).output();
+                let _ = tests::podman::podman()
+                    .args(["rm", "-f"])
+                    .args(ids)
+                    .output();
             }
         }
     }
