@@ -49,25 +49,44 @@ pub struct AuditRecord {
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// Audit events newest first, of one actor (or of everyone), older than
-/// `before_id` when paging.
+/// `SELECT` of an audit record, then the statement's own `WHERE` and order.
+macro_rules! audit_query {
+    ($rest:literal, $($arg:expr),* $(,)?) => {
+        sqlx::query_as!(
+            AuditRecord,
+            "SELECT id, actor_user_id, actor_kind, action, target_kind, target_id, cluster_id,
+                    metadata, host(ip) AS ip, created_at
+             FROM audit_events " + $rest,
+            $($arg),*
+        )
+    };
+}
+
+/// Audit events newest first (by id), of one actor or of everyone, older
+/// than `before_id` when paging. One statement per shape, each an index range
+/// in the list's order (`idx_audit_events_actor_id`, the primary key).
 pub async fn list(
     db: impl PgExecutor<'_>,
     actor: Option<Uuid>,
     before_id: Option<i64>,
     limit: i64,
 ) -> Result<Vec<AuditRecord>, sqlx::Error> {
-    sqlx::query_as!(
-        AuditRecord,
-        "SELECT id, actor_user_id, actor_kind, action, target_kind, target_id, cluster_id, metadata,
-                host(ip) AS ip, created_at
-         FROM audit_events
-         WHERE ($1::uuid IS NULL OR actor_user_id = $1) AND ($2::bigint IS NULL OR id < $2)
-         ORDER BY created_at DESC, id DESC LIMIT $3",
-        actor,
-        before_id,
-        limit
-    )
-    .fetch_all(db)
-    .await
+    let before_id = before_id.unwrap_or(i64::MAX);
+    match actor {
+        Some(actor) => {
+            audit_query!(
+                "WHERE actor_user_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+                actor,
+                before_id,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        None => {
+            audit_query!("WHERE id < $1 ORDER BY id DESC LIMIT $2", before_id, limit)
+                .fetch_all(db)
+                .await
+        }
+    }
 }

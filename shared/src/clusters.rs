@@ -190,13 +190,12 @@ pub async fn list_of(
     before: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Cluster>, sqlx::Error> {
-    let (before_at, before_id) = before.unzip();
+    let (before_at, before_id) = before.unwrap_or_else(crate::extract::before_everything);
     cluster_query!(
         r#"SELECT"#,
         r#"
            FROM clusters
-           WHERE organization_id = $1 AND deleted_at IS NULL
-             AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+           WHERE organization_id = $1 AND deleted_at IS NULL AND (created_at, id) < ($2, $3)
            ORDER BY created_at DESC, id DESC
            LIMIT $4"#,
         organization_id,
@@ -449,7 +448,7 @@ pub async fn lacking_host_access(
            FROM clusters
            WHERE deleted_at IS NULL AND host_access_revision < $1
              AND status IN ('ready', 'updating')
-           ORDER BY id
+           ORDER BY host_access_revision, id
            LIMIT $2"#,
         revision,
         limit,

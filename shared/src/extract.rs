@@ -232,6 +232,18 @@ pub fn cut_page<T>(
     }
 }
 
+/// The keyset bound of a first page, `(created_at, id)` after every row: a
+/// list's statement then always bounds its index scan by the cursor,
+/// whether or not one was given, instead of
+/// `($n IS NULL OR (created_at, id) < ($n, $m))`, which a generic plan can
+/// only filter (a page then costs in proportion to its depth).
+pub fn before_everything() -> (chrono::DateTime<chrono::Utc>, uuid::Uuid) {
+    (
+        chrono::DateTime::from_timestamp(253_402_300_799, 0).expect("9999-12-31 is an instant"),
+        uuid::Uuid::max(),
+    )
+}
+
 /// An instant asked for in a query (a keyset cursor, a period's end),
 /// refused unless it lies between 2000-01-01 and a day from now: the edges
 /// of what a timestamp holds are a 422, never an overflow in the database.

@@ -6,7 +6,8 @@
 --   psql "$DATABASE_URL" -f tests/bench/fleet.sql \
 --     -v users=10000 -v clusters=50000 -v big=5000 -v nodes=200000 \
 --     -v node_events=1000000 -v samples=5000000 -v audit=1000000 \
---     -v jobs=500000 -v hostnames=20000 -v deliveries=100000
+--     -v jobs=500000 -v hostnames=20000 -v deliveries=100000 \
+--     -v orders=30000 -v logins=500000
 --
 -- Every variable has that default. User 1 is an admin; user 2 owns `big`
 -- clusters; the others own the rest, a few each. Rows are made from their
@@ -26,6 +27,8 @@
 \if :{?jobs} \else \set jobs 500000 \endif
 \if :{?hostnames} \else \set hostnames 20000 \endif
 \if :{?deliveries} \else \set deliveries 100000 \endif
+\if :{?orders} \else \set orders 30000 \endif
+\if :{?logins} \else \set logins 500000 \endif
 
 -- Users, each with the personal organization its trigger makes.
 INSERT INTO users (id, email, display_name, role, created_at)
@@ -139,6 +142,41 @@ SELECT id, 'email', CASE WHEN (payload->>'fleet')::int % 10 = 0 THEN 'pending' E
        CASE WHEN (payload->>'fleet')::int % 10 = 0 THEN 0 ELSE 1 END, now(),
        CASE WHEN (payload->>'fleet')::int % 10 = 0 THEN NULL ELSE now() END
 FROM outbox;
+\endif
+
+-- Three plans, and orders for them: the first `users` go one to each
+-- organization, the rest to user 2's; one in twenty pending (the newest of
+-- its organization, at most one each), one in ten cancelled, the others paid.
+INSERT INTO plans (id, name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
+                   max_hostnames, price_minor_units, currency)
+SELECT md5('fleet-plan-' || k)::uuid, 'Fleet ' || k, 10 * k, 50 * k, 16000 * k, 65536 * k, 20 * k,
+       1000 * k, 'usd'
+FROM generate_series(1, 3) k
+ON CONFLICT DO NOTHING;
+INSERT INTO orders (id, user_id, organization_id, plan_id, status, amount, currency, paid_at,
+                    cancelled_at, cancel_reason, created_at)
+SELECT md5('fleet-order-' || k)::uuid, u.id, u.organization_id, md5('fleet-plan-' || (1 + k % 3))::uuid,
+       CASE WHEN pending THEN 'pending' WHEN k % 10 = 0 THEN 'cancelled' ELSE 'paid' END,
+       1000 * (1 + k % 3), 'usd',
+       CASE WHEN NOT pending AND k % 10 <> 0 THEN now() - (k % 700) * interval '1 day' END,
+       CASE WHEN NOT pending AND k % 10 = 0 THEN now() - (k % 700) * interval '1 day' END,
+       CASE WHEN NOT pending AND k % 10 = 0 THEN 'user' END,
+       CASE WHEN pending THEN now() ELSE now() - (k % 700) * interval '1 day' END
+FROM generate_series(1, :orders) k
+CROSS JOIN LATERAL (SELECT k <= :users AND k % 20 = 0 AS pending) p
+JOIN LATERAL (SELECT id, (SELECT organization_id FROM organization_members m WHERE m.user_id = users.id
+                          ORDER BY organization_id LIMIT 1) AS organization_id
+              FROM users WHERE id = md5('fleet-user-' || CASE WHEN k <= :users THEN k ELSE 2 END)::uuid) u ON true
+ON CONFLICT DO NOTHING;
+
+-- Sign-ins, most successful.
+SELECT NOT EXISTS (SELECT 1 FROM login_events WHERE user_agent = 'fleet') AS fill \gset
+\if :fill
+INSERT INTO login_events (user_id, email, method, success, failure_reason, ip, user_agent, created_at)
+SELECT md5('fleet-user-' || (1 + k % :users))::uuid, 'fleet' || (1 + k % :users) || '@example.test',
+       'password', k % 8 <> 0, CASE WHEN k % 8 = 0 THEN 'invalid_password' END,
+       ('192.0.2.' || k % 256)::inet, 'fleet', now() - (k % 2160) * interval '1 hour'
+FROM generate_series(1, :logins) k;
 \endif
 
 ANALYZE;

@@ -42,7 +42,7 @@ pub async fn list(
     OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Node>>, ApiError> {
     Ok(AppJson(
-        nodes::list(&state.pool, cluster.id, None, query.include_deleted).await?,
+        nodes::list(&state.pool, cluster.id, query.include_deleted).await?,
     ))
 }
 
@@ -106,9 +106,8 @@ pub async fn timeline(
     if from >= to {
         return Err(ApiError::invalid("from", "must be in the past"));
     }
-    let node = nodes::list(&state.pool, cluster_id, Some(node_id), true)
+    let node = nodes::get(&state.pool, cluster_id, node_id, true)
         .await?
-        .pop()
         .ok_or(ApiError::NotFound { what: "node" })?;
     let events = nodes::events_for_timeline(&state.pool, node_id, from, to).await?;
     let (observed, ready) = uptime(&events, from, to);

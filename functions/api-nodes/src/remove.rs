@@ -82,9 +82,8 @@ pub async fn remove(
     let cluster = clusters::get(&mut *tx, cluster_id)
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
-    let node = nodes::list(&mut *tx, cluster_id, Some(node_id), false)
+    let node = nodes::get(&mut *tx, cluster_id, node_id, false)
         .await?
-        .pop()
         .ok_or(ApiError::NotFound { what: "node" })?;
     if !cluster.status.is_live() {
         return Err(ApiError::Conflict {

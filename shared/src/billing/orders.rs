@@ -100,7 +100,28 @@ pub struct Of {
     pub organization_id: Option<Uuid>,
 }
 
-/// Newest first; `before` is the keyset cursor (the last order's creation time).
+/// `SELECT` of an order with its plan's name, then the statement's own
+/// `WHERE` and order.
+macro_rules! order_query {
+    ($rest:literal, $($arg:expr),* $(,)?) => {
+        sqlx::query_as!(
+            Order,
+            r#"SELECT o.id, o.organization_id, o.user_id, o.plan_id, p.name AS plan_name,
+                      o.status AS "status: OrderStatus", o.amount, o.currency,
+                      o.stripe_checkout_session_id,
+                      CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
+                      o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason,
+                      o.created_at
+               FROM orders o JOIN plans p ON p.id = o.plan_id "# + $rest,
+            $($arg),*
+        )
+    };
+}
+
+/// Newest first; `before` is the keyset cursor (the last order's creation
+/// time). One statement per shape, each an index range in the list's order:
+/// by user or by organization (a status is a filter over that owner's
+/// orders), else by status, else all.
 pub async fn list(
     db: impl PgExecutor<'_>,
     of: Of,
@@ -108,24 +129,80 @@ pub async fn list(
     before: Option<DateTime<Utc>>,
     limit: i64,
 ) -> Result<Vec<Order>, sqlx::Error> {
-    sqlx::query_as!(
-        Order,
-        "SELECT o.id, o.organization_id, o.user_id, o.plan_id, p.name AS plan_name, o.status AS \"status: OrderStatus\", o.amount, o.currency,
-                    o.stripe_checkout_session_id,
-                    CASE WHEN o.status = 'pending' THEN o.stripe_checkout_url END AS checkout_url,
-                    o.stripe_payment_intent_id, o.paid_at, o.cancelled_at, o.cancel_reason, o.created_at
-             FROM orders o JOIN plans p ON p.id = o.plan_id WHERE ($1::uuid IS NULL OR o.user_id = $1) AND ($2::text IS NULL OR o.status = $2)
-               AND ($3::timestamptz IS NULL OR o.created_at < $3)
-               AND ($5::uuid IS NULL OR o.organization_id = $5)
-             ORDER BY o.created_at DESC, o.id DESC LIMIT $4",
-        of.user_id,
-        status,
-        before,
-        limit,
-        of.organization_id
-    )
-    .fetch_all(db)
-    .await
+    let before = before.unwrap_or_else(|| crate::extract::before_everything().0);
+    match (of, status) {
+        (
+            Of {
+                user_id: Some(user_id),
+                organization_id,
+            },
+            status,
+        ) => {
+            order_query!(
+                "WHERE o.user_id = $1 AND o.organization_id = coalesce($2, o.organization_id)
+                   AND o.status = coalesce($3, o.status) AND o.created_at < $4
+                 ORDER BY o.created_at DESC, o.id DESC LIMIT $5",
+                user_id,
+                organization_id,
+                status,
+                before,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        (
+            Of {
+                user_id: None,
+                organization_id: Some(organization_id),
+            },
+            status,
+        ) => {
+            order_query!(
+                "WHERE o.organization_id = $1 AND o.status = coalesce($2, o.status)
+                   AND o.created_at < $3
+                 ORDER BY o.created_at DESC, o.id DESC LIMIT $4",
+                organization_id,
+                status,
+                before,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        (
+            Of {
+                user_id: None,
+                organization_id: None,
+            },
+            Some(status),
+        ) => {
+            order_query!(
+                "WHERE o.status = $1 AND o.created_at < $2
+                 ORDER BY o.created_at DESC, o.id DESC LIMIT $3",
+                status,
+                before,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        (
+            Of {
+                user_id: None,
+                organization_id: None,
+            },
+            None,
+        ) => {
+            order_query!(
+                "WHERE o.created_at < $1 ORDER BY o.created_at DESC, o.id DESC LIMIT $2",
+                before,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+    }
 }
 
 /// A pending order for the plan at its current price, placed by `user_id`

@@ -221,7 +221,24 @@ pub struct NodeEvent {
     pub observed_at: DateTime<Utc>,
 }
 
-/// Events of one cluster, newest first (`observed_at DESC, id DESC`).
+/// `SELECT` of a node event, then the statement's own conditions and order.
+macro_rules! node_event_query {
+    ($rest:literal, $($arg:expr),* $(,)?) => {
+        sqlx::query_as!(
+            NodeEvent,
+            r#"SELECT id, cluster_id, node_id, node_name, type AS "event_type: NodeEventType",
+                      old_status AS "old_status: NodeStatus", new_status AS "new_status: NodeStatus",
+                      message, observed_at
+               FROM node_events "# + $rest,
+            $($arg),*
+        )
+    };
+}
+
+/// Events of one cluster, newest first (`observed_at DESC, id DESC`), of
+/// one node (`idx_node_events_node_observed_at`) or all
+/// (`idx_node_events_cluster_observed_at`); the type filter is an array,
+/// every type when absent, so one plan serves both.
 pub async fn list_events(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
@@ -229,22 +246,35 @@ pub async fn list_events(
     event_type: Option<NodeEventType>,
     limit: i64,
 ) -> Result<Vec<NodeEvent>, sqlx::Error> {
-    sqlx::query_as!(
-        NodeEvent,
-        r#"SELECT id, cluster_id, node_id, node_name, type AS "event_type: NodeEventType",
-                  old_status AS "old_status: NodeStatus", new_status AS "new_status: NodeStatus",
-                  message, observed_at
-           FROM node_events
-           WHERE cluster_id = $1 AND ($2::uuid IS NULL OR node_id = $2) AND ($3::text IS NULL OR type = $3)
-           ORDER BY observed_at DESC, id DESC
-           LIMIT $4"#,
-        cluster_id,
-        node_id,
-        event_type.map(NodeEventType::as_str),
-        limit
-    )
-    .fetch_all(db)
-    .await
+    let types: Vec<&str> = match event_type {
+        Some(event_type) => vec![event_type.as_str()],
+        None => NodeEventType::ALL.iter().map(|t| t.as_str()).collect(),
+    };
+    match node_id {
+        Some(node_id) => {
+            node_event_query!(
+                "WHERE node_id = $1 AND cluster_id = $2 AND type = ANY($3)
+                 ORDER BY observed_at DESC, id DESC LIMIT $4",
+                node_id,
+                cluster_id,
+                &types as &[&str],
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        None => {
+            node_event_query!(
+                "WHERE cluster_id = $1 AND type = ANY($2)
+                 ORDER BY observed_at DESC, id DESC LIMIT $3",
+                cluster_id,
+                &types as &[&str],
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+    }
 }
 
 /// A node of a cluster as the console shows it.
@@ -271,27 +301,51 @@ pub struct Node {
     pub created_at: DateTime<Utc>,
 }
 
+/// `SELECT` of a node as the console shows it, then the statement's own
+/// conditions and order.
+macro_rules! node_query {
+    ($rest:literal, $($arg:expr),* $(,)?) => {
+        sqlx::query_as!(
+            Node,
+            r#"SELECT id, cluster_id, name, status AS "status: NodeStatus", host(internal_ip) AS internal_ip,
+                      os_image, kubelet_version, container_runtime_version, cpu_allocatable_milli_cores,
+                      memory_allocatable_bytes, ephemeral_storage_allocatable_bytes, source, last_seen_at,
+                      ready_at, offline_at, deleted_at, created_at
+               FROM nodes "# + $rest,
+            $($arg),*
+        )
+    };
+}
+
 /// A cluster's nodes by name; deleted ones only when asked for.
 pub async fn list(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
-    node_id: Option<Uuid>,
     include_deleted: bool,
 ) -> Result<Vec<Node>, sqlx::Error> {
-    sqlx::query_as!(
-        Node,
-        r#"SELECT id, cluster_id, name, status AS "status: NodeStatus", host(internal_ip) AS internal_ip,
-                  os_image, kubelet_version, container_runtime_version, cpu_allocatable_milli_cores,
-                  memory_allocatable_bytes, ephemeral_storage_allocatable_bytes, source, last_seen_at,
-                  ready_at, offline_at, deleted_at, created_at
-           FROM nodes
-           WHERE cluster_id = $1 AND ($2::uuid IS NULL OR id = $2) AND ($3 OR deleted_at IS NULL)
-           ORDER BY name"#,
+    node_query!(
+        "WHERE cluster_id = $1 AND ($2 OR deleted_at IS NULL) ORDER BY name, id",
         cluster_id,
-        node_id,
         include_deleted
     )
     .fetch_all(db)
+    .await
+}
+
+/// One node of a cluster; a deleted one only when asked for.
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    node_id: Uuid,
+    include_deleted: bool,
+) -> Result<Option<Node>, sqlx::Error> {
+    node_query!(
+        "WHERE id = $1 AND cluster_id = $2 AND ($3 OR deleted_at IS NULL)",
+        node_id,
+        cluster_id,
+        include_deleted
+    )
+    .fetch_optional(db)
     .await
 }
 

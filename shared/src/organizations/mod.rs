@@ -279,9 +279,9 @@ pub async fn leave_all(tx: &mut PgConnection, user_id: Uuid) -> Result<u64, sqlx
 }
 
 /// What happened in the organisation, newest first, older than `before_id`
-/// when paging: its own events (members, invitations) and its clusters'.
-/// The addresses events were made from stay with the platform's
-/// administrators.
+/// when paging: its own events (members, invitations, orders) and its
+/// clusters', by the `organization_id` a trigger gives each event. The
+/// addresses events were made from stay with the platform's administrators.
 pub async fn activity(
     db: impl PgExecutor<'_>,
     organization_id: Uuid,
@@ -290,17 +290,13 @@ pub async fn activity(
 ) -> Result<Vec<AuditRecord>, sqlx::Error> {
     sqlx::query_as!(
         AuditRecord,
-        r#"SELECT a.id, a.actor_user_id, a.actor_kind, a.action, a.target_kind, a.target_id,
-                  a.cluster_id, a.metadata, NULL::text AS ip, a.created_at
-           FROM audit_events a
-           WHERE ((a.target_kind = 'organization' AND a.target_id = $1::uuid::text)
-                  OR (a.target_kind = 'order'
-                      AND a.target_id IN (SELECT id::text FROM orders WHERE organization_id = $1))
-                  OR a.cluster_id IN (SELECT id FROM clusters WHERE organization_id = $1))
-             AND ($2::bigint IS NULL OR a.id < $2)
-           ORDER BY a.created_at DESC, a.id DESC LIMIT $3"#,
+        r#"SELECT id, actor_user_id, actor_kind, action, target_kind, target_id, cluster_id,
+                  metadata, NULL::text AS ip, created_at
+           FROM audit_events
+           WHERE organization_id = $1 AND id < $2
+           ORDER BY id DESC LIMIT $3"#,
         organization_id,
-        before_id,
+        before_id.unwrap_or(i64::MAX),
         limit
     )
     .fetch_all(db)

@@ -753,7 +753,8 @@ export interface paths {
         };
         /**
          * Users
-         * @description Newest first; deleted users are not listed.
+         * @description Newest first; deleted users are not listed. Page with `before` and
+         *     `before_id`, the last listed user's `created_at` and `id`.
          */
         get: operations["get_admin_users"];
         put?: never;
@@ -5779,6 +5780,13 @@ export interface operations {
                 q?: string;
                 status?: components["schemas"]["UserStatus"];
                 role?: components["schemas"]["UserRole"];
+                /**
+                 * @description With `before_id`, the keyset cursor: users created before this time
+                 *     (the last listed user's `created_at`).
+                 */
+                before?: string;
+                /** @description With `before`: the last listed user's id. */
+                before_id?: string;
                 /** @description 1–500, default 100. */
                 limit?: number;
             };
@@ -5813,7 +5821,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A field breaks a rule; `errors` names each (`validation_failed`) */
+            /** @description A bad limit, or only half of the cursor (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
                 headers: {
                     [name: string]: unknown;
