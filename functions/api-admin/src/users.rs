@@ -42,11 +42,9 @@ pub struct UsersQuery {
     pub q: Option<String>,
     pub status: Option<UserStatus>,
     pub role: Option<UserRole>,
-    /// With `before_id`, the keyset cursor: users created before this time
-    /// (the last listed user's `created_at`).
+    /// The keyset cursor: users created before this time (the last listed
+    /// user's `created_at`), between 2000-01-01 and a day from now.
     pub before: Option<DateTime<Utc>>,
-    /// With `before`: the last listed user's id.
-    pub before_id: Option<Uuid>,
     /// 1–500, default 100.
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
@@ -54,12 +52,12 @@ pub struct UsersQuery {
 
 /// Users
 ///
-/// Newest first; deleted users are not listed. Page with `before` and
-/// `before_id`, the last listed user's `created_at` and `id`.
+/// Newest first; deleted users are not listed. Page with `before`, the last
+/// listed user's `created_at`.
 #[utoipa::path(get, path = "/api/console/admin/users", tag = "admin", params(UsersQuery),
     responses((status = 200, body = Vec<User>),
               (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 422, description = "A bad limit, or only half of the cursor (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 422, description = "A bad limit or cursor (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn list(
     State(state): State<AppState>,
     _admin: AdminCaller,
@@ -67,12 +65,11 @@ pub async fn list(
 ) -> Result<AppJson<Vec<User>>, ApiError> {
     let limit = shared::extract::page_limit(query.limit)?;
     let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
-    let before = match (query.before, query.before_id) {
-        (Some(at), Some(id)) => Some((shared::extract::instant("before", at)?, id)),
-        (None, None) => None,
-        (Some(_), None) => return Err(ApiError::invalid("before_id", "must come with before")),
-        (None, Some(_)) => return Err(ApiError::invalid("before", "must come with before_id")),
-    };
+    // Before the instant itself: every id sorts after the nil one.
+    let before = query
+        .before
+        .map(|at| Ok::<_, ApiError>((shared::extract::instant("before", at)?, Uuid::nil())))
+        .transpose()?;
     Ok(AppJson(
         accounts::list_users(&state.pool, q, query.status, query.role, before, limit).await?,
     ))

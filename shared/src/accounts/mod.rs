@@ -798,8 +798,8 @@ macro_rules! user_query {
 }
 
 /// Users for the back office, newest first, optionally matching `q` in email
-/// or name, after the keyset cursor `before` (the last user's `created_at`
-/// and id); deleted users are left out. Two statements, with and without
+/// or name, after the keyset cursor `before` (`created_at` and id; a nil id
+/// for "created before that instant"); deleted users are left out. Two statements, with and without
 /// the search, each an index walk in the list's order
 /// (`idx_users_created_at`) that stops at a full page; the status and role
 /// filters are arrays of the values kept, every value when a filter is

@@ -611,6 +611,31 @@ async fn admins_disable_promote_and_delete_users() {
     assert_eq!(found.body.as_array().unwrap().len(), 1);
     assert_eq!(found.body[0]["email"], "erin@example.com");
 
+    // Pages, newest first: a page of one, then the users created before it,
+    // without repeating it; a filter that matches the admin alone is one row.
+    let first = boss
+        .send("GET", "/api/console/admin/users?limit=1", None)
+        .await;
+    assert_eq!(first.body[0]["email"], "erin@example.com", "{}", first.body);
+    let before = first.body[0]["created_at"].as_str().unwrap();
+    let next = boss
+        .send(
+            "GET",
+            &format!(
+                "/api/console/admin/users?limit=1&before={}",
+                url::form_urlencoded::byte_serialize(before.as_bytes()).collect::<String>()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(next.status, StatusCode::OK, "{}", next.body);
+    assert_eq!(next.body[0]["email"], "boss@example.com", "{}", next.body);
+    let admins = boss
+        .send("GET", "/api/console/admin/users?role=admin", None)
+        .await;
+    assert_eq!(admins.body.as_array().unwrap().len(), 1, "{}", admins.body);
+    assert_eq!(admins.body[0]["email"], "boss@example.com");
+
     let changed = boss
         .send(
             "PATCH",

@@ -753,8 +753,8 @@ export interface paths {
         };
         /**
          * Users
-         * @description Newest first; deleted users are not listed. Page with `before` and
-         *     `before_id`, the last listed user's `created_at` and `id`.
+         * @description Newest first; deleted users are not listed. Page with `before`, the last
+         *     listed user's `created_at`.
          */
         get: operations["get_admin_users"];
         put?: never;
@@ -5781,12 +5781,10 @@ export interface operations {
                 status?: components["schemas"]["UserStatus"];
                 role?: components["schemas"]["UserRole"];
                 /**
-                 * @description With `before_id`, the keyset cursor: users created before this time
-                 *     (the last listed user's `created_at`).
+                 * @description The keyset cursor: users created before this time (the last listed
+                 *     user's `created_at`), between 2000-01-01 and a day from now.
                  */
                 before?: string;
-                /** @description With `before`: the last listed user's id. */
-                before_id?: string;
                 /** @description 1–500, default 100. */
                 limit?: number;
             };
@@ -5821,7 +5819,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A bad limit, or only half of the cursor (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            /** @description A bad limit or cursor (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
                 headers: {
                     [name: string]: unknown;
