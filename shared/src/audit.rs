@@ -90,3 +90,22 @@ pub async fn list(
         }
     }
 }
+
+/// Deletes up to `batch` audit events older than `age`, oldest first
+/// (`shared::app::retention`). Returns how many.
+pub async fn prune(
+    db: impl PgExecutor<'_>,
+    age: std::time::Duration,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM audit_events WHERE id IN (
+             SELECT id FROM audit_events WHERE created_at < now() - make_interval(secs => $1)
+             ORDER BY created_at LIMIT $2)",
+        age.as_secs_f64(),
+        batch
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
+}

@@ -67,14 +67,20 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSnapshot<'_>) -> Result<(), 
     Ok(())
 }
 
-/// Drops snapshots older than `retention`. Returns how many.
+/// Drops up to `batch` snapshots older than `retention`, oldest first.
+/// Returns how many.
 pub async fn prune(
     db: impl PgExecutor<'_>,
     retention: std::time::Duration,
+    batch: i64,
 ) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(
-        "DELETE FROM control_plane_metrics_snapshots WHERE collected_at < now() - make_interval(secs => $1)",
-        retention.as_secs_f64()
+        "DELETE FROM control_plane_metrics_snapshots WHERE id IN (
+             SELECT id FROM control_plane_metrics_snapshots
+             WHERE collected_at < now() - make_interval(secs => $1)
+             ORDER BY collected_at LIMIT $2)",
+        retention.as_secs_f64(),
+        batch
     )
     .execute(db)
     .await?
@@ -116,7 +122,9 @@ pub async fn series(
         r#"WITH sliced AS (
                SELECT width_bucket(extract(epoch FROM collected_at)::float8,
                                    extract(epoch FROM $2::timestamptz)::float8,
-                                   extract(epoch FROM $3::timestamptz)::float8, $4) AS slice, *
+                                   extract(epoch FROM $3::timestamptz)::float8, $4) AS slice,
+                      available, total_cpu_percent, total_memory_rss_bytes,
+                      total_memory_virtual_bytes, load_average_1
                FROM control_plane_metrics_snapshots
                WHERE cluster_id = $1 AND collected_at >= $2 AND collected_at < $3
            )

@@ -7,7 +7,7 @@
 --     -v users=10000 -v clusters=50000 -v big=5000 -v nodes=200000 \
 --     -v node_events=1000000 -v samples=5000000 -v audit=1000000 \
 --     -v jobs=500000 -v hostnames=20000 -v deliveries=100000 \
---     -v orders=30000 -v logins=500000
+--     -v orders=30000 -v logins=500000 -v week=200
 --
 -- Every variable has that default. User 1 is an admin; user 2 owns `big`
 -- clusters; the others own the rest, a few each. Rows are made from their
@@ -29,6 +29,7 @@
 \if :{?deliveries} \else \set deliveries 100000 \endif
 \if :{?orders} \else \set orders 30000 \endif
 \if :{?logins} \else \set logins 500000 \endif
+\if :{?week} \else \set week 200 \endif
 
 -- Users, each with the personal organization its trigger makes.
 INSERT INTO users (id, email, display_name, role, created_at)
@@ -84,6 +85,22 @@ SELECT md5('fleet-cluster-' || (1 + k % :clusters))::uuid, true, 'kb-' || md5('f
        'fleet-0', now() - (k / :clusters) * interval '1 minute',
        (k % 300) / 100.0, (k % 1000) / 10.0, 134217728 + (k % 64) * 1048576, '[]'::jsonb
 FROM generate_series(0, :samples - 1) k;
+\endif
+
+-- A week of samples, one a minute, for the first `week` clusters (user 2's),
+-- written minute by minute across them as the collector writes them: one
+-- cluster's week lies on as many pages as it has samples.
+SELECT NOT EXISTS (SELECT 1 FROM control_plane_metrics_snapshots WHERE pod_name = 'fleet-week')
+       AND :week > 0 AS fill \gset
+\if :fill
+INSERT INTO control_plane_metrics_snapshots (cluster_id, available, namespace, pod_name, collected_at,
+                                             load_average_1, total_cpu_percent, total_memory_rss_bytes,
+                                             components)
+SELECT md5('fleet-cluster-' || c)::uuid, true, 'kb-' || md5('fleet-cluster-' || c), 'fleet-week',
+       now() - interval '7 days' + m * interval '1 minute',
+       (m % 300) / 100.0, (m % 1000) / 10.0, 134217728 + (m % 64) * 1048576, '[]'::jsonb
+FROM generate_series(0, 10079) m, generate_series(1, :week) c
+ORDER BY m, c;
 \endif
 
 SELECT NOT EXISTS (SELECT 1 FROM audit_events WHERE action = 'fleet.generated') AS fill \gset

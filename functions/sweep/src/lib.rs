@@ -2,8 +2,9 @@
 //! worker lease expired to pending (or to failed on their last attempt) and
 //! publishes every due job that has no live wake-up, so a committed job is
 //! always delivered even when the publish after commit was lost. Then it
-//! records the expiry of join tokens past their time and prunes expired
-//! sessions, old rate-limit windows and Idempotency-Key answers past keeping.
+//! records the expiry of join tokens past their time, prunes expired
+//! sessions, old rate-limit windows and Idempotency-Key answers past keeping,
+//! and the histories past their retention (`shared::app::retention`).
 
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
@@ -11,6 +12,7 @@ use shared::config::Millis;
 use shared::{
     accounts::{self, auth},
     admission,
+    app::retention,
     http::idempotency,
     jobs::{self, SweepReport},
     nodes::tokens,
@@ -34,6 +36,8 @@ pub struct Report {
     /// Expired sessions, old rate-limit windows, Idempotency-Key answers
     /// past keeping and deleted clusters' admission reservations removed.
     pub pruned: u64,
+    /// History rows past their retention deleted.
+    pub retention: retention::Pruned,
 }
 
 /// Every statement on one connection, taken once (see [`jobs::sweep_on`]).
@@ -47,6 +51,11 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
             + auth::prune_rate_limits(&mut *conn).await?
             + idempotency::prune_expired(&mut *conn).await?
             + admission::store::prune(&mut conn).await?,
+        retention: retention::prune(
+            &mut conn,
+            ctx.settings.part::<retention::Config>()?.as_ref(),
+        )
+        .await?,
     };
     // Where nothing scrapes (under Lambda), the backlog's figures are
     // written every run; a scrape reads them itself.
@@ -55,10 +64,14 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
         metrics.set_backlog(&jobs::backlog(&mut *conn).await?);
     }
     // The backbone's part is logged by `sweep_on`.
-    if report.tokens_expired + report.pruned > 0 {
+    if report.tokens_expired + report.pruned + report.retention.total() > 0 {
         tracing::info!(
             tokens_expired = report.tokens_expired,
             pruned = report.pruned,
+            node_events = report.retention.node_events,
+            audit_events = report.retention.audit_events,
+            login_events = report.retention.login_events,
+            finished_jobs = report.retention.finished_jobs,
             "sweep pruned"
         );
     }

@@ -212,6 +212,9 @@ fn snapshot<'a>(cluster: &'a clusters::Cluster, seen: &'a Observation) -> NewSna
     }
 }
 
+/// Snapshots one pruning statement deletes at most.
+const PRUNE_BATCH: i64 = 5_000;
+
 /// One cycle: a snapshot of every ready cluster, `concurrency` at a time,
 /// then the snapshots older than `retention` pruned.
 pub async fn collect_all(
@@ -239,7 +242,17 @@ pub async fn collect_all(
         }
         metrics::insert(pool, &snapshot).await?;
     }
-    report.pruned = metrics::prune(pool, retention).await?;
+    // Batches while they are full, up to twice what this cycle wrote plus
+    // one batch: pruning keeps pace with collection and drains a backlog
+    // over the next cycles, each statement short.
+    let budget = 2 * observed.len() as u64 + PRUNE_BATCH as u64;
+    while report.pruned < budget {
+        let pruned = metrics::prune(pool, retention, PRUNE_BATCH).await?;
+        report.pruned += pruned;
+        if pruned < PRUNE_BATCH as u64 {
+            break;
+        }
+    }
     Ok(report)
 }
 

@@ -411,6 +411,25 @@ pub async fn delete_own_session(
         == 1)
 }
 
+/// Deletes up to `batch` sign-in records older than `age`, oldest first
+/// (`shared::app::retention`). Returns how many.
+pub async fn prune_logins(
+    db: impl PgExecutor<'_>,
+    age: std::time::Duration,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM login_events WHERE id IN (
+             SELECT id FROM login_events WHERE created_at < now() - make_interval(secs => $1)
+             ORDER BY created_at LIMIT $2)",
+        age.as_secs_f64(),
+        batch
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
 /// Removes sessions past their absolute lifetime (an idle one is refused at
 /// use already, and gone by its lifetime at the latest). Returns how many.
 pub async fn prune_sessions(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {

@@ -17,6 +17,7 @@ pub fn check(settings: &Settings) -> Result<(), ConfigError> {
     settings.part::<ingress::config::Config>()?;
     settings.part::<metrics::Config>()?;
     settings.part::<notifications::Retries>()?;
+    settings.part::<super::retention::Config>()?;
     Ok(())
 }
 
@@ -35,6 +36,8 @@ mod tests {
             ("KUBEBYON_DNS_RESOLVER", "resolver"),
             ("METRICS_RETENTION_MS", "soon"),
             ("NOTIFY_MAX_ATTEMPTS", "0"),
+            ("AUDIT_EVENTS_RETENTION_MS", "0"),
+            ("RETENTION_BATCH", "0"),
         ] {
             let settings = Settings::from_source(&HashMap::from([(name, value)])).unwrap();
             match check(&settings) {

@@ -9,10 +9,14 @@
 //! - [`membership`]: who is in an organisation (tenancy), and the
 //!   kubeconfigs a member who goes loses;
 //! - [`config`]: every capability's own settings, checked as a process starts;
+//! - [`retention`]: how long each history is kept, and its pruning (nodes'
+//!   events, the audit stream, accounts' sign-ins, the job queue's finished
+//!   jobs);
 //! - [`settings`]: every stored settings part re-sealed under a new key at once.
 
 pub mod config;
 pub mod credentials;
 pub mod membership;
 pub mod plan;
+pub mod retention;
 pub mod settings;

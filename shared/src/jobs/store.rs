@@ -816,6 +816,27 @@ pub async fn list_operations(
     .await
 }
 
+/// Deletes up to `batch` jobs that finished longer than `age` ago, oldest
+/// first (`shared::app::retention`); their operations stay. Returns how many.
+pub async fn prune_finished(
+    db: impl PgExecutor<'_>,
+    age: std::time::Duration,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM cluster_jobs WHERE id IN (
+             SELECT id FROM cluster_jobs
+             WHERE status IN ('succeeded', 'failed', 'cancelled')
+               AND finished_at < now() - make_interval(secs => $1)
+             ORDER BY finished_at LIMIT $2)",
+        age.as_secs_f64(),
+        batch
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
 /// The admin view of the queue: newest first, optionally by status and cluster.
 /// One statement per filter shape, each with an index that gives its order:
 /// a statement shared by filtered and unfiltered calls (`$1 IS NULL OR …`)

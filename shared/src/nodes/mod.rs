@@ -221,6 +221,25 @@ pub struct NodeEvent {
     pub observed_at: DateTime<Utc>,
 }
 
+/// Deletes up to `batch` node events observed longer than `age` ago, oldest
+/// first (`shared::app::retention`). Returns how many.
+pub async fn prune_events(
+    db: impl PgExecutor<'_>,
+    age: std::time::Duration,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM node_events WHERE id IN (
+             SELECT id FROM node_events WHERE observed_at < now() - make_interval(secs => $1)
+             ORDER BY observed_at LIMIT $2)",
+        age.as_secs_f64(),
+        batch
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
 /// `SELECT` of a node event, then the statement's own conditions and order.
 macro_rules! node_event_query {
     ($rest:literal, $($arg:expr),* $(,)?) => {

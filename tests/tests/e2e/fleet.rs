@@ -4,7 +4,7 @@
 
 use tests::database::TestDb;
 
-const SIZES: [(&str, i64); 12] = [
+const SIZES: [(&str, i64); 13] = [
     ("users", 60),
     ("clusters", 300),
     ("big", 50),
@@ -17,6 +17,7 @@ const SIZES: [(&str, i64); 12] = [
     ("deliveries", 400),
     ("orders", 80),
     ("logins", 500),
+    ("week", 1),
 ];
 
 /// Runs the generator on `db` with `sizes`.
@@ -73,7 +74,8 @@ async fn the_fleet_generator_makes_the_rows_asked_for_once() {
         size("clusters"),
         size("nodes"),
         size("node_events"),
-        size("samples"),
+        // And the first cluster's week, a sample a minute.
+        size("samples") + size("week") * 7 * 24 * 60,
         size("audit"),
         size("jobs"),
         size("jobs"),
@@ -184,6 +186,7 @@ async fn every_list_reads_its_page_through_an_index_even_when_planned_genericall
             ("deliveries", 5000),
             ("orders", 5000),
             ("logins", 20000),
+            ("week", 0),
         ],
     );
 
@@ -270,6 +273,79 @@ async fn every_list_reads_its_page_through_an_index_even_when_planned_genericall
         assert!(
             checked.iter().any(|query| query.contains(list)),
             "no list statement holds {list:?}"
+        );
+    }
+}
+
+/// Rows of `table` whose `column` is older than `days`, and the others.
+async fn split(db: &TestDb, table: &str, column: &str, days: i64) -> (i64, i64) {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FILTER (WHERE {column} < now() - make_interval(days => {days})),
+                count(*) FILTER (WHERE {column} >= now() - make_interval(days => {days}))
+         FROM {table}"
+    )))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+/// Retention on generated histories: a run deletes at most `batch` ×
+/// `batches` rows of each, only rows past their age, and runs drain the
+/// rest; nothing younger goes.
+#[tokio::test]
+async fn histories_are_pruned_by_age_in_bounded_batches() {
+    let db = TestDb::new().await;
+    generate(&db, &SIZES);
+    let config = shared::app::retention::Config {
+        node_events: std::time::Duration::from_secs(30 * 86_400),
+        audit_events: std::time::Duration::from_secs(30 * 86_400),
+        login_events: std::time::Duration::from_secs(10 * 86_400),
+        finished_jobs: std::time::Duration::from_secs(20 * 86_400),
+        batch: 40,
+        batches: 3,
+    };
+    let histories = [
+        ("node_events", "observed_at", 30),
+        ("audit_events", "created_at", 30),
+        ("login_events", "created_at", 10),
+        ("cluster_jobs", "finished_at", 20),
+    ];
+    let mut before = Vec::new();
+    for (table, column, days) in histories {
+        let (old, young) = split(&db, table, column, days).await;
+        assert!(old > 120, "{table}: {old} rows past their age to prune");
+        before.push((old, young));
+    }
+
+    let mut conn = db.pool.acquire().await.unwrap();
+    let first = shared::app::retention::prune(&mut conn, &config)
+        .await
+        .unwrap();
+    assert_eq!(
+        [
+            first.node_events,
+            first.audit_events,
+            first.login_events,
+            first.finished_jobs
+        ],
+        [120; 4],
+        "one run: three full batches of each"
+    );
+    let mut runs = 1;
+    while shared::app::retention::prune(&mut conn, &config)
+        .await
+        .unwrap()
+        .total()
+        > 0
+    {
+        runs += 1;
+        assert!(runs < 100, "the histories drain");
+    }
+    for ((table, column, days), (_, young)) in histories.into_iter().zip(before) {
+        assert_eq!(
+            split(&db, table, column, days).await,
+            (0, young),
+            "{table}: every row past its age gone, every younger one kept"
         );
     }
 }

@@ -39,11 +39,15 @@ async fn user(pool: &sqlx::PgPool, n: u32) -> anyhow::Result<Uuid> {
         .with_context(|| format!("no fleet-user-{n}: run tests/bench/fleet.sql first"))
 }
 
-/// `owner`'s live cluster with the most nodes.
+/// `owner`'s live cluster with the most metrics samples (the generator gives
+/// its first clusters a week of them), then the most nodes.
 async fn cluster_of(pool: &sqlx::PgPool, owner: Uuid) -> anyhow::Result<Uuid> {
     Ok(sqlx::query_scalar(
         "SELECT c.id FROM clusters c WHERE c.owner_user_id = $1 AND c.deleted_at IS NULL
-         ORDER BY (SELECT count(*) FROM nodes n WHERE n.cluster_id = c.id) DESC, c.id LIMIT 1",
+         ORDER BY (SELECT count(*) FROM control_plane_metrics_snapshots s
+                   WHERE s.cluster_id = c.id AND s.collected_at > now() - interval '7 days') DESC,
+                  (SELECT count(*) FROM nodes n WHERE n.cluster_id = c.id) DESC, c.id
+         LIMIT 1",
     )
     .bind(owner)
     .fetch_one(pool)
