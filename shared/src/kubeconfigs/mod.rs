@@ -228,26 +228,46 @@ pub struct StaleAccount {
 }
 
 /// ServiceAccounts of revoked or expired credentials not deleted yet, in live
-/// clusters, by cluster; only those of `user_id` when given.
+/// clusters, by cluster; only those of `user_id` when given. A statement for
+/// each shape: one user's (when their credentials end at once) and
+/// everyone's (the sync's batch), so neither is planned for the other.
 pub async fn stale(
     db: impl PgExecutor<'_>,
     user_id: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<StaleAccount>, sqlx::Error> {
-    sqlx::query_as!(
-        StaleAccount,
-        "SELECT k.id, k.cluster_id, k.service_account_name
-         FROM kubeconfig_credentials k JOIN clusters c ON c.id = k.cluster_id
-         WHERE k.removed_at IS NULL AND c.deleted_at IS NULL
-           AND (k.revoked_at IS NOT NULL OR k.expires_at <= now())
-           AND ($1::uuid IS NULL OR k.user_id = $1)
-         ORDER BY k.cluster_id, k.created_at
-         LIMIT $2",
-        user_id,
-        limit
-    )
-    .fetch_all(db)
-    .await
+    match user_id {
+        Some(user_id) => {
+            sqlx::query_as!(
+                StaleAccount,
+                "SELECT k.id, k.cluster_id, k.service_account_name
+                 FROM kubeconfig_credentials k JOIN clusters c ON c.id = k.cluster_id
+                 WHERE k.removed_at IS NULL AND c.deleted_at IS NULL
+                   AND (k.revoked_at IS NOT NULL OR k.expires_at <= now())
+                   AND k.user_id = $1
+                 ORDER BY k.cluster_id, k.created_at
+                 LIMIT $2",
+                user_id,
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+        None => {
+            sqlx::query_as!(
+                StaleAccount,
+                "SELECT k.id, k.cluster_id, k.service_account_name
+                 FROM kubeconfig_credentials k JOIN clusters c ON c.id = k.cluster_id
+                 WHERE k.removed_at IS NULL AND c.deleted_at IS NULL
+                   AND (k.revoked_at IS NOT NULL OR k.expires_at <= now())
+                 ORDER BY k.cluster_id, k.created_at
+                 LIMIT $1",
+                limit
+            )
+            .fetch_all(db)
+            .await
+        }
+    }
 }
 
 /// Records that a credential's ServiceAccount is gone from its cluster.

@@ -103,7 +103,7 @@ pub async fn find(
                            '{}'::jsonb) AS "labels!: Json<Labels>"
            FROM clusters c
            WHERE c.organization_id = $1 AND c.deleted_at IS NULL
-             AND ($6::text IS NULL OR c.name > $6)
+             AND c.name > $6
              AND NOT EXISTS (
                  SELECT 1 FROM (SELECT DISTINCT idx, op, key FROM req) q
                  WHERE (q.op IN ('in', 'exists')) <> EXISTS (
@@ -118,7 +118,8 @@ pub async fn find(
         &op,
         &key,
         &value,
-        after,
+        // A first page starts after the empty name, before every name.
+        after.unwrap_or_default(),
         limit,
     )
     .fetch_all(db)

@@ -119,8 +119,9 @@ const FLEET_TABLES: [&str; 14] = [
 
 /// Why a plan node reads more than its page: a sequential scan of a fleet
 /// table, an index walk that filters without an index condition (its rows
-/// before the page are read and dropped), or a sort, hash or aggregate over
-/// either of those or over a whole index.
+/// before the page are read and dropped), an optional filter
+/// (`($n IS NULL OR …)`, never an index condition), or a sort, hash or
+/// aggregate over a sequential scan or a whole index.
 fn unbounded(node: &serde_json::Value, found: &mut Vec<String>) {
     fn reads_all(node: &serde_json::Value) -> bool {
         let on_fleet = node["Relation Name"]
@@ -148,6 +149,17 @@ fn unbounded(node: &serde_json::Value, found: &mut Vec<String>) {
                 node["Index Name"]
             ));
         }
+    }
+    // `($n IS NULL OR …)`: a condition the plan cannot use for any call,
+    // so it reads what the filter then drops.
+    if node["Filter"]
+        .as_str()
+        .is_some_and(|filter| filter.contains(" IS NULL) OR "))
+        && node["Filter"]
+            .as_str()
+            .is_some_and(|filter| filter.contains("($"))
+    {
+        found.push(format!("an optional filter on {table}: {}", node["Filter"]));
     }
     if ["Sort", "Incremental Sort", "Hash", "Aggregate"].contains(&kind)
         && node["Plans"]
