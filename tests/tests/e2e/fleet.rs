@@ -123,27 +123,28 @@ const FLEET_TABLES: [&str; 14] = [
 /// (`($n IS NULL OR …)`, never an index condition), or a sort, hash or
 /// aggregate over a sequential scan or a whole index.
 fn unbounded(node: &serde_json::Value, found: &mut Vec<String>) {
-    fn reads_all(node: &serde_json::Value) -> bool {
+    /// A scan of a fleet table bounded by no index condition.
+    fn whole_scan(node: &serde_json::Value) -> bool {
         let on_fleet = node["Relation Name"]
             .as_str()
             .is_some_and(|table| FLEET_TABLES.contains(&table));
         let kind = node["Node Type"].as_str().unwrap_or_default();
-        (on_fleet
+        on_fleet
             && (kind == "Seq Scan"
-                || (kind.starts_with("Index") && node.get("Index Cond").is_none())))
+                || (kind.starts_with("Index") && node.get("Index Cond").is_none()))
+    }
+    fn reads_all(node: &serde_json::Value) -> bool {
+        whole_scan(node)
             || node["Plans"]
                 .as_array()
                 .is_some_and(|plans| plans.iter().any(reads_all))
     }
     let table = node["Relation Name"].as_str().unwrap_or_default();
     let kind = node["Node Type"].as_str().unwrap_or_default();
-    if FLEET_TABLES.contains(&table) {
+    if whole_scan(node) {
         if kind == "Seq Scan" {
             found.push(format!("a sequential scan of {table}"));
-        } else if kind.starts_with("Index")
-            && node.get("Index Cond").is_none()
-            && node.get("Filter").is_some()
-        {
+        } else if node.get("Filter").is_some() {
             found.push(format!(
                 "a filtered walk of {table} by {}",
                 node["Index Name"]
@@ -154,10 +155,7 @@ fn unbounded(node: &serde_json::Value, found: &mut Vec<String>) {
     // so it reads what the filter then drops.
     if node["Filter"]
         .as_str()
-        .is_some_and(|filter| filter.contains(" IS NULL) OR "))
-        && node["Filter"]
-            .as_str()
-            .is_some_and(|filter| filter.contains("($"))
+        .is_some_and(|filter| filter.contains(" IS NULL) OR ") && filter.contains("($"))
     {
         found.push(format!("an optional filter on {table}: {}", node["Filter"]));
     }
