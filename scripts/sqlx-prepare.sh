@@ -11,7 +11,7 @@ url="${server%/*}/$db"
 psql "$server" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
 trap 'psql "$server" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
 for migration in migrations/*.sql; do
-    psql "$url" -q -v ON_ERROR_STOP=1 -f "$migration" >/dev/null
+    psql "$url" -q -1 -v ON_ERROR_STOP=1 -f "$migration" >/dev/null
 done
 
 out=$(mktemp -d)

@@ -1200,13 +1200,24 @@ async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
     );
 
     // A plan lowered under what the owner has: told once a day per
-    // resource, the cluster left as it is.
-    tests::handlers::default_plan(&platform.db.pool, "Tiny", 0, 0).await;
+    // resource, the cluster left as it is. Within its plan (none at all
+    // first, then a roomy one), the organization's entitlement is not even
+    // read.
     let past = |pool: sqlx::PgPool| async move {
         sync_clusters::plan::notify_organizations_past_their_plan(&pool, "https://console.example")
             .await
             .unwrap()
     };
+    assert_eq!(
+        past(platform.db.pool.clone()).await.organizations_checked,
+        0
+    );
+    tests::handlers::default_plan(&platform.db.pool, "Roomy", 10, 10).await;
+    assert_eq!(
+        past(platform.db.pool.clone()).await.organizations_checked,
+        0
+    );
+    tests::handlers::default_plan(&platform.db.pool, "Tiny", 0, 0).await;
     let report = past(platform.db.pool.clone()).await;
     assert_eq!(
         (report.organizations_checked, report.organizations_past_plan),

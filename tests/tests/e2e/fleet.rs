@@ -100,7 +100,7 @@ async fn the_fleet_generator_makes_the_rows_asked_for_once() {
 
 /// Tables that grow with the fleet: a list that reads one of them must read
 /// only its page.
-const FLEET_TABLES: [&str; 14] = [
+const FLEET_TABLES: [&str; 15] = [
     "users",
     "organizations",
     "organization_members",
@@ -115,7 +115,13 @@ const FLEET_TABLES: [&str; 14] = [
     "orders",
     "workload_ingress_hostname_bindings",
     "notification_deliveries",
+    "organization_usage",
 ];
+
+/// Statements without a page that must still read a bounded number of rows
+/// whatever the size of the fleet: the entitlement check (every create,
+/// join and node registration runs it under the organization's lock).
+const POINT_READS: [&str; 1] = ["FROM organization_usage WHERE organization_id = $1"];
 
 /// Why a plan node reads more than its page: a sequential scan of a fleet
 /// table, an index walk that filters without an index condition (its rows
@@ -217,7 +223,8 @@ async fn every_list_reads_its_page_through_an_index_even_when_planned_genericall
         let reads_fleet = reads
             .captures_iter(query)
             .any(|table| FLEET_TABLES.contains(&&table[1]));
-        if !limit.is_match(query) || writes.is_match(query) || !reads_fleet {
+        let listed = limit.is_match(query) || POINT_READS.iter().any(|read| query.contains(read));
+        if !listed || writes.is_match(query) || !reads_fleet {
             continue;
         }
         let values: Vec<&str> = data["describe"]["parameters"]["Left"]
@@ -278,6 +285,7 @@ async fn every_list_reads_its_page_through_an_index_even_when_planned_genericall
         "AND status = ANY($1) AND role = ANY($2)",
         "WHERE organization_id = $1 AND deleted_at IS NULL AND (created_at, id) < ($2, $3)",
         "WHERE cluster_id = $1 AND type = ANY($2)",
+        POINT_READS[0],
         "FROM login_events WHERE user_id = $1",
     ] {
         assert!(
@@ -358,4 +366,206 @@ async fn histories_are_pruned_by_age_in_bounded_batches() {
             "{table}: every row past its age gone, every younger one kept"
         );
     }
+}
+
+/// What each organization holds, counted from the rows: what
+/// `organization_usage` must say (clusters, nodes, CPU, memory, hostnames).
+const RECOUNT: &str = "
+    SELECT o.id,
+        (SELECT count(*) FROM clusters c WHERE c.organization_id = o.id AND c.deleted_at IS NULL),
+        (SELECT count(*) FROM nodes n JOIN clusters c ON c.id = n.cluster_id
+         WHERE c.organization_id = o.id AND c.deleted_at IS NULL
+           AND n.deleted_at IS NULL AND n.status <> 'deleted'),
+        (SELECT coalesce(sum(c.workload_cpu_limit_milli_cores), 0)::bigint FROM clusters c
+         WHERE c.organization_id = o.id AND c.deleted_at IS NULL),
+        (SELECT coalesce(sum(c.workload_memory_limit_mib), 0)::bigint FROM clusters c
+         WHERE c.organization_id = o.id AND c.deleted_at IS NULL),
+        (SELECT count(*) FROM workload_ingress_hostname_bindings b JOIN clusters c ON c.id = b.cluster_id
+         WHERE c.organization_id = o.id AND c.deleted_at IS NULL AND b.deleted_at IS NULL)
+    FROM organizations o ORDER BY o.id";
+
+type Usage = (uuid::Uuid, i64, i64, i64, i64, i64);
+
+async fn kept_usage(db: &TestDb) -> Vec<Usage> {
+    sqlx::query_as(
+        "SELECT o.id, u.clusters, u.nodes, u.cpu_milli_cores, u.memory_mib, u.hostnames
+         FROM organizations o JOIN organization_usage u ON u.organization_id = o.id ORDER BY o.id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+fn node(name: String) -> shared::nodes::NodeSnapshot {
+    shared::nodes::NodeSnapshot {
+        name,
+        status: shared::domain::NodeStatus::Ready,
+        internal_ip: None,
+        os_image: None,
+        kubelet_version: None,
+        container_runtime_version: None,
+        cpu_allocatable_milli_cores: None,
+        memory_allocatable_bytes: None,
+        ephemeral_storage_allocatable_bytes: None,
+        last_seen_at: None,
+    }
+}
+
+/// One of the writes that change what an organization holds, in a
+/// transaction of its own that waits a moment before it commits, so that
+/// writes to the same cluster overlap.
+async fn racing_write(db: &TestDb, cluster_id: uuid::Uuid, kind: u32, seed: u64, pause_ms: u64) {
+    let mut tx = db.pool.begin().await.unwrap();
+    match kind {
+        0 => {
+            let nodes: Vec<_> = (0..3).map(|i| node(format!("racer-{seed}-{i}"))).collect();
+            let nodes: Vec<_> = nodes.iter().collect();
+            shared::nodes::upsert_all(&mut tx, cluster_id, &nodes)
+                .await
+                .unwrap();
+        }
+        1 => shared::clusters::mark_deleted(&mut tx, cluster_id)
+            .await
+            .unwrap(),
+        2 => {
+            let node: Option<uuid::Uuid> = sqlx::query_scalar(
+                "SELECT id FROM nodes WHERE cluster_id = $1 AND deleted_at IS NULL LIMIT 1",
+            )
+            .bind(cluster_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .unwrap();
+            if let Some(node) = node {
+                shared::nodes::mark_deleted(&mut tx, node).await.unwrap();
+            }
+        }
+        3 => {
+            sqlx::query(
+                "UPDATE clusters SET workload_cpu_limit_milli_cores = workload_cpu_limit_milli_cores + 100,
+                        workload_memory_limit_mib = workload_memory_limit_mib + 64
+                 WHERE id = $1",
+            )
+            .bind(cluster_id)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
+        4 => {
+            sqlx::query(
+                "INSERT INTO workload_ingress_hostname_bindings
+                     (cluster_id, hostname, status, dns_management_scope, dns_management_status, verified_at)
+                 VALUES ($1, 'racer-' || $2 || '.apps.example.test', 'active', 'platform_managed',
+                         'synced', now())",
+            )
+            .bind(cluster_id)
+            .bind(seed.to_string())
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
+        _ => {
+            sqlx::query(
+                "UPDATE workload_ingress_hostname_bindings SET deleted_at = now()
+                 WHERE id = (SELECT id FROM workload_ingress_hostname_bindings
+                             WHERE cluster_id = $1 AND deleted_at IS NULL LIMIT 1)",
+            )
+            .bind(cluster_id)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+    tx.commit().await.unwrap();
+}
+
+/// The usage row the entitlement check reads is kept by triggers in the
+/// writes' own transactions: after the generator (bulk inserts) and after
+/// rounds of writes racing on the same clusters — nodes joining and
+/// leaving, hostnames bound and let go, limits raised, while the cluster is
+/// being deleted — it equals a count of the rows, for every organization,
+/// and the check reads it; no write waited on another in a cycle (a
+/// deadlock fails the write, and the test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_usage_the_plan_check_reads_equals_a_recount_after_racing_writes() {
+    let db = TestDb::new().await;
+    generate(
+        &db,
+        &[
+            ("users", 40),
+            ("clusters", 200),
+            ("big", 60),
+            ("nodes", 600),
+            ("hostnames", 60),
+            ("node_events", 0),
+            ("samples", 0),
+            ("audit", 0),
+            ("jobs", 0),
+            ("deliveries", 0),
+            ("orders", 0),
+            ("logins", 0),
+            ("week", 0),
+        ],
+    );
+    let recount = || async {
+        sqlx::query_as::<_, Usage>(RECOUNT)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        kept_usage(&db).await,
+        recount().await,
+        "after the generator"
+    );
+
+    // The big user's clusters: one organization, so every write below
+    // contends for its row.
+    let clusters: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "SELECT id FROM clusters WHERE owner_user_id = md5('fleet-user-2')::uuid ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let mut rng = fastrand::Rng::with_seed(52);
+    for round in 0..clusters.len() as u64 {
+        let cluster = clusters[round as usize];
+        // Every other cluster is deleted while the other writes run.
+        let writes = (0..5).map(|i| {
+            let kind = if i == 0 && round % 2 == 0 {
+                1
+            } else {
+                [0, 2, 3, 4, 5][rng.usize(0..5)]
+            };
+            racing_write(&db, cluster, kind, round * 10 + i, rng.u64(0..4))
+        });
+        futures_util::future::join_all(writes).await;
+    }
+    let kept = kept_usage(&db).await;
+    assert_eq!(kept, recount().await, "after the racing writes");
+    let big: Usage = sqlx::query_as(
+        "SELECT u.organization_id, u.clusters, u.nodes, u.cpu_milli_cores, u.memory_mib, u.hostnames
+         FROM organization_usage u JOIN organizations o ON o.id = u.organization_id
+         WHERE o.personal_user_id = md5('fleet-user-2')::uuid",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(big.1, clusters.len() as i64 / 2, "half its clusters left");
+
+    let mut conn = db.pool.acquire().await.unwrap();
+    let read = shared::billing::entitlements::read(&mut conn, big.0)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            read.usage.clusters,
+            read.usage.nodes,
+            read.usage.cpu_milli_cores,
+            read.usage.memory_mib,
+            read.usage.hostnames
+        ),
+        (big.1, big.2, big.3, big.4, big.5),
+        "the check reads the row"
+    );
 }
