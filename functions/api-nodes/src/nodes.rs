@@ -4,7 +4,7 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
-    domain::NodeStatus,
+    domain::{NodeName, NodeStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, OwnedCluster},
@@ -20,30 +20,67 @@ pub struct NodesQuery {
     /// Also list removed nodes.
     #[serde(default)]
     pub include_deleted: bool,
+    /// Nodes per page, 1–500; default 100.
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A page of a cluster's nodes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodePage {
+    /// By name.
+    pub items: Vec<Node>,
+    /// Pass as `cursor` to read the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// List a cluster's nodes
 ///
 /// The snapshot the node sync keeps: status, addresses, versions, allocatable
 /// resources, and when the node was last seen, became ready or went offline.
+/// By name, a page at a time.
 #[utoipa::path(
     get,
     path = "/api/console/clusters/{cluster_id}/nodes",
     tag = "nodes",
     params(("cluster_id" = Uuid, Path), NodesQuery),
     responses(
-        (status = 200, body = Vec<Node>),
+        (status = 200, body = NodePage),
+        (status = 400, description = "A cursor this API did not return (`invalid_cursor`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A bad limit (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn list(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<NodesQuery>,
     OwnedCluster(cluster): OwnedCluster,
-) -> Result<AppJson<Vec<Node>>, ApiError> {
-    Ok(AppJson(
-        nodes::list(&state.pool, cluster.id, query.include_deleted).await?,
-    ))
+) -> Result<AppJson<NodePage>, ApiError> {
+    let limit = shared::extract::page_limit(query.limit)?;
+    // A cursor is the last name of a page: a node's name, nothing else.
+    let after = query
+        .cursor
+        .as_deref()
+        .map(NodeName::parse)
+        .transpose()
+        .map_err(|_| ApiError::BadRequest {
+            code: "invalid_cursor",
+            detail: "cursor is not one this API returned".into(),
+        })?
+        .map(NodeName::into_inner)
+        .unwrap_or_default();
+    let mut items = nodes::list(
+        &state.pool,
+        cluster.id,
+        query.include_deleted,
+        &after,
+        limit + 1,
+    )
+    .await?;
+    let next_cursor = shared::extract::cut_page(&mut items, limit, |node| node.name.clone());
+    Ok(AppJson(NodePage { items, next_cursor }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -336,19 +336,36 @@ macro_rules! node_query {
     };
 }
 
-/// A cluster's nodes by name; deleted ones only when asked for.
+/// A page of a cluster's nodes by name, after `after` (the last name of the
+/// previous page; the empty string, before every name, for the first), up to
+/// `limit`; deleted ones only when asked for. Either shape walks the index
+/// on `(cluster_id, name)` from the cursor.
 pub async fn list(
     db: impl PgExecutor<'_>,
     cluster_id: Uuid,
     include_deleted: bool,
+    after: &str,
+    limit: i64,
 ) -> Result<Vec<Node>, sqlx::Error> {
-    node_query!(
-        "WHERE cluster_id = $1 AND ($2 OR deleted_at IS NULL) ORDER BY name, id",
-        cluster_id,
-        include_deleted
-    )
-    .fetch_all(db)
-    .await
+    if include_deleted {
+        node_query!(
+            "WHERE cluster_id = $1 AND name > $2 ORDER BY name LIMIT $3",
+            cluster_id,
+            after,
+            limit
+        )
+        .fetch_all(db)
+        .await
+    } else {
+        node_query!(
+            "WHERE cluster_id = $1 AND name > $2 AND deleted_at IS NULL ORDER BY name LIMIT $3",
+            cluster_id,
+            after,
+            limit
+        )
+        .fetch_all(db)
+        .await
+    }
 }
 
 /// One node of a cluster; a deleted one only when asked for.

@@ -164,6 +164,7 @@ async fn every_host_flow(platform: &TestApp) -> Vec<kube_sim::Access> {
     let (_, nodes) = platform
         .call("GET", &format!("/api/console/clusters/{id}/nodes"), None)
         .await;
+    let nodes = nodes["items"].clone();
     let node_id = nodes
         .as_array()
         .unwrap()

@@ -293,6 +293,7 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
             None,
         )
         .await;
+    let nodes = nodes["items"].clone();
     assert_eq!(nodes.as_array().unwrap().len(), 1, "{nodes}");
     assert_eq!(
         (nodes[0]["name"].as_str(), nodes[0]["status"].as_str()),
@@ -749,6 +750,106 @@ async fn token_input_is_validated_and_other_clusters_are_not_found() {
     }
 }
 
+/// The nodes list pages by name: every node once over the pages, removed
+/// ones only when asked for, and a cursor that is not a node's name (a
+/// look-alike letter, a path, an empty one) or a limit out of range refused
+/// with its code.
+#[tokio::test]
+async fn a_cluster_s_nodes_are_listed_a_page_at_a_time_by_name() {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    let (cluster_id, _) = ready_cluster(&platform, "many").await;
+    // Seven nodes as the node sync records them, the third one removed.
+    sqlx::query(
+        "INSERT INTO nodes (cluster_id, name, status, source, deleted_at)
+         SELECT $1::uuid, 'node-' || i, CASE WHEN i = 3 THEN 'deleted' ELSE 'ready' END, 'sync',
+                CASE WHEN i = 3 THEN now() END
+         FROM generate_series(1, 7) i",
+    )
+    .bind(&cluster_id)
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+    let pages = |query: &'static str| {
+        let platform = &platform;
+        let cluster_id = &cluster_id;
+        async move {
+            let (mut names, mut sizes, mut cursor) = (Vec::new(), Vec::new(), None::<String>);
+            loop {
+                let after = cursor.map(|c| format!("&cursor={c}")).unwrap_or_default();
+                let (status, page) = platform
+                    .call(
+                        "GET",
+                        &format!("/api/console/clusters/{cluster_id}/nodes?limit=2{query}{after}"),
+                        None,
+                    )
+                    .await;
+                assert_eq!(status, StatusCode::OK, "{page}");
+                let items = page["items"].as_array().unwrap();
+                sizes.push(items.len());
+                names.extend(
+                    items
+                        .iter()
+                        .map(|n| n["name"].as_str().unwrap().to_string()),
+                );
+                match page["next_cursor"].as_str() {
+                    Some(next) => cursor = Some(next.to_string()),
+                    None => return (names, sizes),
+                }
+            }
+        }
+    };
+    let (live, sizes) = pages("").await;
+    assert_eq!(
+        live,
+        ["node-1", "node-2", "node-4", "node-5", "node-6", "node-7"]
+    );
+    assert_eq!(
+        sizes,
+        [2, 2, 2],
+        "no empty last page when the rows end on one"
+    );
+    let (all, _) = pages("&include_deleted=true").await;
+    assert_eq!(all.len(), 7);
+    assert!(all.is_sorted(), "{all:?}");
+
+    for (query, status, code) in [
+        (
+            "?cursor=n%D0%BEde-1",
+            StatusCode::BAD_REQUEST,
+            "invalid_cursor",
+        ),
+        (
+            "?cursor=..%2Fnode-1",
+            StatusCode::BAD_REQUEST,
+            "invalid_cursor",
+        ),
+        ("?cursor=", StatusCode::BAD_REQUEST, "invalid_cursor"),
+        (
+            "?limit=0",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        ),
+        (
+            "?limit=501",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        ),
+    ] {
+        let (got, body) = platform
+            .call(
+                "GET",
+                &format!("/api/console/clusters/{cluster_id}/nodes{query}"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (got, body["code"].as_str()),
+            (status, Some(code)),
+            "{query}: {body}"
+        );
+    }
+}
+
 fn pod(name: &str, node: &str, daemon_set: bool) -> Value {
     let owners = if daemon_set {
         json!([{ "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "kube-flannel", "uid": "u1", "controller": true }])
@@ -793,6 +894,7 @@ async fn removing_a_node_cordons_drains_and_deletes_it() {
             None,
         )
         .await;
+    let nodes = nodes["items"].clone();
     let id_of = |name: &str| {
         nodes
             .as_array()
@@ -915,6 +1017,7 @@ async fn removing_a_node_cordons_drains_and_deletes_it() {
             None,
         )
         .await;
+    let nodes = nodes["items"].clone();
     assert!(
         nodes
             .as_array()
@@ -949,6 +1052,7 @@ async fn a_removal_asked_during_an_update_waits_its_turn() {
             None,
         )
         .await;
+    let nodes = nodes["items"].clone();
     let node_id = nodes[0]["id"].as_str().unwrap().to_string();
 
     let (status, body) = platform

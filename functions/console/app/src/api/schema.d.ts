@@ -1187,6 +1187,7 @@ export interface paths {
          * List a cluster's nodes
          * @description The snapshot the node sync keeps: status, addresses, versions, allocatable
          *     resources, and when the node was last seen, became ready or went offline.
+         *     By name, a page at a time.
          */
         get: operations["get_clusters_by_cluster_id_nodes"];
         put?: never;
@@ -2500,6 +2501,13 @@ export interface components {
          * @enum {string}
          */
         NodeEventType: "joined" | "ready" | "not_ready" | "pending" | "offline" | "deleted";
+        /** @description A page of a cluster's nodes. */
+        NodePage: {
+            /** @description By name. */
+            items: components["schemas"]["Node"][];
+            /** @description Pass as `cursor` to read the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
         /** @description A removal accepted: its operation, and the node as it is now. */
         NodeRemovalAccepted: {
             node: components["schemas"]["Node"];
@@ -7709,6 +7717,10 @@ export interface operations {
             query?: {
                 /** @description Also list removed nodes. */
                 include_deleted?: boolean;
+                /** @description Nodes per page, 1–500; default 100. */
+                limit?: number;
+                /** @description `next_cursor` of the previous page. */
+                cursor?: string;
             };
             header?: never;
             path: {
@@ -7723,10 +7735,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Node"][];
+                    "application/json": components["schemas"]["NodePage"];
                 };
             };
-            /** @description A path parameter does not parse (`invalid_path`); A query parameter does not parse (`invalid_query`) */
+            /** @description A cursor this API did not return (`invalid_cursor`); A path parameter does not parse (`invalid_path`); A query parameter does not parse (`invalid_query`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7743,7 +7755,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A field breaks a rule; `errors` names each (`validation_failed`) */
+            /** @description A bad limit (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
                 headers: {
                     [name: string]: unknown;

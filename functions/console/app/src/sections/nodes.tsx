@@ -1,6 +1,6 @@
 // A cluster's nodes, as its page's Nodes tab lists them.
 import { useState } from "react";
-import { useQuery } from "@tanstack/react-query";
+import { useInfiniteQuery } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster } from "../api/client";
 import { bytes, number } from "../format";
@@ -11,14 +11,21 @@ import { keys } from "../queryKeys";
 export function Nodes({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
   const [deleted, setDeleted] = useState(false);
-  const nodes = useQuery({
+  // A page of 100 at a time; "more" reads the next (a cluster may have thousands).
+  const nodes = useInfiniteQuery({
     queryKey: keys.nodeList(cluster.id, deleted),
-    queryFn: () =>
+    queryFn: ({ pageParam }) =>
       ok(
         api.GET("/api/console/clusters/{cluster_id}/nodes", {
-          params: { path: { cluster_id: cluster.id }, query: { include_deleted: deleted } },
+          params: {
+            path: { cluster_id: cluster.id },
+            query: { include_deleted: deleted, cursor: pageParam ?? undefined },
+          },
         }),
       ),
+    initialPageParam: null as string | null,
+    getNextPageParam: (page) => page.next_cursor ?? undefined,
+    select: (data) => data.pages.flatMap((page) => page.items),
     refetchInterval: 5000,
   });
   return (
@@ -58,6 +65,11 @@ export function Nodes({ cluster }: { cluster: Cluster }) {
           </Table>
         )}
       </Rows>
+      {nodes.hasNextPage && (
+        <button type="button" onClick={() => nodes.fetchNextPage()} disabled={nodes.isFetchingNextPage}>
+          {t("common.more")}
+        </button>
+      )}
     </>
   );
 }
