@@ -58,7 +58,8 @@ def routes(ids):
              time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 7 * 86400))),
          "big", None),
         ("nodes of a cluster", "api-nodes", f"/api/console/clusters/{big}/nodes", "big",
-         "SELECT * FROM nodes WHERE cluster_id = :cluster AND deleted_at IS NULL ORDER BY name, id"),
+         "SELECT * FROM nodes WHERE cluster_id = :cluster AND name > '' AND deleted_at IS NULL "
+         "ORDER BY name LIMIT 101"),
         ("node events", "api-nodes", f"/api/console/node-events?cluster_id={big}", "big",
          "SELECT * FROM node_events WHERE cluster_id = :cluster AND type = ANY(:types) "
          "ORDER BY observed_at DESC, id DESC LIMIT 100"),
@@ -66,7 +67,7 @@ def routes(ids):
          f"/api/console/clusters/{big}/nodes/{ids['node']}/timeline", "big", None),
         ("tokens", "api-nodes", f"/api/console/clusters/{big}/tokens", "big", None),
         ("entitlements (5,000-cluster user)", "api-account", "/api/console/account/entitlements",
-         "big", None),
+         "big", "SELECT * FROM organization_usage WHERE organization_id = :org"),
         ("entitlements (small user)", "api-account", "/api/console/account/entitlements",
          "small", None),
         ("account activity", "api-account", "/api/console/account/activity", "big", None),

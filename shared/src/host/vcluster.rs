@@ -134,10 +134,11 @@ impl HostCluster {
     {
         use futures_util::{StreamExt, stream};
         let clusters = crate::clusters::list_observable(pool).await?;
+        let live: std::collections::HashSet<_> = clusters.iter().map(|c| c.id).collect();
         self.cluster_clients
             .lock()
             .expect("lock")
-            .retain(|id, _| clusters.iter().any(|c| c.id == *id));
+            .retain(|id, _| live.contains(id));
         let call = &call;
         Ok(stream::iter(clusters)
             .map(|cluster| async move {

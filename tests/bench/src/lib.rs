@@ -63,3 +63,69 @@ impl shared::jobs::JobPublisher for Dropping {
         Ok(())
     }
 }
+
+/// User and system CPU seconds a process has used so far (`/proc/PID/stat`;
+/// `self` for this one); 0 when it cannot be read.
+pub fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // utime and stime are the 14th and 15th fields: the 12th and 13th after
+    // the parenthesised name, which may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+    (ticks(11).unwrap_or(0.0) + ticks(12).unwrap_or(0.0)) / 100.0
+}
+
+/// CPU seconds used so far by every PostgreSQL server process on the
+/// machine (those named `postgres`).
+pub fn postgres_cpu_seconds() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().into_string().ok()?;
+            pid.bytes().all(|b| b.is_ascii_digit()).then_some(pid)
+        })
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "postgres")
+        })
+        .map(|pid| cpu_seconds(&pid))
+        .sum()
+}
+
+/// Where the CPU time of a stretch went: this process, a child (the
+/// simulated clusters) and PostgreSQL, in seconds, from readings before and
+/// after.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuSplit {
+    pub own: f64,
+    pub child: f64,
+    pub postgres: f64,
+}
+
+impl CpuSplit {
+    pub fn now(child: u32) -> Self {
+        Self {
+            own: cpu_seconds("self"),
+            child: cpu_seconds(&child.to_string()),
+            postgres: postgres_cpu_seconds(),
+        }
+    }
+
+    /// What was used since `before`, divided by `runs`, as JSON.
+    pub fn per_run_since(&self, before: &Self, runs: usize) -> serde_json::Value {
+        let each = |after: f64, before: f64| {
+            ((after - before) / runs.max(1) as f64 * 100.0).round() / 100.0
+        };
+        serde_json::json!({
+            "own_s": each(self.own, before.own),
+            "simulated_clusters_s": each(self.child, before.child),
+            "postgres_s": each(self.postgres, before.postgres),
+        })
+    }
+}

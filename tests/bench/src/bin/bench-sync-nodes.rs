@@ -140,11 +140,11 @@ async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result
     let fleet_ready_s = started.elapsed().as_secs_f64();
 
     let db = tests::database::TestDb::new().await;
-    let result = run_cycles(&db.url, &fleet, cycles).await;
+    let result = run_cycles(&db.url, &fleet, cycles, child.id()).await;
     drop(db);
     drop(child.stdin.take());
     child.wait()?;
-    let (first, steady, report) = result?;
+    let (first, steady, report, cpu) = result?;
     let mut sorted = steady.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
@@ -164,6 +164,7 @@ async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result
             "steady_cycle_ms_min": (sorted.first().copied().unwrap_or(f64::NAN) * 1000.0).round(),
             "steady_cycle_ms_max": (sorted.last().copied().unwrap_or(f64::NAN) * 1000.0).round(),
             "steady_cycles": steady.len(),
+            "steady_cycle_cpu": cpu,
             "peak_rss_mib": status_kib("VmHWM:") / 1024,
             "loadavg_before": load_before,
             "loadavg_after": loadavg(),
@@ -176,9 +177,9 @@ fn sync_nodes_concurrency() -> usize {
     sync_nodes::sync::DEFAULT_CONCURRENCY
 }
 
-type Cycles = (f64, Vec<f64>, (u64, u64));
+type Cycles = (f64, Vec<f64>, (u64, u64), Value);
 
-async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<Cycles> {
+async fn run_cycles(url: &str, fleet: &Value, cycles: usize, child: u32) -> anyhow::Result<Cycles> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(10)
         .connect(url)
@@ -225,6 +226,7 @@ async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<C
     let first = started.elapsed().as_secs_f64();
     anyhow::ensure!(report.failed_clusters == 0, "clusters failed: {report:?}");
     let mut steady = Vec::with_capacity(cycles);
+    let before = bench::CpuSplit::now(child);
     for _ in 0..cycles {
         let started = Instant::now();
         let again = sync().await?;
@@ -234,6 +236,7 @@ async fn run_cycles(url: &str, fleet: &Value, cycles: usize) -> anyhow::Result<C
             "a cycle with nothing changed wrote: {again:?}"
         );
     }
+    let cpu = bench::CpuSplit::now(child).per_run_since(&before, cycles);
     pool.close().await;
-    Ok((first, steady, (report.written, report.events)))
+    Ok((first, steady, (report.written, report.events), cpu))
 }
