@@ -183,28 +183,53 @@ pub async fn member_role(
 }
 
 /// Live clusters of the organisation, newest first, after an optional
-/// keyset cursor.
+/// keyset cursor; with `name_contains`, only those whose name holds it (a
+/// statement of its own, walking the same index and testing each of the
+/// organisation's clusters until the page is full).
 pub async fn list_of(
     db: impl PgExecutor<'_>,
     organization_id: Uuid,
+    name_contains: Option<&str>,
     before: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Cluster>, sqlx::Error> {
     let (before_at, before_id) = before.unwrap_or_else(crate::extract::before_everything);
-    cluster_query!(
-        r#"SELECT"#,
-        r#"
-           FROM clusters
-           WHERE organization_id = $1 AND deleted_at IS NULL AND (created_at, id) < ($2, $3)
-           ORDER BY created_at DESC, id DESC
-           LIMIT $4"#,
-        organization_id,
-        before_at,
-        before_id,
-        limit,
-    )
-    .fetch_all(db)
-    .await
+    match name_contains {
+        None => {
+            cluster_query!(
+                r#"SELECT"#,
+                r#"
+                   FROM clusters
+                   WHERE organization_id = $1 AND deleted_at IS NULL AND (created_at, id) < ($2, $3)
+                   ORDER BY created_at DESC, id DESC
+                   LIMIT $4"#,
+                organization_id,
+                before_at,
+                before_id,
+                limit,
+            )
+            .fetch_all(db)
+            .await
+        }
+        Some(text) => {
+            cluster_query!(
+                r#"SELECT"#,
+                r#"
+                   FROM clusters
+                   WHERE organization_id = $1 AND deleted_at IS NULL AND (created_at, id) < ($2, $3)
+                     AND strpos(name, $4) > 0
+                   ORDER BY created_at DESC, id DESC
+                   LIMIT $5"#,
+                organization_id,
+                before_at,
+                before_id,
+                text,
+                limit,
+            )
+            .fetch_all(db)
+            .await
+        }
+    }
 }
 
 /// Moves a live cluster to `deleting`; the delete job does the rest.

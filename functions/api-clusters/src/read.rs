@@ -19,6 +19,10 @@ pub struct ListQuery {
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// Only clusters whose name contains this (1–63 of the characters a
+    /// cluster's name has: letters, taken in lower case, digits and `-`).
+    #[param(min_length = 1, max_length = 63, pattern = "^[A-Za-z0-9-]+$")]
+    pub q: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -49,13 +53,29 @@ fn parse_cursor(raw: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
     ))
 }
 
+/// The text a search looks for in names: what a cluster's name can hold,
+/// in lower case; anything else (a wildcard, a look-alike letter) cannot
+/// match a name and is refused rather than searched for.
+fn search_text(raw: &str) -> Result<String, ApiError> {
+    let valid = (1..=63).contains(&raw.len())
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !valid {
+        return Err(ApiError::invalid(
+            "q",
+            "must be 1–63 letters, digits or '-', as a cluster's name has",
+        ));
+    }
+    Ok(raw.to_ascii_lowercase())
+}
+
 fn cursor_of(cluster: &Cluster) -> String {
     format!("{}_{}", cluster.created_at.timestamp_micros(), cluster.id)
 }
 
 /// List clusters
 ///
-/// The organization's live clusters, newest first, paginated by cursor.
+/// The organization's live clusters, newest first, paginated by cursor;
+/// `q` keeps those whose name contains it.
 #[utoipa::path(
     get,
     path = "/api/console/clusters",
@@ -66,7 +86,7 @@ fn cursor_of(cluster: &Cluster) -> String {
         (status = 400, description = "Bad limit or cursor", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A bad limit or organization header (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A bad limit, `q` or organization header (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn list(
@@ -76,7 +96,15 @@ pub async fn list(
 ) -> Result<AppJson<ClusterPage>, ApiError> {
     let limit = shared::extract::short_page_limit(query.limit)?;
     let before = query.cursor.as_deref().map(parse_cursor).transpose()?;
-    let mut items = clusters::list_of(&state.pool, organization.id, before, limit + 1).await?;
+    let name_contains = query.q.as_deref().map(search_text).transpose()?;
+    let mut items = clusters::list_of(
+        &state.pool,
+        organization.id,
+        name_contains.as_deref(),
+        before,
+        limit + 1,
+    )
+    .await?;
     let next_cursor = shared::extract::cut_page(&mut items, limit, cursor_of);
     Ok(AppJson(ClusterPage { items, next_cursor }))
 }

@@ -4,7 +4,7 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::{
-    domain::{NodeName, NodeStatus},
+    domain::NodeName,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, OwnedCluster},
@@ -99,8 +99,11 @@ pub struct Timeline {
     pub node: Node,
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
-    /// Events of the period, oldest first, preceded by the last one before it.
+    /// Events of the period, oldest first, preceded by the last one before
+    /// it; at most the period's newest 1,000 (then without the one before).
     pub events: Vec<NodeEvent>,
+    /// The period's oldest events left out of `events`; 0 when it lists them all.
+    pub events_omitted: i64,
     /// Seconds of the period the node existed for.
     pub observed_seconds: i64,
     /// Seconds of those it was `ready`.
@@ -111,8 +114,9 @@ pub struct Timeline {
 
 /// A node's timeline and uptime
 ///
-/// Its events over a period (at most 90 days) and the share of the period it
-/// was ready, derived from the recorded transitions.
+/// Its events over a period (at most 90 days; the newest 1,000 of them) and
+/// the share of the period it was ready, derived from all the recorded
+/// transitions.
 #[utoipa::path(
     get,
     path = "/api/console/clusters/{cluster_id}/nodes/{node_id}/timeline",
@@ -146,8 +150,15 @@ pub async fn timeline(
     let node = nodes::get(&state.pool, cluster_id, node_id, true)
         .await?
         .ok_or(ApiError::NotFound { what: "node" })?;
-    let events = nodes::events_for_timeline(&state.pool, node_id, from, to).await?;
-    let (observed, ready) = uptime(&events, from, to);
+    let uptime = nodes::uptime(&state.pool, node_id, from, to).await?;
+    let mut events =
+        nodes::events_for_timeline(&state.pool, node_id, from, to, nodes::TIMELINE_EVENTS).await?;
+    let events_omitted = uptime.events.saturating_sub(nodes::TIMELINE_EVENTS).max(0);
+    if events_omitted > 0 {
+        // The state before the period is not the state before the first one listed.
+        events.retain(|event| event.observed_at >= from);
+    }
+    let (observed, ready) = (uptime.observed_seconds, uptime.ready_seconds);
     Ok(AppJson(Timeline {
         node,
         from,
@@ -156,79 +167,6 @@ pub async fn timeline(
         ready_seconds: ready,
         uptime_ratio: (observed > 0).then(|| ready as f64 / observed as f64),
         events,
+        events_omitted,
     }))
-}
-
-/// Seconds within `[from, to]` the node existed, and of those it was ready,
-/// from its transitions in time order (the first may precede `from`).
-fn uptime(events: &[NodeEvent], from: DateTime<Utc>, to: DateTime<Utc>) -> (i64, i64) {
-    let mut observed = 0;
-    let mut ready = 0;
-    for (i, event) in events.iter().enumerate() {
-        let start = event.observed_at.max(from);
-        let end = events
-            .get(i + 1)
-            .map_or(to, |next| next.observed_at)
-            .min(to);
-        if end <= start {
-            continue;
-        }
-        let seconds = (end - start).num_seconds();
-        match event.new_status {
-            Some(NodeStatus::Deleted) => {}
-            Some(NodeStatus::Ready) => {
-                observed += seconds;
-                ready += seconds;
-            }
-            _ => observed += seconds,
-        }
-    }
-    (observed, ready)
-}
-
-#[cfg(test)]
-mod tests {
-    use shared::domain::NodeEventType;
-
-    use super::*;
-
-    fn at(minute: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(1_800_000_000 + minute * 60, 0).unwrap()
-    }
-
-    fn event(minute: i64, status: NodeStatus) -> NodeEvent {
-        NodeEvent {
-            id: minute,
-            cluster_id: Uuid::nil(),
-            node_id: None,
-            node_name: "n".into(),
-            event_type: NodeEventType::of_status(status),
-            old_status: None,
-            new_status: Some(status),
-            message: None,
-            observed_at: at(minute),
-        }
-    }
-
-    #[test]
-    fn uptime_counts_ready_time_inside_the_period() {
-        // Ready before the period, offline for 15 of its 60 minutes, then ready.
-        let events = [
-            event(-10, NodeStatus::Ready),
-            event(20, NodeStatus::Offline),
-            event(35, NodeStatus::Ready),
-        ];
-        assert_eq!(uptime(&events, at(0), at(60)), (3600, 2700));
-    }
-
-    #[test]
-    fn time_before_joining_and_after_deletion_is_not_observed() {
-        let events = [
-            event(30, NodeStatus::Pending),
-            event(40, NodeStatus::Ready),
-            event(50, NodeStatus::Deleted),
-        ];
-        assert_eq!(uptime(&events, at(0), at(60)), (1200, 600));
-        assert_eq!(uptime(&[], at(0), at(60)), (0, 0));
-    }
 }

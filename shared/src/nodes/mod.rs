@@ -385,13 +385,19 @@ pub async fn get(
     .await
 }
 
-/// A node's events between `from` and `to`, oldest first, preceded by the last
-/// event before `from` (the state the period starts in), if any.
+/// At most this many of a period's events are listed in a node's timeline:
+/// the newest.
+pub const TIMELINE_EVENTS: i64 = 1_000;
+
+/// A node's events between `from` and `to`: the newest `limit` of them,
+/// oldest first, preceded by the last event before `from` (the state the
+/// period starts in), if any.
 pub async fn events_for_timeline(
     db: impl PgExecutor<'_>,
     node_id: Uuid,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
+    limit: i64,
 ) -> Result<Vec<NodeEvent>, sqlx::Error> {
     sqlx::query_as!(
         NodeEvent,
@@ -404,15 +410,74 @@ pub async fn events_for_timeline(
                 ORDER BY observed_at DESC, id DESC LIMIT 1)
                UNION ALL
                (SELECT id, cluster_id, node_id, node_name, type, old_status, new_status, message, observed_at
-                FROM node_events WHERE node_id = $1 AND observed_at >= $2 AND observed_at <= $3)
+                FROM node_events WHERE node_id = $1 AND observed_at >= $2 AND observed_at <= $3
+                ORDER BY observed_at DESC, id DESC LIMIT $4)
            ) e
            ORDER BY observed_at, id"#,
         node_id,
         from,
-        to
+        to,
+        limit
     )
     .fetch_all(db)
     .await
+}
+
+/// What a node's transitions say of a period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Uptime {
+    /// Seconds of the period the node existed for: from its first state in
+    /// it (or the one it started in) until it was deleted or the period ended.
+    pub observed_seconds: i64,
+    /// Seconds of those it was `ready`.
+    pub ready_seconds: i64,
+    /// Events inside the period.
+    pub events: i64,
+}
+
+/// A node's uptime over `[from, to]` from every transition in it and the
+/// last one before it, summed by the database in one statement: each event
+/// holds its state until the next (or the end of the period), counted from
+/// the start of the period; whole seconds of each span; `deleted` is not
+/// observed time, `ready` is ready time, any other state observed time.
+pub async fn uptime(
+    db: impl PgExecutor<'_>,
+    node_id: Uuid,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Uptime, sqlx::Error> {
+    let r = sqlx::query!(
+        r#"WITH e AS (
+               (SELECT id, observed_at, new_status, false AS in_period
+                FROM node_events WHERE node_id = $1 AND observed_at < $2
+                ORDER BY observed_at DESC, id DESC LIMIT 1)
+               UNION ALL
+               (SELECT id, observed_at, new_status, true
+                FROM node_events WHERE node_id = $1 AND observed_at >= $2 AND observed_at <= $3)),
+           spans AS (
+               SELECT new_status, in_period, greatest(observed_at, $2) AS start,
+                      least(coalesce(lead(observed_at) OVER (ORDER BY observed_at, id), $3), $3) AS finish
+               FROM e),
+           seconds AS (
+               SELECT new_status, in_period,
+                      CASE WHEN finish > start THEN floor(extract(epoch FROM finish - start))::bigint
+                           ELSE 0 END AS s
+               FROM spans)
+           SELECT coalesce(sum(s) FILTER (WHERE new_status IS DISTINCT FROM 'deleted'), 0)::bigint AS "observed!",
+                  coalesce(sum(s) FILTER (WHERE new_status = 'ready'), 0)::bigint AS "ready!",
+                  count(*) FILTER (WHERE in_period) AS "events!"
+           FROM seconds"#,
+        node_id,
+        from,
+        to
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(Uptime {
+        observed_seconds: r.observed,
+        ready_seconds: r.ready,
+        events: r.events,
+    })
 }
 
 /// Whether a Node named `name` is counted against the organization's plan already:

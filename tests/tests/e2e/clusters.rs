@@ -892,3 +892,49 @@ async fn node_sync_keeps_the_snapshot_and_appends_each_transition_once() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// `q` finds clusters by a part of their name, in capitals too, across
+/// pages, and a text no cluster's name can hold (a LIKE wildcard, a
+/// look-alike letter, too long) is refused rather than searched for.
+#[tokio::test]
+async fn clusters_are_found_by_a_part_of_their_name() {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    for name in ["shop-eu", "shop-us", "blog", "shop-asia"] {
+        platform.create(name, "nodeport").await;
+    }
+    let names = |page: &serde_json::Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (status, page) = platform
+        .call("GET", "/api/console/clusters?q=SHOP&limit=2", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(names(&page), ["shop-asia", "shop-us"], "newest first");
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let (_, rest) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters?q=SHOP&limit=2&cursor={cursor}"),
+            None,
+        )
+        .await;
+    assert_eq!(names(&rest), ["shop-eu"]);
+    assert!(rest["next_cursor"].is_null(), "{rest}");
+    let (_, none) = platform
+        .call("GET", "/api/console/clusters?q=wiki", None)
+        .await;
+    assert_eq!(names(&none), Vec::<String>::new());
+
+    for q in ["%25", "sh_p", "sh%D0%BEp", "", &"a".repeat(64)] {
+        let (status, body) = platform
+            .call("GET", &format!("/api/console/clusters?q={q}"), None)
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{q}: {body}");
+        assert_eq!(crate::harness::problem_fields(&body), ["q"], "{q}");
+    }
+}

@@ -850,6 +850,115 @@ async fn a_cluster_s_nodes_are_listed_a_page_at_a_time_by_name() {
     }
 }
 
+/// A node's timeline: uptime from every transition of the period and the
+/// one before it (ready before the period, offline 15 of its 60 minutes;
+/// time before joining and after deletion not observed), and at most the
+/// period's newest 1,000 events listed, with how many were left out.
+#[tokio::test]
+async fn a_timeline_counts_every_transition_and_lists_the_newest_thousand() {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    let (cluster_id, _) = ready_cluster(&platform, "flappy").await;
+    let node = |name: &'static str| {
+        let platform = &platform;
+        let cluster_id = &cluster_id;
+        async move {
+            sqlx::query_scalar::<_, uuid::Uuid>(
+                "INSERT INTO nodes (cluster_id, name, status, source) VALUES ($1::uuid, $2, 'ready', 'sync')
+                 RETURNING id",
+            )
+            .bind(cluster_id)
+            .bind(name)
+            .fetch_one(&platform.db.pool)
+            .await
+            .unwrap()
+        }
+    };
+    // Minutes after 2026-11-01T10:00:00Z.
+    let events = |node: uuid::Uuid, at: Vec<(i64, &'static str)>| {
+        let platform = &platform;
+        let cluster_id = &cluster_id;
+        async move {
+            for (minute, status) in at {
+                sqlx::query(
+                    "INSERT INTO node_events (cluster_id, node_id, node_name, type, new_status, observed_at)
+                     VALUES ($1::uuid, $2, 'n', CASE $3 WHEN 'ready' THEN 'ready' WHEN 'offline' THEN 'offline'
+                                                       WHEN 'deleted' THEN 'deleted' ELSE 'joined' END,
+                             $3, '2026-11-01T10:00:00Z'::timestamptz + make_interval(mins => $4::int))",
+                )
+                .bind(cluster_id)
+                .bind(node)
+                .bind(status)
+                .bind(minute as i32)
+                .execute(&platform.db.pool)
+                .await
+                .unwrap();
+            }
+        }
+    };
+    let timeline = |node: uuid::Uuid| {
+        let platform = &platform;
+        let cluster_id = &cluster_id;
+        async move {
+            let (status, body) = platform
+                .call(
+                    "GET",
+                    &format!(
+                        "/api/console/clusters/{cluster_id}/nodes/{node}/timeline\
+                         ?from=2026-11-01T10:00:00Z&to=2026-11-01T11:00:00Z"
+                    ),
+                    None,
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body
+        }
+    };
+    let summary = |t: &Value| {
+        (
+            t["observed_seconds"].as_i64().unwrap(),
+            t["ready_seconds"].as_i64().unwrap(),
+            t["events"].as_array().unwrap().len(),
+            t["events_omitted"].as_i64().unwrap(),
+        )
+    };
+
+    let steady = node("steady").await;
+    events(steady, vec![(-10, "ready"), (20, "offline"), (35, "ready")]).await;
+    assert_eq!(summary(&timeline(steady).await), (3600, 2700, 3, 0));
+
+    let brief = node("brief").await;
+    events(brief, vec![(30, "pending"), (40, "ready"), (50, "deleted")]).await;
+    let t = timeline(brief).await;
+    assert_eq!(summary(&t), (1200, 600, 3, 0));
+    assert_eq!(t["uptime_ratio"], 0.5);
+
+    // 1,200 transitions in the hour, every three seconds, alternating
+    // offline and ready after a ready start before the period.
+    let flapping = node("flapping").await;
+    events(flapping, vec![(-5, "ready")]).await;
+    sqlx::query(
+        "INSERT INTO node_events (cluster_id, node_id, node_name, type, new_status, observed_at)
+         SELECT $1::uuid, $2, 'n', s, s, '2026-11-01T10:00:00Z'::timestamptz + make_interval(secs => 3 * i)
+         FROM generate_series(0, 1199) i, LATERAL (SELECT CASE WHEN i % 2 = 0 THEN 'offline' ELSE 'ready' END) x(s)",
+    )
+    .bind(&cluster_id)
+    .bind(flapping)
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+    let t = timeline(flapping).await;
+    assert_eq!(summary(&t), (3600, 1800, 1000, 200));
+    let listed = t["events"].as_array().unwrap();
+    assert_eq!(
+        (
+            listed[0]["observed_at"].as_str(),
+            listed[999]["observed_at"].as_str()
+        ),
+        (Some("2026-11-01T10:10:00Z"), Some("2026-11-01T10:59:57Z")),
+        "the newest thousand, oldest first, without the state before the period"
+    );
+}
+
 fn pod(name: &str, node: &str, daemon_set: bool) -> Value {
     let owners = if daemon_set {
         json!([{ "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "kube-flannel", "uid": "u1", "controller": true }])

@@ -44,6 +44,16 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   assert.ok(stages.indexOf(T("stage.creating the namespace")) < stages.indexOf(T("stage.installing the control plane")));
   await check("cluster-overview");
 
+  step("find the cluster by a part of its name, in capitals");
+  await page.goto(`${BASE}/clusters`);
+  await page.getByLabel(T("clusters.search")).fill(name.slice(0, 2).toUpperCase());
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  await page.getByRole("link", { name, exact: true }).waitFor();
+  await page.getByLabel(T("clusters.search")).fill("zzz");
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  await page.getByText(T("clusters.no_match", { q: "zzz" })).waitFor();
+  await page.goto(clusterUrl);
+
   step("download the kubeconfig and use it with kubectl");
   await page.getByRole("link", { name: T("cluster.access") }).click();
   const download = page.waitForEvent("download");

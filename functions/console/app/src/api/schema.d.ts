@@ -916,7 +916,8 @@ export interface paths {
         };
         /**
          * List clusters
-         * @description The organization's live clusters, newest first, paginated by cursor.
+         * @description The organization's live clusters, newest first, paginated by cursor;
+         *     `q` keeps those whose name contains it.
          */
         get: operations["get_clusters"];
         put?: never;
@@ -1235,8 +1236,9 @@ export interface paths {
         };
         /**
          * A node's timeline and uptime
-         * @description Its events over a period (at most 90 days) and the share of the period it
-         *     was ready, derived from the recorded transitions.
+         * @description Its events over a period (at most 90 days; the newest 1,000 of them) and
+         *     the share of the period it was ready, derived from all the recorded
+         *     transitions.
          */
         get: operations["timeline"];
         put?: never;
@@ -3050,8 +3052,16 @@ export interface components {
         };
         /** @description One node's history over a period. */
         Timeline: {
-            /** @description Events of the period, oldest first, preceded by the last one before it. */
+            /**
+             * @description Events of the period, oldest first, preceded by the last one before
+             *     it; at most the period's newest 1,000 (then without the one before).
+             */
             events: components["schemas"]["NodeEvent"][];
+            /**
+             * Format: int64
+             * @description The period's oldest events left out of `events`; 0 when it lists them all.
+             */
+            events_omitted: number;
             /** Format: date-time */
             from: string;
             node: components["schemas"]["Node"];
@@ -6457,6 +6467,11 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page. */
                 cursor?: string;
+                /**
+                 * @description Only clusters whose name contains this (1–63 of the characters a
+                 *     cluster's name has: letters, taken in lower case, digits and `-`).
+                 */
+                q?: string;
             };
             header?: {
                 /** @description The organization to act in (its id); the caller's personal one when absent */
@@ -6501,7 +6516,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A bad limit or organization header (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            /** @description A bad limit, `q` or organization header (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -1,5 +1,5 @@
 // The clusters list and the create form.
-import { useEffect, type FormEvent } from "react";
+import { useEffect, useState, type FormEvent } from "react";
 import { useInfiniteQuery, useMutation, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
@@ -12,10 +12,16 @@ const BUSY = ["pending", "provisioning", "updating", "deleting"];
 
 export function ClusterList() {
   const { t } = useTranslation();
+  // Names containing this; the whole list when empty.
+  const [q, setQ] = useState("");
   const clusters = useInfiniteQuery({
-    queryKey: keys.clusters(),
+    queryKey: [...keys.clusters(), q],
     queryFn: ({ pageParam }) =>
-      ok(api.GET("/api/console/clusters", { params: { query: { limit: 50, cursor: pageParam ?? undefined } } })),
+      ok(
+        api.GET("/api/console/clusters", {
+          params: { query: { limit: 50, cursor: pageParam ?? undefined, q: q || undefined } },
+        }),
+      ),
     initialPageParam: null as string | null,
     getNextPageParam: (page) => page.next_cursor ?? undefined,
     refetchInterval: (query) =>
@@ -36,10 +42,25 @@ export function ClusterList() {
         </Link>
       }
     >
+      <form
+        className="card inline"
+        role="search"
+        onSubmit={(e: FormEvent<HTMLFormElement>) => {
+          e.preventDefault();
+          setQ(formValue(e.currentTarget, "q").trim());
+        }}
+      >
+        <Field label={t("clusters.search")}>
+          <input name="q" type="search" maxLength={63} pattern="[A-Za-z0-9\-]+" defaultValue={q} />
+        </Field>
+        <button type="submit">{t("admin.search")}</button>
+      </form>
       {clusters.isPending ? (
         <Loading />
       ) : clusters.error ? (
         <ErrorNote error={clusters.error} />
+      ) : items.length === 0 && q ? (
+        <Empty>{t("clusters.no_match", { q })}</Empty>
       ) : items.length === 0 ? (
         <Empty>
           {t("clusters.empty")} <Link href="/clusters/new">{t("clusters.create_first")}</Link>

@@ -96,6 +96,9 @@ export function NodeDetail({ params }: PageProps) {
             observed: span(timeline.data.observed_seconds),
           })}
         </p>
+        {timeline.data.events_omitted > 0 && (
+          <p className="muted">{t("nodes.events_omitted", { count: timeline.data.events_omitted })}</p>
+        )}
         {events.length === 0 ? (
           <Empty>{t("nodes.no_events")}</Empty>
         ) : (
