@@ -125,16 +125,16 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<NotifyReport> {
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
-        for (delivery, result) in results {
-            match &result {
+        for (delivery, result) in &results {
+            match result {
                 Ok(()) => report.delivered += 1,
                 Err(error) => {
                     report.failed_attempts += 1;
                     tracing::warn!(delivery_id = delivery.id, channel = %delivery.channel, attempt = delivery.attempt, error, "a notification was not delivered");
                 }
             }
-            notifications::settle(&ctx.pool, &delivery, result, retries).await?;
         }
+        notifications::settle(&ctx.pool, &results, retries).await?;
         if started.elapsed() > RUN_BUDGET {
             break;
         }

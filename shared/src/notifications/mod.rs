@@ -257,55 +257,72 @@ pub fn backoff(base: Duration, attempt: i32) -> Duration {
         .min(MAX_BACKOFF)
 }
 
-/// Records an attempt's result, fenced by the attempt number: a run whose
-/// lease ran out and whose delivery was claimed again changes nothing.
-/// Failures retry after [`backoff`] until `max_attempts`, then stay
-/// `failed` with the last error. Once no delivery of its notification is
-/// open, the outbox row is marked delivered.
+/// Records the results of a batch of attempts, fenced by each attempt's
+/// number: a run whose lease ran out and whose delivery was claimed again
+/// changes nothing. Failures retry after [`backoff`] until `max_attempts`,
+/// then stay `failed` with the last error. Once no delivery of its
+/// notification is open, the outbox row is marked delivered. One
+/// transaction of three statements, however many results: a commit per
+/// delivery was most of a delivery's cost.
 pub async fn settle(
     pool: &PgPool,
-    delivery: &Claimed,
-    result: Result<(), String>,
+    results: &[(Claimed, Result<(), String>)],
     retries: Retries,
 ) -> Result<(), sqlx::Error> {
+    let (mut sent, mut sent_attempts) = (Vec::new(), Vec::new());
+    let (mut failed, mut failed_attempts, mut waits, mut errors) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (delivery, result) in results {
+        match result {
+            Ok(()) => {
+                sent.push(delivery.id);
+                sent_attempts.push(delivery.attempt);
+            }
+            Err(error) => {
+                failed.push(delivery.id);
+                failed_attempts.push(delivery.attempt);
+                waits.push(backoff(retries.base, delivery.attempt).as_secs_f64());
+                errors.push(error.chars().take(1000).collect::<String>());
+            }
+        }
+    }
+    let outboxes: Vec<i64> = results.iter().map(|(d, _)| d.outbox_id).collect();
     let mut tx = pool.begin().await?;
-    match result {
-        Ok(()) => {
-            sqlx::query!(
-                "UPDATE notification_deliveries
-                 SET status = 'delivered', delivered_at = now(), lease_expires_at = NULL, last_error = NULL
-                 WHERE id = $1 AND attempts = $2 AND status = 'sending'",
-                delivery.id,
-                delivery.attempt
-            )
-            .execute(&mut *tx)
-            .await?;
-        }
-        Err(error) => {
-            let wait = backoff(retries.base, delivery.attempt).as_secs_f64();
-            let error: String = error.chars().take(1000).collect();
-            sqlx::query!(
-                "UPDATE notification_deliveries
-                 SET status = CASE WHEN attempts >= $3 THEN 'failed' ELSE 'pending' END,
-                     next_attempt_at = now() + make_interval(secs => $4),
-                     lease_expires_at = NULL, last_error = $5
-                 WHERE id = $1 AND attempts = $2 AND status = 'sending'",
-                delivery.id,
-                delivery.attempt,
-                retries.max_attempts,
-                wait,
-                error
-            )
-            .execute(&mut *tx)
-            .await?;
-        }
+    if !sent.is_empty() {
+        sqlx::query!(
+            "UPDATE notification_deliveries d
+             SET status = 'delivered', delivered_at = now(), lease_expires_at = NULL, last_error = NULL
+             FROM unnest($1::bigint[], $2::int[]) AS r(id, attempt)
+             WHERE d.id = r.id AND d.attempts = r.attempt AND d.status = 'sending'",
+            &sent,
+            &sent_attempts
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    if !failed.is_empty() {
+        sqlx::query!(
+            "UPDATE notification_deliveries d
+             SET status = CASE WHEN d.attempts >= $3 THEN 'failed' ELSE 'pending' END,
+                 next_attempt_at = now() + make_interval(secs => r.wait),
+                 lease_expires_at = NULL, last_error = r.error
+             FROM unnest($1::bigint[], $2::int[], $4::float8[], $5::text[]) AS r(id, attempt, wait, error)
+             WHERE d.id = r.id AND d.attempts = r.attempt AND d.status = 'sending'",
+            &failed,
+            &failed_attempts,
+            retries.max_attempts,
+            &waits,
+            &errors
+        )
+        .execute(&mut *tx)
+        .await?;
     }
     sqlx::query!(
         "UPDATE notification_outbox o SET delivered_at = now()
-         WHERE o.id = $1 AND o.delivered_at IS NULL
+         WHERE o.id = ANY($1) AND o.delivered_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM notification_deliveries d
                            WHERE d.outbox_id = o.id AND d.status IN ('pending', 'sending'))",
-        delivery.outbox_id
+        &outboxes
     )
     .execute(&mut *tx)
     .await?;

@@ -376,8 +376,7 @@ async fn a_crash_between_sending_and_recording_resends_under_the_same_id_and_cop
     // The dead copy's late record is fenced off by the attempt number.
     notifications::settle(
         &s.p.db.pool,
-        &claimed[0],
-        Err("late".into()),
+        &[(claimed[0].clone(), Err("late".into()))],
         notifications::Retries {
             base: std::time::Duration::from_millis(1),
             max_attempts: 5,
