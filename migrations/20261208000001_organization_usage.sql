@@ -202,8 +202,9 @@ REFERENCING OLD TABLE AS old_bindings
 FOR EACH STATEMENT EXECUTE FUNCTION organization_usage_hostnames();
 
 -- Today's counts, under locks that hold every write of the counted tables
--- back until the migration commits.
-LOCK TABLE clusters, nodes, workload_ingress_hostname_bindings IN SHARE MODE;
+-- (and every new organization, whose row the trigger above would not make
+-- before this commits) back until the migration commits.
+LOCK TABLE organizations, clusters, nodes, workload_ingress_hostname_bindings IN SHARE MODE;
 INSERT INTO organization_usage (organization_id, clusters, nodes, cpu_milli_cores, memory_mib, hostnames)
 SELECT o.id,
        (SELECT count(*) FROM clusters c WHERE c.organization_id = o.id AND c.deleted_at IS NULL),

@@ -88,8 +88,8 @@ async fn run(pool: &PgPool, moto_url: &str, zone: &str, records: i64) -> anyhow:
     .fetch_one(pool)
     .await?;
     sqlx::query(
-        "INSERT INTO workload_ingress_hostname_bindings (cluster_id, hostname, dns_management_scope)
-         SELECT $1, 'h' || n || '.apps.example.com', 'platform_managed' FROM generate_series(1, $2) AS n",
+        "INSERT INTO workload_ingress_hostname_bindings (cluster_id, hostname, dns_management_scope, verified_at)
+         SELECT $1, 'h' || n || '.apps.example.com', 'platform_managed', now() FROM generate_series(1, $2) AS n",
     )
     .bind(cluster.0)
     .bind(records - 1)
