@@ -15,7 +15,7 @@ export function ClusterList() {
   // Names containing this; the whole list when empty.
   const [q, setQ] = useState("");
   const clusters = useInfiniteQuery({
-    queryKey: [...keys.clusters(), q],
+    queryKey: keys.clusterList(q),
     queryFn: ({ pageParam }) =>
       ok(
         api.GET("/api/console/clusters", {
