@@ -21,6 +21,7 @@ pub struct NodesQuery {
     #[serde(default)]
     pub include_deleted: bool,
     /// Nodes per page, 1–500; default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
