@@ -15,8 +15,9 @@
 -- takes its members out of the count. Both read the other table only after
 -- they hold the organization's row, with a fresh snapshot (their functions
 -- are volatile), so a node written while its cluster is being deleted is
--- counted by exactly one of the two: the later one sees the earlier one
--- committed.
+-- never left in the count: whichever of the two takes the row second sees
+-- the other committed (the node added then taken out with its cluster, or
+-- never added to a cluster already deleted).
 CREATE TABLE organization_usage (
     organization_id uuid PRIMARY KEY REFERENCES organizations (id) ON DELETE CASCADE,
     clusters        bigint NOT NULL DEFAULT 0 CHECK (clusters >= 0),
