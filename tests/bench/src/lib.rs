@@ -129,3 +129,84 @@ impl CpuSplit {
         })
     }
 }
+
+/// A simulated fleet in a child process, so that this process's CPU time and
+/// peak RSS are the measured code's own: this program run again with
+/// `serve` and the arguments given, which describes the fleet in one JSON
+/// line on its stdout ([`serve_until_parent_closes`]) and serves until its
+/// stdin closes.
+pub struct ChildFleet {
+    child: std::process::Child,
+    /// The child's description of the fleet.
+    pub description: serde_json::Value,
+    /// Seconds from the start to the description.
+    pub ready_s: f64,
+}
+
+impl ChildFleet {
+    pub fn start(args: &[String]) -> anyhow::Result<Self> {
+        use std::io::BufRead;
+        let started = std::time::Instant::now();
+        let mut child = std::process::Command::new(std::env::current_exe()?)
+            .arg("serve")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().context("child stdout")?)
+            .read_line(&mut line)?;
+        let description = serde_json::from_str(&line).context("the fleet's description")?;
+        Ok(Self {
+            child,
+            description,
+            ready_s: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Closes the child's stdin and waits for it to end.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        drop(self.child.stdin.take());
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
+/// The child's side of [`ChildFleet`]: writes `description` as one line,
+/// then serves until the parent closes stdin.
+pub async fn serve_until_parent_closes(description: &serde_json::Value) -> anyhow::Result<()> {
+    use std::io::{BufRead, Write};
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{description}")?;
+    out.flush()?;
+    drop(out);
+    tokio::task::spawn_blocking(|| {
+        let mut sink = String::new();
+        while std::io::stdin()
+            .lock()
+            .read_line(&mut sink)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {}
+    })
+    .await?;
+    Ok(())
+}
+
+/// This process's peak resident memory (VmHWM), in MiB.
+pub fn peak_rss_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        / 1024
+}

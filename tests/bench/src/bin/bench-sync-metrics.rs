@@ -15,11 +15,7 @@
 // A benchmark's output is its result line.
 #![allow(clippy::print_stdout)]
 
-use std::{
-    io::{BufRead, BufReader, Write},
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -81,51 +77,16 @@ async fn serve(clusters: usize) -> anyhow::Result<()> {
         }))
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     }
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", json!({"host_kubeconfig": host.kubeconfig(None)}))?;
-    out.flush()?;
-    drop(out);
-    tokio::task::spawn_blocking(|| {
-        let mut sink = String::new();
-        while std::io::stdin()
-            .read_line(&mut sink)
-            .map(|n| n > 0)
-            .unwrap_or(false)
-        {}
-    })
-    .await?;
-    Ok(())
-}
-
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    bench::serve_until_parent_closes(&json!({"host_kubeconfig": host.kubeconfig(None)})).await
 }
 
 async fn measure(clusters: usize, cycles: usize) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let mut child = Command::new(std::env::current_exe()?)
-        .args(["serve", "--clusters", &clusters.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("child stdout")?).read_line(&mut line)?;
-    let fleet: Value = serde_json::from_str(&line).context("the host's kubeconfig")?;
-    let fleet_ready_s = started.elapsed().as_secs_f64();
-
+    let fleet = bench::ChildFleet::start(&["--clusters".into(), clusters.to_string()])?;
     let db = tests::database::TestDb::new().await;
-    let result = run_cycles(&db.url, clusters, &fleet, cycles, child.id()).await;
+    let result = run_cycles(&db.url, clusters, &fleet.description, cycles, fleet.pid()).await;
     drop(db);
-    drop(child.stdin.take());
-    child.wait()?;
+    let fleet_ready_s = fleet.ready_s;
+    fleet.stop()?;
     let (times, cpu) = result?;
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
@@ -142,7 +103,7 @@ async fn measure(clusters: usize, cycles: usize) -> anyhow::Result<()> {
             "cycle_ms_median": ms(sorted[sorted.len() / 2]),
             "cpu_per_cycle": cpu,
             "interval_s": 60,
-            "peak_rss_mib": status_kib("VmHWM:") / 1024,
+            "peak_rss_mib": bench::peak_rss_mib(),
         })
     );
     Ok(())

@@ -15,11 +15,7 @@
 // A benchmark's output is its result line.
 #![allow(clippy::print_stdout)]
 
-use std::{
-    io::{BufRead, BufReader, Write},
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -77,38 +73,12 @@ async fn serve(clusters: usize, nodes: usize) -> anyhow::Result<()> {
         fleet.push(json!({"name": name, "namespace": namespace, "url": vcluster.url()}));
         keep.push(vcluster);
     }
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{}",
-        json!({"host_kubeconfig": host.kubeconfig(None), "clusters": fleet})
-    )?;
-    out.flush()?;
-    drop(out);
-    // Serve until the parent closes our stdin.
-    tokio::task::spawn_blocking(|| {
-        let mut sink = String::new();
-        while std::io::stdin()
-            .read_line(&mut sink)
-            .map(|n| n > 0)
-            .unwrap_or(false)
-        {}
-    })
+    bench::serve_until_parent_closes(
+        &json!({"host_kubeconfig": host.kubeconfig(None), "clusters": fleet}),
+    )
     .await?;
     drop(keep);
     Ok(())
-}
-
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 fn loadavg() -> String {
@@ -122,28 +92,17 @@ fn loadavg() -> String {
 
 async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result<()> {
     let load_before = loadavg();
-    let started = Instant::now();
-    let mut child = Command::new(std::env::current_exe()?)
-        .args([
-            "serve",
-            "--clusters",
-            &clusters.to_string(),
-            "--nodes",
-            &nodes.to_string(),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("child stdout")?).read_line(&mut line)?;
-    let fleet: Value = serde_json::from_str(&line).context("the fleet description")?;
-    let fleet_ready_s = started.elapsed().as_secs_f64();
-
+    let fleet = bench::ChildFleet::start(&[
+        "--clusters".into(),
+        clusters.to_string(),
+        "--nodes".into(),
+        nodes.to_string(),
+    ])?;
     let db = tests::database::TestDb::new().await;
-    let result = run_cycles(&db.url, &fleet, cycles, child.id()).await;
+    let result = run_cycles(&db.url, &fleet.description, cycles, fleet.pid()).await;
     drop(db);
-    drop(child.stdin.take());
-    child.wait()?;
+    let fleet_ready_s = fleet.ready_s;
+    fleet.stop()?;
     let (first, steady, report, cpu) = result?;
     let mut sorted = steady.clone();
     sorted.sort_by(f64::total_cmp);
@@ -165,7 +124,7 @@ async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result
             "steady_cycle_ms_max": (sorted.last().copied().unwrap_or(f64::NAN) * 1000.0).round(),
             "steady_cycles": steady.len(),
             "steady_cycle_cpu": cpu,
-            "peak_rss_mib": status_kib("VmHWM:") / 1024,
+            "peak_rss_mib": bench::peak_rss_mib(),
             "loadavg_before": load_before,
             "loadavg_after": loadavg(),
         })
