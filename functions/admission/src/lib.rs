@@ -466,18 +466,7 @@ async fn node(
     // An API server validates a Node's name before it asks: a review without
     // one (not from an API server) is weighed but recorded nowhere.
     if !counted && !request.is_dry_run() && !name.is_empty() {
-        let pending = NodeSnapshot {
-            name,
-            status: NodeStatus::Pending,
-            internal_ip: None,
-            os_image: None,
-            kubelet_version: None,
-            container_runtime_version: None,
-            cpu_allocatable_milli_cores: None,
-            memory_allocatable_bytes: None,
-            ephemeral_storage_allocatable_bytes: None,
-            last_seen_at: None,
-        };
+        let pending = NodeSnapshot::named(name, NodeStatus::Pending);
         let ids = nodes::upsert_all(&mut tx, cluster.cluster_id, &[&pending]).await?;
         let events: Vec<NewNodeEvent> = ids
             .iter()

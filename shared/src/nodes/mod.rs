@@ -43,6 +43,25 @@ pub struct NodeSnapshot {
     pub last_seen_at: Option<DateTime<Utc>>,
 }
 
+impl NodeSnapshot {
+    /// A node known by its name and status alone: nothing observed of it
+    /// yet (a Node registration the admission webhook records as pending).
+    pub fn named(name: String, status: NodeStatus) -> Self {
+        Self {
+            name,
+            status,
+            internal_ip: None,
+            os_image: None,
+            kubelet_version: None,
+            container_runtime_version: None,
+            cpu_allocatable_milli_cores: None,
+            memory_allocatable_bytes: None,
+            ephemeral_storage_allocatable_bytes: None,
+            last_seen_at: None,
+        }
+    }
+}
+
 /// A stored live node: its id and snapshot.
 #[derive(Debug, Clone)]
 pub struct StoredNode {

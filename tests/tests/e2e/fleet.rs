@@ -396,21 +396,6 @@ async fn kept_usage(db: &TestDb) -> Vec<Usage> {
     .unwrap()
 }
 
-fn node(name: String) -> shared::nodes::NodeSnapshot {
-    shared::nodes::NodeSnapshot {
-        name,
-        status: shared::domain::NodeStatus::Ready,
-        internal_ip: None,
-        os_image: None,
-        kubelet_version: None,
-        container_runtime_version: None,
-        cpu_allocatable_milli_cores: None,
-        memory_allocatable_bytes: None,
-        ephemeral_storage_allocatable_bytes: None,
-        last_seen_at: None,
-    }
-}
-
 /// One of the writes that change what an organization holds, in a
 /// transaction of its own that waits a moment before it commits, so that
 /// writes to the same cluster overlap.
@@ -418,7 +403,14 @@ async fn racing_write(db: &TestDb, cluster_id: uuid::Uuid, kind: u32, seed: u64,
     let mut tx = db.pool.begin().await.unwrap();
     match kind {
         0 => {
-            let nodes: Vec<_> = (0..3).map(|i| node(format!("racer-{seed}-{i}"))).collect();
+            let nodes: Vec<_> = (0..3)
+                .map(|i| {
+                    shared::nodes::NodeSnapshot::named(
+                        format!("racer-{seed}-{i}"),
+                        shared::domain::NodeStatus::Ready,
+                    )
+                })
+                .collect();
             let nodes: Vec<_> = nodes.iter().collect();
             shared::nodes::upsert_all(&mut tx, cluster_id, &nodes)
                 .await
