@@ -249,25 +249,17 @@ pub async fn lock_for_cluster(
 }
 
 /// The organisations that may be past a limit of their plan, by id: those
-/// whose kept usage is above a limit of their plan (that of the latest paid
-/// order, else the default), and those with a join under way, which only
+/// whose kept usage is above a limit of their plan (`organization_plan`:
+/// that of the latest paid order, else the default), and those with a join under way, which only
 /// [`read`] counts. One statement over every organisation's usage row,
 /// instead of a read per organisation: what `sync-clusters` reads [`read`]
 /// for, each cycle.
 pub async fn maybe_past_their_plan(db: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"SELECT u.organization_id
+        r#"SELECT u.organization_id AS "organization_id!"
            FROM organization_usage u
-           CROSS JOIN LATERAL (
-               SELECT p.max_clusters, p.max_nodes, p.max_cpu_milli_cores, p.max_memory_mib,
-                      p.max_hostnames
-               FROM ((SELECT 0 AS rank, o.plan_id FROM orders o
-                      WHERE o.organization_id = u.organization_id AND o.status = 'paid'
-                      ORDER BY o.paid_at DESC, o.id DESC LIMIT 1)
-                     UNION ALL
-                     (SELECT 1, s.default_plan_id FROM billing_settings s WHERE s.id)) candidates
-               JOIN plans p ON p.id = candidates.plan_id
-               ORDER BY candidates.rank LIMIT 1) plan
+           CROSS JOIN LATERAL organization_plan(u.organization_id) chosen
+           JOIN plans plan ON plan.id = chosen.plan_id
            WHERE u.clusters > 0
              AND (u.clusters > plan.max_clusters OR u.nodes > plan.max_nodes
                   OR u.cpu_milli_cores > plan.max_cpu_milli_cores
@@ -275,7 +267,7 @@ pub async fn maybe_past_their_plan(db: &mut PgConnection) -> Result<Vec<Uuid>, s
                   OR EXISTS (SELECT 1 FROM join_attempts a JOIN clusters c ON c.id = a.cluster_id
                              WHERE a.outcome = 'joining' AND a.node_id IS NULL
                                AND a.bootstrap_expires_at > now()
-                               AND c.organization_id = u.organization_id))
+                               AND c.organization_id = u.organization_id AND c.deleted_at IS NULL))
            ORDER BY u.organization_id"#
     )
     .fetch_all(db)
@@ -284,8 +276,9 @@ pub async fn maybe_past_their_plan(db: &mut PgConnection) -> Result<Vec<Uuid>, s
 
 /// The entitlement without the lock, for reading it: one statement.
 ///
-/// The plan is that of the latest paid order, else the settings' default.
-/// Usage: clusters not deleted (a failed or deleting one still holds its
+/// The plan is that of the latest paid order, else the settings' default
+/// (`organization_plan`, the one SQL function both this and
+/// [`maybe_past_their_plan`] read it through). Usage: clusters not deleted (a failed or deleting one still holds its
 /// place), their nodes not deleted plus joins that took a token's use and
 /// have no node yet, the clusters' workload limits summed, and the
 /// hostnames bound to them. All but the joins are the organisation's
@@ -299,22 +292,13 @@ pub async fn read(
 ) -> Result<Entitlement, sqlx::Error> {
     let r = sqlx::query!(
         r#"WITH plan AS (
-               SELECT * FROM (
-                   (SELECT 0 AS rank, o.id AS order_id, p.id, p.name, p.max_clusters, p.max_nodes,
-                           p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames
-                    FROM orders o JOIN plans p ON p.id = o.plan_id
-                    WHERE o.organization_id = $1 AND o.status = 'paid'
-                    ORDER BY o.paid_at DESC, o.id DESC LIMIT 1)
-                   UNION ALL
-                   (SELECT 1, NULL::uuid, p.id, p.name, p.max_clusters, p.max_nodes,
-                           p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames
-                    FROM billing_settings s JOIN plans p ON p.id = s.default_plan_id WHERE s.id)
-               ) candidates ORDER BY rank LIMIT 1),
+               SELECT chosen.order_id, p.id, p.name, p.max_clusters, p.max_nodes,
+                      p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames
+               FROM organization_plan($1) chosen JOIN plans p ON p.id = chosen.plan_id),
            usage AS (
                SELECT clusters, nodes, cpu_milli_cores, memory_mib, hostnames
                FROM organization_usage WHERE organization_id = $1)
            SELECT
-               (SELECT rank FROM plan) AS rank,
                (SELECT order_id FROM plan) AS order_id,
                (SELECT id FROM plan) AS plan_id,
                (SELECT name FROM plan) AS plan_name,
@@ -355,10 +339,10 @@ pub async fn read(
         )),
         _ => None,
     };
-    let source = match (&plan, r.rank) {
+    let source = match (&plan, r.order_id) {
         (None, _) => PlanSource::Unlimited,
-        (Some(_), Some(0)) => PlanSource::Order,
-        (Some(_), _) => PlanSource::Default,
+        (Some(_), Some(_)) => PlanSource::Order,
+        (Some(_), None) => PlanSource::Default,
     };
     let (plan, limits) = plan.unzip();
     Ok(Entitlement {
