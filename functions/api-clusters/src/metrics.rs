@@ -25,7 +25,11 @@ pub struct MetricsQuery {
 /// A cluster's control-plane metrics over a range.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MetricsSeries {
+    /// Start of the first slice: `from` as asked, or the start of the
+    /// 10-minute or hourly bucket it falls in when the slices are read from
+    /// those buckets' sums.
     pub from: DateTime<Utc>,
+    /// End of the last slice: `to` as asked, or later, to a bucket's end.
     pub to: DateTime<Utc>,
     /// Length of one slice, in seconds.
     pub step_seconds: f64,
@@ -38,6 +42,11 @@ pub struct MetricsSeries {
 /// CPU (percent of one core) and memory working set of the cluster's control
 /// plane over `[from, to)` (at most 90 days), downsampled to `points` equal
 /// slices, each with its mean and peak and how many snapshots were available.
+/// Where a slice would last 10 minutes or more, the series is read from the
+/// snapshots' sums per 10 minutes or per hour (the largest that fits): the
+/// range is widened to whole buckets and cut into at most `points` slices of
+/// whole buckets each, and the answer's `from`, `to` and `step_seconds` say
+/// how it was cut; each slice's figures are still those of its snapshots.
 #[utoipa::path(
     get,
     path = "/api/console/clusters/{cluster_id}/metrics",
@@ -64,10 +73,11 @@ pub async fn series(
     if !(1..=1000).contains(&points) {
         return Err(ApiError::invalid("points", "must be between 1 and 1000"));
     }
+    let slices = metrics::Slices::of(from, to, points);
     Ok(AppJson(MetricsSeries {
-        from,
-        to,
-        step_seconds: (to - from).num_milliseconds() as f64 / 1000.0 / f64::from(points),
-        points: metrics::series(&state.pool, cluster.id, from, to, points).await?,
+        from: slices.from,
+        to: slices.to,
+        step_seconds: slices.step_seconds(),
+        points: metrics::series(&state.pool, cluster.id, slices).await?,
     }))
 }

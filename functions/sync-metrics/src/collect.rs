@@ -51,7 +51,10 @@ const PROC_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct MetricsReport {
     pub collected: u64,
     pub unavailable: u64,
+    /// Snapshots pruned.
     pub pruned: u64,
+    /// Their 10-minute and hourly sums pruned.
+    pub pruned_sums: u64,
 }
 
 /// What the pod's `/proc` told.
@@ -212,8 +215,11 @@ fn snapshot<'a>(cluster: &'a clusters::Cluster, seen: &'a Observation) -> NewSna
     }
 }
 
-/// Snapshots one pruning statement deletes at most.
+/// Snapshots (and sums) one pruning statement deletes at most.
 const PRUNE_BATCH: i64 = 5_000;
+
+/// Snapshots written by one statement.
+const INSERT_BATCH: usize = 1_000;
 
 /// One cycle: a snapshot of every ready cluster, `concurrency` at a time,
 /// then the snapshots older than `retention` pruned.
@@ -232,15 +238,18 @@ pub async fn collect_all(
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    let mut report = MetricsReport::default();
-    for (cluster, seen) in &observed {
-        let snapshot = snapshot(cluster, seen);
-        if snapshot.available {
-            report.collected += 1;
-        } else {
-            report.unavailable += 1;
-        }
-        metrics::insert(pool, &snapshot).await?;
+    let snapshots: Vec<_> = observed
+        .iter()
+        .map(|(cluster, seen)| snapshot(cluster, seen))
+        .collect();
+    let collected = snapshots.iter().filter(|s| s.available).count() as u64;
+    let mut report = MetricsReport {
+        collected,
+        unavailable: snapshots.len() as u64 - collected,
+        ..MetricsReport::default()
+    };
+    for batch in snapshots.chunks(INSERT_BATCH) {
+        metrics::insert_all(pool, batch).await?;
     }
     // Batches while they are full, up to twice what this cycle wrote plus
     // one batch: pruning keeps pace with collection and drains a backlog
@@ -248,8 +257,9 @@ pub async fn collect_all(
     let budget = 2 * observed.len() as u64 + PRUNE_BATCH as u64;
     while report.pruned < budget {
         let pruned = metrics::prune(pool, retention, PRUNE_BATCH).await?;
-        report.pruned += pruned;
-        if pruned < PRUNE_BATCH as u64 {
+        report.pruned += pruned.samples;
+        report.pruned_sums += pruned.rollups;
+        if pruned.samples.max(pruned.rollups) < PRUNE_BATCH as u64 {
             break;
         }
     }

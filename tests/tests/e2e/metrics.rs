@@ -132,6 +132,8 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
     .await
     .unwrap();
     assert_eq!(report.pruned, 10);
+    // Their sums: the 10-minute one and the hourly one of 10:00.
+    assert_eq!(report.pruned_sums, 2);
 
     for (query, field) in [
         ("points=0", "points"),
@@ -157,6 +159,128 @@ async fn snapshots_are_taken_pruned_and_downsampled() {
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A week of samples a minute (some unavailable, some without a figure),
+/// written in two statements that share hours: over a week the series is
+/// read from hourly sums, over a day from 10-minute sums, and every slice's
+/// figures equal those of its samples, recounted from them here.
+#[tokio::test]
+async fn long_ranges_are_read_from_sums_with_the_figures_of_their_samples() {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    let (id, namespace) = platform.create_ready("rho", "nodeport").await;
+    let pool = &platform.db.pool;
+    for (first, last) in [(0, 5_000), (5_001, 7 * 1440)] {
+        sqlx::query(
+            "INSERT INTO control_plane_metrics_snapshots (cluster_id, available, namespace, collected_at,
+                 total_cpu_percent, total_memory_rss_bytes, total_memory_virtual_bytes, load_average_1,
+                 error_message)
+             SELECT $1::uuid, m % 97 <> 0, $2, '2026-11-20T10:00:00Z'::timestamptz + m * interval '1 minute',
+                    CASE WHEN m % 97 = 0 OR m % 13 = 0 THEN NULL ELSE (m * 7919) % 1000 / 10.0 END,
+                    CASE WHEN m % 97 = 0 THEN NULL ELSE 1000000 + (m * 104729) % 9999991 END,
+                    CASE WHEN m % 97 = 0 OR m % 11 = 0 THEN NULL ELSE 5000000 + m END,
+                    CASE WHEN m % 97 = 0 THEN NULL ELSE (m % 400) / 100.0 END,
+                    CASE WHEN m % 97 = 0 THEN 'the metrics API did not answer' END
+             FROM generate_series($3::int, $4::int) m",
+        )
+        .bind(&id)
+        .bind(&namespace)
+        .bind(first)
+        .bind(last)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    let slices = |series: &serde_json::Value| {
+        (
+            series["from"].as_str().unwrap().to_owned(),
+            series["to"].as_str().unwrap().to_owned(),
+            series["step_seconds"].as_f64().unwrap(),
+        )
+    };
+    for (range, points, cut) in [
+        (
+            "from=2026-11-20T10:17:00Z&to=2026-11-27T10:17:00Z",
+            100,
+            ("2026-11-20T10:00:00Z", "2026-11-27T12:00:00Z", 7200.0),
+        ),
+        (
+            "from=2026-11-22T10:17:00Z&to=2026-11-23T10:17:00Z",
+            120,
+            ("2026-11-22T10:10:00Z", "2026-11-23T10:30:00Z", 1200.0),
+        ),
+    ] {
+        let (status, series) = platform
+            .call(
+                "GET",
+                &format!("/api/console/clusters/{id}/metrics?{range}&points={points}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{series}");
+        let (from, to, step_seconds) = slices(&series);
+        assert_eq!((from.as_str(), to.as_str(), step_seconds), cut, "{range}");
+        // The same slices, recounted from the samples.
+        let expected: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT json_build_object(
+                 'at', to_char(($2::timestamptz + slice * make_interval(secs => $4)) AT TIME ZONE 'UTC',
+                               'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+                 'samples', count(*) FILTER (WHERE available),
+                 'unavailable', count(*) FILTER (WHERE NOT available),
+                 'cpu_percent_avg', avg(total_cpu_percent), 'cpu_percent_max', max(total_cpu_percent),
+                 'memory_bytes_avg', avg(total_memory_rss_bytes)::bigint,
+                 'memory_bytes_max', max(total_memory_rss_bytes),
+                 'memory_virtual_bytes_avg', avg(total_memory_virtual_bytes)::bigint,
+                 'memory_virtual_bytes_max', max(total_memory_virtual_bytes),
+                 'load_average_1_avg', avg(load_average_1), 'load_average_1_max', max(load_average_1))
+             FROM (SELECT floor(extract(epoch FROM collected_at - $2::timestamptz) / $4) AS slice, *
+                   FROM control_plane_metrics_snapshots
+                   WHERE cluster_id = $1::uuid AND collected_at >= $2::timestamptz
+                     AND collected_at < $3::timestamptz) s
+             GROUP BY slice ORDER BY slice",
+        )
+        .bind(&id)
+        .bind(&from)
+        .bind(&to)
+        .bind(step_seconds)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let points = series["points"].as_array().unwrap();
+        assert_eq!(points.len(), expected.len(), "{range}");
+        assert!(
+            points.len() <= 100 && points.len() > 60,
+            "{range}: {}",
+            points.len()
+        );
+        for (point, expected) in points.iter().zip(&expected) {
+            for (field, value) in expected.as_object().unwrap() {
+                let got = &point[field.as_str()];
+                match (got.as_f64(), value.as_f64()) {
+                    (Some(got), Some(value)) => {
+                        // Means are summed in another order: equal to the last bits.
+                        let within = if field.ends_with("_avg") {
+                            1e-9 * value.abs().max(1.0)
+                        } else {
+                            0.0
+                        };
+                        assert!(
+                            (got - value).abs() <= within,
+                            "{range} {field}: {got} against {value} at {}",
+                            point["at"]
+                        );
+                    }
+                    _ => assert_eq!(got, value, "{range} {field} at {}", point["at"]),
+                }
+            }
+        }
+    }
+    // Samples are only written and pruned: a change to one would leave its
+    // sums wrong, so it is refused.
+    let changed = sqlx::query("UPDATE control_plane_metrics_snapshots SET total_cpu_percent = 0")
+        .execute(pool)
+        .await;
+    assert!(changed.is_err());
 }
 
 /// A fixture `/proc`: the node's load, a control plane of two processes and a

@@ -55,7 +55,11 @@ async fn main() -> anyhow::Result<()> {
                 "finished_jobs" => {
                     shared::jobs::prune_finished(&mut *tx, config.finished_jobs, batch).await?
                 }
-                _ => shared::metrics::prune(&mut *tx, age(3), batch).await?,
+                _ => {
+                    shared::metrics::prune(&mut *tx, age(3), batch)
+                        .await?
+                        .samples
+                }
             };
             times.push(started.elapsed().as_secs_f64() * 1000.0);
             anyhow::ensure!(

@@ -1167,6 +1167,11 @@ export interface paths {
          * @description CPU (percent of one core) and memory working set of the cluster's control
          *     plane over `[from, to)` (at most 90 days), downsampled to `points` equal
          *     slices, each with its mean and peak and how many snapshots were available.
+         *     Where a slice would last 10 minutes or more, the series is read from the
+         *     snapshots' sums per 10 minutes or per hour (the largest that fits): the
+         *     range is widened to whole buckets and cut into at most `points` slices of
+         *     whole buckets each, and the answer's `from`, `to` and `step_seconds` say
+         *     how it was cut; each slice's figures are still those of its snapshots.
          */
         get: operations["series"];
         put?: never;
@@ -2396,7 +2401,12 @@ export interface components {
         };
         /** @description A cluster's control-plane metrics over a range. */
         MetricsSeries: {
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Start of the first slice: `from` as asked, or the start of the
+             *     10-minute or hourly bucket it falls in when the slices are read from
+             *     those buckets' sums.
+             */
             from: string;
             /** @description One point per slice that has snapshots, oldest first. */
             points: components["schemas"]["MetricsPoint"][];
@@ -2405,7 +2415,10 @@ export interface components {
              * @description Length of one slice, in seconds.
              */
             step_seconds: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description End of the last slice: `to` as asked, or later, to a bucket's end.
+             */
             to: string;
         };
         NewInvitation: {
