@@ -819,10 +819,12 @@ macro_rules! user_query {
 /// Users for the back office, newest first, optionally matching `q` in email
 /// or name, after the keyset cursor `before` (`created_at` and id; a nil id
 /// for "created before that instant"); deleted users are left out. Two
-/// statements, with and without the search; without, an index walk in the
-/// list's order (`idx_users_created_at`) that stops at a full page; the status and role
-/// filters are arrays of the values kept, every value when a filter is
-/// absent, so that one plan serves every filter. A search is planned for its
+/// kinds of statement, with and without the search. Without, one statement
+/// per filter, each an index walk in the list's order that holds the users
+/// it keeps (`idx_users_created_at`, `idx_users_role_created_at`,
+/// `idx_users_status_created_at`) and stops at a full page. A search
+/// takes the status and role filters as arrays of the values kept (every
+/// value when a filter is absent) and is planned for its
 /// own text at every call (`plan_cache_mode = force_custom_plan` for its
 /// transaction; a prepared statement's generic plan cannot know how rare
 /// the text is and walks every user by time to fill a page): through the
@@ -866,18 +868,44 @@ pub async fn list_users(
             .fetch_all(&mut *tx)
             .await
         }
+        // One statement per filter, each walking an index in the list's
+        // order that holds only the users it keeps.
         None => {
-            user_query!(
-                "AND status = ANY($1) AND role = ANY($2) AND (created_at, id) < ($3, $4)
-                 ORDER BY created_at DESC, id DESC LIMIT $5",
-                &statuses as &[&str],
-                &roles as &[&str],
-                before_at,
-                before_id,
-                limit
-            )
-            .fetch_all(pool)
-            .await
+            match (role, status) {
+                (Some(role), _) => {
+                    user_query!(
+                        "AND role = $1 AND status = ANY($2) AND (created_at, id) < ($3, $4)
+                     ORDER BY created_at DESC, id DESC LIMIT $5",
+                        role.as_str(),
+                        &statuses as &[&str],
+                        before_at,
+                        before_id,
+                        limit
+                    )
+                    .fetch_all(pool)
+                    .await
+                }
+                (None, Some(status)) => {
+                    user_query!(
+                        "AND status = $1 AND (created_at, id) < ($2, $3)
+                     ORDER BY created_at DESC, id DESC LIMIT $4",
+                        status.as_str(),
+                        before_at,
+                        before_id,
+                        limit
+                    )
+                    .fetch_all(pool)
+                    .await
+                }
+                (None, None) => user_query!(
+                    "AND (created_at, id) < ($1, $2) ORDER BY created_at DESC, id DESC LIMIT $3",
+                    before_at,
+                    before_id,
+                    limit
+                )
+                .fetch_all(pool)
+                .await,
+            }
         }
     }
 }
