@@ -45,6 +45,9 @@ pub struct UsersQuery {
     /// The keyset cursor: users created before this time (the last listed
     /// user's `created_at`), between 2000-01-01 and a day from now.
     pub before: Option<DateTime<Utc>>,
+    /// With `before`: the last listed user's id, so that users created at
+    /// the same instant as it are listed next, not skipped.
+    pub before_id: Option<Uuid>,
     /// 1–500, default 100.
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
@@ -52,8 +55,8 @@ pub struct UsersQuery {
 
 /// Users
 ///
-/// Newest first; deleted users are not listed. Page with `before`, the last
-/// listed user's `created_at`.
+/// Newest first; deleted users are not listed. Page with `before` and
+/// `before_id`, the last listed user's `created_at` and id.
 #[utoipa::path(get, path = "/api/console/admin/users", tag = "admin", params(UsersQuery),
     responses((status = 200, body = Vec<User>),
               (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -65,10 +68,18 @@ pub async fn list(
 ) -> Result<AppJson<Vec<User>>, ApiError> {
     let limit = shared::extract::page_limit(query.limit)?;
     let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
-    // Before the instant itself: every id sorts after the nil one.
+    if query.before.is_none() && query.before_id.is_some() {
+        return Err(ApiError::invalid("before_id", "is a cursor with `before`"));
+    }
+    // Without an id, before the instant itself: every id sorts after the nil one.
     let before = query
         .before
-        .map(|at| Ok::<_, ApiError>((shared::extract::instant("before", at)?, Uuid::nil())))
+        .map(|at| {
+            Ok::<_, ApiError>((
+                shared::extract::instant("before", at)?,
+                query.before_id.unwrap_or_else(Uuid::nil),
+            ))
+        })
         .transpose()?;
     Ok(AppJson(
         accounts::list_users(&state.pool, q, query.status, query.role, before, limit).await?,

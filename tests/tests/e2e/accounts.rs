@@ -636,6 +636,56 @@ async fn admins_disable_promote_and_delete_users() {
     assert_eq!(admins.body.as_array().unwrap().len(), 1, "{}", admins.body);
     assert_eq!(admins.body[0]["email"], "boss@example.com");
 
+    // Two users created at the same instant: the cursor's id lists the
+    // second after the first instead of skipping it (the instant alone
+    // means "created before it").
+    sqlx::query("UPDATE users SET created_at = '2026-12-01T00:00:00Z'")
+        .execute(&accounts.db.pool)
+        .await
+        .unwrap();
+    let first = boss
+        .send("GET", "/api/console/admin/users?limit=1", None)
+        .await;
+    let (at, id) = (
+        first.body[0]["created_at"].as_str().unwrap(),
+        first.body[0]["id"].as_str().unwrap(),
+    );
+    let at = url::form_urlencoded::byte_serialize(at.as_bytes()).collect::<String>();
+    let next = boss
+        .send(
+            "GET",
+            &format!("/api/console/admin/users?limit=1&before={at}&before_id={id}"),
+            None,
+        )
+        .await;
+    assert_eq!(next.status, StatusCode::OK, "{}", next.body);
+    assert_eq!(next.body.as_array().unwrap().len(), 1, "{}", next.body);
+    assert_ne!(next.body[0]["id"], first.body[0]["id"]);
+    let skipped = boss
+        .send(
+            "GET",
+            &format!("/api/console/admin/users?before={at}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        skipped.body.as_array().unwrap().len(),
+        0,
+        "{}",
+        skipped.body
+    );
+    let stray = boss
+        .send(
+            "GET",
+            &format!("/api/console/admin/users?before_id={id}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (stray.status, stray.body["errors"][0]["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("before_id"))
+    );
+
     let changed = boss
         .send(
             "PATCH",
@@ -651,6 +701,16 @@ async fn admins_disable_promote_and_delete_users() {
         erin.send("GET", "/api/auth/me", None).await.status,
         StatusCode::UNAUTHORIZED
     );
+    let disabled = boss
+        .send("GET", "/api/console/admin/users?status=disabled", None)
+        .await;
+    assert_eq!(
+        disabled.body.as_array().unwrap().len(),
+        1,
+        "{}",
+        disabled.body
+    );
+    assert_eq!(disabled.body[0]["email"], "erin@example.com");
     assert_eq!(
         login(
             &accounts,

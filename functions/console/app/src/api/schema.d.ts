@@ -753,8 +753,8 @@ export interface paths {
         };
         /**
          * Users
-         * @description Newest first; deleted users are not listed. Page with `before`, the last
-         *     listed user's `created_at`.
+         * @description Newest first; deleted users are not listed. Page with `before` and
+         *     `before_id`, the last listed user's `created_at` and id.
          */
         get: operations["get_admin_users"];
         put?: never;
@@ -5816,6 +5816,11 @@ export interface operations {
                  *     user's `created_at`), between 2000-01-01 and a day from now.
                  */
                 before?: string;
+                /**
+                 * @description With `before`: the last listed user's id, so that users created at
+                 *     the same instant as it are listed next, not skipped.
+                 */
+                before_id?: string;
                 /** @description 1–500, default 100. */
                 limit?: number;
             };

@@ -2,7 +2,7 @@
 // settings (secrets write-only), plans with billing's settings, and orders. Loaded on demand: only
 // administrators download it.
 import { useState, type FormEvent } from "react";
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { money, number } from "../format";
@@ -12,6 +12,9 @@ import { Link } from "../router";
 import { Confirm, Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { AuditTable, JobTable, OrderTable } from "../components/records";
 import { keys } from "../queryKeys";
+
+/** Users read at a time. */
+const USERS_PAGE = 100;
 
 const SECTIONS = ["users", "jobs", "audit", "settings", "plans", "orders"] as const;
 
@@ -46,9 +49,18 @@ function Users() {
   const { t } = useTranslation();
   const client = useQueryClient();
   const [filter, setFilter] = useState<{ q?: string; status?: Schemas["UserStatus"]; role?: Schemas["UserRole"] }>({});
-  const users = useQuery({
+  // 100 at a time, newest first; "more" reads the users created before the
+  // last one shown (an installation may have tens of thousands).
+  const users = useInfiniteQuery({
     queryKey: keys.admin.users(filter),
-    queryFn: () => ok(api.GET("/api/console/admin/users", { params: { query: { ...filter, limit: 100 } } })),
+    queryFn: ({ pageParam }) =>
+      ok(api.GET("/api/console/admin/users", { params: { query: { ...filter, limit: USERS_PAGE, ...pageParam } } })),
+    initialPageParam: {} as { before?: string; before_id?: string },
+    getNextPageParam: (page) => {
+      const last = page[page.length - 1];
+      return page.length === USERS_PAGE ? { before: last.created_at, before_id: last.id } : undefined;
+    },
+    select: (data) => data.pages.flat(),
   });
   const change = useMutation({
     mutationFn: ({ user_id, body }: { user_id: string; body: Schemas["UserChange"] }) =>
@@ -138,6 +150,11 @@ function Users() {
               </tr>
             ))}
         </Table>
+      )}
+      {users.hasNextPage && (
+        <button type="button" onClick={() => users.fetchNextPage()} disabled={users.isFetchingNextPage}>
+          {t("common.more")}
+        </button>
       )}
     </>
   );
