@@ -52,11 +52,15 @@ def routes(ids):
          "SELECT * FROM cluster_operations WHERE cluster_id = :cluster "
          "ORDER BY created_at DESC, id DESC LIMIT 100"),
         ("cluster jobs", "api-clusters", f"/api/console/clusters/{big}/jobs", "big", None),
-        ("metrics 24 h", "api-clusters", f"/api/console/clusters/{big}/metrics", "big", None),
+        ("metrics 24 h", "api-clusters", f"/api/console/clusters/{big}/metrics", "big",
+         "SELECT * FROM control_plane_metrics_rollups WHERE cluster_id = :cluster "
+         "AND bucket_seconds = 600 AND starts_at >= now() - interval '1 day'"),
         ("metrics 7 d", "api-clusters",
          f"/api/console/clusters/{big}/metrics?from=" + urllib.parse.quote(
              time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 7 * 86400))),
-         "big", None),
+         "big",
+         "SELECT * FROM control_plane_metrics_rollups WHERE cluster_id = :cluster "
+         "AND bucket_seconds = 3600 AND starts_at >= now() - interval '7 days'"),
         ("nodes of a cluster", "api-nodes", f"/api/console/clusters/{big}/nodes", "big",
          "SELECT * FROM nodes WHERE cluster_id = :cluster AND name > '' AND deleted_at IS NULL "
          "ORDER BY name LIMIT 101"),
@@ -78,8 +82,7 @@ def routes(ids):
          "ORDER BY id DESC LIMIT 100"),
         ("billing orders", "api-billing", "/api/console/billing/orders", "big", None),
         ("admin users", "api-admin", "/api/console/admin/users", "admin",
-         "SELECT * FROM users WHERE deleted_at IS NULL AND status = ANY(:statuses) "
-         "AND role = ANY(:roles) AND (created_at, id) < (:far, :last) "
+         "SELECT * FROM users WHERE deleted_at IS NULL AND (created_at, id) < (:far, :last) "
          "ORDER BY created_at DESC, id DESC LIMIT 100"),
         ("admin users ?q=", "api-admin", "/api/console/admin/users?q=user%2077", "admin",
          "SELECT * FROM users WHERE deleted_at IS NULL "
@@ -87,7 +90,9 @@ def routes(ids):
          "AND status = ANY(:statuses) AND role = ANY(:roles) AND (created_at, id) < (:far, :last) "
          "ORDER BY created_at DESC, id DESC LIMIT 100"),
         ("admin users ?role=admin", "api-admin", "/api/console/admin/users?role=admin", "admin",
-         None),
+         "SELECT * FROM users WHERE deleted_at IS NULL AND role = 'admin' "
+         "AND status = ANY(:statuses) AND (created_at, id) < (:far, :last) "
+         "ORDER BY created_at DESC, id DESC LIMIT 100"),
         ("admin orders", "api-admin", "/api/console/admin/orders", "admin",
          "SELECT * FROM orders o JOIN plans p ON p.id = o.plan_id WHERE o.created_at < :far "
          "ORDER BY o.created_at DESC, o.id DESC LIMIT 100"),

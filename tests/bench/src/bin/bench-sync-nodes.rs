@@ -7,9 +7,14 @@
 //! ready, and `sync_nodes::sync::sync_all` — the code `sync-nodes` runs —
 //! timed over a first cycle (every node is new: snapshot rows and events
 //! written) and further cycles with nothing changed. The parent's peak RSS
-//! (VmHWM) covers only the sync, not the simulated fleet.
+//! (VmHWM) covers only the sync, not the simulated fleet. With `--observe
+//! K`, then K cycles of `sync-clusters`' observation of the same control
+//! planes (`sync_clusters::observe::observe_clusters`: `/version`, the
+//! ingress and webhook checks, the recorded connection), each of which must
+//! find every cluster connected.
 //!
-//! Usage: `bench-sync-nodes [--clusters N] [--nodes M] [--cycles K]`; prints one JSON line.
+//! Usage: `bench-sync-nodes [--clusters N] [--nodes M] [--cycles K] [--observe K]`;
+//! prints one JSON line.
 //! Needs `DATABASE_URL` (a server where it may create a database).
 
 // A benchmark's output is its result line.
@@ -29,7 +34,8 @@ fn main() -> anyhow::Result<()> {
         return runtime.block_on(serve(clusters, nodes));
     }
     let cycles = bench::arg(&args, "--cycles", 5)?;
-    runtime.block_on(measure(clusters, nodes, cycles))
+    let observe = bench::arg(&args, "--observe", 0)?;
+    runtime.block_on(measure(clusters, nodes, cycles, observe))
 }
 
 /// The child: the simulated fleet, described on stdout, alive until stdin closes.
@@ -90,7 +96,12 @@ fn loadavg() -> String {
         .join(" ")
 }
 
-async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result<()> {
+async fn measure(
+    clusters: usize,
+    nodes: usize,
+    cycles: usize,
+    observe: usize,
+) -> anyhow::Result<()> {
     let load_before = loadavg();
     let fleet = bench::ChildFleet::start(&[
         "--clusters".into(),
@@ -99,11 +110,19 @@ async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result
         nodes.to_string(),
     ])?;
     let db = tests::database::TestDb::new().await;
-    let result = run_cycles(&db.url, &fleet.description, cycles, fleet.pid()).await;
+    let result = run_cycles(&db.url, &fleet.description, cycles, observe, fleet.pid()).await;
     drop(db);
     let fleet_ready_s = fleet.ready_s;
     fleet.stop()?;
-    let (first, steady, report, cpu) = result?;
+    let Cycles {
+        first,
+        steady,
+        written: report,
+        cpu,
+        observations,
+        observation_cpu,
+    } = result?;
+    let ms = |s: &f64| (s * 1000.0).round();
     let mut sorted = steady.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
@@ -124,6 +143,9 @@ async fn measure(clusters: usize, nodes: usize, cycles: usize) -> anyhow::Result
             "steady_cycle_ms_max": (sorted.last().copied().unwrap_or(f64::NAN) * 1000.0).round(),
             "steady_cycles": steady.len(),
             "steady_cycle_cpu": cpu,
+            "observation_cycle_ms": observations.iter().map(ms).collect::<Vec<_>>(),
+            "observation_cycle_cpu": observation_cpu,
+            "observation_concurrency": sync_clusters::CONCURRENCY,
             "peak_rss_mib": bench::peak_rss_mib(),
             "loadavg_before": load_before,
             "loadavg_after": loadavg(),
@@ -136,9 +158,23 @@ fn sync_nodes_concurrency() -> usize {
     sync_nodes::sync::DEFAULT_CONCURRENCY
 }
 
-type Cycles = (f64, Vec<f64>, (u64, u64), Value);
+struct Cycles {
+    first: f64,
+    steady: Vec<f64>,
+    /// Rows and events the first cycle wrote.
+    written: (u64, u64),
+    cpu: Value,
+    observations: Vec<f64>,
+    observation_cpu: Value,
+}
 
-async fn run_cycles(url: &str, fleet: &Value, cycles: usize, child: u32) -> anyhow::Result<Cycles> {
+async fn run_cycles(
+    url: &str,
+    fleet: &Value,
+    cycles: usize,
+    observe: usize,
+    child: u32,
+) -> anyhow::Result<Cycles> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(10)
         .connect(url)
@@ -196,6 +232,35 @@ async fn run_cycles(url: &str, fleet: &Value, cycles: usize, child: u32) -> anyh
         );
     }
     let cpu = bench::CpuSplit::now(child).per_run_since(&before, cycles);
+    let enqueuing = sync_clusters::observe::Enqueuing {
+        publisher: &bench::Dropping,
+        max_attempts: 3,
+    };
+    let mut observations = Vec::with_capacity(observe);
+    let before = bench::CpuSplit::now(child);
+    for _ in 0..observe {
+        let started = Instant::now();
+        let seen = sync_clusters::observe::observe_clusters(
+            &pool,
+            &host,
+            enqueuing,
+            sync_clusters::CONCURRENCY,
+        )
+        .await?;
+        observations.push(started.elapsed().as_secs_f64());
+        anyhow::ensure!(
+            seen.connected == list.len() as u64 && seen.unreachable == 0,
+            "an observation did not reach every cluster: {seen:?}"
+        );
+    }
+    let observation_cpu = bench::CpuSplit::now(child).per_run_since(&before, observe.max(1));
     pool.close().await;
-    Ok((first, steady, (report.written, report.events), cpu))
+    Ok(Cycles {
+        first,
+        steady,
+        written: (report.written, report.events),
+        cpu,
+        observations,
+        observation_cpu,
+    })
 }
