@@ -123,6 +123,17 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
     .fetch_one(&db.pool)
     .await
     .unwrap();
+    // More users than a page holds, older than every other, for the
+    // back office's "more".
+    sqlx::query(
+        "INSERT INTO users (email, display_name, role, email_verified_at, created_at)
+         SELECT 'page-' || i || '@example.test', 'Paged user ' || i, 'user', now(),
+                now() - interval '30 days' - i * interval '1 minute'
+         FROM generate_series(0, 119) i",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
     let user_email = std::fs::read_to_string(shots.join("en-user.txt")).unwrap();
     let mut env = common(&english);
     env.push(("ADMIN_EMAIL", "root@example.test".into()));

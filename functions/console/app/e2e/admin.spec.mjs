@@ -18,6 +18,21 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   await row.waitFor();
   await check("admin-users");
 
+  step("the users list reads 100 at a time, and more on demand");
+  await page.getByLabel(T("admin.search")).fill("");
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  const rows = page.locator("main tbody tr");
+  await until(async () => (await rows.count()) === 100, "a first page of 100 users");
+  await page.getByRole("button", { name: T("common.more") }).click();
+  // The oldest of the 120 paged users is on the second page, once.
+  await page.locator('tr[data-email="page-119@example.test"]').waitFor();
+  const emails = await rows.evaluateAll((all) => all.map((r) => r.dataset.email));
+  assert.equal(new Set(emails).size, emails.length, "no user listed twice");
+  assert.ok(emails.length > 100, `${emails.length} users after "more"`);
+  await page.getByLabel(T("admin.search")).fill(target);
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  await row.waitFor();
+
   step("disable a user: they cannot sign in; enable them again");
   await row.getByRole("button", { name: T("admin.disable") }).click();
   await row.locator(".badge", { hasText: T("status.disabled") }).waitFor();
