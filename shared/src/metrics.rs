@@ -12,7 +12,7 @@ use crate::config::{ConfigError, Millis, Part, Source};
 #[derive(Debug, Clone)]
 pub struct Config {
     /// `METRICS_RETENTION_MS` (default 7 days): how long control-plane
-    /// metrics snapshots are kept.
+    /// metrics snapshots and their sums are kept.
     pub retention: std::time::Duration,
 }
 
