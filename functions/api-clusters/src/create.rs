@@ -215,6 +215,15 @@ pub async fn create(
     let creation = ClusterCreation::of(&cluster);
     let written =
         operations::enqueue(&state, &mut tx, cluster.id, caller.user_id, &creation).await?;
+    crate::audit_operation(
+        &mut tx,
+        &caller,
+        &cluster,
+        "cluster.create",
+        &written,
+        serde_json::to_value(&creation).map_err(|e| sqlx::Error::Encode(e.into()))?,
+    )
+    .await?;
     let operation = written.operation(&mut tx).await?;
     written.commit(&state, tx).await?;
     Ok(accepted(OperationAccepted { operation, cluster }))

@@ -57,6 +57,15 @@ pub async fn delete(
             .await
             .map_err(active_job_conflict)?
     };
+    crate::audit_operation(
+        &mut tx,
+        &caller,
+        &cluster,
+        "cluster.delete",
+        &written,
+        serde_json::json!({"queued_behind_active_job": activity.active_job.is_some()}),
+    )
+    .await?;
     let answer = crate::accepted_operation(&mut tx, &written, cluster.id).await?;
     written.commit(&state, tx).await?;
     Ok(shared::http::accepted(answer))

@@ -36,7 +36,41 @@ pub fn router() -> Router<AppState> {
     routes().into()
 }
 
-/// 202 with the operation and the cluster as they are after the commit.
+/// Records in the audit stream, in the request's transaction, that the
+/// caller asked for `action` (`cluster.create`, `cluster.update`,
+/// `cluster.delete`) on the cluster: the operation it wrote, the cluster's
+/// name, the API key it came with, and `details`.
+pub(crate) async fn audit_operation(
+    tx: &mut sqlx::PgConnection,
+    caller: &shared::http::Caller,
+    cluster: &shared::clusters::Cluster,
+    action: &'static str,
+    written: &shared::http::operations::Written,
+    details: serde_json::Value,
+) -> Result<(), sqlx::Error> {
+    let mut metadata = serde_json::json!({
+        "operation_id": written.operation_id,
+        "name": cluster.name,
+        "api_key_id": caller.api_key_id,
+    });
+    if let (Some(all), serde_json::Value::Object(details)) = (metadata.as_object_mut(), details) {
+        all.extend(details);
+    }
+    shared::audit::record(
+        &mut *tx,
+        shared::audit::AuditEvent {
+            actor_user_id: Some(caller.user_id),
+            actor_kind: "user",
+            action,
+            target_kind: "cluster",
+            target_id: cluster.id.to_string(),
+            cluster_id: Some(cluster.id),
+            metadata,
+        },
+    )
+    .await
+}
+
 /// The 202 answer to an accepted operation, read in the transaction that
 /// wrote it, before its commit: once the commit succeeds the answer is
 /// certain, for nothing after it reads the database (a 503 after a commit

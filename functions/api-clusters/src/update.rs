@@ -122,7 +122,34 @@ pub async fn update(
     let written = operations::enqueue(&state, &mut tx, cluster.id, caller.user_id, &changes)
         .await
         .map_err(active_job_conflict)?;
+    crate::audit_operation(
+        &mut tx,
+        &caller,
+        &cluster,
+        "cluster.update",
+        &written,
+        serde_json::json!({"changed": changed(&ClusterChanges::of(&cluster), &changes)}),
+    )
+    .await?;
     let answer = crate::accepted_operation(&mut tx, &written, cluster.id).await?;
     written.commit(&state, tx).await?;
     Ok(shared::http::accepted(answer))
+}
+
+/// The fields `after` sets to another value than `before`, each with both.
+fn changed(before: &ClusterChanges, after: &ClusterChanges) -> serde_json::Value {
+    let (serde_json::Value::Object(before), serde_json::Value::Object(after)) = (
+        serde_json::to_value(before).unwrap_or_default(),
+        serde_json::to_value(after).unwrap_or_default(),
+    ) else {
+        return serde_json::Value::Null;
+    };
+    after
+        .into_iter()
+        .filter(|(field, value)| before.get(field) != Some(value))
+        .map(|(field, to)| {
+            let from = before.get(&field).cloned().unwrap_or_default();
+            (field, serde_json::json!({"from": from, "to": to}))
+        })
+        .collect()
 }

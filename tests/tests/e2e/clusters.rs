@@ -938,3 +938,87 @@ async fn clusters_are_found_by_a_part_of_their_name() {
         assert_eq!(crate::harness::problem_fields(&body), ["q"], "{q}");
     }
 }
+
+/// Every change a user asks of a cluster is in the audit stream, written
+/// with the operation it started: who, which cluster, which operation, and
+/// for an update the fields it changes from what to what. A request refused
+/// before its operation is written leaves no event.
+#[tokio::test]
+async fn a_cluster_s_create_update_and_delete_are_audited_and_a_refused_change_is_not() {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    let id = platform.create("delta", "nodeport").await;
+    platform.drive().await;
+    let (status, update) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(serde_json::json!({"public_access_mode": "loadbalancer", "workload_memory_limit_mib": 8192})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{update}");
+    platform.drive().await;
+    let (status, _) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(serde_json::json!({"workload_cpu_limit_milli_cores": 1})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, delete) = platform
+        .call("DELETE", &format!("/api/console/clusters/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{delete}");
+
+    let events: Vec<(String, Option<uuid::Uuid>, String, serde_json::Value)> = sqlx::query_as(
+        "SELECT action, actor_user_id, target_id, metadata FROM audit_events
+         WHERE cluster_id = $1::uuid ORDER BY id",
+    )
+    .bind(&id)
+    .fetch_all(&platform.db.pool)
+    .await
+    .unwrap();
+    let actions: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(
+        actions,
+        ["cluster.create", "cluster.update", "cluster.delete"]
+    );
+    let (_, me) = platform.call("GET", "/api/auth/me", None).await;
+    for (action, actor, target, metadata) in &events {
+        assert_eq!(
+            actor.map(|a| a.to_string()).as_deref(),
+            me["id"].as_str(),
+            "{action}"
+        );
+        assert_eq!(
+            (target.as_str(), metadata["name"].as_str()),
+            (id.as_str(), Some("delta"))
+        );
+        assert!(metadata["operation_id"].is_string(), "{action}: {metadata}");
+    }
+    let create = &events[0].3;
+    assert_eq!(
+        (
+            create["workload_cpu_limit_milli_cores"].as_i64(),
+            create["public_access_mode"].as_str()
+        ),
+        (Some(4000), Some("nodeport"))
+    );
+    // Only what the update changes: the memory it asked for is what it was.
+    assert_eq!(
+        events[1].3["changed"],
+        serde_json::json!({"public_access_mode": {"from": "nodeport", "to": "loadbalancer"}})
+    );
+    assert_eq!(events[1].3["operation_id"], update["operation"]["id"]);
+    assert_eq!(events[2].3["operation_id"], delete["operation"]["id"]);
+
+    // The user reads them in their own activity.
+    let (status, activity) = platform
+        .call("GET", "/api/console/account/activity", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{activity}");
+    let listed = activity.to_string();
+    for action in ["cluster.create", "cluster.update", "cluster.delete"] {
+        assert!(listed.contains(action), "{action} in {activity}");
+    }
+}
