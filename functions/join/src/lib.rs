@@ -26,6 +26,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use shared::{
     app::plan,
+    audit::{self, AuditEvent},
     billing::entitlements,
     clusters,
     domain::{JoinOutcome, JoinStepStatus},
@@ -508,11 +509,31 @@ async fn approve_node(
             tokens::JOIN_GRACE,
         )
         .await?;
+        if recorded == Ok(true) {
+            // A node joins the cluster: the machine acts with the token.
+            audit::record(
+                &mut *tx,
+                AuditEvent {
+                    actor_user_id: None,
+                    actor_kind: "node",
+                    action: "node.approved",
+                    target_kind: "node",
+                    target_id: asked.hostname.clone(),
+                    cluster_id: Some(presented.cluster_id),
+                    metadata: serde_json::json!({
+                        "token_id": presented.token_id,
+                        "attempt_id": report.attempt_id,
+                        "certificate_request": request,
+                    }),
+                },
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok::<_, sqlx::Error>(recorded)
     };
     match recorded.await {
-        Ok(Ok(())) => {}
+        Ok(Ok(_)) => {}
         Ok(Err(reason)) => {
             if let Err(err) = approval::deny(client, &request, &reason).await {
                 tracing::warn!(error = %err, "could not deny a certificate request");

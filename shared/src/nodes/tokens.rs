@@ -380,7 +380,8 @@ pub async fn start_node_check(
 /// Records the certificate request approved for an attempt, once: `Err`
 /// with the reason when another attempt of the cluster had a request for
 /// the same host name approved within the join window and no node linked
-/// yet (two machines racing for one name).
+/// yet (two machines racing for one name); else whether this call recorded
+/// it (`false` when an earlier one had).
 pub async fn record_node_approval(
     tx: &mut PgConnection,
     cluster_id: Uuid,
@@ -388,7 +389,7 @@ pub async fn record_node_approval(
     hostname: &str,
     request: &str,
     join_grace: std::time::Duration,
-) -> Result<Result<(), String>, sqlx::Error> {
+) -> Result<Result<bool, String>, sqlx::Error> {
     sqlx::query!(
         "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2, 7))",
         cluster_id,
@@ -412,15 +413,16 @@ pub async fn record_node_approval(
             "another machine is joining as {hostname}; use another host name"
         )));
     }
-    sqlx::query!(
+    let recorded = sqlx::query!(
         "UPDATE join_attempts SET node_request_name = $2, node_approved_at = now()
          WHERE id = $1 AND node_approved_at IS NULL",
         attempt_id,
         request
     )
     .execute(&mut *tx)
-    .await?;
-    Ok(Ok(()))
+    .await?
+    .rows_affected();
+    Ok(Ok(recorded == 1))
 }
 
 pub async fn insert_step(

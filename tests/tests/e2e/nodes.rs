@@ -210,6 +210,35 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
     );
     assert_eq!(attempt["bootstrap_secret_deleted"], true);
     assert!(attempt_secret(&vcluster, attempt).is_none());
+    // The approval is in the audit stream once, the machine its actor; a
+    // second recording of the same attempt's approval (a report the script
+    // repeats) records nothing new, so it audits nothing.
+    let mut tx = platform.db.pool.begin().await.unwrap();
+    let again = shared::nodes::tokens::record_node_approval(
+        &mut tx,
+        cluster_id.parse().unwrap(),
+        attempt["id"].as_str().unwrap().parse().unwrap(),
+        "worker-7",
+        "csr-again",
+        shared::nodes::tokens::JOIN_GRACE,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, Ok(false));
+    tx.rollback().await.unwrap();
+    let approvals: Vec<(String, String, Value)> = sqlx::query_as(
+        "SELECT actor_kind, target_id, metadata FROM audit_events
+         WHERE action = 'node.approved' AND cluster_id = $1::uuid",
+    )
+    .bind(&cluster_id)
+    .fetch_all(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    let (actor, node, metadata) = &approvals[0];
+    assert_eq!((actor.as_str(), node.as_str()), ("node", "worker-7"));
+    assert_eq!(metadata["token_id"], created["token"]["id"]);
+    assert_eq!(metadata["attempt_id"], attempt["id"]);
     let csr: Vec<Value> = vcluster
         .list("certificates.k8s.io/v1", "CertificateSigningRequest")
         .into_iter()
