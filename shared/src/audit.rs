@@ -38,6 +38,9 @@ pub async fn record(db: impl PgExecutor<'_>, event: AuditEvent<'_>) -> Result<()
 pub struct AuditRecord {
     pub id: i64,
     pub actor_user_id: Option<Uuid>,
+    /// The acting user's email, while they exist; in an organization's
+    /// activity only while they are one of its members.
+    pub actor_email: Option<String>,
     pub actor_kind: String,
     pub action: String,
     pub target_kind: Option<String>,
@@ -54,7 +57,9 @@ macro_rules! audit_query {
     ($rest:literal, $($arg:expr),* $(,)?) => {
         sqlx::query_as!(
             AuditRecord,
-            "SELECT id, actor_user_id, actor_kind, action, target_kind, target_id, cluster_id,
+            "SELECT id, actor_user_id,
+                    (SELECT u.email::text FROM users u WHERE u.id = actor_user_id) AS actor_email,
+                    actor_kind, action, target_kind, target_id, cluster_id,
                     metadata, host(ip) AS ip, created_at
              FROM audit_events " + $rest,
             $($arg),*

@@ -281,7 +281,9 @@ pub async fn leave_all(tx: &mut PgConnection, user_id: Uuid) -> Result<u64, sqlx
 /// What happened in the organisation, newest first, older than `before_id`
 /// when paging: its own events (members, invitations, orders) and its
 /// clusters', by the `organization_id` a trigger gives each event. The
-/// addresses events were made from stay with the platform's administrators.
+/// addresses events were made from stay with the platform's administrators,
+/// and so do the emails of actors who are not members (an administrator of
+/// the platform, a member who left).
 pub async fn activity(
     db: impl PgExecutor<'_>,
     organization_id: Uuid,
@@ -290,7 +292,11 @@ pub async fn activity(
 ) -> Result<Vec<AuditRecord>, sqlx::Error> {
     sqlx::query_as!(
         AuditRecord,
-        r#"SELECT id, actor_user_id, actor_kind, action, target_kind, target_id, cluster_id,
+        r#"SELECT id, actor_user_id,
+                  (SELECT u.email::text FROM users u
+                   JOIN organization_members m ON m.user_id = u.id AND m.organization_id = $1
+                   WHERE u.id = actor_user_id) AS actor_email,
+                  actor_kind, action, target_kind, target_id, cluster_id,
                   metadata, NULL::text AS ip, created_at
            FROM audit_events
            WHERE organization_id = $1 AND id < $2

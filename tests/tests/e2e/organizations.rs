@@ -1032,6 +1032,43 @@ async fn members_revoke_their_own_kubeconfigs_admins_anyones_and_admins_read_the
         events.as_array().unwrap().iter().all(|e| e["ip"].is_null()),
         "addresses stay with the platform"
     );
+    // Actors by their email while they are members; one who is not (here a
+    // user of the platform outside it, as an administrator would be) is not
+    // named to the organization, though the platform's audit names them.
+    let bobs_email: String = sqlx::query_scalar("SELECT email::text FROM users WHERE id = $1")
+        .bind(bob)
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap();
+    let created_event = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "cluster.create")
+        .expect("the cluster's create in its organization's activity");
+    assert_eq!(created_event["actor_email"], bobs_email.as_str());
+    let stranger = user(app, "stranger@elsewhere.example").await;
+    sqlx::query(
+        "INSERT INTO audit_events (actor_user_id, actor_kind, action, target_kind, target_id, cluster_id)
+         VALUES ($1, 'admin', 'admin.looked', 'cluster', $2, $2::uuid)",
+    )
+    .bind(stranger)
+    .bind(&cluster)
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let (_, events) = app.call_as(ann, "GET", &activity, None).await;
+    assert_eq!(events[0]["action"], "admin.looked", "{events}");
+    assert!(events[0]["actor_email"].is_null(), "{}", events[0]);
+    let (status, audit) = app
+        .call(
+            "GET",
+            &format!("/api/console/admin/audit-events?actor_user_id={stranger}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{audit}");
+    assert_eq!(audit[0]["actor_email"], "stranger@elsewhere.example");
     let (status, page) = app
         .call_as(ann, "GET", &format!("{activity}?limit=1"), None)
         .await;

@@ -1758,6 +1758,11 @@ export interface components {
         /** @description One audited action as it is read back. */
         AuditRecord: {
             action: string;
+            /**
+             * @description The acting user's email, while they exist; in an organization's
+             *     activity only while they are one of its members.
+             */
+            actor_email?: string | null;
             actor_kind: string;
             /** Format: uuid */
             actor_user_id?: string | null;

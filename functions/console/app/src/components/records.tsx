@@ -59,9 +59,10 @@ export function JobTable({
   );
 }
 
-/// Audit events; `people` names the actors it knows (user id → address),
-/// the others are shown by their kind.
-export function AuditTable({ records, people }: { records: Schemas["AuditRecord"][]; people?: Map<string, string> }) {
+/// Audit events; each actor by their email where the API gives it, else by
+/// their kind (`system`, `node`, an administrator another organization's
+/// activity does not name).
+export function AuditTable({ records }: { records: Schemas["AuditRecord"][] }) {
   const { t } = useTranslation();
   if (records.length === 0) return <Empty>{t("activity.empty")}</Empty>;
   return (
@@ -77,7 +78,7 @@ export function AuditTable({ records, people }: { records: Schemas["AuditRecord"
             <td>
               {r.target_kind ?? ""} {r.target_id ? <code>{r.target_id}</code> : null}
             </td>
-            <td>{(r.actor_user_id && people?.get(r.actor_user_id)) ?? r.actor_kind}</td>
+            <td>{r.actor_email ?? r.actor_kind}</td>
             <td>{r.ip ?? "—"}</td>
           </tr>
         ))}

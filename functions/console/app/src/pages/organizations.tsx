@@ -165,9 +165,7 @@ function Members({ organization, me, onLeft }: { organization: Membership; me: s
       <ErrorNote error={setRole.error ?? remove.error} />
       {manages && <Invitations organization={id} />}
       {manages && <Keys organization={id} />}
-      {manages && members.data && (
-        <Activity organization={id} people={new Map(members.data.map((m) => [m.user_id, m.email]))} />
-      )}
+      {manages && <Activity organization={id} />}
     </section>
   );
 }
@@ -372,7 +370,7 @@ function Keys({ organization }: { organization: string }) {
 
 /// What happened in the organization and its clusters, newest first: for its
 /// owners and admins.
-function Activity({ organization, people }: { organization: string; people: Map<string, string> }) {
+function Activity({ organization }: { organization: string }) {
   const { t } = useTranslation();
   const activity = useQuery({
     queryKey: organizationKeys.activity(organization),
@@ -391,7 +389,7 @@ function Activity({ organization, people }: { organization: string; people: Map<
       ) : activity.error ? (
         <ErrorNote error={activity.error} />
       ) : (
-        <AuditTable records={activity.data} people={people} />
+        <AuditTable records={activity.data} />
       )}
     </section>
   );
