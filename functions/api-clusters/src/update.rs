@@ -1,4 +1,8 @@
-use axum::{extract::State, response::Response};
+use axum::{
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
 use serde::Deserialize;
 use shared::{
     billing::entitlements::Amounts,
@@ -37,7 +41,9 @@ pub struct UpdateClusterRequest {
 ///
 /// Writes the new snapshot, moves the cluster to `updating` and enqueues the
 /// `cluster_update` job, in one transaction. Only a `ready` cluster can be
-/// updated, and only one job may be active per cluster.
+/// updated, and only one job may be active per cluster. A request that
+/// changes nothing (no field, or every field as it is) writes nothing and
+/// answers 200 with the cluster.
 #[utoipa::path(
     patch,
     path = "/api/console/clusters/{cluster_id}",
@@ -45,6 +51,7 @@ pub struct UpdateClusterRequest {
     params(("cluster_id" = Uuid, Path)),
     request_body = UpdateClusterRequest,
     responses(
+        (status = 200, description = "Nothing to change: the cluster as it is; no operation was written", body = shared::clusters::Cluster),
         (status = 202, body = OperationAccepted),
         (status = 403, description = "Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -100,6 +107,9 @@ pub async fn update(
     };
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
+    }
+    if changes == ClusterChanges::of(&cluster) {
+        return Ok((StatusCode::OK, AppJson(cluster)).into_response());
     }
     if cluster.status != ClusterStatus::Ready {
         return Err(ApiError::Conflict {

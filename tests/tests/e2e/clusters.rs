@@ -942,12 +942,41 @@ async fn clusters_are_found_by_a_part_of_their_name() {
 /// Every change a user asks of a cluster is in the audit stream, written
 /// with the operation it started: who, which cluster, which operation, and
 /// for an update the fields it changes from what to what. A request refused
-/// before its operation is written leaves no event.
+/// before its operation is written leaves no event, and a change to nothing
+/// writes nothing at all.
 #[tokio::test]
-async fn a_cluster_s_create_update_and_delete_are_audited_and_a_refused_change_is_not() {
+async fn a_cluster_s_create_update_and_delete_are_audited_and_a_refused_or_empty_change_is_not() {
     let platform = TestApp::builder("worker-b").host().build().await;
     let id = platform.create("delta", "nodeport").await;
     platform.drive().await;
+    // A change to nothing (no field, or a field as it is) writes nothing:
+    // no operation, no job, no event.
+    for nothing in [
+        serde_json::json!({}),
+        serde_json::json!({"public_access_mode": "nodeport"}),
+    ] {
+        let (status, body) = platform
+            .call(
+                "PATCH",
+                &format!("/api/console/clusters/{id}"),
+                Some(nothing),
+            )
+            .await;
+        assert_eq!(
+            (status, body["id"].as_str()),
+            (StatusCode::OK, Some(id.as_str())),
+            "{body}"
+        );
+        assert_eq!(body["status"], "ready");
+    }
+    let (_, operations) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
+        .await;
+    assert_eq!(operations.as_array().map(Vec::len), Some(1), "{operations}");
     let (status, update) = platform
         .call(
             "PATCH",

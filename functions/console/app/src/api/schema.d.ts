@@ -960,7 +960,9 @@ export interface paths {
          * Update a cluster
          * @description Writes the new snapshot, moves the cluster to `updating` and enqueues the
          *     `cluster_update` job, in one transaction. Only a `ready` cluster can be
-         *     updated, and only one job may be active per cluster.
+         *     updated, and only one job may be active per cluster. A request that
+         *     changes nothing (no field, or every field as it is) writes nothing and
+         *     answers 200 with the cluster.
          */
         patch: operations["patch_clusters_by_cluster_id"];
         trace?: never;
@@ -6797,6 +6799,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Nothing to change: the cluster as it is; no operation was written */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Cluster"];
+                };
+            };
             202: {
                 headers: {
                     [name: string]: unknown;
