@@ -4,6 +4,7 @@
 
 mod billing_settings;
 mod cluster_jobs;
+mod clusters;
 mod orders;
 mod plans;
 mod settings;
@@ -18,6 +19,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(clusters::list))
         .routes(routes!(cluster_jobs::list))
         .routes(routes!(cluster_jobs::retry))
         .routes(routes!(cluster_jobs::cancel))

@@ -931,6 +931,22 @@ pub async fn update_user(
     .then_some(()))
 }
 
+/// The emails of those of `users` that exist, by id.
+pub async fn emails(
+    db: impl PgExecutor<'_>,
+    users: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, String>, sqlx::Error> {
+    Ok(sqlx::query!(
+        r#"SELECT id, email::text AS "email!" FROM users WHERE id = ANY($1)"#,
+        users
+    )
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.email))
+    .collect())
+}
+
 /// Clusters of the user that are not deleted.
 pub async fn live_clusters(db: impl PgExecutor<'_>, user_id: Uuid) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(

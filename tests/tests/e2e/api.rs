@@ -815,3 +815,108 @@ async fn administrators_define_plans_and_one_in_use_is_deactivated_not_deleted()
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+/// The back office lists every organization's clusters with their owners,
+/// newest first, by a part of the name and by status, a page at a time;
+/// for administrators only.
+#[tokio::test]
+async fn admins_list_every_organization_s_clusters() {
+    let api = TestApp::builder("api-test").build().await;
+    let bob: Uuid = sqlx::query_scalar(
+        "INSERT INTO users (email, display_name) VALUES ('bob@example.com', 'Bob') RETURNING id",
+    )
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    let bobs = api.client_with(Identity::Development(bob));
+    api.call("POST", "/api/console/clusters", Some(cluster("shop-eu")))
+        .await;
+    let (status, made) = bobs
+        .call("POST", "/api/console/clusters", Some(cluster("shop-us")))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{made}");
+    api.call("POST", "/api/console/clusters", Some(cluster("blog")))
+        .await;
+    // No host adapter here: every create job fails at once but the last's.
+    api.runner.run_until_idle().await;
+    api.call("POST", "/api/console/clusters", Some(cluster("docs")))
+        .await;
+
+    let names = |page: &serde_json::Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (status, all) = api.call("GET", "/api/console/admin/clusters", None).await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    assert_eq!(names(&all), ["docs", "blog", "shop-us", "shop-eu"]);
+    assert_eq!(all["items"][2]["owner_email"], "bob@example.com");
+    assert_eq!(
+        all["items"][2]["organization_id"],
+        made["cluster"]["organization_id"]
+    );
+    let (_, shops) = api
+        .call("GET", "/api/console/admin/clusters?q=SHOP", None)
+        .await;
+    assert_eq!(names(&shops), ["shop-us", "shop-eu"]);
+    // The last one made, its job not run yet: the only one in its status.
+    let waiting = all["items"][0]["status"].as_str().unwrap();
+    assert_ne!(waiting, "failed");
+    let (_, in_status) = api
+        .call(
+            "GET",
+            &format!("/api/console/admin/clusters?status={waiting}"),
+            None,
+        )
+        .await;
+    assert_eq!(names(&in_status), ["docs"]);
+    let (_, failed_shops) = api
+        .call(
+            "GET",
+            "/api/console/admin/clusters?q=shop&status=failed",
+            None,
+        )
+        .await;
+    assert_eq!(names(&failed_shops), ["shop-us", "shop-eu"]);
+
+    // A page at a time, none listed twice.
+    let mut seen = Vec::new();
+    let mut path = "/api/console/admin/clusters?limit=3".to_string();
+    loop {
+        let (status, page) = api.call("GET", &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        seen.extend(names(&page));
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/api/console/admin/clusters?limit=3&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["docs", "blog", "shop-us", "shop-eu"]);
+
+    for (query, status, code) in [
+        (
+            "q=%25",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        ),
+        ("status=lost", StatusCode::BAD_REQUEST, "invalid_query"),
+        ("cursor=x_1", StatusCode::BAD_REQUEST, "invalid_cursor"),
+    ] {
+        let (got, body) = api
+            .call("GET", &format!("/api/console/admin/clusters?{query}"), None)
+            .await;
+        assert_eq!(
+            (got, body["code"].as_str()),
+            (status, Some(code)),
+            "{query}: {body}"
+        );
+    }
+    let (status, body) = bobs.call("GET", "/api/console/admin/clusters", None).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden"))
+    );
+}

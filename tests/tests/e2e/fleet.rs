@@ -283,6 +283,8 @@ async fn every_list_reads_its_page_through_an_index_even_when_planned_genericall
         "WHERE organization_id = $1 AND id < $2",
         "WHERE o.status = $1 AND o.created_at < $2",
         "AND role = $1 AND status = ANY($2)",
+        "WHERE deleted_at IS NULL AND (created_at, id) < ($1, $2)\n                   ORDER BY",
+        "WHERE status = $1 AND deleted_at IS NULL AND (created_at, id) < ($2, $3)",
         "AND status = $1 AND (created_at, id) < ($2, $3)",
         "WHERE organization_id = $1 AND deleted_at IS NULL AND (created_at, id) < ($2, $3)",
         "WHERE cluster_id = $1 AND type = ANY($2)",

@@ -36,6 +36,7 @@ export const keys = {
 
   admin: {
     users: (filter?: object) => (filter === undefined ? ["admin", "users"] : ["admin", "users", filter]) as readonly unknown[],
+    clusters: (filter: object) => ["admin", "clusters", filter] as const,
     jobs: (status?: string, clusterId?: string) =>
       (status === undefined ? ["admin", "jobs"] : ["admin", "jobs", status, clusterId ?? ""]) as readonly string[],
     audit: (actor: string) => ["admin", "audit", actor] as const,

@@ -629,6 +629,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/console/admin/clusters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every cluster
+         * @description The live clusters of every organization, newest first, paginated by
+         *     cursor; `q` keeps those whose name contains it, `status` those in it.
+         */
+        get: operations["get_admin_clusters"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/admin/orders": {
         parameters: {
             query?: never;
@@ -1962,6 +1983,7 @@ export interface components {
                 [key: string]: string;
             };
         };
+        /** @description A page of clusters, newest first. */
         ClusterPage: {
             items: components["schemas"]["Cluster"][];
             /** @description Pass as `cursor` to read the next page; absent on the last page. */
@@ -2169,6 +2191,16 @@ export interface components {
         FieldError: {
             field: string;
             message: string;
+        };
+        /** @description A cluster as the back office lists it: with its owner's email. */
+        FleetCluster: components["schemas"]["Cluster"] & {
+            /** @description The email of the user who created it, while they exist. */
+            owner_email?: string | null;
+        };
+        FleetClusterPage: {
+            items: components["schemas"]["FleetCluster"][];
+            /** @description Pass as `cursor` to read the next page; absent on the last page. */
+            next_cursor?: string | null;
         };
         /** @description Whether the DNS secret is set; its value is never returned. */
         IngressSecretsSet: {
@@ -5193,6 +5225,71 @@ export interface operations {
                 };
             };
             /** @description This Idempotency-Key was sent with another request (`idempotency_key_reused`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_admin_clusters: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only clusters whose name contains this (1–63 of the characters a
+                 *     cluster's name has: letters, taken in lower case, digits and `-`).
+                 */
+                q?: string;
+                status?: components["schemas"]["ClusterStatus"];
+                /** @description `next_cursor` of the previous page. */
+                cursor?: string;
+                /** @description Page size, 1–200 (default 50). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetClusterPage"];
+                };
+            };
+            /** @description A cursor this API did not return (`invalid_cursor`), or a `status` that is none (`invalid_query`); A query parameter does not parse (`invalid_query`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A bad limit or `q` (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
                 headers: {
                     [name: string]: unknown;

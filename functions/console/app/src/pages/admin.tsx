@@ -16,7 +16,7 @@ import { keys } from "../queryKeys";
 /** Users read at a time. */
 const USERS_PAGE = 100;
 
-const SECTIONS = ["users", "jobs", "audit", "settings", "plans", "orders"] as const;
+const SECTIONS = ["users", "clusters", "jobs", "audit", "settings", "plans", "orders"] as const;
 
 export function Admin({ path }: PageProps) {
   const { t } = useTranslation();
@@ -31,6 +31,7 @@ export function Admin({ path }: PageProps) {
         ))}
       </nav>
       {section === "users" && <Users />}
+      {section === "clusters" && <Clusters />}
       {section === "jobs" && <Jobs />}
       {section === "audit" && <Audit />}
       {section === "settings" && <Settings />}
@@ -153,6 +154,78 @@ function Users() {
       )}
       {users.hasNextPage && (
         <button type="button" onClick={() => users.fetchNextPage()} disabled={users.isFetchingNextPage}>
+          {t("common.more")}
+        </button>
+      )}
+    </>
+  );
+}
+
+/// Every organization's clusters, newest first, 50 at a time, by a part of
+/// the name and by status.
+function Clusters() {
+  const { t } = useTranslation();
+  const [filter, setFilter] = useState<{ q?: string; status?: Schemas["ClusterStatus"] }>({});
+  const clusters = useInfiniteQuery({
+    queryKey: keys.admin.clusters(filter),
+    queryFn: ({ pageParam }) =>
+      ok(api.GET("/api/console/admin/clusters", { params: { query: { ...filter, cursor: pageParam } } })),
+    initialPageParam: undefined as string | undefined,
+    getNextPageParam: (page) => page.next_cursor ?? undefined,
+    select: (data) => data.pages.flatMap((page) => page.items),
+  });
+  const search = (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const form = e.currentTarget;
+    setFilter({
+      q: formValue(form, "q") || undefined,
+      status: (formValue(form, "status") || undefined) as Schemas["ClusterStatus"] | undefined,
+    });
+  };
+  return (
+    <>
+      <form className="card inline" role="search" onSubmit={search}>
+        <Field label={t("clusters.search")}>
+          <input name="q" type="search" pattern="[A-Za-z0-9-]{1,63}" />
+        </Field>
+        <Field label={t("clusters.status")}>
+          <select name="status" defaultValue="">
+            <option value="">{t("common.any")}</option>
+            {(["pending", "provisioning", "ready", "updating", "deleting", "failed"] as const).map((s) => (
+              <option key={s} value={s}>
+                {t(`status.${s}`)}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <button type="submit">{t("admin.search")}</button>
+      </form>
+      <ErrorNote error={clusters.error} />
+      {clusters.isPending ? (
+        <Loading />
+      ) : clusters.data?.length === 0 ? (
+        <Empty>{t("admin.no_clusters")}</Empty>
+      ) : (
+        <Table columns={[t("clusters.name"), t("admin.owner"), t("clusters.status"), t("clusters.version"), t("common.created")]}>
+          {clusters.data?.map((c) => (
+            <tr key={c.id} data-cluster={c.name}>
+              <td>
+                {c.name} <code>{c.id}</code>
+              </td>
+              <td>{c.owner_email ?? "—"}</td>
+              <td>
+                <Status value={c.status} />
+              </td>
+              <td>{c.kubernetes_version}</td>
+              <td>
+                <Time value={c.created_at} />
+              </td>
+            </tr>
+          ))}
+        </Table>
+      )}
+      {clusters.hasNextPage && (
+        <button type="button" onClick={() => clusters.fetchNextPage()} disabled={clusters.isFetchingNextPage}>
           {t("common.more")}
         </button>
       )}
