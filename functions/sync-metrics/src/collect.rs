@@ -252,10 +252,11 @@ pub async fn collect_all(
         metrics::insert_all(pool, batch).await?;
     }
     // Batches while they are full, up to twice what this cycle wrote plus
-    // one batch: pruning keeps pace with collection and drains a backlog
-    // over the next cycles, each statement short.
+    // one batch (samples and sums together; a sample adds about a tenth of
+    // a sum): pruning keeps pace with collection and drains a backlog over
+    // the next cycles, each statement short.
     let budget = 2 * observed.len() as u64 + PRUNE_BATCH as u64;
-    while report.pruned < budget {
+    while report.pruned + report.pruned_sums < budget {
         let pruned = metrics::prune(pool, retention, PRUNE_BATCH).await?;
         report.pruned += pruned.samples;
         report.pruned_sums += pruned.rollups;
