@@ -181,6 +181,22 @@ export function Rows<T>({
   return <>{children(query.data)}</>;
 }
 
+/// "Show more" under a list read a page at a time: reads the next page,
+/// shown while there is one.
+export function More({
+  query,
+}: {
+  query: { hasNextPage: boolean; isFetchingNextPage: boolean; fetchNextPage: () => unknown };
+}) {
+  const { t } = useTranslation();
+  if (!query.hasNextPage) return null;
+  return (
+    <button type="button" onClick={() => query.fetchNextPage()} disabled={query.isFetchingNextPage}>
+      {t("common.more")}
+    </button>
+  );
+}
+
 /// A table whose header names its columns; `actions` adds a last column,
 /// named for screen readers only, for each row's buttons.
 export function Table({ columns, actions, children }: { columns: string[]; actions?: boolean; children: ReactNode }) {

@@ -9,7 +9,7 @@ import { money, number } from "../format";
 import type { PageProps } from "../page";
 import type { KeysUnder } from "../i18n";
 import { Link } from "../router";
-import { Confirm, Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
+import { Confirm, Empty, ErrorNote, Field, Loading, More, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { AuditTable, JobTable, OrderTable } from "../components/records";
 import { keys } from "../queryKeys";
 
@@ -152,11 +152,7 @@ function Users() {
             ))}
         </Table>
       )}
-      {users.hasNextPage && (
-        <button type="button" onClick={() => users.fetchNextPage()} disabled={users.isFetchingNextPage}>
-          {t("common.more")}
-        </button>
-      )}
+      <More query={users} />
     </>
   );
 }
@@ -224,11 +220,7 @@ function Clusters() {
           ))}
         </Table>
       )}
-      {clusters.hasNextPage && (
-        <button type="button" onClick={() => clusters.fetchNextPage()} disabled={clusters.isFetchingNextPage}>
-          {t("common.more")}
-        </button>
-      )}
+      <More query={clusters} />
     </>
   );
 }

@@ -5,7 +5,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { number } from "../format";
 import { Link, navigate } from "../router";
-import { Empty, ErrorNote, Field, Loading, Page, Status, Table, Time, formNumber, formValue } from "../ui";
+import { Empty, ErrorNote, Field, Loading, More, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { keys } from "../queryKeys";
 
 const BUSY = ["pending", "provisioning", "updating", "deleting"];
@@ -87,11 +87,7 @@ export function ClusterList() {
             ))}
         </Table>
       )}
-      {clusters.hasNextPage && (
-        <button type="button" onClick={() => clusters.fetchNextPage()} disabled={clusters.isFetchingNextPage}>
-          {t("common.more")}
-        </button>
-      )}
+      <More query={clusters} />
     </Page>
   );
 }

@@ -6,7 +6,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import type { PageProps } from "../page";
 import { Link, navigate } from "../router";
-import { Empty, ErrorNote, Field, Loading, Page, Table, formValue } from "../ui";
+import { Empty, ErrorNote, Field, Loading, More, Page, Table, formValue } from "../ui";
 import type catalog from "./labels.en.json";
 
 type LabelsCatalog = typeof catalog;
@@ -81,11 +81,7 @@ export function Labels({ path }: PageProps) {
           ))}
         </Table>
       )}
-      {found.hasNextPage && (
-        <button type="button" onClick={() => found.fetchNextPage()} disabled={found.isFetchingNextPage}>
-          {t("common.more")}
-        </button>
-      )}
+      <More query={found} />
     </Page>
   );
 }

@@ -5,7 +5,7 @@ import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster } from "../api/client";
 import { bytes, number } from "../format";
 import { Link } from "../router";
-import { Empty, Rows, Status, Table, Time } from "../ui";
+import { Empty, More, Rows, Status, Table, Time } from "../ui";
 import { keys } from "../queryKeys";
 
 export function Nodes({ cluster }: { cluster: Cluster }) {
@@ -65,11 +65,7 @@ export function Nodes({ cluster }: { cluster: Cluster }) {
           </Table>
         )}
       </Rows>
-      {nodes.hasNextPage && (
-        <button type="button" onClick={() => nodes.fetchNextPage()} disabled={nodes.isFetchingNextPage}>
-          {t("common.more")}
-        </button>
-      )}
+      <More query={nodes} />
     </>
   );
 }
