@@ -98,7 +98,7 @@ pub struct ClusterPage {
 const MAX_CURSOR_MICROS: i64 = 253_402_300_799_999_999;
 
 /// The position a `next_cursor` names: a cluster's creation time and id.
-pub fn parse_page_cursor(raw: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
+fn parse_page_cursor(raw: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
     let invalid = || ApiError::BadRequest {
         code: "invalid_cursor",
         detail: "cursor is not one this API returned".into(),
@@ -119,7 +119,7 @@ pub fn parse_page_cursor(raw: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
 /// The text a search looks for in names: what a cluster's name can hold,
 /// in lower case; anything else (a wildcard, a look-alike letter) cannot
 /// match a name and is refused rather than searched for.
-pub fn name_search(raw: &str) -> Result<String, ApiError> {
+fn name_search(raw: &str) -> Result<String, ApiError> {
     let valid = (1..=63).contains(&raw.len())
         && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
     if !valid {
@@ -129,6 +129,30 @@ pub fn name_search(raw: &str) -> Result<String, ApiError> {
         ));
     }
     Ok(raw.to_ascii_lowercase())
+}
+
+/// A page of clusters as a list route is asked for it: its size (1–200,
+/// default 50), the position its `cursor` names, and the part of a name
+/// its `q` looks for; each checked as the route's document says.
+#[derive(Debug)]
+pub struct PageAsked {
+    pub limit: i64,
+    pub before: Option<(DateTime<Utc>, Uuid)>,
+    pub name_contains: Option<String>,
+}
+
+impl PageAsked {
+    pub fn read(
+        limit: Option<i64>,
+        cursor: Option<&str>,
+        q: Option<&str>,
+    ) -> Result<Self, ApiError> {
+        Ok(Self {
+            limit: crate::extract::short_page_limit(limit)?,
+            before: cursor.map(parse_page_cursor).transpose()?,
+            name_contains: q.map(name_search).transpose()?,
+        })
+    }
 }
 
 /// The `next_cursor` that reads the clusters after `cluster`.

@@ -63,22 +63,17 @@ pub async fn list(
     _admin: AdminCaller,
     AppQuery(query): AppQuery<FleetQuery>,
 ) -> Result<AppJson<FleetClusterPage>, ApiError> {
-    let limit = shared::extract::short_page_limit(query.limit)?;
-    let before = query
-        .cursor
-        .as_deref()
-        .map(clusters::parse_page_cursor)
-        .transpose()?;
-    let name_contains = query.q.as_deref().map(clusters::name_search).transpose()?;
+    let asked =
+        clusters::PageAsked::read(query.limit, query.cursor.as_deref(), query.q.as_deref())?;
     let mut items = clusters::list_all(
         &state.pool,
-        name_contains.as_deref(),
+        asked.name_contains.as_deref(),
         query.status,
-        before,
-        limit + 1,
+        asked.before,
+        asked.limit + 1,
     )
     .await?;
-    let next_cursor = shared::extract::cut_page(&mut items, limit, clusters::page_cursor);
+    let next_cursor = shared::extract::cut_page(&mut items, asked.limit, clusters::page_cursor);
     let owners: Vec<_> = items.iter().map(|c| c.owner_user_id).collect();
     let emails = accounts::emails(&state.pool, &owners).await?;
     let items = items

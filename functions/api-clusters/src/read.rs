@@ -45,22 +45,17 @@ pub async fn list(
     organization: InOrganization,
     AppQuery(query): AppQuery<ListQuery>,
 ) -> Result<AppJson<ClusterPage>, ApiError> {
-    let limit = shared::extract::short_page_limit(query.limit)?;
-    let before = query
-        .cursor
-        .as_deref()
-        .map(clusters::parse_page_cursor)
-        .transpose()?;
-    let name_contains = query.q.as_deref().map(clusters::name_search).transpose()?;
+    let asked =
+        clusters::PageAsked::read(query.limit, query.cursor.as_deref(), query.q.as_deref())?;
     let mut items = clusters::list_of(
         &state.pool,
         organization.id,
-        name_contains.as_deref(),
-        before,
-        limit + 1,
+        asked.name_contains.as_deref(),
+        asked.before,
+        asked.limit + 1,
     )
     .await?;
-    let next_cursor = shared::extract::cut_page(&mut items, limit, clusters::page_cursor);
+    let next_cursor = shared::extract::cut_page(&mut items, asked.limit, clusters::page_cursor);
     Ok(AppJson(ClusterPage { items, next_cursor }))
 }
 
