@@ -37,7 +37,7 @@ FIXED = {
     "backbone": (["kernel"], ["jobs"]),
     # Who owns what: organisations, their members and what each role may do.
     "tenancy": (["kernel"], ["organizations"]),
-    "clusters": (["kernel", "tenancy"], ["clusters"]),
+    "clusters": (["kernel", "tenancy"], ["clusters", "networks"]),
     # The Kubernetes adapter returns its own errors: it never builds job errors.
     "kubernetes": (["kernel", "clusters"], ["host"]),
 }

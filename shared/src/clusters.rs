@@ -34,7 +34,8 @@ macro_rules! cluster_query {
                status AS "status: ClusterStatus",
                connection_status AS "connection_status: ConnectionStatus",
                kubeconfig_available, kubeconfig_available_at,
-               last_observed_at, last_error_message, created_at, updated_at "# + $tail,
+               last_observed_at, last_error_message, created_at, updated_at,
+               pod_cidr::text AS pod_cidr, service_cidr::text AS service_cidr "# + $tail,
             $($arg),*
         )
     };
@@ -83,6 +84,14 @@ pub struct Cluster {
     pub last_error_message: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The network its pods' addresses come from (`10.64.0.0/19`): its
+    /// own, overlapping no other cluster's. Absent for a cluster made
+    /// before networks were allocated, whose pods use `10.64.0.0/16` as
+    /// every such cluster's do.
+    pub pod_cidr: Option<String>,
+    /// The network its Services' addresses come from (`10.128.0.0/22`);
+    /// absent as `pod_cidr` is (`10.128.0.0/16`).
+    pub service_cidr: Option<String>,
 }
 
 /// A page of clusters, newest first.
@@ -177,6 +186,8 @@ pub struct NewCluster<'a> {
     pub public_access_mode: PublicAccessMode,
     pub managed_workload_ingress_enabled: bool,
     pub tailscale_enabled: bool,
+    /// Its networks, allocated in the same transaction.
+    pub networks: Option<crate::networks::Networks>,
 }
 
 /// Inserts the cluster. The unique index `idx_clusters_organization_name_active`
@@ -187,8 +198,10 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
                id, owner_user_id, organization_id, name, vcluster_name, namespace,
                kubernetes_version, workload_cpu_limit_milli_cores, workload_memory_limit_mib,
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
-               public_access_mode, managed_workload_ingress_enabled, tailscale_enabled, status)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'provisioning')
+               public_access_mode, managed_workload_ingress_enabled, tailscale_enabled, status,
+               pod_cidr, service_cidr)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'provisioning',
+                   $15::text::cidr, $16::text::cidr)
            RETURNING"#,
         r#""#,
         new.id,
@@ -205,6 +218,8 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
         new.public_access_mode.as_str(),
         new.managed_workload_ingress_enabled,
         new.tailscale_enabled,
+        new.networks.map(|n| n.pod.to_string()),
+        new.networks.map(|n| n.service.to_string()),
     )
     .fetch_one(tx)
     .await

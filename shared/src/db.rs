@@ -160,6 +160,22 @@ impl AdvisoryLock {
     }
 }
 
+/// Takes the advisory lock on `name` in `tx`, waiting for another holder
+/// to end its transaction; held until `tx` ends.
+pub async fn advisory_xact_lock(
+    tx: &mut sqlx::PgConnection,
+    name: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        ADVISORY_LOCK_SPACE,
+        name
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
 /// Takes the advisory lock on `name` unless another holder has it: `None`
 /// then, at once, without waiting.
 pub async fn try_advisory_lock(

@@ -7,7 +7,8 @@
 //!   `settings` and `audit`;
 //! - the backbone: `jobs`;
 //! - tenancy, who owns what: `organizations`;
-//! - the clusters every capability hangs off: `clusters`;
+//! - the clusters every capability hangs off: `clusters`, and their
+//!   networks, `networks`;
 //! - the Kubernetes adapter: `host`;
 //! - the capabilities, each with its SQL beside its logic and none using a
 //!   sibling: every other module, listed below from the folders;
@@ -26,6 +27,7 @@ pub mod host;
 pub mod http;
 pub mod jobs;
 pub mod mail;
+pub mod networks;
 pub mod openapi;
 pub mod organizations;
 pub mod outbound;

@@ -8,6 +8,7 @@ use shared::{
     extract::AppJson,
     http::{AppState, Caller, InOrganization, accepted, operations},
     jobs::Operation,
+    networks::{self, AllocationError},
     organizations::Action,
 };
 use utoipa::ToSchema;
@@ -163,6 +164,7 @@ impl CreateClusterRequest {
         (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "A live cluster of this name exists (`cluster_name_taken`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields or organization header (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Every pod or service network of the platform's pools is taken (`network_pool_exhausted`): nothing was written", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn create(
@@ -175,7 +177,7 @@ pub async fn create(
     let valid = request.validate()?;
     let id = Uuid::new_v4();
     let namespace = format!("kb-{}", id.simple());
-    let new = NewCluster {
+    let mut new = NewCluster {
         id,
         owner_user_id: caller.user_id,
         organization_id: organization.id,
@@ -190,6 +192,7 @@ pub async fn create(
         public_access_mode: valid.public_access_mode,
         managed_workload_ingress_enabled: request.managed_workload_ingress_enabled,
         tailscale_enabled: request.tailscale_enabled,
+        networks: None,
     };
     let tx = state.pool.begin().await?;
     let adds = Amounts {
@@ -199,6 +202,20 @@ pub async fn create(
         ..Amounts::default()
     };
     let mut tx = shared::http::plan::require(&state, tx, organization.id, &adds).await?;
+    let pools = state.settings.part::<networks::Config>()?;
+    new.networks = Some(networks::allocate(&mut tx, &pools, id).await.map_err(
+        |err| match err {
+            AllocationError::Exhausted(purpose) => ApiError::NotConfigured {
+                code: "network_pool_exhausted",
+                detail: format!(
+                    "the platform has no free {} network for a new cluster; \
+                         an administrator must widen its pools",
+                    purpose.as_str()
+                ),
+            },
+            AllocationError::Database(err) => err.into(),
+        },
+    )?);
     let cluster =
         clusters::insert(&mut tx, &new)
             .await

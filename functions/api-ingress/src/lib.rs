@@ -9,17 +9,21 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
+    clusters::Cluster,
     domain::DnsManagementScope,
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath},
     http::{AppState, Caller, OwnedCluster},
     ingress::{
+        IngressConvergence,
         dnsproof::{self, Verdict},
+        edge::{self, store::WorkloadEdge},
         records::{self, Binding},
     },
+    jobs::{self, NewJob},
     settings,
 };
 use utoipa::{OpenApi, ToSchema};
@@ -33,6 +37,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list, create))
         .routes(routes!(remove))
         .routes(routes!(verify))
+        .routes(routes!(edge))
 }
 
 pub fn router() -> Router<AppState> {
@@ -201,6 +206,7 @@ pub async fn create(
     )
     .await?;
     tx.commit().await?;
+    converge_edge(&state, &cluster).await?;
     let binding = records::get_binding(&state.pool, cluster_id, id)
         .await?
         .ok_or(ApiError::NotFound {
@@ -237,7 +243,7 @@ pub async fn verify(
         )
         .await?
         {
-            Verdict::Verified => {}
+            Verdict::Verified => converge_edge(&state, &cluster).await?,
             Verdict::Taken => return Err(taken(&pending.hostname)),
             Verdict::NotFound(message) => {
                 return Err(ApiError::Conflict {
@@ -302,7 +308,56 @@ pub async fn remove(
     )
     .await?;
     tx.commit().await?;
+    converge_edge(&state, &cluster).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The cluster's workload edge as last converged.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EdgeState {
+    /// Absent until the edge was first converged, or where the platform has
+    /// no workload Gateway.
+    pub edge: Option<WorkloadEdge>,
+}
+
+/// The cluster's workload edge
+///
+/// Where the platform's shared workload Gateway sends the cluster's sites
+/// (its nodes' NodePorts, or nowhere and why), the hostnames it serves and
+/// the last failure; each binding's route, listener and certificate are on
+/// the binding.
+#[utoipa::path(get, path = "/api/console/clusters/{cluster_id}/edge", tag = "ingress",
+    params(("cluster_id" = Uuid, Path)),
+    responses((status = 200, body = EdgeState), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn edge(
+    State(state): State<AppState>,
+    OwnedCluster(cluster): OwnedCluster,
+) -> Result<AppJson<EdgeState>, ApiError> {
+    Ok(AppJson(EdgeState {
+        edge: edge::store::get(&state.pool, cluster.id).await?,
+    }))
+}
+
+/// Asks for the cluster's workload edge to serve its hostnames as they now
+/// are: an `ingress_converge` job, where the cluster has its managed
+/// ingress and nothing else to do (the job converges the edge where the
+/// host has a workload Gateway). A busy cluster's edge is found off its
+/// target at its next observation.
+async fn converge_edge(state: &AppState, cluster: &Cluster) -> Result<(), ApiError> {
+    if !cluster.managed_workload_ingress_enabled {
+        return Ok(());
+    }
+    let (job_type, payload) =
+        jobs::encode(&IngressConvergence::of(cluster)).map_err(|e| ApiError::Internal(e.into()))?;
+    let new = NewJob {
+        cluster_id: cluster.id,
+        job_type,
+        requested_by: None,
+        payload: &payload,
+        max_attempts: state.settings.jobs.max_attempts,
+    };
+    jobs::enqueue_when_idle(&state.pool, &*state.publisher, new).await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `job-cluster-delete`: deletes a cluster's host namespace (the control plane,
 //! its data and its endpoint go with it), waits until it is gone, then
-//! soft-deletes the cluster.
+//! soft-deletes the cluster and releases its pod and service networks.
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use shared::{
     domain::FailureCode,
     host::HostCluster,
     jobs::{Finished, JobContext, JobError, Stage, StepError, TypedJobHandler},
+    networks,
 };
 
 pub const NO_HOST_ADAPTER: &str =
@@ -70,6 +71,7 @@ impl TypedJobHandler for DeleteCluster {
         }
         let mut tx = ctx.pool.begin().await?;
         clusters::mark_deleted(&mut tx, cluster.id).await?;
+        networks::release(&mut tx, cluster.id).await?;
         let completed = ctx.complete(&mut tx).await?;
         tx.commit().await?;
         Ok(completed)

@@ -5,6 +5,13 @@
 //! and update jobs as they finish, and by `sync-clusters` when it finds the
 //! ingress off its target, so this job is the only writer of the controller.
 //!
+//! Where the host has a workload Gateway, the job also converges the
+//! cluster's workload edge on the host ([`shared::ingress::edge`]): its
+//! routes and the shim Service and EndpointSlice to its controller while
+//! the ingress is wanted, none once it is not. An edge that cannot be
+//! converged is recorded as such (`workload_edges.last_error`), apart from
+//! the controller's own state, and converged again at the next observation.
+//!
 //! A failure inside the cluster is recorded on the cluster (`error` with the
 //! reason) together with the job's own failure, in one fenced transaction, and
 //! the job does not retry it: the next observation enqueues a new convergence,
@@ -17,8 +24,11 @@ use async_trait::async_trait;
 use shared::{
     clusters::{self, Cluster},
     domain::{FailureCode, IngressStatus},
-    host::HostCluster,
-    ingress::{self, IngressConvergence},
+    host::{HostCluster, WorkloadGateway},
+    ingress::{
+        self, IngressConvergence,
+        edge::{self, Backend, Site, SiteEdge, store},
+    },
     jobs::{self, Finished, JobContext, JobError, Stage, TypedJobHandler},
 };
 
@@ -41,6 +51,7 @@ shared::stages! {
     INSTALLING = "installing the ingress controller";
     CHECKING = "checking the ingress controller";
     REMOVING = "removing the ingress controller";
+    EDGE = "converging the workload edge";
 }
 
 #[async_trait]
@@ -65,8 +76,25 @@ impl TypedJobHandler for ConvergeIngress {
         let outcome = converge(ctx, host, &cluster).await;
         let mut tx = ctx.pool.begin().await?;
         let finished = match outcome {
-            Ok(status) => {
+            Ok((status, edge)) => {
                 clusters::set_ingress_status(&mut *tx, cluster.id, status, None).await?;
+                match edge {
+                    EdgeOutcome::NotConfigured => {}
+                    EdgeOutcome::Served(served) => {
+                        store::record(
+                            &mut tx,
+                            cluster.id,
+                            &served.backend,
+                            &served.hostnames,
+                            &served.sites,
+                        )
+                        .await?
+                    }
+                    EdgeOutcome::TakenDown => store::forget(&mut tx, cluster.id).await?,
+                    EdgeOutcome::Failed(error) => {
+                        store::record_failure(&mut *tx, cluster.id, &error).await?
+                    }
+                }
                 ctx.complete(&mut tx).await?
             }
             Err(Failure::InCluster(reason)) => {
@@ -103,12 +131,28 @@ impl From<JobError> for Failure {
     }
 }
 
-/// Installs or removes the controller; the ingress state it leaves.
+/// What became of the cluster's workload edge.
+enum EdgeOutcome {
+    /// The host has no workload Gateway.
+    NotConfigured,
+    Served(Served),
+    TakenDown,
+    Failed(String),
+}
+
+struct Served {
+    backend: Backend,
+    hostnames: Vec<String>,
+    sites: Vec<SiteEdge>,
+}
+
+/// Installs or removes the controller; the ingress state it leaves, and
+/// what became of its edge.
 async fn converge(
     ctx: &JobContext,
     host: &HostCluster,
     cluster: &Cluster,
-) -> Result<IngressStatus, Failure> {
+) -> Result<(IngressStatus, EdgeOutcome), Failure> {
     ctx.stage(CONNECTING).await?;
     let reached = match cluster.api_endpoint.as_deref() {
         Some(server) => host
@@ -129,16 +173,106 @@ async fn converge(
         ctx.stage(INSTALLING).await?;
         ingress::install(&client, class).await.map_err(failed)?;
         ctx.stage(CHECKING).await?;
-        Ok(if ingress::available(&client).await.map_err(failed)? {
+        let status = if ingress::available(&client).await.map_err(failed)? {
             IngressStatus::Ready
         } else {
             IngressStatus::Provisioning
-        })
+        };
+        let Some(gateway) = &host.settings().workload_gateway else {
+            return Ok((status, EdgeOutcome::NotConfigured));
+        };
+        ctx.stage(EDGE).await?;
+        let edge = match serve(ctx, host, gateway, cluster, &client).await {
+            Ok(served) => EdgeOutcome::Served(served),
+            Err(error) => EdgeOutcome::Failed(error),
+        };
+        Ok((status, edge))
     } else {
         ctx.stage(REMOVING).await?;
         ingress::remove(&client, class).await.map_err(|e| {
             Failure::InCluster(format!("removing the ingress controller failed: {e}"))
         })?;
-        Ok(IngressStatus::Disabled)
+        if host.settings().workload_gateway.is_none() {
+            return Ok((IngressStatus::Disabled, EdgeOutcome::NotConfigured));
+        }
+        ctx.stage(EDGE).await?;
+        let edge = match prune(host, cluster, &[]).await {
+            Ok(()) => EdgeOutcome::TakenDown,
+            Err(error) => EdgeOutcome::Failed(error),
+        };
+        Ok((IngressStatus::Disabled, edge))
     }
+}
+
+/// Converges the cluster's edge on the host: what its controller can be
+/// reached on, a route per site, and no route of a site that went.
+async fn serve(
+    ctx: &JobContext,
+    host: &HostCluster,
+    gateway: &WorkloadGateway,
+    cluster: &Cluster,
+    client: &kube::Client,
+) -> Result<Served, String> {
+    let observed = edge::observe(client).await.map_err(|e| {
+        format!("reading the ingress controller from the cluster's API failed: {e}")
+    })?;
+    let forbidden = edge::Forbidden::read(&ctx.pool, host).await?;
+    let backend = edge::choose(&observed, &forbidden);
+    let base = ingress::settings::load(&ctx.pool)
+        .await
+        .map_err(|e| e.to_string())?
+        .fields
+        .managed_workload_ingress_base_domain
+        .map(|b| b.trim_end_matches('.').to_ascii_lowercase());
+    let canonical = base
+        .as_deref()
+        .map(|base| ingress::dns::cluster_record(&cluster.vcluster_name, cluster.id, base));
+    let mut sites: Vec<Site> = canonical
+        .iter()
+        .map(|name| Site {
+            binding_id: None,
+            hostname: name.clone(),
+            self_managed: false,
+        })
+        .collect();
+    sites.extend(
+        store::served(&ctx.pool, cluster.id)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|b| Site {
+                binding_id: Some(b.id),
+                hostname: b.hostname,
+                self_managed: b.self_managed,
+            }),
+    );
+    let rendered = edge::render(
+        cluster.id,
+        &cluster.namespace,
+        gateway,
+        canonical.as_deref().unwrap_or_default(),
+        &sites,
+        &backend,
+    );
+    host.apply_objects(&rendered.objects)
+        .await
+        .map_err(|e| format!("applying the edge's objects on the host failed: {e}"))?;
+    let keep: Vec<&str> = rendered.objects.iter().map(|o| o.name.as_str()).collect();
+    prune(host, cluster, &keep).await?;
+    Ok(Served {
+        backend,
+        hostnames: sites.into_iter().map(|s| s.hostname).collect(),
+        sites: rendered.sites,
+    })
+}
+
+/// Deletes the cluster's edge objects `keep` does not name.
+async fn prune(host: &HostCluster, cluster: &Cluster, keep: &[&str]) -> Result<(), String> {
+    let selector = edge::selector(cluster);
+    for kind in [edge::ROUTE_KIND, edge::SLICE_KIND, edge::SERVICE_KIND] {
+        host.prune_objects(kind, &cluster.namespace, &selector, keep)
+            .await
+            .map_err(|e| format!("removing the edge's old objects on the host failed: {e}"))?;
+    }
+    Ok(())
 }

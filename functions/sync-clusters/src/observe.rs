@@ -1,14 +1,18 @@
 //! Control-plane observation: a cheap call (`/version`) to every ready
 //! cluster's own API through its public endpoint, recording
 //! `connection_status` and `last_observed_at`; the managed ingress kept on
-//! its target (an `ingress_converge` job enqueued when it is off it, its
-//! availability followed otherwise); the admission webhook kept as
+//! its target (an `ingress_converge` job enqueued when it or its workload
+//! edge is off it, its availability followed otherwise); the admission webhook kept as
 //! registered ([`keep_webhook`]); and the hostnames' certificates followed.
 
 use std::{
+    collections::HashMap,
     sync::atomic::{AtomicU64, Ordering},
     time::Duration,
 };
+
+use chrono::Utc;
+use uuid::Uuid;
 
 use kube::Client;
 use serde::Serialize;
@@ -17,10 +21,9 @@ use sqlx::PgPool;
 use shared::{
     admission::{self, registration, store::Registration},
     clusters::{self, Cluster, ClusterChanges},
-    domain::JobPayload,
-    error::unique_violation,
+    domain::{IngressStatus, JobPayload},
     host::HostCluster,
-    ingress::{self, IngressConvergence},
+    ingress::{self, IngressConvergence, edge, records::BindingName},
     jobs::{self, JobPublisher, NewJob},
 };
 
@@ -62,6 +65,7 @@ pub async fn observe_clusters(
         .and_then(admission::authorizer::webhook_host)
         .unwrap_or_default();
     let registrations = &admission::store::registrations(pool, &webhook_host).await?;
+    let edges = &Edges::read(pool, host).await?;
     let (convergences, reapplied, renewed) =
         (&AtomicU64::new(0), &AtomicU64::new(0), &AtomicU64::new(0));
     let results = host
@@ -71,7 +75,12 @@ pub async fn observe_clusters(
             Some(CALL_TIMEOUT),
             |cluster, client| async move {
                 let version = client.apiserver_version().await.map_err(|e| e.to_string())?;
-                match follow_ingress(pool, enqueuing, &cluster, &client).await {
+                let hostnames = bindings.get(&cluster.id).map_or(&[][..], Vec::as_slice);
+                let edge_stale = match edges {
+                    Some(edges) => edges.stale(host, &cluster, hostnames, &client).await,
+                    None => false,
+                };
+                match follow_ingress(pool, enqueuing, &cluster, &client, edge_stale).await {
                     Ok(true) => {
                         convergences.fetch_add(1, Ordering::Relaxed);
                     }
@@ -95,7 +104,6 @@ pub async fn observe_clusters(
                         }
                     }
                 }
-                let hostnames = bindings.get(&cluster.id).map_or(&[][..], Vec::as_slice);
                 if let Err(error) = crate::tls::observe(pool, &cluster, hostnames, &client).await {
                     tracing::warn!(cluster_id = %cluster.id, %error, "could not record the TLS state");
                 }
@@ -127,17 +135,97 @@ pub async fn observe_clusters(
     Ok(report)
 }
 
-/// Enqueues an `ingress_converge` job when the ingress is off its target and
-/// the cluster is idle (`true` then); otherwise follows an installed
-/// controller's availability. A cluster busy with another job is left to the
-/// next observation.
+/// The workload edges as last converged, the base domain the clusters'
+/// own names are under, and the addresses no edge may reach.
+struct Edges {
+    converged: HashMap<Uuid, edge::store::Converged>,
+    base_domain: Option<String>,
+    forbidden: edge::Forbidden,
+}
+
+impl Edges {
+    /// What an observation cycle compares the clusters' edges with, where
+    /// the host has a workload Gateway. Without the host's nodes (they
+    /// could not be listed) no edge is compared this cycle.
+    async fn read(pool: &PgPool, host: &HostCluster) -> Result<Option<Self>, sqlx::Error> {
+        if host.settings().workload_gateway.is_none() {
+            return Ok(None);
+        }
+        let forbidden = match edge::Forbidden::read(pool, host).await {
+            Ok(forbidden) => forbidden,
+            Err(error) => {
+                tracing::warn!(%error, "could not read what the workload edge may not reach");
+                return Ok(None);
+            }
+        };
+        Ok(Some(Self {
+            converged: edge::store::converged(pool).await?,
+            base_domain: ingress::settings::load(pool)
+                .await?
+                .fields
+                .managed_workload_ingress_base_domain
+                .map(|b| b.trim_end_matches('.').to_ascii_lowercase()),
+            forbidden,
+        }))
+    }
+
+    /// Whether a cluster with its ingress wanted has an edge that serves
+    /// other hostnames than it should, reaches other endpoints than its
+    /// ready controller now has, failed, or was converged longer than the
+    /// Gateway's resync interval ago.
+    async fn stale(
+        &self,
+        host: &HostCluster,
+        cluster: &Cluster,
+        bindings: &[BindingName],
+        client: &Client,
+    ) -> bool {
+        let Some(gateway) = &host.settings().workload_gateway else {
+            return false;
+        };
+        if !cluster.managed_workload_ingress_enabled {
+            return false;
+        }
+        let mut wanted: Vec<String> = bindings.iter().map(|b| b.hostname.clone()).collect();
+        if let Some(base) = &self.base_domain {
+            wanted.push(ingress::dns::cluster_record(
+                &cluster.vcluster_name,
+                cluster.id,
+                base,
+            ));
+        }
+        let observed = match cluster.managed_workload_ingress_status {
+            IngressStatus::Ready => match edge::observe(client).await {
+                Ok(observed) => Some(edge::choose(&observed, &self.forbidden).endpoints()),
+                Err(error) => {
+                    tracing::info!(cluster_id = %cluster.id, %error, "could not read the ingress controller");
+                    None
+                }
+            },
+            _ => None,
+        };
+        edge::stale(
+            self.converged.get(&cluster.id),
+            wanted,
+            observed.as_deref(),
+            gateway.resync,
+            Utc::now(),
+        )
+    }
+}
+
+/// Enqueues an `ingress_converge` job when the ingress or its edge
+/// (`edge_stale`) is off its target and the cluster is idle (`true` then);
+/// otherwise follows an installed controller's availability. A cluster busy
+/// with another job is left to the next observation.
 async fn follow_ingress(
     pool: &PgPool,
     enqueuing: Enqueuing<'_>,
     cluster: &Cluster,
     client: &Client,
+    edge_stale: bool,
 ) -> Result<bool, String> {
-    if ingress::needs_convergence(cluster) {
+    if ingress::needs_convergence(cluster) || edge_stale {
         return enqueue_when_idle(pool, enqueuing, cluster, &IngressConvergence::of(cluster)).await;
     }
     if cluster.managed_workload_ingress_enabled {
@@ -192,7 +280,6 @@ async fn enqueue_when_idle(
     payload: &impl JobPayload,
 ) -> Result<bool, String> {
     let (job_type, payload) = jobs::encode(payload).map_err(|e| e.to_string())?;
-    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
     let new = NewJob {
         cluster_id: cluster.id,
         job_type,
@@ -200,16 +287,7 @@ async fn enqueue_when_idle(
         payload: &payload,
         max_attempts: enqueuing.max_attempts,
     };
-    let enqueued = match jobs::enqueue_if_idle(&mut tx, new).await {
-        Ok(enqueued) => enqueued,
-        // Another job took the cluster's slot since the check.
-        Err(err) if unique_violation(&err) == Some("idx_cluster_jobs_active_cluster") => None,
-        Err(err) => return Err(err.to_string()),
-    };
-    let Some(enqueued) = enqueued else {
-        return Ok(false);
-    };
-    tx.commit().await.map_err(|e| e.to_string())?;
-    jobs::publish_after_commit(pool, enqueuing.publisher, enqueued.job).await;
-    Ok(true)
+    jobs::enqueue_when_idle(pool, enqueuing.publisher, new)
+        .await
+        .map_err(|e| e.to_string())
 }

@@ -6,7 +6,7 @@
 use crate::{
     accounts,
     config::{ConfigError, Settings},
-    ingress, kubeconfigs, metrics, nodes, notifications,
+    ingress, kubeconfigs, metrics, networks, nodes, notifications,
 };
 
 /// Reads (and keeps, in `settings`) every capability's part.
@@ -16,6 +16,7 @@ pub fn check(settings: &Settings) -> Result<(), ConfigError> {
     settings.part::<kubeconfigs::config::Config>()?;
     settings.part::<ingress::config::Config>()?;
     settings.part::<metrics::Config>()?;
+    settings.part::<networks::Config>()?;
     settings.part::<notifications::Retries>()?;
     settings.part::<super::retention::Config>()?;
     Ok(())

@@ -113,6 +113,11 @@ pub struct ApiServerFiles {
     pub args: Vec<String>,
 }
 
+/// The networks every cluster made before networks were allocated runs
+/// with (a control plane's networks cannot change once it is made).
+const FORMER_POD_CIDR: &str = "10.64.0.0/16";
+const FORMER_SERVICE_CIDR: &str = "10.128.0.0/16";
+
 /// The vCluster chart values (vcluster.yaml) for a cluster whose clients
 /// reach its API server on `public_host` (in its certificate:
 /// `controlPlane.proxy.extraSANs`).
@@ -138,7 +143,10 @@ pub fn vcluster_values(
             "service": {"spec": {"type": "ClusterIP"}},
             "proxy": {"extraSANs": extra_sans},
         },
-        "networking": {"podCIDR": "10.64.0.0/16", "serviceCIDR": "10.128.0.0/16"},
+        "networking": {
+            "podCIDR": cluster.pod_cidr.as_deref().unwrap_or(FORMER_POD_CIDR),
+            "serviceCIDR": cluster.service_cidr.as_deref().unwrap_or(FORMER_SERVICE_CIDR),
+        },
         "policies": {"resourceQuota": {"enabled": false}, "limitRange": {"enabled": false}},
     });
     if let Some(files) = api_server {

@@ -24,7 +24,9 @@ pub mod chart;
 pub mod doctor;
 pub mod error;
 pub mod exec;
+pub mod gateway;
 pub mod metrics;
+pub mod objects;
 pub mod quantity;
 pub mod settings;
 pub mod vcluster;
@@ -36,6 +38,7 @@ pub use chart::{
     sni_host, vcluster_values,
 };
 pub use error::HostError;
+pub use gateway::{Https, IssuerRef, WorkloadGateway};
 pub use metrics::{ContainerUsage, PodUsage};
 pub use quantity::{quantity, quantity_value};
 pub use settings::{HostSettings, LoadBalancerProvider, ServiceAccount, TenantAccess};

@@ -46,6 +46,9 @@ pub struct HostSettings {
     /// ([`TenantAccess`]): the jobs grant them their rights in each
     /// cluster's namespace.
     pub tenant_access: Option<TenantAccess>,
+    /// The shared workload Gateway of the workload edge, when there is one
+    /// ([`WorkloadGateway`]).
+    pub workload_gateway: Option<super::gateway::WorkloadGateway>,
 }
 
 /// How a `loadbalancer` cluster's control plane is exposed.
@@ -108,6 +111,7 @@ impl HostSettings {
                 .map(|path| admission_ca(&path))
                 .transpose()?,
             tenant_access: TenantAccess::from_source(source)?,
+            workload_gateway: super::gateway::WorkloadGateway::from_source(source)?,
             load_balancer: match source.get("KUBEBYON_LOADBALANCER_PROVIDER").as_deref() {
                 None | Some("service") => LoadBalancerProvider::Service,
                 Some("gatewayapi") => LoadBalancerProvider::GatewayApi {

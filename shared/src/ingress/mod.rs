@@ -9,6 +9,7 @@
 pub mod config;
 pub mod dns;
 pub mod dnsproof;
+pub mod edge;
 pub mod records;
 pub mod settings;
 

@@ -330,6 +330,14 @@ pub struct Binding {
     /// What the last check found.
     pub verification_message: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// On the platform's workload edge: the `HTTPRoute` (in the cluster's
+    /// host namespace) that serves it, once its edge was converged…
+    pub edge_route: Option<String>,
+    /// …the Gateway listener it is served on…
+    pub edge_listener: Option<String>,
+    /// …and, over HTTPS for a self-managed hostname, its certificate's
+    /// Secret (in the Gateway's namespace).
+    pub edge_certificate: Option<String>,
 }
 
 macro_rules! select_binding {
@@ -345,7 +353,8 @@ macro_rules! select_binding {
                       verified_at IS NOT NULL AS "verified!", verified_at,
                       CASE WHEN verified_at IS NULL THEN '_kubebyon-challenge.' || hostname END AS verification_record_name,
                       CASE WHEN verified_at IS NULL THEN 'kubebyon-verification=' || verification_token END AS verification_record_value,
-                      verification_checked_at, verification_message, created_at
+                      verification_checked_at, verification_message, created_at,
+                      edge_route, edge_listener, edge_certificate
                FROM workload_ingress_hostname_bindings "# + $tail,
             $($arg),*
         )

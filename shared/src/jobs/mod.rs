@@ -10,7 +10,9 @@ mod sweep;
 mod worker;
 
 pub use error::{Failure, JobError, StepError, Unavailable};
-pub use publish::{JobPublisher, PublishError, connect_in_background, publish_after_commit};
+pub use publish::{
+    JobPublisher, PublishError, connect_in_background, enqueue_when_idle, publish_after_commit,
+};
 pub use retry::retry_delay;
 pub use stage::{STAGES, Stage};
 pub use sweep::{SweepReport, sweep, sweep_on};

@@ -56,3 +56,30 @@ pub async fn publish_after_commit(
         }
     }
 }
+
+/// Enqueues `new` in a transaction of its own when its cluster is idle
+/// ([`jobs::enqueue_if_idle`]), then publishes its wake-up: `true` then. A
+/// cluster busy with another job (or taken by one since the check) is left
+/// as it is: `false`.
+pub async fn enqueue_when_idle(
+    pool: &PgPool,
+    publisher: &dyn JobPublisher,
+    new: jobs::NewJob<'_>,
+) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let enqueued = match jobs::enqueue_if_idle(&mut tx, new).await {
+        Ok(enqueued) => enqueued,
+        Err(err)
+            if crate::error::unique_violation(&err) == Some("idx_cluster_jobs_active_cluster") =>
+        {
+            None
+        }
+        Err(err) => return Err(err),
+    };
+    let Some(enqueued) = enqueued else {
+        return Ok(false);
+    };
+    tx.commit().await?;
+    publish_after_commit(pool, publisher, enqueued.job).await;
+    Ok(true)
+}

@@ -148,15 +148,17 @@ pub async fn run(shared: Arc<Shared>) {
 
 /// The scheduler and kubelets of a vCluster with private nodes, reduced to
 /// what the platform observes: a Deployment's replicas are available while at
-/// least one schedulable node is Ready, and none are otherwise.
+/// least one schedulable node is Ready, and none are otherwise; its pods
+/// (`<deployment>-sim-<n>`, with its template's labels) run on the first
+/// such node, Running and Ready, addressed from the node's `podCIDR`.
 fn schedule_deployments(store: &mut Store) {
     let nodes = resource("v1", "Node");
     let deployments = resource("apps/v1", "Deployment");
     let schedulable = store
         .list(nodes, None, None, None)
         .unwrap_or_default()
-        .iter()
-        .any(|node| {
+        .into_iter()
+        .find(|node| {
             node.pointer("/spec/unschedulable") != Some(&Value::Bool(true))
                 && node
                     .pointer("/status/conditions")
@@ -174,7 +176,7 @@ fn schedule_deployments(store: &mut Store) {
             .pointer("/spec/replicas")
             .and_then(Value::as_i64)
             .unwrap_or(1);
-        let available = if schedulable { wanted } else { 0 };
+        let available = if schedulable.is_some() { wanted } else { 0 };
         let have = deployment
             .pointer("/status/availableReplicas")
             .and_then(Value::as_i64);
@@ -191,11 +193,71 @@ fn schedule_deployments(store: &mut Store) {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
+        run_pods(
+            store,
+            &deployment,
+            &namespace,
+            &name,
+            schedulable.as_ref(),
+            available,
+        );
         let status = json!({"status": {
             "replicas": wanted, "readyReplicas": available, "availableReplicas": available,
             "conditions": [{"type": "Available", "status": if available > 0 { "True" } else { "False" },
                             "reason": if available > 0 { "MinimumReplicasAvailable" } else { "NoSchedulableNodes" }}]}});
         let _ = store.merge_patch(deployments, &namespace, &name, &status, true);
+    }
+}
+
+/// Makes a Deployment's pods what `available` says: that many, on `node`.
+fn run_pods(
+    store: &mut Store,
+    deployment: &Value,
+    namespace: &str,
+    name: &str,
+    node: Option<&Value>,
+    available: i64,
+) {
+    let pods = resource("v1", "Pod");
+    let prefix = format!("{name}-sim-");
+    for pod in store
+        .list(pods, Some(namespace), None, None)
+        .unwrap_or_default()
+    {
+        if let Some(pod_name) = pod.pointer("/metadata/name").and_then(Value::as_str)
+            && pod_name.starts_with(&prefix)
+        {
+            let _ = store.delete(pods, namespace, pod_name);
+        }
+    }
+    let Some(node) = node else {
+        return;
+    };
+    let labels = deployment
+        .pointer("/spec/template/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let node_name = node
+        .pointer("/metadata/name")
+        .cloned()
+        .unwrap_or(Value::Null);
+    // The node's pod network's first addresses, as its CNI hands them out.
+    let base = node
+        .pointer("/spec/podCIDR")
+        .and_then(Value::as_str)
+        .and_then(|cidr| cidr.split('/').next()?.parse::<std::net::Ipv4Addr>().ok())
+        .unwrap_or(std::net::Ipv4Addr::new(10, 244, 0, 0));
+    for n in 0..available {
+        let ip = std::net::Ipv4Addr::from(u32::from(base) + 2 + n as u32);
+        let _ = store.create(
+            pods,
+            namespace,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{prefix}{n}"), "namespace": namespace, "labels": labels},
+                "spec": {"nodeName": node_name, "containers": []},
+                "status": {"phase": "Running", "podIP": ip.to_string(), "podIPs": [{"ip": ip.to_string()}],
+                           "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
     }
 }
 

@@ -126,6 +126,13 @@ pub static RESOURCES: &[ResourceType] = &[
         true
     ),
     resource!("cert-manager.io", "v1", "Certificate", "certificates", true),
+    resource!(
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        "endpointslices",
+        true
+    ),
     resource!("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", true),
     resource!(
         "storage.k8s.io",

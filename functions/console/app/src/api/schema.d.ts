@@ -988,6 +988,29 @@ export interface paths {
         patch: operations["patch_clusters_by_cluster_id"];
         trace?: never;
     };
+    "/api/console/clusters/{cluster_id}/edge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The cluster's workload edge
+         * @description Where the platform's shared workload Gateway sends the cluster's sites
+         *     (its nodes' NodePorts, or nowhere and why), the hostnames it serves and
+         *     the last failure; each binding's route, listener and certificate are on
+         *     the binding.
+         */
+        get: operations["edge"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/clusters/{cluster_id}/hostnames": {
         parameters: {
             query?: never;
@@ -1873,6 +1896,18 @@ export interface components {
             dns_management_message?: string | null;
             dns_management_scope: components["schemas"]["DnsManagementScope"];
             dns_management_status: components["schemas"]["DnsManagementStatus"];
+            /**
+             * @description …and, over HTTPS for a self-managed hostname, its certificate's
+             *     Secret (in the Gateway's namespace).
+             */
+            edge_certificate?: string | null;
+            /** @description …the Gateway listener it is served on… */
+            edge_listener?: string | null;
+            /**
+             * @description On the platform's workload edge: the `HTTPRoute` (in the cluster's
+             *     host namespace) that serves it, once its edge was converged…
+             */
+            edge_route?: string | null;
             hostname: string;
             /** Format: uuid */
             id: string;
@@ -1961,10 +1996,22 @@ export interface components {
              * @description Who created it.
              */
             owner_user_id: string;
+            /**
+             * @description The network its pods' addresses come from (`10.64.0.0/19`): its
+             *     own, overlapping no other cluster's. Absent for a cluster made
+             *     before networks were allocated, whose pods use `10.64.0.0/16` as
+             *     every such cluster's do.
+             */
+            pod_cidr?: string | null;
             public_access_enabled: boolean;
             public_access_mode: components["schemas"]["PublicAccessMode"];
             /** Format: int32 */
             public_access_port?: number | null;
+            /**
+             * @description The network its Services' addresses come from (`10.128.0.0/22`);
+             *     absent as `pod_cidr` is (`10.128.0.0/16`).
+             */
+            service_cidr?: string | null;
             status: components["schemas"]["ClusterStatus"];
             tailscale_enabled: boolean;
             /** Format: date-time */
@@ -2142,6 +2189,10 @@ export interface components {
          * @enum {string}
          */
         DnsManagementStatus: "pending" | "synced" | "error" | "resolves" | "not_resolving" | "mismatch";
+        /** @description The cluster's workload edge as last converged. */
+        EdgeState: {
+            edge?: null | components["schemas"]["WorkloadEdge"];
+        };
         /** @description An organisation's plan, its limits and their use. */
         Entitlement: {
             limits?: null | components["schemas"]["Amounts"];
@@ -2295,7 +2346,7 @@ export interface components {
          * @description A stage an operation passes through, in the words its job records.
          * @enum {string}
          */
-        JobStage: "admission webhook not registered: the platform has no HTTPS URL" | "applying the resource quota and limits" | "checking the ingress controller" | "configuring the platform's authorizer" | "connecting to the cluster" | "connecting to the cluster's API" | "connecting to the host cluster" | "cordoning the node" | "creating the namespace" | "deleting the Node object" | "deleting the namespace" | "done" | "draining the node" | "exposing the control plane" | "installing the control plane" | "installing the ingress controller" | "isolating the control plane's network" | "queued" | "queued behind the running operation" | "queued for retry" | "registering the admission webhook" | "removing the failed install" | "removing the ingress controller" | "updating the control plane" | "updating the public endpoint" | "waiting for the control plane and its endpoint" | "waiting for the control plane to become ready" | "waiting for the namespace to be gone" | "waiting to retry";
+        JobStage: "admission webhook not registered: the platform has no HTTPS URL" | "applying the resource quota and limits" | "checking the ingress controller" | "configuring the platform's authorizer" | "connecting to the cluster" | "connecting to the cluster's API" | "connecting to the host cluster" | "converging the workload edge" | "cordoning the node" | "creating the namespace" | "deleting the Node object" | "deleting the namespace" | "done" | "draining the node" | "exposing the control plane" | "installing the control plane" | "installing the ingress controller" | "isolating the control plane's network" | "queued" | "queued behind the running operation" | "queued for retry" | "registering the admission webhook" | "removing the failed install" | "removing the ingress controller" | "updating the control plane" | "updating the public endpoint" | "waiting for the control plane and its endpoint" | "waiting for the control plane to become ready" | "waiting for the namespace to be gone" | "waiting to retry";
         /**
          * @description Where a cluster job is in its life.
          * @enum {string}
@@ -3229,6 +3280,28 @@ export interface components {
             /** @description `applied`, `no_change`, `ignored` or `replayed`. */
             outcome: string;
             received: boolean;
+        };
+        /** @description A cluster's edge as its last convergence left it. */
+        WorkloadEdge: {
+            /**
+             * @description `node_ports`: the Gateway reaches the cluster's ingress controller
+             *     on its nodes; `unavailable`: nowhere (`backend_reason` says why),
+             *     and the cluster's sites answer 503.
+             */
+            backend: string;
+            backend_reason?: string | null;
+            /** Format: uuid */
+            cluster_id: string;
+            /** Format: date-time */
+            converged_at: string;
+            /** @description Where requests go, as `ip:port`. */
+            endpoints: string[];
+            /** @description The hostnames served, each with an `HTTPRoute`. */
+            hostnames: string[];
+            /** @description Why the last convergence failed, when it did. */
+            last_error?: string | null;
+            /** Format: date-time */
+            last_error_at?: string | null;
         };
     };
     responses: never;
@@ -6757,7 +6830,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            /** @description Every pod or service network of the platform's pools is taken (`network_pool_exhausted`): nothing was written; The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6968,6 +7041,53 @@ export interface operations {
             };
             /** @description ; A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    edge: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EdgeState"];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

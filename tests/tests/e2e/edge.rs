@@ -1,0 +1,340 @@
+//! The workload edge on the simulated host: a cluster with its managed
+//! ingress gets an `HTTPRoute` per hostname on the shared Gateway and a shim
+//! Service and EndpointSlice to its controller's NodePort on its nodes,
+//! server-side applied by the platform; the endpoints follow the nodes,
+//! never reach an address of the platform's or another tenant's, and the
+//! routes follow the bindings; switching the ingress off takes it all down.
+//! The platform does it with no more rights than the chart gives it.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use shared::host::WorkloadGateway;
+
+use crate::harness::{TestApp, host_settings, node};
+
+fn edge_settings() -> shared::host::HostSettings {
+    let mut settings = host_settings();
+    settings.workload_gateway = Some(WorkloadGateway {
+        name: "workloads".into(),
+        namespace: "kubebyon".into(),
+        http_listener: "http".into(),
+        https: None,
+        resync: Duration::from_secs(300),
+    });
+    settings
+}
+
+/// The cluster's HTTPRoutes on the host, by name.
+fn routes(app: &TestApp, namespace: &str) -> Vec<(String, Value)> {
+    let mut routes: Vec<(String, Value)> = app
+        .sim()
+        .list("gateway.networking.k8s.io/v1", "HTTPRoute")
+        .into_iter()
+        .filter(|r| r["metadata"]["namespace"] == namespace)
+        .map(|r| (r["metadata"]["name"].as_str().unwrap().to_string(), r))
+        .collect();
+    routes.sort_by(|a, b| a.0.cmp(&b.0));
+    routes
+}
+
+/// The shim EndpointSlice's endpoints, as `ip:port`.
+fn endpoints(app: &TestApp, namespace: &str) -> Vec<String> {
+    let slice = app
+        .sim()
+        .get(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            namespace,
+            "kubebyon-edge",
+        )
+        .expect("the shim's EndpointSlice");
+    let port = slice["ports"][0]["port"].as_i64().unwrap();
+    slice["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| format!("{}:{port}", e["addresses"][0].as_str().unwrap()))
+        .collect()
+}
+
+/// One observation cycle and the jobs it asked for.
+async fn observe_and_drive(app: &TestApp) -> usize {
+    let asked = app.observe().await.ingress_convergences;
+    app.drive().await;
+    asked as usize
+}
+
+#[tokio::test]
+async fn a_cluster_s_sites_are_routed_to_its_nodes_and_follow_its_bindings() {
+    // As the chart's ServiceAccounts, held to its roles.
+    let app = TestApp::builder("worker-edge")
+        .host_with(edge_settings())
+        .least_privilege()
+        .build()
+        .await;
+    sqlx::query(
+        "UPDATE system_settings SET managed_workload_ingress_base_domain = 'apps.example.com'",
+    )
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let id = app.create_with_ingress("shop").await;
+    app.drive().await;
+    let cluster = app.cluster(&id).await;
+    let namespace = cluster["namespace"].as_str().unwrap().to_string();
+    let canonical = format!("shop-{}.apps.example.com", &id.replace('-', "")[..8]);
+
+    // No node yet: the cluster's own name is routed, to nothing.
+    let found = routes(&app, &namespace);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let (name, route) = &found[0];
+    assert_eq!(name, "edge-cluster");
+    assert_eq!(route["metadata"]["managedFields"][0]["manager"], "kubebyon");
+    assert_eq!(route["spec"]["hostnames"], json!([canonical]));
+    assert_eq!(
+        route["spec"]["parentRefs"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "workloads",
+                "namespace": "kubebyon", "sectionName": "http"}])
+    );
+    assert_eq!(
+        route["spec"]["rules"][0]["backendRefs"],
+        json!([{"group": "", "kind": "Service", "name": "kubebyon-edge", "port": 80}])
+    );
+    assert!(endpoints(&app, &namespace).is_empty());
+    let service = app
+        .sim()
+        .get("v1", "Service", &namespace, "kubebyon-edge")
+        .unwrap();
+    assert!(service["spec"].get("selector").is_none(), "{service}");
+    let (status, edge) = app
+        .call("GET", &format!("/api/console/clusters/{id}/edge"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{edge}");
+    assert_eq!(edge["edge"]["backend"], "unavailable");
+    assert_eq!(
+        edge["edge"]["backend_reason"],
+        "no ingress controller pod is ready"
+    );
+
+    // A node joins: the controller runs on it, and the next observations
+    // find the controller ready, then the edge behind it.
+    let vcluster = app.sim().vcluster(&namespace, "shop").unwrap();
+    vcluster
+        .put(node("worker-1", "True", chrono::Utc::now()))
+        .unwrap();
+    observe_and_drive(&app).await;
+    assert_eq!(
+        observe_and_drive(&app).await,
+        1,
+        "the edge is converged again"
+    );
+    let node_port = vcluster
+        .get("v1", "Service", "kubebyon-ingress", "kubebyon-ingress")
+        .unwrap()["spec"]["ports"][0]["nodePort"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(
+        endpoints(&app, &namespace),
+        [format!("192.0.2.10:{node_port}")]
+    );
+    assert_eq!(observe_and_drive(&app).await, 0, "nothing changed");
+
+    // Bindings: a name under the base domain is routed as it is; a
+    // self-managed one only once proven, its Host rewritten to the
+    // cluster's own name.
+    for hostname in ["blog.apps.example.com", "www.shop.test"] {
+        let (status, body) = app
+            .call(
+                "POST",
+                &format!("/api/console/clusters/{id}/hostnames"),
+                Some(json!({ "hostname": hostname })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        app.drive().await;
+    }
+    let hostnames = |found: &[(String, Value)]| -> Vec<String> {
+        let mut names: Vec<String> = found
+            .iter()
+            .map(|(_, r)| r["spec"]["hostnames"][0].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        hostnames(&routes(&app, &namespace)),
+        ["blog.apps.example.com", canonical.as_str()]
+    );
+    sqlx::query("UPDATE workload_ingress_hostname_bindings SET verified_at = now()")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(observe_and_drive(&app).await, 1);
+    let found = routes(&app, &namespace);
+    assert_eq!(
+        hostnames(&found),
+        ["blog.apps.example.com", canonical.as_str(), "www.shop.test"]
+    );
+    let rule = |hostname: &str| {
+        found
+            .iter()
+            .find(|(_, r)| r["spec"]["hostnames"][0] == hostname)
+            .unwrap()
+            .1["spec"]["rules"][0]
+            .clone()
+    };
+    assert_eq!(
+        rule("www.shop.test")["filters"],
+        json!([{"type": "URLRewrite", "urlRewrite": {"hostname": canonical}}])
+    );
+    assert_eq!(rule("blog.apps.example.com")["filters"], json!([]));
+    let (_, bindings) = app
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/hostnames"),
+            None,
+        )
+        .await;
+    for binding in bindings.as_array().unwrap() {
+        let route = binding["edge_route"].as_str().unwrap();
+        assert!(found.iter().any(|(name, _)| name == route), "{binding}");
+        assert_eq!(binding["edge_listener"], "http");
+    }
+
+    // Unbound: its route goes.
+    let blog = bindings
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["hostname"] == "blog.apps.example.com")
+        .unwrap();
+    let (status, _) = app
+        .call(
+            "DELETE",
+            &format!(
+                "/api/console/clusters/{id}/hostnames/{}",
+                blog["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    app.drive().await;
+    assert_eq!(
+        hostnames(&routes(&app, &namespace)),
+        [canonical.as_str(), "www.shop.test"]
+    );
+
+    // The ingress switched off: the edge goes with it.
+    let (status, body) = app
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "managed_workload_ingress_enabled": false })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    app.drive().await;
+    assert!(routes(&app, &namespace).is_empty());
+    for (api_version, kind) in [("v1", "Service"), ("discovery.k8s.io/v1", "EndpointSlice")] {
+        assert!(
+            app.sim()
+                .get(api_version, kind, &namespace, "kubebyon-edge")
+                .is_none(),
+            "{kind}"
+        );
+    }
+    let (_, edge) = app
+        .call("GET", &format!("/api/console/clusters/{id}/edge"), None)
+        .await;
+    assert!(edge["edge"].is_null(), "{edge}");
+    let (_, bindings) = app
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/hostnames"),
+            None,
+        )
+        .await;
+    assert!(bindings[0]["edge_route"].is_null(), "{bindings}");
+}
+
+#[tokio::test]
+async fn a_tenant_cannot_point_the_edge_at_the_platform_or_another_tenant() {
+    let app = TestApp::builder("worker-edge")
+        .host_with(edge_settings())
+        .build()
+        .await;
+    // Another tenant's cluster holds the first pod network.
+    let (_, _) = app.create_ready("other", "nodeport").await;
+    let other_pod: String =
+        sqlx::query_scalar("SELECT pod_cidr::text FROM clusters WHERE name = 'other'")
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    let inside_other = other_pod.replace(".0/19", ".9");
+    // The host's own node.
+    app.sim()
+        .put(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "host-1"},
+                    "status": {"addresses": [{"type": "InternalIP", "address": "198.51.100.7"}]}}),
+        )
+        .unwrap();
+
+    let id = app.create_with_ingress("mallory").await;
+    app.drive().await;
+    let namespace = app.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let vcluster = app.sim().vcluster(&namespace, "mallory").unwrap();
+    let with_address = |name: &str, address: &str| {
+        let mut n = node(name, "True", chrono::Utc::now());
+        n["status"]["addresses"] = json!([{"type": "InternalIP", "address": address}]);
+        n
+    };
+    vcluster
+        .put(with_address("worker-1", "203.0.113.5"))
+        .unwrap();
+    observe_and_drive(&app).await;
+    observe_and_drive(&app).await;
+    let good = endpoints(&app, &namespace);
+    assert_eq!(good.len(), 1);
+    assert!(good[0].starts_with("203.0.113.5:"), "{good:?}");
+
+    // Whatever address the tenant gives its nodes, none of these is ever
+    // an endpoint: loopback, the clouds' metadata, the host's node, the
+    // host's pod network, another tenant's pods.
+    for hostile in [
+        "127.0.0.1",
+        "169.254.169.254",
+        "198.51.100.7",
+        "10.42.0.15",
+        inside_other.as_str(),
+        "0.0.0.0",
+        "not-an-address",
+    ] {
+        vcluster.put(with_address("worker-1", hostile)).unwrap();
+        observe_and_drive(&app).await;
+        assert!(
+            endpoints(&app, &namespace).is_empty(),
+            "{hostile} is not reached"
+        );
+        let (_, edge) = app
+            .call("GET", &format!("/api/console/clusters/{id}/edge"), None)
+            .await;
+        assert_eq!(
+            edge["edge"]["backend_reason"], "no ready node has an address the edge may reach",
+            "{hostile}"
+        );
+    }
+    // A second node with a good address is used; the hostile one is not.
+    vcluster
+        .put(with_address("worker-2", "203.0.113.6"))
+        .unwrap();
+    observe_and_drive(&app).await;
+    let found = endpoints(&app, &namespace);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("203.0.113.6:"), "{found:?}");
+}
