@@ -16,6 +16,7 @@ use shared::{
     domain::DnsManagementScope,
     error::{ApiError, unique_violation},
     extract::{AppJson, AppPath},
+    host::WorkloadGateway,
     http::{AppState, Caller, OwnedCluster},
     ingress::{
         IngressConvergence,
@@ -339,12 +340,17 @@ pub async fn edge(
 }
 
 /// Asks for the cluster's workload edge to serve its hostnames as they now
-/// are: an `ingress_converge` job, where the cluster has its managed
-/// ingress and nothing else to do (the job converges the edge where the
-/// host has a workload Gateway). A busy cluster's edge is found off its
-/// target at its next observation.
+/// are: an `ingress_converge` job, where the host has a workload Gateway,
+/// the cluster its managed ingress, and nothing else to do. A busy
+/// cluster's edge is found off its target at its next observation.
 async fn converge_edge(state: &AppState, cluster: &Cluster) -> Result<(), ApiError> {
-    if !cluster.managed_workload_ingress_enabled {
+    // This function holds no host client when deployed: the Gateway's
+    // settings are read where every function reads its settings.
+    let edge = match &state.host {
+        Some(host) => host.settings().workload_gateway.is_some(),
+        None => WorkloadGateway::from_source(&state.settings.environment)?.is_some(),
+    };
+    if !edge || !cluster.managed_workload_ingress_enabled {
         return Ok(());
     }
     let (job_type, payload) =

@@ -46,12 +46,13 @@ pub const ROUTERS: [(&str, MakeRouter); 12] = [
 ];
 
 /// Every schedule function.
-pub fn schedules() -> [&'static Schedule; 6] {
+pub fn schedules() -> [&'static Schedule; 7] {
     [
         &sweep::SCHEDULE,
         &sync_clusters::SCHEDULE,
         &sync_nodes::SCHEDULE,
         &sync_metrics::SCHEDULE,
+        &sync_edge::SCHEDULE,
         &sync_dns::SCHEDULE,
         &notify::SCHEDULE,
     ]

@@ -3,7 +3,8 @@
 //! `connection_status` and `last_observed_at`; the managed ingress kept on
 //! its target (an `ingress_converge` job enqueued when it or its workload
 //! edge is off it, its availability followed otherwise); the admission webhook kept as
-//! registered ([`keep_webhook`]); and the hostnames' certificates followed.
+//! registered ([`keep_webhook`]); and the hostnames' certificates in the
+//! cluster followed, unless the workload edge serves them over HTTPS.
 
 use std::{
     collections::HashMap,
@@ -66,6 +67,11 @@ pub async fn observe_clusters(
         .unwrap_or_default();
     let registrations = &admission::store::registrations(pool, &webhook_host).await?;
     let edges = &Edges::read(pool, host).await?;
+    let edge_https = host
+        .settings()
+        .workload_gateway
+        .as_ref()
+        .is_some_and(|g| g.https.is_some());
     let (convergences, reapplied, renewed) =
         (&AtomicU64::new(0), &AtomicU64::new(0), &AtomicU64::new(0));
     let results = host
@@ -104,7 +110,11 @@ pub async fn observe_clusters(
                         }
                     }
                 }
-                if let Err(error) = crate::tls::observe(pool, &cluster, hostnames, &client).await {
+                // With HTTPS on the workload edge, the edge's certificates
+                // are what visitors get (`sync-edge` follows them).
+                if !edge_https
+                    && let Err(error) = crate::tls::observe(pool, &cluster, hostnames, &client).await
+                {
                     tracing::warn!(cluster_id = %cluster.id, %error, "could not record the TLS state");
                 }
                 Ok(version)

@@ -14,56 +14,15 @@ use sqlx::PgPool;
 
 use shared::{
     clusters::Cluster,
-    domain::{TlsMode, TlsStatus},
     host::HostError,
-    ingress::records::{self, BindingName, TlsState},
+    ingress::{
+        records::{self, BindingName},
+        tls::state_for,
+    },
 };
 
-/// The state of the certificate covering `hostname`, from the Certificates listed.
-pub fn state_for(hostname: &str, certificates: &[DynamicObject]) -> TlsState {
-    let covering = certificates.iter().find(|c| {
-        c.data["spec"]["dnsNames"]
-            .as_array()
-            .is_some_and(|names| names.iter().any(|n| n.as_str() == Some(hostname)))
-    });
-    let Some(certificate) = covering else {
-        return TlsState {
-            mode: TlsMode::None,
-            status: TlsStatus::None,
-            secret_name: None,
-            error: None,
-        };
-    };
-    let secret_name = certificate.data["spec"]["secretName"]
-        .as_str()
-        .map(str::to_string);
-    let ready = certificate.data["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let (status, error) = match ready["status"].as_str() {
-        Some("True") => (TlsStatus::Ready, None),
-        Some("False") => (
-            TlsStatus::Error,
-            Some(format!(
-                "{}: {}",
-                ready["reason"].as_str().unwrap_or("NotReady"),
-                ready["message"].as_str().unwrap_or_default()
-            )),
-        ),
-        _ => (TlsStatus::Pending, None),
-    };
-    TlsState {
-        mode: TlsMode::CertManager,
-        status,
-        secret_name,
-        error,
-    }
-}
-
 /// Lists the cluster's Certificates; `None` when cert-manager is not installed.
-async fn certificates(client: &Client) -> Result<Option<Vec<DynamicObject>>, HostError> {
+async fn certificates(client: &Client) -> Result<Option<Vec<Value>>, HostError> {
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("cert-manager.io", "v1", "Certificate"),
         "certificates",
@@ -74,7 +33,7 @@ async fn certificates(client: &Client) -> Result<Option<Vec<DynamicObject>>, Hos
         .await
         .map_err(HostError::from)
     {
-        Ok(list) => Ok(Some(list.items)),
+        Ok(list) => Ok(Some(list.items.into_iter().map(|c| c.data).collect())),
         Err(HostError::Api { code: 404, .. }) => Ok(None),
         Err(err) => Err(err),
     }

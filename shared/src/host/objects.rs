@@ -90,9 +90,7 @@ impl HostCluster {
         }
         Ok(deleted)
     }
-}
 
-impl HostCluster {
     /// The addresses of the host's own nodes.
     pub async fn node_addresses(&self) -> Result<Vec<String>, HostError> {
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
@@ -104,6 +102,37 @@ impl HostCluster {
             .filter_map(|n| n.status?.addresses)
             .flatten()
             .map(|a| a.address)
+            .collect())
+    }
+
+    /// An object, if it exists.
+    pub async fn get_object(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, HostError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &kind.resource());
+        Ok(api.get_opt(name).await?.map(|o| o.data))
+    }
+
+    /// The objects of `kind` in `namespace` that `selector` finds, each
+    /// without its metadata.
+    pub async fn list_objects(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<Vec<Value>, HostError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &kind.resource());
+        Ok(api
+            .list(&ListParams::default().labels(selector))
+            .await?
+            .items
+            .into_iter()
+            .map(|o| o.data)
             .collect())
     }
 }

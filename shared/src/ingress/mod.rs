@@ -12,6 +12,7 @@ pub mod dnsproof;
 pub mod edge;
 pub mod records;
 pub mod settings;
+pub mod tls;
 
 use k8s_openapi::api::{
     apps::v1::Deployment,

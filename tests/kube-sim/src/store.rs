@@ -105,6 +105,45 @@ fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
         .expect("metadata is an object")
 }
 
+/// A Gateway's `spec.listeners` after a server-side apply of `patch` by
+/// `manager`, and what that manager then owns. The list is a map keyed by
+/// `name` (`x-kubernetes-list-type: map` in the Gateway API CRD), so, as
+/// kube-apiserver's structured merge does, the applied listeners replace
+/// those of the same name, the manager's listeners it no longer applies
+/// are removed, and other managers' listeners stay. `None` when the patch
+/// names no listeners.
+fn merge_listeners(object: &Value, patch: &Value, manager: &str) -> Option<(Vec<Value>, Value)> {
+    let applied = patch.pointer("/spec/listeners")?.as_array()?.clone();
+    let key = |name: &str| format!("k:{{\"name\":\"{name}\"}}");
+    let owned_before: Vec<String> = meta(object)
+        .get("managedFields")
+        .and_then(Value::as_array)
+        .and_then(|m| m.iter().find(|m| m["manager"] == manager))
+        .and_then(|m| m.pointer("/fieldsV1/f:spec/f:listeners"))
+        .and_then(Value::as_object)
+        .map(|keys| keys.keys().cloned().collect())
+        .unwrap_or_default();
+    let name_of = |l: &Value| l["name"].as_str().unwrap_or_default().to_string();
+    let applied_names: Vec<String> = applied.iter().map(name_of).collect();
+    let mut listeners: Vec<Value> = object
+        .pointer("/spec/listeners")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| {
+            let name = name_of(l);
+            !applied_names.contains(&name) && !owned_before.contains(&key(&name))
+        })
+        .collect();
+    listeners.extend(applied);
+    let owned: serde_json::Map<String, Value> = applied_names
+        .iter()
+        .map(|name| (key(name), json!({})))
+        .collect();
+    Some((listeners, json!({"f:spec": {"f:listeners": owned}})))
+}
+
 /// RFC 7386 JSON merge patch.
 pub fn merge(target: &mut Value, patch: &Value) {
     match patch {
@@ -530,6 +569,12 @@ impl Store {
         match self.get(resource, namespace, name) {
             Err(_) if !status_only => {
                 let mut object = patch.clone();
+                let mut managed = managed;
+                if resource.kind == "Gateway"
+                    && let Some((_, owned)) = merge_listeners(&json!({}), patch, manager)
+                {
+                    managed[0]["fieldsV1"] = owned;
+                }
                 meta_mut(&mut object).insert("name".into(), json!(name));
                 meta_mut(&mut object).insert("managedFields".into(), managed);
                 self.create(resource, namespace, object)
@@ -550,6 +595,9 @@ impl Store {
                         p.remove("status");
                     }
                 }
+                let listeners = (resource.kind == "Gateway")
+                    .then(|| merge_listeners(&object, &patch, manager))
+                    .flatten();
                 merge(&mut object, &patch);
                 let mut managers: Vec<Value> = meta(&object)
                     .get("managedFields")
@@ -557,6 +605,11 @@ impl Store {
                     .cloned()
                     .unwrap_or_default();
                 managers.retain(|m| m["manager"] != manager);
+                let mut managed = managed.clone();
+                if let Some((listeners, owned)) = listeners {
+                    object["spec"]["listeners"] = Value::Array(listeners);
+                    managed[0]["fieldsV1"] = owned;
+                }
                 managers.extend(managed.as_array().cloned().unwrap_or_default());
                 meta_mut(&mut object).insert("managedFields".into(), Value::Array(managers));
                 Ok(self.write(resource, namespace, name, object))

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use shared::host::WorkloadGateway;
+use shared::host::{Https, IssuerRef, WorkloadGateway};
 
 use crate::harness::{TestApp, host_settings, node};
 
@@ -337,4 +337,223 @@ async fn a_tenant_cannot_point_the_edge_at_the_platform_or_another_tenant() {
     let found = endpoints(&app, &namespace);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].starts_with("203.0.113.6:"), "{found:?}");
+}
+
+#[tokio::test]
+async fn over_https_the_gateway_gets_listeners_and_certificates_and_bindings_follow_them() {
+    let mut settings = edge_settings();
+    let issuer = |name: &str| IssuerRef {
+        kind: "ClusterIssuer".into(),
+        name: name.into(),
+    };
+    settings.workload_gateway.as_mut().unwrap().https = Some(Https {
+        listener: "https".into(),
+        port: 443,
+        issuer: issuer("dns01"),
+        self_managed_issuer: issuer("http01"),
+        san_limit: 2,
+        redirect: true,
+    });
+    let app = TestApp::builder("worker-edge")
+        .host_with(settings)
+        .build()
+        .await;
+    sqlx::query(
+        "UPDATE system_settings SET managed_workload_ingress_base_domain = 'apps.example.com'",
+    )
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    // The chart's Gateway, with its HTTP listener.
+    app.sim()
+        .put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubebyon"}}))
+        .unwrap();
+    app.sim()
+        .put(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                    "metadata": {"name": "workloads", "namespace": "kubebyon"},
+                    "spec": {"gatewayClassName": "example",
+                             "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+        )
+        .unwrap();
+    let converge = async || sync_edge::converge(&app.db.pool, app.host()).await.unwrap();
+    assert_eq!(converge().await.listeners, 0, "no site yet");
+
+    let id = app.create_with_ingress("shop").await;
+    app.drive().await;
+    let namespace = app.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let canonical = format!("shop-{}.apps.example.com", &id.replace('-', "")[..8]);
+    let mut bound = Vec::new();
+    for hostname in [
+        "blog.apps.example.com",
+        "store.apps.example.com",
+        "www.shop.test",
+    ] {
+        let (status, body) = app
+            .call(
+                "POST",
+                &format!("/api/console/clusters/{id}/hostnames"),
+                Some(json!({ "hostname": hostname })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        bound.push(body["id"].as_str().unwrap().to_string());
+        app.drive().await;
+    }
+    sqlx::query("UPDATE workload_ingress_hostname_bindings SET verified_at = now()")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    observe_and_drive(&app).await;
+    let own = bound[2].replace('-', "");
+
+    let report = converge().await;
+    assert_eq!(
+        (report.certificates, report.listeners, report.refused),
+        (3, 2, 0),
+        "{report:?}"
+    );
+    let gateway = app
+        .sim()
+        .get(
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            "kubebyon",
+            "workloads",
+        )
+        .unwrap();
+    let listeners = gateway["spec"]["listeners"].as_array().unwrap();
+    let names: Vec<&str> = listeners
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["http", "https", format!("kb-{own}").as_str()],
+        "the chart's stays"
+    );
+    assert_eq!(
+        listeners[1]["tls"]["certificateRefs"],
+        json!([{"group": "", "kind": "Secret", "name": "kubebyon-edge-platform-0"},
+               {"group": "", "kind": "Secret", "name": "kubebyon-edge-platform-1"}])
+    );
+    assert_eq!(listeners[2]["hostname"], "www.shop.test");
+    assert_eq!(
+        listeners[2]["allowedRoutes"]["namespaces"]["selector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        namespace
+    );
+    let certificate = |name: &str| {
+        app.sim()
+            .get("cert-manager.io/v1", "Certificate", "kubebyon", name)
+            .map(|c| c["spec"].clone())
+    };
+    let mut platform_names = [
+        "blog.apps.example.com".to_string(),
+        canonical.clone(),
+        "store.apps.example.com".to_string(),
+    ];
+    platform_names.sort();
+    assert_eq!(
+        certificate("kubebyon-edge-platform-0").unwrap()["dnsNames"],
+        json!(platform_names[..2])
+    );
+    assert_eq!(
+        certificate("kubebyon-edge-platform-1").unwrap()["dnsNames"],
+        json!(platform_names[2..])
+    );
+    let dedicated = certificate(&format!("kubebyon-edge-{own}")).unwrap();
+    assert_eq!(dedicated["dnsNames"], json!(["www.shop.test"]));
+    assert_eq!(dedicated["issuerRef"]["name"], "http01");
+
+    // The routes: on the HTTPS listeners, plain HTTP redirected.
+    let found = routes(&app, &namespace);
+    let route = |name: &str| &found.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(
+        route("edge-cluster")["spec"]["parentRefs"][0]["sectionName"],
+        "https"
+    );
+    assert_eq!(
+        route(&format!("edge-{own}"))["spec"]["parentRefs"][0]["sectionName"],
+        format!("kb-{own}")
+    );
+    assert_eq!(
+        route("edge-cluster-http")["spec"]["rules"][0]["filters"][0]["type"],
+        "RequestRedirect"
+    );
+
+    // Bindings follow their certificates.
+    let tls = async |hostname: &str| {
+        let (_, bindings) = app
+            .call(
+                "GET",
+                &format!("/api/console/clusters/{id}/hostnames"),
+                None,
+            )
+            .await;
+        let b = bindings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["hostname"] == hostname)
+            .unwrap()
+            .clone();
+        (
+            b["tls_status"].as_str().unwrap().to_string(),
+            b["tls_secret_name"].clone(),
+        )
+    };
+    assert_eq!(
+        tls("www.shop.test").await,
+        ("pending".to_string(), json!(format!("kubebyon-edge-{own}")))
+    );
+    app.sim()
+        .put(json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                    "metadata": {"name": format!("kubebyon-edge-{own}"), "namespace": "kubebyon"},
+                    "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": ""}]}}))
+        .unwrap();
+    converge().await;
+    assert_eq!(tls("www.shop.test").await.0, "ready");
+
+    // A name unbound: the platform's names fit one certificate again.
+    let (status, _) = app
+        .call(
+            "DELETE",
+            &format!("/api/console/clusters/{id}/hostnames/{}", bound[1]),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    app.drive().await;
+    let report = converge().await;
+    assert_eq!(report.removed, 1, "{report:?}");
+    assert!(certificate("kubebyon-edge-platform-1").is_none());
+
+    // The ingress switched off: the platform's listeners and certificates go.
+    let (status, _) = app
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "managed_workload_ingress_enabled": false })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    app.drive().await;
+    let report = converge().await;
+    assert_eq!((report.listeners, report.removed), (0, 2), "{report:?}");
+    let gateway = app
+        .sim()
+        .get(
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            "kubebyon",
+            "workloads",
+        )
+        .unwrap();
+    assert_eq!(
+        gateway["spec"]["listeners"],
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"}])
+    );
 }

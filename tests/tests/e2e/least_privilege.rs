@@ -200,6 +200,76 @@ async fn every_host_flow(platform: &TestApp) -> Vec<kube_sim::Access> {
     platform.sim().access_log()
 }
 
+/// A host with a workload Gateway: a cluster's edge made, followed to its
+/// node, a binding's route made and removed, and the edge taken down.
+async fn edge_flow() -> Vec<kube_sim::Access> {
+    let mut settings = host_settings();
+    settings.workload_gateway = Some(shared::host::WorkloadGateway {
+        name: "workloads".into(),
+        namespace: "kubebyon".into(),
+        http_listener: "http".into(),
+        https: None,
+        resync: std::time::Duration::from_secs(300),
+    });
+    let edge = TestApp::builder("worker-lp-edge")
+        .host_with(settings)
+        .least_privilege()
+        .build()
+        .await;
+    let id = edge.create_with_ingress("lp-six").await;
+    edge.drive().await;
+    let namespace = edge.cluster(&id).await["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    edge.sim()
+        .vcluster(&namespace, "lp-six")
+        .unwrap()
+        .put(node("lp-edge", "True", chrono::Utc::now()))
+        .unwrap();
+    for _ in 0..2 {
+        edge.observe().await;
+        edge.drive().await;
+    }
+    let (status, binding) = edge
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/hostnames"),
+            Some(json!({ "hostname": "www.lp.test" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{binding}");
+    sqlx::query("UPDATE workload_ingress_hostname_bindings SET verified_at = now()")
+        .execute(&edge.db.pool)
+        .await
+        .unwrap();
+    edge.observe().await;
+    edge.drive().await;
+    let (status, _) = edge
+        .call(
+            "DELETE",
+            &format!(
+                "/api/console/clusters/{id}/hostnames/{}",
+                binding["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    edge.drive().await;
+    patch(
+        &edge,
+        &id,
+        json!({ "managed_workload_ingress_enabled": false }),
+    )
+    .await;
+    let (_, state) = edge
+        .call("GET", &format!("/api/console/clusters/{id}/edge"), None)
+        .await;
+    assert!(state["edge"].is_null(), "taken down: {state}");
+    edge.sim().access_log()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn each_host_identity_holds_exactly_the_rights_its_functions_use() {
     // The admission webhook too: the create job writes the API server's
@@ -260,6 +330,7 @@ async fn each_host_identity_holds_exactly_the_rights_its_functions_use() {
     gateway.drive().await;
     assert_eq!(gateway.cluster(&failed).await["status"], "ready");
     used.extend(gateway.sim().access_log());
+    used.extend(edge_flow().await);
 
     // Nothing refused. (Asked whether it may `escalate` or `bind` the
     // credentials Role, the jobs' identity is told no: the Role and its

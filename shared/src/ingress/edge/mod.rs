@@ -16,6 +16,7 @@
 //! loopback or link-local is never an endpoint, so the Gateway can never
 //! be pointed into the platform.
 
+pub mod https;
 pub mod store;
 
 use std::net::Ipv4Addr;

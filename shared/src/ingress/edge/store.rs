@@ -192,3 +192,33 @@ pub async fn converged(pool: &PgPool) -> Result<HashMap<Uuid, Converged>, sqlx::
         })
         .collect())
 }
+
+/// Every hostname the clusters' edges serve, as last converged (only the
+/// clusters whose managed ingress is on), each with its binding: a
+/// self-managed binding's listener takes routes from its cluster's
+/// namespace alone. Self-managed hostnames in the order they were bound.
+pub async fn served_everywhere(pool: &PgPool) -> Result<Vec<super::https::Served>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT h.hostname AS "hostname!", c.namespace, b.id AS "binding_id?",
+                  coalesce(b.dns_management_scope = 'self_managed', false) AS "self_managed!"
+           FROM workload_edges e
+           JOIN clusters c ON c.id = e.cluster_id
+           CROSS JOIN LATERAL unnest(e.hostnames) AS h(hostname)
+           LEFT JOIN workload_ingress_hostname_bindings b
+                  ON b.cluster_id = e.cluster_id AND b.hostname = h.hostname
+                 AND b.deleted_at IS NULL AND b.verified_at IS NOT NULL
+           WHERE c.deleted_at IS NULL AND c.managed_workload_ingress_enabled
+           ORDER BY b.created_at NULLS FIRST, b.id, h.hostname"#
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| super::https::Served {
+            hostname: r.hostname,
+            namespace: r.namespace,
+            binding_id: r.binding_id,
+            self_managed: r.self_managed,
+        })
+        .collect())
+}

@@ -1,0 +1,116 @@
+//! `sync-edge`: the schedule that keeps HTTPS on the workload edge, where the
+//! host's workload Gateway has it (`KUBEBYON_EDGE_ISSUER`): from every
+//! hostname the clusters' edges serve, the cert-manager `Certificate`s (the
+//! platform's names shared, at most `KUBEBYON_EDGE_SAN_LIMIT` to one; one per
+//! self-managed hostname) and the Gateway's HTTPS listeners, applied with
+//! server-side apply so the listeners of others (the chart's HTTP one) stay;
+//! certificates no longer needed removed; and each binding's TLS state
+//! following its certificate ([`shared::ingress::edge::https`]).
+
+use queues::runtime::{Schedule, ScheduleContext};
+use serde::Serialize;
+use shared::{
+    config::Millis,
+    domain::{TlsMode, TlsStatus},
+    host::HostCluster,
+    ingress::{
+        edge::{
+            COMPONENT,
+            https::{self, CERTIFICATE_KIND, CERTIFICATES, GATEWAY_KIND},
+            store,
+        },
+        records::{self, TlsState},
+        tls::state_for,
+    },
+};
+
+pub const SCHEDULE: Schedule = Schedule {
+    name: "sync-edge",
+    interval: Millis::new("SYNC_EDGE_INTERVAL_MS", 30_000),
+    needs_host: true,
+    needs_publisher: false,
+    run: |ctx| Box::pin(async move { Ok(serde_json::to_value(run(&ctx).await?)?) }),
+};
+
+/// What a run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct EdgeReport {
+    /// Why nothing was done, when nothing was.
+    pub skipped: Option<&'static str>,
+    pub certificates: usize,
+    pub listeners: usize,
+    /// Certificates removed: no site needs them any more.
+    pub removed: usize,
+    /// Bindings that cannot be served over HTTPS (the Gateway is full).
+    pub refused: usize,
+    /// Bindings whose TLS state was read from their certificate.
+    pub followed: usize,
+}
+
+pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<EdgeReport> {
+    converge(&ctx.pool, ctx.host()?).await
+}
+
+pub async fn converge(pool: &sqlx::PgPool, host: &HostCluster) -> anyhow::Result<EdgeReport> {
+    let Some(gateway) = &host.settings().workload_gateway else {
+        return Ok(skipped("the host has no workload Gateway"));
+    };
+    let Some(tls) = &gateway.https else {
+        return Ok(skipped("HTTPS is off on the workload edge"));
+    };
+    let current = host
+        .get_object(GATEWAY_KIND, &gateway.namespace, &gateway.name)
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "the workload Gateway {}/{} does not exist",
+                gateway.namespace,
+                gateway.name
+            )
+        })?;
+    let served = store::served_everywhere(pool).await?;
+    let plan = https::plan(gateway, tls, &served, https::room(&current, tls));
+    // Certificates first, so no listener names a Secret nobody asked for;
+    // the old ones go once no listener names them.
+    host.apply_objects(&plan.certificates).await?;
+    host.apply_objects(&[https::gateway(gateway, &plan.listeners)])
+        .await?;
+    let selector = format!("{}={CERTIFICATES}", COMPONENT.0);
+    let keep: Vec<&str> = plan.certificates.iter().map(|c| c.name.as_str()).collect();
+    let removed = host
+        .prune_objects(CERTIFICATE_KIND, &gateway.namespace, &selector, &keep)
+        .await?;
+    let listed = host
+        .list_objects(CERTIFICATE_KIND, &gateway.namespace, &selector)
+        .await?;
+    let mut followed = 0;
+    for site in &served {
+        let Some(id) = site.binding_id else { continue };
+        let state = match plan.refused.iter().find(|(refused, _)| *refused == id) {
+            Some((_, why)) => TlsState {
+                mode: TlsMode::CertManager,
+                status: TlsStatus::Error,
+                secret_name: None,
+                error: Some(why.clone()),
+            },
+            None => state_for(&site.hostname, &listed),
+        };
+        records::record_tls(pool, id, &state).await?;
+        followed += 1;
+    }
+    Ok(EdgeReport {
+        skipped: None,
+        certificates: plan.certificates.len(),
+        listeners: plan.listeners.len(),
+        removed: removed.len(),
+        refused: plan.refused.len(),
+        followed,
+    })
+}
+
+fn skipped(why: &'static str) -> EdgeReport {
+    EdgeReport {
+        skipped: Some(why),
+        ..EdgeReport::default()
+    }
+}
