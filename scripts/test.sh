@@ -36,6 +36,8 @@ printf '[containers]\ndefault_ulimits = []\n' >target/containers.conf
 export CONTAINERS_CONF="$PWD/target/containers.conf"
 # A real pooler, for what it does to the platform's connections (pool.rs).
 command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer
+# A real reverse proxy in the place of the workload Gateway (edge_proxy.rs).
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || apt_install haproxy
 
 # kubectl, the client users drive their clusters with (the simulator's
 # faithfulness test and the README's quickstart run it), and helm, which

@@ -14,6 +14,7 @@ mod contract;
 mod dns;
 mod doctor;
 mod edge;
+mod edge_proxy;
 mod faults;
 mod fleet;
 mod harness;

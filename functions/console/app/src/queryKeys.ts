@@ -23,6 +23,7 @@ export const keys = {
   tokens: (clusterId: string) => ["tokens", clusterId] as const,
   joinAttempts: (clusterId: string) => ["join-attempts", clusterId] as const,
   hostnames: (clusterId: string) => ["hostnames", clusterId] as const,
+  edge: (clusterId: string) => ["hostnames", clusterId, "edge"] as const,
 
   apiKeys: () => ["api-keys"] as const,
   notifications: () => ["notifications"] as const,

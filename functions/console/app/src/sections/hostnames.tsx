@@ -1,8 +1,10 @@
-// Hostname bindings: DNS and TLS status, and what to point where.
+// Hostname bindings: DNS and TLS status, what to point where, and where
+// the platform's workload edge serves each one.
 import type { FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster } from "../api/client";
+import type { components } from "../api/schema";
 import { Confirm, Empty, ErrorNote, Field, Rows, Status, Time, formValue } from "../ui";
 import { keys } from "../queryKeys";
 
@@ -14,6 +16,11 @@ export function Hostnames({ cluster }: { cluster: Cluster }) {
   const bindings = useQuery({
     queryKey: key,
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/hostnames", { params: { path } })),
+    refetchInterval: 10000,
+  });
+  const edge = useQuery({
+    queryKey: keys.edge(cluster.id),
+    queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/edge", { params: { path } })),
     refetchInterval: 10000,
   });
   const add = useMutation({
@@ -57,6 +64,7 @@ export function Hostnames({ cluster }: { cluster: Cluster }) {
         <ErrorNote error={add.error} />
       </form>
       <ErrorNote error={verify.error ?? remove.error} />
+      {edge.data?.edge && <Edge edge={edge.data.edge} />}
       <Rows query={bindings} empty={
         <Empty>{t("hostnames.empty")}</Empty>
       }>
@@ -103,6 +111,19 @@ export function Hostnames({ cluster }: { cluster: Cluster }) {
                     <dd className="error-text">{b.dns_management_last_error}</dd>
                   </>
                 )}
+                <dt>{t("hostnames.edge")}</dt>
+                <dd>
+                  {b.edge_route && b.edge_listener ? (
+                    <>
+                      <code>{t("hostnames.edge_route", { route: b.edge_route, listener: b.edge_listener })}</code>
+                      {b.edge_certificate && (
+                        <span className="muted"> — {t("hostnames.edge_certificate", { name: b.edge_certificate })}</span>
+                      )}
+                    </>
+                  ) : (
+                    <span className="muted">{t("hostnames.edge_none")}</span>
+                  )}
+                </dd>
                 <dt>{t("hostnames.synced")}</dt>
                 <dd>
                   <Time value={b.dns_management_last_synced_at} />
@@ -126,5 +147,45 @@ export function Hostnames({ cluster }: { cluster: Cluster }) {
         )}
       </Rows>
     </>
+  );
+}
+
+type WorkloadEdge = NonNullable<components["schemas"]["EdgeState"]["edge"]>;
+
+/// Where the platform's shared Gateway sends the cluster's sites.
+function Edge({ edge }: { edge: WorkloadEdge }) {
+  const { t } = useTranslation();
+  const reachable = edge.backend === "node_ports";
+  return (
+    <section className="card" aria-label={t("edge.title")}>
+      <h3>{t("edge.title")}</h3>
+      <dl className="facts">
+        <dt>{t(reachable ? "edge.node_ports" : "edge.unavailable")}</dt>
+        <dd>
+          <Status value={reachable ? "ok" : "warning"} />
+          {edge.backend_reason && <span className="muted"> — {edge.backend_reason}</span>}
+        </dd>
+        {edge.endpoints.length > 0 && (
+          <>
+            <dt>{t("edge.endpoints")}</dt>
+            <dd>
+              <code>{edge.endpoints.join(", ")}</code>
+            </dd>
+          </>
+        )}
+        <dt>{t("edge.hostnames")}</dt>
+        <dd>{edge.hostnames.length}</dd>
+        <dt>{t("edge.converged")}</dt>
+        <dd>
+          <Time value={edge.converged_at} />
+        </dd>
+        {edge.last_error && (
+          <>
+            <dt>{t("edge.error")}</dt>
+            <dd className="error-text">{edge.last_error}</dd>
+          </>
+        )}
+      </dl>
+    </section>
   );
 }
