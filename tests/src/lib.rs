@@ -7,6 +7,7 @@
 pub mod broker;
 pub mod database;
 pub mod dnsserver;
+pub mod edgeproxy;
 pub mod handlers;
 pub mod lambda_runtime_api;
 pub mod logs;
