@@ -7,6 +7,8 @@
 //! Usage: `bench-edge [--seconds N] [--connections C]` (default 10 s, 32);
 //! needs `haproxy` and `wrk` (Debian's packages). Prints one JSON line.
 
+#![allow(clippy::print_stdout)]
+
 use std::{net::SocketAddr, time::Duration};
 
 use shared::{
