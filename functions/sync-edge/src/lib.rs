@@ -5,7 +5,8 @@
 //! self-managed hostname) and the Gateway's HTTPS listeners, applied with
 //! server-side apply so the listeners of others (the chart's HTTP one) stay;
 //! certificates no longer needed removed; and each binding's TLS state
-//! following its certificate ([`shared::ingress::edge::https`]).
+//! following its certificate, cleared once the edge no longer serves it
+//! ([`shared::ingress::edge::https`]).
 
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
@@ -45,6 +46,9 @@ pub struct EdgeReport {
     pub refused: usize,
     /// Bindings whose TLS state was read from their certificate.
     pub followed: usize,
+    /// Bindings the edge no longer serves, whose edge certificate state was
+    /// cleared.
+    pub forgotten: u64,
 }
 
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<EdgeReport> {
@@ -84,6 +88,7 @@ pub async fn converge(pool: &sqlx::PgPool, host: &HostCluster) -> anyhow::Result
         .list_objects(CERTIFICATE_KIND, &gateway.namespace, &selector)
         .await?;
     let mut followed = 0;
+    let mut serving = Vec::new();
     for site in &served {
         let Some(id) = site.binding_id else { continue };
         let state = match plan.refused.iter().find(|(refused, _)| *refused == id) {
@@ -96,8 +101,10 @@ pub async fn converge(pool: &sqlx::PgPool, host: &HostCluster) -> anyhow::Result
             None => state_for(&site.hostname, &listed),
         };
         records::record_tls(pool, id, &state).await?;
+        serving.push(id);
         followed += 1;
     }
+    let forgotten = records::forget_edge_tls(pool, &serving).await?;
     Ok(EdgeReport {
         skipped: None,
         certificates: plan.certificates.len(),
@@ -105,6 +112,7 @@ pub async fn converge(pool: &sqlx::PgPool, host: &HostCluster) -> anyhow::Result
         removed: removed.len(),
         refused: plan.refused.len(),
         followed,
+        forgotten,
     })
 }
 

@@ -556,6 +556,22 @@ pub async fn live_bindings(
     Ok(by_cluster)
 }
 
+/// Bindings whose TLS state came from the workload edge's certificates
+/// (their Secret is one of the edge's, `kubebyon-edge-…`) and that the edge
+/// no longer serves (`served`): no certificate covers them there now.
+pub async fn forget_edge_tls(pool: &PgPool, served: &[Uuid]) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE workload_ingress_hostname_bindings
+         SET tls_mode = 'none', tls_status = 'none', tls_secret_name = NULL, tls_last_error = NULL,
+             tls_last_synced_at = now()
+         WHERE tls_secret_name LIKE 'kubebyon-edge-%' AND NOT (id = ANY($1)) AND deleted_at IS NULL",
+        served,
+    )
+    .execute(pool)
+    .await?
+    .rows_affected())
+}
+
 /// What the cluster's cert-manager says of a binding's certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsState {

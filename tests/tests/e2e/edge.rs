@@ -542,7 +542,16 @@ async fn over_https_the_gateway_gets_listeners_and_certificates_and_bindings_fol
     assert_eq!(status, StatusCode::ACCEPTED);
     app.drive().await;
     let report = converge().await;
-    assert_eq!((report.listeners, report.removed), (0, 2), "{report:?}");
+    assert_eq!(
+        (report.listeners, report.removed, report.forgotten),
+        (0, 2, 2),
+        "{report:?}"
+    );
+    assert_eq!(
+        tls("www.shop.test").await,
+        ("none".to_string(), Value::Null),
+        "no longer served over HTTPS"
+    );
     let gateway = app
         .sim()
         .get(

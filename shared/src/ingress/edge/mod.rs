@@ -318,7 +318,8 @@ pub fn render(
                    "name": gateway.name, "namespace": gateway.namespace, "sectionName": section})
         };
         let mut filters = Vec::new();
-        if site.self_managed {
+        // Without a base domain a cluster has no name of its own to rewrite to.
+        if site.self_managed && !canonical.is_empty() {
             filters.push(json!({"type": "URLRewrite", "urlRewrite": {"hostname": canonical}}));
         }
         let forward = json!({
