@@ -3,6 +3,8 @@
 //! CNAME) unless the platform keeps it; any other is self-managed, and holds
 //! its name only once a DNS TXT challenge proves its owner controls it.
 
+mod agents;
+
 use axum::{
     Router,
     extract::State,
@@ -39,6 +41,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(remove))
         .routes(routes!(verify))
         .routes(routes!(edge))
+        .routes(routes!(agents::plan))
+        .routes(routes!(agents::report))
 }
 
 pub fn router() -> Router<AppState> {

@@ -27,7 +27,7 @@ use shared::{
     host::{HostCluster, WorkloadGateway},
     ingress::{
         self, IngressConvergence,
-        edge::{self, Backend, Site, SiteEdge, store},
+        edge::{self, Backend, Site, SiteEdge, routes, store},
     },
     jobs::{self, Finished, JobContext, JobError, Stage, TypedJobHandler},
 };
@@ -88,9 +88,13 @@ impl TypedJobHandler for ConvergeIngress {
                             &served.hostnames,
                             &served.sites,
                         )
-                        .await?
+                        .await?;
+                        routes::replace(&mut tx, cluster.id, &served.routes).await?;
                     }
-                    EdgeOutcome::TakenDown => store::forget(&mut tx, cluster.id).await?,
+                    EdgeOutcome::TakenDown => {
+                        store::forget(&mut tx, cluster.id).await?;
+                        routes::forget(&mut tx, cluster.id).await?;
+                    }
                     EdgeOutcome::Failed(error) => {
                         store::record_failure(&mut *tx, cluster.id, &error).await?
                     }
@@ -144,6 +148,8 @@ struct Served {
     backend: Backend,
     hostnames: Vec<String>,
     sites: Vec<SiteEdge>,
+    /// The cluster's route plan, from its nodes.
+    routes: Vec<routes::Planned>,
 }
 
 /// Installs or removes the controller; the ingress state it leaves, and
@@ -217,7 +223,9 @@ async fn serve(
         format!("reading the ingress controller from the cluster's API failed: {e}")
     })?;
     let forbidden = edge::Forbidden::read(&ctx.pool, host).await?;
-    let backend = edge::choose(&observed, &forbidden);
+    let routed = routes::routed(&ctx.pool).await.map_err(|e| e.to_string())?;
+    let pod_network = cluster.pod_cidr.as_deref().and_then(|c| c.parse().ok());
+    let (plan, backend) = edge::reach(&observed, pod_network, &routed, &forbidden);
     let base = ingress::settings::load(&ctx.pool)
         .await
         .map_err(|e| e.to_string())?
@@ -263,6 +271,7 @@ async fn serve(
         backend,
         hostnames: sites.into_iter().map(|s| s.hostname).collect(),
         sites: rendered.sites,
+        routes: plan,
     })
 }
 

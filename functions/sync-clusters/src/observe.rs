@@ -151,6 +151,8 @@ struct Edges {
     converged: HashMap<Uuid, edge::store::Converged>,
     base_domain: Option<String>,
     forbidden: edge::Forbidden,
+    /// The pod networks the host routes to.
+    routed: Vec<shared::networks::Block>,
 }
 
 impl Edges {
@@ -176,6 +178,7 @@ impl Edges {
                 .managed_workload_ingress_base_domain
                 .map(|b| b.trim_end_matches('.').to_ascii_lowercase()),
             forbidden,
+            routed: edge::routes::routed(pool).await?,
         }))
     }
 
@@ -206,7 +209,12 @@ impl Edges {
         }
         let observed = match cluster.managed_workload_ingress_status {
             IngressStatus::Ready => match edge::observe(client).await {
-                Ok(observed) => Some(edge::choose(&observed, &self.forbidden).endpoints()),
+                Ok(observed) => {
+                    let pod_network = cluster.pod_cidr.as_deref().and_then(|c| c.parse().ok());
+                    let (_, backend) =
+                        edge::reach(&observed, pod_network, &self.routed, &self.forbidden);
+                    Some(backend.endpoints())
+                }
                 Err(error) => {
                     tracing::info!(cluster_id = %cluster.id, %error, "could not read the ingress controller");
                     None

@@ -3,6 +3,9 @@
 
 use std::net::SocketAddr;
 
+use secrecy::{ExposeSecret, SecretString};
+use sha2::{Digest, Sha256};
+
 use crate::config::{ConfigError, Part, Source};
 
 #[derive(Debug, Clone)]
@@ -10,6 +13,25 @@ pub struct Config {
     /// `KUBEBYON_DNS_RESOLVER` (`ip:port`): the resolver hostname proofs
     /// (DNS TXT challenges) are looked up through; the system's when unset.
     pub dns_resolver: Option<SocketAddr>,
+    /// `KUBEBYON_ROUTE_AGENT_TOKEN`: the credential the route agents present
+    /// (`Authorization: Bearer`) to read the route plan and report; unset,
+    /// their routes answer 503.
+    pub route_agent_token: Option<SecretString>,
+}
+
+impl Config {
+    /// Whether `presented` is the route agents' token, compared without
+    /// stopping at the first difference (on digests of equal length).
+    pub fn is_route_agent(&self, presented: &str) -> bool {
+        self.route_agent_token.as_ref().is_some_and(|token| {
+            let digest = |s: &str| Sha256::digest(s.as_bytes());
+            subtle::ConstantTimeEq::ct_eq(
+                digest(token.expose_secret()).as_slice(),
+                digest(presented).as_slice(),
+            )
+            .into()
+        })
+    }
 }
 
 impl Part for Config {
@@ -24,6 +46,15 @@ impl Part for Config {
                     })
                 })
                 .transpose()?,
+            route_agent_token: match source.get("KUBEBYON_ROUTE_AGENT_TOKEN") {
+                Some(token) if token.len() < 32 => {
+                    return Err(ConfigError::Invalid {
+                        name: "KUBEBYON_ROUTE_AGENT_TOKEN",
+                        reason: "must be at least 32 characters".into(),
+                    });
+                }
+                token => token.map(SecretString::from),
+            },
         })
     }
 }

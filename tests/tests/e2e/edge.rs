@@ -566,3 +566,85 @@ async fn over_https_the_gateway_gets_listeners_and_certificates_and_bindings_fol
         json!([{"name": "http", "port": 80, "protocol": "HTTP"}])
     );
 }
+
+#[tokio::test]
+async fn the_edge_reaches_pods_directly_once_every_agent_routes_them() {
+    const TOKEN: &str = "route-agent-token-for-the-test-0123456789";
+    let app = TestApp::builder("worker-edge")
+        .host_with(edge_settings())
+        .env("KUBEBYON_ROUTE_AGENT_TOKEN", TOKEN)
+        .build()
+        .await;
+    let id = app.create_with_ingress("shop").await;
+    app.drive().await;
+    let cluster = app.cluster(&id).await;
+    let namespace = cluster["namespace"].as_str().unwrap().to_string();
+    // The node's pod network: the first /24 of the cluster's own; a second
+    // node claims another cluster's addresses.
+    let own = cluster["pod_cidr"].as_str().unwrap().replace("/19", "/24");
+    let vcluster = app.sim().vcluster(&namespace, "shop").unwrap();
+    let mut worker = node("worker-1", "True", chrono::Utc::now());
+    worker["spec"] = json!({"podCIDR": own});
+    vcluster.put(worker).unwrap();
+    let mut stranger = node("worker-2", "True", chrono::Utc::now());
+    stranger["spec"] = json!({"podCIDR": "10.200.0.0/24"});
+    stranger["status"]["addresses"] = json!([{"type": "InternalIP", "address": "203.0.113.20"}]);
+    vcluster.put(stranger).unwrap();
+    observe_and_drive(&app).await;
+    observe_and_drive(&app).await;
+    assert!(endpoints(&app, &namespace)[0].starts_with("192.0.2.10:"), "on NodePorts first");
+
+    // The plan holds the cluster's own node's network only.
+    let agents = app.client().bearer(TOKEN);
+    let (status, plan) = agents.call("GET", "/api/route-agent/routes", None).await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(
+        plan,
+        json!({"protocol": 250, "routes": [{"destination": own, "via": "192.0.2.10"}]})
+    );
+    let (status, refused) = app
+        .client()
+        .bearer("not-the-route-agents-token-0123456789")
+        .call("GET", "/api/route-agent/routes", None)
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("invalid_route_agent_token"))
+    );
+    let report = |node: &str, applied: Vec<&str>| {
+        json!({"node": node, "applied": applied, "failed": []})
+    };
+    let (status, refused) = agents
+        .call("POST", "/api/route-agent/reports", Some(report("Host_1", vec![])))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+
+    // Two host nodes: one holding the route is not enough.
+    for (node, applied) in [("host-1", vec![own.as_str()]), ("host-2", vec![])] {
+        let (status, body) = agents
+            .call("POST", "/api/route-agent/reports", Some(report(node, applied)))
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    }
+    assert_eq!(observe_and_drive(&app).await, 0, "still NodePorts");
+    // Both hold it: the edge goes to the pod.
+    let (status, _) = agents
+        .call("POST", "/api/route-agent/reports", Some(report("host-2", vec![own.as_str()])))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(observe_and_drive(&app).await, 1);
+    let pod = own.replace(".0/24", ".2:80");
+    assert_eq!(endpoints(&app, &namespace), [pod]);
+    let (_, edge) = app
+        .call("GET", &format!("/api/console/clusters/{id}/edge"), None)
+        .await;
+    assert_eq!(edge["edge"]["backend"], "pod_ips");
+
+    // A route withdrawn: back to the nodes.
+    let (status, _) = agents
+        .call("POST", "/api/route-agent/reports", Some(report("host-1", vec![])))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(observe_and_drive(&app).await, 1);
+    assert!(endpoints(&app, &namespace)[0].starts_with("192.0.2.10:"));
+}

@@ -42,6 +42,7 @@ mod postgres_tls;
 mod probes;
 mod quickstart;
 mod rehearsal;
+mod route_agent;
 mod routing;
 mod schema;
 mod security_regressions;

@@ -3,8 +3,10 @@
 //! cluster's sites; in each cluster's host namespace the platform keeps
 //!
 //! - a shim `Service` (`kubebyon-edge`, no selector) and its
-//!   `EndpointSlice`, whose endpoints are the cluster's ingress controller
-//!   on its nodes: their addresses on the controller's NodePort;
+//!   `EndpointSlice`, whose endpoints are the cluster's ingress controller:
+//!   its pods' addresses on port 80 where the host routes the cluster's pod
+//!   network (the route plan, [`routes`]), else its nodes' addresses on the
+//!   controller's NodePort;
 //! - an `HTTPRoute` per hostname (the cluster's own name under the base
 //!   domain, and each verified binding) to that Service; with HTTPS, the
 //!   route is on the HTTPS listener and an HTTP route redirects to it, and a
@@ -17,6 +19,7 @@
 //! be pointed into the platform.
 
 pub mod https;
+pub mod routes;
 pub mod store;
 
 use std::net::Ipv4Addr;
@@ -80,6 +83,9 @@ pub struct Site {
 /// Where the shim Service sends requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
+    /// The controller's pods, port 80: the host routes to the cluster's pod
+    /// network (the route plan, applied by the route agents).
+    PodIps(Vec<Ipv4Addr>),
     /// The cluster's nodes, on the controller's NodePort.
     NodePorts { addresses: Vec<Ipv4Addr>, port: u16 },
     /// Nothing can be reached (why): the Gateway answers 503.
@@ -89,6 +95,7 @@ pub enum Backend {
 impl Backend {
     pub fn kind(&self) -> &'static str {
         match self {
+            Self::PodIps(_) => "pod_ips",
             Self::NodePorts { .. } => "node_ports",
             Self::Unavailable(_) => "unavailable",
         }
@@ -97,6 +104,7 @@ impl Backend {
     /// The endpoints as `ip:port`.
     pub fn endpoints(&self) -> Vec<String> {
         match self {
+            Self::PodIps(ips) => ips.iter().map(|ip| format!("{ip}:80")).collect(),
             Self::NodePorts { addresses, port } => {
                 addresses.iter().map(|ip| format!("{ip}:{port}")).collect()
             }
@@ -107,7 +115,7 @@ impl Backend {
     /// Why nothing is reached, when nothing is.
     pub fn reason(&self) -> Option<&str> {
         match self {
-            Self::NodePorts { .. } => None,
+            Self::PodIps(_) | Self::NodePorts { .. } => None,
             Self::Unavailable(why) => Some(why),
         }
     }
@@ -117,8 +125,9 @@ impl Backend {
 /// word, every address to be checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
-    /// The controller's pods that are running and ready.
-    pub ready_pods: usize,
+    /// The addresses of the controller's pods that are running and ready
+    /// (empty for a ready pod the cluster gives none).
+    pub ready_pods: Vec<Option<String>>,
     /// The controller Service's NodePort for HTTP.
     pub node_port: Option<i32>,
     pub nodes: Vec<NodeSeen>,
@@ -126,7 +135,10 @@ pub struct Observed {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeSeen {
+    pub name: String,
     pub internal_ip: Option<String>,
+    /// Its `spec.podCIDR`.
+    pub pod_cidr: Option<String>,
     pub ready: bool,
 }
 
@@ -190,12 +202,29 @@ impl Forbidden {
     }
 }
 
-/// Picks the shim's endpoints: the ready nodes' internal addresses, each
-/// outside `forbidden`, on the controller's NodePort; else nothing, with
-/// why.
-pub fn choose(observed: &Observed, forbidden: &Forbidden) -> Backend {
-    if observed.ready_pods == 0 {
+/// Picks the shim's endpoints. The controller's ready pods on port 80 when
+/// each one's address lies in a pod network the host routes (`routed`:
+/// the route plan's destinations every route agent reports applied, each
+/// inside its cluster's own network); else the ready nodes' internal
+/// addresses, each outside `forbidden`, on the controller's NodePort; else
+/// nothing, with why.
+pub fn choose(observed: &Observed, routed: &[Block], forbidden: &Forbidden) -> Backend {
+    if observed.ready_pods.is_empty() {
         return Backend::Unavailable("no ingress controller pod is ready".into());
+    }
+    let pod_ips: Option<Vec<Ipv4Addr>> = observed
+        .ready_pods
+        .iter()
+        .map(|ip| {
+            let ip: Ipv4Addr = ip.as_deref()?.parse().ok()?;
+            let one = Block::new(ip, 32)?;
+            routed.iter().any(|r| r.contains(one)).then_some(ip)
+        })
+        .collect();
+    if let Some(mut ips) = pod_ips {
+        ips.sort_unstable();
+        ips.dedup();
+        return Backend::PodIps(ips);
     }
     let Some(port) = observed
         .node_port
@@ -219,6 +248,64 @@ pub fn choose(observed: &Observed, forbidden: &Forbidden) -> Backend {
         return Backend::Unavailable("no ready node has an address the edge may reach".into());
     }
     Backend::NodePorts { addresses, port }
+}
+
+/// A cluster's route plan from its nodes, and where its edge reaches its
+/// controller: `routed` holds the destinations the host routes, of every
+/// cluster; only the cluster's own planned ones lead to its pods.
+pub fn reach(
+    observed: &Observed,
+    pod_network: Option<Block>,
+    routed: &[Block],
+    forbidden: &Forbidden,
+) -> (Vec<routes::Planned>, Backend) {
+    let plan = route_plan(&observed.nodes, pod_network, forbidden);
+    let own: Vec<Block> = routed
+        .iter()
+        .copied()
+        .filter(|r| plan.iter().any(|p| p.destination == *r))
+        .collect();
+    let backend = choose(observed, &own, forbidden);
+    (plan, backend)
+}
+
+/// The route plan of a cluster: for each ready node whose `podCIDR` lies
+/// inside the cluster's own pod network (`pod_network`) and whose address
+/// the edge may reach, its `podCIDR` via that address. A node whose
+/// `podCIDR` overlaps one already planned (by name order) is left out: the
+/// tenant says what its nodes hold, and two routes to one address cannot
+/// both be right.
+pub fn route_plan(
+    nodes: &[NodeSeen],
+    pod_network: Option<Block>,
+    forbidden: &Forbidden,
+) -> Vec<routes::Planned> {
+    let Some(network) = pod_network else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<&NodeSeen> = nodes.iter().filter(|n| n.ready).collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut plan: Vec<routes::Planned> = Vec::new();
+    for node in nodes {
+        let (Some(cidr), Some(ip)) = (node.pod_cidr.as_deref(), node.internal_ip.as_deref())
+        else {
+            continue;
+        };
+        let (Ok(destination), Ok(via)) = (cidr.parse::<Block>(), ip.parse::<Ipv4Addr>()) else {
+            continue;
+        };
+        let clear = network.contains(destination)
+            && forbidden.allows(via)
+            && !plan.iter().any(|p| p.destination.overlaps(destination));
+        if clear {
+            plan.push(routes::Planned {
+                node: node.name.clone(),
+                destination,
+                via,
+            });
+        }
+    }
+    plan
 }
 
 /// A cluster's edge as objects in its host namespace, and each site's
@@ -283,6 +370,7 @@ pub fn render(
 ) -> Rendered {
     let labels = labels(cluster_id);
     let (addresses, port) = match backend {
+        Backend::PodIps(ips) => (ips.clone(), 80),
         Backend::NodePorts { addresses, port } => (addresses.clone(), *port),
         Backend::Unavailable(_) => (Vec::new(), 80),
     };
@@ -436,17 +524,17 @@ pub async fn observe(client: &kube::Client) -> Result<Observed, crate::host::Hos
         ready_pods: pods
             .items
             .into_iter()
-            .map(|pod| {
+            .filter_map(|pod| {
                 let status = pod.status.unwrap_or_default();
-                status.phase.as_deref() == Some("Running")
+                let ready = status.phase.as_deref() == Some("Running")
                     && status
                         .conditions
                         .unwrap_or_default()
                         .iter()
-                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                        .any(|c| c.type_ == "Ready" && c.status == "True");
+                ready.then_some(status.pod_ip)
             })
-            .filter(|ready| *ready)
-            .count(),
+            .collect(),
         node_port: service
             .and_then(|s| s.spec)
             .and_then(|s| s.ports)
@@ -462,6 +550,8 @@ pub async fn observe(client: &kube::Client) -> Result<Observed, crate::host::Hos
             .map(|node| {
                 let status = node.status.unwrap_or_default();
                 NodeSeen {
+                    name: node.metadata.name.unwrap_or_default(),
+                    pod_cidr: node.spec.and_then(|s| s.pod_cidr),
                     internal_ip: status
                         .addresses
                         .unwrap_or_default()
@@ -584,27 +674,32 @@ mod tests {
         );
     }
 
+    fn node(name: &str, ip: &str, pod_cidr: Option<&str>, ready: bool) -> NodeSeen {
+        NodeSeen {
+            name: name.into(),
+            internal_ip: Some(ip.into()),
+            pod_cidr: pod_cidr.map(Into::into),
+            ready,
+        }
+    }
+
     #[test]
     fn endpoints_are_ready_nodes_outside_what_is_forbidden_on_a_node_port() {
         let forbidden = Forbidden::new(["10.64.0.0/10".parse().unwrap()]);
-        let node = |ip: &str, ready: bool| NodeSeen {
-            internal_ip: Some(ip.into()),
-            ready,
-        };
         let observed = Observed {
-            ready_pods: 1,
+            ready_pods: vec![Some("10.64.0.5".into())],
             node_port: Some(31080),
             nodes: vec![
-                node("203.0.113.6", true),
-                node("203.0.113.5", true),
-                node("203.0.113.7", false),
-                node("10.64.3.4", true),
-                node("169.254.169.254", true),
-                node("127.0.0.1", true),
+                node("a", "203.0.113.6", None, true),
+                node("b", "203.0.113.5", None, true),
+                node("c", "203.0.113.7", None, false),
+                node("d", "10.64.3.4", None, true),
+                node("e", "169.254.169.254", None, true),
+                node("f", "127.0.0.1", None, true),
             ],
         };
         assert_eq!(
-            choose(&observed, &forbidden).endpoints(),
+            choose(&observed, &[], &forbidden).endpoints(),
             ["203.0.113.5:31080", "203.0.113.6:31080"]
         );
         for port in [None, Some(80), Some(65_536), Some(-1)] {
@@ -613,18 +708,73 @@ mod tests {
                 ..observed.clone()
             };
             assert!(matches!(
-                choose(&observed, &forbidden),
+                choose(&observed, &[], &forbidden),
                 Backend::Unavailable(_)
             ));
         }
         let idle = Observed {
-            ready_pods: 0,
+            ready_pods: Vec::new(),
             ..observed
         };
         assert_eq!(
-            choose(&idle, &forbidden).reason(),
+            choose(&idle, &[], &forbidden).reason(),
             Some("no ingress controller pod is ready")
         );
+    }
+
+    #[test]
+    fn pods_are_reached_directly_only_when_every_one_is_in_a_routed_network() {
+        let forbidden = Forbidden::new([]);
+        let routed: Vec<Block> = vec!["10.64.1.0/24".parse().unwrap()];
+        let observed = |pods: &[Option<&str>]| Observed {
+            ready_pods: pods.iter().map(|p| p.map(Into::into)).collect(),
+            node_port: Some(31080),
+            nodes: vec![node("a", "203.0.113.6", Some("10.64.1.0/24"), true)],
+        };
+        assert_eq!(
+            choose(&observed(&[Some("10.64.1.7"), Some("10.64.1.3")]), &routed, &forbidden),
+            Backend::PodIps(vec!["10.64.1.3".parse().unwrap(), "10.64.1.7".parse().unwrap()])
+        );
+        for pods in [
+            &[Some("10.64.1.7"), Some("10.64.2.3")][..],
+            &[Some("10.64.1.7"), None],
+            &[Some("not an address")],
+        ] {
+            assert_eq!(
+                choose(&observed(pods), &routed, &forbidden).kind(),
+                "node_ports",
+                "{pods:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_route_plan_holds_only_the_cluster_s_own_networks_once_each() {
+        let forbidden = Forbidden::new(["198.51.100.7/32".parse().unwrap()]);
+        let nodes = [
+            node("b", "203.0.113.6", Some("10.64.1.0/24"), true),
+            node("a", "203.0.113.5", Some("10.64.0.0/24"), true),
+            // Another cluster's network, the host's node, a taken one, not
+            // ready, no podCIDR.
+            node("c", "203.0.113.7", Some("10.65.0.0/24"), true),
+            node("d", "198.51.100.7", Some("10.64.2.0/24"), true),
+            node("e", "203.0.113.8", Some("10.64.1.128/25"), true),
+            node("f", "203.0.113.9", Some("10.64.3.0/24"), false),
+            node("g", "203.0.113.10", None, true),
+        ];
+        let plan = route_plan(&nodes, Some("10.64.0.0/19".parse().unwrap()), &forbidden);
+        let found: Vec<(String, String, String)> = plan
+            .iter()
+            .map(|p| (p.node.clone(), p.destination.to_string(), p.via.to_string()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("a".to_string(), "10.64.0.0/24".to_string(), "203.0.113.5".to_string()),
+                ("b".to_string(), "10.64.1.0/24".to_string(), "203.0.113.6".to_string()),
+            ]
+        );
+        assert!(route_plan(&nodes, None, &forbidden).is_empty());
     }
 
     #[test]
