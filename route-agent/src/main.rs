@@ -74,7 +74,10 @@ impl Agent {
             .output()
             .context("running ip")?;
         if !output.status.success() {
-            bail!("ip route show: {}", String::from_utf8_lossy(&output.stderr).trim());
+            bail!(
+                "ip route show: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
         }
         let routes: Vec<serde_json::Value> =
             serde_json::from_slice(&output.stdout).context("reading ip's JSON")?;
@@ -86,7 +89,10 @@ impl Agent {
                     true => destination.to_string(),
                     false => format!("{destination}/32"),
                 };
-                Some((destination, r["gateway"].as_str().unwrap_or_default().to_string()))
+                Some((
+                    destination,
+                    r["gateway"].as_str().unwrap_or_default().to_string(),
+                ))
             })
             .collect())
     }
@@ -132,7 +138,14 @@ impl Agent {
                 report.applied.push(route.destination.clone());
                 continue;
             }
-            let args = ["replace", &route.destination, "via", &route.via, "proto", &protocol];
+            let args = [
+                "replace",
+                &route.destination,
+                "via",
+                &route.via,
+                "proto",
+                &protocol,
+            ];
             match self.route(&args) {
                 Ok(()) => {
                     changed += 1;

@@ -64,7 +64,20 @@ pub async fn report(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A request without the bearer credential is refused (401) before
+/// anything else; with one, the platform must have a token to compare it
+/// with (503 otherwise), and it must be that token (401).
 fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let refused = || ApiError::Unauthorized {
+        code: "invalid_route_agent_token",
+        detail: "present the route agents' token as a bearer credential".into(),
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .ok_or_else(refused)?;
     let config = state.settings.part::<Config>()?;
     if config.route_agent_token.is_none() {
         return Err(ApiError::NotConfigured {
@@ -72,17 +85,9 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
             detail: "the platform has no route agent token (KUBEBYON_ROUTE_AGENT_TOKEN)".into(),
         });
     }
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .filter(|t| t.len() <= 256);
-    match presented {
-        Some(token) if config.is_route_agent(token) => Ok(()),
-        _ => Err(ApiError::Unauthorized {
-            code: "invalid_route_agent_token",
-            detail: "present the route agents' token as a bearer credential".into(),
-        }),
+    match config.is_route_agent(presented) {
+        true => Ok(()),
+        false => Err(refused()),
     }
 }
 
@@ -107,7 +112,10 @@ fn validate(report: &Report) -> Result<(), ApiError> {
                 && !label.ends_with('-')
         });
     if !subdomain {
-        invalid("node", "must be a node's name: lowercase DNS labels, 253 characters at most");
+        invalid(
+            "node",
+            "must be a node's name: lowercase DNS labels, 253 characters at most",
+        );
     }
     if report.applied.len() > MAX_ROUTES || report.failed.len() > MAX_ROUTES {
         invalid("applied", "may name at most 10,000 routes");
@@ -115,7 +123,11 @@ fn validate(report: &Report) -> Result<(), ApiError> {
     if report.applied.iter().any(|d| d.parse::<Block>().is_err()) {
         invalid("applied", "must be IPv4 CIDRs such as 10.64.1.0/24");
     }
-    if report.failed.iter().any(|f| f.destination.parse::<Block>().is_err()) {
+    if report
+        .failed
+        .iter()
+        .any(|f| f.destination.parse::<Block>().is_err())
+    {
         invalid("failed", "each destination must be an IPv4 CIDR");
     }
     if report
@@ -123,7 +135,10 @@ fn validate(report: &Report) -> Result<(), ApiError> {
         .iter()
         .any(|f| f.error.len() > 1000 || f.error.chars().any(char::is_control))
     {
-        invalid("failed", "each error must be at most 1,000 printable characters");
+        invalid(
+            "failed",
+            "each error must be at most 1,000 printable characters",
+        );
     }
     match errors.is_empty() {
         true => Ok(()),

@@ -26,8 +26,8 @@ impl Config {
         self.route_agent_token.as_ref().is_some_and(|token| {
             let digest = |s: &str| Sha256::digest(s.as_bytes());
             subtle::ConstantTimeEq::ct_eq(
-                digest(token.expose_secret()).as_slice(),
-                digest(presented).as_slice(),
+                &digest(token.expose_secret())[..],
+                &digest(presented)[..],
             )
             .into()
         })

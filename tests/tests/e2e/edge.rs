@@ -592,7 +592,10 @@ async fn the_edge_reaches_pods_directly_once_every_agent_routes_them() {
     vcluster.put(stranger).unwrap();
     observe_and_drive(&app).await;
     observe_and_drive(&app).await;
-    assert!(endpoints(&app, &namespace)[0].starts_with("192.0.2.10:"), "on NodePorts first");
+    assert!(
+        endpoints(&app, &namespace)[0].starts_with("192.0.2.10:"),
+        "on NodePorts first"
+    );
 
     // The plan holds the cluster's own node's network only.
     let agents = app.client().bearer(TOKEN);
@@ -611,25 +614,36 @@ async fn the_edge_reaches_pods_directly_once_every_agent_routes_them() {
         (status, refused["code"].as_str()),
         (StatusCode::UNAUTHORIZED, Some("invalid_route_agent_token"))
     );
-    let report = |node: &str, applied: Vec<&str>| {
-        json!({"node": node, "applied": applied, "failed": []})
-    };
+    let report =
+        |node: &str, applied: Vec<&str>| json!({"node": node, "applied": applied, "failed": []});
     let (status, refused) = agents
-        .call("POST", "/api/route-agent/reports", Some(report("Host_1", vec![])))
+        .call(
+            "POST",
+            "/api/route-agent/reports",
+            Some(report("Host_1", vec![])),
+        )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
 
     // Two host nodes: one holding the route is not enough.
     for (node, applied) in [("host-1", vec![own.as_str()]), ("host-2", vec![])] {
         let (status, body) = agents
-            .call("POST", "/api/route-agent/reports", Some(report(node, applied)))
+            .call(
+                "POST",
+                "/api/route-agent/reports",
+                Some(report(node, applied)),
+            )
             .await;
         assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     }
     assert_eq!(observe_and_drive(&app).await, 0, "still NodePorts");
     // Both hold it: the edge goes to the pod.
     let (status, _) = agents
-        .call("POST", "/api/route-agent/reports", Some(report("host-2", vec![own.as_str()])))
+        .call(
+            "POST",
+            "/api/route-agent/reports",
+            Some(report("host-2", vec![own.as_str()])),
+        )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(observe_and_drive(&app).await, 1);
@@ -642,7 +656,11 @@ async fn the_edge_reaches_pods_directly_once_every_agent_routes_them() {
 
     // A route withdrawn: back to the nodes.
     let (status, _) = agents
-        .call("POST", "/api/route-agent/reports", Some(report("host-1", vec![])))
+        .call(
+            "POST",
+            "/api/route-agent/reports",
+            Some(report("host-1", vec![])),
+        )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(observe_and_drive(&app).await, 1);

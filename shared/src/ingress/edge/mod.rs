@@ -287,8 +287,7 @@ pub fn route_plan(
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let mut plan: Vec<routes::Planned> = Vec::new();
     for node in nodes {
-        let (Some(cidr), Some(ip)) = (node.pod_cidr.as_deref(), node.internal_ip.as_deref())
-        else {
+        let (Some(cidr), Some(ip)) = (node.pod_cidr.as_deref(), node.internal_ip.as_deref()) else {
             continue;
         };
         let (Ok(destination), Ok(via)) = (cidr.parse::<Block>(), ip.parse::<Ipv4Addr>()) else {
@@ -732,8 +731,15 @@ mod tests {
             nodes: vec![node("a", "203.0.113.6", Some("10.64.1.0/24"), true)],
         };
         assert_eq!(
-            choose(&observed(&[Some("10.64.1.7"), Some("10.64.1.3")]), &routed, &forbidden),
-            Backend::PodIps(vec!["10.64.1.3".parse().unwrap(), "10.64.1.7".parse().unwrap()])
+            choose(
+                &observed(&[Some("10.64.1.7"), Some("10.64.1.3")]),
+                &routed,
+                &forbidden
+            ),
+            Backend::PodIps(vec![
+                "10.64.1.3".parse().unwrap(),
+                "10.64.1.7".parse().unwrap()
+            ])
         );
         for pods in [
             &[Some("10.64.1.7"), Some("10.64.2.3")][..],
@@ -770,8 +776,16 @@ mod tests {
         assert_eq!(
             found,
             [
-                ("a".to_string(), "10.64.0.0/24".to_string(), "203.0.113.5".to_string()),
-                ("b".to_string(), "10.64.1.0/24".to_string(), "203.0.113.6".to_string()),
+                (
+                    "a".to_string(),
+                    "10.64.0.0/24".to_string(),
+                    "203.0.113.5".to_string()
+                ),
+                (
+                    "b".to_string(),
+                    "10.64.1.0/24".to_string(),
+                    "203.0.113.6".to_string()
+                ),
             ]
         );
         assert!(route_plan(&nodes, None, &forbidden).is_empty());

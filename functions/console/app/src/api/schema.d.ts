@@ -1656,6 +1656,51 @@ export interface paths {
         patch: operations["set_role"];
         trace?: never;
     };
+    "/api/route-agent/reports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report the routes applied
+         * @description What the agent on one host node holds now: the destinations it has a
+         *     route to as planned, and those it could not apply with why. The edge
+         *     reaches a cluster's pods directly through a route only while every
+         *     agent reporting reports it applied.
+         */
+        post: operations["post_route_agent_reports"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/route-agent/routes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The route plan
+         * @description Every route the host's nodes should hold: each cluster's nodes' pod
+         *     networks and the node address each is reached through, with the
+         *     protocol number an agent marks its routes with.
+         */
+        get: operations["plan"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/join": {
         parameters: {
             query?: never;
@@ -1703,7 +1748,7 @@ export interface paths {
          *     with that token is denied). `failed` ends the attempt with the step's
          *     detail as its reason; `done` as `ok` ends it as succeeded.
          */
-        post: operations["report"];
+        post: operations["post_join_steps"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2216,6 +2261,10 @@ export interface components {
             remaining?: null | components["schemas"]["Amounts"];
             /** @description Where to choose a bigger plan. */
             upgrade_url: string;
+        };
+        Failed: {
+            destination: string;
+            error: string;
         };
         /**
          * @description Why a job, and the operation it runs, failed: a small, stable taxonomy
@@ -2901,6 +2950,15 @@ export interface components {
             /** @description 10–200 characters, hard to guess. */
             password: string;
         };
+        /** @description What an agent applied on its node. */
+        Report: {
+            /** @description The destinations it holds a route to, as planned. */
+            applied: string[];
+            /** @description The routes it could not apply, and why. */
+            failed?: components["schemas"]["Failed"][];
+            /** @description The host node's name (its `spec.nodeName`), 1–253 characters. */
+            node: string;
+        };
         RequestReset: {
             /** @description The captcha's answer, when the platform asks for one. */
             captcha_token?: string | null;
@@ -2948,6 +3006,23 @@ export interface components {
         Role: "owner" | "admin" | "member" | "viewer";
         RoleChange: {
             role: components["schemas"]["Role"];
+        };
+        /** @description A route as the agents are given it. */
+        Route: {
+            /** @description A node's pod network, `10.64.1.0/24`. */
+            destination: string;
+            /** @description The node's address, the next hop. */
+            via: string;
+        };
+        /** @description Every route the host's nodes should hold. */
+        RoutePlan: {
+            /**
+             * Format: int32
+             * @description The protocol number to mark routes with; routes without it are not
+             *     the agent's to touch.
+             */
+            protocol: number;
+            routes: components["schemas"]["Route"][];
         };
         /** @description New secret values: absent keeps a secret, `null` clears it, a string sets it. */
         SecretChanges: {
@@ -9741,6 +9816,125 @@ export interface operations {
             };
         };
     };
+    post_route_agent_reports: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `Bearer <token>`: the route agents' token */
+                Authorization: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Report"];
+            };
+        };
+        responses: {
+            /** @description Recorded */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description ; The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No or another token (`invalid_route_agent_token`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A node name, destination or error that is not one (`validation_failed`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The platform has no route agent token (`route_agents_not_configured`); The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    plan: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `Bearer <token>`: the route agents' token */
+                Authorization: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoutePlan"];
+                };
+            };
+            /** @description No or another token (`invalid_route_agent_token`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The platform has no route agent token (`route_agents_not_configured`); The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     script: {
         parameters: {
             query?: never;
@@ -9800,7 +9994,7 @@ export interface operations {
             };
         };
     };
-    report: {
+    post_join_steps: {
         parameters: {
             query?: never;
             header?: never;
