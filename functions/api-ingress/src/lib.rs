@@ -352,7 +352,10 @@ async fn converge_edge(state: &AppState, cluster: &Cluster) -> Result<(), ApiErr
     // settings are read where every function reads its settings.
     let edge = match &state.host {
         Some(host) => host.settings().workload_gateway.is_some(),
-        None => WorkloadGateway::from_source(&state.settings.environment)?.is_some(),
+        // Settings that do not read are the host functions' to refuse at
+        // their start; a binding change still asks for its convergence.
+        None => WorkloadGateway::from_source(&state.settings.environment)
+            .map_or(true, |gateway| gateway.is_some()),
     };
     if !edge || !cluster.managed_workload_ingress_enabled {
         return Ok(());

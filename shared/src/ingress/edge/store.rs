@@ -37,10 +37,11 @@ pub async fn served(db: impl PgExecutor<'_>, cluster_id: Uuid) -> Result<Vec<Ser
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct WorkloadEdge {
     pub cluster_id: Uuid,
-    /// `node_ports`: the Gateway reaches the cluster's ingress controller
-    /// on its nodes; `unavailable`: nowhere (`backend_reason` says why),
-    /// and the cluster's sites answer 503.
-    #[schema(pattern = "^(node_ports|unavailable)$")]
+    /// `pod_ips`: the Gateway reaches the cluster's ingress controller's
+    /// pods directly (the host routes to them); `node_ports`: on its
+    /// nodes; `unavailable`: nowhere (`backend_reason` says why), and the
+    /// cluster's sites answer 503.
+    #[schema(pattern = "^(pod_ips|node_ports|unavailable)$")]
     pub backend: String,
     pub backend_reason: Option<String>,
     /// Where requests go, as `ip:port`.

@@ -3359,9 +3359,10 @@ export interface components {
         /** @description A cluster's edge as its last convergence left it. */
         WorkloadEdge: {
             /**
-             * @description `node_ports`: the Gateway reaches the cluster's ingress controller
-             *     on its nodes; `unavailable`: nowhere (`backend_reason` says why),
-             *     and the cluster's sites answer 503.
+             * @description `pod_ips`: the Gateway reaches the cluster's ingress controller's
+             *     pods directly (the host routes to them); `node_ports`: on its
+             *     nodes; `unavailable`: nowhere (`backend_reason` says why), and the
+             *     cluster's sites answer 503.
              */
             backend: string;
             backend_reason?: string | null;

@@ -155,12 +155,13 @@ type WorkloadEdge = NonNullable<components["schemas"]["EdgeState"]["edge"]>;
 /// Where the platform's shared Gateway sends the cluster's sites.
 function Edge({ edge }: { edge: WorkloadEdge }) {
   const { t } = useTranslation();
-  const reachable = edge.backend === "node_ports";
+  const reachable = edge.backend !== "unavailable";
+  const how = edge.backend === "pod_ips" ? "edge.pod_ips" : reachable ? "edge.node_ports" : "edge.unavailable";
   return (
     <section className="card" aria-label={t("edge.title")}>
       <h3>{t("edge.title")}</h3>
       <dl className="facts">
-        <dt>{t(reachable ? "edge.node_ports" : "edge.unavailable")}</dt>
+        <dt>{t(how)}</dt>
         <dd>
           <Status value={reachable ? "ok" : "warning"} />
           {edge.backend_reason && <span className="muted"> — {edge.backend_reason}</span>}
