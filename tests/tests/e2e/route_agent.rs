@@ -107,23 +107,11 @@ impl Drop for Pod {
     }
 }
 
-/// Whether a request from the host's namespace reaches `address:8080`.
+/// Whether a request from the host's namespace reaches `address:8080`,
+/// trying for two seconds while the pod's server starts.
 fn reaches(namespaces: &Namespaces, address: &str) -> bool {
     for _ in 0..40 {
-        let status = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &namespaces.host,
-                "curl",
-                "-s",
-                "-o",
-                "/dev/null",
-            ])
-            .args(["--max-time", "1", &format!("http://{address}:8080/")])
-            .status()
-            .unwrap();
-        if status.success() {
+        if reaches_once(namespaces, address) {
             return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
