@@ -183,9 +183,9 @@ impl Edges {
     }
 
     /// Whether a cluster with its ingress wanted has an edge that serves
-    /// other hostnames than it should, reaches other endpoints than its
-    /// ready controller now has, failed, or was converged longer than the
-    /// Gateway's resync interval ago.
+    /// other hostnames than it should, reaches other endpoints or plans
+    /// other routes than its ready controller and nodes now give, failed,
+    /// or was converged longer than the Gateway's resync interval ago.
     async fn stale(
         &self,
         host: &HostCluster,
@@ -207,13 +207,16 @@ impl Edges {
                 base,
             ));
         }
-        let observed = match cluster.managed_workload_ingress_status {
+        let seen = match cluster.managed_workload_ingress_status {
             IngressStatus::Ready => match edge::observe(client).await {
                 Ok(observed) => {
                     let pod_network = cluster.pod_cidr.as_deref().and_then(|c| c.parse().ok());
-                    let (_, backend) =
+                    let (plan, backend) =
                         edge::reach(&observed, pod_network, &self.routed, &self.forbidden);
-                    Some(backend.endpoints())
+                    Some(edge::Seen {
+                        endpoints: backend.endpoints(),
+                        routes: plan.iter().map(|p| p.destination.to_string()).collect(),
+                    })
                 }
                 Err(error) => {
                     tracing::info!(cluster_id = %cluster.id, %error, "could not read the ingress controller");
@@ -225,7 +228,7 @@ impl Edges {
         edge::stale(
             self.converged.get(&cluster.id),
             wanted,
-            observed.as_deref(),
+            seen.as_ref(),
             gateway.resync,
             Utc::now(),
         )

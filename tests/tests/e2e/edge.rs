@@ -665,4 +665,15 @@ async fn the_edge_reaches_pods_directly_once_every_agent_routes_them() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(observe_and_drive(&app).await, 1);
     assert!(endpoints(&app, &namespace)[0].starts_with("192.0.2.10:"));
+
+    // A node's pod network alone changing re-plans the routes.
+    let second = own.replace(".0.0/24", ".1.0/24");
+    let mut moved = node("worker-2", "True", chrono::Utc::now());
+    moved["spec"] = json!({"podCIDR": second});
+    moved["status"]["addresses"] = json!([{"type": "InternalIP", "address": "203.0.113.20"}]);
+    vcluster.put(moved).unwrap();
+    assert_eq!(observe_and_drive(&app).await, 1, "the plan changed");
+    let (_, plan) = agents.call("GET", "/api/route-agent/routes", None).await;
+    assert_eq!(plan["routes"].as_array().unwrap().len(), 2, "{plan}");
+    assert_eq!(observe_and_drive(&app).await, 0);
 }

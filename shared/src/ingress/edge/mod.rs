@@ -479,27 +479,41 @@ fn merged(a: &Value, b: Value) -> Value {
     out
 }
 
+/// What an observation of a cluster found its edge should be: its
+/// endpoints (`ip:port`) and its route plan's destinations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub endpoints: Vec<String>,
+    pub routes: Vec<String>,
+}
+
 /// Whether a cluster's edge, as last converged (`converged`), is off its
 /// target: never converged (or its last convergence failed), serving
-/// other hostnames than `wanted`, reaching other endpoints than `observed`
-/// (`ip:port`, when the cluster was looked at), or converged longer than
-/// `resync` ago.
+/// other hostnames than `wanted`, reaching other endpoints or planning
+/// other routes than `seen` (when the cluster was looked at), or converged
+/// longer than `resync` ago.
 pub fn stale(
     converged: Option<&store::Converged>,
     mut wanted: Vec<String>,
-    observed: Option<&[String]>,
+    seen: Option<&Seen>,
     resync: std::time::Duration,
     now: chrono::DateTime<chrono::Utc>,
 ) -> bool {
     let Some(converged) = converged else {
         return true;
     };
-    let mut served = converged.hostnames.clone();
-    served.sort_unstable();
+    let sorted = |list: &[String]| {
+        let mut list = list.to_vec();
+        list.sort_unstable();
+        list
+    };
     wanted.sort_unstable();
     let age = (now - converged.at).to_std().unwrap_or_default();
-    served != wanted
-        || observed.is_some_and(|endpoints| endpoints != converged.endpoints)
+    sorted(&converged.hostnames) != wanted
+        || seen.is_some_and(|seen| {
+            seen.endpoints != converged.endpoints
+                || sorted(&seen.routes) != sorted(&converged.routes)
+        })
         || age >= resync
 }
 
@@ -792,23 +806,22 @@ mod tests {
     }
 
     #[test]
-    fn an_edge_is_stale_when_its_hostnames_endpoints_or_age_are_off() {
+    fn an_edge_is_stale_when_its_hostnames_endpoints_routes_or_age_are_off() {
         let now = chrono::Utc::now();
         let converged = store::Converged {
             hostnames: vec!["b.test".into(), "a.test".into()],
             endpoints: vec!["203.0.113.5:31080".into()],
+            routes: vec!["10.64.1.0/24".into(), "10.64.0.0/24".into()],
             at: now - chrono::Duration::seconds(10),
         };
         let resync = Duration::from_secs(300);
         let wanted = || vec!["a.test".to_string(), "b.test".to_string()];
-        let endpoints = ["203.0.113.5:31080".to_string()];
-        assert!(!stale(
-            Some(&converged),
-            wanted(),
-            Some(&endpoints),
-            resync,
-            now
-        ));
+        let seen = |endpoints: &[&str], routes: &[&str]| Seen {
+            endpoints: endpoints.iter().map(|e| e.to_string()).collect(),
+            routes: routes.iter().map(|r| r.to_string()).collect(),
+        };
+        let same = seen(&["203.0.113.5:31080"], &["10.64.0.0/24", "10.64.1.0/24"]);
+        assert!(!stale(Some(&converged), wanted(), Some(&same), resync, now));
         assert!(!stale(Some(&converged), wanted(), None, resync, now));
         assert!(stale(None, wanted(), None, resync, now));
         assert!(stale(
@@ -818,7 +831,16 @@ mod tests {
             resync,
             now
         ));
-        assert!(stale(Some(&converged), wanted(), Some(&[]), resync, now));
+        let moved = seen(&[], &["10.64.0.0/24", "10.64.1.0/24"]);
+        assert!(stale(Some(&converged), wanted(), Some(&moved), resync, now));
+        let replanned = seen(&["203.0.113.5:31080"], &["10.64.0.0/24"]);
+        assert!(stale(
+            Some(&converged),
+            wanted(),
+            Some(&replanned),
+            resync,
+            now
+        ));
         let later = now + chrono::Duration::seconds(300);
         assert!(stale(Some(&converged), wanted(), None, resync, later));
     }

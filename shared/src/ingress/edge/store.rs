@@ -169,13 +169,17 @@ pub struct Converged {
     pub hostnames: Vec<String>,
     /// Where it sent requests, `ip:port`, in order.
     pub endpoints: Vec<String>,
+    /// The destinations of its route plan.
+    pub routes: Vec<String>,
     pub at: DateTime<Utc>,
 }
 
 pub async fn converged(pool: &PgPool) -> Result<HashMap<Uuid, Converged>, sqlx::Error> {
     let rows = sqlx::query!(
-        "SELECT cluster_id, hostnames, endpoints, converged_at
-         FROM workload_edges WHERE last_error IS NULL"
+        "SELECT e.cluster_id, e.hostnames, e.endpoints, e.converged_at,
+                coalesce((SELECT array_agg(r.destination::text) FROM edge_routes r
+                          WHERE r.cluster_id = e.cluster_id), '{}') AS \"routes!\"
+         FROM workload_edges e WHERE e.last_error IS NULL"
     )
     .fetch_all(pool)
     .await?;
@@ -187,6 +191,7 @@ pub async fn converged(pool: &PgPool) -> Result<HashMap<Uuid, Converged>, sqlx::
                 Converged {
                     hostnames: r.hostnames,
                     endpoints: r.endpoints,
+                    routes: r.routes,
                     at: r.converged_at,
                 },
             )
