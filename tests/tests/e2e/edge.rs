@@ -59,6 +59,45 @@ fn endpoints(app: &TestApp, namespace: &str) -> Vec<String> {
         .collect()
 }
 
+/// Binds `hostname` to the cluster and runs the jobs that asks for; the
+/// binding.
+async fn bind(app: &TestApp, id: &str, hostname: &str) -> Value {
+    let (status, body) = app
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/hostnames"),
+            Some(json!({ "hostname": hostname })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    app.drive().await;
+    body
+}
+
+/// The cluster's bindings, as the API lists them.
+async fn bindings(app: &TestApp, id: &str) -> Value {
+    app.call(
+        "GET",
+        &format!("/api/console/clusters/{id}/hostnames"),
+        None,
+    )
+    .await
+    .1
+}
+
+/// Switches the cluster's managed ingress off and runs its jobs.
+async fn ingress_off(app: &TestApp, id: &str) {
+    let (status, body) = app
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "managed_workload_ingress_enabled": false })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    app.drive().await;
+}
+
 /// One observation cycle and the jobs it asked for.
 async fn observe_and_drive(app: &TestApp) -> usize {
     let asked = app.observe().await.ingress_convergences;
@@ -145,15 +184,7 @@ async fn a_cluster_s_sites_are_routed_to_its_nodes_and_follow_its_bindings() {
     // self-managed one only once proven, its Host rewritten to the
     // cluster's own name.
     for hostname in ["blog.apps.example.com", "www.shop.test"] {
-        let (status, body) = app
-            .call(
-                "POST",
-                &format!("/api/console/clusters/{id}/hostnames"),
-                Some(json!({ "hostname": hostname })),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
-        app.drive().await;
+        bind(&app, &id, hostname).await;
     }
     let hostnames = |found: &[(String, Value)]| -> Vec<String> {
         let mut names: Vec<String> = found
@@ -190,21 +221,15 @@ async fn a_cluster_s_sites_are_routed_to_its_nodes_and_follow_its_bindings() {
         json!([{"type": "URLRewrite", "urlRewrite": {"hostname": canonical}}])
     );
     assert_eq!(rule("blog.apps.example.com")["filters"], json!([]));
-    let (_, bindings) = app
-        .call(
-            "GET",
-            &format!("/api/console/clusters/{id}/hostnames"),
-            None,
-        )
-        .await;
-    for binding in bindings.as_array().unwrap() {
+    let listed = bindings(&app, &id).await;
+    for binding in listed.as_array().unwrap() {
         let route = binding["edge_route"].as_str().unwrap();
         assert!(found.iter().any(|(name, _)| name == route), "{binding}");
         assert_eq!(binding["edge_listener"], "http");
     }
 
     // Unbound: its route goes.
-    let blog = bindings
+    let blog = listed
         .as_array()
         .unwrap()
         .iter()
@@ -228,15 +253,7 @@ async fn a_cluster_s_sites_are_routed_to_its_nodes_and_follow_its_bindings() {
     );
 
     // The ingress switched off: the edge goes with it.
-    let (status, body) = app
-        .call(
-            "PATCH",
-            &format!("/api/console/clusters/{id}"),
-            Some(json!({ "managed_workload_ingress_enabled": false })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    app.drive().await;
+    ingress_off(&app, &id).await;
     assert!(routes(&app, &namespace).is_empty());
     for (api_version, kind) in [("v1", "Service"), ("discovery.k8s.io/v1", "EndpointSlice")] {
         assert!(
@@ -250,14 +267,8 @@ async fn a_cluster_s_sites_are_routed_to_its_nodes_and_follow_its_bindings() {
         .call("GET", &format!("/api/console/clusters/{id}/edge"), None)
         .await;
     assert!(edge["edge"].is_null(), "{edge}");
-    let (_, bindings) = app
-        .call(
-            "GET",
-            &format!("/api/console/clusters/{id}/hostnames"),
-            None,
-        )
-        .await;
-    assert!(bindings[0]["edge_route"].is_null(), "{bindings}");
+    let listed = bindings(&app, &id).await;
+    assert!(listed[0]["edge_route"].is_null(), "{listed}");
 }
 
 #[tokio::test]
@@ -392,16 +403,8 @@ async fn over_https_the_gateway_gets_listeners_and_certificates_and_bindings_fol
         "store.apps.example.com",
         "www.shop.test",
     ] {
-        let (status, body) = app
-            .call(
-                "POST",
-                &format!("/api/console/clusters/{id}/hostnames"),
-                Some(json!({ "hostname": hostname })),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let body = bind(&app, &id, hostname).await;
         bound.push(body["id"].as_str().unwrap().to_string());
-        app.drive().await;
     }
     sqlx::query("UPDATE workload_ingress_hostname_bindings SET verified_at = now()")
         .execute(&app.db.pool)
@@ -486,14 +489,8 @@ async fn over_https_the_gateway_gets_listeners_and_certificates_and_bindings_fol
 
     // Bindings follow their certificates.
     let tls = async |hostname: &str| {
-        let (_, bindings) = app
-            .call(
-                "GET",
-                &format!("/api/console/clusters/{id}/hostnames"),
-                None,
-            )
-            .await;
-        let b = bindings
+        let listed = bindings(&app, &id).await;
+        let b = listed
             .as_array()
             .unwrap()
             .iter()
@@ -532,15 +529,7 @@ async fn over_https_the_gateway_gets_listeners_and_certificates_and_bindings_fol
     assert!(certificate("kubebyon-edge-platform-1").is_none());
 
     // The ingress switched off: the platform's listeners and certificates go.
-    let (status, _) = app
-        .call(
-            "PATCH",
-            &format!("/api/console/clusters/{id}"),
-            Some(json!({ "managed_workload_ingress_enabled": false })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    app.drive().await;
+    ingress_off(&app, &id).await;
     let report = converge().await;
     assert_eq!(
         (report.listeners, report.removed, report.forgotten),
