@@ -141,7 +141,7 @@ pub async fn create(
     let base = stored
         .managed_workload_ingress_base_domain
         .as_deref()
-        .map(|b| b.trim_end_matches('.').to_ascii_lowercase());
+        .map(shared::ingress::dns::normalize);
     let platform_hosts: Vec<String> = [
         stored.managed_workload_ingress_edge_target.clone(),
         platform.public_base_url.as_deref().and_then(host_of),

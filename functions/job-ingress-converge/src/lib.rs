@@ -231,7 +231,7 @@ async fn serve(
         .map_err(|e| e.to_string())?
         .fields
         .managed_workload_ingress_base_domain
-        .map(|b| b.trim_end_matches('.').to_ascii_lowercase());
+        .map(|b| ingress::dns::normalize(&b));
     let canonical = base
         .as_deref()
         .map(|base| ingress::dns::cluster_record(&cluster.vcluster_name, cluster.id, base));

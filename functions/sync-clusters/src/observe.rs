@@ -176,7 +176,7 @@ impl Edges {
                 .await?
                 .fields
                 .managed_workload_ingress_base_domain
-                .map(|b| b.trim_end_matches('.').to_ascii_lowercase()),
+                .map(|b| ingress::dns::normalize(&b)),
             forbidden,
             routed: edge::routes::routed(pool).await?,
         }))
