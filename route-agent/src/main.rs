@@ -5,8 +5,8 @@
 //! route agents' token), makes the node's routing table hold exactly the
 //! planned routes among the routes marked with the plan's protocol number,
 //! never touching a route without that mark, and reports what it holds
-//! (`POST /api/route-agent/reports`). Routes are read and written through
-//! rtnetlink by iproute2's `ip`, the kernel's own client of it.
+//! (`POST /api/route-agent/reports`). Routes are read and written over
+//! rtnetlink ([`route_agent::Table`]).
 //!
 //! Environment: `KUBEBYON_API` (the platform's base URL),
 //! `KUBEBYON_ROUTE_AGENT_TOKEN`, `NODE_NAME` (the host node, from the
@@ -18,9 +18,10 @@
 // The agent's output is its log: one JSON line a pass.
 #![allow(clippy::print_stdout)]
 
-use std::{collections::BTreeMap, process::Command, time::Duration};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
+use route_agent::{Failed, Route, Table, converge};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Deserialize)]
@@ -29,23 +30,11 @@ struct RoutePlan {
     routes: Vec<Route>,
 }
 
-#[derive(Debug, Deserialize)]
-struct Route {
-    destination: String,
-    via: String,
-}
-
 #[derive(Debug, Serialize)]
 struct Report {
     node: String,
     applied: Vec<String>,
     failed: Vec<Failed>,
-}
-
-#[derive(Debug, Serialize)]
-struct Failed {
-    destination: String,
-    error: String,
 }
 
 struct Agent {
@@ -57,60 +46,6 @@ struct Agent {
 }
 
 impl Agent {
-    fn ip(&self) -> Command {
-        let mut command = Command::new("ip");
-        if let Some(netns) = &self.netns {
-            command.args(["-n", netns]);
-        }
-        command
-    }
-
-    /// The routes marked with `protocol` in the main table: destination →
-    /// next hop.
-    fn ours(&self, protocol: u8) -> anyhow::Result<BTreeMap<String, String>> {
-        let output = self
-            .ip()
-            .args(["-json", "route", "show", "proto", &protocol.to_string()])
-            .output()
-            .context("running ip")?;
-        if !output.status.success() {
-            bail!(
-                "ip route show: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        let routes: Vec<serde_json::Value> =
-            serde_json::from_slice(&output.stdout).context("reading ip's JSON")?;
-        Ok(routes
-            .iter()
-            .filter_map(|r| {
-                let destination = r["dst"].as_str()?;
-                let destination = match destination.contains('/') {
-                    true => destination.to_string(),
-                    false => format!("{destination}/32"),
-                };
-                Some((
-                    destination,
-                    r["gateway"].as_str().unwrap_or_default().to_string(),
-                ))
-            })
-            .collect())
-    }
-
-    /// Runs `ip route <args…>`; its error output when it fails.
-    fn route(&self, args: &[&str]) -> Result<(), String> {
-        let output = self
-            .ip()
-            .arg("route")
-            .args(args)
-            .output()
-            .map_err(|e| e.to_string())?;
-        match output.status.success() {
-            true => Ok(()),
-            false => Err(String::from_utf8_lossy(&output.stderr).trim().to_string()),
-        }
-    }
-
     /// One pass: the plan read, the routes made to match it, the report
     /// sent. Says how many routes it changed.
     async fn pass(&self) -> anyhow::Result<(usize, Report)> {
@@ -125,50 +60,14 @@ impl Agent {
             .context("reading the route plan")?
             .json()
             .await?;
-        let protocol = plan.protocol.to_string();
-        let current = self.ours(plan.protocol)?;
-        let mut changed = 0;
-        let mut report = Report {
+        let mut table = Table::open(self.netns.as_deref()).context("opening the routing table")?;
+        let outcome =
+            converge(&mut table, plan.protocol, &plan.routes).context("reading the routes")?;
+        let report = Report {
             node: self.node.clone(),
-            applied: Vec::new(),
-            failed: Vec::new(),
+            applied: outcome.applied,
+            failed: outcome.failed,
         };
-        for route in &plan.routes {
-            if current.get(&route.destination) == Some(&route.via) {
-                report.applied.push(route.destination.clone());
-                continue;
-            }
-            let args = [
-                "replace",
-                &route.destination,
-                "via",
-                &route.via,
-                "proto",
-                &protocol,
-            ];
-            match self.route(&args) {
-                Ok(()) => {
-                    changed += 1;
-                    report.applied.push(route.destination.clone());
-                }
-                Err(error) => report.failed.push(Failed {
-                    destination: route.destination.clone(),
-                    error,
-                }),
-            }
-        }
-        for destination in current.keys() {
-            if plan.routes.iter().any(|r| &r.destination == destination) {
-                continue;
-            }
-            match self.route(&["del", destination, "proto", &protocol]) {
-                Ok(()) => changed += 1,
-                Err(error) => report.failed.push(Failed {
-                    destination: destination.clone(),
-                    error,
-                }),
-            }
-        }
         self.http
             .post(format!("{}/api/route-agent/reports", self.api))
             .bearer_auth(&self.token)
@@ -178,7 +77,7 @@ impl Agent {
             .context("sending the report")?
             .error_for_status()
             .context("sending the report")?;
-        Ok((changed, report))
+        Ok((outcome.changed, report))
     }
 }
 

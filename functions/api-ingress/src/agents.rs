@@ -12,7 +12,7 @@ use shared::{
     extract::AppJson,
     http::AppState,
     ingress::{
-        config::Config,
+        config::{Config, is_node_name},
         edge::routes::{self, Report, RoutePlan},
     },
     networks::Block,
@@ -101,17 +101,7 @@ fn validate(report: &Report) -> Result<(), ApiError> {
             message: message.into(),
         })
     };
-    let node = &report.node;
-    let subdomain = (1..=253).contains(&node.len())
-        && node.split('.').all(|label| {
-            (1..=63).contains(&label.len())
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    if !subdomain {
+    if !is_node_name(&report.node) {
         invalid(
             "node",
             "must be a node's name: lowercase DNS labels, 253 characters at most",

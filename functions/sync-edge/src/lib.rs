@@ -7,6 +7,11 @@
 //! certificates no longer needed removed; and each binding's TLS state
 //! following its certificate, cleared once the edge no longer serves it
 //! ([`shared::ingress::edge::https`]).
+//!
+//! In the `local` route mode (`KUBEBYON_ROUTE_MODE=local`, a host of one
+//! machine) it also programs the route plan on the machine it runs on, as
+//! `route-agent` does on each host node in the default mode, and records
+//! what it applied as that node's report ([`program_routes`]).
 
 use queues::runtime::{Schedule, ScheduleContext};
 use serde::Serialize;
@@ -15,10 +20,11 @@ use shared::{
     domain::{TlsMode, TlsStatus},
     host::HostCluster,
     ingress::{
+        config::{Config, RouteMode},
         edge::{
             COMPONENT,
             https::{self, CERTIFICATE_KIND, CERTIFICATES, GATEWAY_KIND},
-            store,
+            routes, store,
         },
         records::{self, TlsState},
         tls::state_for,
@@ -49,10 +55,75 @@ pub struct EdgeReport {
     /// Bindings the edge no longer serves, whose edge certificate state was
     /// cleared.
     pub forgotten: u64,
+    /// The routes programmed here, in the `local` route mode.
+    pub routes: Option<RoutesReport>,
+}
+
+/// What the `local` route mode did on this machine.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct RoutesReport {
+    pub node: String,
+    /// Routes added, replaced or removed.
+    pub changed: usize,
+    pub applied: usize,
+    pub failed: usize,
 }
 
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<EdgeReport> {
-    converge(&ctx.pool, ctx.host()?).await
+    let routes = match &ctx.settings.part::<Config>()?.route_mode {
+        RouteMode::Agents => None,
+        RouteMode::Local { node, netns } => {
+            Some(program_routes(&ctx.pool, node, netns.as_deref()).await?)
+        }
+    };
+    let mut report = converge(&ctx.pool, ctx.host()?).await?;
+    report.routes = routes;
+    Ok(report)
+}
+
+/// The `local` route mode's pass: the whole route plan made the routes
+/// marked as the plan's in this machine's main table (or those of the
+/// network namespace `netns`), through [`route_agent::converge`], and
+/// recorded as host node `node`'s report, as an agent's is.
+pub async fn program_routes(
+    pool: &sqlx::PgPool,
+    node: &str,
+    netns: Option<&str>,
+) -> anyhow::Result<RoutesReport> {
+    let plan = routes::plan(pool).await?;
+    let wanted: Vec<route_agent::Route> = plan
+        .routes
+        .iter()
+        .map(|r| route_agent::Route {
+            destination: r.destination.clone(),
+            via: r.via.clone(),
+        })
+        .collect();
+    let netns = netns.map(str::to_string);
+    let outcome = tokio::task::spawn_blocking(move || {
+        let mut table = route_agent::Table::open(netns.as_deref())?;
+        route_agent::converge(&mut table, plan.protocol, &wanted)
+    })
+    .await??;
+    let report = routes::Report {
+        node: node.to_string(),
+        applied: outcome.applied.clone(),
+        failed: outcome
+            .failed
+            .iter()
+            .map(|f| routes::Failed {
+                destination: f.destination.clone(),
+                error: f.error.clone(),
+            })
+            .collect(),
+    };
+    routes::record_report(pool, &report).await?;
+    Ok(RoutesReport {
+        node: node.to_string(),
+        changed: outcome.changed,
+        applied: outcome.applied.len(),
+        failed: outcome.failed.len(),
+    })
 }
 
 pub async fn converge(pool: &sqlx::PgPool, host: &HostCluster) -> anyhow::Result<EdgeReport> {
@@ -113,6 +184,7 @@ pub async fn converge(pool: &sqlx::PgPool, host: &HostCluster) -> anyhow::Result
         refused: plan.refused.len(),
         followed,
         forgotten,
+        routes: None,
     })
 }
 

@@ -4,8 +4,10 @@
 //! platform with its token, installs the route, and a request from the
 //! host's namespace reaches the pod through it; a plan change replaces the
 //! route; a route it does not own is never touched; run again it changes
-//! nothing; and the platform then knows the host reaches those pods. Every
-//! namespace the test makes is removed, whatever the outcome.
+//! nothing; and the platform then knows the host reaches those pods. The
+//! `local` route mode does the same from the platform's own process
+//! (`sync-edge`). Every namespace the test makes is removed, whatever the
+//! outcome.
 
 use std::process::{Child, Command, Stdio};
 
@@ -257,4 +259,78 @@ fn reaches_once(namespaces: &Namespaces, address: &str) -> bool {
         .status()
         .unwrap()
         .success()
+}
+
+/// The `local` route mode: `sync-edge`, in the platform's process, programs
+/// the plan in the host's namespace as an agent would, and reports as that
+/// host node.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_route_mode_programs_the_plan_from_the_platform() {
+    let app = TestApp::builder("local-routes").build().await;
+    let cluster = app.create("local-routed", "nodeport").await;
+    let namespaces = Namespaces::make();
+    let _pod = Pod::serve(&namespaces, "10.64.1.10");
+    plan(&app, &cluster, "10.64.1.0/24").await;
+
+    let program = || sync_edge::program_routes(&app.db.pool, "host-1", Some(&namespaces.host));
+    let first = program().await.unwrap();
+    assert_eq!((first.changed, first.applied, first.failed), (1, 1, 0));
+    assert!(
+        reaches(&namespaces, "10.64.1.10"),
+        "{}",
+        namespaces.routes()
+    );
+    assert_eq!(
+        routes::routed(&app.db.pool).await.unwrap(),
+        ["10.64.1.0/24".parse().unwrap()]
+    );
+    let again = program().await.unwrap();
+    assert_eq!(again.changed, 0, "nothing is applied twice");
+
+    // A planned destination another route already holds is not taken
+    // over: it stays, and the destination is reported failed.
+    ip(&[
+        "-n",
+        &namespaces.host,
+        "route",
+        "add",
+        "10.64.3.0/24",
+        "via",
+        "192.168.77.2",
+        "proto",
+        "static",
+    ]);
+    sqlx::query(
+        "INSERT INTO edge_routes (cluster_id, node_name, destination, via)
+         VALUES ($1::uuid, 'worker-2', '10.64.3.0/24', '192.168.77.2')",
+    )
+    .bind(&cluster)
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let taken = program().await.unwrap();
+    assert_eq!((taken.changed, taken.applied, taken.failed), (0, 1, 1));
+    assert!(
+        namespaces
+            .routes()
+            .lines()
+            .any(|l| l.starts_with("10.64.3.0/24") && l.contains("proto static")),
+        "{}",
+        namespaces.routes()
+    );
+
+    // The cluster's plan goes: so does its route.
+    sqlx::query("DELETE FROM edge_routes")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(program().await.unwrap().changed, 1);
+    assert!(!namespaces.routes().contains("10.64.1.0/24"));
+
+    // A namespace that does not exist: an error, not a silent pass.
+    assert!(
+        sync_edge::program_routes(&app.db.pool, "host-1", Some("kb-no-such-namespace"))
+            .await
+            .is_err()
+    );
 }
