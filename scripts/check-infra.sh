@@ -45,6 +45,12 @@ refused 'config.KUBEBYON_PUBLIC_BASE_URL is "http://localhost"' "${urls[@]}" \
     --set config.KUBEBYON_PUBLIC_BASE_URL=http://localhost
 refused "replicas" "${urls[@]}" --set-string 'http.api-auth.replicas=abc'
 refused "additional properties" "${urls[@]}" --set replica=3
+refused "config.KUBEBYON_ROUTE_MODE=local is for a host of one machine" "${urls[@]}" \
+    --set config.KUBEBYON_ROUTE_MODE=local
+refused "edge.gateway.create needs config.KUBEBYON_EDGE_GATEWAY_NAME" "${urls[@]}" \
+    --set edge.gateway.create=true --set edge.gateway.className=example
+refused "edge.gateway.create needs edge.gateway.className" "${urls[@]}" \
+    --set edge.gateway.create=true --set config.KUBEBYON_EDGE_GATEWAY_NAME=workloads
 # Empty URLs pass only when asked for, for a trial on one machine.
 helm template kubebyon "$chart" --set allowLoopbackPublicUrls=true >/dev/null
 # Without the Gateway API: no HTTPRoute, and the notes say what to install.
@@ -65,7 +71,8 @@ helm lint --strict "$chart" "${urls[@]}" >/dev/null
 rendered=$(mktemp)
 trap 'rm -f "$rendered"' EXIT
 # Every optional part on: KEDA, the Ingress, the in-cluster host off (a
-# kubeconfig Secret), the PodMonitor, the image by digest.
+# kubeconfig Secret), the PodMonitor, the image by digest, the workload
+# edge's Gateway and route-agent.
 # Every pod convention set: a CA bundle mounted from a Secret with its
 # variable, placement, annotations (IRSA on the ServiceAccounts).
 conventions='--set-json extraEnv=[{"name":"PGSSLROOTCERT","value":"/etc/kubebyon/db-ca/ca.crt"}]
@@ -79,7 +86,9 @@ conventions='--set-json extraEnv=[{"name":"PGSSLROOTCERT","value":"/etc/kubebyon
  --set-json functionResources={"api-auth":{"limits":{"memory":"512Mi"}}}'
 digest=sha256:$(printf '0%.0s' $(seq 64))
 optional="--set keda.enabled=true --set ingress.enabled=true --set host.inCluster=false --set host.kubeconfigSecret=host
- --set podMonitor.enabled=true --api-versions monitoring.coreos.com/v1/PodMonitor --set image.digest=$digest"
+ --set podMonitor.enabled=true --api-versions monitoring.coreos.com/v1/PodMonitor --set image.digest=$digest
+ --set edge.gateway.create=true --set edge.gateway.className=example --set config.KUBEBYON_EDGE_GATEWAY_NAME=workloads
+ --set edge.routeAgent.enabled=true"
 for values in "" "$optional" "$conventions"; do
     # shellcheck disable=SC2086
     render $values >"$rendered"
@@ -91,7 +100,7 @@ for values in "" "$optional" "$conventions"; do
             echo "error: the chart (${values:-defaults}) does not validate against Kubernetes $version" >&2
             exit 1
         fi
-        printf '%s\n' "$out" | grep -v "Couldn't find schema for kind \(HTTPRoute\|ScaledObject\|PodMonitor\)" >&2 || true
+        printf '%s\n' "$out" | grep -v "Couldn't find schema for kind \(HTTPRoute\|Gateway\|ScaledObject\|PodMonitor\)" >&2 || true
     done
 done
 
@@ -104,6 +113,10 @@ grep -q "image: ghcr.io/kubebyon/kubebyon@$digest" "$rendered" \
     || { echo "error: image.digest does not pin the image" >&2; exit 1; }
 grep -q "^kind: PodMonitor" "$rendered" \
     || { echo "error: podMonitor.enabled renders no PodMonitor" >&2; exit 1; }
+grep -q "^kind: Gateway$" "$rendered" \
+    || { echo "error: edge.gateway.create renders no Gateway" >&2; exit 1; }
+grep -q "command: \[route-agent\]" "$rendered" \
+    || { echo "error: edge.routeAgent.enabled renders no route-agent" >&2; exit 1; }
 # shellcheck disable=SC2086
 render $conventions >"$rendered"
 if [ "$(grep -c 'memory: 512Mi' "$rendered")" != 1 ]; then

@@ -2,8 +2,8 @@
 # Builds the platform's runtime image without pulling any base image: a
 # root file system from scratch holding glibc and libgcc from Debian's
 # packages (as distroless/cc is made), /etc/passwd and /etc/group for the
-# non-root user 65532, and every function binary of functions.toml in
-# /usr/local/bin. TLS roots are built into the binaries (webpki), so no CA
+# non-root user 65532, and every function binary of functions.toml and
+# route-agent (the edge's DaemonSet) in /usr/local/bin. TLS roots are built into the binaries (webpki), so no CA
 # package is needed. The image runs read-only as 65532:65532.
 #
 #   scripts/image.sh            the binaries the tests built (target/debug),
@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-binaries=$(python3 -c 'import tomllib; print(" ".join(tomllib.load(open("functions.toml", "rb"))))')
+binaries="$(python3 -c 'import tomllib; print(" ".join(tomllib.load(open("functions.toml", "rb"))))') route-agent"
 if [ -n "$release" ]; then
     cargo build --release --locked --workspace --bins \
         --exclude tests --exclude bench --exclude kube-sim --no-default-features

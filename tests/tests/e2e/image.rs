@@ -125,3 +125,48 @@ async fn a_function_runs_from_the_image_read_only_as_its_non_root_user() {
         );
     }
 }
+
+/// `route-agent` from the image as the chart's DaemonSet runs it: root
+/// with `NET_ADMIN` alone, a read-only root, the host's network. One pass
+/// reads the host's routing table over rtnetlink, finds nothing of the
+/// (empty) plan to change and reports, which the platform records.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_route_agent_runs_from_the_image_with_net_admin_alone() {
+    let token = "route-agent-token-for-the-image-0123456789";
+    let app = crate::harness::TestApp::builder("image-route-agent")
+        .env("KUBEBYON_ROUTE_AGENT_TOKEN", token)
+        .build()
+        .await;
+    let api = format!("KUBEBYON_API={}", app.base_url);
+    let token = format!("KUBEBYON_ROUTE_AGENT_TOKEN={token}");
+    let pass = podman(&run_args(&[
+        "--user",
+        "0",
+        "--cap-drop",
+        "all",
+        "--cap-add",
+        "NET_ADMIN",
+        "-e",
+        &api,
+        "-e",
+        &token,
+        "-e",
+        "NODE_NAME=image-host",
+        IMAGE,
+        "/usr/local/bin/route-agent",
+        "--once",
+    ]));
+    assert!(pass.status.success(), "{}", text(&pass));
+    let line: serde_json::Value = serde_json::from_slice(&pass.stdout).unwrap();
+    assert_eq!(
+        line,
+        serde_json::json!({"changed": 0, "applied": 0, "failed": []})
+    );
+    let reported: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM route_agent_reports WHERE host_node = 'image-host'",
+    )
+    .fetch_one(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(reported, 1);
+}
