@@ -424,6 +424,22 @@ impl Store {
         if resource.kind == "Namespace" && object.pointer("/status/phase").is_none() {
             object["status"] = json!({"phase": "Active"});
         }
+        // kube-apiserver allocates a Service's cluster IP as it creates it,
+        // from its service CIDR (k3s's 10.43.0.0/16), unless it is headless
+        // ("None") or an ExternalName.
+        if resource.kind == "Service"
+            && object.pointer("/spec/type").and_then(Value::as_str) != Some("ExternalName")
+            && object
+                .pointer("/spec/clusterIP")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            let ip = format!("10.43.{}.{}", (rv >> 8) & 0xff, rv & 0xff);
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.insert("clusterIP".into(), json!(ip));
+                spec.insert("clusterIPs".into(), json!([ip]));
+            }
+        }
         self.objects.insert(key, object.clone());
         self.record(index_of(resource), namespace, "ADDED", object.clone());
         Ok(object)
