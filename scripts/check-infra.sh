@@ -45,6 +45,8 @@ refused 'config.KUBEBYON_PUBLIC_BASE_URL is "http://localhost"' "${urls[@]}" \
     --set config.KUBEBYON_PUBLIC_BASE_URL=http://localhost
 refused "replicas" "${urls[@]}" --set-string 'http.api-auth.replicas=abc'
 refused "additional properties" "${urls[@]}" --set replica=3
+refused "config.KUBEBYON_LOADBALANCER_PROVIDER=haproxy needs config.KUBEBYON_HAPROXY_BASE_DOMAIN" "${urls[@]}" \
+    --set config.KUBEBYON_LOADBALANCER_PROVIDER=haproxy
 refused "config.KUBEBYON_ROUTE_MODE=local is for a host of one machine" "${urls[@]}" \
     --set config.KUBEBYON_ROUTE_MODE=local
 refused "edge.gateway.create needs config.KUBEBYON_EDGE_GATEWAY_NAME" "${urls[@]}" \
@@ -88,7 +90,8 @@ digest=sha256:$(printf '0%.0s' $(seq 64))
 optional="--set keda.enabled=true --set ingress.enabled=true --set host.inCluster=false --set host.kubeconfigSecret=host
  --set podMonitor.enabled=true --api-versions monitoring.coreos.com/v1/PodMonitor --set image.digest=$digest
  --set edge.gateway.create=true --set edge.gateway.className=example --set config.KUBEBYON_EDGE_GATEWAY_NAME=workloads
- --set edge.routeAgent.enabled=true"
+ --set edge.routeAgent.enabled=true
+ --set config.KUBEBYON_LOADBALANCER_PROVIDER=haproxy --set config.KUBEBYON_HAPROXY_BASE_DOMAIN=clusters.example.com"
 for values in "" "$optional" "$conventions"; do
     # shellcheck disable=SC2086
     render $values >"$rendered"
@@ -117,6 +120,8 @@ grep -q "^kind: Gateway$" "$rendered" \
     || { echo "error: edge.gateway.create renders no Gateway" >&2; exit 1; }
 grep -q "command: \[route-agent\]" "$rendered" \
     || { echo "error: edge.routeAgent.enabled renders no route-agent" >&2; exit 1; }
+grep -q "name: kubebyon-haproxy-runtime$" "$rendered" \
+    || { echo "error: the haproxy provider renders no HAProxy" >&2; exit 1; }
 # shellcheck disable=SC2086
 render $conventions >"$rendered"
 if [ "$(grep -c 'memory: 512Mi' "$rendered")" != 1 ]; then

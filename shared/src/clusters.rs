@@ -612,6 +612,21 @@ pub async fn list_observable(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sq
     .await
 }
 
+/// Live clusters reached through the host's shared load balancer
+/// (`public_access_mode` `loadbalancer`), those being deleted aside: the
+/// delete job takes them out.
+pub async fn list_load_balanced(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sqlx::Error> {
+    cluster_query!(
+        r#"SELECT"#,
+        r#"
+           FROM clusters
+           WHERE deleted_at IS NULL AND status <> 'deleting' AND public_access_mode = 'loadbalancer'
+           ORDER BY id"#
+    )
+    .fetch_all(db)
+    .await
+}
+
 /// Records that the cluster's namespace has the host access of `revision`
 /// (`host::access`).
 pub async fn record_host_access(

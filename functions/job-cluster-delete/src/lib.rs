@@ -47,8 +47,11 @@ impl TypedJobHandler for DeleteCluster {
             return ctx.complete_alone().await;
         };
         deletion.apply_to(&mut cluster);
-        ctx.step(DELETING_NAMESPACE, host.delete_namespace(&cluster))
-            .await?;
+        ctx.step(DELETING_NAMESPACE, async {
+            host.remove_public_entry(&cluster).await?;
+            host.delete_namespace(&cluster).await
+        })
+        .await?;
         ctx.stage(WAITING_FOR_GONE).await?;
         let settings = host.settings();
         let deadline = tokio::time::Instant::now() + settings.ready_timeout;

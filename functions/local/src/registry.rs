@@ -46,13 +46,14 @@ pub const ROUTERS: [(&str, MakeRouter); 12] = [
 ];
 
 /// Every schedule function.
-pub fn schedules() -> [&'static Schedule; 7] {
+pub fn schedules() -> [&'static Schedule; 8] {
     [
         &sweep::SCHEDULE,
         &sync_clusters::SCHEDULE,
         &sync_nodes::SCHEDULE,
         &sync_metrics::SCHEDULE,
         &sync_edge::SCHEDULE,
+        &sync_haproxy::SCHEDULE,
         &sync_dns::SCHEDULE,
         &notify::SCHEDULE,
     ]

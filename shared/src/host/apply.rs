@@ -1,7 +1,10 @@
 //! The steps a cluster job runs on the host, each a server-side apply (or a
 //! delete) that is safe to run again, and the wait for a control plane.
 
-use std::time::Duration;
+use std::{
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::{
@@ -26,6 +29,7 @@ use super::{
         sni_host, tls_route, vcluster_values,
     },
     error::ignore_not_found,
+    haproxy::{Backend, Haproxy},
 };
 use crate::{
     clusters::Cluster,
@@ -287,7 +291,9 @@ impl HostCluster {
 
     /// What nodes dial: a NodePort or LoadBalancer Service by the cluster's mode,
     /// or, for `loadbalancer` behind the shared Gateway, a TLS-passthrough
-    /// `TLSRoute`. The other kind is removed, so a mode change leaves nothing behind.
+    /// `TLSRoute`, or behind the shared HAProxy, a ClusterIP or NodePort
+    /// Service and the cluster's entry in HAProxy's map. The other kinds are
+    /// removed, so a mode change leaves nothing behind.
     pub async fn ensure_public_endpoint(&self, cluster: &Cluster) -> Result<(), HostError> {
         let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
         let routes: Api<DynamicObject> =
@@ -296,6 +302,12 @@ impl HostCluster {
         let service_type = match (cluster.public_access_mode, &self.settings.load_balancer) {
             (PublicAccessMode::Nodeport, _) => "NodePort",
             (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => "LoadBalancer",
+            (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) => {
+                match haproxy.backend {
+                    Backend::ClusterIp => "ClusterIP",
+                    Backend::NodePort => "NodePort",
+                }
+            }
             (
                 PublicAccessMode::Loadbalancer,
                 LoadBalancerProvider::GatewayApi {
@@ -340,7 +352,80 @@ impl HostCluster {
                 .delete(&cluster.vcluster_name, &DeleteParams::default())
                 .await
                 .map(|_| ()),
-        )
+        )?;
+        if let LoadBalancerProvider::Haproxy(haproxy) = &self.settings.load_balancer {
+            let host = sni_host(cluster, &haproxy.base_domain);
+            match cluster.public_access_mode {
+                // An address not given yet is written by the wait for the
+                // endpoint ([`Self::public_endpoint`]).
+                PublicAccessMode::Loadbalancer => {
+                    if let Some(target) = self.haproxy_target(cluster, haproxy).await? {
+                        haproxy.put_everywhere(&host, Some(target)).await?;
+                    }
+                }
+                PublicAccessMode::Nodeport => haproxy.put_everywhere(&host, None).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the shared HAProxy forwards the cluster's connections: its
+    /// public Service's cluster IP on 443, or the host node's address on
+    /// the Service's NodePort; `None` until the Service has it.
+    pub async fn haproxy_target(
+        &self,
+        cluster: &Cluster,
+        haproxy: &Haproxy,
+    ) -> Result<Option<SocketAddr>, HostError> {
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let Some(service) = api.get_opt(&public_service_name(cluster)).await? else {
+            return Ok(None);
+        };
+        let spec = service.spec.unwrap_or_default();
+        match haproxy.backend {
+            Backend::ClusterIp => Ok(spec
+                .cluster_ip
+                .and_then(|ip| ip.parse::<IpAddr>().ok())
+                .map(|ip| SocketAddr::new(ip, 443))),
+            Backend::NodePort => {
+                let Some(port) = spec
+                    .ports
+                    .unwrap_or_default()
+                    .first()
+                    .and_then(|p| p.node_port)
+                    .and_then(|p| u16::try_from(p).ok())
+                else {
+                    return Ok(None);
+                };
+                let address = &self.settings.node_address;
+                let ip = match address.parse::<IpAddr>() {
+                    Ok(ip) => ip,
+                    Err(_) => tokio::net::lookup_host((address.as_str(), port))
+                        .await
+                        .map_err(|e| HostError::Transport(format!("resolving {address}: {e}")))?
+                        .map(|a| a.ip())
+                        .min_by_key(IpAddr::is_ipv6)
+                        .ok_or_else(|| {
+                            HostError::Transport(format!("{address} resolves to no address"))
+                        })?,
+                };
+                Ok(Some(SocketAddr::new(ip, port)))
+            }
+        }
+    }
+
+    /// Takes the cluster out of the shared HAProxy's map, where the platform
+    /// uses one: before its namespace goes, so no connection is forwarded to
+    /// an address another Service may be given next.
+    pub async fn remove_public_entry(&self, cluster: &Cluster) -> Result<(), HostError> {
+        match &self.settings.load_balancer {
+            LoadBalancerProvider::Haproxy(haproxy) => {
+                haproxy
+                    .put_everywhere(&sni_host(cluster, &haproxy.base_domain), None)
+                    .await
+            }
+            _ => Ok(()),
+        }
     }
 
     pub async fn control_plane_state(
@@ -400,6 +485,22 @@ impl HostCluster {
                 port: 443,
             }));
         }
+        if let (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) =
+            (cluster.public_access_mode, &self.settings.load_balancer)
+        {
+            // Ready once every replica forwards the name to the Service;
+            // written here when one does not (its address was not known
+            // yet, or a replica restarted with an empty map).
+            let Some(target) = self.haproxy_target(cluster, haproxy).await? else {
+                return Ok(None);
+            };
+            let host = sni_host(cluster, &haproxy.base_domain);
+            haproxy.put_everywhere(&host, Some(target)).await?;
+            return Ok(Some(Endpoint {
+                host,
+                port: i32::from(haproxy.port),
+            }));
+        }
         let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
         let Some(service) = api.get_opt(&public_service_name(cluster)).await? else {
             return Ok(None);
@@ -433,6 +534,9 @@ impl HostCluster {
                 PublicAccessMode::Loadbalancer,
                 LoadBalancerProvider::GatewayApi { base_domain, .. },
             ) => Ok(Some(sni_host(cluster, base_domain))),
+            (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) => {
+                Ok(Some(sni_host(cluster, &haproxy.base_domain)))
+            }
             (PublicAccessMode::Nodeport, _) => {
                 Ok(Some(self.settings.node_address.clone()).filter(|a| !a.is_empty()))
             }

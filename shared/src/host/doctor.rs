@@ -162,6 +162,35 @@ impl HostCluster {
             });
         }
 
+        if let LoadBalancerProvider::Haproxy(haproxy) = &self.settings.load_balancer {
+            let check = format!("HAProxy's Runtime API {}", haproxy.runtime_api);
+            findings.push(match haproxy.replicas().await {
+                Err(error) => finding(check, false, error.to_string()),
+                Ok(replicas) => {
+                    let mut failed = Vec::new();
+                    let mut entries = 0;
+                    for replica in &replicas {
+                        match haproxy.show(*replica).await {
+                            Ok(map) => entries += map.len(),
+                            Err(error) => failed.push(error.to_string()),
+                        }
+                    }
+                    match failed.is_empty() {
+                        true => finding(
+                            check,
+                            true,
+                            format!(
+                                "{} replica(s) answer, {entries} entries of {} in all",
+                                replicas.len(),
+                                haproxy.map
+                            ),
+                        ),
+                        false => finding(check, false, failed.join("; ")),
+                    }
+                }
+            });
+        }
+
         let wanted = self.settings.pod_cidrs.join(", ");
         let check = format!("the nodes' pod networks inside KUBEBYON_HOST_POD_CIDRS ({wanted})");
         let nodes: Api<Node> = Api::all(self.client.clone());

@@ -25,6 +25,7 @@ pub mod doctor;
 pub mod error;
 pub mod exec;
 pub mod gateway;
+pub mod haproxy;
 pub mod metrics;
 pub mod objects;
 pub mod quantity;

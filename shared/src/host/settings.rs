@@ -63,6 +63,10 @@ pub enum LoadBalancerProvider {
         gateway_namespace: String,
         base_domain: String,
     },
+    /// One shared HAProxy forwarding by SNI host name
+    /// `<vcluster>-<id prefix>.<base domain>`, TLS passthrough, the clusters
+    /// kept in its map through its Runtime API (`haproxy`).
+    Haproxy(super::haproxy::Haproxy),
 }
 
 impl HostSettings {
@@ -129,10 +133,13 @@ impl HostSettings {
                         },
                     )?,
                 },
+                Some("haproxy") => {
+                    LoadBalancerProvider::Haproxy(super::haproxy::Haproxy::from_source(source)?)
+                }
                 Some(other) => {
                     return Err(ConfigError::Invalid {
                         name: "KUBEBYON_LOADBALANCER_PROVIDER",
-                        reason: format!("expected service or gatewayapi, got {other:?}"),
+                        reason: format!("expected service, gatewayapi or haproxy, got {other:?}"),
                     });
                 }
             },

@@ -17,6 +17,7 @@ mod edge;
 mod edge_proxy;
 mod faults;
 mod fleet;
+mod haproxy;
 mod harness;
 mod hostile_input;
 mod idempotency;
