@@ -10,6 +10,7 @@
 //! map.
 
 use std::{
+    net::SocketAddr,
     path::{Path, PathBuf},
     process::Stdio,
     time::Duration,
@@ -72,25 +73,27 @@ impl Proxy {
         }
     }
 
+    /// HAProxy in one process (the chart runs it master-worker, whose
+    /// worker would outlive a killed master here), once its Runtime API
+    /// answers a command.
     async fn spawn(dir: &Path, runtime: u16) -> Child {
         let child = Command::from(haproxy())
-            .args(["-W", "-db", "-f"])
+            .args(["-db", "-f"])
             .arg(dir.join("haproxy.cfg"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .expect("Debian's haproxy is installed (scripts/test.sh installs it)");
+        let runtime_api = Self::settings_for(dir, 0, runtime);
+        let replica = SocketAddr::from(([127, 0, 0, 1], runtime));
         for _ in 0..100 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", runtime))
-                .await
-                .is_ok()
-            {
-                break;
+            if runtime_api.show(replica).await.is_ok() {
+                return child;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        child
+        panic!("HAProxy's Runtime API does not answer");
     }
 
     /// Stops HAProxy and starts it again from the chart's (empty) map.
@@ -100,12 +103,16 @@ impl Proxy {
     }
 
     fn settings(&self) -> Haproxy {
+        Self::settings_for(&self.dir, self.port, self.runtime)
+    }
+
+    fn settings_for(dir: &Path, port: u16, runtime: u16) -> Haproxy {
         Haproxy {
             base_domain: BASE_DOMAIN.into(),
-            runtime_api: format!("127.0.0.1:{}", self.runtime),
-            map: format!("{}/clusters.map", self.dir.display()),
+            runtime_api: format!("127.0.0.1:{runtime}"),
+            map: format!("{}/clusters.map", dir.display()),
             backend: Backend::NodePort,
-            port: self.port,
+            port,
         }
     }
 
