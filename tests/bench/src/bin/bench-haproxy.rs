@@ -38,20 +38,31 @@ impl Drop for Process {
 
 /// The chart's HAProxy configuration with its values filled in.
 fn configuration(port: u16, runtime: u16, dir: &Path) -> anyhow::Result<String> {
-    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/helm/kubebyon/files/haproxy.cfg");
+    let chart =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/helm/kubebyon/files/haproxy.cfg");
     let template = std::fs::read_to_string(&chart).with_context(|| chart.display().to_string())?;
     let filled = template
         .replace("{{ .Values.haproxy.maxConnections }}", "2000")
         .replace("{{ .Values.haproxy.runtimePort }}", &runtime.to_string())
         .replace("{{ .Values.haproxy.port }}", &port.to_string())
-        .replace("{{ .Values.haproxy.configDir }}", &dir.display().to_string());
-    ensure!(!filled.contains("{{"), "a value of the chart's configuration is not filled in");
+        .replace(
+            "{{ .Values.haproxy.configDir }}",
+            &dir.display().to_string(),
+        );
+    ensure!(
+        !filled.contains("{{"),
+        "a value of the chart's configuration is not filled in"
+    );
     Ok(filled)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    (sorted[rank.min(sorted.len() - 1)] * 1000.0).round() / 1000.0
+    round3(sorted[rank.min(sorted.len() - 1)])
+}
+
+fn round3(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
 }
 
 /// `GET /version` from `connections` tasks for `seconds`: requests a
@@ -108,7 +119,10 @@ async fn main() -> anyhow::Result<()> {
         ..kube_sim::Options::vcluster(token.clone())
     })
     .await?;
-    let dir = std::env::temp_dir().join(format!("kb-bench-haproxy-{}", uuid::Uuid::new_v4().simple()));
+    let dir = std::env::temp_dir().join(format!(
+        "kb-bench-haproxy-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
     std::fs::create_dir_all(&dir)?;
     let (port, runtime) = (tests::free_port(), tests::free_port());
     std::fs::write(dir.join("haproxy.cfg"), configuration(port, runtime, &dir)?)?;
@@ -138,7 +152,9 @@ async fn main() -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let replica = *replicas.first().context("HAProxy's Runtime API does not answer")?;
+    let replica = *replicas
+        .first()
+        .context("HAProxy's Runtime API does not answer")?;
     settings
         .put(replica, &Default::default(), NAME, api.addr())
         .await?;
@@ -166,16 +182,18 @@ async fn main() -> anyhow::Result<()> {
         // Warm-up, then the measured runs, one way after the other.
         load(&direct_client, &direct_url, &token, 1, connections).await?;
         load(&proxy_client, &proxy_url, &token, 1, connections).await?;
-        let (direct_rate, direct) = load(&direct_client, &direct_url, &token, seconds, connections).await?;
-        let (proxy_rate, through) = load(&proxy_client, &proxy_url, &token, seconds, connections).await?;
+        let (direct_rate, direct) =
+            load(&direct_client, &direct_url, &token, seconds, connections).await?;
+        let (proxy_rate, through) =
+            load(&proxy_client, &proxy_url, &token, seconds, connections).await?;
         results.insert(
             label.into(),
             json!({
                 "direct": {"per_second": direct_rate.round(), "p50_ms": percentile(&direct, 0.5), "p99_ms": percentile(&direct, 0.99)},
                 "haproxy": {"per_second": proxy_rate.round(), "p50_ms": percentile(&through, 0.5), "p99_ms": percentile(&through, 0.99)},
-                "added_p50_ms": percentile(&through, 0.5) - percentile(&direct, 0.5),
-                "added_p99_ms": percentile(&through, 0.99) - percentile(&direct, 0.99),
-                "ratio": proxy_rate / direct_rate,
+                "added_p50_ms": round3(percentile(&through, 0.5) - percentile(&direct, 0.5)),
+                "added_p99_ms": round3(percentile(&through, 0.99) - percentile(&direct, 0.99)),
+                "ratio": (proxy_rate / direct_rate * 100.0).round() / 100.0,
             }),
         );
     }
