@@ -142,19 +142,16 @@ async fn main() -> anyhow::Result<()> {
         backend: Backend::NodePort,
         port,
     };
-    let mut replicas = Vec::new();
+    let replica = SocketAddr::from(([127, 0, 0, 1], runtime));
+    let mut answers = false;
     for _ in 0..100 {
-        if let Ok(found) = settings.replicas().await {
-            if tokio::net::TcpStream::connect(found[0]).await.is_ok() {
-                replicas = found;
-                break;
-            }
+        answers = settings.show(replica).await.is_ok();
+        if answers {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let replica = *replicas
-        .first()
-        .context("HAProxy's Runtime API does not answer")?;
+    ensure!(answers, "HAProxy's Runtime API does not answer");
     settings
         .put(replica, &Default::default(), NAME, api.addr())
         .await?;
