@@ -118,6 +118,7 @@ pub async fn issue(
             expires_at: chrono::Utc::now() + chrono::Duration::seconds(seconds),
             ip: origin.ip.as_deref(),
             user_agent: origin.user_agent.as_deref(),
+            api_endpoint: server,
         },
     )
     .await?;

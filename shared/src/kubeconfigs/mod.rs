@@ -28,6 +28,13 @@ pub struct Credential {
     /// `user`, `user_disabled`, `password_changed` or `issue_failed`.
     pub revoke_reason: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// The cluster's API address the kubeconfig names (null for those
+    /// issued before the platform recorded it).
+    pub api_endpoint: Option<String>,
+    /// The cluster's API address has changed since (its public access mode
+    /// did): the kubeconfig names one that is no longer the cluster's.
+    /// Download a new one.
+    pub stale: bool,
 }
 
 macro_rules! select_credential {
@@ -39,7 +46,10 @@ macro_rules! select_credential {
                            WHEN revoked_at IS NOT NULL THEN 'revoked'
                            WHEN expires_at <= now() THEN 'expired'
                            ELSE 'active' END AS "status!",
-                      service_account_name, description, expires_at, revoked_at, revoke_reason, created_at
+                      service_account_name, description, expires_at, revoked_at, revoke_reason, created_at,
+                      api_endpoint,
+                      (api_endpoint IS NOT NULL AND api_endpoint IS DISTINCT FROM
+                          (SELECT c.api_endpoint FROM clusters c WHERE c.id = cluster_id)) AS "stale!"
                FROM kubeconfig_credentials "# + $tail,
             $($arg),*
         )
@@ -55,6 +65,8 @@ pub struct NewCredential<'a> {
     pub expires_at: DateTime<Utc>,
     pub ip: Option<&'a str>,
     pub user_agent: Option<&'a str>,
+    /// The cluster's API address the kubeconfig will name.
+    pub api_endpoint: &'a str,
 }
 
 /// Records a credential before its ServiceAccount is made, so a failure half
@@ -62,8 +74,9 @@ pub struct NewCredential<'a> {
 pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO kubeconfig_credentials
-             (id, cluster_id, user_id, service_account_name, description, expires_at, ip, user_agent)
-         VALUES ($1, $2, $3, $4, $5, $6, $7::text::inet, left($8, 300))",
+             (id, cluster_id, user_id, service_account_name, description, expires_at, ip, user_agent,
+              api_endpoint)
+         VALUES ($1, $2, $3, $4, $5, $6, $7::text::inet, left($8, 300), $9)",
         new.id,
         new.cluster_id,
         new.user_id,
@@ -72,6 +85,7 @@ pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<
         new.expires_at,
         new.ip,
         new.user_agent,
+        new.api_endpoint,
     )
     .execute(db)
     .await?;

@@ -7,7 +7,7 @@
 //! --watch` of one cluster keeps receiving while ten others are added and
 //! removed; `sync-haproxy` refills a restarted HAProxy and removes what no
 //! cluster holds; a cluster deleted or switched to `nodeport` leaves the
-//! map.
+//! map, and its kubeconfigs are listed as stale.
 
 use std::{
     net::SocketAddr,
@@ -374,6 +374,35 @@ async fn clusters_share_one_haproxy_by_sni_and_a_watch_survives_others_coming_an
     assert!(status.is_success(), "{body}");
     app.drive().await;
     assert_eq!(proxy.map().await, [sni(&alpha, "alpha")]);
+
+    // Its kubeconfig names the address it had: the list says it is stale;
+    // one issued now is not.
+    let list = async || {
+        app.call(
+            "GET",
+            &format!("/api/console/clusters/{beta}/kubeconfigs"),
+            None,
+        )
+        .await
+        .1
+    };
+    let listed = list().await;
+    assert_eq!(listed[0]["stale"], true, "{listed}");
+    assert_eq!(
+        listed[0]["api_endpoint"],
+        format!("https://{}:{}", kubectl_b.sni, proxy.port)
+    );
+    app.issue_kubeconfig(&beta, json!({})).await;
+    let listed = list().await;
+    assert_eq!(
+        (listed[0]["stale"].clone(), listed[1]["stale"].clone()),
+        (json!(false), json!(true)),
+        "{listed}"
+    );
+    assert_eq!(
+        listed[0]["api_endpoint"],
+        app.cluster(&beta).await["api_endpoint"]
+    );
 }
 
 /// With the `clusterip` backend (HAProxy inside the host), a cluster's

@@ -2198,6 +2198,11 @@ export interface components {
         };
         /** @description A kubeconfig credential as its owner sees it. */
         Credential: {
+            /**
+             * @description The cluster's API address the kubeconfig names (null for those
+             *     issued before the platform recorded it).
+             */
+            api_endpoint?: string | null;
             /** Format: uuid */
             cluster_id: string;
             /** Format: date-time */
@@ -2213,6 +2218,12 @@ export interface components {
             revoked_at?: string | null;
             /** @description The ServiceAccount in the cluster's `kube-system` the token belongs to. */
             service_account_name: string;
+            /**
+             * @description The cluster's API address has changed since (its public access mode
+             *     did): the kubeconfig names one that is no longer the cluster's.
+             *     Download a new one.
+             */
+            stale: boolean;
             /**
              * @description `active`, `expired`, `revoking` (revoked; its ServiceAccount is still
              *     being deleted inside the cluster, so the token may work until then) or

@@ -245,6 +245,11 @@ function Kubeconfigs({ cluster }: { cluster: Cluster }) {
                   <td>{k.description ?? <code>{k.service_account_name}</code>}</td>
                   <td>
                     <Status value={k.status} />
+                    {k.stale && k.status === "active" && (
+                      <p className="muted" data-testid="kubeconfig-stale">
+                        {t("kubeconfig.stale", { endpoint: k.api_endpoint ?? "" })}
+                      </p>
+                    )}
                   </td>
                   <td>
                     <Time value={k.created_at} />
