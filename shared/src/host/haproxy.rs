@@ -142,21 +142,13 @@ impl Haproxy {
         Ok(found)
     }
 
-    /// The map of the replica at `replica`: SNI host → `ip/port`.
+    /// The map of the replica at `replica`: SNI host → `ip/port`. A map
+    /// may hold a key twice (two writers' `add map` at once); a key held
+    /// with two values reads as the empty value, which no target equals, so
+    /// [`Self::put`] sets every entry of it.
     pub async fn show(&self, replica: SocketAddr) -> Result<BTreeMap<String, String>, HostError> {
         let answer = command(replica, &format!("show map {}", self.map)).await?;
-        let mut entries = BTreeMap::new();
-        for line in answer.lines().filter(|l| !l.trim().is_empty()) {
-            // `0x55d0c0e6650 shop-1a2b3c4d.clusters.example.com 10.43.0.7/443`
-            let mut fields = line.split_whitespace();
-            match (fields.next(), fields.next(), fields.next(), fields.next()) {
-                (Some(id), Some(key), Some(value), None) if id.starts_with("0x") => {
-                    entries.insert(key.to_string(), value.to_string());
-                }
-                _ => return Err(refused(replica, "show map", line)),
-            }
-        }
-        Ok(entries)
+        parse_map(&answer).map_err(|line| refused(replica, "show map", line))
     }
 
     /// Makes the replica at `replica` map `host` to `target`, given what it
@@ -207,6 +199,28 @@ impl Haproxy {
         }
         Ok(())
     }
+}
+
+/// A `show map` answer, one entry a line:
+/// `0x55d0c0e6650 shop-1a2b3c4d.clusters.example.com 10.43.0.7/443`; the
+/// first line that is not one, when there is one.
+fn parse_map(answer: &str) -> Result<BTreeMap<String, String>, &str> {
+    let mut entries: BTreeMap<String, String> = BTreeMap::new();
+    for line in answer.lines().filter(|l| !l.trim().is_empty()) {
+        let mut fields = line.split_whitespace();
+        match (fields.next(), fields.next(), fields.next(), fields.next()) {
+            (Some(id), Some(key), Some(value), None) if id.starts_with("0x") => {
+                let held = entries
+                    .entry(key.to_string())
+                    .or_insert_with(|| value.to_string());
+                if held != value {
+                    held.clear();
+                }
+            }
+            _ => return Err(line),
+        }
+    }
+    Ok(entries)
 }
 
 /// How the map holds a target: `10.43.0.7/443`, `fd00::7/443`. The
@@ -308,6 +322,21 @@ mod tests {
             pairs.push((name, bad));
             assert!(read(&pairs).is_err(), "{name}={bad}");
         }
+    }
+
+    #[test]
+    fn a_key_held_twice_with_two_values_equals_no_target() {
+        let map = parse_map(
+            "0x1 a.example 10.43.0.7/443\n0x2 b.example 10.43.0.8/443\n\
+             0x3 b.example 10.43.0.9/443\n0x4 a.example 10.43.0.7/443\n",
+        )
+        .unwrap();
+        assert_eq!(map["a.example"], "10.43.0.7/443");
+        assert_eq!(map["b.example"], "");
+        assert_eq!(
+            parse_map("Unknown map identifier. Please use #<id> or <name>.\n"),
+            Err("Unknown map identifier. Please use #<id> or <name>.")
+        );
     }
 
     #[test]
