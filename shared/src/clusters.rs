@@ -35,7 +35,10 @@ macro_rules! cluster_query {
                connection_status AS "connection_status: ConnectionStatus",
                kubeconfig_available, kubeconfig_available_at,
                last_observed_at, last_error_message, created_at, updated_at,
-               pod_cidr::text AS pod_cidr, service_cidr::text AS service_cidr "# + $tail,
+               pod_cidr::text AS pod_cidr, service_cidr::text AS service_cidr,
+               previous_api_endpoint,
+               previous_public_access_mode AS "previous_public_access_mode: PublicAccessMode",
+               previous_endpoint_until "# + $tail,
             $($arg),*
         )
     };
@@ -92,6 +95,15 @@ pub struct Cluster {
     /// The network its Services' addresses come from (`10.128.0.0/22`);
     /// absent as `pod_cidr` is (`10.128.0.0/16`).
     pub service_cidr: Option<String>,
+    /// The address the cluster had before its endpoint last moved, while
+    /// it still serves (until `previous_endpoint_until`): kubeconfigs and
+    /// nodes naming it keep working until then.
+    pub previous_api_endpoint: Option<String>,
+    /// The public access mode that serves `previous_api_endpoint`.
+    pub previous_public_access_mode: Option<PublicAccessMode>,
+    /// When the old address stops being served (the platform removes it
+    /// shortly after).
+    pub previous_endpoint_until: Option<DateTime<Utc>>,
 }
 
 /// A page of clusters, newest first.
@@ -574,7 +586,10 @@ impl ClusterDeletion {
     }
 }
 
-/// Writes the new target snapshot and moves the cluster to `updating`.
+/// Writes the new target snapshot and moves the cluster to `updating`. The
+/// public access mode is not written: the cluster keeps the one that serves
+/// it until the update job has verified the new endpoint and records both
+/// ([`record_endpoint`]).
 pub async fn apply_changes(
     tx: &mut PgConnection,
     cluster_id: Uuid,
@@ -584,19 +599,103 @@ pub async fn apply_changes(
         "UPDATE clusters
          SET workload_cpu_limit_milli_cores = $2, workload_memory_limit_mib = $3,
              control_plane_cpu_request_milli_cores = $4, control_plane_memory_request_mib = $5,
-             public_access_mode = $6, managed_workload_ingress_enabled = $7, status = 'updating'
+             managed_workload_ingress_enabled = $6, status = 'updating'
          WHERE id = $1 AND deleted_at IS NULL",
         cluster_id,
         changes.workload_cpu_limit_milli_cores,
         changes.workload_memory_limit_mib,
         changes.control_plane_cpu_request_milli_cores,
         changes.control_plane_memory_request_mib,
-        changes.public_access_mode.as_str(),
         changes.managed_workload_ingress_enabled,
     )
     .execute(tx)
     .await?;
     Ok(())
+}
+
+/// The endpoint a cluster had, kept serving for a while after it moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviousEndpoint<'a> {
+    pub api_endpoint: &'a str,
+    pub mode: PublicAccessMode,
+    pub until: DateTime<Utc>,
+}
+
+/// Records the public access mode that serves the cluster now and, when
+/// its endpoint moved and the old one keeps serving a while, that one
+/// (otherwise whatever was recorded as previous stays). The endpoint
+/// itself is [`mark_ready`]'s.
+pub async fn record_endpoint(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    mode: PublicAccessMode,
+    previous: Option<PreviousEndpoint<'_>>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE clusters
+         SET public_access_mode = $2,
+             previous_api_endpoint = CASE WHEN $3::text IS NULL THEN previous_api_endpoint ELSE $3 END,
+             previous_public_access_mode = CASE WHEN $3::text IS NULL THEN previous_public_access_mode ELSE $4 END,
+             previous_endpoint_until = CASE WHEN $3::text IS NULL THEN previous_endpoint_until ELSE $5 END
+         WHERE id = $1 AND deleted_at IS NULL",
+        cluster_id,
+        mode.as_str(),
+        previous.as_ref().map(|p| p.api_endpoint),
+        previous.as_ref().map(|p| p.mode.as_str()),
+        previous.as_ref().map(|p| p.until),
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Forgets the cluster's previous endpoint once it is no longer served,
+/// if it is still `api_endpoint` (a later switch may have recorded another).
+pub async fn forget_previous_endpoint(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    api_endpoint: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE clusters
+         SET previous_api_endpoint = NULL, previous_public_access_mode = NULL,
+             previous_endpoint_until = NULL
+         WHERE id = $1 AND previous_api_endpoint = $2",
+        cluster_id,
+        api_endpoint,
+    )
+    .execute(tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Live clusters whose previous endpoint's grace period has passed: an
+/// `endpoint_retire` job each removes what served it.
+pub async fn list_previous_endpoints_due(
+    db: impl PgExecutor<'_>,
+) -> Result<Vec<Cluster>, sqlx::Error> {
+    cluster_query!(
+        r#"SELECT"#,
+        r#"
+           FROM clusters
+           WHERE previous_endpoint_until <= now() AND deleted_at IS NULL AND status <> 'deleting'
+           ORDER BY previous_endpoint_until
+           LIMIT 500"#
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// The job that removes a cluster's previous endpoint once its grace
+/// period has passed: the endpoint it retires, so a job that finds another
+/// recorded (a later switch) leaves that one alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRetirement {
+    pub api_endpoint: String,
+}
+
+impl JobPayload for EndpointRetirement {
+    const JOB_TYPE: JobType = JobType::EndpointRetire;
 }
 
 /// Clusters whose control plane should answer: ready or being updated.
@@ -612,15 +711,23 @@ pub async fn list_observable(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sq
     .await
 }
 
-/// Live clusters reached through the host's shared load balancer
-/// (`public_access_mode` `loadbalancer`), those being deleted aside: the
-/// delete job takes them out.
+/// Live clusters reached through the host's shared load balancer: those
+/// whose mode is `loadbalancer`, whose previous endpoint was (still served
+/// until it is retired), or whose active update switches them to it (its
+/// entry is verified before the mode is recorded). Those being deleted
+/// aside: the delete job takes them out.
 pub async fn list_load_balanced(db: impl PgExecutor<'_>) -> Result<Vec<Cluster>, sqlx::Error> {
     cluster_query!(
         r#"SELECT"#,
         r#"
-           FROM clusters
-           WHERE deleted_at IS NULL AND status <> 'deleting' AND public_access_mode = 'loadbalancer'
+           FROM clusters c
+           WHERE deleted_at IS NULL AND status <> 'deleting'
+             AND (public_access_mode = 'loadbalancer'
+                  OR previous_public_access_mode = 'loadbalancer'
+                  OR EXISTS (SELECT 1 FROM cluster_jobs j
+                             WHERE j.cluster_id = c.id AND j.type = 'cluster_update'
+                               AND j.status IN ('pending', 'running')
+                               AND j.payload->>'public_access_mode' = 'loadbalancer'))
            ORDER BY id"#
     )
     .fetch_all(db)

@@ -422,6 +422,10 @@ text_enum! {
         Cancelled => "cancelled",
         /// The platform failed on its side (its database, say).
         Internal => "internal",
+        /// A new public endpoint did not answer as the cluster (a TLS
+        /// handshake with its CA and `GET /version`) from the platform: the
+        /// cluster stays on its old endpoint.
+        EndpointUnreachable => "endpoint_unreachable",
     }
 }
 
@@ -437,7 +441,8 @@ impl FailureCode {
             | Self::DrainTimeout
             | Self::ClusterNotReady
             | Self::WorkerLost
-            | Self::Internal => true,
+            | Self::Internal
+            | Self::EndpointUnreachable => true,
             Self::HostRejected
             | Self::QuotaExceeded
             | Self::ClusterDeleted
@@ -485,6 +490,9 @@ impl FailureCode {
             }
             Self::Internal => {
                 "The platform failed on its side. Retry the operation; if it keeps failing, contact the platform's operator."
+            }
+            Self::EndpointUnreachable => {
+                "The new endpoint did not answer, so the cluster stays on its old one and its kubeconfigs keep working. Retry once the load balancer or proxy in front of it is up; the platform's operator can check it."
             }
         }
     }
@@ -544,15 +552,17 @@ pub enum JobType {
     ClusterDelete,
     NodeRemove,
     IngressConverge,
+    EndpointRetire,
 }
 
 impl JobType {
-    pub const ALL: [JobType; 5] = [
+    pub const ALL: [JobType; 6] = [
         Self::ClusterCreate,
         Self::ClusterUpdate,
         Self::ClusterDelete,
         Self::NodeRemove,
         Self::IngressConverge,
+        Self::EndpointRetire,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -562,6 +572,7 @@ impl JobType {
             Self::ClusterDelete => "cluster_delete",
             Self::NodeRemove => "node_remove",
             Self::IngressConverge => "ingress_converge",
+            Self::EndpointRetire => "endpoint_retire",
         }
     }
 
@@ -573,6 +584,7 @@ impl JobType {
             Self::ClusterDelete => "delete",
             Self::NodeRemove => "node_remove",
             Self::IngressConverge => "ingress_converge",
+            Self::EndpointRetire => "endpoint_retire",
         }
     }
 }

@@ -8,7 +8,9 @@ use std::sync::{
 use async_trait::async_trait;
 use shared::{
     accounts::users,
-    clusters::{self, ClusterChanges, ClusterCreation, ClusterDeletion, NewCluster},
+    clusters::{
+        self, ClusterChanges, ClusterCreation, ClusterDeletion, EndpointRetirement, NewCluster,
+    },
     domain::{FailureCode, JobType},
     ingress::IngressConvergence,
     jobs::{self, Finished, JobContext, JobError, JobHandler, JobMessage, NewJob, Stage},
@@ -179,6 +181,9 @@ pub async fn enqueue(
         JobType::ClusterDelete => jobs::encode(&ClusterDeletion::of(&cluster)),
         JobType::NodeRemove => panic!("a node removal names its node: request it through the API"),
         JobType::IngressConverge => jobs::encode(&IngressConvergence::of(&cluster)),
+        JobType::EndpointRetire => jobs::encode(&EndpointRetirement {
+            api_endpoint: cluster.api_endpoint.clone().unwrap_or_default(),
+        }),
     }
     .expect("encode payload");
     let mut tx = pool.begin().await.expect("tx");

@@ -32,7 +32,13 @@ pub struct UpdateClusterRequest {
     pub control_plane_cpu_request_milli_cores: Option<i64>,
     #[schema(minimum = 256, maximum = 32_768)]
     pub control_plane_memory_request_mib: Option<i64>,
-    /// Changing it moves the public endpoint: download the kubeconfig again afterwards.
+    /// Changing it moves the public endpoint. The update job makes the new
+    /// entry, verifies it from the platform, and only then records the mode
+    /// and the new `api_endpoint` (until then the cluster shows the mode that
+    /// serves it); the old address keeps serving until
+    /// `previous_endpoint_until`, and kubeconfigs naming it are listed as
+    /// `stale`. A new address that does not answer fails the operation with
+    /// `endpoint_unreachable` and the cluster stays on its old endpoint.
     pub public_access_mode: Option<PublicAccessMode>,
     pub managed_workload_ingress_enabled: Option<bool>,
 }
@@ -43,7 +49,7 @@ pub struct UpdateClusterRequest {
 /// `cluster_update` job, in one transaction. Only a `ready` cluster can be
 /// updated, and only one job may be active per cluster. A request that
 /// changes nothing (no field, or every field as it is) writes nothing and
-/// answers 200 with the cluster.
+/// answers 200 with the cluster, except while an update runs (409).
 #[utoipa::path(
     patch,
     path = "/api/console/clusters/{cluster_id}",
@@ -108,7 +114,11 @@ pub async fn update(
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    if changes == ClusterChanges::of(&cluster) {
+    // While an update runs, the row holds its target limits but still the
+    // mode that serves the cluster (a switch records the new one when it is
+    // verified): "nothing to change" cannot be told, and the request meets
+    // the running update below.
+    if changes == ClusterChanges::of(&cluster) && cluster.status != ClusterStatus::Updating {
         return Ok((StatusCode::OK, AppJson(cluster)).into_response());
     }
     if cluster.status != ClusterStatus::Ready {

@@ -102,7 +102,7 @@ async fn create(
         .await?;
     ctx.step(
         INSTALLING,
-        host.ensure_control_plane(cluster, api_server.as_ref(), public_host.as_deref()),
+        host.ensure_control_plane(cluster, api_server.as_ref(), public_host.as_slice()),
     )
     .await?;
 

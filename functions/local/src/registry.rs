@@ -67,5 +67,6 @@ pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {
         Arc::new(job_cluster_delete::DeleteCluster::new(host.clone())),
         Arc::new(job_node_remove::RemoveNode::new(host.clone())),
         Arc::new(job_ingress_converge::ConvergeIngress::new(host.clone())),
+        Arc::new(job_endpoint_retire::RetireEndpoint::new(host.clone())),
     ]
 }

@@ -3,8 +3,10 @@
 //! `connection_status` and `last_observed_at`; the managed ingress kept on
 //! its target (an `ingress_converge` job enqueued when it or its workload
 //! edge is off it, its availability followed otherwise); the admission webhook kept as
-//! registered ([`keep_webhook`]); and the hostnames' certificates in the
-//! cluster followed, unless the workload edge serves them over HTTPS.
+//! registered ([`keep_webhook`]); the hostnames' certificates in the
+//! cluster followed, unless the workload edge serves them over HTTPS; and
+//! an `endpoint_retire` job enqueued for each cluster whose previous
+//! endpoint's grace period is over.
 
 use std::{
     collections::HashMap,
@@ -21,7 +23,7 @@ use sqlx::PgPool;
 
 use shared::{
     admission::{self, registration, store::Registration},
-    clusters::{self, Cluster, ClusterChanges},
+    clusters::{self, Cluster, ClusterChanges, EndpointRetirement},
     domain::{IngressStatus, JobPayload},
     host::HostCluster,
     ingress::{self, IngressConvergence, edge, records::BindingName},
@@ -41,6 +43,9 @@ pub struct ObservationReport {
     /// registered with a secret in its URL, not at all, or with files that
     /// name another host than the platform's.
     pub registrations_renewed: u64,
+    /// `endpoint_retire` jobs enqueued for clusters whose previous
+    /// endpoint's grace period is over.
+    pub endpoints_retired: u64,
 }
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -142,7 +147,38 @@ pub async fn observe_clusters(
             report.unreachable += 1;
         }
     }
+    report.endpoints_retired = retire_previous_endpoints(pool, enqueuing).await?;
     Ok(report)
+}
+
+/// Enqueues an `endpoint_retire` job for each idle cluster whose previous
+/// endpoint's grace period is over; a busy one is left to the next
+/// observation. Answers how many were enqueued.
+async fn retire_previous_endpoints(
+    pool: &PgPool,
+    enqueuing: Enqueuing<'_>,
+) -> Result<u64, sqlx::Error> {
+    let mut enqueued = 0;
+    for cluster in clusters::list_previous_endpoints_due(pool).await? {
+        let Some(api_endpoint) = cluster.previous_api_endpoint.clone() else {
+            continue;
+        };
+        match enqueue_when_idle(
+            pool,
+            enqueuing,
+            &cluster,
+            &EndpointRetirement { api_endpoint },
+        )
+        .await
+        {
+            Ok(true) => enqueued += 1,
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(cluster_id = %cluster.id, %error, "could not enqueue the old endpoint's removal");
+            }
+        }
+    }
+    Ok(enqueued)
 }
 
 /// The workload edges as last converged, the base domain the clusters'

@@ -224,16 +224,16 @@ impl HostCluster {
 
     /// The vCluster control plane, as a k3s `HelmChart` in the cluster's
     /// namespace, its API server started with `api_server`'s files and its
-    /// certificate naming `public_host`, the address clients reach it on.
+    /// certificate naming `public_hosts`, the addresses clients reach it on.
     pub async fn ensure_control_plane(
         &self,
         cluster: &Cluster,
         api_server: Option<&ApiServerFiles>,
-        public_host: Option<&str>,
+        public_hosts: &[String],
     ) -> Result<(), HostError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
-        let values = vcluster_values(cluster, &self.settings, api_server, public_host);
+        let values = vcluster_values(cluster, &self.settings, api_server, public_hosts);
         let chart = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
         "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
         "spec": {
@@ -292,14 +292,12 @@ impl HostCluster {
     /// What nodes dial: a NodePort or LoadBalancer Service by the cluster's mode,
     /// or, for `loadbalancer` behind the shared Gateway, a TLS-passthrough
     /// `TLSRoute`, or behind the shared HAProxy, a ClusterIP or NodePort
-    /// Service and the cluster's entry in HAProxy's map. The other kinds are
-    /// removed, so a mode change leaves nothing behind.
+    /// Service and the cluster's entry in HAProxy's map. What another mode
+    /// made stays: an endpoint switch keeps it serving until
+    /// [`Self::prune_public_entries`] removes it.
     pub async fn ensure_public_endpoint(&self, cluster: &Cluster) -> Result<(), HostError> {
-        let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        let routes: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
-        let name = public_service_name(cluster);
-        let service_type = match (cluster.public_access_mode, &self.settings.load_balancer) {
+        let mode = cluster.public_access_mode;
+        let service_type = match (mode, &self.settings.load_balancer) {
             (PublicAccessMode::Nodeport, _) => "NodePort",
             (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => "LoadBalancer",
             (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) => {
@@ -316,6 +314,8 @@ impl HostCluster {
                     base_domain,
                 },
             ) => {
+                let routes: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
                 let route = json!({"apiVersion": "gateway.networking.k8s.io/v1alpha2", "kind": "TLSRoute",
                 "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
                 "spec": {
@@ -331,14 +331,11 @@ impl HostCluster {
                         &Patch::Apply(route),
                     )
                     .await?;
-                return ignore_not_found(
-                    services
-                        .delete(&name, &DeleteParams::default())
-                        .await
-                        .map(|_| ()),
-                );
+                return Ok(());
             }
         };
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let name = public_service_name(cluster, mode);
         let service = json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
             "spec": {"type": service_type,
@@ -347,26 +344,85 @@ impl HostCluster {
         services
             .patch(&name, &Self::apply_params(), &Patch::Apply(service))
             .await?;
-        ignore_not_found(
-            routes
-                .delete(&cluster.vcluster_name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-        )?;
-        if let LoadBalancerProvider::Haproxy(haproxy) = &self.settings.load_balancer {
-            let host = sni_host(cluster, &haproxy.base_domain);
-            match cluster.public_access_mode {
-                // An address not given yet is written by the wait for the
-                // endpoint ([`Self::public_endpoint`]).
-                PublicAccessMode::Loadbalancer => {
-                    if let Some(target) = self.haproxy_target(cluster, haproxy).await? {
-                        haproxy.put_everywhere(&host, Some(target)).await?;
-                    }
-                }
-                PublicAccessMode::Nodeport => haproxy.put_everywhere(&host, None).await?,
+        if let (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) =
+            (mode, &self.settings.load_balancer)
+        {
+            // An address not given yet is written by the wait for the
+            // endpoint ([`Self::public_endpoint`]).
+            if let Some(target) = self.haproxy_target(cluster, haproxy).await? {
+                put_in_map(cluster, haproxy, target).await;
             }
         }
         Ok(())
+    }
+
+    /// Removes the public entries of every mode but `keep`: the other
+    /// mode's Service, a `TLSRoute` or a Service the provider does not use,
+    /// and, with the shared HAProxy, the cluster's map entry when `keep`
+    /// is not served through it. Each removal is safe to run again.
+    pub async fn prune_public_entries(
+        &self,
+        cluster: &Cluster,
+        keep: PublicAccessMode,
+    ) -> Result<(), HostError> {
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let routes: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
+        let gateway = matches!(
+            self.settings.load_balancer,
+            LoadBalancerProvider::GatewayApi { .. }
+        );
+        let mut unused = vec![];
+        if keep != PublicAccessMode::Nodeport {
+            unused.push(public_service_name(cluster, PublicAccessMode::Nodeport));
+        }
+        if keep != PublicAccessMode::Loadbalancer || gateway {
+            unused.push(public_service_name(cluster, PublicAccessMode::Loadbalancer));
+        }
+        for name in unused {
+            ignore_not_found(
+                services
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        if keep != PublicAccessMode::Loadbalancer || !gateway {
+            ignore_not_found(
+                routes
+                    .delete(&cluster.vcluster_name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        if keep != PublicAccessMode::Loadbalancer {
+            self.remove_public_entry(cluster).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the cluster's control plane answers at `server` as itself: a
+    /// TLS handshake verified with the cluster's CA (and the name or address
+    /// `server` gives) and `GET /version`, from the platform. Tried every
+    /// poll interval until it answers or the ready timeout runs out; the
+    /// last failure comes back.
+    pub async fn verify_endpoint(&self, cluster: &Cluster, server: &str) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
+        loop {
+            let answer = match self.vcluster_client(cluster, server).await {
+                Ok(client) => client
+                    .apiserver_version()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Err(err) => Err(err.to_string()),
+            };
+            match answer {
+                Ok(()) => return Ok(()),
+                Err(error) if tokio::time::Instant::now() >= deadline => return Err(error),
+                Err(_) => tokio::time::sleep(self.settings.poll_interval).await,
+            }
+        }
     }
 
     /// Where the shared HAProxy forwards the cluster's connections: its
@@ -378,7 +434,8 @@ impl HostCluster {
         haproxy: &Haproxy,
     ) -> Result<Option<SocketAddr>, HostError> {
         let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        let Some(service) = api.get_opt(&public_service_name(cluster)).await? else {
+        let name = public_service_name(cluster, PublicAccessMode::Loadbalancer);
+        let Some(service) = api.get_opt(&name).await? else {
             return Ok(None);
         };
         let spec = service.spec.unwrap_or_default();
@@ -397,35 +454,40 @@ impl HostCluster {
                 else {
                     return Ok(None);
                 };
-                let address = &self.settings.node_address;
-                let ip = match address.parse::<IpAddr>() {
-                    Ok(ip) => ip,
-                    Err(_) => tokio::net::lookup_host((address.as_str(), port))
-                        .await
-                        .map_err(|e| HostError::Transport(format!("resolving {address}: {e}")))?
-                        .map(|a| a.ip())
-                        .min_by_key(IpAddr::is_ipv6)
-                        .ok_or_else(|| {
-                            HostError::Transport(format!("{address} resolves to no address"))
-                        })?,
-                };
-                Ok(Some(SocketAddr::new(ip, port)))
+                Ok(Some(SocketAddr::new(self.node_ip(port).await?, port)))
             }
         }
     }
 
+    /// The host node's address (`KUBEBYON_HOST_NODE_ADDRESS`) as an IP,
+    /// looked up when it is a name (IPv4 first).
+    pub async fn node_ip(&self, port: u16) -> Result<IpAddr, HostError> {
+        let address = &self.settings.node_address;
+        if let Ok(ip) = address.parse::<IpAddr>() {
+            return Ok(ip);
+        }
+        tokio::net::lookup_host((address.as_str(), port))
+            .await
+            .map_err(|e| HostError::Transport(format!("resolving {address}: {e}")))?
+            .map(|a| a.ip())
+            .min_by_key(IpAddr::is_ipv6)
+            .ok_or_else(|| HostError::Transport(format!("{address} resolves to no address")))
+    }
+
     /// Takes the cluster out of the shared HAProxy's map, where the platform
     /// uses one: before its namespace goes, so no connection is forwarded to
-    /// an address another Service may be given next.
+    /// an address another Service may be given next. A replica that does not
+    /// answer is left to `sync-haproxy`, which removes what no cluster holds:
+    /// logged, not failed.
     pub async fn remove_public_entry(&self, cluster: &Cluster) -> Result<(), HostError> {
-        match &self.settings.load_balancer {
-            LoadBalancerProvider::Haproxy(haproxy) => {
-                haproxy
-                    .put_everywhere(&sni_host(cluster, &haproxy.base_domain), None)
-                    .await
+        if let LoadBalancerProvider::Haproxy(haproxy) = &self.settings.load_balancer {
+            let host = sni_host(cluster, &haproxy.base_domain);
+            if let Err(error) = haproxy.put_everywhere(&host, None).await {
+                tracing::warn!(cluster_id = %cluster.id, %error,
+                    "could not remove the cluster from HAProxy's map; sync-haproxy will");
             }
-            _ => Ok(()),
         }
+        Ok(())
     }
 
     pub async fn control_plane_state(
@@ -494,15 +556,15 @@ impl HostCluster {
             let Some(target) = self.haproxy_target(cluster, haproxy).await? else {
                 return Ok(None);
             };
-            let host = sni_host(cluster, &haproxy.base_domain);
-            haproxy.put_everywhere(&host, Some(target)).await?;
+            put_in_map(cluster, haproxy, target).await;
             return Ok(Some(Endpoint {
-                host,
+                host: sni_host(cluster, &haproxy.base_domain),
                 port: i32::from(haproxy.port),
             }));
         }
         let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        let Some(service) = api.get_opt(&public_service_name(cluster)).await? else {
+        let name = public_service_name(cluster, cluster.public_access_mode);
+        let Some(service) = api.get_opt(&name).await? else {
             return Ok(None);
         };
         let spec = service.spec.unwrap_or_default();
@@ -543,7 +605,10 @@ impl HostCluster {
             (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => {
                 let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
                 Ok(api
-                    .get_opt(&public_service_name(cluster))
+                    .get_opt(&public_service_name(
+                        cluster,
+                        PublicAccessMode::Loadbalancer,
+                    ))
                     .await?
                     .and_then(|service| first_ingress(service.status))
                     .and_then(|ingress| ingress.hostname.or(ingress.ip)))
@@ -629,6 +694,18 @@ impl HostCluster {
     pub async fn namespace_exists(&self, cluster: &Cluster) -> Result<bool, HostError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         Ok(api.get_opt(&cluster.namespace).await?.is_some())
+    }
+}
+
+/// Maps the cluster's SNI host to `target` on every HAProxy replica. A
+/// replica that does not answer is logged, not failed: `sync-haproxy`
+/// writes what it missed, and what decides a switch is the verification
+/// of the new endpoint ([`HostCluster::verify_endpoint`]).
+async fn put_in_map(cluster: &Cluster, haproxy: &Haproxy, target: SocketAddr) {
+    let host = sni_host(cluster, &haproxy.base_domain);
+    if let Err(error) = haproxy.put_everywhere(&host, Some(target)).await {
+        tracing::warn!(cluster_id = %cluster.id, %error,
+            "could not write the cluster into HAProxy's map; sync-haproxy will");
     }
 }
 

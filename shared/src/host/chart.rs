@@ -5,7 +5,7 @@ use k8s_openapi::serde_json::{Value, json};
 use kube::core::{ApiResource, GroupVersionKind};
 
 use super::settings::HostSettings;
-use crate::clusters::Cluster;
+use crate::{clusters::Cluster, domain::PublicAccessMode};
 
 /// The NetworkPolicy that fences a control plane's namespace: its pods talk
 /// to each other; from outside, only the API port (8443, behind the public
@@ -89,9 +89,16 @@ pub fn sni_host(cluster: &Cluster, base_domain: &str) -> String {
     )
 }
 
-/// The public endpoint Service of a cluster.
-pub fn public_service_name(cluster: &Cluster) -> String {
-    format!("{}-public", cluster.vcluster_name)
+/// The Service a public access mode reaches the control plane through:
+/// `<release>-public` for `nodeport`, `<release>-public-lb` for
+/// `loadbalancer` (a LoadBalancer Service, or the shared HAProxy's
+/// backend). A name each, so an endpoint switch keeps the old Service
+/// serving while the new one is made and verified.
+pub fn public_service_name(cluster: &Cluster, mode: PublicAccessMode) -> String {
+    match mode {
+        PublicAccessMode::Nodeport => format!("{}-public", cluster.vcluster_name),
+        PublicAccessMode::Loadbalancer => format!("{}-public-lb", cluster.vcluster_name),
+    }
 }
 
 /// Labels every object of a cluster carries.
@@ -119,15 +126,21 @@ const FORMER_POD_CIDR: &str = "10.64.0.0/16";
 const FORMER_SERVICE_CIDR: &str = "10.128.0.0/16";
 
 /// The vCluster chart values (vcluster.yaml) for a cluster whose clients
-/// reach its API server on `public_host` (in its certificate:
-/// `controlPlane.proxy.extraSANs`).
+/// reach its API server on `public_hosts` (in its certificate:
+/// `controlPlane.proxy.extraSANs`; during an endpoint switch, the new
+/// address and the old one).
 pub fn vcluster_values(
     cluster: &Cluster,
     settings: &HostSettings,
     api_server: Option<&ApiServerFiles>,
-    public_host: Option<&str>,
+    public_hosts: &[String],
 ) -> Value {
-    let extra_sans: Vec<&str> = public_host.into_iter().collect();
+    let mut extra_sans: Vec<&str> = Vec::new();
+    for host in public_hosts {
+        if !extra_sans.contains(&host.as_str()) {
+            extra_sans.push(host);
+        }
+    }
     let mut values = json!({
         "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},
         "controlPlane": {

@@ -49,7 +49,14 @@ pub struct HostSettings {
     /// The shared workload Gateway of the workload edge, when there is one
     /// ([`WorkloadGateway`]).
     pub workload_gateway: Option<super::gateway::WorkloadGateway>,
+    /// `KUBEBYON_ENDPOINT_GRACE_SECONDS` (default 3600, at most 604800):
+    /// how long a cluster's old public entry keeps serving after its
+    /// endpoint moved; 0 removes it as the switch completes.
+    pub endpoint_grace: Duration,
 }
+
+/// The longest grace period an old endpoint may be given: a week.
+pub const MAX_ENDPOINT_GRACE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How a `loadbalancer` cluster's control plane is exposed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +123,18 @@ impl HostSettings {
                 .transpose()?,
             tenant_access: TenantAccess::from_source(source)?,
             workload_gateway: super::gateway::WorkloadGateway::from_source(source)?,
+            endpoint_grace: match source.get("KUBEBYON_ENDPOINT_GRACE_SECONDS") {
+                None => Duration::from_secs(3600),
+                Some(raw) => raw
+                    .parse::<u64>()
+                    .ok()
+                    .map(Duration::from_secs)
+                    .filter(|grace| *grace <= MAX_ENDPOINT_GRACE)
+                    .ok_or(ConfigError::Invalid {
+                        name: "KUBEBYON_ENDPOINT_GRACE_SECONDS",
+                        reason: "must be a whole number of seconds from 0 to 604800".into(),
+                    })?,
+            },
             load_balancer: match source.get("KUBEBYON_LOADBALANCER_PROVIDER").as_deref() {
                 None | Some("service") => LoadBalancerProvider::Service,
                 Some("gatewayapi") => LoadBalancerProvider::GatewayApi {

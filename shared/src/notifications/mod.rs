@@ -93,6 +93,8 @@ pub async fn fan_out(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
                       CASE b.kind
                           WHEN 'cluster_ready' THEN coalesce(ns.notify_cluster_ready, true)
                           WHEN 'cluster_failed' THEN coalesce(ns.notify_cluster_failed, true)
+                          -- Not a setting: old kubeconfigs and nodes stop working.
+                          WHEN 'cluster_endpoint_changed' THEN true
                           WHEN 'node_offline' THEN coalesce(ns.notify_node_offline, true)
                           WHEN 'node_joined' THEN coalesce(ns.notify_node_joined, false)
                           WHEN 'order_paid' THEN coalesce(ns.notify_order_paid, true)
@@ -183,6 +185,7 @@ pub fn event_type(kind: &str) -> &'static str {
     match kind {
         "cluster_ready" => "cluster.ready",
         "cluster_failed" => "cluster.failed",
+        "cluster_endpoint_changed" => "cluster.endpoint_changed",
         "node_joined" => "node.joined",
         "node_offline" => "node.offline",
         "order_paid" => "order.paid",
@@ -355,6 +358,16 @@ pub fn email_text(delivery: &Claimed) -> (String, String) {
                 "Your cluster {} could not be built: {}\n\nRetry it from the console, or delete it.",
                 text("cluster_name"),
                 text("error")
+            ),
+        ),
+        "cluster_endpoint_changed" => (
+            format!("Cluster {} has a new API address", text("cluster_name")),
+            format!(
+                "The API server of your cluster {} moved to {} (it was {}).\n\nThe old address keeps working until {}; after that, kubeconfigs that name it stop working and the console lists them as stale. Download a new kubeconfig from the console. Nodes that joined through the old address reach the cluster through it too: point their kubelet at the new address (or join them again) before then. Join commands made from now on use the new address.",
+                text("cluster_name"),
+                text("api_endpoint"),
+                text("previous_api_endpoint"),
+                text("previous_endpoint_until")
             ),
         ),
         "node_joined" => (

@@ -141,6 +141,16 @@ pub async fn run(shared: Arc<Shared>) {
                 let mut store = shared.store.lock().expect("lock");
                 allocate_service_ports(&shared, &mut store, &namespace, &name);
             }
+            ("Service", "DELETED") => {
+                // kube-proxy stops forwarding the Service's node port: a new
+                // connection to it is refused (one already open lives on,
+                // as conntrack keeps it).
+                shared
+                    .node_ports
+                    .lock()
+                    .expect("lock")
+                    .remove(&(namespace, name));
+            }
             _ => {}
         }
     }
@@ -404,7 +414,14 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        assign(&mut store, &target, &service_name, &service, Some(port));
+        assign(
+            &shared,
+            &mut store,
+            &target,
+            &service_name,
+            &service,
+            Some(port),
+        );
     }
 }
 
@@ -436,8 +453,9 @@ fn uninstall_chart(shared: &Shared, namespace: &str, name: &str) {
 }
 
 /// Allocates node ports and load-balancer addresses. A Service that selects a
-/// running vCluster is given that vCluster API's loopback port, so the public
-/// endpoint the platform computes really reaches it.
+/// running vCluster is given a node port that forwards to that vCluster's
+/// API, as kube-proxy's would, so the public endpoint the platform computes
+/// really reaches it, and stops reaching it once the Service is gone.
 fn allocate_service_ports(shared: &Shared, store: &mut Store, namespace: &str, name: &str) {
     let Ok(service) = store.get(resource("v1", "Service"), namespace, name) else {
         return;
@@ -453,10 +471,58 @@ fn allocate_service_ports(shared: &Shared, store: &mut Store, namespace: &str, n
             .get(&(namespace.to_string(), release.to_string()))
             .map(|c| c.addr().port())
     });
-    assign(store, namespace, name, &service, child_port);
+    assign(shared, store, namespace, name, &service, child_port);
+}
+
+/// A Service's node port as kube-proxy serves it: a listener of its own
+/// forwarding each connection to the vCluster's API, until dropped.
+pub(crate) struct NodePort {
+    port: u16,
+    listener: tokio::task::AbortHandle,
+}
+
+impl Drop for NodePort {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// The node port of the vCluster Service `namespace`/`name`, whose API
+/// listens on `target`: the one it has, or a new one (a free port on
+/// every address, as a node port is open on every node address).
+fn node_port(shared: &Shared, namespace: &str, name: &str, target: u16) -> Option<u16> {
+    let mut ports = shared.node_ports.lock().expect("lock");
+    let key = (namespace.to_string(), name.to_string());
+    if let Some(existing) = ports.get(&key) {
+        return Some(existing.port);
+    }
+    let listener = std::net::TcpListener::bind(("0.0.0.0", 0)).ok()?;
+    listener.set_nonblocking(true).ok()?;
+    let port = listener.local_addr().ok()?.port();
+    let listener = tokio::net::TcpListener::from_std(listener).ok()?;
+    let forwarding = tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    ports.insert(
+        key,
+        NodePort {
+            port,
+            listener: forwarding.abort_handle(),
+        },
+    );
+    Some(port)
 }
 
 fn assign(
+    shared: &Shared,
     store: &mut Store,
     namespace: &str,
     name: &str,
@@ -469,6 +535,12 @@ fn assign(
         .and_then(Value::as_str)
         .unwrap_or("ClusterIP");
     if !matches!(service_type, "NodePort" | "LoadBalancer") {
+        // No node port any more (a NodePort Service made ClusterIP).
+        shared
+            .node_ports
+            .lock()
+            .expect("lock")
+            .remove(&(namespace.to_string(), name.to_string()));
         return;
     }
     let mut ports = service
@@ -477,11 +549,11 @@ fn assign(
         .cloned()
         .unwrap_or_default();
     let mut changed = false;
+    // A vCluster's Service forwards its first port to the vCluster's API.
+    let forwarded =
+        child_port.and_then(|target| node_port(shared, namespace, name, target).map(i64::from));
     for (i, port) in ports.iter_mut().enumerate() {
-        let wanted = match child_port {
-            Some(p) if i == 0 => Some(p as i64),
-            _ => None,
-        };
+        let wanted = forwarded.filter(|_| i == 0);
         let current = port.get("nodePort").and_then(Value::as_i64);
         let next = wanted.or(current).unwrap_or(30000 + fastrand_port(name, i));
         if current != Some(next) {
@@ -499,7 +571,7 @@ fn assign(
         );
     }
     if service_type == "LoadBalancer" {
-        let ingress_port = child_port.map(|p| p as i64).or_else(|| {
+        let ingress_port = forwarded.or_else(|| {
             service
                 .pointer("/spec/ports/0/port")
                 .and_then(Value::as_i64)

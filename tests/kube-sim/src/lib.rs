@@ -156,6 +156,10 @@ pub(crate) struct Shared {
     pub issued: Mutex<tokens::IssuedTokens>,
     /// What RBAC decided, request by request (`Options::rbac`).
     pub access: Mutex<Vec<Access>>,
+    /// kube-proxy's part: each NodePort or LoadBalancer Service of a
+    /// vCluster, by (namespace, name), forwarded from a port of its own
+    /// (its node port) while the Service exists.
+    pub node_ports: Mutex<HashMap<(String, String), behaviour::NodePort>>,
 }
 
 /// A simulator being started.
@@ -201,6 +205,7 @@ impl Simulator {
             ca_pem: authority.ca_pem.clone(),
             issued: Mutex::new(HashMap::new()),
             access: Mutex::new(Vec::new()),
+            node_ports: Mutex::new(HashMap::new()),
         });
         behaviour::seed(&shared);
         let app = Router::new()

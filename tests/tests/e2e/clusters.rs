@@ -53,13 +53,20 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
     assert_eq!(cluster["connection_status"], "connected");
     assert_eq!(cluster["kubeconfig_available"], true);
     let namespace = cluster["namespace"].as_str().unwrap();
-    let vcluster = platform
+    assert!(
+        platform.sim().vcluster(namespace, "alpha").is_some(),
+        "the vCluster API runs"
+    );
+    let service = platform
         .sim()
-        .vcluster(namespace, "alpha")
-        .expect("the vCluster API runs");
+        .get("v1", "Service", namespace, "alpha-public")
+        .unwrap();
     assert_eq!(
         cluster["api_endpoint"],
-        format!("https://localhost:{}", vcluster.addr().port())
+        format!(
+            "https://localhost:{}",
+            service["spec"]["ports"][0]["nodePort"]
+        )
     );
 
     // What the host got, read back from the simulated API.
@@ -210,11 +217,19 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
     let namespace = after["namespace"].as_str().unwrap();
     let service = platform
         .sim()
-        .get("v1", "Service", namespace, "beta-public")
+        .get("v1", "Service", namespace, "beta-public-lb")
         .unwrap();
     assert_eq!(service["spec"]["type"], "LoadBalancer");
+    assert!(
+        platform
+            .sim()
+            .get("v1", "Service", namespace, "beta-public")
+            .is_none(),
+        "the NodePort goes once the switch is done (no grace period here)"
+    );
     // The control plane's certificate names the address the load balancer
-    // was given (the Service is made, and its address waited for, first).
+    // was given (the Service is made, and its address waited for, first),
+    // and the one clients used until the switch.
     let chart = platform
         .sim()
         .get("helm.cattle.io/v1", "HelmChart", namespace, "beta")
@@ -223,7 +238,7 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
         serde_json::from_str(chart["spec"]["valuesContent"].as_str().unwrap()).unwrap();
     assert_eq!(
         values["controlPlane"]["proxy"]["extraSANs"],
-        serde_json::json!([kube_sim::LOAD_BALANCER_IP])
+        serde_json::json!([kube_sim::LOAD_BALANCER_IP, "localhost"])
     );
     // Which is what lets a client verify it there: a kubeconfig's kube
     // client reaches the cluster at the load balancer's address.
@@ -695,13 +710,15 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
     assert_eq!(route["spec"]["hostnames"][0], host.as_str());
     assert_eq!(route["spec"]["parentRefs"][0]["name"], "kubebyon-edge");
     assert_eq!(route["spec"]["rules"][0]["backendRefs"][0]["name"], "iota");
-    assert!(
-        platform
-            .sim()
-            .get("v1", "Service", namespace, "iota-public")
-            .is_none(),
-        "no per-cluster load balancer"
-    );
+    for service in ["iota-public", "iota-public-lb"] {
+        assert!(
+            platform
+                .sim()
+                .get("v1", "Service", namespace, service)
+                .is_none(),
+            "no per-cluster load balancer"
+        );
+    }
     let chart = platform
         .sim()
         .get("helm.cattle.io/v1", "HelmChart", namespace, "iota")
@@ -757,8 +774,8 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
         serde_json::from_str(chart["spec"]["valuesContent"].as_str().unwrap()).unwrap();
     assert_eq!(
         values["controlPlane"]["proxy"]["extraSANs"],
-        serde_json::json!(["localhost"]),
-        "the node address, not the SNI host any more"
+        serde_json::json!(["localhost", host]),
+        "the node address, and the SNI host clients used until the switch"
     );
 }
 

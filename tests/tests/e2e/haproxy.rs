@@ -427,7 +427,7 @@ async fn inside_the_host_haproxy_forwards_to_the_service_s_cluster_ip() {
         .to_string();
     let service: Value = app
         .sim()
-        .get("v1", "Service", &namespace, "gamma-public")
+        .get("v1", "Service", &namespace, "gamma-public-lb")
         .unwrap();
     assert_eq!(service["spec"]["type"], "ClusterIP");
     let ip = service["spec"]["clusterIP"].as_str().unwrap();
@@ -439,4 +439,104 @@ async fn inside_the_host_haproxy_forwards_to_the_service_s_cluster_ip() {
         [&format!("{ip}/443")],
         "{map:?}"
     );
+}
+
+/// A switch to the shared HAProxy while HAProxy is stopped: the new address
+/// does not answer, so the job fails with `endpoint_unreachable` and the
+/// cluster stays on its NodePort endpoint, which keeps serving; what the
+/// switch made is removed. With HAProxy back, retrying the operation
+/// switches it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_switch_to_a_stopped_haproxy_leaves_the_cluster_on_its_old_endpoint() {
+    let mut proxy = Proxy::start().await;
+    let mut settings = host_settings();
+    settings.node_address = "127.0.0.1".into();
+    settings.ready_timeout = Duration::from_secs(3);
+    settings.load_balancer = LoadBalancerProvider::Haproxy(proxy.settings());
+    let app = TestApp::builder("worker-haproxy-down")
+        .host_with(settings)
+        .build()
+        .await;
+    let id = app.create("zeta", "nodeport").await;
+    app.drive().await;
+    let before = app.cluster(&id).await;
+    let namespace = before["namespace"].as_str().unwrap().to_string();
+    let sni = format!("zeta-{}.{BASE_DOMAIN}", &id.replace('-', "")[..8]);
+    let _resolved = HostsEntry::add(&sni);
+    proxy.child.kill().await.unwrap();
+
+    let (status, body) = app
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({"public_access_mode": "loadbalancer"})),
+        )
+        .await;
+    assert_eq!(status, axum::http::StatusCode::ACCEPTED, "{body}");
+    let operation = body["operation"]["id"].as_str().unwrap().to_string();
+    let done = app.drive().await;
+    assert_eq!(done[0].1, shared::jobs::Processed::Failed, "{done:?}");
+    let (_, operations) = app
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
+        .await;
+    let failed = &operations[0];
+    assert_eq!(failed["id"], operation.as_str());
+    assert_eq!(failed["error"]["code"], "endpoint_unreachable", "{failed}");
+    assert!(
+        failed["error_message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("https://{sni}:{}", proxy.port)),
+        "{failed}"
+    );
+    let after = app.cluster(&id).await;
+    assert_eq!(
+        (
+            &after["status"],
+            &after["public_access_mode"],
+            &after["api_endpoint"],
+            &after["previous_api_endpoint"]
+        ),
+        (
+            &json!("ready"),
+            &json!("nodeport"),
+            &before["api_endpoint"],
+            &Value::Null
+        ),
+        "the cluster stays on its old endpoint"
+    );
+    assert!(
+        app.sim()
+            .get("v1", "Service", &namespace, "zeta-public-lb")
+            .is_none(),
+        "the unverified entry is removed"
+    );
+    let client = app.kube_client_from_kubeconfig(&id).await;
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+    namespaces
+        .list(&Default::default())
+        .await
+        .expect("the old endpoint serves");
+
+    // HAProxy is back: the same operation, retried, goes through.
+    proxy.child = Proxy::spawn(&proxy.dir, proxy.runtime).await;
+    let (status, body) = app
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/operations/{operation}/retry"),
+            None,
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    assert_eq!(app.drive().await[0].1, shared::jobs::Processed::Succeeded);
+    let switched = app.cluster(&id).await;
+    assert_eq!(
+        switched["api_endpoint"],
+        format!("https://{sni}:{}", proxy.port)
+    );
+    assert_eq!(proxy.map().await, [sni]);
 }

@@ -348,6 +348,9 @@ pub fn host_settings() -> HostSettings {
     settings.node_address = "localhost".into();
     settings.poll_interval = Duration::from_millis(20);
     settings.ready_timeout = Duration::from_secs(30);
+    // A switched endpoint's old entry goes as the switch completes; the
+    // grace period has a test of its own (`endpoint_switch`).
+    settings.endpoint_grace = Duration::ZERO;
     settings
 }
 

@@ -287,6 +287,9 @@ async fn each_host_identity_holds_exactly_the_rights_its_functions_use() {
         gateway_namespace: "kubebyon-system".into(),
         base_domain: "clusters.example.test".into(),
     };
+    // Nothing serves the Gateway's address here: the switch back to it
+    // makes its route, fails to verify it, and removes it again; soon.
+    settings.ready_timeout = std::time::Duration::from_secs(3);
     let gateway = TestApp::builder("worker-lp-gw")
         .host_with(settings)
         .least_privilege()

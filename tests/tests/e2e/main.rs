@@ -15,6 +15,7 @@ mod dns;
 mod doctor;
 mod edge;
 mod edge_proxy;
+mod endpoint_switch;
 mod faults;
 mod fleet;
 mod haproxy;

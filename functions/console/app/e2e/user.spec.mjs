@@ -194,6 +194,21 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
     await page.locator("dl.facts dd", { hasText: "3,000m" }).waitFor();
   }
 
+  step("switch the public access: the new address verified, the old one kept for a while");
+  await page.goto(`${clusterUrl}?tab=settings`);
+  await page.getByLabel(T("clusters.access")).selectOption("loadbalancer");
+  await page.getByRole("button", { name: T("settings.save") }).click();
+  await page.waitForURL(/tab=overview$/);
+  await page.locator("#live-operation .badge", { hasText: T("status.succeeded") }).waitFor({ timeout: 30_000 });
+  const switched = await page.locator("ol.stages li span.stage").allInnerTexts();
+  assert.ok(switched.includes(T("stage.verifying the new endpoint")), `the switch verified the address: ${switched}`);
+  await page.goto(`${clusterUrl}?tab=settings`);
+  const endpoint = page.getByTestId("endpoint");
+  await endpoint.getByText(T("access.loadbalancer")).waitFor();
+  const previous = endpoint.getByTestId("previous-endpoint");
+  assert.match(await previous.innerText(), /https:\/\/\S+:\d+ \(/, "the previous address, still served");
+  await check("cluster-endpoint-switched");
+
   step("history, account, billing");
   await page.goto(`${clusterUrl}?tab=history`);
   await page.getByRole("heading", { name: T("history.jobs") }).waitFor();

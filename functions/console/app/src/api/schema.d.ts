@@ -983,7 +983,7 @@ export interface paths {
          *     `cluster_update` job, in one transaction. Only a `ready` cluster can be
          *     updated, and only one job may be active per cluster. A request that
          *     changes nothing (no field, or every field as it is) writes nothing and
-         *     answers 200 with the cluster.
+         *     answers 200 with the cluster, except while an update runs (409).
          */
         patch: operations["patch_clusters_by_cluster_id"];
         trace?: never;
@@ -2048,6 +2048,19 @@ export interface components {
              *     every such cluster's do.
              */
             pod_cidr?: string | null;
+            /**
+             * @description The address the cluster had before its endpoint last moved, while
+             *     it still serves (until `previous_endpoint_until`): kubeconfigs and
+             *     nodes naming it keep working until then.
+             */
+            previous_api_endpoint?: string | null;
+            /**
+             * Format: date-time
+             * @description When the old address stops being served (the platform removes it
+             *     shortly after).
+             */
+            previous_endpoint_until?: string | null;
+            previous_public_access_mode?: null | components["schemas"]["PublicAccessMode"];
             public_access_enabled: boolean;
             public_access_mode: components["schemas"]["PublicAccessMode"];
             /** Format: int32 */
@@ -2283,7 +2296,7 @@ export interface components {
          *     what to do). The words of the failure stay in the error message.
          * @enum {string}
          */
-        FailureCode: "host_unreachable" | "host_rejected" | "quota_exceeded" | "chart_install_failed" | "ingress_install_failed" | "timeout" | "drain_timeout" | "cluster_not_ready" | "cluster_deleted" | "invalid_configuration" | "worker_lost" | "cancelled" | "internal";
+        FailureCode: "host_unreachable" | "host_rejected" | "quota_exceeded" | "chart_install_failed" | "ingress_install_failed" | "timeout" | "drain_timeout" | "cluster_not_ready" | "cluster_deleted" | "invalid_configuration" | "worker_lost" | "cancelled" | "internal" | "endpoint_unreachable";
         /**
          * @description The full record of one job, for history views and tests.
          *     A failure's code, whether running it again may help, and what the user
@@ -2406,7 +2419,7 @@ export interface components {
          * @description A stage an operation passes through, in the words its job records.
          * @enum {string}
          */
-        JobStage: "admission webhook not registered: the platform has no HTTPS URL" | "applying the resource quota and limits" | "checking the ingress controller" | "configuring the platform's authorizer" | "connecting to the cluster" | "connecting to the cluster's API" | "connecting to the host cluster" | "converging the workload edge" | "cordoning the node" | "creating the namespace" | "deleting the Node object" | "deleting the namespace" | "done" | "draining the node" | "exposing the control plane" | "installing the control plane" | "installing the ingress controller" | "isolating the control plane's network" | "queued" | "queued behind the running operation" | "queued for retry" | "registering the admission webhook" | "removing the failed install" | "removing the ingress controller" | "updating the control plane" | "updating the public endpoint" | "waiting for the control plane and its endpoint" | "waiting for the control plane to become ready" | "waiting for the namespace to be gone" | "waiting to retry";
+        JobStage: "admission webhook not registered: the platform has no HTTPS URL" | "applying the resource quota and limits" | "checking the ingress controller" | "configuring the platform's authorizer" | "connecting to the cluster" | "connecting to the cluster's API" | "connecting to the host cluster" | "converging the workload edge" | "cordoning the node" | "creating the namespace" | "deleting the Node object" | "deleting the namespace" | "done" | "draining the node" | "exposing the control plane" | "installing the control plane" | "installing the ingress controller" | "isolating the control plane's network" | "queued" | "queued behind the running operation" | "queued for retry" | "registering the admission webhook" | "removing the failed install" | "removing the ingress controller" | "removing the old endpoint" | "updating the control plane" | "updating the public endpoint" | "verifying the new endpoint" | "waiting for the control plane and its endpoint" | "waiting for the control plane to become ready" | "waiting for the namespace to be gone" | "waiting to retry";
         /**
          * @description Where a cluster job is in its life.
          * @enum {string}

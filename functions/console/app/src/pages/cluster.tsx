@@ -343,6 +343,53 @@ function History({ clusterId }: { clusterId: string }) {
   );
 }
 
+/// The cluster's public endpoint: its mode and address, the address it had
+/// while that one is still served, the switch in progress with its stages,
+/// and how many kubeconfigs name an old address.
+function Endpoint({ cluster: c }: { cluster: Cluster }) {
+  const { t } = useTranslation();
+  const credentials = useQuery({
+    queryKey: keys.kubeconfigs(c.id),
+    queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/kubeconfigs", { params: { path: { cluster_id: c.id } } })),
+  });
+  const stale = (credentials.data ?? []).filter((k) => k.stale && k.status === "active").length;
+  return (
+    <section className="card" aria-labelledby="endpoint-title" data-testid="endpoint">
+      <h2 id="endpoint-title">{t("settings.endpoint_title")}</h2>
+      <dl className="facts">
+        <dt>{t("clusters.access")}</dt>
+        <dd>{t(`access.${c.public_access_mode}`)}</dd>
+        <dt>{t("cluster.endpoint")}</dt>
+        <dd>{c.api_endpoint ? <code>{c.api_endpoint}</code> : "—"}</dd>
+        {c.previous_api_endpoint && (
+          <>
+            <dt>{t("settings.previous_endpoint")}</dt>
+            <dd data-testid="previous-endpoint">
+              <code>{c.previous_api_endpoint}</code>
+              {c.previous_public_access_mode && <> ({t(`access.${c.previous_public_access_mode}`)})</>}
+              {" — "}
+              {t("settings.previous_until")} <Time value={c.previous_endpoint_until} />
+            </dd>
+          </>
+        )}
+      </dl>
+      {c.previous_api_endpoint && <p className="muted">{t("settings.nodes_move")}</p>}
+      {stale > 0 && (
+        <p className="note" data-testid="stale-count">
+          {t("settings.stale_count", { count: stale })}{" "}
+          <Link href={`/clusters/${c.id}?tab=access`}>{t("settings.stale_link")}</Link>
+        </p>
+      )}
+      {c.status === "updating" && (
+        <>
+          <h3>{t("settings.switch_progress")}</h3>
+          <LiveOperation cluster={c} />
+        </>
+      )}
+    </section>
+  );
+}
+
 function Settings({ cluster: c }: { cluster: Cluster }) {
   const { t } = useTranslation();
   const client = useQueryClient();
@@ -380,6 +427,7 @@ function Settings({ cluster: c }: { cluster: Cluster }) {
   const busy = BUSY.includes(c.status) || c.status === "deleted";
   return (
     <>
+      <Endpoint cluster={c} />
       <form className="card" onSubmit={submit} noValidate>
         <h2>{t("settings.limits")}</h2>
         <Field label={t("clusters.cpu_limit")} hint={t("clusters.cpu_hint")}>

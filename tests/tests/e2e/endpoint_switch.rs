@@ -1,0 +1,296 @@
+//! Switching a cluster's endpoint as one job: a cluster moved from
+//! `nodeport` to `loadbalancer` gets its new address verified before it is
+//! recorded; `kubectl` with the kubeconfig issued before keeps working for
+//! the grace period and is refused once the old entry is retired, while one
+//! issued after works; the list marks the old kubeconfig stale, join scripts
+//! name the new address and the owner is notified. Two switches asked at
+//! once: one is accepted, the other refused while it runs. (The failed
+//! verification, with HAProxy stopped, is in `haproxy.rs`.)
+
+use std::{path::PathBuf, time::Duration};
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use shared::jobs::Processed;
+
+use crate::harness::{TestApp, host_settings};
+
+/// A kubeconfig as downloaded, in a directory of its own, for `kubectl`.
+struct Kubeconfig {
+    dir: PathBuf,
+}
+
+impl Kubeconfig {
+    async fn issue(app: &TestApp, id: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("kb-switch-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config"),
+            app.issue_kubeconfig(id, json!({})).await,
+        )
+        .unwrap();
+        Self { dir }
+    }
+
+    /// `kubectl get namespaces` with it: whether it succeeded, and what it said.
+    async fn get_namespaces(&self) -> (bool, String) {
+        let output = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.dir.join("config"))
+            .args(["--request-timeout=5s", "get", "namespaces", "-o", "name"])
+            .env("HOME", &self.dir)
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        (
+            output.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        )
+    }
+}
+
+impl Drop for Kubeconfig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn switch(app: &TestApp, id: &str, mode: &str) -> (StatusCode, Value) {
+    app.call(
+        "PATCH",
+        &format!("/api/console/clusters/{id}"),
+        Some(json!({ "public_access_mode": mode })),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_switched_endpoint_is_verified_recorded_and_the_old_one_served_until_its_grace_ends() {
+    let mut settings = host_settings();
+    settings.endpoint_grace = Duration::from_secs(3600);
+    let app = TestApp::builder("worker-switch")
+        .host_with(settings)
+        .build()
+        .await;
+    let id = app.create("delta", "nodeport").await;
+    app.drive().await;
+    let before = app.cluster(&id).await;
+    let old = before["api_endpoint"].as_str().unwrap().to_string();
+    assert!(old.starts_with("https://localhost:"), "{old}");
+    let old_kubeconfig = Kubeconfig::issue(&app, &id).await;
+    let (ok, out) = old_kubeconfig.get_namespaces().await;
+    assert!(ok && out.contains("namespace/default"), "{out}");
+
+    let (status, body) = switch(&app, &id, "loadbalancer").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    // Until the new endpoint is verified the cluster shows what serves it.
+    assert_eq!(body["cluster"]["public_access_mode"], "nodeport", "{body}");
+    assert_eq!(body["cluster"]["api_endpoint"], old.as_str());
+    let done = app.drive().await;
+    assert_eq!(done[0].1, Processed::Succeeded, "{done:?}");
+
+    let after = app.cluster(&id).await;
+    let new = after["api_endpoint"].as_str().unwrap().to_string();
+    assert!(
+        new.starts_with(&format!("https://{}:", kube_sim::LOAD_BALANCER_IP)),
+        "{after}"
+    );
+    assert_eq!(after["public_access_mode"], "loadbalancer");
+    assert_eq!(after["previous_api_endpoint"], old.as_str());
+    assert_eq!(after["previous_public_access_mode"], "nodeport");
+    let until: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(after["previous_endpoint_until"].clone()).unwrap();
+    let left = until - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::minutes(59) && left <= chrono::Duration::minutes(60),
+        "the grace period is the setting's: {left}"
+    );
+
+    // The switch verified the new address before recording it.
+    let (_, operations) = app
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
+        .await;
+    let stages: Vec<&str> = operations[0]["stages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["stage"].as_str())
+        .collect();
+    assert!(stages.contains(&"verifying the new endpoint"), "{stages:?}");
+
+    // Both addresses answer during the grace period: the old kubeconfig
+    // (the certificate names both), and one issued now.
+    let (ok, out) = old_kubeconfig.get_namespaces().await;
+    assert!(ok, "the old address serves during the grace period: {out}");
+    let new_kubeconfig = Kubeconfig::issue(&app, &id).await;
+    let (ok, out) = new_kubeconfig.get_namespaces().await;
+    assert!(ok, "{out}");
+    let (_, listed) = app
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/kubeconfigs"),
+            None,
+        )
+        .await;
+    let stale: Vec<(Value, Value)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["api_endpoint"].clone(), k["stale"].clone()))
+        .collect();
+    assert_eq!(
+        stale,
+        [
+            (json!(new.as_str()), json!(false)),
+            (json!(old.as_str()), json!(true))
+        ],
+        "{listed}"
+    );
+
+    // A join script made now names the new address.
+    let (status, created) = app
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/tokens"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let script = app
+        .machine(created["plaintext"].as_str().unwrap())
+        .send("GET", "/join", None)
+        .await;
+    assert_eq!(script.status, 200);
+    let script = script.body.as_str().unwrap();
+    assert!(
+        script.contains(&new) && !script.contains(&old),
+        "the join script names the new endpoint"
+    );
+
+    // The owner hears of it, with both addresses and the end of the grace period.
+    let notified: Vec<Value> = sqlx::query_scalar(
+        "SELECT payload FROM notification_outbox
+         WHERE kind = 'cluster_endpoint_changed' AND cluster_id = $1 AND user_id = $2",
+    )
+    .bind(uuid::Uuid::parse_str(&id).unwrap())
+    .bind(app.development_user())
+    .fetch_all(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(notified.len(), 1, "{notified:?}");
+    assert_eq!(
+        (
+            &notified[0]["api_endpoint"],
+            &notified[0]["previous_api_endpoint"]
+        ),
+        (&json!(new.as_str()), &json!(old.as_str()))
+    );
+    assert_eq!(
+        shared::notifications::event_type("cluster_endpoint_changed"),
+        "cluster.endpoint_changed"
+    );
+
+    // Nothing is due yet: the observation enqueues no retirement.
+    assert_eq!(app.observe().await.endpoints_retired, 0);
+    // The grace period passes.
+    sqlx::query(
+        "UPDATE clusters SET previous_endpoint_until = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(uuid::Uuid::parse_str(&id).unwrap())
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(app.observe().await.endpoints_retired, 1);
+    let done = app.drive().await;
+    assert_eq!(
+        done.iter()
+            .map(|(m, p)| (m.job_type, p.clone()))
+            .collect::<Vec<_>>(),
+        [(
+            shared::domain::JobType::EndpointRetire,
+            Processed::Succeeded
+        )]
+    );
+    let namespace = after["namespace"].as_str().unwrap();
+    assert!(
+        app.sim()
+            .get("v1", "Service", namespace, "delta-public")
+            .is_none(),
+        "the old mode's Service is removed"
+    );
+    let (ok, out) = old_kubeconfig.get_namespaces().await;
+    assert!(
+        !ok,
+        "the old address is refused after the grace period: {out}"
+    );
+    let (ok, out) = new_kubeconfig.get_namespaces().await;
+    assert!(ok, "{out}");
+    let retired = app.cluster(&id).await;
+    assert_eq!(
+        (
+            &retired["previous_api_endpoint"],
+            &retired["previous_endpoint_until"]
+        ),
+        (&Value::Null, &Value::Null)
+    );
+    assert_eq!(app.observe().await.endpoints_retired, 0, "retired once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_switches_at_once_are_serialized() {
+    let app = TestApp::builder("worker-switch-race").host().build().await;
+    let id = app.create("epsilon", "nodeport").await;
+    app.drive().await;
+    let ((first, a), (second, b)) = tokio::join!(
+        switch(&app, &id, "loadbalancer"),
+        switch(&app, &id, "loadbalancer"),
+    );
+    let mut statuses = [first, second];
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [StatusCode::ACCEPTED, StatusCode::CONFLICT],
+        "{a} {b}"
+    );
+    let refused = if first == StatusCode::CONFLICT {
+        &a
+    } else {
+        &b
+    };
+    assert!(
+        matches!(
+            refused["code"].as_str(),
+            Some("cluster_job_active" | "cluster_not_ready")
+        ),
+        "{refused}"
+    );
+    // While the switch runs, another is refused too.
+    let (status, body) = switch(&app, &id, "nodeport").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let done = app.drive().await;
+    assert_eq!(done.len(), 1, "one switch ran: {done:?}");
+    assert_eq!(done[0].1, Processed::Succeeded);
+    assert_eq!(app.cluster(&id).await["public_access_mode"], "loadbalancer");
+    // Once it is over, the next one is taken.
+    let (status, body) = switch(&app, &id, "nodeport").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(app.drive().await[0].1, Processed::Succeeded);
+    let cluster = app.cluster(&id).await;
+    assert_eq!(cluster["public_access_mode"], "nodeport");
+    assert!(
+        cluster["api_endpoint"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://localhost:"),
+        "{cluster}"
+    );
+}
