@@ -4,7 +4,9 @@
 //! its target (an `ingress_converge` job enqueued when it or its workload
 //! edge is off it, its availability followed otherwise); the admission webhook kept as
 //! registered ([`keep_webhook`]); the hostnames' certificates in the
-//! cluster followed, unless the workload edge serves them over HTTPS; and
+//! cluster followed, unless the workload edge serves them over HTTPS; a
+//! `cluster_update` enqueued for a cluster whose endpoint is not what its
+//! mode gives with the platform's settings now (the update switches it); and
 //! an `endpoint_retire` job enqueued for each cluster whose previous
 //! endpoint's grace period is over.
 
@@ -24,7 +26,7 @@ use sqlx::PgPool;
 use shared::{
     admission::{self, registration, store::Registration},
     clusters::{self, Cluster, ClusterChanges, EndpointRetirement},
-    domain::{IngressStatus, JobPayload},
+    domain::{ClusterStatus, IngressStatus, JobPayload},
     host::HostCluster,
     ingress::{self, IngressConvergence, edge, records::BindingName},
     jobs::{self, JobPublisher, NewJob},
@@ -46,6 +48,10 @@ pub struct ObservationReport {
     /// `endpoint_retire` jobs enqueued for clusters whose previous
     /// endpoint's grace period is over.
     pub endpoints_retired: u64,
+    /// `cluster_update` jobs enqueued for clusters whose recorded endpoint
+    /// is not what their mode gives with the platform's settings now (a
+    /// changed provider or node address): each switches its cluster.
+    pub endpoints_moved: u64,
 }
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -141,6 +147,16 @@ pub async fn observe_clusters(
             }
         };
         clusters::record_observation(pool, cluster.id, connected).await?;
+        if cluster.status == ClusterStatus::Ready && host.endpoint_drifted(&cluster) {
+            match enqueue_when_idle(pool, enqueuing, &cluster, &ClusterChanges::of(&cluster)).await
+            {
+                Ok(true) => report.endpoints_moved += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(cluster_id = %cluster.id, %error, "could not enqueue the endpoint's switch");
+                }
+            }
+        }
         if connected {
             report.connected += 1;
         } else {

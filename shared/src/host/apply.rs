@@ -616,6 +616,42 @@ impl HostCluster {
         }
     }
 
+    /// Whether the recorded endpoint is not what the cluster's mode gives
+    /// with the platform's settings as they are now (an operator changed the
+    /// provider, its base domain or port, or the node address), as far as
+    /// that can be told without asking the host: the SNI name behind the
+    /// shared Gateway or HAProxy, the node address of a NodePort, and, for a
+    /// load balancer's Service, any address but an SNI name of the cluster.
+    /// An update then switches the cluster to it.
+    pub fn endpoint_drifted(&self, cluster: &Cluster) -> bool {
+        let Some(recorded) = cluster.api_endpoint.as_deref() else {
+            return false;
+        };
+        let Some(rest) = recorded.strip_prefix("https://") else {
+            return true;
+        };
+        let host = rest.rsplit_once(':').map_or(rest, |(host, _)| host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match (cluster.public_access_mode, &self.settings.load_balancer) {
+            (PublicAccessMode::Nodeport, _) => host != self.settings.node_address,
+            (
+                PublicAccessMode::Loadbalancer,
+                LoadBalancerProvider::GatewayApi { base_domain, .. },
+            ) => recorded != format!("https://{}:443", sni_host(cluster, base_domain)),
+            (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) => {
+                recorded
+                    != format!(
+                        "https://{}:{}",
+                        sni_host(cluster, &haproxy.base_domain),
+                        haproxy.port
+                    )
+            }
+            (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => {
+                host.starts_with(&sni_host(cluster, ""))
+            }
+        }
+    }
+
     /// [`HostCluster::public_host`], waiting (polling) for a LoadBalancer
     /// Service's address, which is allocated after the Service is made and
     /// does not wait for the control plane; running out of the ready timeout

@@ -294,3 +294,78 @@ async fn two_switches_at_once_are_serialized() {
         "{cluster}"
     );
 }
+
+/// The operator changes the address NodePorts are reached on
+/// (`KUBEBYON_HOST_NODE_ADDRESS`): `sync-clusters` finds the recorded
+/// endpoint off what the settings give now and enqueues an update, which
+/// switches the cluster as a change of mode does (verified, notified).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_node_address_moves_the_clusters_through_a_switch() {
+    let app = TestApp::builder("worker-switch-moved").host().build().await;
+    let id = app.create("zeta", "nodeport").await;
+    app.drive().await;
+    let old = app.cluster(&id).await["api_endpoint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(old.starts_with("https://localhost:"), "{old}");
+    assert_eq!(app.observe().await.endpoints_moved, 0, "nothing moved yet");
+
+    // The same host, as the platform sees it with the new setting.
+    let mut settings = host_settings();
+    settings.node_address = "127.0.0.1".into();
+    let moved = std::sync::Arc::new(
+        shared::host::HostCluster::from_kubeconfig(
+            kube::config::Kubeconfig::from_yaml(&app.sim().kubeconfig(None)).unwrap(),
+            settings,
+        )
+        .await
+        .unwrap(),
+    );
+    let enqueuing = sync_clusters::observe::Enqueuing {
+        publisher: &app.dispatcher,
+        max_attempts: 3,
+    };
+    let report = sync_clusters::observe::observe_clusters(&app.db.pool, &moved, enqueuing, 4)
+        .await
+        .unwrap();
+    assert_eq!(report.endpoints_moved, 1, "{report:?}");
+    let job: (uuid::Uuid,) = sqlx::query_as(
+        "SELECT id FROM cluster_jobs WHERE status = 'pending' AND type = 'cluster_update'",
+    )
+    .fetch_one(&app.db.pool)
+    .await
+    .unwrap();
+    let worker = shared::jobs::Worker::new(
+        app.db.pool.clone(),
+        crate::harness::job_settings(),
+        "worker-moved",
+        local::handlers(Some(moved.clone())),
+    );
+    let processed = worker
+        .process(shared::jobs::JobMessage {
+            job_id: job.0,
+            job_type: shared::domain::JobType::ClusterUpdate,
+        })
+        .await
+        .unwrap();
+    assert_eq!(processed, Processed::Succeeded);
+    let cluster = app.cluster(&id).await;
+    let new = cluster["api_endpoint"].as_str().unwrap();
+    assert_eq!(
+        new,
+        old.replace("https://localhost:", "https://127.0.0.1:"),
+        "the same NodePort, at the new address"
+    );
+    let notified: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM notification_outbox WHERE kind = 'cluster_endpoint_changed'",
+    )
+    .fetch_one(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(notified, 1);
+    let again = sync_clusters::observe::observe_clusters(&app.db.pool, &moved, enqueuing, 4)
+        .await
+        .unwrap();
+    assert_eq!(again.endpoints_moved, 0, "moved once");
+}
