@@ -248,20 +248,8 @@ async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig()
         .list(&Default::default())
         .await
         .expect("the certificate names the load balancer's address");
-    let (_, operations) = platform
-        .call(
-            "GET",
-            &format!("/api/console/clusters/{id}/operations"),
-            None,
-        )
-        .await;
-    let stages: Vec<&str> = operations[0]["stages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["stage"].as_str())
-        .collect();
-    let at = |stage: &str| stages.iter().position(|s| *s == stage);
+    let stages = platform.latest_stages(&id).await;
+    let at = |stage: &str| stages.iter().position(|s| s == stage);
     assert!(
         at("updating the public endpoint") < at("updating the control plane")
             && at("updating the public endpoint").is_some(),

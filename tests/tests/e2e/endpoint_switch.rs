@@ -112,20 +112,11 @@ async fn a_switched_endpoint_is_verified_recorded_and_the_old_one_served_until_i
     );
 
     // The switch verified the new address before recording it.
-    let (_, operations) = app
-        .call(
-            "GET",
-            &format!("/api/console/clusters/{id}/operations"),
-            None,
-        )
-        .await;
-    let stages: Vec<&str> = operations[0]["stages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["stage"].as_str())
-        .collect();
-    assert!(stages.contains(&"verifying the new endpoint"), "{stages:?}");
+    let stages = app.latest_stages(&id).await;
+    assert!(
+        stages.iter().any(|s| s == "verifying the new endpoint"),
+        "{stages:?}"
+    );
 
     // Both addresses answer during the grace period: the old kubeconfig
     // (the certificate names both), and one issued now.

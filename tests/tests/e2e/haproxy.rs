@@ -133,12 +133,12 @@ impl Drop for Proxy {
 /// A name of `/etc/hosts` for HAProxy's loopback address while it lives, as
 /// the base domain's wildcard record is in DNS: the platform reaches the
 /// cluster by its public name (to issue a kubeconfig), as kubectl does.
-struct HostsEntry(String);
+pub(crate) struct HostsEntry(String);
 
 impl HostsEntry {
     const FILE: &str = "/etc/hosts";
 
-    fn add(name: &str) -> Self {
+    pub(crate) fn add(name: &str) -> Self {
         use std::io::Write;
         let line = format!("127.0.0.1 {name} # kubebyon haproxy test");
         let mut hosts = std::fs::OpenOptions::new()

@@ -542,6 +542,23 @@ impl TestApp {
             .unwrap()
     }
 
+    /// The stages the cluster's newest operation recorded, in order.
+    pub async fn latest_stages(&self, id: &str) -> Vec<String> {
+        let (_, operations) = self
+            .call(
+                "GET",
+                &format!("/api/console/clusters/{id}/operations"),
+                None,
+            )
+            .await;
+        operations[0]["stages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["stage"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// Issues a kubeconfig and returns its text.
     pub async fn issue_kubeconfig(&self, id: &str, body: Value) -> String {
         let (status, body) = self

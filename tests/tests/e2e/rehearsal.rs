@@ -9,11 +9,16 @@
 //! comes from the admin command, and a user goes from registering to a
 //! deleted cluster. Every job runs exactly once, the create's request and
 //! job are one trace across the two functions, and a schedule run that finds
-//! another holding its lock steps aside.
+//! another holding its lock steps aside. The control planes' shared HAProxy
+//! (the `haproxy` provider) runs too, from its rendered Deployment and
+//! ConfigMap (Debian's HAProxy, as no image can be pulled here), and the
+//! journey's cluster switches to it: the update job's container writes the
+//! entry through the Runtime API, verifies the new address through HAProxy,
+//! and `kubectl` reaches the cluster there by SNI.
 
 use std::{
     collections::{BTreeMap, HashMap},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::Stdio,
     sync::{
         Arc,
@@ -39,6 +44,7 @@ use tokio::{
 };
 
 use crate::{
+    haproxy::HostsEntry,
     harness::{Client, SETTINGS_KEY},
     journey::Journey,
     routing::{PathMatch, backend_of, httproute_rules, rendered},
@@ -48,6 +54,8 @@ use crate::{
 const HOST_SECRET: &str = "host";
 /// The Secret the workloads read (`existingSecret`).
 const SECRET: &str = "kubebyon";
+/// The base domain of the clusters behind the chart's HAProxy.
+const HAPROXY_DOMAIN: &str = "clusters.rehearsal.test";
 
 /// A Deployment, CronJob or Job as the chart renders it.
 #[derive(Debug, Clone)]
@@ -83,6 +91,10 @@ fn podman_run(workload: &Workload, env: &BTreeMap<String, String>, args: &[Strin
     for (local, path) in &workload.mounts {
         command.args(["-v", &format!("{}:{path}:ro", local.display())]);
     }
+    // Cluster DNS, as the containers see it: this machine's /etc/hosts,
+    // where the rehearsal names the Runtime API's Service and a cluster's
+    // SNI host (the base domain's wildcard record) as it learns them.
+    command.args(["-v", "/etc/hosts:/etc/hosts:ro"]);
     for (name, value) in env {
         command.args(["-e", &format!("{name}={value}")]);
     }
@@ -149,7 +161,10 @@ fn workloads(
     let mut workloads = Vec::new();
     for document in documents {
         let kind = document["kind"].as_str().unwrap_or_default();
-        if !matches!(kind, "Deployment" | "CronJob" | "Job") {
+        if !matches!(kind, "Deployment" | "CronJob" | "Job")
+            || document["metadata"]["labels"]["app.kubernetes.io/component"] == "haproxy"
+        {
+            // HAProxy's image is not the platform's: [`ChartHaproxy`].
             continue;
         }
         let spec = pod_spec(document);
@@ -475,7 +490,23 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     let (collector, spans) = crate::traces::collector().await;
     let exchange = format!("config.AMQP_EXCHANGE={}", broker.topology.exchange);
     let traces = format!("config.OTEL_EXPORTER_OTLP_ENDPOINT={collector}");
+    let haproxy_dir = tempfile_dir();
+    std::fs::set_permissions(&haproxy_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (haproxy_port, runtime_port) = (unused_port(), unused_port());
     let documents = rendered(&[
+        // The control planes' shared HAProxy: one replica on this
+        // machine's ports, forwarding to the host's node ports (the
+        // simulator's, on loopback).
+        "config.KUBEBYON_LOADBALANCER_PROVIDER=haproxy",
+        &format!("config.KUBEBYON_HAPROXY_BASE_DOMAIN={HAPROXY_DOMAIN}"),
+        "config.KUBEBYON_HAPROXY_BACKEND=nodeport",
+        &format!("config.KUBEBYON_HAPROXY_PORT={haproxy_port}"),
+        "haproxy.replicas=1",
+        &format!("haproxy.port={haproxy_port}"),
+        &format!("haproxy.runtimePort={runtime_port}"),
+        &format!("haproxy.configDir={}", haproxy_dir.display()),
+        // Within this machine's file descriptor limit.
+        "haproxy.maxConnections=2000",
         // Every process on this machine's loopback: the platform's own
         // fallback addresses (localhost and each process's port).
         "allowLoopbackPublicUrls=true",
@@ -514,6 +545,17 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     };
     let status = start(migrate, 0).child.wait().await.unwrap();
     assert!(status.success(), "the migration hook succeeds");
+
+    // HAProxy, and its Runtime API's headless Service as cluster DNS
+    // answers it: the one replica.
+    let runtime_api = &workloads
+        .iter()
+        .find_map(|w| w.env.get("KUBEBYON_HAPROXY_RUNTIME_API"))
+        .expect("the chart tells the functions where the Runtime API is");
+    let (runtime_host, runtime) = runtime_api.rsplit_once(':').unwrap();
+    assert_eq!(runtime, runtime_port.to_string());
+    let _runtime_dns = HostsEntry::add(runtime_host);
+    let _haproxy = ChartHaproxy::start(&documents, runtime_port).await;
 
     // Every Deployment, as many copies as the chart asks for (two for most
     // HTTP functions and for the create job's workers, which the journey's
@@ -645,6 +687,62 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
     assert_eq!(
         (request.service.as_str(), job.service.as_str()),
         ("api-clusters", "job-cluster-create")
+    );
+
+    // The cluster switches to the shared HAProxy: the update job writes
+    // its entry through the Runtime API, verifies the new address through
+    // HAProxy from its container, and only then records it; kubectl
+    // reaches the cluster there by SNI with a kubeconfig issued now.
+    let sni = format!("rehearsal-{}.{HAPROXY_DOMAIN}", &id.replace('-', "")[..8]);
+    let _sni_dns = HostsEntry::add(&sni);
+    let (status, body) = user
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({ "public_access_mode": "loadbalancer" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let switched = eventually(60, "the switch to end", || {
+        let path = format!("/api/console/clusters/{id}");
+        let user = &user;
+        async move {
+            let cluster = user.try_send("GET", &path, None).await?.body;
+            (cluster["status"] != "updating").then_some(cluster)
+        }
+    })
+    .await;
+    assert_eq!(
+        (&switched["public_access_mode"], &switched["api_endpoint"]),
+        (
+            &json!("loadbalancer"),
+            &json!(format!("https://{sni}:{haproxy_port}"))
+        ),
+        "{switched}"
+    );
+    let kubeconfig = haproxy_dir.join("rehearsal.kubeconfig");
+    let (status, text) = user
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/kubeconfigs"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    std::fs::write(&kubeconfig, text.as_str().unwrap()).unwrap();
+    let output = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--request-timeout=10s", "get", "namespaces", "-o", "name"])
+        .env("HOME", &haproxy_dir)
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && said.contains("namespace/default"),
+        "kubectl through HAProxy: {said}{}",
+        String::from_utf8_lossy(&output.stderr)
     );
 
     journey.token_and_hostname(&user, &id).await;
@@ -785,6 +883,87 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
             "{} stops cleanly on SIGINT",
             process.workload
         );
+    }
+}
+
+/// The chart's HAProxy Deployment (one replica) as a process of Debian's
+/// HAProxy: its rendered arguments, its ConfigMap's files where the
+/// Deployment mounts them, the pod's user; stopped with its process group
+/// (the master and its worker).
+struct ChartHaproxy {
+    child: Child,
+}
+
+impl ChartHaproxy {
+    async fn start(documents: &[Value], runtime: u16) -> Self {
+        let deployment = documents
+            .iter()
+            .find(|d| {
+                d["kind"] == "Deployment"
+                    && d["metadata"]["labels"]["app.kubernetes.io/component"] == "haproxy"
+            })
+            .expect("the chart renders HAProxy's Deployment for the haproxy provider");
+        assert_eq!(deployment["spec"]["replicas"], 1);
+        let spec = pod_spec(deployment);
+        let container = &spec["containers"][0];
+        let config = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "config")
+            .unwrap()["mountPath"]
+            .as_str()
+            .unwrap();
+        let config_map = spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "config")
+            .unwrap()["configMap"]["name"]
+            .clone();
+        let files = &documents
+            .iter()
+            .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == config_map)
+            .expect("HAProxy's ConfigMap")["data"];
+        for (file, text) in files.as_object().unwrap() {
+            std::fs::write(Path::new(config).join(file), text.as_str().unwrap()).unwrap();
+        }
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let user = |field: &str| spec["securityContext"][field].as_u64().unwrap() as u32;
+        let child = Command::from(tests::edgeproxy::haproxy())
+            .args(&args)
+            .uid(user("runAsUser"))
+            .gid(user("runAsGroup"))
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("Debian's haproxy is installed (scripts/test.sh installs it)");
+        eventually(30, "HAProxy's Runtime API to answer", || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", runtime))
+                .await
+                .ok()
+                .map(|_| ())
+        })
+        .await;
+        Self { child }
+    }
+}
+
+impl Drop for ChartHaproxy {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 
