@@ -11,10 +11,11 @@
 //! job are one trace across the two functions, and a schedule run that finds
 //! another holding its lock steps aside. The control planes' shared HAProxy
 //! (the `haproxy` provider) runs too, from its rendered Deployment and
-//! ConfigMap (Debian's HAProxy, as no image can be pulled here), and the
-//! journey's cluster switches to it: the update job's container writes the
-//! entry through the Runtime API, verifies the new address through HAProxy,
-//! and `kubectl` reaches the cluster there by SNI.
+//! ConfigMap (Debian's HAProxy, as no image can be pulled here): the
+//! journey's cluster is reached through it by SNI with `kubectl`, and
+//! switches to `nodeport` and back, each switch verified from the update
+//! job's container before it is recorded, the old address serving
+//! meanwhile.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -689,61 +690,83 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         ("api-clusters", "job-cluster-create")
     );
 
-    // The cluster switches to the shared HAProxy: the update job writes
-    // its entry through the Runtime API, verifies the new address through
-    // HAProxy from its container, and only then records it; kubectl
-    // reaches the cluster there by SNI with a kubeconfig issued now.
+    // The cluster, born `loadbalancer` (the platform's default mode), is
+    // reached through the shared HAProxy by SNI: the create job wrote its
+    // entry through the Runtime API; kubectl gets there with a kubeconfig.
     let sni = format!("rehearsal-{}.{HAPROXY_DOMAIN}", &id.replace('-', "")[..8]);
     let _sni_dns = HostsEntry::add(&sni);
-    let (status, body) = user
-        .call(
-            "PATCH",
-            &format!("/api/console/clusters/{id}"),
-            Some(json!({ "public_access_mode": "loadbalancer" })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let switched = eventually(60, "the switch to end", || {
+    let through_haproxy = format!("https://{sni}:{haproxy_port}");
+    let kubectl = async |name: &str| {
+        let (status, text) = user
+            .call(
+                "POST",
+                &format!("/api/console/clusters/{id}/kubeconfigs"),
+                Some(json!({})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{text}");
+        let file = haproxy_dir.join(name);
+        std::fs::write(&file, text.as_str().unwrap()).unwrap();
+        file
+    };
+    let get_namespaces = async |file: &PathBuf| {
+        let output = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(file)
+            .args(["--request-timeout=10s", "get", "namespaces", "-o", "name"])
+            .env("HOME", &haproxy_dir)
+            .output()
+            .await
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(
+            output.status.success() && said.contains("namespace/default"),
+            "kubectl with {}: {said}{}",
+            file.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let cluster = user
+        .call("GET", &format!("/api/console/clusters/{id}"), None)
+        .await
+        .1;
+    assert_eq!(cluster["api_endpoint"], through_haproxy.as_str(), "{cluster}");
+    let by_sni = kubectl("haproxy.kubeconfig").await;
+    get_namespaces(&by_sni).await;
+    // Switched to `nodeport` and back, each switch one update job (a
+    // container) that verifies the new address from the platform before
+    // recording it; the old address serves through its grace period.
+    let switch = async |mode: &str| {
+        let (status, body) = user
+            .call(
+                "PATCH",
+                &format!("/api/console/clusters/{id}"),
+                Some(json!({ "public_access_mode": mode })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
         let path = format!("/api/console/clusters/{id}");
         let user = &user;
-        async move {
-            let cluster = user.try_send("GET", &path, None).await?.body;
+        let path = &path;
+        let switched = eventually(60, "the switch to end", || async move {
+            let cluster = user.try_send("GET", path, None).await?.body;
             (cluster["status"] != "updating").then_some(cluster)
-        }
-    })
-    .await;
-    assert_eq!(
-        (&switched["public_access_mode"], &switched["api_endpoint"]),
-        (
-            &json!("loadbalancer"),
-            &json!(format!("https://{sni}:{haproxy_port}"))
-        ),
-        "{switched}"
-    );
-    let kubeconfig = haproxy_dir.join("rehearsal.kubeconfig");
-    let (status, text) = user
-        .call(
-            "POST",
-            &format!("/api/console/clusters/{id}/kubeconfigs"),
-            Some(json!({})),
-        )
+        })
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{text}");
-    std::fs::write(&kubeconfig, text.as_str().unwrap()).unwrap();
-    let output = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["--request-timeout=10s", "get", "namespaces", "-o", "name"])
-        .env("HOME", &haproxy_dir)
-        .output()
-        .await
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && said.contains("namespace/default"),
-        "kubectl through HAProxy: {said}{}",
-        String::from_utf8_lossy(&output.stderr)
+        assert_eq!(switched["public_access_mode"], mode, "{switched}");
+        switched
+    };
+    let on_nodeport = switch("nodeport").await;
+    assert_eq!(
+        on_nodeport["previous_api_endpoint"],
+        through_haproxy.as_str(),
+        "{on_nodeport}"
     );
+    get_namespaces(&by_sni).await;
+    get_namespaces(&kubectl("nodeport.kubeconfig").await).await;
+    let back = switch("loadbalancer").await;
+    assert_eq!(back["api_endpoint"], through_haproxy.as_str(), "{back}");
+    get_namespaces(&kubectl("again.kubeconfig").await).await;
 
     journey.token_and_hostname(&user, &id).await;
     journey.delete(&user, &id).await;
