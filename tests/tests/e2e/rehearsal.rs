@@ -706,7 +706,11 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
             .await;
         assert_eq!(status, StatusCode::CREATED, "{text}");
         let file = haproxy_dir.join(name);
-        std::fs::write(&file, text.as_str().unwrap()).unwrap();
+        let text = match text {
+            Value::String(text) => text,
+            json => json.to_string(),
+        };
+        std::fs::write(&file, text).unwrap();
         file
     };
     let get_namespaces = async |file: &PathBuf| {
@@ -730,7 +734,11 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         .call("GET", &format!("/api/console/clusters/{id}"), None)
         .await
         .1;
-    assert_eq!(cluster["api_endpoint"], through_haproxy.as_str(), "{cluster}");
+    assert_eq!(
+        cluster["api_endpoint"],
+        through_haproxy.as_str(),
+        "{cluster}"
+    );
     let by_sni = kubectl("haproxy.kubeconfig").await;
     get_namespaces(&by_sni).await;
     // Switched to `nodeport` and back, each switch one update job (a

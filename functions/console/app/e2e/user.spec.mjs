@@ -197,7 +197,7 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   step("switch the public access: the new address verified, the old one kept for a while");
   await page.goto(`${clusterUrl}?tab=settings`);
   // Clusters are born `loadbalancer` here (the platform's default mode).
-  await page.getByLabel(T("clusters.access")).selectOption("nodeport");
+  await page.getByLabel(T("clusters.access"), { exact: true }).selectOption("nodeport");
   await page.getByRole("button", { name: T("settings.save") }).click();
   await page.waitForURL(/tab=overview$/);
   await page.locator("#live-operation .badge", { hasText: T("status.succeeded") }).waitFor({ timeout: 30_000 });
