@@ -124,7 +124,7 @@ def registry_rs(manifest):
              "use std::sync::Arc;", "",
              "use axum::Router;",
              "use queues::runtime::Schedule;",
-             "use shared::{host::HostCluster, http::AppState, jobs::JobHandler};", "",
+             "use shared::{host::HostCluster, http::AppState, jobs::JobHandler, secretbox::SecretBox};", "",
              "/// The OpenAPI documents of the HTTP functions, to merge: each from the",
              "/// function's routes.",
              f"pub fn documents() -> [utoipa::openapi::OpenApi; {len(documented)}] {{", "    ["]
@@ -140,9 +140,14 @@ def registry_rs(manifest):
               f"pub fn schedules() -> [&'static Schedule; {len(schedules)}] {{", "    ["]
     lines += [f"        &{snake(n)}::SCHEDULE," for n in schedules]
     lines += ["    ]", "}", "",
-              "/// Every job function's handler, acting on `host`.",
-              "pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {", "    vec!["]
-    lines += [f"        Arc::new({snake(n)}::{f['handler']}::new(host.clone()))," for n, f in jobs.items()]
+              "/// Every job function's handler, acting on `host`; those that hold the",
+              "/// settings key (`secrets` naming `settings_key`) seal and open with `key`.",
+              "pub fn handlers(",
+              "    host: Option<Arc<HostCluster>>,",
+              "    key: Option<Arc<SecretBox>>,",
+              ") -> Vec<Arc<dyn JobHandler>> {", "    vec!["]
+    lines += [f"        Arc::new({snake(n)}::{f['handler']}::new(host.clone()"
+              + (", key.clone()" if "settings_key" in f.get("secrets", []) else "") + "))," for n, f in jobs.items()]
     lines += ["    ]", "}"]
     return "\n".join(lines) + "\n"
 

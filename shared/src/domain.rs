@@ -553,16 +553,18 @@ pub enum JobType {
     NodeRemove,
     IngressConverge,
     EndpointRetire,
+    DatabaseConverge,
 }
 
 impl JobType {
-    pub const ALL: [JobType; 6] = [
+    pub const ALL: [JobType; 7] = [
         Self::ClusterCreate,
         Self::ClusterUpdate,
         Self::ClusterDelete,
         Self::NodeRemove,
         Self::IngressConverge,
         Self::EndpointRetire,
+        Self::DatabaseConverge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -573,6 +575,7 @@ impl JobType {
             Self::NodeRemove => "node_remove",
             Self::IngressConverge => "ingress_converge",
             Self::EndpointRetire => "endpoint_retire",
+            Self::DatabaseConverge => "database_converge",
         }
     }
 
@@ -585,6 +588,7 @@ impl JobType {
             Self::NodeRemove => "node_remove",
             Self::IngressConverge => "ingress_converge",
             Self::EndpointRetire => "endpoint_retire",
+            Self::DatabaseConverge => "database_converge",
         }
     }
 }

@@ -40,6 +40,7 @@ pub mod telemetry;
 pub mod accounts;
 pub mod admission;
 pub mod billing;
+pub mod databases;
 pub mod ingress;
 pub mod kubeconfigs;
 pub mod labels;

@@ -8,6 +8,7 @@ use std::sync::{
 use async_trait::async_trait;
 use shared::{
     accounts::users,
+    databases::records::DatabaseConvergence,
     clusters::{
         self, ClusterChanges, ClusterCreation, ClusterDeletion, EndpointRetirement, NewCluster,
     },
@@ -181,6 +182,7 @@ pub async fn enqueue(
         JobType::ClusterDelete => jobs::encode(&ClusterDeletion::of(&cluster)),
         JobType::NodeRemove => panic!("a node removal names its node: request it through the API"),
         JobType::IngressConverge => jobs::encode(&IngressConvergence::of(&cluster)),
+        JobType::DatabaseConverge => jobs::encode(&DatabaseConvergence {}),
         JobType::EndpointRetire => jobs::encode(&EndpointRetirement {
             api_endpoint: cluster.api_endpoint.clone().unwrap_or_default(),
         }),

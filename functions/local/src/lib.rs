@@ -41,7 +41,7 @@ pub use registry::{ROUTERS, handlers, schedules};
 /// records as the `JobStage` enum.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut document = shared::openapi::document(registry::documents());
-    let stages = handlers(None)
+    let stages = handlers(None, None)
         .iter()
         .flat_map(|h| h.stages())
         .collect::<Vec<_>>();
@@ -335,7 +335,7 @@ async fn serve(
         pool.clone(),
         settings.jobs.clone(),
         settings.worker_id.clone(),
-        handlers(Some(host.clone())),
+        handlers(Some(host.clone()), settings.secret_box().map(Arc::new)),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use axum::Router;
 use queues::runtime::Schedule;
-use shared::{host::HostCluster, http::AppState, jobs::JobHandler};
+use shared::{host::HostCluster, http::AppState, jobs::JobHandler, secretbox::SecretBox};
 
 /// The OpenAPI documents of the HTTP functions, to merge: each from the
 /// function's routes.
-pub fn documents() -> [utoipa::openapi::OpenApi; 11] {
+pub fn documents() -> [utoipa::openapi::OpenApi; 12] {
     [
         api_auth::routes().into_openapi(),
         api_account::routes().into_openapi(),
@@ -22,6 +22,7 @@ pub fn documents() -> [utoipa::openapi::OpenApi; 11] {
         join::routes().into_openapi(),
         admission::routes().into_openapi(),
         api_labels::routes().into_openapi(),
+        api_databases::routes().into_openapi(),
         api_organizations::routes().into_openapi(),
     ]
 }
@@ -30,7 +31,7 @@ pub fn documents() -> [utoipa::openapi::OpenApi; 11] {
 pub type MakeRouter = fn() -> Router<AppState>;
 
 /// Each HTTP function's router, by its name.
-pub const ROUTERS: [(&str, MakeRouter); 12] = [
+pub const ROUTERS: [(&str, MakeRouter); 13] = [
     ("api-auth", api_auth::router),
     ("api-account", api_account::router),
     ("api-clusters", api_clusters::router),
@@ -42,6 +43,7 @@ pub const ROUTERS: [(&str, MakeRouter); 12] = [
     ("admission", admission::router),
     ("console", console::router),
     ("api-labels", api_labels::router),
+    ("api-databases", api_databases::router),
     ("api-organizations", api_organizations::router),
 ];
 
@@ -59,14 +61,19 @@ pub fn schedules() -> [&'static Schedule; 8] {
     ]
 }
 
-/// Every job function's handler, acting on `host`.
-pub fn handlers(host: Option<Arc<HostCluster>>) -> Vec<Arc<dyn JobHandler>> {
+/// Every job function's handler, acting on `host`; those that hold the
+/// settings key (`secrets` naming `settings_key`) seal and open with `key`.
+pub fn handlers(
+    host: Option<Arc<HostCluster>>,
+    key: Option<Arc<SecretBox>>,
+) -> Vec<Arc<dyn JobHandler>> {
     vec![
         Arc::new(job_cluster_create::CreateCluster::new(host.clone())),
         Arc::new(job_cluster_update::UpdateCluster::new(host.clone())),
         Arc::new(job_cluster_delete::DeleteCluster::new(host.clone())),
         Arc::new(job_node_remove::RemoveNode::new(host.clone())),
         Arc::new(job_ingress_converge::ConvergeIngress::new(host.clone())),
+        Arc::new(job_database_converge::ConvergeDatabases::new(host.clone(), key.clone())),
         Arc::new(job_endpoint_retire::RetireEndpoint::new(host.clone())),
     ]
 }

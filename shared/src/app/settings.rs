@@ -5,7 +5,7 @@
 use sqlx::PgConnection;
 
 use crate::{
-    accounts, billing, ingress, notifications,
+    accounts, billing, databases, ingress, notifications,
     secretbox::SecretBox,
     settings::{self, ResealError, Resealed},
 };
@@ -17,5 +17,6 @@ pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, 
         + accounts::settings::reseal(tx, key).await?
         + ingress::settings::reseal(tx, key).await?
         + notifications::settings::reseal(tx, key).await?
-        + billing::settings::reseal(tx, key).await?)
+        + billing::settings::reseal(tx, key).await?
+        + databases::reseal(tx, key).await?)
 }

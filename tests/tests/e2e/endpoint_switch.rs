@@ -331,7 +331,7 @@ async fn a_changed_node_address_moves_the_clusters_through_a_switch() {
         app.db.pool.clone(),
         crate::harness::job_settings(),
         "worker-moved",
-        local::handlers(Some(moved.clone())),
+        local::handlers(Some(moved.clone()), None),
     );
     let processed = worker
         .process(shared::jobs::JobMessage {

@@ -178,22 +178,23 @@ impl Builder {
             Some(_) => job_settings(),
             None => JobSettings::default(),
         };
-        let worker = Worker::new(
-            db.pool.clone(),
-            job_settings,
-            self.worker_id,
-            local::handlers(cluster_host.clone()),
-        );
-        let (dispatcher, runner) = inprocess::channel(worker, 1);
         let source: std::collections::HashMap<&str, &str> = self
             .env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
+        let settings = Settings::from_source(&source).unwrap();
+        let worker = Worker::new(
+            db.pool.clone(),
+            job_settings,
+            self.worker_id,
+            local::handlers(cluster_host.clone(), settings.secret_box().map(Arc::new)),
+        );
+        let (dispatcher, runner) = inprocess::channel(worker, 1);
         let state = AppState {
             pool: db.pool.clone(),
             publisher: Arc::new(dispatcher.clone()),
-            settings: Arc::new(Settings::from_source(&source).unwrap()),
+            settings: Arc::new(settings),
             identity,
             host: host.as_ref().map(|host| host.http.clone()),
         };
@@ -592,7 +593,10 @@ impl TestApp {
             self.db.pool.clone(),
             job_settings(),
             id,
-            local::handlers(Some(self.host().clone())),
+            local::handlers(
+                Some(self.host().clone()),
+                self.state.settings.secret_box().map(Arc::new),
+            ),
         )
     }
 }

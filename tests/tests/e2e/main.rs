@@ -11,6 +11,7 @@ mod broker;
 mod clusters;
 mod console;
 mod contract;
+mod databases;
 mod dns;
 mod doctor;
 mod edge;

@@ -14,7 +14,7 @@ use shared::db;
 use uuid::Uuid;
 
 /// A CA of its own, as PEM, and the issuer to sign with.
-fn authority(name: &str) -> (String, CertifiedIssuer<'static, KeyPair>) {
+pub(crate) fn authority(name: &str) -> (String, CertifiedIssuer<'static, KeyPair>) {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
@@ -26,7 +26,7 @@ fn authority(name: &str) -> (String, CertifiedIssuer<'static, KeyPair>) {
 }
 
 /// Writes a file PostgreSQL reads, owned as its data directory is.
-fn write_owned(data_dir: &Path, name: &str, contents: &str) {
+pub(crate) fn write_owned(data_dir: &Path, name: &str, contents: &str) {
     let path = data_dir.join(name);
     std::fs::write(&path, contents).unwrap();
     let owner = std::fs::metadata(data_dir).unwrap();

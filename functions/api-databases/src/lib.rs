@@ -1,0 +1,32 @@
+//! `api-databases`: tenant PostgreSQL databases (docs/databases.md). The
+//! back office registers the external PostgreSQL servers ([`instances`]);
+//! users ask for databases on them for their clusters ([`databases`]),
+//! which the `database_converge` job makes.
+
+pub mod databases;
+pub mod instances;
+
+use axum::Router;
+use shared::http::AppState;
+use utoipa::OpenApi;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+/// The function's routes and its part of the OpenAPI document.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(instances::list, instances::create))
+        .routes(routes!(instances::get, instances::put, instances::delete))
+        .routes(routes!(databases::list, databases::create))
+        .routes(routes!(databases::get, databases::delete))
+        .routes(routes!(databases::retry))
+}
+
+pub fn router() -> Router<AppState> {
+    routes().into()
+}
+
+#[derive(OpenApi)]
+#[openapi(tags(
+    (name = "databases", description = "Tenant PostgreSQL databases of clusters, and the instances they are made on")
+))]
+struct ApiDoc;

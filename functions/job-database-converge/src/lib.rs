@@ -1,0 +1,493 @@
+//! `job-database-converge`: brings each of a cluster's tenant databases
+//! (docs/databases.md) to what its record asks, on its PostgreSQL instance,
+//! as the instance's admin role. One job serves every record of the
+//! cluster that is not settled, however many were asked for at once.
+//!
+//! A database walks `planned` → `credential_created` → `role_created` →
+//! `database_created` → `secret_projected` → `ready`. The phase is the
+//! checkpoint: each step is safe to run again, is followed by a read-back
+//! (the catalog for roles and databases, the cluster's API for the Secret)
+//! before the phase advances, and a run resumes at the recorded phase,
+//! redoing whatever the last one may have left half done. Before the role
+//! or the database is made, the instance's ownership registry records that
+//! this platform makes it for this record; a role or database of the name
+//! that the registry does not prove is this record's is a `conflict`,
+//! named, and never altered, adopted or dropped. `ready` only once the
+//! credential has logged in to its database over the instance's TLS mode.
+//!
+//! Removal follows the record's policy: `retain` removes the Secret and
+//! forgets the record, leaving role and database; `delete` checks the
+//! registry again, removes the Secret, ends the database's sessions, drops
+//! the database and the role and their registry rows, then forgets it.
+//! A failure stops the record in `failed` with the reason and the phase it
+//! stopped at; the other records go on.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::{Engine, engine::general_purpose::STANDARD};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use secrecy::{ExposeSecret, SecretString};
+use shared::{
+    clusters::{self, Cluster},
+    databases::{
+        instances::{self, Instance},
+        records::{
+            self, DatabaseConvergence, DeletionPolicy, PASSWORD_COLUMN, Phase, TenantDatabase,
+            condition,
+        },
+        server::{self, Kind, Owner},
+    },
+    domain::FailureCode,
+    host::{FIELD_MANAGER, HostCluster},
+    jobs::{Finished, JobContext, JobError, Stage, TypedJobHandler},
+    secretbox::SecretBox,
+};
+use sqlx::PgConnection;
+
+pub const NO_HOST_ADAPTER: &str =
+    "cannot converge databases: no host cluster adapter is configured on this platform";
+
+pub struct ConvergeDatabases {
+    host: Option<Arc<HostCluster>>,
+    key: Option<Arc<SecretBox>>,
+}
+
+impl ConvergeDatabases {
+    pub fn new(host: Option<Arc<HostCluster>>, key: Option<Arc<SecretBox>>) -> Self {
+        Self { host, key }
+    }
+}
+
+// The stages this job records.
+shared::stages! {
+    CONVERGING = "converging the cluster's databases";
+}
+
+#[async_trait]
+impl TypedJobHandler for ConvergeDatabases {
+    type Payload = DatabaseConvergence;
+
+    fn stages(&self) -> Vec<Stage> {
+        STAGES.to_vec()
+    }
+
+    async fn run(&self, ctx: &JobContext, _: DatabaseConvergence) -> Result<Finished, JobError> {
+        let host = ctx.require(&self.host, NO_HOST_ADAPTER).await?;
+        let Some(key) = &self.key else {
+            return Err(JobError::fatal(
+                FailureCode::InvalidConfiguration,
+                "KUBEBYON_SETTINGS_KEY is not set: database credentials are sealed with it",
+            ));
+        };
+        let Some(cluster) = clusters::get(&ctx.pool, ctx.job.cluster_id).await? else {
+            return ctx.complete_alone().await;
+        };
+        ctx.stage(CONVERGING).await?;
+        let install_id = records::install_id(&ctx.pool).await?;
+        let converger = Converger {
+            pool: &ctx.pool,
+            host,
+            key,
+            cluster: &cluster,
+            install_id,
+        };
+        for record in records::unsettled(&ctx.pool, cluster.id).await? {
+            let from = record.phase;
+            if let Err(stop) = converger.converge(&record).await {
+                let (phase, reason, message) = match &stop {
+                    Stop::Conflict(message) => (Phase::Conflict, "Conflict", message.clone()),
+                    Stop::Failed(message) => (Phase::Failed, "Failed", message.clone()),
+                };
+                tracing::warn!(database_id = %record.id, ?phase, message, "database stopped");
+                let resume = records::phase_of(&ctx.pool, record.id).await?.unwrap_or(from);
+                records::record_phase(
+                    &ctx.pool,
+                    record.id,
+                    phase,
+                    &condition("Ready", false, reason, &message),
+                    Some(&message),
+                    Some(resume),
+                )
+                .await?;
+            }
+        }
+        ctx.complete_alone().await
+    }
+}
+
+/// Why a record stopped.
+#[derive(Debug)]
+enum Stop {
+    /// An object of its name that the registry does not prove is its own.
+    Conflict(String),
+    /// Anything else, in words.
+    Failed(String),
+}
+
+fn failed(what: &str) -> impl Fn(sqlx::Error) -> Stop + '_ {
+    move |err| Stop::Failed(format!("{what}: {err}"))
+}
+
+struct Converger<'a> {
+    pool: &'a sqlx::PgPool,
+    host: &'a HostCluster,
+    key: &'a SecretBox,
+    cluster: &'a Cluster,
+    install_id: uuid::Uuid,
+}
+
+impl Converger<'_> {
+    async fn converge(&self, record: &TenantDatabase) -> Result<(), Stop> {
+        if record.deleting && record.deletion_policy == DeletionPolicy::Retain {
+            // Nothing on the server is touched: it need not even answer.
+            self.remove_secret(record).await?;
+            return records::forget(self.pool, record.id)
+                .await
+                .map_err(failed("forgetting the record"));
+        }
+        let instance = instances::get(self.pool, record.instance_id)
+            .await
+            .map_err(failed("reading the instance"))?
+            .ok_or_else(|| Stop::Failed("its instance is gone".into()))?;
+        let admin_password = instances::admin_password(self.pool, self.key, instance.id)
+            .await
+            .map_err(|e| Stop::Failed(e.to_string()))?
+            .ok_or_else(|| Stop::Failed("its instance is gone".into()))?;
+        let fields = instance.fields();
+        let options = instances::connect_options(
+            &fields,
+            &fields.admin_role,
+            &admin_password,
+            &fields.admin_database,
+        );
+        let mut admin = instances::connect(&options).await.map_err(|e| {
+            Stop::Failed(format!(
+                "could not connect to the instance {} as {}: {e}",
+                instance.name, instance.admin_role
+            ))
+        })?;
+        server::ensure_registry(&mut admin)
+            .await
+            .map_err(failed("making the ownership registry"))?;
+        let owner = Owner {
+            install_id: self.install_id,
+            instance_id: instance.id,
+            record_id: record.id,
+        };
+        if record.deleting {
+            return self.remove(record, &instance, &mut admin, owner).await;
+        }
+        let mut phase = record.phase;
+        loop {
+            phase = match phase {
+                Phase::Planned => {
+                    self.credential(record).await?;
+                    Phase::CredentialCreated
+                }
+                Phase::CredentialCreated => {
+                    let password = self.password(record).await?;
+                    claim(&mut admin, Kind::Role, &record.role_name, owner).await?;
+                    server::ensure_role(&mut admin, &record.role_name, &password)
+                        .await
+                        .map_err(failed("making the role"))?;
+                    if !server::role_exists(&mut admin, &record.role_name)
+                        .await
+                        .map_err(failed("reading the role back"))?
+                    {
+                        return Err(Stop::Failed("the role is not in the catalog".into()));
+                    }
+                    Phase::RoleCreated
+                }
+                Phase::RoleCreated => {
+                    claim(&mut admin, Kind::Database, &record.database_name, owner).await?;
+                    server::ensure_database(&mut admin, &record.database_name, &record.role_name)
+                        .await
+                        .map_err(failed("making the database"))?;
+                    if !server::database_exists(&mut admin, &record.database_name)
+                        .await
+                        .map_err(failed("reading the database back"))?
+                    {
+                        return Err(Stop::Failed("the database is not in the catalog".into()));
+                    }
+                    Phase::DatabaseCreated
+                }
+                Phase::DatabaseCreated => {
+                    let password = self.password(record).await?;
+                    self.project(record, &instance, &password).await?;
+                    Phase::SecretProjected
+                }
+                Phase::SecretProjected => {
+                    let password = self.password(record).await?;
+                    let options = instances::connect_options(
+                        &fields,
+                        &record.role_name,
+                        &password,
+                        &record.database_name,
+                    );
+                    let mut login = instances::connect(&options).await.map_err(|e| {
+                        Stop::Failed(format!("the credential does not log in: {e}"))
+                    })?;
+                    sqlx::query("SELECT 1")
+                        .execute(&mut login)
+                        .await
+                        .map_err(failed("the credential's first query"))?;
+                    Phase::Ready
+                }
+                Phase::Ready => return Ok(()),
+                // A retried record was set back to the phase it stopped at.
+                Phase::Conflict | Phase::Failed | Phase::Deleting => return Ok(()),
+            };
+            let done = condition(
+                "Ready",
+                phase == Phase::Ready,
+                phase_reason(phase),
+                format!("{} reached", phase.as_str()),
+            );
+            records::record_phase(self.pool, record.id, phase, &done, None, None)
+                .await
+                .map_err(failed("recording the phase"))?;
+        }
+    }
+
+    /// The credential, generated once and sealed.
+    async fn credential(&self, record: &TenantDatabase) -> Result<(), Stop> {
+        if records::sealed_password(self.pool, record.id)
+            .await
+            .map_err(failed("reading the credential"))?
+            .is_none()
+        {
+            let password = server::generate_password();
+            let sealed = self.key.seal(PASSWORD_COLUMN, password.expose_secret());
+            records::store_password(self.pool, record.id, &sealed)
+                .await
+                .map_err(failed("storing the credential"))?;
+        }
+        Ok(())
+    }
+
+    async fn password(&self, record: &TenantDatabase) -> Result<SecretString, Stop> {
+        let sealed = records::sealed_password(self.pool, record.id)
+            .await
+            .map_err(failed("reading the credential"))?
+            .ok_or_else(|| Stop::Failed("the credential is missing".into()))?;
+        self.key
+            .open(PASSWORD_COLUMN, &sealed)
+            .map_err(|e| Stop::Failed(format!("the credential does not open: {e}")))
+    }
+
+    async fn secrets(&self, record: &TenantDatabase) -> Result<Api<Secret>, Stop> {
+        let endpoint = self
+            .cluster
+            .api_endpoint
+            .as_deref()
+            .ok_or_else(|| Stop::Failed("the cluster has no API endpoint".into()))?;
+        let client = self
+            .host
+            .vcluster_client(self.cluster, endpoint)
+            .await
+            .map_err(|e| Stop::Failed(format!("could not reach the cluster's API: {e}")))?;
+        Ok(Api::namespaced(client, &record.namespace))
+    }
+
+    /// The credential as a Secret in the cluster, applied and read back.
+    async fn project(
+        &self,
+        record: &TenantDatabase,
+        instance: &Instance,
+        password: &SecretString,
+    ) -> Result<(), Stop> {
+        let secrets = self.secrets(record).await?;
+        let sslmode = instance.tls_mode.as_str();
+        let mut data = serde_json::json!({
+            "host": instance.host,
+            "port": instance.port.to_string(),
+            "database": record.database_name,
+            "username": record.role_name,
+            "password": password.expose_secret(),
+            "sslmode": sslmode,
+            "uri": format!(
+                "postgresql://{}:{}@{}:{}/{}?sslmode={sslmode}",
+                record.role_name,
+                password.expose_secret(),
+                instance.host,
+                instance.port,
+                record.database_name
+            ),
+        });
+        if let Some(hostaddr) = &instance.hostaddr {
+            data["hostaddr"] = hostaddr.clone().into();
+        }
+        if let Some(ca) = &instance.ca_bundle {
+            data["ca.crt"] = ca.clone().into();
+        }
+        // As the API server keeps it: each value base64 in `data`.
+        let data: serde_json::Map<String, serde_json::Value> = data
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| {
+                let text = value.as_str().unwrap_or_default();
+                (key.clone(), STANDARD.encode(text).into())
+            })
+            .collect();
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": record.secret_name, "namespace": record.namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "kubebyon",
+                                    "kubebyon.dev/database-id": record.id.to_string()}},
+            "type": "Opaque",
+            "data": data,
+        });
+        secrets
+            .patch(
+                &record.secret_name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(secret),
+            )
+            .await
+            .map_err(|e| {
+                Stop::Failed(format!(
+                    "could not write the Secret {}/{}: {e}",
+                    record.namespace, record.secret_name
+                ))
+            })?;
+        let read = secrets
+            .get_opt(&record.secret_name)
+            .await
+            .map_err(|e| Stop::Failed(format!("could not read the Secret back: {e}")))?;
+        if read.is_none() {
+            return Err(Stop::Failed("the Secret is not in the cluster".into()));
+        }
+        Ok(())
+    }
+
+    /// Removes the credential's Secret from the cluster, if it is there.
+    async fn remove_secret(&self, record: &TenantDatabase) -> Result<(), Stop> {
+        let secrets = self.secrets(record).await?;
+        match secrets
+            .delete(&record.secret_name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(Stop::Failed(format!("could not remove the Secret: {e}"))),
+        }
+    }
+
+    /// Removes a `delete` record: what exists must be proven its own.
+    async fn remove(
+        &self,
+        record: &TenantDatabase,
+        instance: &Instance,
+        admin: &mut PgConnection,
+        owner: Owner,
+    ) -> Result<(), Stop> {
+        // Whatever exists must be this record's, or nothing is dropped.
+        for (kind, name) in [
+            (Kind::Database, &record.database_name),
+            (Kind::Role, &record.role_name),
+        ] {
+            let exists = match kind {
+                Kind::Database => server::database_exists(admin, name).await,
+                Kind::Role => server::role_exists(admin, name).await,
+            }
+            .map_err(failed("reading the catalog"))?;
+            let registered = server::registered(admin, kind, name)
+                .await
+                .map_err(failed("reading the registry"))?;
+            if exists && registered != Some(owner) {
+                return Err(Stop::Conflict(format!(
+                    "the {} {name} on {} is not registered as this database's: nothing is dropped",
+                    kind_name(kind),
+                    instance.name
+                )));
+            }
+        }
+        self.remove_secret(record).await?;
+        server::drop_database(admin, &record.database_name)
+            .await
+            .map_err(failed("dropping the database"))?;
+        server::unregister(admin, Kind::Database, &record.database_name, owner)
+            .await
+            .map_err(failed("updating the registry"))?;
+        server::drop_role(admin, &record.role_name)
+            .await
+            .map_err(failed("dropping the role"))?;
+        server::unregister(admin, Kind::Role, &record.role_name, owner)
+            .await
+            .map_err(failed("updating the registry"))?;
+        records::forget(self.pool, record.id)
+            .await
+            .map_err(failed("forgetting the record"))?;
+        Ok(())
+    }
+}
+
+/// Records in the registry that `owner` makes `kind` `name`, unless the
+/// server holds one the registry does not prove is `owner`'s.
+async fn claim(
+    admin: &mut PgConnection,
+    kind: Kind,
+    name: &str,
+    owner: Owner,
+) -> Result<(), Stop> {
+    let registered = server::registered(admin, kind, name)
+        .await
+        .map_err(failed("reading the registry"))?;
+    let exists = match kind {
+        Kind::Database => server::database_exists(admin, name).await,
+        Kind::Role => server::role_exists(admin, name).await,
+    }
+    .map_err(failed("reading the catalog"))?;
+    match registered {
+        Some(other) if other != owner => Err(Stop::Conflict(format!(
+            "the {} {name} is registered to another database (record {}): it is left as it is",
+            kind_name(kind),
+            other.record_id
+        ))),
+        None if exists => Err(Stop::Conflict(format!(
+            "a {} named {name} exists that the platform did not make: it is left as it is",
+            kind_name(kind)
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            let now = server::register(admin, kind, name, owner)
+                .await
+                .map_err(failed("updating the registry"))?;
+            if now == owner {
+                Ok(())
+            } else {
+                Err(Stop::Conflict(format!(
+                    "the {} {name} was registered to another database meanwhile",
+                    kind_name(kind)
+                )))
+            }
+        }
+    }
+}
+
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Role => "role",
+        Kind::Database => "database",
+    }
+}
+
+fn phase_reason(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Planned => "Planned",
+        Phase::CredentialCreated => "CredentialCreated",
+        Phase::RoleCreated => "RoleCreated",
+        Phase::DatabaseCreated => "DatabaseCreated",
+        Phase::SecretProjected => "SecretProjected",
+        Phase::Ready => "Ready",
+        Phase::Conflict => "Conflict",
+        Phase::Failed => "Failed",
+        Phase::Deleting => "Deleting",
+    }
+}

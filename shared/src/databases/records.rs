@@ -1,0 +1,361 @@
+//! The databases users asked for: one record each, its phase the checkpoint
+//! the `database_converge` job records before each write to the server, its
+//! conditions and last error what the user sees.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{PgConnection, PgExecutor};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::{
+    domain::{JobPayload, JobType},
+    secretbox::SecretBox,
+    settings::{ResealError, Resealed, Resealer},
+};
+
+/// The column a database's credential is sealed for.
+pub const PASSWORD_COLUMN: &str = "tenant_databases.password";
+
+crate::domain::text_enum! {
+    /// Where a database is. The job walks `planned` → `credential_created`
+    /// → `role_created` → `database_created` → `secret_projected` → `ready`;
+    /// `conflict` when the server holds an object of its name the registry
+    /// does not prove the platform made for it; `failed` with the reason;
+    /// `deleting` once its removal is asked for.
+    Phase {
+        Planned => "planned",
+        CredentialCreated => "credential_created",
+        RoleCreated => "role_created",
+        DatabaseCreated => "database_created",
+        SecretProjected => "secret_projected",
+        Ready => "ready",
+        Conflict => "conflict",
+        Failed => "failed",
+        Deleting => "deleting",
+    }
+}
+
+crate::domain::text_enum! {
+    /// What removing the database does: `retain` forgets the record and
+    /// the Secret and leaves the role and the database on the server;
+    /// `delete` drops them too.
+    DeletionPolicy {
+        Retain => "retain",
+        Delete => "delete",
+    }
+}
+
+/// A condition of a database, as Kubernetes writes them: its type, whether
+/// it holds, why, and since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub last_transition_time: DateTime<Utc>,
+}
+
+/// A database as its owner sees it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TenantDatabase {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub instance_id: Uuid,
+    /// The name asked for.
+    pub name: String,
+    /// The database's name on the server.
+    pub database_name: String,
+    /// The role the credential logs in as.
+    pub role_name: String,
+    /// Where the credential's Secret is, in the cluster.
+    pub namespace: String,
+    pub secret_name: String,
+    pub extensions: Vec<String>,
+    pub deletion_policy: DeletionPolicy,
+    pub phase: Phase,
+    /// Whether it is being removed.
+    pub deleting: bool,
+    #[schema(value_type = Vec<Condition>)]
+    pub conditions: sqlx::types::Json<Vec<Condition>>,
+    pub last_error: Option<String>,
+    /// When the job last looked at it on the server.
+    pub observed_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+macro_rules! record_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            TenantDatabase,
+            $head + r#" id, cluster_id, instance_id, name, database_name, role_name, namespace,
+               secret_name, extensions, deletion_policy AS "deletion_policy: DeletionPolicy",
+               phase AS "phase: Phase", wanted = 'absent' AS "deleting!",
+               conditions AS "conditions: sqlx::types::Json<Vec<Condition>>", last_error,
+               observed_at, created_at, updated_at "# + $tail,
+            $($arg),*
+        )
+    };
+}
+
+/// A database as asked for.
+#[derive(Debug, Clone)]
+pub struct NewDatabase<'a> {
+    pub cluster_id: Uuid,
+    pub organization_id: Uuid,
+    pub instance_id: Uuid,
+    pub requested_by: Uuid,
+    pub name: &'a str,
+    pub namespace: &'a str,
+    pub secret_name: &'a str,
+    pub extensions: &'a [String],
+    pub deletion_policy: DeletionPolicy,
+}
+
+pub async fn insert(
+    tx: &mut PgConnection,
+    new: &NewDatabase<'_>,
+) -> Result<TenantDatabase, sqlx::Error> {
+    let server_name = super::server_name(new.cluster_id, new.name);
+    record_query!(
+        "INSERT INTO tenant_databases (cluster_id, organization_id, instance_id,
+             requested_by_user_id, name, database_name, role_name, namespace, secret_name,
+             extensions, deletion_policy)
+         VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10)
+         RETURNING",
+        "",
+        new.cluster_id,
+        new.organization_id,
+        new.instance_id,
+        new.requested_by,
+        new.name,
+        server_name,
+        new.namespace,
+        new.secret_name,
+        new.extensions,
+        new.deletion_policy.as_str(),
+    )
+    .fetch_one(&mut *tx)
+    .await
+}
+
+pub async fn list_for_cluster(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+) -> Result<Vec<TenantDatabase>, sqlx::Error> {
+    record_query!(
+        "SELECT",
+        "FROM tenant_databases WHERE cluster_id = $1 AND deleted_at IS NULL ORDER BY name",
+        cluster_id
+    )
+    .fetch_all(db)
+    .await
+}
+
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+) -> Result<Option<TenantDatabase>, sqlx::Error> {
+    record_query!(
+        "SELECT",
+        "FROM tenant_databases WHERE cluster_id = $1 AND id = $2 AND deleted_at IS NULL",
+        cluster_id,
+        id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Asks for the database's removal (by its policy); `None` when it is not
+/// there.
+pub async fn mark_absent(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+) -> Result<Option<TenantDatabase>, sqlx::Error> {
+    record_query!(
+        "UPDATE tenant_databases SET wanted = 'absent', phase = 'deleting', updated_at = now()
+         WHERE cluster_id = $1 AND id = $2 AND deleted_at IS NULL
+         RETURNING",
+        "",
+        cluster_id,
+        id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// The cluster's databases the job has work on: not `ready`, or asked to go.
+pub async fn unsettled(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+) -> Result<Vec<TenantDatabase>, sqlx::Error> {
+    record_query!(
+        "SELECT",
+        "FROM tenant_databases
+         WHERE cluster_id = $1 AND deleted_at IS NULL
+           AND (wanted = 'absent' OR phase NOT IN ('ready', 'conflict', 'failed'))
+         ORDER BY created_at",
+        cluster_id
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Records the phase the record reached, with its condition (replacing the
+/// one of the same type); a `failed` or `conflict` phase keeps the error
+/// and the phase it stopped at (`resume_from`), which a retry resumes.
+pub async fn record_phase(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    phase: Phase,
+    condition: &Condition,
+    error: Option<&str>,
+    resume_from: Option<Phase>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        r#"UPDATE tenant_databases
+           SET phase = $2, last_error = $3, resume_phase = $5, observed_at = now(),
+               updated_at = now(),
+               conditions = (SELECT coalesce(jsonb_agg(c), '[]'::jsonb)
+                             FROM jsonb_array_elements(conditions) c
+                             WHERE c->>'type' <> $4::jsonb->>'type') || jsonb_build_array($4::jsonb)
+           WHERE id = $1 AND deleted_at IS NULL"#,
+        id,
+        phase.as_str(),
+        error,
+        serde_json::to_value(condition).unwrap_or_default(),
+        resume_from.map(Phase::as_str),
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// A condition of `kind`, now.
+pub fn condition(kind: &str, holds: bool, reason: &str, message: impl Into<String>) -> Condition {
+    Condition {
+        kind: kind.into(),
+        status: if holds { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: Utc::now(),
+    }
+}
+
+/// The phase the record is at now.
+pub async fn phase_of(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Phase>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT phase AS "phase: Phase" FROM tenant_databases WHERE id = $1"#,
+        id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Sets a `failed` or `conflict` record back to the phase it stopped at,
+/// for the job to go on from there; `None` when it is not stopped.
+pub async fn resume(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+) -> Result<Option<TenantDatabase>, sqlx::Error> {
+    record_query!(
+        "UPDATE tenant_databases
+         SET phase = coalesce(resume_phase, 'planned'), resume_phase = NULL, last_error = NULL,
+             updated_at = now()
+         WHERE cluster_id = $1 AND id = $2 AND deleted_at IS NULL AND phase IN ('failed', 'conflict')
+         RETURNING",
+        "",
+        cluster_id,
+        id
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Stores the credential's sealed password, once.
+pub async fn store_password(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    sealed: &[u8],
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE tenant_databases SET password_encrypted = coalesce(password_encrypted, $2)
+         WHERE id = $1",
+        id,
+        sealed
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+pub async fn sealed_password(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<Vec<u8>>, sqlx::Error> {
+    Ok(sqlx::query_scalar!(
+        "SELECT password_encrypted FROM tenant_databases WHERE id = $1",
+        id
+    )
+    .fetch_optional(db)
+    .await?
+    .flatten())
+}
+
+/// Forgets the record (its removal is done): its names are free again.
+pub async fn forget(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE tenant_databases SET deleted_at = now(), password_encrypted = NULL, updated_at = now()
+         WHERE id = $1 AND deleted_at IS NULL",
+        id
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Re-seals every credential under `key`'s current key.
+pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, ResealError> {
+    let rows = sqlx::query!(
+        "SELECT id, password_encrypted FROM tenant_databases
+         WHERE password_encrypted IS NOT NULL ORDER BY id FOR UPDATE"
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut resealer = Resealer::new(key);
+    for row in rows {
+        let again = resealer.again(PASSWORD_COLUMN, row.password_encrypted)?;
+        sqlx::query!(
+            "UPDATE tenant_databases SET password_encrypted = $2 WHERE id = $1",
+            row.id,
+            again
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(resealer.done)
+}
+
+/// The platform's install id: what the registry in each instance names it by.
+pub async fn install_id(db: impl PgExecutor<'_>) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar!("SELECT install_id FROM system_settings WHERE id")
+        .fetch_one(db)
+        .await
+}
+
+/// The job that brings a cluster's databases to what their records ask:
+/// every record of the cluster, so one job serves however many were asked
+/// for at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatabaseConvergence {}
+
+impl JobPayload for DatabaseConvergence {
+    const JOB_TYPE: JobType = JobType::DatabaseConverge;
+}

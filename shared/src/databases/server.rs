@@ -1,0 +1,277 @@
+//! What the platform does on an instance, as its admin role: the
+//! ownership registry (a schema of the platform's in the admin database,
+//! made on first use) and the role and database of each record, each
+//! statement safe to run again. Names are checked identifiers
+//! (`records`' CHECK constraints: `[a-z][a-z0-9_]*`) and passwords are
+//! generated from `[A-Za-z0-9]`, so both are written into the statements
+//! PostgreSQL takes no parameters for without escaping anything.
+
+use secrecy::{ExposeSecret, SecretString};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// The schema of the registry in each instance's admin database.
+pub const REGISTRY: &str = "kubebyon_registry";
+
+/// What the registry says made an object: the platform's install, the
+/// instance and the database record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub install_id: Uuid,
+    pub instance_id: Uuid,
+    pub record_id: Uuid,
+}
+
+/// The kinds of object the registry keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Role,
+    Database,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Role => "role",
+            Self::Database => "database",
+        }
+    }
+}
+
+/// A name of the checked form, or an error: nothing else is ever written
+/// into a statement.
+fn identifier(name: &str) -> Result<&str, sqlx::Error> {
+    let mut bytes = name.bytes();
+    let ok = matches!(bytes.next(), Some(b'a'..=b'z'))
+        && name.len() <= 63
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'));
+    if ok {
+        Ok(name)
+    } else {
+        Err(sqlx::Error::Protocol(format!("not a checked identifier: {name:?}")))
+    }
+}
+
+fn password_literal(password: &SecretString) -> Result<&str, sqlx::Error> {
+    let text = password.expose_secret();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        Ok(text)
+    } else {
+        Err(sqlx::Error::Protocol("a generated password is alphanumeric".into()))
+    }
+}
+
+/// A new password: 32 characters of `[A-Za-z0-9]` from the operating
+/// system's random source, each byte kept only below 248 (4 × 62) so every
+/// character is as likely (about 190 bits).
+pub fn generate_password() -> SecretString {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut text = String::with_capacity(32);
+    while text.len() < 32 {
+        let mut bytes = [0u8; 64];
+        getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+        text.extend(
+            bytes
+                .iter()
+                .filter(|b| usize::from(**b) < ALPHABET.len() * 4)
+                .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+                .take(32 - text.len()),
+        );
+    }
+    SecretString::from(text)
+}
+
+/// Makes the registry where it is missing.
+pub async fn ensure_registry(connection: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(
+        "CREATE SCHEMA IF NOT EXISTS kubebyon_registry;
+         CREATE TABLE IF NOT EXISTS kubebyon_registry.objects (
+             kind        text NOT NULL CHECK (kind IN ('role', 'database')),
+             name        text NOT NULL,
+             install_id  uuid NOT NULL,
+             instance_id uuid NOT NULL,
+             record_id   uuid NOT NULL,
+             created_at  timestamptz NOT NULL DEFAULT now(),
+             PRIMARY KEY (kind, name)
+         );",
+    )
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
+/// Who the registry says made `kind` `name`, if anyone.
+pub async fn registered(
+    connection: &mut PgConnection,
+    kind: Kind,
+    name: &str,
+) -> Result<Option<Owner>, sqlx::Error> {
+    let row: Option<(Uuid, Uuid, Uuid)> = sqlx::query_as(
+        "SELECT install_id, instance_id, record_id FROM kubebyon_registry.objects
+         WHERE kind = $1 AND name = $2",
+    )
+    .bind(kind.as_str())
+    .bind(name)
+    .fetch_optional(&mut *connection)
+    .await?;
+    Ok(row.map(|(install_id, instance_id, record_id)| Owner {
+        install_id,
+        instance_id,
+        record_id,
+    }))
+}
+
+/// Records that `owner` makes `kind` `name`, before it is made; answers
+/// who the registry names afterwards (another owner when one was there
+/// first).
+pub async fn register(
+    connection: &mut PgConnection,
+    kind: Kind,
+    name: &str,
+    owner: Owner,
+) -> Result<Owner, sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO kubebyon_registry.objects (kind, name, install_id, instance_id, record_id)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (kind, name) DO NOTHING",
+    )
+    .bind(kind.as_str())
+    .bind(name)
+    .bind(owner.install_id)
+    .bind(owner.instance_id)
+    .bind(owner.record_id)
+    .execute(&mut *connection)
+    .await?;
+    Ok(registered(connection, kind, name).await?.unwrap_or(owner))
+}
+
+/// Removes `owner`'s registry row of `kind` `name` (another's stays).
+pub async fn unregister(
+    connection: &mut PgConnection,
+    kind: Kind,
+    name: &str,
+    owner: Owner,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "DELETE FROM kubebyon_registry.objects
+         WHERE kind = $1 AND name = $2 AND install_id = $3 AND instance_id = $4 AND record_id = $5",
+    )
+    .bind(kind.as_str())
+    .bind(name)
+    .bind(owner.install_id)
+    .bind(owner.instance_id)
+    .bind(owner.record_id)
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
+pub async fn role_exists(connection: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+        .bind(name)
+        .fetch_one(connection)
+        .await
+}
+
+pub async fn database_exists(
+    connection: &mut PgConnection,
+    name: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(name)
+        .fetch_one(connection)
+        .await
+}
+
+/// Makes the login role with `password`, or sets the password of the one
+/// there (a run again after the role was made), and lets the admin role
+/// act as it (to make a database it owns).
+pub async fn ensure_role(
+    connection: &mut PgConnection,
+    name: &str,
+    password: &SecretString,
+) -> Result<(), sqlx::Error> {
+    let name = identifier(name)?;
+    let password = password_literal(password)?;
+    let verb = if role_exists(connection, name).await? {
+        "ALTER"
+    } else {
+        "CREATE"
+    };
+    sqlx::raw_sql(&format!(
+        "{verb} ROLE \"{name}\" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD '{password}'"
+    ))
+    .execute(&mut *connection)
+    .await?;
+    sqlx::raw_sql(&format!("GRANT \"{name}\" TO CURRENT_USER"))
+        .execute(&mut *connection)
+        .await?;
+    Ok(())
+}
+
+/// Makes the database, owned by `owner`, that no other role may connect
+/// to (PUBLIC's CONNECT revoked), unless it is there.
+pub async fn ensure_database(
+    connection: &mut PgConnection,
+    name: &str,
+    owner: &str,
+) -> Result<(), sqlx::Error> {
+    let name = identifier(name)?;
+    let owner = identifier(owner)?;
+    if !database_exists(connection, name).await? {
+        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\" OWNER \"{owner}\""))
+            .execute(&mut *connection)
+            .await?;
+    }
+    sqlx::raw_sql(&format!(
+        "REVOKE ALL ON DATABASE \"{name}\" FROM PUBLIC; GRANT ALL ON DATABASE \"{name}\" TO \"{owner}\""
+    ))
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
+/// Ends every session on the database and drops it, if it is there.
+pub async fn drop_database(connection: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
+    let name = identifier(name)?;
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(name)
+    .execute(&mut *connection)
+    .await?;
+    sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{name}\""))
+        .execute(&mut *connection)
+        .await?;
+    Ok(())
+}
+
+/// Drops the role, if it is there.
+pub async fn drop_role(connection: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
+    let name = identifier(name)?;
+    sqlx::raw_sql(&format!("DROP ROLE IF EXISTS \"{name}\""))
+        .execute(&mut *connection)
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_checked_identifiers_and_generated_passwords_reach_a_statement() {
+        assert!(identifier("kb_1a2b3c4d_orders").is_ok());
+        for bad in ["", "Orders", "a\"; DROP ROLE x; --", "ѕ", &"a".repeat(64)] {
+            assert!(identifier(bad).is_err(), "{bad:?}");
+        }
+        let password = generate_password();
+        assert_eq!(password.expose_secret().len(), 32);
+        assert!(password_literal(&password).is_ok());
+        assert!(password_literal(&SecretString::from("x' OR '1")).is_err());
+        assert_ne!(
+            generate_password().expose_secret(),
+            password.expose_secret()
+        );
+    }
+}
