@@ -75,6 +75,13 @@ CREATE UNIQUE INDEX idx_tenant_databases_instance_database ON tenant_databases (
 CREATE UNIQUE INDEX idx_tenant_databases_instance_role ON tenant_databases (instance_id, role_name) WHERE deleted_at IS NULL;
 CREATE INDEX idx_tenant_databases_instance ON tenant_databases (instance_id) WHERE deleted_at IS NULL;
 
+CREATE TRIGGER database_instances_set_updated_at BEFORE UPDATE ON database_instances
+    FOR EACH ROW WHEN (OLD.updated_at IS NOT DISTINCT FROM NEW.updated_at)
+    EXECUTE FUNCTION set_updated_at();
+CREATE TRIGGER tenant_databases_set_updated_at BEFORE UPDATE ON tenant_databases
+    FOR EACH ROW WHEN (OLD.updated_at IS NOT DISTINCT FROM NEW.updated_at)
+    EXECUTE FUNCTION set_updated_at();
+
 ALTER TABLE cluster_operations
     DROP CONSTRAINT cluster_operations_type_check,
     ADD CONSTRAINT cluster_operations_type_check

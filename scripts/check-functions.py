@@ -146,8 +146,15 @@ def registry_rs(manifest):
               "    host: Option<Arc<HostCluster>>,",
               "    key: Option<Arc<SecretBox>>,",
               ") -> Vec<Arc<dyn JobHandler>> {", "    vec!["]
-    lines += [f"        Arc::new({snake(n)}::{f['handler']}::new(host.clone()"
-              + (", key.clone()" if "settings_key" in f.get("secrets", []) else "") + "))," for n, f in jobs.items()]
+    for n, f in jobs.items():
+        args = ["host.clone()"] + (["key.clone()"] if "settings_key" in f.get("secrets", []) else [])
+        call = f"{snake(n)}::{f['handler']}::new({', '.join(args)})"
+        line = f"        Arc::new({call}),"
+        if len(call) > 60:
+            # As rustfmt writes a call wider than its `fn_call_width`.
+            line = "\n".join([f"        Arc::new({snake(n)}::{f['handler']}::new("]
+                             + [f"            {a}," for a in args] + ["        )),"])
+        lines.append(line)
     lines += ["    ]", "}"]
     return "\n".join(lines) + "\n"
 

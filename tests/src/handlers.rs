@@ -8,10 +8,10 @@ use std::sync::{
 use async_trait::async_trait;
 use shared::{
     accounts::users,
-    databases::records::DatabaseConvergence,
     clusters::{
         self, ClusterChanges, ClusterCreation, ClusterDeletion, EndpointRetirement, NewCluster,
     },
+    databases::records::DatabaseConvergence,
     domain::{FailureCode, JobType},
     ingress::IngressConvergence,
     jobs::{self, Finished, JobContext, JobError, JobHandler, JobMessage, NewJob, Stage},

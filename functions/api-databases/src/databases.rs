@@ -3,7 +3,7 @@
 //! enqueues the cluster's `database_converge` job (or queues it behind the
 //! cluster's active job) in one transaction. Audited.
 
-use axum::{extract::State, http::StatusCode, response::Response};
+use axum::{extract::State, response::Response};
 use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
@@ -88,9 +88,15 @@ async fn converge(
         operations::queue_behind(&mut tx, cluster.id, caller.user_id, &DatabaseConvergence {})
             .await?
     } else {
-        operations::enqueue(state, &mut tx, cluster.id, caller.user_id, &DatabaseConvergence {})
-            .await
-            .map_err(shared::error::active_job_conflict)?
+        operations::enqueue(
+            state,
+            &mut tx,
+            cluster.id,
+            caller.user_id,
+            &DatabaseConvergence {},
+        )
+        .await
+        .map_err(shared::error::active_job_conflict)?
     };
     let operation_id = written.operation_id;
     written.commit(state, tx).await?;
@@ -136,7 +142,9 @@ pub async fn list(
 ) -> Result<AppJson<Vec<TenantDatabase>>, ApiError> {
     let mut tx = state.pool.begin().await?;
     let cluster = owned::authorize(&mut tx, &caller, authorized.id, Action::Read).await?;
-    Ok(AppJson(records::list_for_cluster(&mut *tx, cluster.id).await?))
+    Ok(AppJson(
+        records::list_for_cluster(&mut *tx, cluster.id).await?,
+    ))
 }
 
 /// Ask for a database
@@ -165,7 +173,10 @@ pub async fn create(
     }
     let namespace = body.namespace.unwrap_or_else(|| "default".into());
     if !dns_label(&namespace) {
-        errors.push(FieldError::new("namespace", "must be a namespace name (a DNS label)"));
+        errors.push(FieldError::new(
+            "namespace",
+            "must be a namespace name (a DNS label)",
+        ));
     }
     let secret_name = body
         .secret_name
@@ -190,21 +201,22 @@ pub async fn create(
         extensions: &[],
         deletion_policy: body.deletion_policy.unwrap_or(DeletionPolicy::Retain),
     };
-    let database = records::insert(&mut tx, &new)
-        .await
-        .map_err(|err| match unique_violation(&err) {
-            Some("idx_tenant_databases_cluster_name") => ApiError::Conflict {
-                code: "database_name_taken",
-                detail: format!("the cluster has a database named {:?}", body.name),
-            },
-            Some(
-                "idx_tenant_databases_instance_database" | "idx_tenant_databases_instance_role",
-            ) => ApiError::Conflict {
-                code: "database_server_name_taken",
-                detail: "another database record holds the server's names for this one".into(),
-            },
-            _ => err.into(),
-        })?;
+    let database =
+        records::insert(&mut tx, &new)
+            .await
+            .map_err(|err| match unique_violation(&err) {
+                Some("idx_tenant_databases_cluster_name") => ApiError::Conflict {
+                    code: "database_name_taken",
+                    detail: format!("the cluster has a database named {:?}", body.name),
+                },
+                Some(
+                    "idx_tenant_databases_instance_database" | "idx_tenant_databases_instance_role",
+                ) => ApiError::Conflict {
+                    code: "database_server_name_taken",
+                    detail: "another database record holds the server's names for this one".into(),
+                },
+                _ => err.into(),
+            })?;
     audit::record(&mut *tx, event(&caller, "database.create", &database)).await?;
     let operation_id = converge(&state, tx, &cluster, &caller).await?;
     Ok(shared::http::accepted(DatabaseAccepted {
@@ -285,7 +297,10 @@ pub async fn retry(
             None => Err(ApiError::NotFound { what: "database" }),
             Some(database) => Err(ApiError::Conflict {
                 code: "database_not_stopped",
-                detail: format!("the database is {}, not failed or in conflict", database.phase),
+                detail: format!(
+                    "the database is {}, not failed or in conflict",
+                    database.phase
+                ),
             }),
         };
     };

@@ -11,7 +11,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use shared::{
     audit::{self, AuditEvent},
-    databases::instances::{self, Check, Deletion, Instance, InstanceFields, TlsMode},
+    databases::instances::{self, Check, Deletion, Instance, InstanceFields, InstanceTlsMode},
     error::{ApiError, FieldError, unique_violation},
     extract::{AppJson, AppPath},
     http::{AdminCaller, AppState},
@@ -43,7 +43,7 @@ pub struct InstanceRequest {
     /// and where its ownership registry lives.
     #[schema(min_length = 1, max_length = 63)]
     pub admin_database: Option<String>,
-    pub tls_mode: TlsMode,
+    pub tls_mode: InstanceTlsMode,
     /// PEM: the CA(s) the server's certificate is checked with; required
     /// for `verify-full`.
     #[schema(max_length = 65536)]
@@ -102,23 +102,30 @@ impl InstanceRequest {
         }
         let admin_database = self.admin_database.unwrap_or_else(|| "postgres".into());
         if !(plain_text(&admin_database) && admin_database.len() <= 63) {
-            error("admin_database", "must be 1 to 63 characters without control characters");
+            error(
+                "admin_database",
+                "must be 1 to 63 characters without control characters",
+            );
         }
         if !(plain_text(&self.admin_role) && self.admin_role.len() <= 63) {
-            error("admin_role", "must be 1 to 63 characters without control characters");
+            error(
+                "admin_role",
+                "must be 1 to 63 characters without control characters",
+            );
         }
         let ca_bundle = self.ca_bundle.filter(|ca| !ca.trim().is_empty());
         match (&ca_bundle, self.tls_mode) {
-            (None, TlsMode::VerifyFull) => {
-                error("ca_bundle", "is required for verify-full: the CA(s) that sign the server's certificate")
-            }
+            (None, InstanceTlsMode::VerifyFull) => error(
+                "ca_bundle",
+                "is required for verify-full: the CA(s) that sign the server's certificate",
+            ),
             (Some(ca), _) if ca.len() > 65536 || !ca.contains("-----BEGIN CERTIFICATE-----") => {
                 error("ca_bundle", "must be PEM certificates, at most 64 KiB")
             }
             _ => {}
         }
         let allow_plaintext = std::env::var(ALLOW_PLAINTEXT).is_ok_and(|v| v == "true");
-        if self.tls_mode == TlsMode::Disable && !allow_plaintext {
+        if self.tls_mode == InstanceTlsMode::Disable && !allow_plaintext {
             error(
                 "tls_mode",
                 "disable is not allowed on this platform (KUBEBYON_DATABASES_ALLOW_PLAINTEXT): credentials would cross the network in the clear",
@@ -126,7 +133,10 @@ impl InstanceRequest {
         }
         let password = match self.admin_password {
             Some(p) if p.is_empty() || p.len() > 1024 || p.chars().any(|c| c.is_control()) => {
-                error("admin_password", "must be 1 to 1024 characters without control characters");
+                error(
+                    "admin_password",
+                    "must be 1 to 1024 characters without control characters",
+                );
                 None
             }
             Some(p) => Some(SecretString::from(p)),
@@ -239,7 +249,11 @@ pub async fn create(
     let instance = instances::insert(&mut tx, &fields, &sealed, &check)
         .await
         .map_err(|err| name_taken(err, &fields.name))?;
-    audit::record(&mut *tx, event(&admin, "admin.database_instance.create", &instance)).await?;
+    audit::record(
+        &mut *tx,
+        event(&admin, "admin.database_instance.create", &instance),
+    )
+    .await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, AppJson(instance)))
 }
@@ -256,7 +270,9 @@ pub async fn get(
     instances::get(&state.pool, id)
         .await?
         .map(AppJson)
-        .ok_or(ApiError::NotFound { what: "database instance" })
+        .ok_or(ApiError::NotFound {
+            what: "database instance",
+        })
 }
 
 /// Replace a PostgreSQL instance
@@ -275,13 +291,20 @@ pub async fn put(
     AppJson(body): AppJson<InstanceRequest>,
 ) -> Result<AppJson<Instance>, ApiError> {
     let (fields, new_password) = body.validate(false)?;
+    if instances::get(&state.pool, id).await?.is_none() {
+        return Err(ApiError::NotFound {
+            what: "database instance",
+        });
+    }
     let key = sealing_key(&state)?;
     let password = match &new_password {
         Some(password) => password.clone(),
         None => instances::admin_password(&state.pool, &key, id)
             .await
             .map_err(|e| ApiError::Internal(e.into()))?
-            .ok_or(ApiError::NotFound { what: "database instance" })?,
+            .ok_or(ApiError::NotFound {
+                what: "database instance",
+            })?,
     };
     let check = checked(&fields, &password).await?;
     let sealed = new_password.map(|p| key.seal(instances::PASSWORD_COLUMN, p.expose_secret()));
@@ -289,8 +312,14 @@ pub async fn put(
     let instance = instances::update(&mut tx, id, &fields, sealed.as_deref(), &check)
         .await
         .map_err(|err| name_taken(err, &fields.name))?
-        .ok_or(ApiError::NotFound { what: "database instance" })?;
-    audit::record(&mut *tx, event(&admin, "admin.database_instance.update", &instance)).await?;
+        .ok_or(ApiError::NotFound {
+            what: "database instance",
+        })?;
+    audit::record(
+        &mut *tx,
+        event(&admin, "admin.database_instance.update", &instance),
+    )
+    .await?;
     tx.commit().await?;
     Ok(AppJson(instance))
 }
@@ -311,7 +340,11 @@ pub async fn delete(
     let mut tx = state.pool.begin().await?;
     let instance = match instances::delete(&mut tx, id).await? {
         Deletion::Deleted(instance) => instance,
-        Deletion::NotFound => return Err(ApiError::NotFound { what: "database instance" }),
+        Deletion::NotFound => {
+            return Err(ApiError::NotFound {
+                what: "database instance",
+            });
+        }
         Deletion::InUse(count) => {
             return Err(ApiError::Conflict {
                 code: "database_instance_in_use",
@@ -321,7 +354,11 @@ pub async fn delete(
             });
         }
     };
-    audit::record(&mut *tx, event(&admin, "admin.database_instance.delete", &instance)).await?;
+    audit::record(
+        &mut *tx,
+        event(&admin, "admin.database_instance.delete", &instance),
+    )
+    .await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -104,7 +104,9 @@ impl TypedJobHandler for ConvergeDatabases {
                     Stop::Failed(message) => (Phase::Failed, "Failed", message.clone()),
                 };
                 tracing::warn!(database_id = %record.id, ?phase, message, "database stopped");
-                let resume = records::phase_of(&ctx.pool, record.id).await?.unwrap_or(from);
+                let resume = records::phase_of(&ctx.pool, record.id)
+                    .await?
+                    .unwrap_or(from);
                 records::record_phase(
                     &ctx.pool,
                     record.id,
@@ -430,12 +432,7 @@ impl Converger<'_> {
 
 /// Records in the registry that `owner` makes `kind` `name`, unless the
 /// server holds one the registry does not prove is `owner`'s.
-async fn claim(
-    admin: &mut PgConnection,
-    kind: Kind,
-    name: &str,
-    owner: Owner,
-) -> Result<(), Stop> {
+async fn claim(admin: &mut PgConnection, kind: Kind, name: &str, owner: Owner) -> Result<(), Stop> {
     let registered = server::registered(admin, kind, name)
         .await
         .map_err(failed("reading the registry"))?;

@@ -73,7 +73,10 @@ pub fn handlers(
         Arc::new(job_cluster_delete::DeleteCluster::new(host.clone())),
         Arc::new(job_node_remove::RemoveNode::new(host.clone())),
         Arc::new(job_ingress_converge::ConvergeIngress::new(host.clone())),
-        Arc::new(job_database_converge::ConvergeDatabases::new(host.clone(), key.clone())),
+        Arc::new(job_database_converge::ConvergeDatabases::new(
+            host.clone(),
+            key.clone(),
+        )),
         Arc::new(job_endpoint_retire::RetireEndpoint::new(host.clone())),
     ]
 }

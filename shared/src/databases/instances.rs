@@ -29,7 +29,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How the platform, and the credentials it projects, check the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub enum TlsMode {
+pub enum InstanceTlsMode {
     /// TLS, the server's certificate signed by the instance's CA bundle and
     /// naming its host.
     #[serde(rename = "verify-full")]
@@ -42,7 +42,7 @@ pub enum TlsMode {
     Disable,
 }
 
-impl TlsMode {
+impl InstanceTlsMode {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::VerifyFull => "verify-full",
@@ -69,7 +69,7 @@ pub struct Instance {
     pub hostaddr: Option<String>,
     pub port: i32,
     pub admin_database: String,
-    pub tls_mode: TlsMode,
+    pub tls_mode: InstanceTlsMode,
     /// The PEM of the CA(s) the server's certificate is checked with.
     pub ca_bundle: Option<String>,
     pub admin_role: String,
@@ -93,7 +93,7 @@ pub struct InstanceFields {
     pub hostaddr: Option<String>,
     pub port: i32,
     pub admin_database: String,
-    pub tls_mode: TlsMode,
+    pub tls_mode: InstanceTlsMode,
     pub ca_bundle: Option<String>,
     pub admin_role: String,
     pub enabled: bool,
@@ -126,17 +126,11 @@ pub fn connect_options(
         .database(database)
         .application_name("kubebyon");
     match instance.tls_mode {
-        TlsMode::VerifyFull => options
+        InstanceTlsMode::VerifyFull => options
             .ssl_mode(PgSslMode::VerifyFull)
-            .ssl_root_cert_from_pem(
-                instance
-                    .ca_bundle
-                    .clone()
-                    .unwrap_or_default()
-                    .into_bytes(),
-            ),
-        TlsMode::Require => options.ssl_mode(PgSslMode::Require),
-        TlsMode::Disable => options.ssl_mode(PgSslMode::Disable),
+            .ssl_root_cert_from_pem(instance.ca_bundle.clone().unwrap_or_default().into_bytes()),
+        InstanceTlsMode::Require => options.ssl_mode(PgSslMode::Require),
+        InstanceTlsMode::Disable => options.ssl_mode(PgSslMode::Disable),
     }
 }
 
@@ -146,19 +140,13 @@ pub async fn connect(options: &PgConnectOptions) -> Result<PgConnection, String>
     match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(options)).await {
         Ok(Ok(connection)) => Ok(connection),
         Ok(Err(err)) => Err(err.to_string()),
-        Err(_) => Err(format!(
-            "no answer within {} s",
-            CONNECT_TIMEOUT.as_secs()
-        )),
+        Err(_) => Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
     }
 }
 
-/// Connects as the admin role and reads the server's version and what the
-/// role may do.
-pub async fn check(
-    instance: &InstanceFields,
-    password: &SecretString,
-) -> Result<Check, String> {
+/// Connects as the admin role, reads the server's version and what the
+/// role may do, and makes the ownership registry where it is missing.
+pub async fn check(instance: &InstanceFields, password: &SecretString) -> Result<Check, String> {
     let options = connect_options(
         instance,
         &instance.admin_role,
@@ -176,6 +164,18 @@ pub async fn check(
     .fetch_one(&mut connection)
     .await
     .map_err(|e| e.to_string())?;
+    // The ownership registry: made now, so an instance it cannot be made
+    // on is refused here rather than at its first database.
+    super::server::ensure_registry(&mut connection)
+        .await
+        .map_err(|e| {
+            format!(
+                "could not make the ownership registry (schema {}) in {}: {e}; grant CREATE on that database to {}, or make the schema for it",
+                super::server::REGISTRY,
+                instance.admin_database,
+                instance.admin_role
+            )
+        })?;
     let _ = connection.close().await;
     Ok(Check {
         server_version,
@@ -225,7 +225,7 @@ impl From<Row> for Instance {
             hostaddr: r.hostaddr,
             port: r.port,
             admin_database: r.admin_database,
-            tls_mode: TlsMode::parse(&r.tls_mode).unwrap_or(TlsMode::VerifyFull),
+            tls_mode: InstanceTlsMode::parse(&r.tls_mode).unwrap_or(InstanceTlsMode::VerifyFull),
             ca_bundle: r.ca_bundle,
             admin_role: r.admin_role,
             enabled: r.enabled,
@@ -400,7 +400,7 @@ pub enum PasswordError {
 
 /// How deleting an instance ended.
 pub enum Deletion {
-    Deleted(Instance),
+    Deleted(Box<Instance>),
     NotFound,
     /// Databases live on it.
     InUse(i64),
@@ -412,9 +412,12 @@ pub async fn delete(tx: &mut PgConnection, id: Uuid) -> Result<Deletion, sqlx::E
         return Ok(Deletion::NotFound);
     };
     // Locked: a database asked for meanwhile waits, then sees it gone.
-    sqlx::query!("SELECT id FROM database_instances WHERE id = $1 FOR UPDATE", id)
-        .fetch_one(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "SELECT id FROM database_instances WHERE id = $1 FOR UPDATE",
+        id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     let in_use = sqlx::query_scalar!(
         r#"SELECT count(*) AS "count!" FROM tenant_databases WHERE instance_id = $1 AND deleted_at IS NULL"#,
         id
@@ -427,7 +430,7 @@ pub async fn delete(tx: &mut PgConnection, id: Uuid) -> Result<Deletion, sqlx::E
     sqlx::query!("DELETE FROM database_instances WHERE id = $1", id)
         .execute(&mut *tx)
         .await?;
-    Ok(Deletion::Deleted(instance))
+    Ok(Deletion::Deleted(Box::new(instance)))
 }
 
 /// Re-seals every instance's admin password under `key`'s current key.

@@ -48,7 +48,9 @@ fn identifier(name: &str) -> Result<&str, sqlx::Error> {
     if ok {
         Ok(name)
     } else {
-        Err(sqlx::Error::Protocol(format!("not a checked identifier: {name:?}")))
+        Err(sqlx::Error::Protocol(format!(
+            "not a checked identifier: {name:?}"
+        )))
     }
 }
 
@@ -57,8 +59,17 @@ fn password_literal(password: &SecretString) -> Result<&str, sqlx::Error> {
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric()) {
         Ok(text)
     } else {
-        Err(sqlx::Error::Protocol("a generated password is alphanumeric".into()))
+        Err(sqlx::Error::Protocol(
+            "a generated password is alphanumeric".into(),
+        ))
     }
+}
+
+/// A statement built from checked identifiers and a generated password
+/// ([`identifier`], [`password_literal`]): nothing a user typed reaches it
+/// unchecked, so it is safe to run though it is not a literal.
+fn checked(statement: String) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(statement)
 }
 
 /// A new password: 32 characters of `[A-Za-z0-9]` from the operating
@@ -197,12 +208,12 @@ pub async fn ensure_role(
     } else {
         "CREATE"
     };
-    sqlx::raw_sql(&format!(
+    sqlx::raw_sql(checked(format!(
         "{verb} ROLE \"{name}\" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD '{password}'"
-    ))
+    )))
     .execute(&mut *connection)
     .await?;
-    sqlx::raw_sql(&format!("GRANT \"{name}\" TO CURRENT_USER"))
+    sqlx::raw_sql(checked(format!("GRANT \"{name}\" TO CURRENT_USER")))
         .execute(&mut *connection)
         .await?;
     Ok(())
@@ -218,13 +229,15 @@ pub async fn ensure_database(
     let name = identifier(name)?;
     let owner = identifier(owner)?;
     if !database_exists(connection, name).await? {
-        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\" OWNER \"{owner}\""))
-            .execute(&mut *connection)
-            .await?;
+        sqlx::raw_sql(checked(format!(
+            "CREATE DATABASE \"{name}\" OWNER \"{owner}\""
+        )))
+        .execute(&mut *connection)
+        .await?;
     }
-    sqlx::raw_sql(&format!(
+    sqlx::raw_sql(checked(format!(
         "REVOKE ALL ON DATABASE \"{name}\" FROM PUBLIC; GRANT ALL ON DATABASE \"{name}\" TO \"{owner}\""
-    ))
+    )))
     .execute(&mut *connection)
     .await?;
     Ok(())
@@ -240,7 +253,7 @@ pub async fn drop_database(connection: &mut PgConnection, name: &str) -> Result<
     .bind(name)
     .execute(&mut *connection)
     .await?;
-    sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{name}\""))
+    sqlx::raw_sql(checked(format!("DROP DATABASE IF EXISTS \"{name}\"")))
         .execute(&mut *connection)
         .await?;
     Ok(())
@@ -249,7 +262,7 @@ pub async fn drop_database(connection: &mut PgConnection, name: &str) -> Result<
 /// Drops the role, if it is there.
 pub async fn drop_role(connection: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
     let name = identifier(name)?;
-    sqlx::raw_sql(&format!("DROP ROLE IF EXISTS \"{name}\""))
+    sqlx::raw_sql(checked(format!("DROP ROLE IF EXISTS \"{name}\"")))
         .execute(&mut *connection)
         .await?;
     Ok(())

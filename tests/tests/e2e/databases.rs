@@ -49,8 +49,7 @@ impl Instance {
         let (ca_pem, ca) = authority("kubebyon-test-instance-ca");
         let key = KeyPair::generate().unwrap();
         let mut serving =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .unwrap();
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let certificate = serving.signed_by(&key, &ca).unwrap();
         write_owned(&dir, "server.crt", &certificate.pem());
@@ -73,6 +72,13 @@ impl Instance {
             "ALTER SYSTEM SET ssl = on",
             "CREATE ROLE kbadmin LOGIN CREATEROLE CREATEDB PASSWORD 'admin-secret-1'",
             "CREATE ROLE weak LOGIN PASSWORD 'weak-secret-1'",
+            // Where the registry is made (PostgreSQL 15 no longer lets
+            // PUBLIC create in a database's public schema, nor schemas).
+            "GRANT CREATE ON DATABASE postgres TO kbadmin",
+            // Another admin database, for another instance's registry.
+            "CREATE DATABASE weakdb",
+            "GRANT CREATE ON DATABASE weakdb TO weak",
+            "CREATE ROLE bare LOGIN PASSWORD 'bare-secret-1'",
             "SELECT pg_reload_conf()",
         ] {
             sqlx::query(statement).execute(&mut su).await.unwrap();
@@ -136,9 +142,9 @@ impl Instance {
             "database" => ("pg_database", "datname"),
             _ => ("pg_roles", "rolname"),
         };
-        sqlx::query_scalar(&format!(
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT EXISTS (SELECT 1 FROM {table} WHERE {column} = $1)"
-        ))
+        )))
         .bind(name)
         .fetch_one(&mut self.superuser().await)
         .await
@@ -234,7 +240,10 @@ async fn an_instance_is_checked_as_it_is_saved_and_its_password_never_shown() {
         ),
         "{body}"
     );
-    assert!(body["detail"].as_str().unwrap().contains("certificate"), "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("certificate"),
+        "{body}"
+    );
     // A wrong password, the same.
     let (status, body) = app
         .call(
@@ -250,6 +259,22 @@ async fn an_instance_is_checked_as_it_is_saved_and_its_password_never_shown() {
     let (status, body) = app.call("POST", instances, Some(plaintext)).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_eq!(body["errors"][0]["field"], "tls_mode", "{body}");
+    // A role that cannot make the ownership registry: refused, saying so.
+    let (status, body) = app
+        .call(
+            "POST",
+            instances,
+            Some(instance.registration("bare", "bare", "bare-secret-1")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("ownership registry"),
+        "{body}"
+    );
     assert_eq!(app.count("database_instances").await, 0);
 
     let saved = register(&app, &instance).await;
@@ -262,13 +287,10 @@ async fn an_instance_is_checked_as_it_is_saved_and_its_password_never_shown() {
         (&json!(true), &json!(true))
     );
     // A role without CREATEROLE: saved, and the check says so.
-    let (status, weak) = app
-        .call(
-            "POST",
-            instances,
-            Some(instance.registration("weak", "weak", "weak-secret-1")),
-        )
-        .await;
+    let mut weak = instance.registration("weak", "weak", "weak-secret-1");
+    weak["admin_database"] = "weakdb".into();
+    weak["default"] = false.into();
+    let (status, weak) = app.call("POST", instances, Some(weak)).await;
     assert_eq!(status, StatusCode::CREATED, "{weak}");
     assert_eq!(weak["can_create_role"], false);
     let (_, listed) = app.call("GET", instances, None).await;
@@ -297,10 +319,11 @@ async fn an_instance_is_checked_as_it_is_saved_and_its_password_never_shown() {
             .fetch_all(&app.db.pool)
             .await
             .unwrap();
-    for text in [listed.to_string(), audit.join(" ")]
-        .into_iter()
-        .chain(stored.iter().map(|b| String::from_utf8_lossy(b).to_string()))
-    {
+    for text in [listed.to_string(), audit.join(" ")].into_iter().chain(
+        stored
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).to_string()),
+    ) {
         assert!(
             !text.contains("admin-secret-1") && !text.contains("weak-secret-1"),
             "{text}"
@@ -444,7 +467,7 @@ async fn what_the_registry_does_not_prove_is_ours_is_a_conflict_left_as_it_is() 
     // Someone else's database, of the name the platform would derive.
     let theirs = format!("kb_{}_ledger", &cluster.replace('-', "")[..8]);
     let mut su = instance.superuser().await;
-    sqlx::query(&format!("CREATE DATABASE {theirs}"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {theirs}")))
         .execute(&mut su)
         .await
         .unwrap();
@@ -491,20 +514,20 @@ async fn what_the_registry_does_not_prove_is_ours_is_a_conflict_left_as_it_is() 
     assert!(instance.exists("database", &theirs).await);
 }
 
-async fn remove_with_policy(app: &TestApp, cluster: &str, database: &Value) -> Value {
+async fn remove_with_policy(app: &TestApp, cluster: &str, record: &Value) -> Value {
     let (status, body) = app
         .call(
             "DELETE",
             &format!(
                 "/api/console/clusters/{cluster}/databases/{}",
-                database["id"].as_str().unwrap()
+                record["id"].as_str().unwrap()
             ),
             None,
         )
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     app.drive().await;
-    database(app, cluster, &database["id"]).await.1
+    database(app, cluster, &record["id"]).await.1
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -564,13 +587,12 @@ async fn retain_keeps_the_data_delete_drops_it_and_a_retained_name_is_not_taken_
     assert_eq!(value, "still here");
     assert!(!instance.exists("database", &dropped_name).await);
     assert!(!instance.exists("role", &dropped_name).await);
-    let rows: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM kubebyon_registry.objects WHERE name = $1",
-    )
-    .bind(&dropped_name)
-    .fetch_one(&mut instance.superuser().await)
-    .await
-    .unwrap();
+    let rows: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM kubebyon_registry.objects WHERE name = $1")
+            .bind(&dropped_name)
+            .fetch_one(&mut instance.superuser().await)
+            .await
+            .unwrap();
     assert_eq!(rows, 0);
 
     // Asked for again under the retained name: a new record, which the

@@ -650,6 +650,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/console/admin/database-instances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** PostgreSQL instances */
+        get: operations["get_admin_database_instances"];
+        put?: never;
+        /**
+         * Register a PostgreSQL instance
+         * @description Connects to it as the admin role first (within 10 s); answers the
+         *     instance with what the check found. Nothing is written when it cannot
+         *     connect.
+         */
+        post: operations["post_admin_database_instances"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/admin/database-instances/{instance_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A PostgreSQL instance */
+        get: operations["get_admin_database_instances_by_instance_id"];
+        /**
+         * Replace a PostgreSQL instance
+         * @description Checked as a new one is, with the password given or the one stored.
+         */
+        put: operations["put_admin_database_instances_by_instance_id"];
+        post?: never;
+        /**
+         * Delete a PostgreSQL instance
+         * @description Only one no database is on (409 `database_instance_in_use`: disable it
+         *     instead, or remove its databases).
+         */
+        delete: operations["delete_admin_database_instances_by_instance_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/admin/orders": {
         parameters: {
             query?: never;
@@ -986,6 +1035,76 @@ export interface paths {
          *     answers 200 with the cluster, except while an update runs (409).
          */
         patch: operations["patch_clusters_by_cluster_id"];
+        trace?: never;
+    };
+    "/api/console/clusters/{cluster_id}/databases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The cluster's databases */
+        get: operations["get_clusters_by_cluster_id_databases"];
+        put?: never;
+        /**
+         * Ask for a database
+         * @description Writes the record (`planned`) and enqueues the cluster's
+         *     `database_converge` job, which walks it to `ready` and projects its
+         *     credential as a Secret into the cluster.
+         */
+        post: operations["post_clusters_by_cluster_id_databases"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/clusters/{cluster_id}/databases/{database_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A database */
+        get: operations["get_clusters_by_cluster_id_databases_by_database_id"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a database
+         * @description By its policy: `retain` removes the Secret and forgets the record,
+         *     leaving the role and the database (and their data) on the server;
+         *     `delete` drops them too, once the registry proves they are this
+         *     record's. The job does it; the record shows `deleting` until then.
+         */
+        delete: operations["delete_clusters_by_cluster_id_databases_by_database_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/clusters/{cluster_id}/databases/{database_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry a database that stopped
+         * @description A `failed` or `conflict` database goes back to the phase it stopped at,
+         *     and the job tries again from there (after a conflict: once the object
+         *     in the way is gone, or registered as this record's by an
+         *     administrator).
+         */
+        post: operations["post_clusters_by_cluster_id_databases_by_database_id_retry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/console/clusters/{cluster_id}/edge": {
@@ -2099,6 +2218,19 @@ export interface components {
          * @enum {string}
          */
         ClusterStatus: "pending" | "provisioning" | "ready" | "updating" | "deleting" | "deleted" | "failed";
+        /**
+         * @description A condition of a database, as Kubernetes writes them: its type, whether
+         *     it holds, why, and since when.
+         */
+        Condition: {
+            /** Format: date-time */
+            last_transition_time: string;
+            message: string;
+            reason: string;
+            /** @description `True`, `False` or `Unknown`. */
+            status: string;
+            type: string;
+        };
         ConfirmReset: {
             /** @description The 6 digits the email holds. */
             code: string;
@@ -2144,6 +2276,27 @@ export interface components {
              * @description Memory the tenant's workloads may use in total, in MiB (128–1048576).
              */
             workload_memory_limit_mib: number;
+        };
+        /** @description A database asked for. */
+        CreateDatabase: {
+            deletion_policy?: null | components["schemas"]["DeletionPolicy"];
+            /**
+             * Format: uuid
+             * @description The instance to make it on; default: the platform's default instance.
+             */
+            instance_id?: string | null;
+            /**
+             * @description A lower-case letter, then up to 29 lower-case letters, digits and
+             *     `_`; unique in the cluster. The server's names are derived from it.
+             */
+            name: string;
+            /**
+             * @description The namespace of the cluster its Secret is projected into (default
+             *     `default`); it must exist there.
+             */
+            namespace?: string | null;
+            /** @description Default `<name>-postgres`, with `_` as `-`. */
+            secret_name?: string | null;
         };
         CreateKey: {
             /**
@@ -2246,6 +2399,19 @@ export interface components {
             /** Format: uuid */
             user_id: string;
         };
+        /** @description A change accepted: the database as written, and the job's operation. */
+        DatabaseAccepted: {
+            database: components["schemas"]["TenantDatabase"];
+            /** Format: uuid */
+            operation_id: string;
+        };
+        /**
+         * @description What removing the database does: `retain` forgets the record and
+         *     the Secret and leaves the role and the database on the server;
+         *     `delete` drops them too.
+         * @enum {string}
+         */
+        DeletionPolicy: "retain" | "delete";
         /**
          * @description Who keeps a hostname's DNS record.
          * @enum {string}
@@ -2335,6 +2501,82 @@ export interface components {
          * @enum {string}
          */
         IngressStatus: "disabled" | "provisioning" | "ready" | "error";
+        /** @description A registered instance as the back office shows it (never its password). */
+        Instance: {
+            admin_database: string;
+            admin_role: string;
+            /** @description The PEM of the CA(s) the server's certificate is checked with. */
+            ca_bundle?: string | null;
+            can_create_database?: boolean | null;
+            can_create_role?: boolean | null;
+            /** Format: date-time */
+            checked_at?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            enabled: boolean;
+            /** @description The DNS name the server's certificate is checked against. */
+            host: string;
+            /** @description The address clients connect to without a DNS lookup, when given. */
+            hostaddr?: string | null;
+            /** Format: uuid */
+            id: string;
+            /** @description Databases asked for without an instance are made on it. */
+            is_default: boolean;
+            name: string;
+            /** Format: int32 */
+            port: number;
+            /** @description What the last connection check found. */
+            server_version?: string | null;
+            tls_mode: components["schemas"]["InstanceTlsMode"];
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /**
+         * @description An instance as an administrator writes it (a `PUT` replaces it; its
+         *     password may then be left out to keep the one stored).
+         */
+        InstanceRequest: {
+            /**
+             * @description Default `postgres`: where the platform connects as the admin role,
+             *     and where its ownership registry lives.
+             */
+            admin_database?: string | null;
+            /** @description Write-only; required on create. */
+            admin_password?: string | null;
+            admin_role: string;
+            /**
+             * @description PEM: the CA(s) the server's certificate is checked with; required
+             *     for `verify-full`.
+             */
+            ca_bundle?: string | null;
+            /**
+             * @description Default false: databases asked for without an instance go to it (one
+             *     instance at most is the default).
+             */
+            default?: boolean | null;
+            /** @description Default true: databases can be made on it. */
+            enabled?: boolean | null;
+            /**
+             * @description The server's DNS name, which its certificate must name for
+             *     `verify-full`.
+             */
+            host: string;
+            /**
+             * @description An IP address for clients to connect to without a DNS lookup
+             *     (projected into databases' Secrets; the platform connects by `host`).
+             */
+            hostaddr?: string | null;
+            /** @description 1–63 lower-case letters, digits and `-`; unique. */
+            name: string;
+            /** Format: int32 */
+            port?: number | null;
+            tls_mode: components["schemas"]["InstanceTlsMode"];
+        };
+        /**
+         * @description How the platform, and the credentials it projects, check the server.
+         * @enum {string}
+         */
+        InstanceTlsMode: "verify-full" | "require" | "disable";
         /** @description An invitation as the organisation's admins see it (never its token). */
         Invitation: {
             /** Format: date-time */
@@ -2419,7 +2661,7 @@ export interface components {
          * @description A stage an operation passes through, in the words its job records.
          * @enum {string}
          */
-        JobStage: "admission webhook not registered: the platform has no HTTPS URL" | "applying the resource quota and limits" | "checking the ingress controller" | "configuring the platform's authorizer" | "connecting to the cluster" | "connecting to the cluster's API" | "connecting to the host cluster" | "converging the workload edge" | "cordoning the node" | "creating the namespace" | "deleting the Node object" | "deleting the namespace" | "done" | "draining the node" | "exposing the control plane" | "installing the control plane" | "installing the ingress controller" | "isolating the control plane's network" | "queued" | "queued behind the running operation" | "queued for retry" | "registering the admission webhook" | "removing the failed install" | "removing the ingress controller" | "removing the old endpoint" | "updating the control plane" | "updating the public endpoint" | "verifying the new endpoint" | "waiting for the control plane and its endpoint" | "waiting for the control plane to become ready" | "waiting for the namespace to be gone" | "waiting to retry";
+        JobStage: "admission webhook not registered: the platform has no HTTPS URL" | "applying the resource quota and limits" | "checking the ingress controller" | "configuring the platform's authorizer" | "connecting to the cluster" | "connecting to the cluster's API" | "connecting to the host cluster" | "converging the cluster's databases" | "converging the workload edge" | "cordoning the node" | "creating the namespace" | "deleting the Node object" | "deleting the namespace" | "done" | "draining the node" | "exposing the control plane" | "installing the control plane" | "installing the ingress controller" | "isolating the control plane's network" | "queued" | "queued behind the running operation" | "queued for retry" | "registering the admission webhook" | "removing the failed install" | "removing the ingress controller" | "removing the old endpoint" | "updating the control plane" | "updating the public endpoint" | "verifying the new endpoint" | "waiting for the control plane and its endpoint" | "waiting for the control plane to become ready" | "waiting for the namespace to be gone" | "waiting to retry";
         /**
          * @description Where a cluster job is in its life.
          * @enum {string}
@@ -2814,6 +3056,15 @@ export interface components {
             /** @description The role it acts with in the organisation. */
             role: components["schemas"]["Role"];
         };
+        /**
+         * @description Where a database is. The job walks `planned` → `credential_created`
+         *     → `role_created` → `database_created` → `secret_projected` → `ready`;
+         *     `conflict` when the server holds an object of its name the registry
+         *     does not prove the platform made for it; `failed` with the reason;
+         *     `deleting` once its removal is asked for.
+         * @enum {string}
+         */
+        Phase: "planned" | "credential_created" | "role_created" | "database_created" | "secret_projected" | "ready" | "conflict" | "failed" | "deleting";
         /** @description A plan as the back office shows it. */
         Plan: {
             /** @description Only active plans can be chosen for new orders. */
@@ -3251,6 +3502,40 @@ export interface components {
              *     `join`, `done`.
              */
             step: string;
+        };
+        /** @description A database as its owner sees it. */
+        TenantDatabase: {
+            /** Format: uuid */
+            cluster_id: string;
+            conditions: components["schemas"]["Condition"][];
+            /** Format: date-time */
+            created_at: string;
+            /** @description The database's name on the server. */
+            database_name: string;
+            /** @description Whether it is being removed. */
+            deleting: boolean;
+            deletion_policy: components["schemas"]["DeletionPolicy"];
+            extensions: string[];
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            instance_id: string;
+            last_error?: string | null;
+            /** @description The name asked for. */
+            name: string;
+            /** @description Where the credential's Secret is, in the cluster. */
+            namespace: string;
+            /**
+             * Format: date-time
+             * @description When the job last looked at it on the server.
+             */
+            observed_at?: string | null;
+            phase: components["schemas"]["Phase"];
+            /** @description The role the credential logs in as. */
+            role_name: string;
+            secret_name: string;
+            /** Format: date-time */
+            updated_at: string;
         };
         /** @description One node's history over a period. */
         Timeline: {
@@ -5482,6 +5767,343 @@ export interface operations {
             };
         };
     };
+    get_admin_database_instances: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Instance"][];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    post_admin_database_instances: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InstanceRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Instance"];
+                };
+            };
+            /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Another instance has the name (`database_instance_name_taken`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid fields, or the server could not be reached as given (`database_instance_unreachable`); This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No settings key to seal the password with (`settings_key_missing`); The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_admin_database_instances_by_instance_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Instance"];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    put_admin_database_instances_by_instance_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InstanceRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Instance"];
+                };
+            };
+            /** @description The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Another instance has the name (`database_instance_name_taken`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid fields, or the server could not be reached as given (`database_instance_unreachable`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No settings key (`settings_key_missing`); The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_admin_database_instances_by_instance_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Databases are on it (`database_instance_in_use`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     get_admin_orders: {
         parameters: {
             query?: {
@@ -7140,6 +7762,335 @@ export interface operations {
                 };
             };
             /** @description ; A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_clusters_by_cluster_id_databases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantDatabase"][];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    post_clusters_by_cluster_id_databases: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateDatabase"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatabaseAccepted"];
+                };
+            };
+            /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The cluster has a database of the name (`database_name_taken`), or the server's names are another record's (`database_server_name_taken`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid fields; no default instance (`no_database_instance`); a disabled one (`database_instance_disabled`); This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_clusters_by_cluster_id_databases_by_database_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+                database_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantDatabase"];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_clusters_by_cluster_id_databases_by_database_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+                database_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatabaseAccepted"];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    post_clusters_by_cluster_id_databases_by_database_id_retry: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                cluster_id: string;
+                database_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatabaseAccepted"];
+                };
+            };
+            /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description It has not stopped (`database_not_stopped`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This Idempotency-Key was sent with another request (`idempotency_key_reused`) */
             422: {
                 headers: {
                     [name: string]: unknown;
