@@ -2,9 +2,10 @@
 //! ownership registry (a schema of the platform's in the admin database,
 //! made on first use) and the role and database of each record, each
 //! statement safe to run again. Names are checked identifiers
-//! (`records`' CHECK constraints: `[a-z][a-z0-9_]*`) and passwords are
-//! generated from `[A-Za-z0-9]`, so both are written into the statements
-//! PostgreSQL takes no parameters for without escaping anything.
+//! (`records`' CHECK constraints: `[a-z][a-z0-9_]*`), and a role's password
+//! is sent as its SCRAM-SHA-256 verifier, never as itself (a server that
+//! logs its statements logs no password): both are written into the
+//! statements PostgreSQL takes no parameters for without escaping anything.
 
 use secrecy::{ExposeSecret, SecretString};
 use sqlx::PgConnection;
@@ -54,15 +55,48 @@ fn identifier(name: &str) -> Result<&str, sqlx::Error> {
     }
 }
 
-fn password_literal(password: &SecretString) -> Result<&str, sqlx::Error> {
+/// The SCRAM-SHA-256 verifier of a generated password (RFC 5802 and
+/// 7677, in PostgreSQL's format `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`):
+/// what `CREATE ROLE … PASSWORD` stores when given it, so the server never
+/// receives the password. Its characters are base64's, `$` and `:`.
+fn password_literal(password: &SecretString) -> Result<String, sqlx::Error> {
     let text = password.expose_secret();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        Ok(text)
-    } else {
-        Err(sqlx::Error::Protocol(
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(sqlx::Error::Protocol(
             "a generated password is alphanumeric".into(),
-        ))
+        ));
     }
+    let mut salt = [0u8; 16];
+    getrandom::fill(&mut salt).expect("the operating system's random source failed");
+    Ok(scram_verifier(text, &salt))
+}
+
+/// PostgreSQL's iteration count for SCRAM-SHA-256 (`scram_iterations`).
+const SCRAM_ITERATIONS: u32 = 4096;
+
+/// The verifier of `password` (ASCII, so SASLprep leaves it as it is) with
+/// `salt`.
+fn scram_verifier(password: &str, salt: &[u8]) -> String {
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    use ring::{digest, hmac, pbkdf2};
+    let mut salted = [0u8; 32];
+    pbkdf2::derive(
+        pbkdf2::PBKDF2_HMAC_SHA256,
+        std::num::NonZeroU32::new(SCRAM_ITERATIONS).expect("not zero"),
+        salt,
+        password.as_bytes(),
+        &mut salted,
+    );
+    let key = hmac::Key::new(hmac::HMAC_SHA256, &salted);
+    let client_key = hmac::sign(&key, b"Client Key");
+    let stored_key = digest::digest(&digest::SHA256, client_key.as_ref());
+    let server_key = hmac::sign(&key, b"Server Key");
+    format!(
+        "SCRAM-SHA-256${SCRAM_ITERATIONS}:{}${}:{}",
+        STANDARD.encode(salt),
+        STANDARD.encode(stored_key.as_ref()),
+        STANDARD.encode(server_key.as_ref())
+    )
 }
 
 /// A statement built from checked identifiers and a generated password
@@ -272,6 +306,17 @@ pub async fn drop_role(connection: &mut PgConnection, name: &str) -> Result<(), 
 mod tests {
     use super::*;
 
+    /// The verifier Python's `hashlib.pbkdf2_hmac` and `hmac` compute for
+    /// the same password and salt, as PostgreSQL would store it.
+    #[test]
+    fn the_verifier_is_scram_sha_256_as_postgresql_stores_it() {
+        let salt: Vec<u8> = (0..16).collect();
+        assert_eq!(
+            scram_verifier("pencil", &salt),
+            "SCRAM-SHA-256$4096:AAECAwQFBgcICQoLDA0ODw==$zHCdol2044/ZyWzPLi7oxApCkamKw9Z+E4U/QApd/5Y=:dd5peBOitVnLNFu7VmwP+HiDaaw4OUCv396eVCWhYiE="
+        );
+    }
+
     #[test]
     fn only_checked_identifiers_and_generated_passwords_reach_a_statement() {
         assert!(identifier("kb_1a2b3c4d_orders").is_ok());
@@ -280,7 +325,19 @@ mod tests {
         }
         let password = generate_password();
         assert_eq!(password.expose_secret().len(), 32);
-        assert!(password_literal(&password).is_ok());
+        let verifier = password_literal(&password).unwrap();
+        assert!(!verifier.contains(password.expose_secret()));
+        assert!(
+            verifier
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+/=$:-".contains(&b)),
+            "{verifier}"
+        );
+        assert_ne!(
+            password_literal(&password).unwrap(),
+            verifier,
+            "a salt of its own each time"
+        );
         assert!(password_literal(&SecretString::from("x' OR '1")).is_err());
         assert_ne!(
             generate_password().expose_secret(),
