@@ -1,5 +1,5 @@
 //! A cluster's databases: ask for one, list them, read one, remove it by its
-//! policy, retry one that stopped. Each change writes the record and
+//! policy, retry one that stopped, rotate one's credential. Each change writes the record and
 //! enqueues the cluster's `database_converge` job (or queues it behind the
 //! cluster's active job) in one transaction. Audited.
 
@@ -305,6 +305,44 @@ pub async fn retry(
         };
     };
     audit::record(&mut *tx, event(&caller, "database.retry", &database)).await?;
+    let operation_id = converge(&state, tx, &cluster, &caller).await?;
+    Ok(shared::http::accepted(DatabaseAccepted {
+        database,
+        operation_id,
+    }))
+}
+
+/// Rotate a database's credential
+///
+/// A `ready` database gets a new password: the job generates it, sets it on
+/// the role and projects the Secret again (the old password stops working
+/// as the role takes the new one).
+#[utoipa::path(post, path = "/api/console/clusters/{cluster_id}/databases/{database_id}/rotate", tag = "databases",
+    params(("cluster_id" = Uuid, Path), ("database_id" = Uuid, Path)),
+    responses((status = 202, body = DatabaseAccepted),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "It is not ready (`database_not_ready`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn rotate(
+    State(state): State<AppState>,
+    caller: Caller,
+    OwnedCluster(authorized): OwnedCluster,
+    AppPath((_, database_id)): AppPath<(Uuid, Uuid)>,
+) -> Result<Response, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    let cluster = owned::authorize(&mut tx, &caller, authorized.id, Action::Operate).await?;
+    let Some(database) = records::rotate(&mut *tx, cluster.id, database_id).await? else {
+        return match records::get(&mut *tx, cluster.id, database_id).await? {
+            None => Err(ApiError::NotFound { what: "database" }),
+            Some(database) => Err(ApiError::Conflict {
+                code: "database_not_ready",
+                detail: format!(
+                    "the database is {}; only a ready one's credential is rotated",
+                    database.phase
+                ),
+            }),
+        };
+    };
+    audit::record(&mut *tx, event(&caller, "database.rotate", &database)).await?;
     let operation_id = converge(&state, tx, &cluster, &caller).await?;
     Ok(shared::http::accepted(DatabaseAccepted {
         database,

@@ -19,6 +19,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(databases::list, databases::create))
         .routes(routes!(databases::get, databases::delete))
         .routes(routes!(databases::retry))
+        .routes(routes!(databases::rotate))
 }
 
 pub fn router() -> Router<AppState> {

@@ -279,6 +279,28 @@ pub async fn resume(
     .await
 }
 
+/// Starts a new credential for a `ready` database: its password forgotten
+/// and its phase back to `planned`, so the job generates another, sets it
+/// on the role and projects it again; `None` when it is not ready.
+pub async fn rotate(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+) -> Result<Option<TenantDatabase>, sqlx::Error> {
+    record_query!(
+        "UPDATE tenant_databases
+         SET phase = 'planned', password_encrypted = NULL, last_error = NULL, updated_at = now()
+         WHERE cluster_id = $1 AND id = $2 AND deleted_at IS NULL AND wanted = 'present'
+           AND phase = 'ready'
+         RETURNING",
+        "",
+        cluster_id,
+        id
+    )
+    .fetch_optional(db)
+    .await
+}
+
 /// Stores the credential's sealed password, once.
 pub async fn store_password(
     db: impl PgExecutor<'_>,

@@ -237,16 +237,20 @@ pub async fn ensure_role(
 ) -> Result<(), sqlx::Error> {
     let name = identifier(name)?;
     let password = password_literal(password)?;
-    let verb = if role_exists(connection, name).await? {
-        "ALTER"
+    // A new role gets no attribute but LOGIN (CREATE ROLE's defaults are
+    // NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION); one there gets
+    // its password set again, nothing else (a role that is not a superuser
+    // may not name superuser attributes in ALTER ROLE).
+    let statement = if role_exists(connection, name).await? {
+        format!("ALTER ROLE \"{name}\" LOGIN PASSWORD '{password}'")
     } else {
-        "CREATE"
+        format!(
+            "CREATE ROLE \"{name}\" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD '{password}'"
+        )
     };
-    sqlx::raw_sql(checked(format!(
-        "{verb} ROLE \"{name}\" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD '{password}'"
-    )))
-    .execute(&mut *connection)
-    .await?;
+    sqlx::raw_sql(checked(statement))
+        .execute(&mut *connection)
+        .await?;
     sqlx::raw_sql(checked(format!("GRANT \"{name}\" TO CURRENT_USER")))
         .execute(&mut *connection)
         .await?;

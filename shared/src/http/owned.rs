@@ -93,6 +93,7 @@ const RULES: &[(&str, &str, Action)] = &[
     ("POST", "/databases", Action::Operate),
     ("DELETE", "/databases/{database_id}", Action::Operate),
     ("POST", "/databases/{database_id}/retry", Action::Operate),
+    ("POST", "/databases/{database_id}/rotate", Action::Operate),
     ("DELETE", "/nodes/{node_id}", Action::Operate),
     ("POST", "/operations/{operation_id}/retry", Action::Operate),
     ("POST", "/tokens", Action::Operate),

@@ -456,6 +456,77 @@ async fn a_database_is_made_owned_and_projected_and_its_credential_logs_in_alone
         (status, body["code"].as_str()),
         (StatusCode::CONFLICT, Some("database_instance_in_use"))
     );
+
+    // A lost checkpoint (the phase set back, as if what the job wrote after
+    // the role was lost): the next run finds the role and the database its
+    // own and ends `ready`, one of each, the credential the same.
+    sqlx::query("UPDATE tenant_databases SET phase = 'credential_created' WHERE id = $1")
+        .bind(record)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let again = tests::handlers::enqueue(
+        &app.db.pool,
+        cluster.parse().unwrap(),
+        shared::domain::JobType::DatabaseConverge,
+        3,
+    )
+    .await;
+    assert_eq!(
+        app.worker("worker-db-again").process(again).await.unwrap(),
+        Processed::Succeeded
+    );
+    let (_, resumed) = database(&app, &cluster, &orders["id"]).await;
+    assert_eq!(resumed["phase"], "ready", "{resumed}");
+    let counts: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM pg_roles WHERE rolname = $1),
+                (SELECT count(*) FROM pg_database WHERE datname = $1)",
+    )
+    .bind(&name)
+    .fetch_one(&mut instance.superuser().await)
+    .await
+    .unwrap();
+    assert_eq!(counts, (1, 1));
+    instance
+        .connect(&name, password, &name)
+        .await
+        .expect("the credential is the same");
+
+    // Rotation: a new password, set on the role and projected; the old one
+    // refused, the data where it was.
+    let (status, body) = app
+        .call(
+            "POST",
+            &format!(
+                "/api/console/clusters/{cluster}/databases/{}/rotate",
+                orders["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    app.drive().await;
+    let (_, rotated) = database(&app, &cluster, &orders["id"]).await;
+    assert_eq!(rotated["phase"], "ready", "{rotated}");
+    let renewed = secret(&app, &namespace, "shop", "orders-postgres").unwrap();
+    let new_password = renewed["password"].as_str().unwrap();
+    assert_ne!(new_password, password);
+    let refused = instance
+        .connect(&name, password, &name)
+        .await
+        .expect_err("the old password is refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("password authentication failed"),
+        "{refused}"
+    );
+    let mut renewed_login = instance.connect(&name, new_password, &name).await.unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM orders")
+        .fetch_one(&mut renewed_login)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -79,6 +79,7 @@ fn lowest_role(method: &str, route: &str) -> Option<Role> {
         | ("POST", "/databases")
         | ("DELETE", "/databases/{database_id}")
         | ("POST", "/databases/{database_id}/retry")
+        | ("POST", "/databases/{database_id}/rotate")
         | ("DELETE", "/nodes/{node_id}")
         | ("POST", "/operations/{operation_id}/retry")
         | ("POST", "/tokens")

@@ -1107,6 +1107,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/console/clusters/{cluster_id}/databases/{database_id}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a database's credential
+         * @description A `ready` database gets a new password: the job generates it, sets it on
+         *     the role and projects the Secret again (the old password stops working
+         *     as the role takes the new one).
+         */
+        post: operations["rotate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/clusters/{cluster_id}/edge": {
         parameters: {
             query?: never;
@@ -8082,6 +8104,84 @@ export interface operations {
                 };
             };
             /** @description It has not stopped (`database_not_stopped`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This Idempotency-Key was sent with another request (`idempotency_key_reused`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rotate: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                cluster_id: string;
+                database_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatabaseAccepted"];
+                };
+            };
+            /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description It is not ready (`database_not_ready`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
             409: {
                 headers: {
                     [name: string]: unknown;
