@@ -290,26 +290,7 @@ pub async fn retry(
     OwnedCluster(authorized): OwnedCluster,
     AppPath((_, database_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<Response, ApiError> {
-    let mut tx = state.pool.begin().await?;
-    let cluster = owned::authorize(&mut tx, &caller, authorized.id, Action::Operate).await?;
-    let Some(database) = records::resume(&mut *tx, cluster.id, database_id).await? else {
-        return match records::get(&mut *tx, cluster.id, database_id).await? {
-            None => Err(ApiError::NotFound { what: "database" }),
-            Some(database) => Err(ApiError::Conflict {
-                code: "database_not_stopped",
-                detail: format!(
-                    "the database is {}, not failed or in conflict",
-                    database.phase
-                ),
-            }),
-        };
-    };
-    audit::record(&mut *tx, event(&caller, "database.retry", &database)).await?;
-    let operation_id = converge(&state, tx, &cluster, &caller).await?;
-    Ok(shared::http::accepted(DatabaseAccepted {
-        database,
-        operation_id,
-    }))
+    restart(&state, &caller, &authorized, database_id, Restart::Retry).await
 }
 
 /// Rotate a database's credential
@@ -328,22 +309,61 @@ pub async fn rotate(
     OwnedCluster(authorized): OwnedCluster,
     AppPath((_, database_id)): AppPath<(Uuid, Uuid)>,
 ) -> Result<Response, ApiError> {
+    restart(&state, &caller, &authorized, database_id, Restart::Rotate).await
+}
+
+/// What sets a database's phase back for the job to walk again.
+#[derive(Clone, Copy)]
+enum Restart {
+    /// A `failed` or `conflict` one, from the phase it stopped at.
+    Retry,
+    /// A `ready` one, from `planned` with a new credential.
+    Rotate,
+}
+
+/// Sets the database back as `how` says and enqueues the job, audited;
+/// 404 when there is no such database, 409 when it is not in the phase
+/// `how` starts from.
+async fn restart(
+    state: &AppState,
+    caller: &Caller,
+    authorized: &Cluster,
+    database_id: Uuid,
+    how: Restart,
+) -> Result<Response, ApiError> {
     let mut tx = state.pool.begin().await?;
-    let cluster = owned::authorize(&mut tx, &caller, authorized.id, Action::Operate).await?;
-    let Some(database) = records::rotate(&mut *tx, cluster.id, database_id).await? else {
-        return match records::get(&mut *tx, cluster.id, database_id).await? {
-            None => Err(ApiError::NotFound { what: "database" }),
-            Some(database) => Err(ApiError::Conflict {
+    let cluster = owned::authorize(&mut tx, caller, authorized.id, Action::Operate).await?;
+    let restarted = match how {
+        Restart::Retry => records::resume(&mut *tx, cluster.id, database_id).await?,
+        Restart::Rotate => records::rotate(&mut *tx, cluster.id, database_id).await?,
+    };
+    let Some(database) = restarted else {
+        let database = records::get(&mut *tx, cluster.id, database_id)
+            .await?
+            .ok_or(ApiError::NotFound { what: "database" })?;
+        return Err(match how {
+            Restart::Retry => ApiError::Conflict {
+                code: "database_not_stopped",
+                detail: format!(
+                    "the database is {}, not failed or in conflict",
+                    database.phase
+                ),
+            },
+            Restart::Rotate => ApiError::Conflict {
                 code: "database_not_ready",
                 detail: format!(
                     "the database is {}; only a ready one's credential is rotated",
                     database.phase
                 ),
-            }),
-        };
+            },
+        });
     };
-    audit::record(&mut *tx, event(&caller, "database.rotate", &database)).await?;
-    let operation_id = converge(&state, tx, &cluster, &caller).await?;
+    let action = match how {
+        Restart::Retry => "database.retry",
+        Restart::Rotate => "database.rotate",
+    };
+    audit::record(&mut *tx, event(caller, action, &database)).await?;
+    let operation_id = converge(state, tx, &cluster, caller).await?;
     Ok(shared::http::accepted(DatabaseAccepted {
         database,
         operation_id,
