@@ -38,7 +38,9 @@ CREATE TABLE tenant_databases (
     id                 uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     cluster_id         uuid NOT NULL REFERENCES clusters (id) ON DELETE CASCADE,
     organization_id    uuid NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
-    instance_id        uuid NOT NULL REFERENCES database_instances (id),
+    -- An instance is deleted only when no live cluster's database is on it
+    -- (`instances::delete`); the records left go with it.
+    instance_id        uuid NOT NULL REFERENCES database_instances (id) ON DELETE CASCADE,
     requested_by_user_id uuid REFERENCES users (id) ON DELETE SET NULL,
     -- The name the user gave; the platform derives the server's names from
     -- it and the cluster's id.

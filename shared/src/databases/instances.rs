@@ -406,7 +406,8 @@ pub enum Deletion {
     InUse(i64),
 }
 
-/// Deletes the instance, unless a database that is not forgotten is on it.
+/// Deletes the instance, unless a database of a live cluster that is not
+/// forgotten is on it.
 pub async fn delete(tx: &mut PgConnection, id: Uuid) -> Result<Deletion, sqlx::Error> {
     let Some(instance) = get(&mut *tx, id).await? else {
         return Ok(Deletion::NotFound);
@@ -418,8 +419,12 @@ pub async fn delete(tx: &mut PgConnection, id: Uuid) -> Result<Deletion, sqlx::E
     )
     .fetch_one(&mut *tx)
     .await?;
+    // A deleted cluster's databases hold it no more: their roles and
+    // databases stay on the server, as `retain` leaves them.
     let in_use = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "count!" FROM tenant_databases WHERE instance_id = $1 AND deleted_at IS NULL"#,
+        r#"SELECT count(*) AS "count!" FROM tenant_databases t
+           JOIN clusters c ON c.id = t.cluster_id AND c.deleted_at IS NULL
+           WHERE t.instance_id = $1 AND t.deleted_at IS NULL"#,
         id
     )
     .fetch_one(&mut *tx)

@@ -527,6 +527,24 @@ async fn a_database_is_made_owned_and_projected_and_its_credential_logs_in_alone
         .await
         .unwrap();
     assert_eq!(rows, 1);
+
+    // The cluster deleted: its databases hold the instance no more.
+    let (status, body) = app
+        .call("DELETE", &format!("/api/console/clusters/{cluster}"), None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    app.drive().await;
+    let (status, body) = app
+        .call(
+            "DELETE",
+            &format!(
+                "/api/console/admin/database-instances/{}",
+                saved["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
