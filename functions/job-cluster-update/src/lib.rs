@@ -22,7 +22,7 @@ use shared::{
     admission,
     clusters::{self, Cluster, ClusterChanges, PreviousEndpoint},
     domain::FailureCode,
-    host::HostCluster,
+    host::{HostCluster, endpoint_host},
     ingress::{self, IngressConvergence},
     jobs::{Finished, JobContext, JobError, Stage, TypedJobHandler},
     notifications,
@@ -98,8 +98,20 @@ impl TypedJobHandler for UpdateCluster {
             .await?;
         let names: Vec<String> = public_host
             .into_iter()
-            .chain(endpoint_host(before.api_endpoint.as_deref()))
-            .chain(endpoint_host(before.previous_api_endpoint.as_deref()))
+            .chain(
+                before
+                    .api_endpoint
+                    .as_deref()
+                    .and_then(endpoint_host)
+                    .map(str::to_string),
+            )
+            .chain(
+                before
+                    .previous_api_endpoint
+                    .as_deref()
+                    .and_then(endpoint_host)
+                    .map(str::to_string),
+            )
             .collect();
         ctx.step(
             UPDATING,
@@ -180,17 +192,6 @@ impl TypedJobHandler for UpdateCluster {
     }
 }
 
-/// The host (name or address) of an endpoint URL `https://host:port`.
-fn endpoint_host(url: Option<&str>) -> Option<String> {
-    let rest = url?.strip_prefix("https://")?;
-    let host = match rest.strip_prefix('[') {
-        // An IPv6 address: `[::1]:6443`.
-        Some(v6) => v6.split(']').next()?,
-        None => rest.rsplit_once(':').map_or(rest, |(host, _)| host),
-    };
-    (!host.is_empty()).then(|| host.to_string())
-}
-
 /// After a failed switch: removes what the switch made for the new mode,
 /// so the cluster is left as it was. Not while a previous endpoint is
 /// still in its grace period (it may be the new mode's; its retirement
@@ -207,28 +208,5 @@ async fn roll_back(host: &HostCluster, before: &Cluster, target: &Cluster) {
         .await
     {
         tracing::warn!(cluster_id = %before.id, %error, "could not remove the unverified endpoint");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::endpoint_host;
-
-    #[test]
-    fn an_endpoint_s_host_is_its_name_or_address() {
-        assert_eq!(
-            endpoint_host(Some("https://a-1234abcd.example.com:443")).as_deref(),
-            Some("a-1234abcd.example.com")
-        );
-        assert_eq!(
-            endpoint_host(Some("https://127.0.0.2:31000")).as_deref(),
-            Some("127.0.0.2")
-        );
-        assert_eq!(
-            endpoint_host(Some("https://[fd00::1]:6443")).as_deref(),
-            Some("fd00::1")
-        );
-        assert_eq!(endpoint_host(Some("http://plain:80")), None);
-        assert_eq!(endpoint_host(None), None);
     }
 }

@@ -59,6 +59,19 @@ impl Endpoint {
     }
 }
 
+/// The host (name or address) of an endpoint URL `https://host:port`
+/// (an IPv6 address with or without its brackets); `None` for another
+/// scheme or no host.
+pub fn endpoint_host(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("https://")?;
+    let host = match rest.strip_prefix('[') {
+        // An IPv6 address: `[::1]:6443`.
+        Some(v6) => v6.split(']').next()?,
+        None => rest.rsplit_once(':').map_or(rest, |(host, _)| host),
+    };
+    (!host.is_empty()).then_some(host)
+}
+
 /// Why waiting for a control plane ended without one.
 #[derive(Debug)]
 pub enum WaitError {
@@ -627,11 +640,10 @@ impl HostCluster {
         let Some(recorded) = cluster.api_endpoint.as_deref() else {
             return false;
         };
-        let Some(rest) = recorded.strip_prefix("https://") else {
+        // An endpoint without a host is not one any mode gives.
+        let Some(host) = endpoint_host(recorded) else {
             return true;
         };
-        let host = rest.rsplit_once(':').map_or(rest, |(host, _)| host);
-        let host = host.trim_start_matches('[').trim_end_matches(']');
         match (cluster.public_access_mode, &self.settings.load_balancer) {
             (PublicAccessMode::Nodeport, _) => host != self.settings.node_address,
             (
@@ -748,4 +760,22 @@ async fn put_in_map(cluster: &Cluster, haproxy: &Haproxy, target: SocketAddr) {
 /// The first address a LoadBalancer Service's status gives, when it has one.
 fn first_ingress(status: Option<ServiceStatus>) -> Option<LoadBalancerIngress> {
     status?.load_balancer?.ingress?.into_iter().next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::endpoint_host;
+
+    #[test]
+    fn an_endpoint_s_host_is_its_name_or_address() {
+        assert_eq!(
+            endpoint_host("https://a-1234abcd.example.com:443"),
+            Some("a-1234abcd.example.com")
+        );
+        assert_eq!(endpoint_host("https://127.0.0.2:31000"), Some("127.0.0.2"));
+        assert_eq!(endpoint_host("https://[fd00::1]:6443"), Some("fd00::1"));
+        assert_eq!(endpoint_host("https://::1:30000"), Some("::1"));
+        assert_eq!(endpoint_host("http://plain:80"), None);
+        assert_eq!(endpoint_host("https://:443"), None);
+    }
 }

@@ -33,7 +33,7 @@ pub mod settings;
 pub mod vcluster;
 
 pub use access::ACCESS_REVISION;
-pub use apply::{ControlPlaneState, Endpoint, WaitError};
+pub use apply::{ControlPlaneState, Endpoint, WaitError, endpoint_host};
 pub use chart::{
     ApiServerFiles, NETWORK_POLICY, kubernetes_image_tag, network_policy, public_service_name,
     sni_host, vcluster_values,

@@ -98,12 +98,17 @@ impl Instance {
     }
 
     async fn superuser(&self) -> PgConnection {
+        self.superuser_in("postgres").await
+    }
+
+    /// The superuser's connection to `database`, through the socket.
+    async fn superuser_in(&self, database: &str) -> PgConnection {
         PgConnection::connect_with(
             &PgConnectOptions::new()
                 .socket(&self.dir)
                 .port(self.port)
                 .username("postgres")
-                .database("postgres"),
+                .database(database),
         )
         .await
         .unwrap()
@@ -560,15 +565,7 @@ async fn what_the_registry_does_not_prove_is_ours_is_a_conflict_left_as_it_is() 
         .execute(&mut su)
         .await
         .unwrap();
-    let mut inside = PgConnection::connect_with(
-        &PgConnectOptions::new()
-            .socket(&instance.dir)
-            .port(instance.port)
-            .username("postgres")
-            .database(&theirs),
-    )
-    .await
-    .unwrap();
+    let mut inside = instance.superuser_in(&theirs).await;
     sqlx::raw_sql("CREATE TABLE entries (n int); INSERT INTO entries VALUES (42)")
         .execute(&mut inside)
         .await
@@ -660,15 +657,7 @@ async fn retain_keeps_the_data_delete_drops_it_and_a_retained_name_is_not_taken_
     // retain: role, database and data stay; delete: both gone, and their
     // registry rows.
     assert!(instance.exists("role", &kept_name).await);
-    let mut su_kept = PgConnection::connect_with(
-        &PgConnectOptions::new()
-            .socket(&instance.dir)
-            .port(instance.port)
-            .username("postgres")
-            .database(&kept_name),
-    )
-    .await
-    .unwrap();
+    let mut su_kept = instance.superuser_in(&kept_name).await;
     let value: String = sqlx::query_scalar("SELECT v FROM t")
         .fetch_one(&mut su_kept)
         .await
