@@ -245,13 +245,13 @@ pub async fn claims_run(pool: &PgPool) -> i64 {
 }
 
 /// Makes a plan of `max_clusters` clusters and `max_nodes` nodes (CPU and
-/// memory 100,000, 5 hostnames) the default plan of every user without a
+/// memory 100,000, 5 hostnames, 5 databases) the default plan of every user without a
 /// paid order.
 pub async fn default_plan(pool: &PgPool, name: &str, max_clusters: i32, max_nodes: i32) -> Uuid {
     let plan: Uuid = sqlx::query_scalar(
         "INSERT INTO plans (name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                            max_hostnames, price_minor_units, currency)
-         VALUES ($1, $2, $3, 100000, 100000, 5, 0, 'usd') RETURNING id",
+                            max_hostnames, max_databases, price_minor_units, currency)
+         VALUES ($1, $2, $3, 100000, 100000, 5, 5, 0, 'usd') RETURNING id",
     )
     .bind(name)
     .bind(max_clusters)

@@ -14,6 +14,7 @@ pub mod logs;
 pub mod machine;
 pub mod moto;
 pub mod oauth;
+pub mod pgtls;
 pub mod podman;
 pub mod proxy;
 pub mod smtp;

@@ -384,8 +384,8 @@ pub struct EntitlementsView {
 /// The plan comes from the organization's latest paid order, else the
 /// settings' default plan; without either nothing is limited. Usage counts
 /// the organization's live clusters, their nodes (and joins under way), the
-/// clusters' workload CPU and memory limits summed, and hostname bindings.
-/// Every member can read it.
+/// clusters' workload CPU and memory limits summed, hostname bindings, and
+/// tenant databases. Every member can read it.
 #[utoipa::path(get, path = "/api/console/account/entitlements", tag = "account",
     params(("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = "The organization (its id); the caller's personal one when absent")),
     responses((status = 200, body = EntitlementsView),

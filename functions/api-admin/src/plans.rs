@@ -18,6 +18,7 @@ const MAX_NODES: i32 = 1_000_000;
 const MAX_CPU_MILLI_CORES: i32 = 100_000_000;
 const MAX_MEMORY_MIB: i32 = 1_000_000_000;
 const MAX_HOSTNAMES: i32 = 1_000_000;
+const MAX_DATABASES: i32 = 1_000_000;
 const MAX_PRICE_MINOR_UNITS: i64 = 100_000_000_000;
 
 /// A plan as an administrator writes it (the whole plan: a `PUT` replaces it).
@@ -43,6 +44,10 @@ pub struct PlanRequest {
     pub max_memory_mib: i32,
     #[schema(minimum = 0, maximum = 1_000_000)]
     pub max_hostnames: i32,
+    /// Tenant databases over all the organisation's clusters. Absent: 0 for
+    /// a new plan, unchanged when a plan is replaced.
+    #[schema(minimum = 0, maximum = 1_000_000)]
+    pub max_databases: Option<i32>,
     /// In the currency's minor units (cents); 0 for a free plan.
     #[schema(minimum = 0, maximum = 100_000_000_000i64)]
     pub price_minor_units: i64,
@@ -87,6 +92,11 @@ impl PlanRequest {
             ),
             ("max_memory_mib", self.max_memory_mib, MAX_MEMORY_MIB),
             ("max_hostnames", self.max_hostnames, MAX_HOSTNAMES),
+            (
+                "max_databases",
+                self.max_databases.unwrap_or_default(),
+                MAX_DATABASES,
+            ),
         ] {
             if !(0..=max).contains(&value) {
                 error(field, &format!("must be 0 to {max}"));
@@ -120,6 +130,7 @@ impl PlanRequest {
             max_cpu_milli_cores: self.max_cpu_milli_cores,
             max_memory_mib: self.max_memory_mib,
             max_hostnames: self.max_hostnames,
+            max_databases: self.max_databases,
             price_minor_units: self.price_minor_units,
             currency: self.currency,
             stripe_price_id: self.stripe_price_id,
@@ -270,7 +281,7 @@ mod tests {
     fn every_invalid_field_is_reported_at_once() {
         let err = request(serde_json::json!({
             "name": "   ", "max_clusters": -1, "max_nodes": 1_000_001, "max_cpu_milli_cores": 0,
-            "max_memory_mib": 0, "max_hostnames": 0, "price_minor_units": -5,
+            "max_memory_mib": 0, "max_hostnames": 0, "max_databases": -1, "price_minor_units": -5,
             "currency": "USD", "stripe_price_id": "prod_123",
         }))
         .validate()
@@ -285,6 +296,7 @@ mod tests {
                 "name",
                 "max_clusters",
                 "max_nodes",
+                "max_databases",
                 "price_minor_units",
                 "currency",
                 "stripe_price_id"

@@ -3,10 +3,14 @@
 //! enqueues the cluster's `database_converge` job (or queues it behind the
 //! cluster's active job) in one transaction. Audited.
 
-use axum::{extract::State, response::Response};
+use axum::{
+    extract::State,
+    response::{IntoResponse, Response},
+};
 use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
+    billing::entitlements::Amounts,
     clusters::Cluster,
     databases::{
         self,
@@ -15,7 +19,7 @@ use shared::{
     },
     error::{ApiError, FieldError, unique_violation},
     extract::{AppJson, AppPath},
-    http::{AppState, Caller, OwnedCluster, operations, owned},
+    http::{AppState, Caller, OwnedCluster, operations, owned, plan},
     jobs,
     organizations::Action,
 };
@@ -42,6 +46,44 @@ pub struct CreateDatabase {
     pub secret_name: Option<String>,
     /// Default `retain`.
     pub deletion_policy: Option<DeletionPolicy>,
+    /// PostgreSQL extensions to make in the database (as its owner: the
+    /// server's `trusted` ones), at most 16; more can be added later, none
+    /// removed.
+    #[schema(max_items = 16)]
+    pub extensions: Option<Vec<String>>,
+}
+
+/// A change of a database.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateDatabase {
+    /// The extensions the database asks for: every one it asked for
+    /// before, and the ones to add (at most 16 in all).
+    #[schema(max_items = 16)]
+    pub extensions: Vec<String>,
+}
+
+/// Every problem of an extension list at once.
+fn check_extensions(extensions: &[String], errors: &mut Vec<FieldError>) {
+    if extensions.len() > databases::MAX_EXTENSIONS {
+        errors.push(FieldError::new(
+            "extensions",
+            &format!("at most {} extensions", databases::MAX_EXTENSIONS),
+        ));
+    }
+    for (i, name) in extensions.iter().enumerate() {
+        if !databases::valid_extension(name) {
+            errors.push(FieldError::new(
+                &format!("extensions[{i}]"),
+                "must be an extension's name: a lower-case letter, then lower-case letters, digits, _ and -",
+            ));
+        } else if extensions[..i].contains(name) {
+            errors.push(FieldError::new(
+                &format!("extensions[{i}]"),
+                "is named twice",
+            ));
+        }
+    }
 }
 
 fn dns_label(text: &str) -> bool {
@@ -149,12 +191,15 @@ pub async fn list(
 
 /// Ask for a database
 ///
-/// Writes the record (`planned`) and enqueues the cluster's
+/// Counts against the plan's `max_databases`, checked under the
+/// organisation's entitlement lock in the transaction that writes the
+/// record (`planned`) and enqueues the cluster's
 /// `database_converge` job, which walks it to `ready` and projects its
 /// credential as a Secret into the cluster.
 #[utoipa::path(post, path = "/api/console/clusters/{cluster_id}/databases", tag = "databases",
     params(("cluster_id" = Uuid, Path)), request_body = CreateDatabase,
     responses((status = 202, body = DatabaseAccepted),
+              (status = 403, description = "The plan's database limit is reached (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 409, description = "The cluster has a database of the name (`database_name_taken`), or the server's names are another record's (`database_server_name_taken`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, description = "Invalid fields; no default instance (`no_database_instance`); a disabled one (`database_instance_disabled`)", body = shared::error::Problem, content_type = "application/problem+json")))]
@@ -184,12 +229,19 @@ pub async fn create(
     if !dns_label(&secret_name) {
         errors.push(FieldError::new("secret_name", "must be a DNS label"));
     }
+    let extensions = body.extensions.unwrap_or_default();
+    check_extensions(&extensions, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
     let mut tx = state.pool.begin().await?;
     let cluster = owned::authorize(&mut tx, &caller, authorized.id, Action::Operate).await?;
     let instance = instance_for(&mut tx, body.instance_id).await?;
+    let one = Amounts {
+        databases: 1,
+        ..Amounts::default()
+    };
+    let mut tx = plan::require(&state, tx, cluster.organization_id, &one).await?;
     let new = NewDatabase {
         cluster_id: cluster.id,
         organization_id: cluster.organization_id,
@@ -198,7 +250,7 @@ pub async fn create(
         name: &body.name,
         namespace: &namespace,
         secret_name: &secret_name,
-        extensions: &[],
+        extensions: &extensions,
         deletion_policy: body.deletion_policy.unwrap_or(DeletionPolicy::Retain),
     };
     let database =
@@ -242,6 +294,72 @@ pub async fn get(
         .await?
         .map(AppJson)
         .ok_or(ApiError::NotFound { what: "database" })
+}
+
+/// Add extensions to a database
+///
+/// The list only grows: it must hold every extension the database asked
+/// for before. A list with nothing new changes nothing (200, the database);
+/// otherwise the record takes it and the cluster's `database_converge` job
+/// makes the new extensions (202): a `ready` database shows
+/// `database_created` until they are made and its credential logs in again.
+#[utoipa::path(patch, path = "/api/console/clusters/{cluster_id}/databases/{database_id}", tag = "databases",
+    params(("cluster_id" = Uuid, Path), ("database_id" = Uuid, Path)), request_body = UpdateDatabase,
+    responses((status = 200, description = "Nothing new was asked for", body = TenantDatabase),
+              (status = 202, body = DatabaseAccepted),
+              (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "It is being removed (`database_deleting`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 422, description = "Invalid names; an extension asked for before is left out (`extensions_append_only`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    OwnedCluster(authorized): OwnedCluster,
+    AppPath((_, database_id)): AppPath<(Uuid, Uuid)>,
+    AppJson(body): AppJson<UpdateDatabase>,
+) -> Result<Response, ApiError> {
+    let mut errors = Vec::new();
+    check_extensions(&body.extensions, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let mut tx = state.pool.begin().await?;
+    let cluster = owned::authorize(&mut tx, &caller, authorized.id, Action::Operate).await?;
+    let current = records::get(&mut *tx, cluster.id, database_id)
+        .await?
+        .ok_or(ApiError::NotFound { what: "database" })?;
+    if current.deleting {
+        return Err(ApiError::Conflict {
+            code: "database_deleting",
+            detail: "the database is being removed".into(),
+        });
+    }
+    if let Some(left_out) = current
+        .extensions
+        .iter()
+        .find(|name| !body.extensions.contains(name))
+    {
+        return Err(ApiError::Unprocessable {
+            code: "extensions_append_only",
+            detail: format!("extensions can be added, not removed: the list must keep {left_out}"),
+        });
+    }
+    if body.extensions.len() == current.extensions.len() {
+        return Ok(AppJson(current).into_response());
+    }
+    // Written only if the record still holds what was read: a removal or
+    // another change meanwhile is answered as the next request would be.
+    let database = records::add_extensions(&mut *tx, cluster.id, database_id, &body.extensions)
+        .await?
+        .ok_or(ApiError::Conflict {
+            code: "database_changed",
+            detail: "the database changed meanwhile: read it and try again".into(),
+        })?;
+    audit::record(&mut *tx, event(&caller, "database.update", &database)).await?;
+    let operation_id = converge(&state, tx, &cluster, &caller).await?;
+    Ok(shared::http::accepted(DatabaseAccepted {
+        database,
+        operation_id,
+    }))
 }
 
 /// Remove a database

@@ -17,7 +17,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(instances::list, instances::create))
         .routes(routes!(instances::get, instances::put, instances::delete))
         .routes(routes!(databases::list, databases::create))
-        .routes(routes!(databases::get, databases::delete))
+        .routes(routes!(
+            databases::get,
+            databases::update,
+            databases::delete
+        ))
         .routes(routes!(databases::retry))
         .routes(routes!(databases::rotate))
 }

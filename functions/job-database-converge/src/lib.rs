@@ -4,7 +4,8 @@
 //! cluster that is not settled, however many were asked for at once.
 //!
 //! A database walks `planned` → `credential_created` → `role_created` →
-//! `database_created` → `secret_projected` → `ready`. The phase is the
+//! `database_created` → `secret_projected` → `ready`; the extensions it
+//! asks for are made, as its own role, on the way to `secret_projected`. The phase is the
 //! checkpoint: each step is safe to run again, is followed by a read-back
 //! (the catalog for roles and databases, the cluster's API for the Secret)
 //! before the phase advances, and a run resumes at the recorded phase,
@@ -22,7 +23,10 @@
 //! A failure stops the record in `failed` with the reason and the phase it
 //! stopped at; the other records go on.
 
-use std::sync::Arc;
+use std::{
+    collections::{HashMap, hash_map::Entry},
+    sync::Arc,
+};
 
 use async_trait::async_trait;
 use base64::{Engine, engine::general_purpose::STANDARD};
@@ -44,10 +48,12 @@ use shared::{
     },
     domain::FailureCode,
     host::{FIELD_MANAGER, HostCluster},
-    jobs::{Finished, JobContext, JobError, Stage, TypedJobHandler},
+    jobs::{ClaimedJob, Finished, JobContext, JobError, Stage, TypedJobHandler},
     secretbox::SecretBox,
 };
 use sqlx::PgConnection;
+use tokio::sync::OnceCell;
+use uuid::Uuid;
 
 pub const NO_HOST_ADAPTER: &str =
     "cannot converge databases: no host cluster adapter is configured on this platform";
@@ -91,31 +97,40 @@ impl TypedJobHandler for ConvergeDatabases {
         let install_id = records::install_id(&ctx.pool).await?;
         let converger = Converger {
             pool: &ctx.pool,
+            job: &ctx.job,
             host,
             key,
             cluster: &cluster,
             install_id,
+            client: OnceCell::new(),
         };
+        let mut admins = HashMap::new();
         for record in records::unsettled(&ctx.pool, cluster.id).await? {
             let from = record.phase;
-            if let Err(stop) = converger.converge(&record).await {
-                let (phase, reason, message) = match &stop {
-                    Stop::Conflict(message) => (Phase::Conflict, "Conflict", message.clone()),
-                    Stop::Failed(message) => (Phase::Failed, "Failed", message.clone()),
-                };
-                tracing::warn!(database_id = %record.id, ?phase, message, "database stopped");
-                let resume = records::phase_of(&ctx.pool, record.id)
-                    .await?
-                    .unwrap_or(from);
-                records::record_phase(
-                    &ctx.pool,
-                    record.id,
-                    phase,
-                    &condition("Ready", false, reason, &message),
-                    Some(&message),
-                    Some(resume),
-                )
-                .await?;
+            let Err(stop) = converger.converge(&record, &mut admins).await else {
+                continue;
+            };
+            let (phase, reason, message) = match &stop {
+                Stop::LeaseLost => return Err(JobError::LeaseLost),
+                Stop::Conflict(message) => (Phase::Conflict, "Conflict", message.clone()),
+                Stop::Failed(message) => (Phase::Failed, "Failed", message.clone()),
+            };
+            tracing::warn!(database_id = %record.id, ?phase, message, "database stopped");
+            let resume = records::phase_of(&ctx.pool, record.id)
+                .await?
+                .unwrap_or(from);
+            let written = records::record_phase(
+                &ctx.pool,
+                &ctx.job,
+                record.id,
+                phase,
+                &condition("Ready", false, reason, &message),
+                Some(&message),
+                Some(resume),
+            )
+            .await?;
+            if !written {
+                return Err(JobError::LeaseLost);
             }
         }
         ctx.complete_alone().await
@@ -129,30 +144,70 @@ enum Stop {
     Conflict(String),
     /// Anything else, in words.
     Failed(String),
+    /// The job's lease is another worker's now: nothing more is written.
+    LeaseLost,
+}
+
+/// A fenced write's answer: `false` is a lost lease.
+fn fenced(written: Result<bool, sqlx::Error>, what: &str) -> Result<(), Stop> {
+    match written {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Stop::LeaseLost),
+        Err(err) => Err(Stop::Failed(format!("{what}: {err}"))),
+    }
 }
 
 fn failed(what: &str) -> impl Fn(sqlx::Error) -> Stop + '_ {
     move |err| Stop::Failed(format!("{what}: {err}"))
 }
 
+/// An instance and the platform's admin connection to it.
+struct Admin {
+    instance: Instance,
+    connection: PgConnection,
+}
+
 struct Converger<'a> {
     pool: &'a sqlx::PgPool,
+    job: &'a ClaimedJob,
     host: &'a HostCluster,
     key: &'a SecretBox,
     cluster: &'a Cluster,
-    install_id: uuid::Uuid,
+    install_id: Uuid,
+    client: OnceCell<kube::Client>,
 }
 
 impl Converger<'_> {
-    async fn converge(&self, record: &TenantDatabase) -> Result<(), Stop> {
+    /// Brings `record` to what it asks, on its instance's admin connection
+    /// (made once per run for all the records on the instance, and made
+    /// again after a record stops on an error).
+    async fn converge(
+        &self,
+        record: &TenantDatabase,
+        admins: &mut HashMap<Uuid, Admin>,
+    ) -> Result<(), Stop> {
         if record.deleting && record.deletion_policy == DeletionPolicy::Retain {
             // Nothing on the server is touched: it need not even answer.
             self.remove_secret(record).await?;
-            return records::forget(self.pool, record.id)
-                .await
-                .map_err(failed("forgetting the record"));
+            return fenced(
+                records::forget(self.pool, self.job, record.id).await,
+                "forgetting the record",
+            );
         }
-        let instance = instances::get(self.pool, record.instance_id)
+        let admin = match admins.entry(record.instance_id) {
+            Entry::Occupied(held) => held.into_mut(),
+            Entry::Vacant(free) => free.insert(self.admin(record.instance_id).await?),
+        };
+        let walked = self.walk(record, admin).await;
+        if matches!(walked, Err(Stop::Failed(_))) {
+            admins.remove(&record.instance_id);
+        }
+        walked
+    }
+
+    /// The instance's admin connection, its registry made.
+    async fn admin(&self, instance_id: Uuid) -> Result<Admin, Stop> {
+        let instance = instances::get(self.pool, instance_id)
             .await
             .map_err(failed("reading the instance"))?
             .ok_or_else(|| Stop::Failed("its instance is gone".into()))?;
@@ -167,22 +222,35 @@ impl Converger<'_> {
             &admin_password,
             &fields.admin_database,
         );
-        let mut admin = instances::connect(&options).await.map_err(|e| {
+        let mut connection = instances::connect(&options).await.map_err(|e| {
             Stop::Failed(format!(
                 "could not connect to the instance {} as {}: {e}",
                 instance.name, instance.admin_role
             ))
         })?;
-        server::ensure_registry(&mut admin)
+        server::ensure_registry(&mut connection)
             .await
             .map_err(failed("making the ownership registry"))?;
+        Ok(Admin {
+            instance,
+            connection,
+        })
+    }
+
+    /// Walks `record` from its phase, or removes it.
+    async fn walk(&self, record: &TenantDatabase, admin: &mut Admin) -> Result<(), Stop> {
+        let Admin {
+            instance,
+            connection: admin,
+        } = admin;
+        let fields = instance.fields();
         let owner = Owner {
             install_id: self.install_id,
             instance_id: instance.id,
             record_id: record.id,
         };
         if record.deleting {
-            return self.remove(record, &instance, &mut admin, owner).await;
+            return self.remove(record, instance, admin, owner).await;
         }
         let mut phase = record.phase;
         loop {
@@ -193,11 +261,11 @@ impl Converger<'_> {
                 }
                 Phase::CredentialCreated => {
                     let password = self.password(record).await?;
-                    claim(&mut admin, Kind::Role, &record.role_name, owner).await?;
-                    server::ensure_role(&mut admin, &record.role_name, &password)
+                    claim(admin, Kind::Role, &record.role_name, owner).await?;
+                    server::ensure_role(admin, &record.role_name, &password)
                         .await
                         .map_err(failed("making the role"))?;
-                    if !server::role_exists(&mut admin, &record.role_name)
+                    if !server::role_exists(admin, &record.role_name)
                         .await
                         .map_err(failed("reading the role back"))?
                     {
@@ -206,11 +274,11 @@ impl Converger<'_> {
                     Phase::RoleCreated
                 }
                 Phase::RoleCreated => {
-                    claim(&mut admin, Kind::Database, &record.database_name, owner).await?;
-                    server::ensure_database(&mut admin, &record.database_name, &record.role_name)
+                    claim(admin, Kind::Database, &record.database_name, owner).await?;
+                    server::ensure_database(admin, &record.database_name, &record.role_name)
                         .await
                         .map_err(failed("making the database"))?;
-                    if !server::database_exists(&mut admin, &record.database_name)
+                    if !server::database_exists(admin, &record.database_name)
                         .await
                         .map_err(failed("reading the database back"))?
                     {
@@ -220,20 +288,18 @@ impl Converger<'_> {
                 }
                 Phase::DatabaseCreated => {
                     let password = self.password(record).await?;
-                    self.project(record, &instance, &password).await?;
+                    if !record.extensions.is_empty() {
+                        let mut owner = login(&fields, record, &password).await?;
+                        server::ensure_extensions(&mut owner, &record.extensions)
+                            .await
+                            .map_err(|e| Stop::Failed(e.to_string()))?;
+                    }
+                    self.project(record, instance, &password).await?;
                     Phase::SecretProjected
                 }
                 Phase::SecretProjected => {
                     let password = self.password(record).await?;
-                    let options = instances::connect_options(
-                        &fields,
-                        &record.role_name,
-                        &password,
-                        &record.database_name,
-                    );
-                    let mut login = instances::connect(&options).await.map_err(|e| {
-                        Stop::Failed(format!("the credential does not log in: {e}"))
-                    })?;
+                    let mut login = login(&fields, record, &password).await?;
                     sqlx::query("SELECT 1")
                         .execute(&mut login)
                         .await
@@ -250,9 +316,11 @@ impl Converger<'_> {
                 phase_reason(phase),
                 format!("{} reached", phase.as_str()),
             );
-            records::record_phase(self.pool, record.id, phase, &done, None, None)
-                .await
-                .map_err(failed("recording the phase"))?;
+            fenced(
+                records::record_phase(self.pool, self.job, record.id, phase, &done, None, None)
+                    .await,
+                "recording the phase",
+            )?;
         }
     }
 
@@ -265,9 +333,10 @@ impl Converger<'_> {
         {
             let password = server::generate_password();
             let sealed = self.key.seal(PASSWORD_COLUMN, password.expose_secret());
-            records::store_password(self.pool, record.id, &sealed)
-                .await
-                .map_err(failed("storing the credential"))?;
+            fenced(
+                records::store_password(self.pool, self.job, record.id, &sealed).await,
+                "storing the credential",
+            )?;
         }
         Ok(())
     }
@@ -282,18 +351,24 @@ impl Converger<'_> {
             .map_err(|e| Stop::Failed(format!("the credential does not open: {e}")))
     }
 
+    /// The cluster's Secrets in the record's namespace, through one client
+    /// per run.
     async fn secrets(&self, record: &TenantDatabase) -> Result<Api<Secret>, Stop> {
-        let endpoint = self
-            .cluster
-            .api_endpoint
-            .as_deref()
-            .ok_or_else(|| Stop::Failed("the cluster has no API endpoint".into()))?;
         let client = self
-            .host
-            .vcluster_client(self.cluster, endpoint)
-            .await
-            .map_err(|e| Stop::Failed(format!("could not reach the cluster's API: {e}")))?;
-        Ok(Api::namespaced(client, &record.namespace))
+            .client
+            .get_or_try_init(|| async {
+                let endpoint = self
+                    .cluster
+                    .api_endpoint
+                    .as_deref()
+                    .ok_or_else(|| Stop::Failed("the cluster has no API endpoint".into()))?;
+                self.host
+                    .vcluster_client(self.cluster, endpoint)
+                    .await
+                    .map_err(|e| Stop::Failed(format!("could not reach the cluster's API: {e}")))
+            })
+            .await?;
+        Ok(Api::namespaced(client.clone(), &record.namespace))
     }
 
     /// The credential as a Secret in the cluster, applied and read back.
@@ -423,11 +498,25 @@ impl Converger<'_> {
         server::unregister(admin, Kind::Role, &record.role_name, owner)
             .await
             .map_err(failed("updating the registry"))?;
-        records::forget(self.pool, record.id)
-            .await
-            .map_err(failed("forgetting the record"))?;
-        Ok(())
+        fenced(
+            records::forget(self.pool, self.job, record.id).await,
+            "forgetting the record",
+        )
     }
+}
+
+/// The record's credential logged in to its database, over the instance's
+/// TLS mode.
+async fn login(
+    fields: &instances::InstanceFields,
+    record: &TenantDatabase,
+    password: &SecretString,
+) -> Result<PgConnection, Stop> {
+    let options =
+        instances::connect_options(fields, &record.role_name, password, &record.database_name);
+    instances::connect(&options)
+        .await
+        .map_err(|e| Stop::Failed(format!("the credential does not log in: {e}")))
 }
 
 /// Records in the registry that `owner` makes `kind` `name`, unless the

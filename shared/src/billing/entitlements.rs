@@ -15,7 +15,8 @@ use crate::error::{ApiError, ExtendedProblem, Problem};
 /// A limit of the organisation's plan that a request would pass.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
 pub struct PlanLimit {
-    /// `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib` or `hostnames`.
+    /// `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib`, `hostnames` or
+    /// `databases`.
     pub resource: String,
     /// The plan's name.
     pub plan: String,
@@ -93,16 +94,18 @@ pub struct Amounts {
     pub cpu_milli_cores: i64,
     pub memory_mib: i64,
     pub hostnames: i64,
+    pub databases: i64,
 }
 
 impl Amounts {
-    fn each(&self) -> [(&'static str, i64); 5] {
+    fn each(&self) -> [(&'static str, i64); 6] {
         [
             ("clusters", self.clusters),
             ("nodes", self.nodes),
             ("cpu_milli_cores", self.cpu_milli_cores),
             ("memory_mib", self.memory_mib),
             ("hostnames", self.hostnames),
+            ("databases", self.databases),
         ]
     }
 }
@@ -118,7 +121,7 @@ pub struct Entitlement {
     /// Absent when nothing is limited.
     pub limits: Option<Amounts>,
     /// Live clusters, live nodes (and joins under way), the clusters' summed
-    /// workload CPU and memory limits, hostname bindings.
+    /// workload CPU and memory limits, hostname bindings, tenant databases.
     pub usage: Amounts,
 }
 
@@ -135,6 +138,7 @@ impl Entitlement {
             cpu_milli_cores: l.cpu_milli_cores - self.usage.cpu_milli_cores,
             memory_mib: l.memory_mib - self.usage.memory_mib,
             hostnames: l.hostnames - self.usage.hostnames,
+            databases: l.databases - self.usage.databases,
         })
     }
 
@@ -264,6 +268,7 @@ pub async fn maybe_past_their_plan(db: &mut PgConnection) -> Result<Vec<Uuid>, s
              AND (u.clusters > plan.max_clusters OR u.nodes > plan.max_nodes
                   OR u.cpu_milli_cores > plan.max_cpu_milli_cores
                   OR u.memory_mib > plan.max_memory_mib OR u.hostnames > plan.max_hostnames
+                  OR u.databases > plan.max_databases
                   OR EXISTS (SELECT 1 FROM join_attempts a JOIN clusters c ON c.id = a.cluster_id
                              WHERE a.outcome = 'joining' AND a.node_id IS NULL
                                AND a.bootstrap_expires_at > now()
@@ -293,10 +298,10 @@ pub async fn read(
     let r = sqlx::query!(
         r#"WITH plan AS (
                SELECT chosen.order_id, p.id, p.name, p.max_clusters, p.max_nodes,
-                      p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames
+                      p.max_cpu_milli_cores, p.max_memory_mib, p.max_hostnames, p.max_databases
                FROM organization_plan($1) chosen JOIN plans p ON p.id = chosen.plan_id),
            usage AS (
-               SELECT clusters, nodes, cpu_milli_cores, memory_mib, hostnames
+               SELECT clusters, nodes, cpu_milli_cores, memory_mib, hostnames, databases
                FROM organization_usage WHERE organization_id = $1)
            SELECT
                (SELECT order_id FROM plan) AS order_id,
@@ -307,6 +312,7 @@ pub async fn read(
                (SELECT max_cpu_milli_cores FROM plan) AS max_cpu,
                (SELECT max_memory_mib FROM plan) AS max_memory,
                (SELECT max_hostnames FROM plan) AS max_hostnames,
+               (SELECT max_databases FROM plan) AS max_databases,
                coalesce((SELECT clusters FROM usage), 0) AS "clusters!",
                coalesce((SELECT cpu_milli_cores FROM usage), 0) AS "cpu!",
                coalesce((SELECT memory_mib FROM usage), 0) AS "memory!",
@@ -314,7 +320,8 @@ pub async fn read(
                + (SELECT count(*) FROM join_attempts a JOIN clusters c ON c.id = a.cluster_id
                   WHERE a.outcome = 'joining' AND a.node_id IS NULL AND a.bootstrap_expires_at > now()
                     AND c.organization_id = $1 AND c.deleted_at IS NULL) AS "nodes!",
-               coalesce((SELECT hostnames FROM usage), 0) AS "hostnames!""#,
+               coalesce((SELECT hostnames FROM usage), 0) AS "hostnames!",
+               coalesce((SELECT databases FROM usage), 0) AS "databases!""#,
         organization_id
     )
     .fetch_one(db)
@@ -325,6 +332,7 @@ pub async fn read(
         cpu_milli_cores: r.cpu,
         memory_mib: r.memory,
         hostnames: r.hostnames,
+        databases: r.databases,
     };
     let plan = match (r.plan_id, r.plan_name) {
         (Some(id), Some(name)) => Some((
@@ -335,6 +343,7 @@ pub async fn read(
                 cpu_milli_cores: r.max_cpu.unwrap_or_default().into(),
                 memory_mib: r.max_memory.unwrap_or_default().into(),
                 hostnames: r.max_hostnames.unwrap_or_default().into(),
+                databases: r.max_databases.unwrap_or_default().into(),
             },
         )),
         _ => None,
@@ -377,6 +386,7 @@ mod tests {
         cpu_milli_cores: 4000,
         memory_mib: 8192,
         hostnames: 1,
+        databases: 2,
     };
 
     #[test]

@@ -23,6 +23,8 @@ pub struct Plan {
     pub max_cpu_milli_cores: i32,
     pub max_memory_mib: i32,
     pub max_hostnames: i32,
+    /// Tenant databases, over all the organisation's clusters.
+    pub max_databases: i32,
     /// In the currency's minor units (cents).
     pub price_minor_units: i64,
     /// ISO 4217, lower case (`usd`).
@@ -44,6 +46,8 @@ pub struct PlanFields {
     pub max_cpu_milli_cores: i32,
     pub max_memory_mib: i32,
     pub max_hostnames: i32,
+    /// `None`: 0 for a new plan, unchanged for a replaced one.
+    pub max_databases: Option<i32>,
     pub price_minor_units: i64,
     pub currency: String,
     pub stripe_price_id: Option<String>,
@@ -54,8 +58,8 @@ pub async fn list_plans(db: impl PgExecutor<'_>) -> Result<Vec<Plan>, sqlx::Erro
     sqlx::query_as!(
         Plan,
         "SELECT id, name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                max_hostnames, price_minor_units, currency, stripe_price_id, active,
-                created_at, updated_at
+                max_hostnames, max_databases, price_minor_units, currency, stripe_price_id,
+                active, created_at, updated_at
          FROM plans ORDER BY price_minor_units, name"
     )
     .fetch_all(db)
@@ -66,8 +70,8 @@ pub async fn get_plan(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Plan>,
     sqlx::query_as!(
         Plan,
         "SELECT id, name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                max_hostnames, price_minor_units, currency, stripe_price_id, active,
-                created_at, updated_at
+                max_hostnames, max_databases, price_minor_units, currency, stripe_price_id,
+                active, created_at, updated_at
          FROM plans WHERE id = $1",
         id
     )
@@ -80,11 +84,12 @@ pub async fn insert_plan(db: impl PgExecutor<'_>, plan: &PlanFields) -> Result<P
     sqlx::query_as!(
         Plan,
         "INSERT INTO plans (name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                            max_hostnames, price_minor_units, currency, stripe_price_id, active)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                            max_hostnames, price_minor_units, currency, stripe_price_id, active,
+                            max_databases)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, 0))
          RETURNING id, name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                   max_hostnames, price_minor_units, currency, stripe_price_id, active,
-                   created_at, updated_at",
+                   max_hostnames, max_databases, price_minor_units, currency, stripe_price_id,
+                   active, created_at, updated_at",
         plan.name,
         plan.max_clusters,
         plan.max_nodes,
@@ -95,6 +100,7 @@ pub async fn insert_plan(db: impl PgExecutor<'_>, plan: &PlanFields) -> Result<P
         plan.currency,
         plan.stripe_price_id,
         plan.active,
+        plan.max_databases,
     )
     .fetch_one(db)
     .await
@@ -111,11 +117,12 @@ pub async fn update_plan(
         Plan,
         "UPDATE plans SET name = $2, max_clusters = $3, max_nodes = $4, max_cpu_milli_cores = $5,
                 max_memory_mib = $6, max_hostnames = $7, price_minor_units = $8, currency = $9,
-                stripe_price_id = $10, active = $11, updated_at = now()
+                stripe_price_id = $10, active = $11, max_databases = coalesce($12, max_databases),
+                updated_at = now()
          WHERE id = $1
          RETURNING id, name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                   max_hostnames, price_minor_units, currency, stripe_price_id, active,
-                   created_at, updated_at",
+                   max_hostnames, max_databases, price_minor_units, currency, stripe_price_id,
+                   active, created_at, updated_at",
         id,
         plan.name,
         plan.max_clusters,
@@ -127,6 +134,7 @@ pub async fn update_plan(
         plan.currency,
         plan.stripe_price_id,
         plan.active,
+        plan.max_databases,
     )
     .fetch_optional(db)
     .await
@@ -152,8 +160,8 @@ pub async fn delete_plan(tx: &mut PgConnection, id: Uuid) -> Result<PlanDeletion
     let Some(plan) = sqlx::query_as!(
         Plan,
         "SELECT id, name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib,
-                max_hostnames, price_minor_units, currency, stripe_price_id, active,
-                created_at, updated_at
+                max_hostnames, max_databases, price_minor_units, currency, stripe_price_id,
+                active, created_at, updated_at
          FROM plans WHERE id = $1 FOR UPDATE",
         id
     )

@@ -36,6 +36,20 @@ pub fn valid_name(name: &str) -> bool {
         && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
 }
 
+/// The most extensions a database asks for.
+pub const MAX_EXTENSIONS: usize = 16;
+
+/// Whether `name` may name an extension: a lower-case letter, then up to 62
+/// lower-case letters, digits, `_` and `-` (`uuid-ossp`), in ASCII only.
+/// Whether the server has it, and lets the database's owner make it, is
+/// the server's to say.
+pub fn valid_extension(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z'))
+        && name.len() <= 63
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'))
+}
+
 /// The name of the database and of its role on the server, derived from the
 /// cluster and the name the user gave: `kb_<cluster id prefix>_<name>`. The
 /// same request made again derives the same names, so a database kept
@@ -70,6 +84,24 @@ mod tests {
             &"a".repeat(31),
         ] {
             assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn extension_names_are_plain_ascii() {
+        for good in ["pgcrypto", "uuid-ossp", "pg_trgm", "hstore"] {
+            assert!(valid_extension(good), "{good}");
+        }
+        for bad in [
+            "",
+            "PgCrypto",
+            "-x",
+            "pg\"crypto",
+            "pg crypto",
+            "рgcrypto",
+            &"a".repeat(64),
+        ] {
+            assert!(!valid_extension(bad), "{bad:?}");
         }
     }
 

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::{
     domain::{JobPayload, JobType},
+    jobs::ClaimedJob,
     secretbox::SecretBox,
     settings::{ResealError, Resealed, Resealer},
 };
@@ -190,6 +191,38 @@ pub async fn mark_absent(
     .await
 }
 
+/// Sets the extensions the database asks for to `extensions`, which must
+/// hold every one it asked for before (the list only grows). A database
+/// past `database_created` goes back to it (and a stopped one's resume
+/// point with it), so the job makes the new ones and checks the credential
+/// again. `None` when it is not there, is being removed, or `extensions`
+/// leaves one out.
+pub async fn add_extensions(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    id: Uuid,
+    extensions: &[String],
+) -> Result<Option<TenantDatabase>, sqlx::Error> {
+    record_query!(
+        "UPDATE tenant_databases
+         SET extensions = $3,
+             phase = CASE WHEN phase IN ('secret_projected', 'ready') THEN 'database_created'
+                          ELSE phase END,
+             resume_phase = CASE WHEN resume_phase = 'secret_projected' THEN 'database_created'
+                                 ELSE resume_phase END,
+             updated_at = now()
+         WHERE cluster_id = $1 AND id = $2 AND deleted_at IS NULL AND wanted = 'present'
+           AND extensions <@ $3
+         RETURNING",
+        "",
+        cluster_id,
+        id,
+        extensions
+    )
+    .fetch_optional(db)
+    .await
+}
+
 /// The cluster's databases the job has work on: not `ready`, or asked to go.
 pub async fn unsettled(
     db: impl PgExecutor<'_>,
@@ -210,31 +243,38 @@ pub async fn unsettled(
 /// Records the phase the record reached, with its condition (replacing the
 /// one of the same type); a `failed` or `conflict` phase keeps the error
 /// and the phase it stopped at (`resume_from`), which a retry resumes.
+/// Fenced: written only while `job` still holds its lease (`false` when it
+/// does not, or the record is forgotten).
 pub async fn record_phase(
     db: impl PgExecutor<'_>,
+    job: &ClaimedJob,
     id: Uuid,
     phase: Phase,
     condition: &Condition,
     error: Option<&str>,
     resume_from: Option<Phase>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+) -> Result<bool, sqlx::Error> {
+    let written = sqlx::query!(
         r#"UPDATE tenant_databases
            SET phase = $2, last_error = $3, resume_phase = $5, observed_at = now(),
                updated_at = now(),
                conditions = (SELECT coalesce(jsonb_agg(c), '[]'::jsonb)
                              FROM jsonb_array_elements(conditions) c
                              WHERE c->>'type' <> $4::jsonb->>'type') || jsonb_build_array($4::jsonb)
-           WHERE id = $1 AND deleted_at IS NULL"#,
+           WHERE id = $1 AND deleted_at IS NULL
+             AND EXISTS (SELECT 1 FROM cluster_jobs j
+                         WHERE j.id = $6 AND j.attempt_count = $7 AND j.status = 'running')"#,
         id,
         phase.as_str(),
         error,
         serde_json::to_value(condition).unwrap_or_default(),
         resume_from.map(Phase::as_str),
+        job.id,
+        job.attempt,
     )
     .execute(db)
     .await?;
-    Ok(())
+    Ok(written.rows_affected() == 1)
 }
 
 /// A condition of `kind`, now.
@@ -301,21 +341,27 @@ pub async fn rotate(
     .await
 }
 
-/// Stores the credential's sealed password, once.
+/// Stores the credential's sealed password, once. Fenced as
+/// [`record_phase`].
 pub async fn store_password(
     db: impl PgExecutor<'_>,
+    job: &ClaimedJob,
     id: Uuid,
     sealed: &[u8],
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+) -> Result<bool, sqlx::Error> {
+    let written = sqlx::query!(
         "UPDATE tenant_databases SET password_encrypted = coalesce(password_encrypted, $2)
-         WHERE id = $1",
+         WHERE id = $1
+           AND EXISTS (SELECT 1 FROM cluster_jobs j
+                       WHERE j.id = $3 AND j.attempt_count = $4 AND j.status = 'running')",
         id,
-        sealed
+        sealed,
+        job.id,
+        job.attempt,
     )
     .execute(db)
     .await?;
-    Ok(())
+    Ok(written.rows_affected() == 1)
 }
 
 pub async fn sealed_password(
@@ -332,15 +378,27 @@ pub async fn sealed_password(
 }
 
 /// Forgets the record (its removal is done): its names are free again.
-pub async fn forget(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE tenant_databases SET deleted_at = now(), password_encrypted = NULL, updated_at = now()
-         WHERE id = $1 AND deleted_at IS NULL",
-        id
+/// Fenced as [`record_phase`]; a record forgotten already is `true`.
+pub async fn forget(
+    db: impl PgExecutor<'_>,
+    job: &ClaimedJob,
+    id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let held = sqlx::query_scalar!(
+        r#"WITH held AS (SELECT 1 FROM cluster_jobs j
+                         WHERE j.id = $2 AND j.attempt_count = $3 AND j.status = 'running'),
+                forgotten AS (
+               UPDATE tenant_databases
+               SET deleted_at = now(), password_encrypted = NULL, updated_at = now()
+               WHERE id = $1 AND deleted_at IS NULL AND EXISTS (SELECT 1 FROM held))
+           SELECT EXISTS (SELECT 1 FROM held) AS "held!""#,
+        id,
+        job.id,
+        job.attempt,
     )
-    .execute(db)
+    .fetch_one(db)
     .await?;
-    Ok(())
+    Ok(held)
 }
 
 /// Re-seals every credential under `key`'s current key.

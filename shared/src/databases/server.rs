@@ -281,6 +281,65 @@ pub async fn ensure_database(
     Ok(())
 }
 
+/// Why an extension was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtensionError {
+    #[error("the extension {0} is not available on the server")]
+    Unavailable(String),
+    #[error("the extension {name} could not be made: {source}")]
+    Refused { name: String, source: sqlx::Error },
+    #[error("the extension {0} is not in the catalog after it was made")]
+    NotInCatalog(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// Makes each of `names` in the database `connection` is on, unless it is
+/// there, and reads them back from the catalog. Run as the database's
+/// owner: PostgreSQL then lets it make the extensions marked `trusted`
+/// (PostgreSQL 13 and later), and refuses the others, which only a
+/// superuser may make; the platform never makes one with more right than
+/// the tenant's own credential has.
+pub async fn ensure_extensions(
+    connection: &mut PgConnection,
+    names: &[String],
+) -> Result<(), ExtensionError> {
+    for name in names {
+        if !crate::databases::valid_extension(name) {
+            return Err(
+                sqlx::Error::Protocol(format!("not a checked extension name: {name:?}")).into(),
+            );
+        }
+        let available: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = $1)",
+        )
+        .bind(name)
+        .fetch_one(&mut *connection)
+        .await?;
+        if !available {
+            return Err(ExtensionError::Unavailable(name.clone()));
+        }
+        sqlx::raw_sql(checked(format!(
+            "CREATE EXTENSION IF NOT EXISTS \"{name}\""
+        )))
+        .execute(&mut *connection)
+        .await
+        .map_err(|source| ExtensionError::Refused {
+            name: name.clone(),
+            source,
+        })?;
+    }
+    let made: Vec<String> =
+        sqlx::query_scalar("SELECT extname::text FROM pg_extension WHERE extname = ANY ($1)")
+            .bind(names)
+            .fetch_all(&mut *connection)
+            .await?;
+    match names.iter().find(|name| !made.contains(name)) {
+        Some(missing) => Err(ExtensionError::NotInCatalog(missing.clone())),
+        None => Ok(()),
+    }
+}
+
 /// Ends every session on the database and drops it, if it is there.
 pub async fn drop_database(connection: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
     let name = identifier(name)?;

@@ -91,6 +91,7 @@ const RULES: &[(&str, &str, Action)] = &[
     ("DELETE", "/kubeconfigs/{credential_id}", Action::Operate),
     ("PUT", "/labels", Action::Operate),
     ("POST", "/databases", Action::Operate),
+    ("PATCH", "/databases/{database_id}", Action::Operate),
     ("DELETE", "/databases/{database_id}", Action::Operate),
     ("POST", "/databases/{database_id}/retry", Action::Operate),
     ("POST", "/databases/{database_id}/rotate", Action::Operate),

@@ -14,7 +14,6 @@ use std::path::PathBuf;
 use axum::http::StatusCode;
 use base64::Engine;
 use local::EmbeddedPostgres;
-use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
 use serde_json::{Value, json};
 use shared::jobs::Processed;
 use sqlx::{
@@ -23,44 +22,30 @@ use sqlx::{
 };
 use uuid::Uuid;
 
-use crate::{
-    harness::{SETTINGS_KEY, TestApp},
-    postgres_tls::{authority, write_owned},
-};
+use crate::harness::{SETTINGS_KEY, TestApp};
+use tests::pgtls::authority;
 
 /// The external instance: a private PostgreSQL over TLS, its TCP
 /// connections authenticated by password; the test reaches it as its
 /// superuser through the Unix socket.
-struct Instance {
+pub(crate) struct Instance {
     _pg: EmbeddedPostgres,
     dir: PathBuf,
-    port: u16,
-    ca_pem: String,
+    pub(crate) port: u16,
+    pub(crate) ca_pem: String,
 }
 
 impl Instance {
-    async fn start() -> Self {
+    /// The server, with the admin role `kbadmin` (password
+    /// `admin-secret-1`), which may create roles and databases.
+    pub(crate) async fn start() -> Self {
         let dir = std::env::temp_dir().join(format!("kbdb-{}", Uuid::new_v4().simple()));
         let port = tests::free_port();
         let pg = EmbeddedPostgres::start(&dir, port)
             .await
             .expect("postgres starts");
         let dir = dir.canonicalize().unwrap();
-        let (ca_pem, ca) = authority("kubebyon-test-instance-ca");
-        let key = KeyPair::generate().unwrap();
-        let mut serving =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let certificate = serving.signed_by(&key, &ca).unwrap();
-        write_owned(&dir, "server.crt", &certificate.pem());
-        write_owned(&dir, "server.key", &key.serialize_pem());
-        write_owned(
-            &dir,
-            "pg_hba.conf",
-            "local all all trust\n\
-             hostssl all all 127.0.0.1/32 scram-sha-256\n\
-             hostssl all all ::1/128 scram-sha-256\n",
-        );
+        let ca_pem = tests::pgtls::serve_tls_with_passwords(&dir);
         let instance = Self {
             _pg: pg,
             dir,
@@ -684,4 +669,433 @@ async fn retain_keeps_the_data_delete_drops_it_and_a_retained_name_is_not_taken_
         .await
         .unwrap();
     assert_eq!(value, "still here");
+}
+
+/// The plan's `max_databases` is checked under the organisation's
+/// entitlement lock, in the transaction that writes the record: of eight
+/// databases asked for at once with two places left, two are accepted and
+/// six refused with the limit's numbers; the usage the account reads says
+/// two; a database removed gives its place back once it is forgotten.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_plan_limits_databases_even_when_asked_for_at_once() {
+    let instance = Instance::start().await;
+    let app = platform("worker-db-plan").await;
+    register(&app, &instance).await;
+    let (cluster, _) = app.create_ready("counted", "nodeport").await;
+    let plan = tests::handlers::default_plan(&app.db.pool, "Two databases", 5, 5).await;
+    sqlx::query("UPDATE plans SET max_databases = 2 WHERE id = $1")
+        .bind(plan)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let path = format!("/api/console/clusters/{cluster}/databases");
+    let replies = futures_util::future::join_all(
+        (0..8).map(|i| app.call("POST", &path, Some(json!({"name": format!("db{i}")})))),
+    )
+    .await;
+    let (accepted, refused): (Vec<_>, Vec<_>) = replies
+        .into_iter()
+        .partition(|(status, _)| *status == StatusCode::ACCEPTED);
+    assert_eq!(accepted.len(), 2, "{accepted:?} {refused:?}");
+    for (status, body) in &refused {
+        assert_eq!(*status, StatusCode::FORBIDDEN, "{body}");
+        assert_eq!(body["code"], "plan_limit_exceeded", "{body}");
+        assert_eq!(
+            (
+                &body["plan_limit"]["resource"],
+                &body["plan_limit"]["limit"],
+                &body["plan_limit"]["usage"]
+            ),
+            (&json!("databases"), &json!(2), &json!(2)),
+            "{body}"
+        );
+    }
+    let (_, listed) = app.call("GET", &path, None).await;
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let (_, entitlements) = app
+        .call("GET", "/api/console/account/entitlements", None)
+        .await;
+    assert_eq!(
+        (
+            &entitlements["usage"]["databases"],
+            &entitlements["limits"]["databases"],
+            &entitlements["remaining"]["databases"]
+        ),
+        (&json!(2), &json!(2), &json!(0)),
+        "{entitlements}"
+    );
+
+    app.drive().await;
+    let gone = remove_with_policy(&app, &cluster, &accepted[0].1["database"]).await;
+    assert_eq!(gone["status"], 404, "forgotten: {gone}");
+    let next = ask(&app, &cluster, json!({"name": "db_next"})).await;
+    assert_eq!(next["phase"], "planned");
+    let (status, body) = app
+        .call("POST", &path, Some(json!({"name": "db_over"})))
+        .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (StatusCode::FORBIDDEN, &json!("plan_limit_exceeded")),
+        "{body}"
+    );
+}
+
+async fn change(
+    app: &TestApp,
+    cluster: &str,
+    record: &Value,
+    extensions: Value,
+) -> (StatusCode, Value) {
+    app.call(
+        "PATCH",
+        &format!(
+            "/api/console/clusters/{cluster}/databases/{}",
+            record["id"].as_str().unwrap()
+        ),
+        Some(json!({ "extensions": extensions })),
+    )
+    .await
+}
+
+async fn extensions_in(instance: &Instance, database: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT extname::text FROM pg_extension WHERE extname <> 'plpgsql' ORDER BY 1",
+    )
+    .fetch_all(&mut instance.superuser_in(database).await)
+    .await
+    .unwrap()
+}
+
+/// Extensions are made in the database as its own role: a `trusted` one is
+/// made and usable by the credential; more are added later, none removed;
+/// one the server lets only a superuser make, or does not have, stops the
+/// database `failed` with the reason, nothing else made; look-alike names
+/// never reach the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn extensions_are_made_as_the_database_s_owner_and_only_added() {
+    let instance = Instance::start().await;
+    let app = platform("worker-db-extensions").await;
+    register(&app, &instance).await;
+    let (cluster, namespace) = app.create_ready("crypt", "nodeport").await;
+    let path = format!("/api/console/clusters/{cluster}/databases");
+    for (bad, field) in [
+        (json!(["PgCrypto"]), "extensions[0]"),
+        (json!(["pgcrypto", "рgcrypto"]), "extensions[1]"), // Cyrillic er
+        (json!(["pgcrypto", "pgcrypto"]), "extensions[1]"),
+        (json!(["x\"; DROP DATABASE postgres; --"]), "extensions[0]"),
+        (
+            json!((0..17).map(|i| format!("e{i}")).collect::<Vec<_>>()),
+            "extensions",
+        ),
+    ] {
+        let (status, body) = app
+            .call(
+                "POST",
+                &path,
+                Some(json!({"name": "vault", "extensions": bad})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert!(
+            crate::harness::problem_fields(&body).contains(&field),
+            "{field}: {body}"
+        );
+    }
+    assert_eq!(app.call("GET", &path, None).await.1, json!([]));
+
+    let vault = ask(
+        &app,
+        &cluster,
+        json!({"name": "vault", "extensions": ["pgcrypto"]}),
+    )
+    .await;
+    app.drive().await;
+    let (_, vault) = database(&app, &cluster, &vault["id"]).await;
+    assert_eq!(vault["phase"], "ready", "{vault}");
+    let name = vault["database_name"].as_str().unwrap().to_string();
+    let credential = secret(&app, &namespace, "crypt", "vault-postgres").unwrap();
+    let mut own = instance
+        .connect(&name, credential["password"].as_str().unwrap(), &name)
+        .await
+        .unwrap();
+    let bytes: Vec<u8> = sqlx::query_scalar("SELECT gen_random_bytes(8)")
+        .fetch_one(&mut own)
+        .await
+        .unwrap();
+    assert_eq!(bytes.len(), 8);
+    let owner: String = sqlx::query_scalar(
+        "SELECT r.rolname::text FROM pg_extension e JOIN pg_roles r ON r.oid = e.extowner
+         WHERE e.extname = 'pgcrypto'",
+    )
+    .fetch_one(&mut own)
+    .await
+    .unwrap();
+    assert_eq!(owner, name, "made as the database's own role");
+
+    // Added later; the same list again changes nothing; one left out is
+    // refused.
+    let (status, body) = change(&app, &cluster, &vault, json!(["pgcrypto", "citext"])).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["database"]["phase"], "database_created", "{body}");
+    app.drive().await;
+    let (_, vault) = database(&app, &cluster, &vault["id"]).await;
+    assert_eq!(vault["phase"], "ready", "{vault}");
+    assert_eq!(
+        extensions_in(&instance, &name).await,
+        ["citext", "pgcrypto"]
+    );
+    let (status, body) = change(&app, &cluster, &vault, json!(["citext", "pgcrypto"])).await;
+    assert_eq!(
+        (status, &body["phase"]),
+        (StatusCode::OK, &json!("ready")),
+        "{body}"
+    );
+    let (status, body) = change(&app, &cluster, &vault, json!(["citext"])).await;
+    assert_eq!(
+        (status, &body["code"]),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &json!("extensions_append_only")
+        ),
+        "{body}"
+    );
+
+    // Only a superuser may make file_fdw: the database stops with the
+    // reason; what it had stays, and the credential still logs in.
+    let (status, body) = change(
+        &app,
+        &cluster,
+        &vault,
+        json!(["pgcrypto", "citext", "file_fdw"]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    app.drive().await;
+    let (_, vault) = database(&app, &cluster, &vault["id"]).await;
+    assert_eq!(vault["phase"], "failed", "{vault}");
+    let error = vault["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("file_fdw") && error.contains("permission denied"),
+        "{error}"
+    );
+    assert_eq!(
+        extensions_in(&instance, &name).await,
+        ["citext", "pgcrypto"]
+    );
+    instance
+        .connect(&name, credential["password"].as_str().unwrap(), &name)
+        .await
+        .expect("the credential is untouched");
+
+    // One the server does not have.
+    let other = ask(
+        &app,
+        &cluster,
+        json!({"name": "ghost", "extensions": ["no_such_extension"]}),
+    )
+    .await;
+    app.drive().await;
+    let (_, other) = database(&app, &cluster, &other["id"]).await;
+    assert_eq!(other["phase"], "failed", "{other}");
+    assert!(
+        other["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no_such_extension is not available"),
+        "{other}"
+    );
+}
+
+/// The worker dies between each write to the server (or to the cluster)
+/// and the checkpoint that records it: the checkpoint's write, and the
+/// `failed` one after it, are refused by a trigger on the platform's
+/// database, as if the process had stopped there. Each run finds the write
+/// before it done and redoes it; the last ends `ready` with one role, one
+/// database, one registry row of each, the extension, the Secret, and the
+/// credential generated once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_between_each_write_and_its_checkpoint_resumes_to_one_of_each() {
+    let instance = Instance::start().await;
+    let app = platform("worker-db-crash").await;
+    register(&app, &instance).await;
+    let (cluster, namespace) = app.create_ready("sturdy", "nodeport").await;
+    sqlx::raw_sql(
+        "CREATE TABLE test_crash_at (phase text);
+         CREATE FUNCTION test_crash() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.phase <> OLD.phase
+                AND (NEW.phase = 'failed' OR NEW.phase IN (SELECT phase FROM test_crash_at)) THEN
+                 RAISE EXCEPTION 'the worker stops before the % checkpoint', NEW.phase;
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER test_crash BEFORE UPDATE ON tenant_databases
+         FOR EACH ROW EXECUTE FUNCTION test_crash();",
+    )
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let (status, reply) = app
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{cluster}/databases"),
+            Some(json!({"name": "ledger", "extensions": ["pgcrypto"]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{reply}");
+    let record: Uuid = reply["database"]["id"].as_str().unwrap().parse().unwrap();
+    let name = reply["database"]["database_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let job_id: Uuid = sqlx::query_scalar(
+        "UPDATE cluster_jobs SET max_attempts = 20 WHERE operation_id = $1::uuid RETURNING id",
+    )
+    .bind(reply["operation_id"].as_str().unwrap())
+    .fetch_one(&app.db.pool)
+    .await
+    .unwrap();
+    let job = shared::jobs::JobMessage {
+        job_id,
+        job_type: shared::domain::JobType::DatabaseConverge,
+    };
+    let worker = app.worker("worker-db-crash");
+    let run = || async {
+        sqlx::query("UPDATE cluster_jobs SET run_after = now() WHERE id = $1")
+            .bind(job_id)
+            .execute(&app.db.pool)
+            .await
+            .unwrap();
+        worker.process(job).await.unwrap()
+    };
+    let phase = || async {
+        sqlx::query_scalar::<_, String>("SELECT phase FROM tenant_databases WHERE id = $1")
+            .bind(record)
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap()
+    };
+    let registered = |kind: &'static str| {
+        let name = name.clone();
+        let instance = &instance;
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM kubebyon_registry.objects WHERE kind = $1 AND name = $2",
+            )
+            .bind(kind)
+            .bind(&name)
+            .fetch_one(&mut instance.superuser().await)
+            .await
+            .unwrap()
+        }
+    };
+    let mut sealed: Option<Vec<u8>> = None;
+    for (checkpoint, before) in [
+        ("credential_created", "planned"),
+        ("role_created", "credential_created"),
+        ("database_created", "role_created"),
+        ("secret_projected", "database_created"),
+        ("ready", "secret_projected"),
+    ] {
+        sqlx::query("DELETE FROM test_crash_at")
+            .execute(&app.db.pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO test_crash_at VALUES ($1)")
+            .bind(checkpoint)
+            .execute(&app.db.pool)
+            .await
+            .unwrap();
+        assert_eq!(run().await, Processed::RetryScheduled, "{checkpoint}");
+        assert_eq!(phase().await, before, "the {checkpoint} checkpoint is lost");
+        // What the step wrote before the worker stopped.
+        match checkpoint {
+            "credential_created" => {
+                sealed = sqlx::query_scalar(
+                    "SELECT password_encrypted FROM tenant_databases WHERE id = $1",
+                )
+                .bind(record)
+                .fetch_one(&app.db.pool)
+                .await
+                .unwrap();
+                assert!(sealed.is_some(), "the credential is stored");
+            }
+            "role_created" => {
+                assert!(instance.exists("role", &name).await);
+                assert_eq!(registered("role").await, 1);
+            }
+            "database_created" => {
+                assert!(instance.exists("database", &name).await);
+                assert_eq!(registered("database").await, 1);
+            }
+            "secret_projected" => {
+                assert!(secret(&app, &namespace, "sturdy", "ledger-postgres").is_some());
+                assert_eq!(extensions_in(&instance, &name).await, ["pgcrypto"]);
+            }
+            _ => {}
+        }
+    }
+    sqlx::query("DELETE FROM test_crash_at")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(run().await, Processed::Succeeded);
+    assert_eq!(phase().await, "ready");
+    let counts: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM pg_roles WHERE rolname = $1),
+                (SELECT count(*) FROM pg_database WHERE datname = $1)",
+    )
+    .bind(&name)
+    .fetch_one(&mut instance.superuser().await)
+    .await
+    .unwrap();
+    assert_eq!(counts, (1, 1));
+    assert_eq!(
+        (registered("role").await, registered("database").await),
+        (1, 1)
+    );
+    let still: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT password_encrypted FROM tenant_databases WHERE id = $1")
+            .bind(record)
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(still, sealed, "the credential was generated once");
+    let credential = secret(&app, &namespace, "sturdy", "ledger-postgres").unwrap();
+    let mut own = instance
+        .connect(&name, credential["password"].as_str().unwrap(), &name)
+        .await
+        .expect("the projected credential logs in");
+    let bytes: Vec<u8> = sqlx::query_scalar("SELECT gen_random_bytes(4)")
+        .fetch_one(&mut own)
+        .await
+        .unwrap();
+    assert_eq!(bytes.len(), 4);
+
+    // A worker whose lease is gone (its attempt ended) writes nothing.
+    let stale = shared::jobs::ClaimedJob {
+        id: job_id,
+        cluster_id: cluster.parse().unwrap(),
+        operation_id: reply["operation_id"].as_str().unwrap().parse().unwrap(),
+        job_type: shared::domain::JobType::DatabaseConverge,
+        payload: json!({}),
+        attempt: 1,
+        max_attempts: 20,
+        worker_id: "worker-db-stale".into(),
+        due_for: std::time::Duration::ZERO,
+        trace_parent: None,
+    };
+    let records = shared::databases::records::record_phase(
+        &app.db.pool,
+        &stale,
+        record,
+        shared::databases::records::Phase::Planned,
+        &shared::databases::records::condition("Ready", false, "Planned", "set back"),
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(!records, "the write is fenced");
+    assert_eq!(phase().await, "ready");
 }

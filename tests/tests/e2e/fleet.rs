@@ -372,7 +372,8 @@ async fn histories_are_pruned_by_age_in_bounded_batches() {
 }
 
 /// What each organization holds, counted from the rows: what
-/// `organization_usage` must say (clusters, nodes, CPU, memory, hostnames).
+/// `organization_usage` must say (clusters, nodes, CPU, memory, hostnames,
+/// databases).
 const RECOUNT: &str = "
     SELECT o.id,
         (SELECT count(*) FROM clusters c WHERE c.organization_id = o.id AND c.deleted_at IS NULL),
@@ -384,14 +385,16 @@ const RECOUNT: &str = "
         (SELECT coalesce(sum(c.workload_memory_limit_mib), 0)::bigint FROM clusters c
          WHERE c.organization_id = o.id AND c.deleted_at IS NULL),
         (SELECT count(*) FROM workload_ingress_hostname_bindings b JOIN clusters c ON c.id = b.cluster_id
-         WHERE c.organization_id = o.id AND c.deleted_at IS NULL AND b.deleted_at IS NULL)
+         WHERE c.organization_id = o.id AND c.deleted_at IS NULL AND b.deleted_at IS NULL),
+        (SELECT count(*) FROM tenant_databases d JOIN clusters c ON c.id = d.cluster_id
+         WHERE c.organization_id = o.id AND c.deleted_at IS NULL AND d.deleted_at IS NULL)
     FROM organizations o ORDER BY o.id";
 
-type Usage = (uuid::Uuid, i64, i64, i64, i64, i64);
+type Usage = (uuid::Uuid, i64, i64, i64, i64, i64, i64);
 
 async fn kept_usage(db: &TestDb) -> Vec<Usage> {
     sqlx::query_as(
-        "SELECT o.id, u.clusters, u.nodes, u.cpu_milli_cores, u.memory_mib, u.hostnames
+        "SELECT o.id, u.clusters, u.nodes, u.cpu_milli_cores, u.memory_mib, u.hostnames, u.databases
          FROM organizations o JOIN organization_usage u ON u.organization_id = o.id ORDER BY o.id",
     )
     .fetch_all(&db.pool)
@@ -458,6 +461,32 @@ async fn racing_write(db: &TestDb, cluster_id: uuid::Uuid, kind: u32, seed: u64,
             .await
             .unwrap();
         }
+        6 => {
+            sqlx::query(
+                "INSERT INTO tenant_databases (cluster_id, organization_id, instance_id, name,
+                                               database_name, role_name, secret_name)
+                 SELECT c.id, c.organization_id, (SELECT id FROM database_instances LIMIT 1),
+                        'racer_' || $2, 'racer_' || $2 || '_' || left(replace(c.id::text, '-', ''), 8),
+                        'racer_' || $2 || '_' || left(replace(c.id::text, '-', ''), 8), 'racer-' || $2
+                 FROM clusters c WHERE c.id = $1",
+            )
+            .bind(cluster_id)
+            .bind(seed.to_string())
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
+        7 => {
+            sqlx::query(
+                "UPDATE tenant_databases SET deleted_at = now()
+                 WHERE id = (SELECT id FROM tenant_databases
+                             WHERE cluster_id = $1 AND deleted_at IS NULL LIMIT 1)",
+            )
+            .bind(cluster_id)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
         _ => {
             sqlx::query(
                 "UPDATE workload_ingress_hostname_bindings SET deleted_at = now()
@@ -477,7 +506,8 @@ async fn racing_write(db: &TestDb, cluster_id: uuid::Uuid, kind: u32, seed: u64,
 /// The usage row the entitlement check reads is kept by triggers in the
 /// writes' own transactions: after the generator (bulk inserts) and after
 /// rounds of writes racing on the same clusters — nodes joining and
-/// leaving, hostnames bound and let go, limits raised, while the cluster is
+/// leaving, hostnames bound and let go, databases asked for and forgotten,
+/// limits raised, while the cluster is
 /// being deleted — it equals a count of the rows, for every organization,
 /// and the check reads it; no write waited on another in a cycle (a
 /// deadlock fails the write, and the test).
@@ -514,6 +544,14 @@ async fn the_usage_the_plan_check_reads_equals_a_recount_after_racing_writes() {
         "after the generator"
     );
 
+    // The server the racing databases are recorded on.
+    sqlx::query(
+        "INSERT INTO database_instances (name, host, tls_mode, admin_role, admin_password_encrypted)
+         VALUES ('racers', 'db.example.test', 'require', 'admin', '\\x00')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
     // The big user's clusters: one organization, so every write below
     // contends for its row.
     let clusters: Vec<uuid::Uuid> = sqlx::query_scalar(
@@ -530,7 +568,7 @@ async fn the_usage_the_plan_check_reads_equals_a_recount_after_racing_writes() {
             let kind = if i == 0 && round % 2 == 0 {
                 1
             } else {
-                [0, 2, 3, 4, 5][rng.usize(0..5)]
+                [0, 2, 3, 4, 5, 6, 7][rng.usize(0..7)]
             };
             racing_write(&db, cluster, kind, round * 10 + i, rng.u64(0..4))
         });
@@ -539,7 +577,8 @@ async fn the_usage_the_plan_check_reads_equals_a_recount_after_racing_writes() {
     let kept = kept_usage(&db).await;
     assert_eq!(kept, recount().await, "after the racing writes");
     let big: Usage = sqlx::query_as(
-        "SELECT u.organization_id, u.clusters, u.nodes, u.cpu_milli_cores, u.memory_mib, u.hostnames
+        "SELECT u.organization_id, u.clusters, u.nodes, u.cpu_milli_cores, u.memory_mib, u.hostnames,
+                u.databases
          FROM organization_usage u JOIN organizations o ON o.id = u.organization_id
          WHERE o.personal_user_id = md5('fleet-user-2')::uuid",
     )
@@ -558,9 +597,10 @@ async fn the_usage_the_plan_check_reads_equals_a_recount_after_racing_writes() {
             read.usage.nodes,
             read.usage.cpu_milli_cores,
             read.usage.memory_mib,
-            read.usage.hostnames
+            read.usage.hostnames,
+            read.usage.databases
         ),
-        (big.1, big.2, big.3, big.4, big.5),
+        (big.1, big.2, big.3, big.4, big.5, big.6),
         "the check reads the row"
     );
 }

@@ -3,36 +3,13 @@
 //! most managed PostgreSQL serve, and `DATABASE_URL`'s `sslmode` and
 //! `sslrootcert` deciding what the client accepts.
 
-use std::{os::unix::fs::MetadataExt, path::Path, time::Duration};
+use std::time::Duration;
 
 use local::EmbeddedPostgres;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose,
-};
+use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
 use shared::db;
+use tests::pgtls::{authority, write_owned};
 use uuid::Uuid;
-
-/// A CA of its own, as PEM, and the issuer to sign with.
-pub(crate) fn authority(name: &str) -> (String, CertifiedIssuer<'static, KeyPair>) {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-    (issuer.pem(), issuer)
-}
-
-/// Writes a file PostgreSQL reads, owned as its data directory is.
-pub(crate) fn write_owned(data_dir: &Path, name: &str, contents: &str) {
-    let path = data_dir.join(name);
-    std::fs::write(&path, contents).unwrap();
-    let owner = std::fs::metadata(data_dir).unwrap();
-    std::os::unix::fs::chown(&path, Some(owner.uid()), Some(owner.gid())).unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-}
 
 async fn connection_is_encrypted(url: &str) -> Result<bool, sqlx::Error> {
     let pool = db::lazy_pool(&url.to_string().into(), 1, db::Workload::Requests).unwrap();

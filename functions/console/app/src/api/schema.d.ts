@@ -432,8 +432,8 @@ export interface paths {
          * @description The plan comes from the organization's latest paid order, else the
          *     settings' default plan; without either nothing is limited. Usage counts
          *     the organization's live clusters, their nodes (and joins under way), the
-         *     clusters' workload CPU and memory limits summed, and hostname bindings.
-         *     Every member can read it.
+         *     clusters' workload CPU and memory limits summed, hostname bindings, and
+         *     tenant databases. Every member can read it.
          */
         get: operations["entitlements"];
         put?: never;
@@ -1049,7 +1049,9 @@ export interface paths {
         put?: never;
         /**
          * Ask for a database
-         * @description Writes the record (`planned`) and enqueues the cluster's
+         * @description Counts against the plan's `max_databases`, checked under the
+         *     organisation's entitlement lock in the transaction that writes the
+         *     record (`planned`) and enqueues the cluster's
          *     `database_converge` job, which walks it to `ready` and projects its
          *     credential as a Secret into the cluster.
          */
@@ -1081,7 +1083,15 @@ export interface paths {
         delete: operations["delete_clusters_by_cluster_id_databases_by_database_id"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Add extensions to a database
+         * @description The list only grows: it must hold every extension the database asked
+         *     for before. A list with nothing new changes nothing (200, the database);
+         *     otherwise the record takes it and the cluster's `database_converge` job
+         *     makes the new extensions (202): a `ready` database shows
+         *     `database_created` until they are made and its credential logs in again.
+         */
+        patch: operations["patch_clusters_by_cluster_id_databases_by_database_id"];
         trace?: never;
     };
     "/api/console/clusters/{cluster_id}/databases/{database_id}/retry": {
@@ -1917,6 +1927,8 @@ export interface components {
             /** Format: int64 */
             cpu_milli_cores: number;
             /** Format: int64 */
+            databases: number;
+            /** Format: int64 */
             hostnames: number;
             /** Format: int64 */
             memory_mib: number;
@@ -2303,6 +2315,12 @@ export interface components {
         CreateDatabase: {
             deletion_policy?: null | components["schemas"]["DeletionPolicy"];
             /**
+             * @description PostgreSQL extensions to make in the database (as its owner: the
+             *     server's `trusted` ones), at most 16; more can be added later, none
+             *     removed.
+             */
+            extensions?: string[] | null;
+            /**
              * Format: uuid
              * @description The instance to make it on; default: the platform's default instance.
              */
@@ -2462,7 +2480,7 @@ export interface components {
             source: components["schemas"]["PlanSource"];
             /**
              * @description Live clusters, live nodes (and joins under way), the clusters' summed
-             *     workload CPU and memory limits, hostname bindings.
+             *     workload CPU and memory limits, hostname bindings, tenant databases.
              */
             usage: components["schemas"]["Amounts"];
         };
@@ -3101,6 +3119,11 @@ export interface components {
             max_clusters: number;
             /** Format: int32 */
             max_cpu_milli_cores: number;
+            /**
+             * Format: int32
+             * @description Tenant databases, over all the organisation's clusters.
+             */
+            max_databases: number;
             /** Format: int32 */
             max_hostnames: number;
             /** Format: int32 */
@@ -3134,7 +3157,10 @@ export interface components {
              * @description What the request adds.
              */
             requested: number;
-            /** @description `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib` or `hostnames`. */
+            /**
+             * @description `clusters`, `nodes`, `cpu_milli_cores`, `memory_mib`, `hostnames` or
+             *     `databases`.
+             */
             resource: string;
             /** @description Where an owner can choose a bigger plan. */
             upgrade_url: string;
@@ -3170,6 +3196,12 @@ export interface components {
              * @description The sum of the clusters' workload CPU limits.
              */
             max_cpu_milli_cores: number;
+            /**
+             * Format: int32
+             * @description Tenant databases over all the organisation's clusters. Absent: 0 for
+             *     a new plan, unchanged when a plan is replaced.
+             */
+            max_databases?: number | null;
             /** Format: int32 */
             max_hostnames: number;
             /**
@@ -3641,6 +3673,14 @@ export interface components {
             workload_cpu_limit_milli_cores?: number | null;
             /** Format: int64 */
             workload_memory_limit_mib?: number | null;
+        };
+        /** @description A change of a database. */
+        UpdateDatabase: {
+            /**
+             * @description The extensions the database asks for: every one it asked for
+             *     before, and the ones to add (at most 16 in all).
+             */
+            extensions: string[];
         };
         /** @description A user as they see themselves (and admins see them). */
         User: {
@@ -7885,13 +7925,13 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            /** @description The plan's database limit is reached (`plan_limit_exceeded`, with `plan_limit`); or: The caller's role in the cluster's organization does not allow this (`forbidden`) */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PlanLimitProblem"];
                 };
             };
             404: {
@@ -8036,6 +8076,112 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    patch_clusters_by_cluster_id_databases_by_database_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+                database_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateDatabase"];
+            };
+        };
+        responses: {
+            /** @description Nothing new was asked for */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantDatabase"];
+                };
+            };
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatabaseAccepted"];
+                };
+            };
+            /** @description The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description It is being removed (`database_deleting`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid names; an extension asked for before is left out (`extensions_append_only`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
