@@ -142,6 +142,19 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
     journey("organizations", "en", &common(&english)).await;
     journey("organizations", "zh-CN", &common(&chinese)).await;
 
+    // Tenant databases on a PostgreSQL server of the test's own, over TLS.
+    let instance = crate::databases::Instance::start().await;
+    std::fs::create_dir_all(&shots).unwrap();
+    let ca = shots.join("instance-ca.pem");
+    std::fs::write(&ca, &instance.ca_pem).unwrap();
+    let mut env = common(&english);
+    env.push(("ADMIN_EMAIL", "root@example.test".into()));
+    env.push(("INSTANCE_PORT", instance.port.to_string()));
+    env.push(("INSTANCE_CA", ca.display().to_string()));
+    env.push(("INSTANCE_ADMIN_PASSWORD", "admin-secret-1".into()));
+    journey("databases", "en", &env).await;
+    journey("databases", "zh-CN", &env).await;
+
     // The retried job ran again and the cluster is ready once more.
     let status: (String,) = sqlx::query_as("SELECT status FROM clusters WHERE id = $1")
         .bind(failed.0)

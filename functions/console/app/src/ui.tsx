@@ -79,7 +79,7 @@ export function ErrorNote({ error }: { error: unknown }) {
 const TONE: Record<string, string> = {
   ready: "good", succeeded: "good", active: "good", ok: "good", connected: "good", synced: "good",
   resolves: "good", paid: "good", done: "good",
-  failed: "bad", error: "bad", offline: "bad", unreachable: "bad", refused: "bad", not_ready: "bad",
+  failed: "bad", error: "bad", conflict: "bad", offline: "bad", unreachable: "bad", refused: "bad", not_ready: "bad",
   disabled: "muted", deleted: "muted", revoked: "muted", expired: "muted", cancelled: "muted", skipped: "muted",
   used: "muted", none: "muted",
   warning: "warn", mismatch: "warn", not_resolving: "warn",

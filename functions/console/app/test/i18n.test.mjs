@@ -92,7 +92,7 @@ test("every key prefix completed at run time has keys", () => {
 test("the status words of the API's enums are all translated", () => {
   const openapi = JSON.parse(readFileSync(new URL("../../../../docs/openapi.json", import.meta.url), "utf8"));
   const schemas = openapi.components.schemas;
-  for (const name of ["ClusterStatus", "ConnectionStatus", "NodeStatus", "JoinStepStatus", "JoinOutcome", "JoinTokenStatus", "IngressStatus", "DnsManagementStatus", "TlsStatus", "JobStatus", "UserStatus"]) {
+  for (const name of ["ClusterStatus", "ConnectionStatus", "NodeStatus", "JoinStepStatus", "JoinOutcome", "JoinTokenStatus", "IngressStatus", "DnsManagementStatus", "TlsStatus", "JobStatus", "UserStatus", "Phase"]) {
     for (const value of schemas[name].enum) {
       assert.ok(`status.${value}` in en, `status.${value} (${name})`);
     }

@@ -1,5 +1,6 @@
 // The back office: users, the cluster job queue, the audit stream, system
-// settings (secrets write-only), plans with billing's settings, and orders. Loaded on demand: only
+// settings (secrets write-only), plans with billing's settings, orders, and
+// the PostgreSQL instances of tenant databases. Loaded on demand: only
 // administrators download it.
 import { useState, type FormEvent } from "react";
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
@@ -12,11 +13,12 @@ import { Link } from "../router";
 import { Confirm, Empty, ErrorNote, Field, Loading, More, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { AuditTable, JobTable, OrderTable } from "../components/records";
 import { keys } from "../queryKeys";
+import { DatabaseInstances } from "../sections/databases";
 
 /** Users read at a time. */
 const USERS_PAGE = 100;
 
-const SECTIONS = ["users", "clusters", "jobs", "audit", "settings", "plans", "orders"] as const;
+const SECTIONS = ["users", "clusters", "jobs", "audit", "settings", "plans", "orders", "databases"] as const;
 
 export function Admin({ path }: PageProps) {
   const { t } = useTranslation();
@@ -42,6 +44,7 @@ export function Admin({ path }: PageProps) {
         </>
       )}
       {section === "orders" && <Orders />}
+      {section === "databases" && <DatabaseInstances />}
     </Page>
   );
 }
@@ -561,6 +564,7 @@ function Plans() {
         max_cpu_milli_cores: n("max_cpu_milli_cores"),
         max_memory_mib: n("max_memory_mib"),
         max_hostnames: n("max_hostnames"),
+        max_databases: n("max_databases"),
         price_minor_units: n("price_minor_units"),
         currency: formValue(form, "currency"),
         stripe_price_id: formValue(form, "stripe_price_id") || null,
@@ -577,7 +581,7 @@ function Plans() {
           <Field label={t("plans.name")}>
             <input name="name" defaultValue={p?.name ?? ""} />
           </Field>
-          {(["max_clusters", "max_nodes", "max_cpu_milli_cores", "max_memory_mib", "max_hostnames", "price_minor_units"] as const).map(
+          {(["max_clusters", "max_nodes", "max_cpu_milli_cores", "max_memory_mib", "max_hostnames", "max_databases", "price_minor_units"] as const).map(
             (name) => (
               <Field key={name} label={t(`plans.${name}`)}>
                 <input name={name} type="number" min={0} defaultValue={p?.[name] ?? 0} />

@@ -10,7 +10,7 @@ import { useWorkingOrganization } from "../organization";
 import { Empty, ErrorNote, Loading, Page, Table } from "../ui";
 import { keys } from "../queryKeys";
 
-const RESOURCES = ["clusters", "nodes", "cpu_milli_cores", "memory_mib", "hostnames"] as const;
+const RESOURCES = ["clusters", "nodes", "cpu_milli_cores", "memory_mib", "hostnames", "databases"] as const;
 
 export function Billing() {
   const { t } = useTranslation();
@@ -85,6 +85,7 @@ export function Billing() {
               <li>{t("units.millicores", { value: number(p.max_cpu_milli_cores) })}</li>
               <li>{t("units.mib", { value: number(p.max_memory_mib) })}</li>
               <li>{t("billing.max_hostnames", { count: p.max_hostnames })}</li>
+              <li>{t("billing.max_databases", { count: p.max_databases })}</li>
             </ul>
             <button type="button" className="primary" disabled={!pays || order.isPending} onClick={() => order.mutate(p.id)}>
               {t("billing.choose")}

@@ -15,6 +15,7 @@ import { Nodes } from "../sections/nodes";
 import { keys } from "../queryKeys";
 
 const Metrics = lazy(() => import("../sections/metrics"));
+const Databases = lazy(() => import("../sections/databases").then((page) => ({ default: page.Databases })));
 
 const BUSY = ["pending", "provisioning", "updating", "deleting"];
 
@@ -49,6 +50,7 @@ export function ClusterDetail({ params }: PageProps) {
     ["join", t("cluster.join")],
     ["metrics", t("cluster.metrics")],
     ["hostnames", t("cluster.hostnames")],
+    ["databases", t("databases.tab")],
     ["access", t("cluster.access")],
     ["history", t("cluster.history")],
     ["settings", t("cluster.settings")],
@@ -65,6 +67,11 @@ export function ClusterDetail({ params }: PageProps) {
         </Suspense>
       )}
       {tab === "hostnames" && <Hostnames cluster={c} />}
+      {tab === "databases" && (
+        <Suspense fallback={<Loading />}>
+          <Databases cluster={c} />
+        </Suspense>
+      )}
       {tab === "access" && <Kubeconfigs cluster={c} />}
       {tab === "history" && <History clusterId={id} />}
       {tab === "settings" && <Settings cluster={c} />}
