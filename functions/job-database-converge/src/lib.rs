@@ -51,7 +51,7 @@ use shared::{
     jobs::{ClaimedJob, Finished, JobContext, JobError, Stage, TypedJobHandler},
     secretbox::SecretBox,
 };
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
@@ -133,6 +133,9 @@ impl TypedJobHandler for ConvergeDatabases {
                 return Err(JobError::LeaseLost);
             }
         }
+        for (_, admin) in admins {
+            let _ = admin.connection.close().await;
+        }
         ctx.complete_alone().await
     }
 }
@@ -199,8 +202,10 @@ impl Converger<'_> {
             Entry::Vacant(free) => free.insert(self.admin(record.instance_id).await?),
         };
         let walked = self.walk(record, admin).await;
-        if matches!(walked, Err(Stop::Failed(_))) {
-            admins.remove(&record.instance_id);
+        if matches!(walked, Err(Stop::Failed(_)))
+            && let Some(admin) = admins.remove(&record.instance_id)
+        {
+            let _ = admin.connection.close().await;
         }
         walked
     }
@@ -290,9 +295,11 @@ impl Converger<'_> {
                     let password = self.password(record).await?;
                     if !record.extensions.is_empty() {
                         let mut owner = login(&fields, record, &password).await?;
-                        server::ensure_extensions(&mut owner, &record.extensions)
-                            .await
-                            .map_err(|e| Stop::Failed(e.to_string()))?;
+                        let made = server::ensure_extensions(&mut owner, &record.extensions).await;
+                        // Closed as a client should (the server logs a
+                        // connection dropped without a goodbye).
+                        let _ = owner.close().await;
+                        made.map_err(|e| Stop::Failed(e.to_string()))?;
                     }
                     self.project(record, instance, &password).await?;
                     Phase::SecretProjected
@@ -300,10 +307,9 @@ impl Converger<'_> {
                 Phase::SecretProjected => {
                     let password = self.password(record).await?;
                     let mut login = login(&fields, record, &password).await?;
-                    sqlx::query("SELECT 1")
-                        .execute(&mut login)
-                        .await
-                        .map_err(failed("the credential's first query"))?;
+                    let answered = sqlx::query("SELECT 1").execute(&mut login).await;
+                    let _ = login.close().await;
+                    answered.map_err(failed("the credential's first query"))?;
                     Phase::Ready
                 }
                 Phase::Ready => return Ok(()),
