@@ -47,20 +47,27 @@ pub struct CreateDatabase {
     /// Default `retain`.
     pub deletion_policy: Option<DeletionPolicy>,
     /// PostgreSQL extensions to make in the database (as its owner: the
-    /// server's `trusted` ones), at most 16; more can be added later, none
-    /// removed.
-    #[schema(max_items = 16)]
-    pub extensions: Option<Vec<String>>,
+    /// server's `trusted` ones), at most 16, each once; more can be added
+    /// later, none removed.
+    #[schema(max_items = 16, value_type = Option<BTreeSet<ExtensionName>>)]
+    pub extensions: Option<Vec<ExtensionName>>,
 }
+
+/// A PostgreSQL extension's name: a lower-case letter, then up to 62
+/// lower-case letters, digits, `_` and `-` (`pgcrypto`, `uuid-ossp`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(pattern = "^[a-z][a-z0-9_-]{0,62}$")]
+pub struct ExtensionName(pub String);
 
 /// A change of a database.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateDatabase {
     /// The extensions the database asks for: every one it asked for
-    /// before, and the ones to add (at most 16 in all).
-    #[schema(max_items = 16)]
-    pub extensions: Vec<String>,
+    /// before, and the ones to add (at most 16 in all, each once).
+    #[schema(max_items = 16, value_type = BTreeSet<ExtensionName>)]
+    pub extensions: Vec<ExtensionName>,
 }
 
 /// Every problem of an extension list at once.
@@ -229,7 +236,12 @@ pub async fn create(
     if !dns_label(&secret_name) {
         errors.push(FieldError::new("secret_name", "must be a DNS label"));
     }
-    let extensions = body.extensions.unwrap_or_default();
+    let extensions: Vec<String> = body
+        .extensions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|name| name.0)
+        .collect();
     check_extensions(&extensions, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
@@ -308,7 +320,7 @@ pub async fn get(
     responses((status = 200, description = "Nothing new was asked for", body = TenantDatabase),
               (status = 202, body = DatabaseAccepted),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 409, description = "It is being removed (`database_deleting`)", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "It is being removed (`database_deleting`), or it changed while the request was served (`database_changed`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, description = "Invalid names; an extension asked for before is left out (`extensions_append_only`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn update(
     State(state): State<AppState>,
@@ -317,8 +329,9 @@ pub async fn update(
     AppPath((_, database_id)): AppPath<(Uuid, Uuid)>,
     AppJson(body): AppJson<UpdateDatabase>,
 ) -> Result<Response, ApiError> {
+    let wanted: Vec<String> = body.extensions.into_iter().map(|name| name.0).collect();
     let mut errors = Vec::new();
-    check_extensions(&body.extensions, &mut errors);
+    check_extensions(&wanted, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
@@ -336,19 +349,19 @@ pub async fn update(
     if let Some(left_out) = current
         .extensions
         .iter()
-        .find(|name| !body.extensions.contains(name))
+        .find(|name| !wanted.contains(name))
     {
         return Err(ApiError::Unprocessable {
             code: "extensions_append_only",
             detail: format!("extensions can be added, not removed: the list must keep {left_out}"),
         });
     }
-    if body.extensions.len() == current.extensions.len() {
+    if wanted.len() == current.extensions.len() {
         return Ok(AppJson(current).into_response());
     }
     // Written only if the record still holds what was read: a removal or
     // another change meanwhile is answered as the next request would be.
-    let database = records::add_extensions(&mut *tx, cluster.id, database_id, &body.extensions)
+    let database = records::add_extensions(&mut *tx, cluster.id, database_id, &wanted)
         .await?
         .ok_or(ApiError::Conflict {
             code: "database_changed",

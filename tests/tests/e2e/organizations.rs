@@ -77,6 +77,7 @@ fn lowest_role(method: &str, route: &str) -> Option<Role> {
         | ("DELETE", "/kubeconfigs/{credential_id}")
         | ("PUT", "/labels")
         | ("POST", "/databases")
+        | ("PATCH", "/databases/{database_id}")
         | ("DELETE", "/databases/{database_id}")
         | ("POST", "/databases/{database_id}/retry")
         | ("POST", "/databases/{database_id}/rotate")

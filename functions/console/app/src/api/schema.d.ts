@@ -2316,10 +2316,10 @@ export interface components {
             deletion_policy?: null | components["schemas"]["DeletionPolicy"];
             /**
              * @description PostgreSQL extensions to make in the database (as its owner: the
-             *     server's `trusted` ones), at most 16; more can be added later, none
-             *     removed.
+             *     server's `trusted` ones), at most 16, each once; more can be added
+             *     later, none removed.
              */
-            extensions?: string[] | null;
+            extensions?: components["schemas"]["ExtensionName"][] | null;
             /**
              * Format: uuid
              * @description The instance to make it on; default: the platform's default instance.
@@ -2492,6 +2492,11 @@ export interface components {
             /** @description Where to choose a bigger plan. */
             upgrade_url: string;
         };
+        /**
+         * @description A PostgreSQL extension's name: a lower-case letter, then up to 62
+         *     lower-case letters, digits, `_` and `-` (`pgcrypto`, `uuid-ossp`).
+         */
+        ExtensionName: string;
         Failed: {
             destination: string;
             error: string;
@@ -3678,9 +3683,9 @@ export interface components {
         UpdateDatabase: {
             /**
              * @description The extensions the database asks for: every one it asked for
-             *     before, and the ones to add (at most 16 in all).
+             *     before, and the ones to add (at most 16 in all, each once).
              */
-            extensions: string[];
+            extensions: components["schemas"]["ExtensionName"][];
         };
         /** @description A user as they see themselves (and admins see them). */
         User: {
@@ -8153,7 +8158,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description It is being removed (`database_deleting`) */
+            /** @description It is being removed (`database_deleting`), or it changed while the request was served (`database_changed`) */
             409: {
                 headers: {
                     [name: string]: unknown;
