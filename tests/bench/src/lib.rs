@@ -210,3 +210,31 @@ pub fn peak_rss_mib() -> u64 {
         .unwrap_or(0)
         / 1024
 }
+
+/// A child process, killed when dropped.
+pub struct Process(pub std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls `check` every 5 ms for up to `limit`.
+pub async fn until<T>(
+    limit: std::time::Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> anyhow::Result<T> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(found) = check().await {
+            return Ok(found);
+        }
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("{what}: not within {limit:?}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}

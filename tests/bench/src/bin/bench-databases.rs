@@ -20,66 +20,24 @@
 
 use std::{
     path::Path,
-    process::{Child, Command},
+    process::Command,
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
+use bench::{Process, arg, percentile, until};
 use serde_json::{Value, json};
 use sqlx::{Connection, postgres::PgConnectOptions};
-
-/// A child process, killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Polls `check` every 5 ms for up to `limit`.
-async fn until<T>(
-    limit: Duration,
-    what: &str,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> anyhow::Result<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(found) = check().await {
-            return Ok(found);
-        }
-        if Instant::now() > deadline {
-            bail!("{what}: not within {limit:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
 
 fn round(ms: f64) -> f64 {
     (ms * 10.0).round() / 10.0
 }
 
-fn arg(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse())
-        .transpose()
-        .with_context(|| format!("{name} must be a number"))
-        .map(|v| v.unwrap_or(default))
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let sequential = arg(&args, "--sequential", 10)?;
-    let burst = arg(&args, "--burst", 50)?;
+    let sequential: usize = arg(&args, "--sequential", 10)?;
+    let burst: usize = arg(&args, "--burst", 50)?;
 
     // The instance.
     let run = uuid::Uuid::new_v4().simple().to_string();
@@ -223,6 +181,19 @@ async fn main() -> anyhow::Result<()> {
             .map(|d| d.to_string())
     };
 
+    // Until every one of `names` reads `ready`; a database that stops ends
+    // the run.
+    let all_ready = async |names: &[String], limit: Duration| -> anyhow::Result<()> {
+        let outcome = until(limit, "every database ready", async || {
+            if let Some(stopped) = failed().await {
+                return Some(Err(stopped));
+            }
+            ready(names).await.map(Ok)
+        })
+        .await?;
+        outcome.map_err(|stopped| anyhow::anyhow!("a database stopped: {stopped}"))
+    };
+
     let mut times = Vec::new();
     for n in 0..sequential {
         let name = format!("seq{n}");
@@ -232,17 +203,7 @@ async fn main() -> anyhow::Result<()> {
             .send()
             .await?
             .error_for_status()?;
-        let names = [name];
-        let outcome = until(Duration::from_secs(60), "ready", async || {
-            if let Some(stopped) = failed().await {
-                return Some(Err(stopped));
-            }
-            ready(&names).await.map(Ok)
-        })
-        .await?;
-        if let Err(stopped) = outcome {
-            bail!("a database stopped: {stopped}");
-        }
+        all_ready(&[name], Duration::from_secs(60)).await?;
         times.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     times.sort_by(f64::total_cmp);
@@ -259,16 +220,7 @@ async fn main() -> anyhow::Result<()> {
         reply?.error_for_status()?;
     }
     let accepted_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let outcome = until(Duration::from_secs(600), "every one ready", async || {
-        if let Some(stopped) = failed().await {
-            return Some(Err(stopped));
-        }
-        ready(&names).await.map(Ok)
-    })
-    .await?;
-    if let Err(stopped) = outcome {
-        bail!("a database stopped: {stopped}");
-    }
+    all_ready(&names, Duration::from_secs(600)).await?;
     let burst_ms = started.elapsed().as_secs_f64() * 1000.0;
 
     // Each once on the server, and in the registry.
@@ -289,11 +241,10 @@ async fn main() -> anyhow::Result<()> {
         "roles {roles}, databases {dbs}, registered roles {distinct_roles}, registered databases {distinct_dbs}, registry rows {rows}: expected {total} each and {} rows",
         2 * total
     );
-    let jobs: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM cluster_jobs WHERE type = 'database_converge'",
-    )
-    .fetch_one(&db.pool)
-    .await?;
+    let jobs: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM cluster_jobs WHERE type = 'database_converge'")
+            .fetch_one(&db.pool)
+            .await?;
 
     println!(
         "{}",

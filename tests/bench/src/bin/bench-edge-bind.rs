@@ -20,27 +20,18 @@
 
 use std::{
     path::Path,
-    process::{Child, Command},
+    process::Command,
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
+use bench::{Process, until};
 use serde_json::{Value, json};
 use shared::{host::objects::HostObject, ingress::edge};
 use tests::edgeproxy::{haproxy, haproxy_config};
 
 /// The node's address: TEST-NET-1, which the edge accepts as a node's.
 const NODE_ADDRESS: &str = "192.0.2.10";
-
-/// A child process, killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The node's address on the loopback interface, removed when dropped.
 struct Address;
@@ -63,24 +54,6 @@ impl Drop for Address {
         let _ = Command::new("ip")
             .args(["addr", "del", &format!("{NODE_ADDRESS}/32"), "dev", "lo"])
             .status();
-    }
-}
-
-/// Polls `check` every 5 ms for up to `limit`.
-async fn until<T>(
-    limit: Duration,
-    what: &str,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> anyhow::Result<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(found) = check().await {
-            return Ok(found);
-        }
-        if Instant::now() > deadline {
-            bail!("{what}: not within {limit:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

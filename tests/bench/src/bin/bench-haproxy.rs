@@ -15,26 +15,18 @@
 use std::{
     net::SocketAddr,
     path::Path,
-    process::{Child, Stdio},
+    process::Stdio,
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, ensure};
+use bench::Process;
 use serde_json::json;
 use shared::host::haproxy::{Backend, Haproxy};
 use tests::edgeproxy::haproxy;
 
 const NAME: &str = "bench-0a1b2c3d.clusters.example.test";
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The chart's HAProxy configuration with its values filled in.
 fn configuration(port: u16, runtime: u16, dir: &Path) -> anyhow::Result<String> {
