@@ -212,30 +212,9 @@ impl Converger<'_> {
 
     /// The instance's admin connection, its registry made.
     async fn admin(&self, instance_id: Uuid) -> Result<Admin, Stop> {
-        let instance = instances::get(self.pool, instance_id)
+        let (instance, connection) = instances::admin_connection(self.pool, self.key, instance_id)
             .await
-            .map_err(failed("reading the instance"))?
-            .ok_or_else(|| Stop::Failed("its instance is gone".into()))?;
-        let admin_password = instances::admin_password(self.pool, self.key, instance.id)
-            .await
-            .map_err(|e| Stop::Failed(e.to_string()))?
-            .ok_or_else(|| Stop::Failed("its instance is gone".into()))?;
-        let fields = instance.fields();
-        let options = instances::connect_options(
-            &fields,
-            &fields.admin_role,
-            &admin_password,
-            &fields.admin_database,
-        );
-        let mut connection = instances::connect(&options).await.map_err(|e| {
-            Stop::Failed(format!(
-                "could not connect to the instance {} as {}: {e}",
-                instance.name, instance.admin_role
-            ))
-        })?;
-        server::ensure_registry(&mut connection)
-            .await
-            .map_err(failed("making the ownership registry"))?;
+            .map_err(Stop::Failed)?;
         Ok(Admin {
             instance,
             connection,
@@ -418,11 +397,12 @@ impl Converger<'_> {
                 (key.clone(), STANDARD.encode(text).into())
             })
             .collect();
+        let mut labels = serde_json::json!({"app.kubernetes.io/managed-by": "kubebyon"});
+        labels[shared::databases::SECRET_LABEL] = record.id.to_string().into();
         let secret = serde_json::json!({
             "apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": record.secret_name, "namespace": record.namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "kubebyon",
-                                    "kubebyon.dev/database-id": record.id.to_string()}},
+                         "labels": labels},
             "type": "Opaque",
             "data": data,
         });
@@ -475,35 +455,21 @@ impl Converger<'_> {
             (Kind::Database, &record.database_name),
             (Kind::Role, &record.role_name),
         ] {
-            let exists = match kind {
-                Kind::Database => server::database_exists(admin, name).await,
-                Kind::Role => server::role_exists(admin, name).await,
-            }
-            .map_err(failed("reading the catalog"))?;
-            let registered = server::registered(admin, kind, name)
+            if !server::proven(admin, kind, name, owner)
                 .await
-                .map_err(failed("reading the registry"))?;
-            if exists && registered != Some(owner) {
+                .map_err(failed("reading the catalog and the registry"))?
+            {
                 return Err(Stop::Conflict(format!(
                     "the {} {name} on {} is not registered as this database's: nothing is dropped",
-                    kind_name(kind),
+                    kind.as_str(),
                     instance.name
                 )));
             }
         }
         self.remove_secret(record).await?;
-        server::drop_database(admin, &record.database_name)
+        server::drop_registered(admin, &record.database_name, &record.role_name, owner)
             .await
-            .map_err(failed("dropping the database"))?;
-        server::unregister(admin, Kind::Database, &record.database_name, owner)
-            .await
-            .map_err(failed("updating the registry"))?;
-        server::drop_role(admin, &record.role_name)
-            .await
-            .map_err(failed("dropping the role"))?;
-        server::unregister(admin, Kind::Role, &record.role_name, owner)
-            .await
-            .map_err(failed("updating the registry"))?;
+            .map_err(failed("dropping the database and the role"))?;
         fenced(
             records::forget(self.pool, self.job, record.id).await,
             "forgetting the record",
@@ -539,12 +505,12 @@ async fn claim(admin: &mut PgConnection, kind: Kind, name: &str, owner: Owner) -
     match registered {
         Some(other) if other != owner => Err(Stop::Conflict(format!(
             "the {} {name} is registered to another database (record {}): it is left as it is",
-            kind_name(kind),
+            kind.as_str(),
             other.record_id
         ))),
         None if exists => Err(Stop::Conflict(format!(
             "a {} named {name} exists that the platform did not make: it is left as it is",
-            kind_name(kind)
+            kind.as_str()
         ))),
         Some(_) => Ok(()),
         None => {
@@ -556,17 +522,10 @@ async fn claim(admin: &mut PgConnection, kind: Kind, name: &str, owner: Owner) -
             } else {
                 Err(Stop::Conflict(format!(
                     "the {} {name} was registered to another database meanwhile",
-                    kind_name(kind)
+                    kind.as_str()
                 )))
             }
         }
-    }
-}
-
-fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Role => "role",
-        Kind::Database => "database",
     }
 }
 

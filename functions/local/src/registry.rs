@@ -48,7 +48,7 @@ pub const ROUTERS: [(&str, MakeRouter); 13] = [
 ];
 
 /// Every schedule function.
-pub fn schedules() -> [&'static Schedule; 8] {
+pub fn schedules() -> [&'static Schedule; 9] {
     [
         &sweep::SCHEDULE,
         &sync_clusters::SCHEDULE,
@@ -56,6 +56,7 @@ pub fn schedules() -> [&'static Schedule; 8] {
         &sync_metrics::SCHEDULE,
         &sync_edge::SCHEDULE,
         &sync_haproxy::SCHEDULE,
+        &sync_databases::SCHEDULE,
         &sync_dns::SCHEDULE,
         &notify::SCHEDULE,
     ]

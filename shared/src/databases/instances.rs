@@ -390,6 +390,42 @@ pub async fn admin_password(
         .map_err(PasswordError::Sealed)
 }
 
+/// The instance and the platform's admin connection to it, its ownership
+/// registry made: what the database job and schedule act through. The
+/// reason in words when it cannot be had.
+pub async fn admin_connection(
+    pool: &sqlx::PgPool,
+    key: &SecretBox,
+    id: Uuid,
+) -> Result<(Instance, PgConnection), String> {
+    let gone = || "its instance is gone".to_string();
+    let instance = get(pool, id)
+        .await
+        .map_err(|e| format!("reading the instance: {e}"))?
+        .ok_or_else(gone)?;
+    let password = admin_password(pool, key, id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(gone)?;
+    let fields = instance.fields();
+    let options = connect_options(
+        &fields,
+        &fields.admin_role,
+        &password,
+        &fields.admin_database,
+    );
+    let mut connection = connect(&options).await.map_err(|e| {
+        format!(
+            "could not connect to the instance {} as {}: {e}",
+            instance.name, instance.admin_role
+        )
+    })?;
+    super::server::ensure_registry(&mut connection)
+        .await
+        .map_err(|e| format!("making the ownership registry: {e}"))?;
+    Ok((instance, connection))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PasswordError {
     #[error(transparent)]

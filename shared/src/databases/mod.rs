@@ -22,6 +22,9 @@ pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, 
     Ok(instances::reseal(&mut *tx, key).await? + records::reseal(&mut *tx, key).await?)
 }
 
+/// The label of each projected Secret: the id of its database record.
+pub const SECRET_LABEL: &str = "kubebyon.dev/database-id";
+
 /// The longest name a user gives a database.
 pub const MAX_NAME: usize = 30;
 

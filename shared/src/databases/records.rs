@@ -401,6 +401,100 @@ pub async fn forget(
     Ok(held)
 }
 
+/// Records whose cluster was deleted and that are not forgotten yet,
+/// oldest first, at most `limit`: what `sync-databases` removes by their
+/// policy. A record stopped in `conflict` stays until an administrator
+/// acts.
+pub async fn orphaned(
+    db: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<TenantDatabase>, sqlx::Error> {
+    record_query!(
+        "SELECT",
+        "FROM tenant_databases d
+         WHERE deleted_at IS NULL AND phase <> 'conflict'
+           AND EXISTS (SELECT 1 FROM clusters c WHERE c.id = d.cluster_id AND c.deleted_at IS NOT NULL)
+         ORDER BY created_at LIMIT $1",
+        limit
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Records what removing a record of a deleted cluster came to: forgotten,
+/// or stopped with `error` (`conflict` or `failed`).
+pub async fn settle_orphan(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    stopped: Option<(Phase, &Condition, &str)>,
+) -> Result<(), sqlx::Error> {
+    let (phase, condition, error) = match stopped {
+        Some((phase, condition, error)) => (
+            Some(phase.as_str()),
+            serde_json::to_value(condition).ok(),
+            Some(error),
+        ),
+        None => (None, None, None),
+    };
+    sqlx::query!(
+        r#"UPDATE tenant_databases d
+           SET deleted_at = CASE WHEN $2::text IS NULL THEN now() END,
+               password_encrypted = CASE WHEN $2::text IS NULL THEN NULL ELSE password_encrypted END,
+               phase = coalesce($2, phase), last_error = $4, observed_at = now(), updated_at = now(),
+               conditions = CASE WHEN $3::jsonb IS NULL THEN conditions ELSE
+                   (SELECT coalesce(jsonb_agg(c), '[]'::jsonb) FROM jsonb_array_elements(conditions) c
+                    WHERE c->>'type' <> $3::jsonb->>'type') || jsonb_build_array($3::jsonb) END
+           WHERE id = $1 AND deleted_at IS NULL
+             AND EXISTS (SELECT 1 FROM clusters c WHERE c.id = d.cluster_id AND c.deleted_at IS NOT NULL)"#,
+        id,
+        phase,
+        condition,
+        error,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// The `ready` databases of ready clusters, by cluster: the credentials
+/// whose Secrets `sync-databases` checks.
+pub async fn ready_by_cluster(
+    db: impl PgExecutor<'_>,
+) -> Result<Vec<(Uuid, Vec<TenantDatabase>)>, sqlx::Error> {
+    let ready = record_query!(
+        "SELECT",
+        "FROM tenant_databases d
+         WHERE deleted_at IS NULL AND phase = 'ready' AND wanted = 'present'
+           AND EXISTS (SELECT 1 FROM clusters c
+                       WHERE c.id = d.cluster_id AND c.deleted_at IS NULL AND c.status = 'ready')
+         ORDER BY cluster_id, name",
+    )
+    .fetch_all(db)
+    .await?;
+    let mut grouped: Vec<(Uuid, Vec<TenantDatabase>)> = Vec::new();
+    for record in ready {
+        match grouped.last_mut() {
+            Some((cluster, records)) if *cluster == record.cluster_id => records.push(record),
+            _ => grouped.push((record.cluster_id, vec![record])),
+        }
+    }
+    Ok(grouped)
+}
+
+/// Sets `ready` databases back to `database_created`, for the job to make
+/// what is missing (a Secret removed in the cluster) and project their
+/// credential again. Answers how many.
+pub async fn reproject(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE tenant_databases SET phase = 'database_created', updated_at = now()
+         WHERE id = ANY ($1) AND deleted_at IS NULL AND phase = 'ready' AND wanted = 'present'",
+        ids
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// Re-seals every credential under `key`'s current key.
 pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, ResealError> {
     let rows = sqlx::query!(

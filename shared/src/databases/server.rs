@@ -31,7 +31,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn as_str(self) -> &'static str {
+    /// `role` or `database`, as the registry writes it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Role => "role",
             Self::Database => "database",
@@ -338,6 +339,36 @@ pub async fn ensure_extensions(
         Some(missing) => Err(ExtensionError::NotInCatalog(missing.clone())),
         None => Ok(()),
     }
+}
+
+/// Whether `kind` `name` may be dropped for `owner`: it is not on the
+/// server, or the registry names `owner` for it. Anything else is never
+/// dropped.
+pub async fn proven(
+    connection: &mut PgConnection,
+    kind: Kind,
+    name: &str,
+    owner: Owner,
+) -> Result<bool, sqlx::Error> {
+    let exists = match kind {
+        Kind::Database => database_exists(connection, name).await?,
+        Kind::Role => role_exists(connection, name).await?,
+    };
+    Ok(!exists || registered(connection, kind, name).await? == Some(owner))
+}
+
+/// Drops `owner`'s database and role, each with its registry row, each
+/// step safe to run again; [`proven`] first for both.
+pub async fn drop_registered(
+    connection: &mut PgConnection,
+    database: &str,
+    role: &str,
+    owner: Owner,
+) -> Result<(), sqlx::Error> {
+    drop_database(connection, database).await?;
+    unregister(connection, Kind::Database, database, owner).await?;
+    drop_role(connection, role).await?;
+    unregister(connection, Kind::Role, role, owner).await
 }
 
 /// Ends every session on the database and drops it, if it is there.

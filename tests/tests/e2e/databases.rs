@@ -192,6 +192,19 @@ async fn database(app: &TestApp, cluster: &str, id: &Value) -> (StatusCode, Valu
     .await
 }
 
+/// `POST …/databases/{id}/{action}` (`retry`, `rotate`).
+async fn act(app: &TestApp, cluster: &str, record: &Value, action: &str) -> (StatusCode, Value) {
+    app.call(
+        "POST",
+        &format!(
+            "/api/console/clusters/{cluster}/databases/{}/{action}",
+            record["id"].as_str().unwrap()
+        ),
+        None,
+    )
+    .await
+}
+
 /// The projected Secret's values, decoded.
 fn secret(app: &TestApp, namespace: &str, release: &str, name: &str) -> Option<Value> {
     let secret = app
@@ -484,16 +497,7 @@ async fn a_database_is_made_owned_and_projected_and_its_credential_logs_in_alone
 
     // Rotation: a new password, set on the role and projected; the old one
     // refused, the data where it was.
-    let (status, body) = app
-        .call(
-            "POST",
-            &format!(
-                "/api/console/clusters/{cluster}/databases/{}/rotate",
-                orders["id"].as_str().unwrap()
-            ),
-            None,
-        )
-        .await;
+    let (status, body) = act(&app, &cluster, &orders, "rotate").await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     app.drive().await;
     let (_, rotated) = database(&app, &cluster, &orders["id"]).await;
@@ -1098,4 +1102,264 @@ async fn a_crash_between_each_write_and_its_checkpoint_resumes_to_one_of_each() 
     .unwrap();
     assert!(!records, "the write is fenced");
     assert_eq!(phase().await, "ready");
+}
+
+/// A database on a server whose admin role may not create roles, or that
+/// stopped answering, stops `failed` with the reason in words and the phase
+/// it stopped at; once the cause is gone, a retry walks it on to `ready`,
+/// with nothing made twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refusing_or_silent_server_fails_the_database_in_words_and_a_retry_resumes_it() {
+    let instance = Instance::start().await;
+    let app = platform("worker-db-failures").await;
+    let mut weak = instance.registration("weak", "weak", "weak-secret-1");
+    weak["admin_database"] = "weakdb".into();
+    let (status, saved) = app
+        .call("POST", "/api/console/admin/database-instances", Some(weak))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{saved}");
+    assert_eq!(saved["can_create_role"], false);
+    let (cluster, _) = app.create_ready("fragile", "nodeport").await;
+
+    // An admin role without CREATEROLE: the server refuses the role.
+    let orders = ask(&app, &cluster, json!({"name": "orders"})).await;
+    app.drive().await;
+    let (_, stopped) = database(&app, &cluster, &orders["id"]).await;
+    assert_eq!(stopped["phase"], "failed", "{stopped}");
+    let error = stopped["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("making the role") && error.contains("permission denied"),
+        "{error}"
+    );
+    let ready = stopped["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&json!("False"), &json!("Failed"))
+    );
+    let name = orders["database_name"].as_str().unwrap().to_string();
+    assert!(!instance.exists("role", &name).await);
+    sqlx::query("ALTER ROLE weak CREATEROLE CREATEDB")
+        .execute(&mut instance.superuser().await)
+        .await
+        .unwrap();
+    let (status, body) = act(&app, &cluster, &orders, "retry").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        body["database"]["phase"], "credential_created",
+        "resumed where it stopped"
+    );
+    app.drive().await;
+    let (_, resumed) = database(&app, &cluster, &orders["id"]).await;
+    assert_eq!(resumed["phase"], "ready", "{resumed}");
+    assert!(resumed["last_error"].is_null(), "{resumed}");
+    let (status, body) = act(&app, &cluster, &orders, "retry").await;
+    assert_eq!(
+        (status, &body["code"]),
+        (StatusCode::CONFLICT, &json!("database_not_stopped")),
+        "{body}"
+    );
+
+    // The server stops answering (its address now leads nowhere).
+    let port = instance.port;
+    let closed = tests::free_port();
+    sqlx::query("UPDATE database_instances SET port = $1")
+        .bind(i32::from(closed))
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let payments = ask(&app, &cluster, json!({"name": "payments"})).await;
+    app.drive().await;
+    let (_, stopped) = database(&app, &cluster, &payments["id"]).await;
+    assert_eq!(stopped["phase"], "failed", "{stopped}");
+    assert!(
+        stopped["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("could not connect to the instance weak as weak"),
+        "{stopped}"
+    );
+    sqlx::query("UPDATE database_instances SET port = $1")
+        .bind(i32::from(port))
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let (status, body) = act(&app, &cluster, &payments, "retry").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    app.drive().await;
+    let (_, resumed) = database(&app, &cluster, &payments["id"]).await;
+    assert_eq!(resumed["phase"], "ready", "{resumed}");
+    let counts: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'kb\\_%'),
+                (SELECT count(*) FROM pg_database WHERE datname LIKE 'kb\\_%')",
+    )
+    .fetch_one(&mut instance.superuser().await)
+    .await
+    .unwrap();
+    assert_eq!(counts, (2, 2), "one role and one database each");
+}
+
+/// Runs every job, and the operations queued behind them that `sweep`
+/// starts, until none is left.
+async fn settle(app: &TestApp) {
+    loop {
+        app.drive().await;
+        let report = shared::jobs::sweep(
+            &app.db.pool,
+            app.state.publisher.as_ref(),
+            &shared::config::JobSettings::default(),
+        )
+        .await
+        .unwrap();
+        if report.promoted == 0 {
+            break;
+        }
+    }
+}
+
+/// `sync-databases`: a Secret removed from its cluster is projected again
+/// (the database set back and the cluster's job enqueued, once); when the
+/// cluster is deleted, its databases go by their policy — `retain` keeps
+/// the role and the database, `delete` drops them and their registry rows,
+/// and one whose registry row was removed by hand stops in `conflict` with
+/// nothing dropped — and a second run has nothing left to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn sync_databases_projects_a_lost_secret_and_removes_a_deleted_cluster_s_databases_by_policy()
+{
+    let instance = Instance::start().await;
+    let app = platform("worker-db-sync").await;
+    register(&app, &instance).await;
+    let (cluster, namespace) = app.create_ready("tidy", "nodeport").await;
+    let kept = ask(&app, &cluster, json!({"name": "kept"})).await;
+    let dropped = ask(
+        &app,
+        &cluster,
+        json!({"name": "dropped", "deletion_policy": "delete"}),
+    )
+    .await;
+    let claimed = ask(
+        &app,
+        &cluster,
+        json!({"name": "claimed", "deletion_policy": "delete"}),
+    )
+    .await;
+    // The requests after the first queued their operations behind its job:
+    // `sweep` starts them, and the cluster is idle again.
+    settle(&app).await;
+    let name = |record: &Value| record["database_name"].as_str().unwrap().to_string();
+    let enqueuing = sync_databases::Enqueuing {
+        publisher: &app.dispatcher,
+        max_attempts: 3,
+    };
+
+    // A Secret removed in the cluster is projected again.
+    assert!(app.sim().vcluster(&namespace, "tidy").unwrap().remove(
+        "v1",
+        "Secret",
+        "default",
+        "kept-postgres"
+    ));
+    let mut report = sync_databases::Report::default();
+    sync_databases::reproject_missing(&app.db.pool, app.host(), &enqueuing, &mut report)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.clusters_checked, report.reprojected),
+        (1, 1),
+        "{report:?}"
+    );
+    let (_, set_back) = database(&app, &cluster, &kept["id"]).await;
+    assert_eq!(set_back["phase"], "database_created", "{set_back}");
+    app.drive().await;
+    let (_, again) = database(&app, &cluster, &kept["id"]).await;
+    assert_eq!(again["phase"], "ready", "{again}");
+    let credential = secret(&app, &namespace, "tidy", "kept-postgres").expect("projected again");
+    instance
+        .connect(
+            &name(&kept),
+            credential["password"].as_str().unwrap(),
+            &name(&kept),
+        )
+        .await
+        .expect("the same credential logs in");
+    let mut report = sync_databases::Report::default();
+    sync_databases::reproject_missing(&app.db.pool, app.host(), &enqueuing, &mut report)
+        .await
+        .unwrap();
+    assert_eq!(report.reprojected, 0, "nothing is missing now");
+
+    // The cluster deleted, one registry row removed by hand before.
+    let mut su = instance.superuser().await;
+    sqlx::query("DELETE FROM kubebyon_registry.objects WHERE kind = 'database' AND name = $1")
+        .bind(name(&claimed))
+        .execute(&mut su)
+        .await
+        .unwrap();
+    let (status, body) = app
+        .call("DELETE", &format!("/api/console/clusters/{cluster}"), None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    app.drive().await;
+    let key = shared::secretbox::SecretBox::new(&SETTINGS_KEY.to_string().into()).unwrap();
+    let mut report = sync_databases::Report::default();
+    sync_databases::remove_orphans(&app.db.pool, Some(&key), &mut report)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.retained, report.dropped, report.stopped),
+        (1, 1, 1),
+        "{report:?}"
+    );
+    assert!(instance.exists("database", &name(&kept)).await);
+    assert!(instance.exists("role", &name(&kept)).await);
+    assert!(!instance.exists("database", &name(&dropped)).await);
+    assert!(!instance.exists("role", &name(&dropped)).await);
+    assert!(
+        instance.exists("database", &name(&claimed)).await,
+        "not proven: kept"
+    );
+    let rows: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM kubebyon_registry.objects WHERE name = ANY ($1)")
+            .bind(vec![name(&dropped), name(&claimed)])
+            .fetch_one(&mut su)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows, 1,
+        "the dropped pair's rows are gone; the claimed role's stays"
+    );
+    let states: Vec<(String, String, bool, Option<String>)> = sqlx::query_as(
+        "SELECT name, phase, deleted_at IS NOT NULL, last_error FROM tenant_databases
+         WHERE cluster_id = $1::uuid ORDER BY name",
+    )
+    .bind(&cluster)
+    .fetch_all(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        states
+            .iter()
+            .map(|s| (s.0.as_str(), s.2))
+            .collect::<Vec<_>>(),
+        [("claimed", false), ("dropped", true), ("kept", true)]
+    );
+    assert_eq!(states[0].1, "conflict");
+    assert!(
+        states[0].3.as_deref().unwrap().contains(&name(&claimed)),
+        "{states:?}"
+    );
+    let mut report = sync_databases::Report::default();
+    sync_databases::remove_orphans(&app.db.pool, Some(&key), &mut report)
+        .await
+        .unwrap();
+    assert_eq!(
+        report,
+        sync_databases::Report::default(),
+        "nothing left to do"
+    );
 }
