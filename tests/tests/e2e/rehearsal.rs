@@ -800,7 +800,7 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
                     && !w.binary.starts_with("job-"))
         })
         .collect();
-    assert_eq!(schedules.len(), 8, "{schedules:?}");
+    assert_eq!(schedules.len(), 9, "{schedules:?}");
     for schedule in schedules {
         let mut lock = db.pool.begin().await.unwrap();
         sqlx::query("SELECT pg_advisory_xact_lock(19266, hashtext($1))")
