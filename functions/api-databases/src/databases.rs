@@ -17,6 +17,7 @@ use shared::{
         instances::{self, Instance},
         records::{self, DatabaseConvergence, DeletionPolicy, NewDatabase, TenantDatabase},
     },
+    domain::JobType,
     error::{ApiError, FieldError, unique_violation},
     extract::{AppJson, AppPath},
     http::{AppState, Caller, OwnedCluster, operations, owned, plan},
@@ -125,7 +126,7 @@ fn event<'a>(caller: &Caller, action: &'a str, database: &TenantDatabase) -> Aud
 }
 
 /// Enqueues the cluster's convergence, or queues it behind the cluster's
-/// active job; commits.
+/// active job (joining a convergence queued there already); commits.
 async fn converge(
     state: &AppState,
     mut tx: Transaction<'_, Postgres>,
@@ -134,6 +135,14 @@ async fn converge(
 ) -> Result<Uuid, ApiError> {
     let activity = jobs::activity(&mut tx, cluster.id).await?;
     let written = if activity.active_job.is_some() {
+        // One convergence already waiting serves this change too: it reads
+        // every record when it runs.
+        if let Some(queued) =
+            jobs::queued_operation_of(&mut tx, cluster.id, JobType::DatabaseConverge).await?
+        {
+            tx.commit().await?;
+            return Ok(queued);
+        }
         operations::queue_behind(&mut tx, cluster.id, caller.user_id, &DatabaseConvergence {})
             .await?
     } else {

@@ -997,6 +997,26 @@ pub async fn activity(tx: &mut PgConnection, cluster_id: Uuid) -> Result<Activit
     })
 }
 
+/// The oldest operation of `job_type` queued behind the cluster's active
+/// job (accepted, without a job yet), if there is one: a request it would
+/// serve as well joins it instead of queueing another.
+pub async fn queued_operation_of(
+    tx: &mut PgConnection,
+    cluster_id: Uuid,
+    job_type: JobType,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT o.id FROM cluster_operations o
+           WHERE o.cluster_id = $1 AND o.type = $2 AND o.status = 'pending'
+             AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
+           ORDER BY o.created_at LIMIT 1"#,
+        cluster_id,
+        job_type.operation(),
+    )
+    .fetch_optional(tx)
+    .await
+}
+
 /// Accepts an operation that must wait for the cluster's active job: the
 /// operation is recorded now, its job is created by [`promote_queued`] once the
 /// cluster has no active job.

@@ -1248,8 +1248,17 @@ async fn sync_databases_projects_a_lost_secret_and_removes_a_deleted_cluster_s_d
         json!({"name": "claimed", "deletion_policy": "delete"}),
     )
     .await;
-    // The requests after the first queued their operations behind its job:
-    // `sweep` starts them, and the cluster is idle again.
+    // The second request queued a convergence behind the first's job; the
+    // third joined it (one convergence reads every record).
+    let converges: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM cluster_operations WHERE cluster_id = $1::uuid AND type = 'database_converge'",
+    )
+    .bind(&cluster)
+    .fetch_one(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(converges, 2);
+    // `sweep` starts the queued one once the first is done.
     settle(&app).await;
     let name = |record: &Value| record["database_name"].as_str().unwrap().to_string();
     let enqueuing = sync_databases::Enqueuing {
