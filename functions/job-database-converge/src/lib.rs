@@ -23,10 +23,7 @@
 //! A failure stops the record in `failed` with the reason and the phase it
 //! stopped at; the other records go on.
 
-use std::{
-    collections::{HashMap, hash_map::Entry},
-    sync::Arc,
-};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::{Engine, engine::general_purpose::STANDARD};
@@ -39,7 +36,7 @@ use secrecy::{ExposeSecret, SecretString};
 use shared::{
     clusters::{self, Cluster},
     databases::{
-        instances::{self, Instance},
+        instances::{self, AdminConnection, AdminConnections, Instance},
         records::{
             self, DatabaseConvergence, DeletionPolicy, PASSWORD_COLUMN, Phase, TenantDatabase,
             condition,
@@ -104,7 +101,7 @@ impl TypedJobHandler for ConvergeDatabases {
             install_id,
             client: OnceCell::new(),
         };
-        let mut admins = HashMap::new();
+        let mut admins = AdminConnections::new(&ctx.pool, key);
         for record in records::unsettled(&ctx.pool, cluster.id).await? {
             let from = record.phase;
             let Err(stop) = converger.converge(&record, &mut admins).await else {
@@ -133,9 +130,7 @@ impl TypedJobHandler for ConvergeDatabases {
                 return Err(JobError::LeaseLost);
             }
         }
-        for (_, admin) in admins {
-            let _ = admin.connection.close().await;
-        }
+        admins.close().await;
         ctx.complete_alone().await
     }
 }
@@ -164,12 +159,6 @@ fn failed(what: &str) -> impl Fn(sqlx::Error) -> Stop + '_ {
     move |err| Stop::Failed(format!("{what}: {err}"))
 }
 
-/// An instance and the platform's admin connection to it.
-struct Admin {
-    instance: Instance,
-    connection: PgConnection,
-}
-
 struct Converger<'a> {
     pool: &'a sqlx::PgPool,
     job: &'a ClaimedJob,
@@ -182,12 +171,11 @@ struct Converger<'a> {
 
 impl Converger<'_> {
     /// Brings `record` to what it asks, on its instance's admin connection
-    /// (made once per run for all the records on the instance, and made
-    /// again after a record stops on an error).
+    /// (made again after a record stops on an error).
     async fn converge(
         &self,
         record: &TenantDatabase,
-        admins: &mut HashMap<Uuid, Admin>,
+        admins: &mut AdminConnections<'_>,
     ) -> Result<(), Stop> {
         if record.deleting && record.deletion_policy == DeletionPolicy::Retain {
             // Nothing on the server is touched: it need not even answer.
@@ -197,33 +185,17 @@ impl Converger<'_> {
                 "forgetting the record",
             );
         }
-        let admin = match admins.entry(record.instance_id) {
-            Entry::Occupied(held) => held.into_mut(),
-            Entry::Vacant(free) => free.insert(self.admin(record.instance_id).await?),
-        };
+        let admin = admins.get(record.instance_id).await.map_err(Stop::Failed)?;
         let walked = self.walk(record, admin).await;
-        if matches!(walked, Err(Stop::Failed(_)))
-            && let Some(admin) = admins.remove(&record.instance_id)
-        {
-            let _ = admin.connection.close().await;
+        if matches!(walked, Err(Stop::Failed(_))) {
+            admins.reset(record.instance_id).await;
         }
         walked
     }
 
-    /// The instance's admin connection, its registry made.
-    async fn admin(&self, instance_id: Uuid) -> Result<Admin, Stop> {
-        let (instance, connection) = instances::admin_connection(self.pool, self.key, instance_id)
-            .await
-            .map_err(Stop::Failed)?;
-        Ok(Admin {
-            instance,
-            connection,
-        })
-    }
-
     /// Walks `record` from its phase, or removes it.
-    async fn walk(&self, record: &TenantDatabase, admin: &mut Admin) -> Result<(), Stop> {
-        let Admin {
+    async fn walk(&self, record: &TenantDatabase, admin: &mut AdminConnection) -> Result<(), Stop> {
+        let AdminConnection {
             instance,
             connection: admin,
         } = admin;

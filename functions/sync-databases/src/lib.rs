@@ -16,7 +16,7 @@
 //!   is idle; the job projects it again. A busy cluster is looked at again
 //!   at the next run.
 
-use std::collections::{HashMap, HashSet, hash_map::Entry};
+use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, api::ListParams};
@@ -27,7 +27,7 @@ use shared::{
     config::Millis,
     databases::{
         self,
-        instances::{self, Instance},
+        instances::{AdminConnection, AdminConnections},
         records::{self, DatabaseConvergence, DeletionPolicy, Phase, TenantDatabase, condition},
         server::{self, Kind, Owner},
     },
@@ -35,7 +35,7 @@ use shared::{
     jobs::{self, JobPublisher, NewJob},
     secretbox::SecretBox,
 };
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 pub const SCHEDULE: Schedule = Schedule {
@@ -91,31 +91,24 @@ pub async fn remove_orphans(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let install_id = records::install_id(pool).await?;
-    let mut admins: HashMap<Uuid, (Instance, PgConnection)> = HashMap::new();
+    let mut admins = key.map(|key| AdminConnections::new(pool, key));
     for record in records::orphaned(pool, ORPHANS_PER_RUN).await? {
         if record.deletion_policy == DeletionPolicy::Retain {
             records::settle_orphan(pool, record.id, None).await?;
             report.retained += 1;
             continue;
         }
-        let outcome = match admins.entry(record.instance_id) {
-            Entry::Occupied(held) => Ok(held.into_mut()),
-            Entry::Vacant(free) => match admin(pool, key, record.instance_id).await {
-                Ok(made) => Ok(free.insert(made)),
+        let outcome = match admins.as_mut() {
+            None => Err((Phase::Failed, NO_KEY.to_string())),
+            Some(admins) => match admins.get(record.instance_id).await {
+                Ok(admin) => drop_owned(admin, &record, install_id).await,
                 Err(reason) => Err((Phase::Failed, reason)),
             },
         };
-        let outcome = match outcome {
-            Ok((instance, connection)) => {
-                drop_owned(connection, instance, &record, install_id).await
-            }
-            Err(stop) => Err(stop),
-        };
-        // A connection that failed is made again for the next record.
         if matches!(outcome, Err((Phase::Failed, _)))
-            && let Some((_, connection)) = admins.remove(&record.instance_id)
+            && let Some(admins) = admins.as_mut()
         {
-            let _ = connection.close().await;
+            admins.reset(record.instance_id).await;
         }
         match outcome {
             Ok(()) => {
@@ -135,31 +128,25 @@ pub async fn remove_orphans(
             }
         }
     }
-    for (_, (_, connection)) in admins {
-        let _ = connection.close().await;
+    if let Some(admins) = admins {
+        admins.close().await;
     }
     Ok(())
 }
 
-/// The instance's admin connection, its registry made.
-async fn admin(
-    pool: &PgPool,
-    key: Option<&SecretBox>,
-    instance_id: Uuid,
-) -> Result<(Instance, PgConnection), String> {
-    let key =
-        key.ok_or("KUBEBYON_SETTINGS_KEY is not set: the instance's password is sealed with it")?;
-    instances::admin_connection(pool, key, instance_id).await
-}
+const NO_KEY: &str = "KUBEBYON_SETTINGS_KEY is not set: the instance's password is sealed with it";
 
 /// Drops the record's role and database, when the registry proves both
 /// are its own (or they are gone).
 async fn drop_owned(
-    connection: &mut PgConnection,
-    instance: &Instance,
+    admin: &mut AdminConnection,
     record: &TenantDatabase,
     install_id: Uuid,
 ) -> Result<(), (Phase, String)> {
+    let AdminConnection {
+        instance,
+        connection,
+    } = admin;
     let owner = Owner {
         install_id,
         instance_id: instance.id,
@@ -261,35 +248,20 @@ pub async fn reproject_missing(
             continue;
         }
         let (job_type, payload) = jobs::encode(&DatabaseConvergence {})?;
-        let mut tx = pool.begin().await?;
-        let enqueued = match jobs::enqueue_if_idle(
-            &mut tx,
-            NewJob {
-                cluster_id,
-                job_type,
-                requested_by: None,
-                payload: &payload,
-                max_attempts: enqueuing.max_attempts,
-            },
-        )
-        .await
-        {
-            Ok(enqueued) => enqueued,
-            Err(err)
-                if shared::error::unique_violation(&err)
-                    == Some("idx_cluster_jobs_active_cluster") =>
-            {
-                None
-            }
-            Err(err) => return Err(err.into()),
+        let new = NewJob {
+            cluster_id,
+            job_type,
+            requested_by: None,
+            payload: &payload,
+            max_attempts: enqueuing.max_attempts,
         };
-        // A busy cluster: looked at again next run.
-        let Some(enqueued) = enqueued else {
-            continue;
-        };
-        report.reprojected += records::reproject(&mut *tx, &missing).await?;
-        tx.commit().await?;
-        jobs::publish_after_commit(pool, enqueuing.publisher, enqueued.job).await;
+        // A busy cluster writes nothing: it is looked at again next run.
+        let reprojected =
+            jobs::enqueue_when_idle_with(pool, enqueuing.publisher, new, async |tx| {
+                records::reproject(tx, &missing).await
+            })
+            .await?;
+        report.reprojected += reprojected.unwrap_or(0);
     }
     Ok(())
 }

@@ -390,14 +390,63 @@ pub async fn admin_password(
         .map_err(PasswordError::Sealed)
 }
 
-/// The instance and the platform's admin connection to it, its ownership
-/// registry made: what the database job and schedule act through. The
-/// reason in words when it cannot be had.
-pub async fn admin_connection(
+/// An instance and the platform's admin connection to it.
+pub struct AdminConnection {
+    pub instance: Instance,
+    pub connection: PgConnection,
+}
+
+/// The platform's admin connections to instances during one run of the
+/// database job or schedule: one an instance, made (its ownership registry
+/// with it) for the first record on the instance and kept for the others.
+pub struct AdminConnections<'a> {
+    pool: &'a sqlx::PgPool,
+    key: &'a SecretBox,
+    open: std::collections::HashMap<Uuid, AdminConnection>,
+}
+
+impl<'a> AdminConnections<'a> {
+    pub fn new(pool: &'a sqlx::PgPool, key: &'a SecretBox) -> Self {
+        Self {
+            pool,
+            key,
+            open: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The instance's connection, made on first use; the reason in words
+    /// when it cannot be had.
+    pub async fn get(&mut self, id: Uuid) -> Result<&mut AdminConnection, String> {
+        match self.open.entry(id) {
+            std::collections::hash_map::Entry::Occupied(held) => Ok(held.into_mut()),
+            std::collections::hash_map::Entry::Vacant(free) => {
+                Ok(free.insert(connect_admin(self.pool, self.key, id).await?))
+            }
+        }
+    }
+
+    /// Closes the instance's connection after an error on it: the next
+    /// record on the instance makes another.
+    pub async fn reset(&mut self, id: Uuid) {
+        if let Some(admin) = self.open.remove(&id) {
+            let _ = admin.connection.close().await;
+        }
+    }
+
+    /// Closes every connection, as a client should (the server logs one
+    /// dropped without a goodbye).
+    pub async fn close(self) {
+        for (_, admin) in self.open {
+            let _ = admin.connection.close().await;
+        }
+    }
+}
+
+async fn connect_admin(
     pool: &sqlx::PgPool,
     key: &SecretBox,
     id: Uuid,
-) -> Result<(Instance, PgConnection), String> {
+) -> Result<AdminConnection, String> {
     let gone = || "its instance is gone".to_string();
     let instance = get(pool, id)
         .await
@@ -423,7 +472,10 @@ pub async fn admin_connection(
     super::server::ensure_registry(&mut connection)
         .await
         .map_err(|e| format!("making the ownership registry: {e}"))?;
-    Ok((instance, connection))
+    Ok(AdminConnection {
+        instance,
+        connection,
+    })
 }
 
 #[derive(Debug, thiserror::Error)]

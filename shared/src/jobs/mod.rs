@@ -11,7 +11,8 @@ mod worker;
 
 pub use error::{Failure, JobError, StepError, Unavailable};
 pub use publish::{
-    JobPublisher, PublishError, connect_in_background, enqueue_when_idle, publish_after_commit,
+    JobPublisher, PublishError, connect_in_background, enqueue_when_idle, enqueue_when_idle_with,
+    publish_after_commit,
 };
 pub use retry::retry_delay;
 pub use stage::{STAGES, Stage};

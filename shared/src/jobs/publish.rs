@@ -66,6 +66,22 @@ pub async fn enqueue_when_idle(
     publisher: &dyn JobPublisher,
     new: jobs::NewJob<'_>,
 ) -> Result<bool, sqlx::Error> {
+    Ok(
+        enqueue_when_idle_with(pool, publisher, new, async |_| Ok(()))
+            .await?
+            .is_some(),
+    )
+}
+
+/// [`enqueue_when_idle`], with `also` written in the same transaction once
+/// the job is (what the job is to act on): its answer, or `None` when the
+/// cluster was busy and nothing was written.
+pub async fn enqueue_when_idle_with<T>(
+    pool: &PgPool,
+    publisher: &dyn JobPublisher,
+    new: jobs::NewJob<'_>,
+    also: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, sqlx::Error>,
+) -> Result<Option<T>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let enqueued = match jobs::enqueue_if_idle(&mut tx, new).await {
         Ok(enqueued) => enqueued,
@@ -77,9 +93,10 @@ pub async fn enqueue_when_idle(
         Err(err) => return Err(err),
     };
     let Some(enqueued) = enqueued else {
-        return Ok(false);
+        return Ok(None);
     };
+    let done = also(&mut tx).await?;
     tx.commit().await?;
     publish_after_commit(pool, publisher, enqueued.job).await;
-    Ok(true)
+    Ok(Some(done))
 }
