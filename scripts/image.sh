@@ -3,7 +3,9 @@
 # root file system from scratch holding glibc and libgcc from Debian's
 # packages (as distroless/cc is made), /etc/passwd and /etc/group for the
 # non-root user 65532, and every function binary of functions.toml and
-# route-agent (the edge's DaemonSet) in /usr/local/bin. TLS roots are built into the binaries (webpki), so no CA
+# route-agent (the edge's DaemonSet) and kubebyon (the command line, for
+# `kubectl run`/`podman run` and CI jobs that use the image) in
+# /usr/local/bin. TLS roots are built into the binaries (webpki), so no CA
 # package is needed. The image runs read-only as 65532:65532.
 #
 #   scripts/image.sh            the binaries the tests built (target/debug),
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-binaries="$(python3 -c 'import tomllib; print(" ".join(tomllib.load(open("functions.toml", "rb"))))') route-agent"
+binaries="$(python3 -c 'import tomllib; print(" ".join(tomllib.load(open("functions.toml", "rb"))))') route-agent kubebyon"
 if [ -n "$release" ]; then
     cargo build --release --locked --workspace --bins \
         --exclude tests --exclude bench --exclude kube-sim --no-default-features

@@ -185,19 +185,35 @@ fn document_rejected_input(doc: &mut OpenApi) {
                 .any(|p| p.parameter_in == place)
         };
         let (path, query) = (takes(ParameterIn::Path), takes(ParameterIn::Query));
+        // A form (the device grant's, as RFC 8628 has it) is read by its
+        // handler, which documents its own 400 and 422.
+        let form = operation.request_body.as_ref().is_some_and(|body| {
+            body.content
+                .keys()
+                .all(|kind| kind == "application/x-www-form-urlencoded")
+        });
         if operation.request_body.is_some() {
+            add_answer(
+                operation,
+                "413",
+                "payload_too_large",
+                "The body is larger than the platform reads",
+            );
+        }
+        if form {
+            add_answer(
+                operation,
+                "415",
+                "unsupported_media_type",
+                "The body is not sent as `application/x-www-form-urlencoded`",
+            );
+        } else if operation.request_body.is_some() {
             add_answer(operation, "400", "malformed_json", "The body is not JSON");
             add_answer(
                 operation,
                 "400",
                 "invalid_body",
                 "The body is not of the documented shape",
-            );
-            add_answer(
-                operation,
-                "413",
-                "payload_too_large",
-                "The body is larger than the platform reads",
             );
             add_answer(
                 operation,
@@ -222,7 +238,7 @@ fn document_rejected_input(doc: &mut OpenApi) {
                 "A query parameter does not parse",
             );
         }
-        if query || operation.request_body.is_some() {
+        if query || (operation.request_body.is_some() && !form) {
             add_answer(
                 operation,
                 "422",

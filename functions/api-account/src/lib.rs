@@ -10,6 +10,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use shared::{
     accounts::{self, ApiKey, Login, SessionInfo, auth},
+    app::credentials,
     audit::{self, AuditEvent, AuditRecord},
     billing::{
         self,
@@ -25,6 +26,8 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+mod device;
+
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -37,6 +40,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(notifications, save_notifications))
         .routes(routes!(activity))
         .routes(routes!(entitlements))
+        .routes(routes!(device::inspect))
+        .routes(routes!(device::approve))
+        .routes(routes!(device::deny))
 }
 
 pub fn router() -> Router<AppState> {
@@ -143,21 +149,31 @@ pub async fn list_keys(
 
 /// Revoke an API key
 ///
-/// It stops working at once. Revoking a revoked key changes nothing.
+/// It stops working at once, and so do the kubectl credentials it renewed
+/// (`kubebyon credential`). Revoking a revoked key changes nothing. From a
+/// signed-in session, or with the key itself (`kubebyon logout`).
 #[utoipa::path(delete, path = "/api/console/account/api-keys/{key_id}", tag = "account", params(("key_id" = Uuid, Path)),
-    responses((status = 200, body = ApiKey), (status = 403, description = "Not from a session: an API key cannot manage the account's credentials", body = shared::error::Problem, content_type = "application/problem+json"), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, body = ApiKey), (status = 403, description = "Not from a session, nor the key itself: an API key cannot manage the account's other credentials", body = shared::error::Problem, content_type = "application/problem+json"), (status = 404, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn revoke_key(
     State(state): State<AppState>,
     caller: Caller,
     AppPath(key_id): AppPath<Uuid>,
 ) -> Result<AppJson<ApiKey>, ApiError> {
-    caller.require_session()?;
+    if caller.api_key_id != Some(key_id) {
+        caller.require_session()?;
+    }
     let mut tx = state.pool.begin().await?;
     let key = accounts::revoke_api_key(&mut *tx, caller.user_id, key_id)
         .await?
         .ok_or(ApiError::NotFound { what: "API key" })?;
-    audit::record(&mut *tx, record(caller, "api_key.revoke", &key)).await?;
+    let ended = credentials::key_revoked(&mut tx, caller.user_id, key_id, caller.user_id).await?;
+    let mut event = record(caller, "api_key.revoke", &key);
+    event.metadata["kubeconfigs_revoked"] = ended.kubeconfigs.into();
+    audit::record(&mut *tx, event).await?;
     tx.commit().await?;
+    ended
+        .removed_from_clusters(&state.pool, state.host.as_deref())
+        .await;
     Ok(AppJson(key))
 }
 

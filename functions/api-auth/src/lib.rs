@@ -14,6 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 mod captcha;
 mod codes;
+mod device;
 mod oauth;
 mod password;
 mod provider;
@@ -51,6 +52,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(oauth::options))
         .routes(routes!(oauth::start))
         .routes(routes!(oauth::callback))
+        .routes(routes!(device::code))
+        .routes(routes!(device::token))
 }
 
 pub fn router() -> Router<AppState> {

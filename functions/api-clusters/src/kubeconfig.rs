@@ -10,7 +10,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use base64::Engine;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
     clusters::Cluster,
@@ -94,60 +94,17 @@ pub async fn issue(
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let server = available_endpoint(&cluster)?;
-    let host = state.host.as_ref().ok_or(ApiError::Unavailable)?;
-    let ca = host
-        .certificate_authority(&cluster)
-        .await
-        .map_err(|err| ApiError::Internal(anyhow::anyhow!("reading the cluster's CA: {err}")))?
-        .ok_or_else(|| unavailable(&cluster))?;
-
-    // Recorded first: a failure half way leaves a revoked row whose
-    // ServiceAccount the cluster sync deletes, never an untracked one.
+    let (server, ca) = connection_of(&state, &cluster).await?;
     let id = Uuid::new_v4();
-    let name = credential::service_account_name(id);
-    let mut tx = state.pool.begin().await?;
-    kubeconfigs::insert(
-        &mut *tx,
-        &NewCredential {
-            id,
-            cluster_id,
-            user_id: caller.user_id,
-            service_account_name: &name,
-            description: body.description.as_deref(),
-            expires_at: chrono::Utc::now() + chrono::Duration::seconds(seconds),
-            ip: origin.ip.as_deref(),
-            user_agent: origin.user_agent.as_deref(),
-            api_endpoint: server,
-        },
-    )
-    .await?;
-    audit::record(
-        &mut *tx,
-        event(caller, "kubeconfig.issue", id, cluster_id, seconds),
-    )
-    .await?;
-    tx.commit().await?;
-
-    let issued = async {
-        let client = host
-            .vcluster_client(&cluster, server)
-            .await
-            .map_err(|e| e.to_string())?;
-        credential::issue(client, id, caller.user_id, seconds)
-            .await
-            .map_err(|e| e.to_string())
+    let new = Recorded {
+        id,
+        server,
+        seconds,
+        description: body.description.as_deref(),
+        api_key_id: None,
     };
-    let issued = match issued.await {
-        Ok(issued) => issued,
-        Err(error) => {
-            kubeconfigs::revoke(&state.pool, cluster_id, id, None, "issue_failed").await?;
-            return Err(ApiError::Upstream {
-                code: "cluster_unreachable",
-                detail: format!("the cluster could not issue a token: {error}"),
-            });
-        }
-    };
+    record(&state, caller, &origin, &cluster, new).await?;
+    let issued = issue_token(&state, caller, &cluster, server, id, seconds).await?;
     kubeconfigs::set_expiry(&state.pool, id, issued.expires_at).await?;
     let kubeconfig = render(&cluster, server, &ca, id, &issued.token);
     Ok((
@@ -307,6 +264,259 @@ pub async fn revoke(
         .ok_or(ApiError::NotFound {
             what: "kubeconfig credential",
         })
+}
+
+/// A credential about to be recorded.
+#[derive(Clone, Copy)]
+struct Recorded<'a> {
+    id: Uuid,
+    /// The cluster's API address it is for.
+    server: &'a str,
+    /// Its (first) token's lifetime.
+    seconds: i64,
+    description: Option<&'a str>,
+    /// An `exec` credential's API key.
+    api_key_id: Option<Uuid>,
+}
+
+/// Records a new credential with its audit event before its ServiceAccount
+/// is made: a failure half way leaves a revoked row whose ServiceAccount the
+/// cluster sync deletes, never an untracked one. An `exec` credential
+/// (`api_key_id`) is recorded only while its key is live (401 otherwise).
+async fn record(
+    state: &AppState,
+    caller: Caller,
+    origin: &Origin,
+    cluster: &Cluster,
+    new: Recorded<'_>,
+) -> Result<(), ApiError> {
+    let Recorded {
+        id,
+        server,
+        seconds,
+        description,
+        api_key_id,
+    } = new;
+    let name = credential::service_account_name(id);
+    let mut tx = state.pool.begin().await?;
+    let recorded = kubeconfigs::insert(
+        &mut *tx,
+        &NewCredential {
+            id,
+            cluster_id: cluster.id,
+            user_id: caller.user_id,
+            service_account_name: &name,
+            description,
+            expires_at: chrono::Utc::now() + chrono::Duration::seconds(seconds),
+            ip: origin.ip.as_deref(),
+            user_agent: origin.user_agent.as_deref(),
+            api_endpoint: server,
+            api_key_id,
+        },
+    )
+    .await?;
+    if !recorded {
+        return Err(ApiError::Unauthenticated);
+    }
+    let mut event = event(caller, "kubeconfig.issue", id, cluster.id, seconds);
+    if api_key_id.is_some() {
+        event.metadata["kind"] = "exec".into();
+    }
+    audit::record(&mut *tx, event).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Asks the cluster for a token of the credential `id` valid `seconds`,
+/// making its ServiceAccount and binding when they are not there. A
+/// failure revokes the credential (`issue_failed`) and answers 502.
+async fn issue_token(
+    state: &AppState,
+    caller: Caller,
+    cluster: &Cluster,
+    server: &str,
+    id: Uuid,
+    seconds: i64,
+) -> Result<credential::Issued, ApiError> {
+    let host = state.host.as_ref().ok_or(ApiError::Unavailable)?;
+    let issued = async {
+        let client = host
+            .vcluster_client(cluster, server)
+            .await
+            .map_err(|e| e.to_string())?;
+        credential::issue(client, id, caller.user_id, seconds)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match issued.await {
+        Ok(issued) => Ok(issued),
+        Err(error) => {
+            kubeconfigs::revoke(&state.pool, cluster.id, id, None, "issue_failed").await?;
+            Err(ApiError::Upstream {
+                code: "cluster_unreachable",
+                detail: format!("the cluster could not issue a token: {error}"),
+            })
+        }
+    }
+}
+
+/// The cluster's API address and its CA (PEM), while a kubeconfig is
+/// available (409 `kubeconfig_unavailable` otherwise).
+async fn connection_of<'c>(
+    state: &AppState,
+    cluster: &'c Cluster,
+) -> Result<(&'c str, String), ApiError> {
+    let server = available_endpoint(cluster)?;
+    let host = state.host.as_ref().ok_or(ApiError::Unavailable)?;
+    let ca = host
+        .certificate_authority(cluster)
+        .await
+        .map_err(|err| ApiError::Internal(anyhow::anyhow!("reading the cluster's CA: {err}")))?
+        .ok_or_else(|| unavailable(cluster))?;
+    Ok((server, ca))
+}
+
+/// How to reach a cluster's API: what a kubeconfig names.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Connection {
+    /// The cluster's API address.
+    pub server: String,
+    /// Its certificate authority, PEM in base64, as a kubeconfig's
+    /// `certificate-authority-data` holds it.
+    pub certificate_authority_data: String,
+}
+
+/// How to reach the cluster's API
+///
+/// The address and the CA a kubeconfig names, without any credential: what
+/// `kubebyon kubeconfig` writes a kubeconfig from, whose user is the
+/// `exec` plugin `kubebyon credential`.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/connection",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Connection),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not available yet (`kubeconfig_unavailable`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No host cluster is configured", body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn connection(
+    State(state): State<AppState>,
+    OwnedCluster(cluster): OwnedCluster,
+) -> Result<AppJson<Connection>, ApiError> {
+    let (server, ca) = connection_of(&state, &cluster).await?;
+    Ok(AppJson(Connection {
+        server: server.to_string(),
+        certificate_authority_data: base64::engine::general_purpose::STANDARD.encode(ca),
+    }))
+}
+
+/// A token for kubectl, as an `exec` credential plugin answers it
+/// (`client.authentication.k8s.io/v1`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecCredential {
+    /// `client.authentication.k8s.io/v1`.
+    pub api_version: &'static str,
+    /// `ExecCredential`.
+    pub kind: &'static str,
+    pub status: ExecCredentialStatus,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecCredentialStatus {
+    pub token: String,
+    /// RFC 3339; kubectl asks again after it.
+    pub expiration_timestamp: String,
+}
+
+/// Renew kubectl's token
+///
+/// For the `exec` credential plugin `kubebyon credential`: a token valid
+/// minutes (`KUBEBYON_KUBECONFIG_EXEC_TTL_SECONDS`, 10 by default) for a
+/// ServiceAccount bound to the API key that asks, made on the first call and
+/// renewed after. Only an API key may ask (403 `api_key_required` from a
+/// session);
+/// revoking the key (or its user) revokes the credential, so kubectl stops
+/// at its next renewal, and at once where the cluster answers.
+#[utoipa::path(
+    post,
+    path = "/api/console/clusters/{cluster_id}/exec-credentials",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path)),
+    responses(
+        (status = 201, body = ExecCredential,
+         headers(("Location" = String, description = "The credential: `/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}`"))),
+        (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an API key (`api_key_required`), or the caller's role may not hold a kubeconfig (`forbidden`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not available yet (`kubeconfig_unavailable`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's API could not issue the token (`cluster_unreachable`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No host cluster is configured", body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn exec_credential(
+    State(state): State<AppState>,
+    caller: Caller,
+    origin: Origin,
+    OwnedCluster(cluster): OwnedCluster,
+) -> Result<Response, ApiError> {
+    let api_key_id = caller.api_key_id.ok_or_else(|| {
+        ApiError::Extended(Box::new(shared::error::ExtendedProblem {
+            status: StatusCode::FORBIDDEN,
+            code: "api_key_required",
+            title: "An API key is required",
+            detail:
+                "kubectl's renewed tokens are bound to an API key: sign in with `kubebyon login`"
+                    .into(),
+            extensions: Default::default(),
+        }))
+    })?;
+    let seconds = state
+        .settings
+        .part::<shared::kubeconfigs::config::Config>()?
+        .exec_ttl_seconds;
+    let server = available_endpoint(&cluster)?;
+    let id = match kubeconfigs::live_exec(&state.pool, cluster.id, api_key_id, server).await? {
+        Some(id) => id,
+        None => {
+            let new = Recorded {
+                id: Uuid::new_v4(),
+                server,
+                seconds,
+                description: Some("kubectl, renewed by kubebyon credential"),
+                api_key_id: Some(api_key_id),
+            };
+            record(&state, caller, &origin, &cluster, new).await?;
+            new.id
+        }
+    };
+    let issued = issue_token(&state, caller, &cluster, server, id, seconds).await?;
+    kubeconfigs::renewed(&state.pool, id, issued.expires_at).await?;
+    use secrecy::ExposeSecret;
+    Ok((
+        StatusCode::CREATED,
+        Extension(IssuesSecret),
+        [(
+            header::LOCATION,
+            format!("/api/console/clusters/{}/kubeconfigs/{id}", cluster.id),
+        )],
+        AppJson(ExecCredential {
+            api_version: "client.authentication.k8s.io/v1",
+            kind: "ExecCredential",
+            status: ExecCredentialStatus {
+                token: issued.token.expose_secret().to_string(),
+                expiration_timestamp: issued
+                    .expires_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            },
+        }),
+    )
+        .into_response())
 }
 
 fn available_endpoint(cluster: &Cluster) -> Result<&str, ApiError> {

@@ -29,6 +29,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(history::jobs))
         .routes(routes!(kubeconfig::issue, kubeconfig::list))
         .routes(routes!(kubeconfig::get, kubeconfig::revoke))
+        .routes(routes!(kubeconfig::connection))
+        .routes(routes!(kubeconfig::exec_credential))
         .routes(routes!(metrics::series))
 }
 

@@ -164,16 +164,27 @@ pub async fn revoke(
     let revoked = accounts::revoke_organization_api_key(&mut *tx, organization_id, key_id)
         .await?
         .ok_or(ApiError::NotFound { what: "API key" })?;
+    let ended = shared::app::credentials::key_revoked(
+        &mut tx,
+        revoked.created_by,
+        revoked.id,
+        caller.user_id,
+    )
+    .await?;
     audit::record(
         &mut *tx,
         event(
             caller,
             "organization.api_key_revoked",
             organization_id,
-            serde_json::json!({ "key": revoked.id, "name": revoked.name, "prefix": revoked.prefix }),
+            serde_json::json!({ "key": revoked.id, "name": revoked.name, "prefix": revoked.prefix,
+                                "kubeconfigs_revoked": ended.kubeconfigs }),
         ),
     )
     .await?;
     tx.commit().await?;
+    ended
+        .removed_from_clusters(&state.pool, state.host.as_deref())
+        .await;
     Ok(AppJson(revoked))
 }

@@ -8,6 +8,7 @@ pub const CLIENT_ROUTES: &[&str] = &[
     "/sign-up",
     "/confirm",
     "/reset-password",
+    "/device",
     "/clusters",
     "/clusters/new",
     "/clusters/{id}",

@@ -265,6 +265,32 @@ pub const VERIFY_PER_IP: Limit = Limit {
     max: 30,
     window: Duration::from_secs(900),
 };
+/// Device sign-ins asked for from one source.
+pub const DEVICE_CODES_PER_IP: Limit = Limit {
+    name: "device-codes:ip",
+    max: 20,
+    window: Duration::from_secs(3600),
+};
+/// Device polls from one source: a sign-in polls at most 120 times (every
+/// 5 s for 10 minutes); this lets a few run at once behind one address.
+pub const DEVICE_POLLS_PER_IP: Limit = Limit {
+    name: "device-polls:ip",
+    max: 600,
+    window: Duration::from_secs(3600),
+};
+/// User codes typed that match no pending request, by one account and from
+/// one source: the bound on guessing someone else's code
+/// (docs/security.md).
+pub const DEVICE_CODE_GUESSES_PER_ACCOUNT: Limit = Limit {
+    name: "device-code-guesses:account",
+    max: 10,
+    window: Duration::from_secs(3600),
+};
+pub const DEVICE_CODE_GUESSES_PER_IP: Limit = Limit {
+    name: "device-code-guesses:ip",
+    max: 30,
+    window: Duration::from_secs(3600),
+};
 
 /// The key a client address is limited under: an IPv4 address as it is; an
 /// IPv6 one by its /64, the block one subscriber or host usually holds, so a

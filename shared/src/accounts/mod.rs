@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod device;
 pub mod settings;
 pub mod users;
 

@@ -3,7 +3,9 @@
 //! sessions (all, or all but the caller's own), the API keys and the
 //! kubeconfigs, in the caller's transaction, counted for its audit event;
 //! then, once it commits, the kubeconfigs' ServiceAccounts removed from the
-//! clusters that answer (`sync-clusters` removes the rest).
+//! clusters that answer (`sync-clusters` removes the rest). And ending what
+//! one API key asked for when it is revoked: the `exec` credentials
+//! `kubebyon credential` renews with it.
 
 use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool};
@@ -69,5 +71,23 @@ pub async fn end_all(
         sessions: accounts::delete_sessions(&mut *tx, user_id, keep).await?,
         api_keys: accounts::revoke_all_api_keys(tx, user_id).await?,
         kubeconfigs: kubeconfigs::revoke_all_of_user(tx, user_id, by, reason).await?,
+    })
+}
+
+/// Ends, in the caller's transaction, the kubeconfig credentials the API key
+/// `key_id` (of `user_id`) asked for, once the key is revoked there; `by`
+/// revoked it. The ServiceAccounts go with
+/// [`Ended::removed_from_clusters`] after the commit.
+pub async fn key_revoked(
+    tx: &mut PgConnection,
+    user_id: Uuid,
+    key_id: Uuid,
+    by: Uuid,
+) -> Result<Ended, sqlx::Error> {
+    Ok(Ended {
+        user_id,
+        sessions: 0,
+        api_keys: 1,
+        kubeconfigs: kubeconfigs::revoke_all_of_key(tx, key_id, by).await?,
     })
 }

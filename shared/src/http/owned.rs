@@ -88,6 +88,7 @@ const RULES: &[(&str, &str, Action)] = &[
     ("DELETE", "/hostnames/{binding_id}", Action::Operate),
     ("POST", "/hostnames/{binding_id}/verify", Action::Operate),
     ("POST", "/kubeconfigs", Action::IssueCredential),
+    ("POST", "/exec-credentials", Action::IssueCredential),
     ("DELETE", "/kubeconfigs/{credential_id}", Action::Operate),
     ("PUT", "/labels", Action::Operate),
     ("POST", "/databases", Action::Operate),

@@ -14,14 +14,27 @@ pub struct Config {
     /// `KUBEBYON_KUBECONFIG_MAX_TTL_SECONDS` (default 24 h, at most a year):
     /// the longest lifetime a kubeconfig's token may be given.
     pub max_ttl_seconds: i64,
+    /// `KUBEBYON_KUBECONFIG_EXEC_TTL_SECONDS` (default 10 minutes, 600 to
+    /// 3,600): lifetime of each token `kubebyon credential` renews kubectl's
+    /// access with, so a revoked key or user stops kubectl this soon.
+    pub exec_ttl_seconds: i64,
 }
 
 impl Part for Config {
     fn read(source: &dyn Source) -> Result<Self, ConfigError> {
         let (default_ttl_seconds, max_ttl_seconds) = ttls(source)?;
+        let name = "KUBEBYON_KUBECONFIG_EXEC_TTL_SECONDS";
+        let exec_ttl_seconds: i64 = parse_or(source, name, MIN_SECONDS)?;
+        if !(MIN_SECONDS..=3600).contains(&exec_ttl_seconds) {
+            return Err(ConfigError::Invalid {
+                name,
+                reason: format!("must be between {MIN_SECONDS} and 3600 seconds"),
+            });
+        }
         Ok(Self {
             default_ttl_seconds,
             max_ttl_seconds,
+            exec_ttl_seconds,
         })
     }
 }

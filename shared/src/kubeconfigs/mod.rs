@@ -35,6 +35,11 @@ pub struct Credential {
     /// did): the kubeconfig names one that is no longer the cluster's.
     /// Download a new one.
     pub stale: bool,
+    /// `download` (a kubeconfig holding a token) or `exec` (the
+    /// ServiceAccount `kubebyon credential` renews short-lived tokens for,
+    /// bound to the API key that asked; its `expires_at` is that of the
+    /// latest token).
+    pub kind: String,
 }
 
 macro_rules! select_credential {
@@ -49,7 +54,8 @@ macro_rules! select_credential {
                       service_account_name, description, expires_at, revoked_at, revoke_reason, created_at,
                       api_endpoint,
                       (api_endpoint IS NOT NULL AND api_endpoint IS DISTINCT FROM
-                          (SELECT c.api_endpoint FROM clusters c WHERE c.id = cluster_id)) AS "stale!"
+                          (SELECT c.api_endpoint FROM clusters c WHERE c.id = cluster_id)) AS "stale!",
+                      kind
                FROM kubeconfig_credentials "# + $tail,
             $($arg),*
         )
@@ -67,16 +73,26 @@ pub struct NewCredential<'a> {
     pub user_agent: Option<&'a str>,
     /// The cluster's API address the kubeconfig will name.
     pub api_endpoint: &'a str,
+    /// For an `exec` credential, the API key it is bound to; `None` for a
+    /// downloaded kubeconfig.
+    pub api_key_id: Option<Uuid>,
 }
 
 /// Records a credential before its ServiceAccount is made, so a failure half
-/// way leaves a row the cluster sync cleans up after.
-pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+/// way leaves a row the cluster sync cleans up after. An `exec` credential
+/// is recorded only while its API key is live, its row locked until the
+/// commit, so a revocation of the key either comes first (false: nothing is
+/// recorded) or revokes this credential too.
+pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!(
         "INSERT INTO kubeconfig_credentials
              (id, cluster_id, user_id, service_account_name, description, expires_at, ip, user_agent,
-              api_endpoint)
-         VALUES ($1, $2, $3, $4, $5, $6, $7::text::inet, left($8, 300), $9)",
+              api_endpoint, kind, api_key_id)
+         SELECT $1, $2, $3, $4, $5, $6, $7::text::inet, left($8, 300), $9,
+                CASE WHEN $10::uuid IS NULL THEN 'download' ELSE 'exec' END, $10
+         WHERE $10::uuid IS NULL
+            OR EXISTS (SELECT 1 FROM api_keys
+                       WHERE id = $10 AND revoked_at IS NULL AND expires_at > now() FOR SHARE)",
         new.id,
         new.cluster_id,
         new.user_id,
@@ -86,10 +102,12 @@ pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<
         new.ip,
         new.user_agent,
         new.api_endpoint,
+        new.api_key_id,
     )
     .execute(db)
-    .await?;
-    Ok(())
+    .await?
+    .rows_affected()
+        == 1)
 }
 
 /// Sets the expiry the cluster gave the token (it may shorten the one asked for).
@@ -100,6 +118,46 @@ pub async fn set_expiry(
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE kubeconfig_credentials SET expires_at = $2 WHERE id = $1",
+        id,
+        expires_at
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// The `exec` credential the API key `api_key_id` renews on the cluster: the
+/// newest live one for the cluster's address `server` with more than two
+/// minutes left (so no removal pass, which takes expired ones only, is
+/// deleting its ServiceAccount while a token is issued for it).
+pub async fn live_exec(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    api_key_id: Uuid,
+    server: &str,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT id FROM kubeconfig_credentials
+         WHERE api_key_id = $1 AND cluster_id = $2 AND revoked_at IS NULL AND removed_at IS NULL
+           AND api_endpoint = $3 AND expires_at > now() + interval '2 minutes'
+         ORDER BY created_at DESC LIMIT 1",
+        api_key_id,
+        cluster_id,
+        server
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Records a token issued for an `exec` credential: it is valid as long as
+/// its latest token.
+pub async fn renewed(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    expires_at: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE kubeconfig_credentials SET expires_at = greatest(expires_at, $2) WHERE id = $1",
         id,
         expires_at
     )
@@ -189,6 +247,25 @@ pub async fn revoke_all_of_user(
         user_id,
         by,
         why.reason()
+    )
+    .execute(tx)
+    .await?
+    .rows_affected())
+}
+
+/// Revokes every credential an API key asked for (its `exec`
+/// credentials): the key was revoked. Returns how many.
+pub async fn revoke_all_of_key(
+    tx: &mut PgConnection,
+    api_key_id: Uuid,
+    by: Uuid,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE kubeconfig_credentials
+         SET revoked_at = now(), revoked_by_user_id = $2, revoke_reason = 'api_key_revoked'
+         WHERE api_key_id = $1 AND revoked_at IS NULL",
+        api_key_id,
+        by
     )
     .execute(tx)
     .await?

@@ -21,7 +21,7 @@ fn app_dir() -> PathBuf {
 
 /// Runs one journey (`e2e/<name>.spec.mjs`) in `language` with Playwright's
 /// runner; its output is the test's.
-async fn journey(name: &str, language: &str, env: &[(&str, String)]) {
+pub(crate) async fn journey(name: &str, language: &str, env: &[(&str, String)]) {
     let args = [name, language];
     let status = tokio::time::timeout(
         Duration::from_secs(330),

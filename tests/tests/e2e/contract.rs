@@ -57,9 +57,17 @@ async fn the_api_answers_as_its_document_says_to_an_api_key() {
     // An administrator's key, so the back office's operations are reached too.
     let key = tests::development_api_key(&db.pool, "contract").await;
     let local = Local::start_with(&[], &[("DATABASE_URL", &db.url)]).await;
+    // A key may revoke itself, which would end the run: schemathesis finds
+    // the key's id in the list it reads. The development identity's run
+    // covers the operation (a key that is not its own: 403).
     run_against(
         &local,
-        &["--header", &format!("Authorization: Bearer {key}")],
+        &[
+            "--header",
+            &format!("Authorization: Bearer {key}"),
+            "--exclude-name",
+            "DELETE /api/console/account/api-keys/{key_id}",
+        ],
     )
     .await;
     local.stop().await;

@@ -621,6 +621,9 @@ pub struct Client {
     bearer: Option<String>,
     ip: Option<String>,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// The cookies' names' prefix: `__Host-`, or none on a platform with
+    /// insecure cookies (`KUBEBYON_INSECURE_COOKIES`).
+    cookie_prefix: &'static str,
 }
 
 /// An answer: its status, headers and body (JSON, or the text as a JSON
@@ -671,6 +674,7 @@ impl Client {
             bearer: None,
             ip: None,
             headers: Vec::new(),
+            cookie_prefix: "__Host-",
         }
     }
 
@@ -714,10 +718,16 @@ impl Client {
     /// Signed in by `reply`: the session and CSRF cookies it set, from the
     /// same address; no API key.
     pub fn signed_in(&self, reply: &Reply) -> Self {
+        let cookie_prefix = if reply.cookie("kb_session").is_some() {
+            ""
+        } else {
+            "__Host-"
+        };
         Self {
-            session: reply.cookie("__Host-kb_session"),
-            csrf: reply.cookie("__Host-kb_csrf"),
+            session: reply.cookie(&format!("{cookie_prefix}kb_session")),
+            csrf: reply.cookie(&format!("{cookie_prefix}kb_csrf")),
             bearer: None,
+            cookie_prefix,
             ..self.clone()
         }
     }
@@ -806,11 +816,12 @@ impl Client {
             headers.push((header::USER_AGENT, value("kubebyon-tests/1.0")));
         }
         let mut cookies = Vec::new();
+        let prefix = self.cookie_prefix;
         if let Some(session) = &self.session {
-            cookies.push(format!("__Host-kb_session={session}"));
+            cookies.push(format!("{prefix}kb_session={session}"));
         }
         if let Some(csrf) = &self.csrf {
-            cookies.push(format!("__Host-kb_csrf={csrf}"));
+            cookies.push(format!("{prefix}kb_csrf={csrf}"));
             headers.push((HeaderName::from_static("x-csrf-token"), value(csrf)));
         }
         if !cookies.is_empty() {

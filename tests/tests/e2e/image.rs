@@ -95,6 +95,20 @@ async fn a_function_runs_from_the_image_read_only_as_its_non_root_user() {
     ]));
     assert!(check.status.success(), "{}", text(&check));
     assert!(text(&check).contains(&format!("{openapi}: 200")));
+    // The command line ships in the image: it reaches the function, which
+    // refuses a key that is none (exit 3, one line).
+    let platform = format!("http://127.0.0.1:{port}");
+    let cli = podman(&run_args(&[
+        IMAGE,
+        "/usr/local/bin/kubebyon",
+        "--url",
+        &platform,
+        "--api-key",
+        "kb_00000000_not-a-key",
+        "whoami",
+    ]));
+    assert_eq!(cli.status.code(), Some(3), "{}", text(&cli));
+    assert!(text(&cli).contains("error: "), "{}", text(&cli));
 
     // As 65532, with nothing writable but what is mounted.
     let container = podman(&[

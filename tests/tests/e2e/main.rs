@@ -8,6 +8,7 @@ mod api;
 mod backbone;
 mod billing;
 mod broker;
+mod cli;
 mod clusters;
 mod console;
 mod contract;

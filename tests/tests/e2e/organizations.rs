@@ -74,6 +74,7 @@ fn lowest_role(method: &str, route: &str) -> Option<Role> {
         | ("DELETE", "/hostnames/{binding_id}")
         | ("POST", "/hostnames/{binding_id}/verify")
         | ("POST", "/kubeconfigs")
+        | ("POST", "/exec-credentials")
         | ("DELETE", "/kubeconfigs/{credential_id}")
         | ("PUT", "/labels")
         | ("POST", "/databases")

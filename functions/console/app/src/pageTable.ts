@@ -7,6 +7,7 @@ import { ConfirmEmail, ResetPassword, SignIn, SignUp } from "./pages/auth";
 import { Billing } from "./pages/billing";
 import { ClusterDetail } from "./pages/cluster";
 import { ClusterList, CreateCluster } from "./pages/clusters";
+import { Device } from "./pages/device";
 import { Invitations } from "./pages/invitations";
 import { Labels } from "./pages/labels";
 import { NodeDetail } from "./pages/nodes";
@@ -23,6 +24,7 @@ export const PUBLIC_PAGES: readonly PublicPageRoute[] = [
 /// The pages of a signed-in reader: the first whose path matches is shown;
 /// `nav` is its link's label in the header.
 export const PAGES: readonly PageRoute[] = [
+  { path: "/device", component: Device },
   { path: "/clusters", component: ClusterList, nav: "nav.clusters" },
   { path: "/clusters/new", component: CreateCluster },
   { path: "/clusters/:id", component: ClusterDetail },

@@ -104,6 +104,53 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/device/code": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask for a device sign-in
+         * @description RFC 8628 section 3.1: answers a device code for the device and a user
+         *     code for its user to approve at `verification_uri`, signed in to the
+         *     console. At most 20 an hour from one address (429 `too_many_requests`).
+         */
+        post: operations["code"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/device/token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Exchange a device code
+         * @description RFC 8628 section 3.4: while the user has not decided, 400
+         *     `authorization_pending` (`slow_down` to a device that polls sooner than
+         *     its interval, which grows by 5 s); once they approved, the API key, made
+         *     now and answered this once; then `invalid_grant`. A denied request
+         *     answers `access_denied`, an expired one `expired_token`. At most 600 polls
+         *     an hour from one address (429).
+         */
+        post: operations["token"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/login": {
         parameters: {
             query?: never;
@@ -412,9 +459,78 @@ export interface paths {
         post?: never;
         /**
          * Revoke an API key
-         * @description It stops working at once. Revoking a revoked key changes nothing.
+         * @description It stops working at once, and so do the kubectl credentials it renewed
+         *     (`kubebyon credential`). Revoking a revoked key changes nothing. From a
+         *     signed-in session, or with the key itself (`kubebyon logout`).
          */
         delete: operations["revoke_key"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/account/device/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve a device sign-in
+         * @description The device receives, at its next poll and only then, a personal API key
+         *     of the chosen scope and lifetime, named after it and listed with the
+         *     account's keys, where it is revoked. The password is asked again, as
+         *     for any new key.
+         */
+        post: operations["approve"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/account/device/deny": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deny a device sign-in
+         * @description The device's next poll answers `access_denied`.
+         */
+        post: operations["deny"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/account/device/inspect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read a device sign-in
+         * @description The pending request a user code names: the device's name, the address
+         *     and program it asked from, and when it expires, for the user to
+         *     recognise before approving. 404 when the code names none (unknown,
+         *     expired or decided); such misses are limited to 10 an hour per account
+         *     and 30 per address (429).
+         */
+        post: operations["inspect"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1037,6 +1153,28 @@ export interface paths {
         patch: operations["patch_clusters_by_cluster_id"];
         trace?: never;
     };
+    "/api/console/clusters/{cluster_id}/connection": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * How to reach the cluster's API
+         * @description The address and the CA a kubeconfig names, without any credential: what
+         *     `kubebyon kubeconfig` writes a kubeconfig from, whose user is the
+         *     `exec` plugin `kubebyon credential`.
+         */
+        get: operations["connection"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/clusters/{cluster_id}/databases": {
         parameters: {
             query?: never;
@@ -1156,6 +1294,32 @@ export interface paths {
         get: operations["edge"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/clusters/{cluster_id}/exec-credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Renew kubectl's token
+         * @description For the `exec` credential plugin `kubebyon credential`: a token valid
+         *     minutes (`KUBEBYON_KUBECONFIG_EXEC_TTL_SECONDS`, 10 by default) for a
+         *     ServiceAccount bound to the API key that asks, made on the first call and
+         *     renewed after. Only an API key may ask (403 `api_key_required` from a
+         *     session);
+         *     revoking the key (or its user) revokes the credential, so kubectl stops
+         *     at its next renewal, and at once where the cluster answers.
+         */
+        post: operations["exec_credential"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1965,6 +2129,20 @@ export interface components {
             /** @description `read` or `write`. */
             scope: string;
         };
+        ApproveDevice: {
+            /**
+             * Format: int64
+             * @description The key's lifetime: 1–365 days, default 90.
+             */
+            expires_in_days?: number | null;
+            /**
+             * @description The account's password, asked again before a key is made (an account
+             *     without one approves within 10 minutes of signing in).
+             */
+            password?: string | null;
+            scope?: null | components["schemas"]["KeyScope"];
+            user_code: string;
+        };
         /** @description One join attempt with the steps its script reported. */
         Attempt: {
             /** Format: date-time */
@@ -2273,6 +2451,16 @@ export interface components {
             /** @description 10–200 characters, hard to guess. */
             new_password: string;
         };
+        /** @description How to reach a cluster's API: what a kubeconfig names. */
+        Connection: {
+            /**
+             * @description Its certificate authority, PEM in base64, as a kubeconfig's
+             *     `certificate-authority-data` holds it.
+             */
+            certificate_authority_data: string;
+            /** @description The cluster's API address. */
+            server: string;
+        };
         /**
          * @description Whether the control plane answered its last observation.
          * @enum {string}
@@ -2418,6 +2606,13 @@ export interface components {
             expires_at: string;
             /** Format: uuid */
             id: string;
+            /**
+             * @description `download` (a kubeconfig holding a token) or `exec` (the
+             *     ServiceAccount `kubebyon credential` renews short-lived tokens for,
+             *     bound to the API key that asked; its `expires_at` is that of the
+             *     latest token).
+             */
+            kind: string;
             /** @description `user`, `user_disabled`, `password_changed` or `issue_failed`. */
             revoke_reason?: string | null;
             /** Format: date-time */
@@ -2452,6 +2647,86 @@ export interface components {
          * @enum {string}
          */
         DeletionPolicy: "retain" | "delete";
+        /**
+         * @description The request for a pair of codes (RFC 8628 section 3.1). Parameters not
+         *     named here (`scope`) are ignored: the key's scope is the approver's
+         *     choice.
+         */
+        DeviceCodeRequest: {
+            /**
+             * @description `kubebyon-cli`, the platform's one client (400 `invalid_client`
+             *     otherwise).
+             */
+            client_id: string;
+            /**
+             * @description What the device calls itself (its host name): 1–64 ASCII letters,
+             *     digits, `.`, `-`, `_` or spaces. Shown to the approver and put in the
+             *     key's name. `device` when absent.
+             */
+            device_name?: string | null;
+        };
+        /** @description The codes (RFC 8628 section 3.2). */
+        DeviceCodeResponse: {
+            /** @description The device's secret, to poll the token endpoint with. */
+            device_code: string;
+            /**
+             * Format: int64
+             * @description Seconds until both codes expire.
+             */
+            expires_in: number;
+            /**
+             * Format: int32
+             * @description Seconds to wait between polls.
+             */
+            interval: number;
+            /** @description What the user types in the console: 8 letters, as `BCDF-GHJK`. */
+            user_code: string;
+            /** @description The console's page that asks for the user code. */
+            verification_uri: string;
+            /** @description The same page with the user code filled in. */
+            verification_uri_complete: string;
+        };
+        /** @description A pending request as the console shows it to the one deciding. */
+        DeviceRequest: {
+            /** @description `kubebyon-cli`. */
+            client_id: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description What the device calls itself. */
+            device_name: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** @description The address it asked from. */
+            ip?: string | null;
+            /** @description `pending`, `approved` or `denied`. */
+            status: string;
+            user_agent?: string | null;
+        };
+        /** @description A device's poll (RFC 8628 section 3.4). */
+        DeviceTokenRequest: {
+            /** @description `kubebyon-cli`. */
+            client_id: string;
+            device_code: string;
+            /** @description `urn:ietf:params:oauth:grant-type:device_code`. */
+            grant_type: string;
+        };
+        /**
+         * @description The key (RFC 6749 section 5.1): an API key, listed and revocable with the
+         *     account's others.
+         */
+        DeviceTokenResponse: {
+            /** @description The API key: send it as `Authorization: Bearer <key>`. Given once. */
+            access_token: string;
+            /**
+             * Format: int64
+             * @description Seconds until the key expires.
+             */
+            expires_in: number;
+            /** @description `read` or `write`, as approved. */
+            scope: string;
+            /** @description `Bearer`. */
+            token_type: string;
+        };
         /**
          * @description Who keeps a hostname's DNS record.
          * @enum {string}
@@ -2491,6 +2766,22 @@ export interface components {
             remaining?: null | components["schemas"]["Amounts"];
             /** @description Where to choose a bigger plan. */
             upgrade_url: string;
+        };
+        /**
+         * @description A token for kubectl, as an `exec` credential plugin answers it
+         *     (`client.authentication.k8s.io/v1`).
+         */
+        ExecCredential: {
+            /** @description `client.authentication.k8s.io/v1`. */
+            apiVersion: string;
+            /** @description `ExecCredential`. */
+            kind: string;
+            status: components["schemas"]["ExecCredentialStatus"];
+        };
+        ExecCredentialStatus: {
+            /** @description RFC 3339; kubectl asks again after it. */
+            expirationTimestamp: string;
+            token: string;
         };
         /**
          * @description A PostgreSQL extension's name: a lower-case letter, then up to 62
@@ -2999,6 +3290,16 @@ export interface components {
         /** @description Whether the webhook's secret is set; its value is never returned. */
         NotificationsSecretsSet: {
             outbound_webhook_secret: boolean;
+        };
+        /** @description An OAuth error (RFC 6749 section 5.2, RFC 8628 section 3.5). */
+        OAuthError: {
+            /**
+             * @description `authorization_pending`, `slow_down`, `access_denied`,
+             *     `expired_token`, `invalid_grant` (unknown, or exchanged already),
+             *     `invalid_request`, `invalid_client` or `unsupported_grant_type`.
+             */
+            error: string;
+            error_description: string;
         };
         /** @description `request.kind`: the object's group, version and kind. */
         ObjectKind: {
@@ -3704,6 +4005,13 @@ export interface components {
             role?: null | components["schemas"]["UserRole"];
             status?: null | components["schemas"]["UserStatus"];
         };
+        UserCode: {
+            /**
+             * @description The code the terminal shows (`BCDF-GHJK`; case, hyphens and spaces
+             *     do not matter).
+             */
+            user_code: string;
+        };
         /**
          * @description What a user may do: `admin` also runs the back office.
          * @enum {string}
@@ -4066,6 +4374,151 @@ export interface operations {
             };
             /** @description ; A field breaks a rule; `errors` names each (`validation_failed`) */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    code: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": components["schemas"]["DeviceCodeRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceCodeResponse"];
+                };
+            };
+            /** @description Not a form of these parameters, or one given twice or holding NUL (`invalid_request`); `client_id` is not `kubebyon-cli` (`invalid_client`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/x-www-form-urlencoded` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `device_name` breaks its rule (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description 20 sign-ins asked for from this address this hour (`rate_limited`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    token: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": components["schemas"]["DeviceTokenRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceTokenResponse"];
+                };
+            };
+            /** @description An OAuth error (RFC 6749 section 5.2): `authorization_pending`, `slow_down`, `access_denied`, `expired_token`, `invalid_grant`, `invalid_request`, `invalid_client`, `unsupported_grant_type` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/x-www-form-urlencoded` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description 600 polls from this address this hour (`rate_limited`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5040,7 +5493,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not from a session: an API key cannot manage the account's credentials */
+            /** @description Not from a session, nor the key itself: an API key cannot manage the account's other credentials */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5050,6 +5503,321 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    approve: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApproveDevice"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceRequest"];
+                };
+            };
+            /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not from a session, or a passwordless account's sign-in is older than 10 minutes */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description ; This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deny: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserCode"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceRequest"];
+                };
+            };
+            /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not from a session */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    inspect: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserCode"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceRequest"];
+                };
+            };
+            /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not from a session */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the platform reads (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This Idempotency-Key was sent with another request (`idempotency_key_reused`); A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7848,6 +8616,62 @@ export interface operations {
             };
         };
     };
+    connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Connection"];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not available yet (`kubeconfig_unavailable`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No host cluster is configured; The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     get_clusters_by_cluster_id_databases: {
         parameters: {
             query?: never;
@@ -8398,6 +9222,102 @@ export interface operations {
                 };
             };
             /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    exec_credential: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first answer to this key is replayed for 24 hours to the same request (method, path, body), with the key echoed. Kept answers are sealed at rest; without a sealing key, an answer that issued a secret is not kept (a retry gets 409 `idempotency_answer_not_kept`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            201: {
+                headers: {
+                    /** @description The credential: `/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}` */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecCredential"];
+                };
+            };
+            /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); A path parameter does not parse (`invalid_path`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an API key (`api_key_required`), or the caller's role may not hold a kubeconfig (`forbidden`); or: The caller's role in the cluster's organization does not allow this (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not available yet (`kubeconfig_unavailable`); A request with this Idempotency-Key is still being processed (`idempotency_request_in_flight`); The first answer to this Idempotency-Key issued a secret that was not kept (no `KUBEBYON_SETTINGS_KEY` to seal it); the request is not run again (`idempotency_answer_not_kept`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This Idempotency-Key was sent with another request (`idempotency_key_reused`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The cluster's API could not issue the token (`cluster_unreachable`) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No host cluster is configured; The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
             503: {
                 headers: {
                     [name: string]: unknown;

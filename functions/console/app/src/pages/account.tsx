@@ -7,8 +7,9 @@ import { api, ok, type Schemas } from "../api/client";
 import type { PageProps } from "../page";
 import type { User } from "../session";
 import { AuditTable } from "../components/records";
+import { KeyTerms, keyTermsOf } from "../components/keyTerms";
 import { useLocation } from "../router";
-import { Copy, Empty, ErrorNote, Field, Loading, Page, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
+import { Copy, Empty, ErrorNote, Field, Loading, Page, Status, Table, Tabs, Time, formValue } from "../ui";
 import { keys } from "../queryKeys";
 
 export function Account({ user }: PageProps) {
@@ -107,12 +108,7 @@ function ApiKeys({ user }: { user: User }) {
     e.preventDefault();
     const form = e.currentTarget;
     create.mutate(
-      {
-        name: formValue(form, "name"),
-        scope: formValue(form, "scope") as Schemas["KeyScope"],
-        expires_in_days: formNumber(form, "days"),
-        password: user.has_password ? formValue(form, "password") : null,
-      },
+      { name: formValue(form, "name"), ...keyTermsOf(form, user) },
       { onSuccess: () => form.reset() },
     );
   };
@@ -120,25 +116,11 @@ function ApiKeys({ user }: { user: User }) {
     <>
       <form className="card" onSubmit={submit}>
         <h2>{t("keys.create")}</h2>
-        <div className="row">
+        <KeyTerms user={user} scope="read">
           <Field label={t("keys.name")}>
             <input name="name" required />
           </Field>
-          <Field label={t("keys.scope")}>
-            <select name="scope" defaultValue="read">
-              <option value="read">{t("keys.read")}</option>
-              <option value="write">{t("keys.write")}</option>
-            </select>
-          </Field>
-          <Field label={t("keys.days")}>
-            <input name="days" type="number" min={1} max={365} defaultValue={90} />
-          </Field>
-        </div>
-        {user.has_password && (
-          <Field label={t("account.current_password")} hint={t("keys.password_hint")}>
-            <input name="password" type="password" autoComplete="current-password" required />
-          </Field>
-        )}
+        </KeyTerms>
         <ErrorNote error={create.error} />
         <button type="submit" className="primary" disabled={create.isPending}>
           {t("keys.create")}

@@ -1,0 +1,915 @@
+//! The `kubebyon` command line, run as a process the way a user runs it:
+//! signed in through the device grant (approved in Chromium by the
+//! console), a cluster created with `--wait`, kubectl reaching it through
+//! the `exec` credential plugin and renewing its token, a machine joined
+//! with the join command `tokens create` prints, and everything refused
+//! once the key is revoked. Then what goes wrong, each one line and its
+//! exit code; and the device grant's rules on the server (single use,
+//! expiry, polling speed, the limits on asking and guessing).
+
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use tests::{database::TestDb, machine::Machine, smtp::SmtpSink, workspace_binary};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::{
+    harness::{Client, TestApp},
+    local_process::Local,
+};
+
+const PASSWORD: &str = "correct horse battery staple 42";
+const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:device_code";
+
+/// The command line with a configuration directory and a home of its own.
+struct Cli {
+    dir: PathBuf,
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Cli {
+    fn new() -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("kubebyon-cli-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir }
+    }
+
+    fn config_dir(&self) -> PathBuf {
+        self.dir.join("config")
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(workspace_binary("kubebyon"));
+        command
+            .args(args)
+            .current_dir(&self.dir)
+            .env("HOME", &self.dir)
+            .env("KUBEBYON_CONFIG_DIR", self.config_dir())
+            .env_remove("KUBEBYON_URL")
+            .env_remove("KUBEBYON_API_KEY")
+            .env_remove("KUBEBYON_CONTEXT")
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        let output = tokio::time::timeout(Duration::from_secs(120), self.command(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("kubebyon {args:?} finished within two minutes"))
+            .unwrap();
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// `kubebyon login` started: the process, and the user code it shows.
+    async fn start_login(
+        &self,
+        url: &str,
+        device: &str,
+    ) -> (tokio::process::Child, String, Vec<String>) {
+        let mut child = self
+            .command(&["login", "--url", url, "--device-name", device])
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let code = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let line = lines
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("login prints its code");
+                seen.push(line.clone());
+                if let Some(rest) = line.split("enter the code ").nth(1) {
+                    return rest.split_whitespace().next().unwrap().to_string();
+                }
+            }
+        })
+        .await
+        .expect("the code is shown within 30 s");
+        // The rest of standard error is read, so the process never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        (child, code, seen)
+    }
+
+    /// Kubectl with `kubeconfig`, from this command line's home.
+    async fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> Run {
+        let output = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .current_dir(&self.dir)
+            .env("HOME", &self.dir)
+            .env("KUBEBYON_CONFIG_DIR", self.config_dir())
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .expect("kubectl runs (scripts/test.sh installs it into target/tools/bin)");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// The only cached kubectl credential: its path and its token.
+fn cached_credential(cli: &Cli) -> (PathBuf, Value) {
+    let dir = cli.config_dir().join("credentials");
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let entry: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    (files[0].clone(), entry)
+}
+
+// Multi-threaded: the command line, Chromium, kubectl and the join script
+// run as child processes while `local` serves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_signs_in_by_the_console_and_renews_kubectl_until_its_key_is_revoked() {
+    let db = TestDb::new().await;
+    let smtp = SmtpSink::start().await;
+    let local = Local::start_with(
+        &[],
+        &[
+            ("DATABASE_URL", &db.url),
+            ("SMTP_URL", &smtp.url()),
+            ("KUBEBYON_INSECURE_COOKIES", "true"),
+            ("SYNC_NODES_INTERVAL_MS", "500"),
+        ],
+    )
+    .await;
+    let email = "terminal@example.test";
+    let browser = local.client.sign_up(&smtp, email, PASSWORD).await;
+    let cli = Cli::new();
+
+    // Sign in: the code the terminal shows, approved in Chromium.
+    let (mut login, code, _) = cli.start_login(&local.base, "build-box").await;
+    assert!(
+        code.len() == 9 && code.chars().nth(4) == Some('-'),
+        "a code like BCDF-GHJK: {code}"
+    );
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-shots");
+    crate::console::journey(
+        "device",
+        "en",
+        &[
+            ("BASE_URL", local.base.clone()),
+            ("MAILDIR", smtp.dir().display().to_string()),
+            ("SHOTS", shots.display().to_string()),
+            ("USER_EMAIL", email.to_string()),
+            ("USER_CODE", code.clone()),
+            ("DEVICE_NAME", "build-box".to_string()),
+        ],
+    )
+    .await;
+    let status = tokio::time::timeout(Duration::from_secs(30), login.wait())
+        .await
+        .expect("login ends once the code is approved")
+        .unwrap();
+    assert!(status.success(), "login exits 0 once approved: {status}");
+    let config_path = cli.config_dir().join("config.json");
+    assert_eq!(mode(&config_path), 0o600, "the key is the user's alone");
+    assert_eq!(mode(&cli.config_dir()), 0o700);
+    let config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    let context = config["current_context"].as_str().unwrap().to_string();
+    let key = config["contexts"][&context]["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(key.starts_with("kb_"), "{config}");
+    // The key is the account's, named for the device, revocable from the console.
+    let (status, keys) = browser
+        .call("GET", "/api/console/account/api-keys", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let device_key = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| key.starts_with(&format!("{}_", k["prefix"].as_str().unwrap())))
+        .unwrap_or_else(|| panic!("the device's key is listed: {keys}"))
+        .clone();
+    assert_eq!(device_key["name"], "build-box (signed in from a terminal)");
+    assert_eq!(device_key["scope"], "write");
+    let whoami = cli.run(&["whoami", "-o", "json"]).await;
+    assert_eq!(whoami.code, 0, "{}", whoami.stderr);
+    assert_eq!(
+        serde_json::from_str::<Value>(&whoami.stdout).unwrap()["email"],
+        email
+    );
+
+    // A cluster, followed stage by stage until it is ready.
+    let created = cli
+        .run(&[
+            "clusters", "create", "demo", "--cpu", "1000", "--memory", "2048", "--wait",
+        ])
+        .await;
+    assert_eq!(created.code, 0, "{}\n{}", created.stdout, created.stderr);
+    let stages: Vec<&str> = created
+        .stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with('['))
+        .collect();
+    assert!(
+        stages.len() >= 3,
+        "each stage on a line of its own:\n{}",
+        created.stderr
+    );
+    assert!(stages[0].trim_start().starts_with("[ 1] "), "{stages:?}");
+    assert!(
+        created.stderr.contains("demo create succeeded"),
+        "{}",
+        created.stderr
+    );
+    let listed = cli.run(&["clusters", "list", "-o", "json"]).await;
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let clusters: Value = serde_json::from_str(&listed.stdout).expect("--output json is JSON");
+    let demo = clusters
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "demo")
+        .expect("demo is listed")
+        .clone();
+    assert_eq!(demo["status"], "ready");
+    let cluster_id = demo["id"].as_str().unwrap().to_string();
+    let yaml = cli.run(&["clusters", "get", "demo", "-o", "yaml"]).await;
+    assert_eq!(yaml.code, 0, "{}", yaml.stderr);
+    assert!(
+        yaml.stdout.contains(&format!("id: {cluster_id}")),
+        "{}",
+        yaml.stdout
+    );
+    let table = cli.run(&["clusters", "list"]).await;
+    assert!(table.stdout.starts_with("NAME "), "{}", table.stdout);
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("demo ") && l.contains("ready")),
+        "{}",
+        table.stdout
+    );
+
+    // kubectl through the exec plugin: no token in the kubeconfig.
+    let kubeconfig = cli.dir.join("demo.yaml");
+    let written = cli
+        .run(&["kubeconfig", "demo", "--file", kubeconfig.to_str().unwrap()])
+        .await;
+    assert_eq!(written.code, 0, "{}", written.stderr);
+    assert_eq!(mode(&kubeconfig), 0o600);
+    let text = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(
+        text.contains("client.authentication.k8s.io/v1") && text.contains("credential"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("token"),
+        "no credential in the kubeconfig:\n{text}"
+    );
+    let namespaces = cli.kubectl(&kubeconfig, &["get", "namespaces"]).await;
+    assert_eq!(namespaces.code, 0, "{}", namespaces.stderr);
+    assert!(
+        namespaces.stdout.contains("kube-system"),
+        "{}",
+        namespaces.stdout
+    );
+    let (cache, first) = cached_credential(&cli);
+    assert_eq!(mode(&cache), 0o600);
+    let first_token = first["credential"]["status"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let expires = chrono::DateTime::parse_from_rfc3339(
+        first["credential"]["status"]["expirationTimestamp"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let minutes = (expires.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_minutes();
+    assert!((8..=10).contains(&minutes), "a token of minutes: {minutes}");
+    // A second kubectl uses the cached token: no new one is asked for.
+    assert_eq!(
+        cli.kubectl(&kubeconfig, &["get", "namespaces"]).await.code,
+        0
+    );
+    assert_eq!(cached_credential(&cli).1, first, "the cached token is used");
+
+    // Past its expiry (the cache says so), the plugin renews it: a new token
+    // for the same ServiceAccount.
+    let mut expired = first.clone();
+    expired["credential"]["status"]["expirationTimestamp"] = "2020-01-01T00:00:00Z".into();
+    std::fs::write(&cache, expired.to_string()).unwrap();
+    let renewed = cli.kubectl(&kubeconfig, &["get", "namespaces"]).await;
+    assert_eq!(renewed.code, 0, "{}", renewed.stderr);
+    let second = cached_credential(&cli).1;
+    assert_ne!(
+        second["credential"]["status"]["token"].as_str().unwrap(),
+        first_token
+    );
+    let (status, credentials) = browser
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/kubeconfigs"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let exec: Vec<&Value> = credentials
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "exec")
+        .collect();
+    assert_eq!(
+        exec.len(),
+        1,
+        "renewals reuse the key's credential: {credentials}"
+    );
+    assert_eq!(exec[0]["status"], "active");
+
+    // A join token: the command it prints joins a machine.
+    let token = cli
+        .run(&[
+            "tokens",
+            "create",
+            "demo",
+            "--uses",
+            "2",
+            "--label",
+            "tier=build",
+        ])
+        .await;
+    assert_eq!(token.code, 0, "{}", token.stderr);
+    let join_command = token.stdout.trim();
+    assert!(
+        join_command.starts_with("curl -sS -H 'Authorization: Bearer "),
+        "{join_command}"
+    );
+    let machine = Machine::healthy("cli-worker");
+    let joined = machine.run(join_command).await;
+    assert!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    tests::eventually(30, "the joined node is listed", || async {
+        let nodes = cli.run(&["nodes", "list", "demo", "-o", "json"]).await;
+        let listed: Value = serde_json::from_str(&nodes.stdout).ok()?;
+        listed
+            .as_array()?
+            .iter()
+            .any(|n| n["name"] == "cli-worker")
+            .then_some(())
+    })
+    .await;
+    let tokens = cli.run(&["tokens", "list", "demo"]).await;
+    assert!(
+        tokens.stdout.lines().any(|l| l.contains("1/2")),
+        "{}",
+        tokens.stdout
+    );
+
+    // --verbose names requests, never the key or a token.
+    let verbose = cli.run(&["--verbose", "credential", &cluster_id]).await;
+    assert_eq!(verbose.code, 0, "{}", verbose.stderr);
+    let verbose_list = cli.run(&["-v", "clusters", "list"]).await;
+    for run in [&verbose, &verbose_list] {
+        assert!(run.stderr.contains("> GET ") || run.stderr.contains("> POST ") || run.code == 0);
+        assert!(
+            !run.stderr.contains(&key),
+            "the key stays out of --verbose:\n{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains(&first_token[..40]), "{}", run.stderr);
+    }
+    assert!(
+        verbose_list.stderr.contains("> GET ") && verbose_list.stderr.contains("< 200"),
+        "{}",
+        verbose_list.stderr
+    );
+
+    // The key revoked in the console: kubectl is refused at once (its
+    // ServiceAccount is gone), and so is the command line.
+    let revoked = browser
+        .send(
+            "DELETE",
+            &format!(
+                "/api/console/account/api-keys/{}",
+                device_key["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status, StatusCode::OK, "{}", revoked.body);
+    let refused = cli.kubectl(&kubeconfig, &["get", "namespaces"]).await;
+    assert_ne!(
+        refused.code, 0,
+        "kubectl is refused once the key is revoked:\n{}",
+        refused.stdout
+    );
+    let _ = std::fs::remove_file(&cache);
+    let renewal = cli.run(&["credential", &cluster_id]).await;
+    assert_eq!(renewal.code, 3, "{}", renewal.stderr);
+    assert_eq!(
+        renewal.stderr.lines().count(),
+        1,
+        "one line: {}",
+        renewal.stderr
+    );
+    let (_, credentials) = browser
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/kubeconfigs"),
+            None,
+        )
+        .await;
+    let exec = credentials
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "exec")
+        .unwrap();
+    assert_eq!(exec["status"], "revoked", "{exec}");
+    assert_eq!(exec["revoke_reason"], "api_key_revoked");
+
+    local.stop().await;
+}
+
+/// A device sign-in asked for on `app`: its device and user codes.
+async fn ask(client: &Client) -> (String, String) {
+    let reply = client
+        .send_bytes(
+            "POST",
+            "/api/auth/device/code",
+            "application/x-www-form-urlencoded",
+            "client_id=kubebyon-cli&device_name=ci-runner",
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    (
+        reply.body["device_code"].as_str().unwrap().to_string(),
+        reply.body["user_code"].as_str().unwrap().to_string(),
+    )
+}
+
+async fn poll(client: &Client, device_code: &str) -> (StatusCode, Value) {
+    let reply = client
+        .send_bytes(
+            "POST",
+            "/api/auth/device/token",
+            "application/x-www-form-urlencoded",
+            format!(
+                "grant_type={}&client_id=kubebyon-cli&device_code={device_code}",
+                GRANT_TYPE.replace(':', "%3A")
+            ),
+        )
+        .await;
+    (reply.status, reply.body)
+}
+
+/// The grant's rules on the server, RFC 8628's and ours.
+#[tokio::test]
+async fn device_codes_are_single_use_expire_slow_pollers_down_and_are_limited() {
+    let app = TestApp::builder("worker-a").accounts().smtp().build().await;
+    let user = app
+        .client()
+        .ip("198.51.100.7")
+        .sign_up(app.mail(), "grant@example.test", PASSWORD)
+        .await;
+    let device = app.client().ip("203.0.113.9");
+
+    let (device_code, user_code) = ask(&device).await;
+    let (status, body) = poll(&device, &device_code).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("authorization_pending"))
+    );
+    // Sooner than the interval: slow down.
+    let (_, body) = poll(&device, &device_code).await;
+    assert_eq!(body["error"], "slow_down", "{body}");
+
+    // The console reads it: which device, from where.
+    let (status, request) = user
+        .call(
+            "POST",
+            "/api/console/account/device/inspect",
+            Some(json!({ "user_code": user_code.to_lowercase().replace('-', " ") })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{request}");
+    assert_eq!(
+        (request["device_name"].as_str(), request["ip"].as_str()),
+        (Some("ci-runner"), Some("203.0.113.9"))
+    );
+    // Approving asks the password again.
+    let (status, _) = user
+        .call(
+            "POST",
+            "/api/console/account/device/approve",
+            Some(json!({ "user_code": user_code, "password": "wrong" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = user
+        .call(
+            "POST",
+            "/api/console/account/device/approve",
+            Some(json!({ "user_code": user_code, "password": PASSWORD, "scope": "read" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // Approved once: a second approval finds nothing pending.
+    let (status, _) = user
+        .call(
+            "POST",
+            "/api/console/account/device/approve",
+            Some(json!({ "user_code": user_code, "password": PASSWORD })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, token) = poll(&device, &device_code).await;
+    assert_eq!(status, StatusCode::OK, "{token}");
+    assert_eq!(
+        (token["token_type"].as_str(), token["scope"].as_str()),
+        (Some("Bearer"), Some("read"))
+    );
+    let key = token["access_token"].as_str().unwrap();
+    let (status, me) = app
+        .client()
+        .bearer(key)
+        .call("GET", "/api/auth/me", None)
+        .await;
+    assert_eq!(
+        (status, me["email"].as_str()),
+        (StatusCode::OK, Some("grant@example.test"))
+    );
+    // A read key reads only.
+    let (status, _) = app
+        .client()
+        .bearer(key)
+        .call("POST", "/api/console/clusters", Some(json!({})))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // An API key approves nothing: only a signed-in person does.
+    let (status, _) = app
+        .client()
+        .bearer(key)
+        .call(
+            "POST",
+            "/api/console/account/device/inspect",
+            Some(json!({ "user_code": user_code })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // Single use: the same device code again is no grant.
+    let (status, body) = poll(&device, &device_code).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+
+    // Denied, then expired.
+    let (denied, denied_user) = ask(&device).await;
+    let (status, _) = user
+        .call(
+            "POST",
+            "/api/console/account/device/deny",
+            Some(json!({ "user_code": denied_user })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, body) = poll(&device, &denied).await;
+    assert_eq!(body["error"], "access_denied");
+    let (expiring, expiring_user) = ask(&device).await;
+    sqlx::query("UPDATE device_authorizations SET expires_at = now() WHERE device_name = 'ci-runner' AND status = 'pending'")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let (_, body) = poll(&device, &expiring).await;
+    assert_eq!(body["error"], "expired_token");
+    let (status, _) = user
+        .call(
+            "POST",
+            "/api/console/account/device/inspect",
+            Some(json!({ "user_code": expiring_user })),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "an expired code names nothing"
+    );
+
+    // The codes are kept as hashes only.
+    let stored: Vec<(Vec<u8>, Vec<u8>)> =
+        sqlx::query_as("SELECT device_code_hash, user_code_hash FROM device_authorizations")
+            .fetch_all(&app.db.pool)
+            .await
+            .unwrap();
+    for (device_hash, user_hash) in &stored {
+        for raw in [&device_code, &user_code] {
+            assert!(!device_hash.windows(raw.len()).any(|w| w == raw.as_bytes()));
+            assert!(!user_hash.windows(raw.len()).any(|w| w == raw.as_bytes()));
+        }
+    }
+
+    // Not the platform's client, not a form, a NUL: refused.
+    let reply = device
+        .send_bytes(
+            "POST",
+            "/api/auth/device/code",
+            "application/x-www-form-urlencoded",
+            "client_id=someone-else",
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_client"))
+    );
+    let reply = device
+        .send(
+            "POST",
+            "/api/auth/device/code",
+            Some(json!({ "client_id": "kubebyon-cli" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let reply = device
+        .send_bytes(
+            "POST",
+            "/api/auth/device/code",
+            "application/x-www-form-urlencoded",
+            "client_id=kubebyon-cli&device_name=laptop%E2%80%AE",
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "a direction mark in a device's name"
+    );
+    let reply = device
+        .send_bytes(
+            "POST",
+            "/api/auth/device/token",
+            "application/x-www-form-urlencoded",
+            "grant_type=password&client_id=kubebyon-cli&device_code=x",
+        )
+        .await;
+    assert_eq!(reply.body["error"], "unsupported_grant_type");
+    let reply = device
+        .send_bytes(
+            "POST",
+            "/api/auth/device/token",
+            "application/x-www-form-urlencoded",
+            "client_id=kubebyon-cli&client_id=kubebyon-cli&grant_type=x&device_code=x",
+        )
+        .await;
+    assert_eq!(reply.body["error"], "invalid_request", "a parameter twice");
+
+    // Asking is limited per address: 20 an hour (3 asked above).
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        let reply = device
+            .send_bytes(
+                "POST",
+                "/api/auth/device/code",
+                "application/x-www-form-urlencoded",
+                "client_id=kubebyon-cli",
+            )
+            .await;
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        17,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        3,
+        "{statuses:?}"
+    );
+
+    // Guessing is limited per account: 10 misses an hour (two above: the
+    // second approval, the expired code), then 429 even for a code that
+    // exists.
+    let (_, real) = ask(&app.client().ip("192.0.2.1")).await;
+    let mut misses = Vec::new();
+    for i in 0..10 {
+        let guess = format!(
+            "BCDF-{}",
+            [
+                "GHJK", "GHJL", "GHJM", "GHJN", "GHJP", "GHJQ", "GHJR", "GHJS", "GHJT", "GHJV"
+            ][i]
+        );
+        let (status, _) = user
+            .call(
+                "POST",
+                "/api/console/account/device/inspect",
+                Some(json!({ "user_code": guess })),
+            )
+            .await;
+        misses.push(status.as_u16());
+    }
+    assert_eq!(
+        misses.iter().filter(|s| **s == 404).count(),
+        8,
+        "{misses:?}"
+    );
+    let (status, _) = user
+        .call(
+            "POST",
+            "/api/console/account/device/inspect",
+            Some(json!({ "user_code": real })),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the limit holds whatever the code"
+    );
+}
+
+/// What goes wrong, from the terminal: one line each, an exit code scripts
+/// rely on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_goes_wrong_is_one_line_and_an_exit_code() {
+    let app = TestApp::builder("worker-b")
+        .host()
+        .accounts()
+        .smtp()
+        .build()
+        .await;
+    let user = app
+        .client()
+        .sign_up(app.mail(), "errors@example.test", PASSWORD)
+        .await;
+    let cli = Cli::new();
+
+    // No platform, then one that does not answer.
+    let run = cli.run(&["clusters", "list"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let closed = format!("http://127.0.0.1:{}", tests::free_port());
+    let run = cli
+        .run(&[
+            "--url",
+            &closed,
+            "--api-key",
+            "kb_00000000_x",
+            "clusters",
+            "list",
+        ])
+        .await;
+    assert_eq!(run.code, 7, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .starts_with("error: cannot reach the platform at "),
+        "{}",
+        run.stderr
+    );
+    // Not signed in; a key that is not one.
+    let run = cli.run(&["--url", &app.base_url, "clusters", "list"]).await;
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let forged = "kb_deadbeef_notakeyatallnotakeyatallnotakeyatall";
+    let run = cli
+        .run(&[
+            "--url",
+            &app.base_url,
+            "--api-key",
+            forged,
+            "clusters",
+            "list",
+        ])
+        .await;
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(!run.stderr.contains(forged));
+
+    // Denied in the console.
+    let (mut login, code, _) = cli.start_login(&app.base_url, "laptop").await;
+    let (status, _) = user
+        .call(
+            "POST",
+            "/api/console/account/device/deny",
+            Some(json!({ "user_code": code })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let status = tokio::time::timeout(Duration::from_secs(30), login.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "denied: exit 3");
+    // Expired before anyone approved.
+    let (mut login, _, _) = cli.start_login(&app.base_url, "laptop").await;
+    sqlx::query("UPDATE device_authorizations SET expires_at = now() WHERE status = 'pending'")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), login.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(8), "expired: exit 8");
+
+    // An expired key, an unknown cluster, a bad field.
+    let (status, created) = user
+        .call(
+            "POST",
+            "/api/console/account/api-keys",
+            Some(json!({ "name": "ci", "scope": "write", "password": PASSWORD })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let key = created["key"].as_str().unwrap();
+    let with_key = |args: &[&str]| {
+        let mut all = vec!["--url", app.base_url.as_str(), "--api-key", key];
+        all.extend_from_slice(args);
+        all.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let args = with_key(&["clusters", "get", "nope"]);
+    let run = cli
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert_eq!(
+        (run.code, run.stderr.trim()),
+        (4, "error: no cluster named nope")
+    );
+    let args = with_key(&["clusters", "get", "Ｎope"]);
+    let run = cli
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert_eq!(
+        run.code, 4,
+        "a look-alike name is no cluster's: {}",
+        run.stderr
+    );
+    let args = with_key(&["clusters", "create", "ok-name", "--cpu", "5"]);
+    let run = cli
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert_eq!(run.code, 5, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("workload_cpu_limit_milli_cores")
+            && run.stderr.contains("[validation_failed]"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    sqlx::query("UPDATE api_keys SET expires_at = now() WHERE prefix = $1")
+        .bind(&key[..11])
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let args = with_key(&["clusters", "list"]);
+    let run = cli
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert_eq!(run.code, 3, "an expired key: {}", run.stderr);
+
+    // Completions for each shell.
+    for shell in ["bash", "zsh", "fish"] {
+        let run = cli.run(&["completions", shell]).await;
+        assert_eq!(run.code, 0);
+        assert!(
+            run.stdout.contains("kubebyon") && run.stdout.contains("clusters"),
+            "{shell}"
+        );
+    }
+}
