@@ -2,14 +2,19 @@
 // A command line prints its results.
 #![allow(clippy::print_stdout)]
 
+mod admin;
+mod billing;
 mod client;
 mod clusters;
 mod config;
 mod error;
+mod hostnames;
+mod join;
 mod kubeconfig;
 mod login;
 mod model;
 mod nodes;
+mod org;
 mod output;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -70,6 +75,24 @@ enum Command {
     /// A cluster's join tokens: create (prints the join command), list, revoke.
     #[command(subcommand, visible_alias = "token")]
     Tokens(nodes::TokensCommand),
+    /// Follow machines joining a cluster, step by step.
+    #[command(subcommand)]
+    Join(join::JoinCommand),
+    /// A cluster's hostnames: list, add, verify, remove.
+    #[command(subcommand, visible_alias = "hostname")]
+    Hostnames(hostnames::HostnamesCommand),
+    /// The organisation's plan and usage; the plans.
+    #[command(subcommand)]
+    Plan(billing::PlanCommand),
+    /// Orders: list, create (prints where to pay), cancel.
+    #[command(subcommand, visible_alias = "order")]
+    Orders(billing::OrdersCommand),
+    /// Organisations: list, switch, create, members, invitations, roles.
+    #[command(subcommand)]
+    Org(org::OrgCommand),
+    /// The back office: users and the job queue (administrators).
+    #[command(subcommand)]
+    Admin(admin::AdminCommand),
     /// Write a kubeconfig whose credential renews itself through `kubebyon credential`.
     Kubeconfig(kubeconfig::KubeconfigArgs),
     /// kubectl's `exec` credential plugin: prints a short-lived token for a cluster.
@@ -169,6 +192,12 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Clusters(command) => clusters::run(&session, command).await,
         Command::Nodes(command) => nodes::run(&session, command).await,
         Command::Tokens(command) => nodes::tokens(&session, command).await,
+        Command::Join(command) => join::run(&session, command).await,
+        Command::Hostnames(command) => hostnames::run(&session, command).await,
+        Command::Plan(command) => billing::plan(&session, command).await,
+        Command::Orders(command) => billing::orders(&session, command).await,
+        Command::Org(command) => org::run(session, command).await,
+        Command::Admin(command) => admin::run(&session, command).await,
         Command::Kubeconfig(args) => kubeconfig::kubeconfig(&session, args).await,
         Command::Credential(args) => kubeconfig::credential(&session, args).await,
         Command::Completions { .. } => unreachable!("answered above"),

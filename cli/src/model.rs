@@ -178,6 +178,155 @@ model! {
     User = "User" {
         id: String,
         email: String,
+        display_name: String,
+        role: String,
+        status: String,
+        created_at: String,
+    }
+}
+
+model! {
+    Step = "Step" {
+        step: String,
+        status: String,
+        detail: Option<String>,
+        reported_at: String,
+    }
+}
+
+model! {
+    Attempt = "Attempt" {
+        id: String,
+        token_prefix: String,
+        outcome: String,
+        hostname: Option<String>,
+        source_ip: Option<String>,
+        node_id: Option<String>,
+        reason: Option<String>,
+        steps: Vec<Step>,
+        created_at: String,
+    }
+}
+
+model! {
+    Binding = "Binding" {
+        id: String,
+        hostname: String,
+        verified: bool,
+        dns_management_status: String,
+        tls_status: String,
+        verification_record_name: Option<String>,
+        verification_record_value: Option<String>,
+        created_at: String,
+    }
+}
+
+model! {
+    Amounts = "Amounts" {
+        clusters: i64,
+        nodes: i64,
+        cpu_milli_cores: i64,
+        memory_mib: i64,
+        hostnames: i64,
+        databases: i64,
+    }
+}
+
+model! {
+    PlanRef = "PlanRef" {
+        id: String,
+        name: String,
+    }
+}
+
+model! {
+    Entitlement = "Entitlement" {
+        source: String,
+        plan: Option<PlanRef>,
+        limits: Option<Amounts>,
+        usage: Amounts,
+    }
+}
+
+model! {
+    Plan = "Plan" {
+        id: String,
+        name: String,
+        max_clusters: i64,
+        max_nodes: i64,
+        max_cpu_milli_cores: i64,
+        max_memory_mib: i64,
+        price_minor_units: i64,
+        currency: String,
+        active: bool,
+    }
+}
+
+model! {
+    Order = "Order" {
+        id: String,
+        plan_name: String,
+        status: String,
+        amount: i64,
+        currency: String,
+        checkout_url: Option<String>,
+        created_at: String,
+    }
+}
+
+model! {
+    Checkout = "Checkout" {
+        order: Order,
+        checkout_url: String,
+    }
+}
+
+model! {
+    Membership = "Membership" {
+        id: String,
+        name: String,
+        personal: bool,
+        role: String,
+    }
+}
+
+model! {
+    Member = "Member" {
+        user_id: String,
+        email: String,
+        display_name: String,
+        role: String,
+        created_at: String,
+    }
+}
+
+model! {
+    Invitation = "Invitation" {
+        id: String,
+        email: String,
+        role: String,
+        status: String,
+        expires_at: String,
+    }
+}
+
+model! {
+    InvitationMade = "InvitationMade" {
+        invitation: Invitation,
+        invitation_url: String,
+    }
+}
+
+model! {
+    JobRecord = "JobRecord" {
+        id: String,
+        cluster_id: String,
+        r#type: String,
+        status: String,
+        attempt_count: i64,
+        max_attempts: i64,
+        last_error: Option<String>,
+        created_at: String,
     }
 }
 
@@ -347,6 +496,20 @@ mod tests {
             check::<ExecCredentialStatus>(&doc),
             check::<ExecCredential>(&doc),
             check::<User>(&doc),
+            check::<Step>(&doc),
+            check::<Attempt>(&doc),
+            check::<Binding>(&doc),
+            check::<Amounts>(&doc),
+            check::<PlanRef>(&doc),
+            check::<Entitlement>(&doc),
+            check::<Plan>(&doc),
+            check::<Order>(&doc),
+            check::<Checkout>(&doc),
+            check::<Membership>(&doc),
+            check::<Member>(&doc),
+            check::<Invitation>(&doc),
+            check::<InvitationMade>(&doc),
+            check::<JobRecord>(&doc),
             check::<ApiKey>(&doc),
             check::<DeviceCodeResponse>(&doc),
             check::<DeviceTokenResponse>(&doc),

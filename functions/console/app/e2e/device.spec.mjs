@@ -2,8 +2,8 @@
 // test (tests/tests/e2e/cli.rs) and shows a code (USER_CODE); the user
 // (USER_EMAIL) signs in to the console, follows the link the terminal
 // printed, sees which device asks, is refused with a wrong password, then
-// approves with the right one; the new key is listed under API keys with
-// the device's name. A look-alike code (Cyrillic letters) names nothing.
+// approves with the right one (or, with DECISION=deny, denies it). A
+// look-alike code (Cyrillic letters) names nothing.
 import { PASSWORD, env, test } from "./support.mjs";
 
 test("a terminal signs in with a code approved in the console", async ({ page, journey }) => {
@@ -31,6 +31,13 @@ test("a terminal signs in with a code approved in the console", async ({ page, j
   await page.getByRole("heading", { name: T("device.asking", { device: env("DEVICE_NAME") }) }).waitFor();
   await check("device-approve");
 
+  if (process.env.DECISION === "deny") {
+    step("deny it");
+    await page.getByRole("button", { name: T("device.deny") }).click();
+    await page.getByRole("status").getByText(T("device.denied")).waitFor();
+    await check("device-denied");
+    return;
+  }
   step("a wrong password is refused; the right one approves");
   await page.getByLabel(T("account.current_password")).fill("not my password");
   await page.getByRole("button", { name: T("device.approve") }).click();
