@@ -91,7 +91,10 @@ pub async fn run(session: &Session, command: AdminCommand) -> Result<(), CliErro
         }
         AdminCommand::Jobs(JobsCommand::List { status }) => {
             let path = match status {
-                Some(s) => format!("/api/console/admin/cluster-jobs?limit=500&status={}", segment(&s)),
+                Some(s) => format!(
+                    "/api/console/admin/cluster-jobs?limit=500&status={}",
+                    segment(&s)
+                ),
                 None => "/api/console/admin/cluster-jobs?limit=500".into(),
             };
             let raw = client.get(&path).await?;
@@ -99,7 +102,15 @@ pub async fn run(session: &Session, command: AdminCommand) -> Result<(), CliErro
             output::print(
                 session.output,
                 &raw,
-                &["ID", "CLUSTER", "TYPE", "STATUS", "ATTEMPTS", "AGE", "LAST ERROR"],
+                &[
+                    "ID",
+                    "CLUSTER",
+                    "TYPE",
+                    "STATUS",
+                    "ATTEMPTS",
+                    "AGE",
+                    "LAST ERROR",
+                ],
                 jobs.iter()
                     .map(|j| {
                         vec![

@@ -33,7 +33,12 @@ pub enum OrdersCommand {
 }
 
 fn money(minor: i64, currency: &str) -> String {
-    format!("{}.{:02} {}", minor / 100, minor % 100, currency.to_uppercase())
+    format!(
+        "{}.{:02} {}",
+        minor / 100,
+        minor % 100,
+        currency.to_uppercase()
+    )
 }
 
 pub async fn plan(session: &Session, command: PlanCommand) -> Result<(), CliError> {
@@ -45,7 +50,11 @@ pub async fn plan(session: &Session, command: PlanCommand) -> Result<(), CliErro
             if session.output == Format::Table {
                 eprintln!(
                     "Plan: {} ({})",
-                    entitlement.plan.as_ref().map(|p| p.name.as_str()).unwrap_or("none: nothing is limited"),
+                    entitlement
+                        .plan
+                        .as_ref()
+                        .map(|p| p.name.as_str())
+                        .unwrap_or("none: nothing is limited"),
                     entitlement.source
                 );
             }
@@ -56,7 +65,9 @@ pub async fn plan(session: &Session, command: PlanCommand) -> Result<(), CliErro
                     name.to_string(),
                     used.to_string(),
                     limit.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
-                    limit.map(|l| (l - used).to_string()).unwrap_or_else(|| "-".into()),
+                    limit
+                        .map(|l| (l - used).to_string())
+                        .unwrap_or_else(|| "-".into()),
                 ]
             };
             output::print(
@@ -66,8 +77,16 @@ pub async fn plan(session: &Session, command: PlanCommand) -> Result<(), CliErro
                 vec![
                     row("clusters", usage.clusters, limits.map(|l| l.clusters)),
                     row("nodes", usage.nodes, limits.map(|l| l.nodes)),
-                    row("cpu (millicores)", usage.cpu_milli_cores, limits.map(|l| l.cpu_milli_cores)),
-                    row("memory (MiB)", usage.memory_mib, limits.map(|l| l.memory_mib)),
+                    row(
+                        "cpu (millicores)",
+                        usage.cpu_milli_cores,
+                        limits.map(|l| l.cpu_milli_cores),
+                    ),
+                    row(
+                        "memory (MiB)",
+                        usage.memory_mib,
+                        limits.map(|l| l.memory_mib),
+                    ),
                     row("hostnames", usage.hostnames, limits.map(|l| l.hostnames)),
                     row("databases", usage.databases, limits.map(|l| l.databases)),
                 ],
@@ -131,7 +150,10 @@ pub async fn orders(session: &Session, command: OrdersCommand) -> Result<(), Cli
                 .ok_or_else(|| {
                     CliError::new(
                         Exit::NotFound,
-                        format!("no plan {} (`kubebyon plan list`)", crate::error::one_line(&plan)),
+                        format!(
+                            "no plan {} (`kubebyon plan list`)",
+                            crate::error::one_line(&plan)
+                        ),
                     )
                 })?;
             let answer = client

@@ -44,10 +44,17 @@ fn rows(bindings: &[Binding]) -> Vec<Vec<String>> {
 
 const HEADER: [&str; 5] = ["HOSTNAME", "VERIFIED", "DNS", "TLS", "AGE"];
 
-async fn binding_of(client: &Client, cluster_id: &str, hostname: &str) -> Result<Binding, CliError> {
+async fn binding_of(
+    client: &Client,
+    cluster_id: &str,
+    hostname: &str,
+) -> Result<Binding, CliError> {
     let bindings: Vec<Binding> = client::read(
         &client
-            .get(&format!("/api/console/clusters/{}/hostnames", segment(cluster_id)))
+            .get(&format!(
+                "/api/console/clusters/{}/hostnames",
+                segment(cluster_id)
+            ))
             .await?,
     )?;
     bindings
@@ -56,7 +63,10 @@ async fn binding_of(client: &Client, cluster_id: &str, hostname: &str) -> Result
         .ok_or_else(|| {
             CliError::new(
                 Exit::NotFound,
-                format!("no hostname {} on the cluster", crate::error::one_line(hostname)),
+                format!(
+                    "no hostname {} on the cluster",
+                    crate::error::one_line(hostname)
+                ),
             )
         })
 }
@@ -67,7 +77,10 @@ pub async fn run(session: &Session, command: HostnamesCommand) -> Result<(), Cli
         HostnamesCommand::List { cluster } => {
             let cluster = resolve(&client, &cluster).await?;
             let raw = client
-                .get(&format!("/api/console/clusters/{}/hostnames", segment(&cluster.id)))
+                .get(&format!(
+                    "/api/console/clusters/{}/hostnames",
+                    segment(&cluster.id)
+                ))
                 .await?;
             let bindings: Vec<Binding> = client::read(&raw)?;
             output::print(session.output, &raw, &HEADER, rows(&bindings))
@@ -127,7 +140,10 @@ pub async fn run(session: &Session, command: HostnamesCommand) -> Result<(), Cli
                     None,
                 )
                 .await?;
-            eprintln!("{} is no longer bound to {}.", binding.hostname, cluster.name);
+            eprintln!(
+                "{} is no longer bound to {}.",
+                binding.hostname, cluster.name
+            );
             Ok(())
         }
     }

@@ -44,12 +44,15 @@ async fn current(client: &Client, session: &Session) -> Result<Membership, CliEr
     let memberships: Vec<Membership> =
         client::read(&client.get("/api/console/organizations").await?)?;
     match &session.context.organization {
-        Some(id) => memberships.into_iter().find(|m| &m.id == id).ok_or_else(|| {
-            CliError::new(
-                Exit::NotFound,
-                format!("not a member of the organisation {id} (`kubebyon org list`)"),
-            )
-        }),
+        Some(id) => memberships
+            .into_iter()
+            .find(|m| &m.id == id)
+            .ok_or_else(|| {
+                CliError::new(
+                    Exit::NotFound,
+                    format!("not a member of the organisation {id} (`kubebyon org list`)"),
+                )
+            }),
         None => memberships
             .into_iter()
             .find(|m| m.personal)
@@ -60,7 +63,10 @@ async fn current(client: &Client, session: &Session) -> Result<Membership, CliEr
 async fn member_of(client: &Client, organization: &str, email: &str) -> Result<Member, CliError> {
     let members: Vec<Member> = client::read(
         &client
-            .get(&format!("/api/console/organizations/{}/members", segment(organization)))
+            .get(&format!(
+                "/api/console/organizations/{}/members",
+                segment(organization)
+            ))
             .await?,
     )?;
     members
@@ -89,7 +95,12 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
                     .iter()
                     .map(|m| {
                         vec![
-                            if in_use.as_deref() == Some(&m.id) { "*" } else { "" }.into(),
+                            if in_use.as_deref() == Some(&m.id) {
+                                "*"
+                            } else {
+                                ""
+                            }
+                            .into(),
                             m.name.clone(),
                             m.role.clone(),
                             if m.personal { "yes" } else { "no" }.into(),
@@ -132,7 +143,10 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
                 )
                 .await?;
             let made: Membership = answer.read()?;
-            eprintln!("Made {} ({}); `kubebyon org switch {}` acts in it.", made.name, made.id, made.id);
+            eprintln!(
+                "Made {} ({}); `kubebyon org switch {}` acts in it.",
+                made.name, made.id, made.id
+            );
             if session.output != Format::Table {
                 output::print(session.output, &answer.body, &[], vec![])?;
             }
@@ -141,7 +155,10 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
         OrgCommand::Members => {
             let organization = current(&client, &session).await?;
             let raw = client
-                .get(&format!("/api/console/organizations/{}/members", segment(&organization.id)))
+                .get(&format!(
+                    "/api/console/organizations/{}/members",
+                    segment(&organization.id)
+                ))
                 .await?;
             let members: Vec<Member> = client::read(&raw)?;
             output::print(
@@ -150,7 +167,14 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
                 &["EMAIL", "NAME", "ROLE", "SINCE"],
                 members
                     .iter()
-                    .map(|m| vec![m.email.clone(), m.display_name.clone(), m.role.clone(), output::age(&m.created_at)])
+                    .map(|m| {
+                        vec![
+                            m.email.clone(),
+                            m.display_name.clone(),
+                            m.role.clone(),
+                            output::age(&m.created_at),
+                        ]
+                    })
                     .collect(),
             )
         }
@@ -159,14 +183,20 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
             let answer = client
                 .call(
                     Method::POST,
-                    &format!("/api/console/organizations/{}/invitations", segment(&organization.id)),
+                    &format!(
+                        "/api/console/organizations/{}/invitations",
+                        segment(&organization.id)
+                    ),
                     Some(&json!({ "email": email, "role": role })),
                 )
                 .await?;
             let made: InvitationMade = answer.read()?;
             eprintln!(
                 "Invited {} to {} as {}; the link was emailed and is valid until {}.",
-                made.invitation.email, organization.name, made.invitation.role, made.invitation.expires_at
+                made.invitation.email,
+                organization.name,
+                made.invitation.role,
+                made.invitation.expires_at
             );
             if session.output != Format::Table {
                 output::print(session.output, &answer.body, &[], vec![])?;
@@ -176,7 +206,10 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
         OrgCommand::Invitations => {
             let organization = current(&client, &session).await?;
             let raw = client
-                .get(&format!("/api/console/organizations/{}/invitations", segment(&organization.id)))
+                .get(&format!(
+                    "/api/console/organizations/{}/invitations",
+                    segment(&organization.id)
+                ))
                 .await?;
             let invitations: Vec<Invitation> = client::read(&raw)?;
             output::print(
@@ -185,7 +218,14 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
                 &["EMAIL", "ROLE", "STATUS", "EXPIRES"],
                 invitations
                     .iter()
-                    .map(|i| vec![i.email.clone(), i.role.clone(), i.status.clone(), i.expires_at.clone()])
+                    .map(|i| {
+                        vec![
+                            i.email.clone(),
+                            i.role.clone(),
+                            i.status.clone(),
+                            i.expires_at.clone(),
+                        ]
+                    })
                     .collect(),
             )
         }

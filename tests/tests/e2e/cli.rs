@@ -941,9 +941,21 @@ async fn what_goes_wrong_is_one_line_and_an_exit_code() {
 /// followed while a machine joins, and the back office's users and jobs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostnames_plans_orders_organisations_joins_and_the_back_office_from_the_terminal() {
-    let app = TestApp::builder("worker-c").host().accounts().smtp().stripe().build().await;
-    let boss = app.client().sign_up(app.mail(), "boss@example.com", PASSWORD).await;
-    let user = app.client().sign_up(app.mail(), "dev@example.test", PASSWORD).await;
+    let app = TestApp::builder("worker-c")
+        .host()
+        .accounts()
+        .smtp()
+        .stripe()
+        .build()
+        .await;
+    let boss = app
+        .client()
+        .sign_up(app.mail(), "boss@example.com", PASSWORD)
+        .await;
+    let user = app
+        .client()
+        .sign_up(app.mail(), "dev@example.test", PASSWORD)
+        .await;
     let key_of = |client: Client| async move {
         let (status, created) = client
             .call(
@@ -984,50 +996,92 @@ async fn hostnames_plans_orders_organisations_joins_and_the_back_office_from_the
         .await;
     assert_eq!(status, StatusCode::CREATED, "{plan}");
     let plans = json_of(&cli.run(&["plan", "list", "-o", "json"]).await);
-    assert!(plans.as_array().unwrap().iter().any(|p| p["name"] == "Team"), "{plans}");
+    assert!(
+        plans
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "Team"),
+        "{plans}"
+    );
     let ordered = cli.run(&["orders", "create", "Team"]).await;
     assert_eq!(ordered.code, 0, "{}", ordered.stderr);
-    assert!(ordered.stdout.trim().starts_with("https://"), "the checkout URL: {}", ordered.stdout);
+    assert!(
+        ordered.stdout.trim().starts_with("https://"),
+        "the checkout URL: {}",
+        ordered.stdout
+    );
     let orders = json_of(&cli.run(&["orders", "list", "-o", "json"]).await);
     assert_eq!(orders[0]["plan_name"], "Team");
     assert_eq!(orders[0]["status"], "pending", "{orders}");
-    let cancelled = cli.run(&["orders", "cancel", orders[0]["id"].as_str().unwrap()]).await;
+    let cancelled = cli
+        .run(&["orders", "cancel", orders[0]["id"].as_str().unwrap()])
+        .await;
     assert_eq!(cancelled.code, 0, "{}", cancelled.stderr);
     let table = cli.run(&["plan", "show"]).await;
     assert!(table.stdout.starts_with("RESOURCE"), "{}", table.stdout);
 
     // A cluster with the managed ingress, and a hostname of the user's own.
-    let created = cli.run(&["clusters", "create", "shop", "--ingress", "-o", "json"]).await;
+    let created = cli
+        .run(&["clusters", "create", "shop", "--ingress", "-o", "json"])
+        .await;
     let accepted = json_of(&created);
     let cluster_id = accepted["cluster"]["id"].as_str().unwrap().to_string();
     app.drive().await;
     let usage = json_of(&cli.run(&["plan", "show", "-o", "json"]).await);
     assert_eq!(usage["usage"]["clusters"], 1, "{usage}");
-    let added = cli.run(&["hostnames", "add", "shop", "www.shop-owner.example"]).await;
+    let added = cli
+        .run(&["hostnames", "add", "shop", "www.shop-owner.example"])
+        .await;
     assert_eq!(added.code, 0, "{}", added.stderr);
     let listed = json_of(&cli.run(&["hostnames", "list", "shop", "-o", "json"]).await);
     assert_eq!(listed[0]["hostname"], "www.shop-owner.example", "{listed}");
-    let bad = cli.run(&["hostnames", "add", "shop", "wWw.ѕhop.example"]).await;
-    assert_eq!(bad.code, 5, "a look-alike hostname is refused: {}", bad.stderr);
-    let removed = cli.run(&["hostnames", "remove", "shop", "WWW.shop-owner.example"]).await;
+    let bad = cli
+        .run(&["hostnames", "add", "shop", "wWw.ѕhop.example"])
+        .await;
+    assert_eq!(
+        bad.code, 5,
+        "a look-alike hostname is refused: {}",
+        bad.stderr
+    );
+    let removed = cli
+        .run(&["hostnames", "remove", "shop", "WWW.shop-owner.example"])
+        .await;
     assert_eq!(removed.code, 0, "{}", removed.stderr);
-    assert_eq!(json_of(&cli.run(&["hostnames", "list", "shop", "-o", "json"]).await), json!([]));
+    assert_eq!(
+        json_of(&cli.run(&["hostnames", "list", "shop", "-o", "json"]).await),
+        json!([])
+    );
 
     // The join checklist followed while a machine joins.
     let token = cli.run(&["tokens", "create", "shop"]).await;
     assert_eq!(token.code, 0, "{}", token.stderr);
-    let watch = cli.command(&["join", "watch", "shop", "--timeout", "60"]).spawn().unwrap();
+    let watch = cli
+        .command(&["join", "watch", "shop", "--timeout", "60"])
+        .spawn()
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let machine = Machine::healthy("edge-7");
     let joined = machine.run(token.stdout.trim()).await;
-    assert!(joined.status.success(), "{}", String::from_utf8_lossy(&joined.stderr));
+    assert!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
     let watched = tokio::time::timeout(Duration::from_secs(60), watch.wait_with_output())
         .await
         .expect("join watch ends once the machine has joined")
         .unwrap();
     let out = String::from_utf8_lossy(&watched.stdout);
-    assert!(watched.status.success(), "{out}\n{}", String::from_utf8_lossy(&watched.stderr));
-    assert!(out.contains("edge-7 (") && out.contains("✓ "), "each step as it came:\n{out}");
+    assert!(
+        watched.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+    assert!(
+        out.contains("edge-7 (") && out.contains("✓ "),
+        "each step as it came:\n{out}"
+    );
     assert!(out.contains("edge-7 joined shop"), "{out}");
 
     // Organisations: make one, act in it, invite someone.
@@ -1035,26 +1089,60 @@ async fn hostnames_plans_orders_organisations_joins_and_the_back_office_from_the
     assert_eq!(made.code, 0, "{}", made.stderr);
     assert_eq!(cli.run(&["org", "switch", "acme"]).await.code, 0);
     let orgs = json_of(&cli.run(&["org", "list", "-o", "json"]).await);
-    let acme = orgs.as_array().unwrap().iter().find(|o| o["name"] == "acme").unwrap().clone();
-    let config: Value = serde_json::from_slice(&std::fs::read(cli.config_dir().join("config.json")).unwrap()).unwrap();
-    assert_eq!(config["contexts"]["dev"]["organization"], acme["id"], "{config}");
+    let acme = orgs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "acme")
+        .unwrap()
+        .clone();
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(cli.config_dir().join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        config["contexts"]["dev"]["organization"], acme["id"],
+        "{config}"
+    );
     let listed = json_of(&cli.run(&["clusters", "list", "-o", "json"]).await);
     assert_eq!(listed, json!([]), "acme's clusters, not the personal ones");
-    let invited = cli.run(&["org", "invite", "friend@example.test", "--role", "viewer"]).await;
+    let invited = cli
+        .run(&["org", "invite", "friend@example.test", "--role", "viewer"])
+        .await;
     assert_eq!(invited.code, 0, "{}", invited.stderr);
     let invitations = json_of(&cli.run(&["org", "invitations", "-o", "json"]).await);
-    assert_eq!((invitations[0]["email"].as_str(), invitations[0]["role"].as_str()), (Some("friend@example.test"), Some("viewer")));
+    assert_eq!(
+        (
+            invitations[0]["email"].as_str(),
+            invitations[0]["role"].as_str()
+        ),
+        (Some("friend@example.test"), Some("viewer"))
+    );
     let members = json_of(&cli.run(&["org", "members", "-o", "json"]).await);
     assert_eq!(members[0]["role"], "owner", "{members}");
-    let wrong = cli.run(&["org", "role", "nobody@example.test", "admin"]).await;
+    let wrong = cli
+        .run(&["org", "role", "nobody@example.test", "admin"])
+        .await;
     assert_eq!(wrong.code, 4, "{}", wrong.stderr);
 
     // The back office: the user is not an administrator; the boss is.
     let refused = cli.run(&["admin", "users", "list"]).await;
     assert_eq!(refused.code, 3, "{}", refused.stderr);
-    let users = json_of(&cli.run(&["--context", "boss", "admin", "users", "list", "-o", "json"]).await);
-    assert!(users.as_array().unwrap().iter().any(|u| u["email"] == "dev@example.test"), "{users}");
-    let jobs = json_of(&cli.run(&["--context", "boss", "admin", "jobs", "list", "-o", "json"]).await);
+    let users = json_of(
+        &cli.run(&["--context", "boss", "admin", "users", "list", "-o", "json"])
+            .await,
+    );
+    assert!(
+        users
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["email"] == "dev@example.test"),
+        "{users}"
+    );
+    let jobs = json_of(
+        &cli.run(&["--context", "boss", "admin", "jobs", "list", "-o", "json"])
+            .await,
+    );
     let create_job = jobs
         .as_array()
         .unwrap()
@@ -1063,23 +1151,65 @@ async fn hostnames_plans_orders_organisations_joins_and_the_back_office_from_the
         .unwrap_or_else(|| panic!("the create job is listed: {jobs}"))
         .clone();
     let retry = cli
-        .run(&["--context", "boss", "admin", "jobs", "retry", create_job["id"].as_str().unwrap()])
+        .run(&[
+            "--context",
+            "boss",
+            "admin",
+            "jobs",
+            "retry",
+            create_job["id"].as_str().unwrap(),
+        ])
         .await;
-    assert_eq!(retry.code, 5, "a succeeded job is not retried: {}", retry.stderr);
-    let disabled = cli.run(&["--context", "boss", "admin", "users", "disable", "dev@example.test"]).await;
+    assert_eq!(
+        retry.code, 5,
+        "a succeeded job is not retried: {}",
+        retry.stderr
+    );
+    let disabled = cli
+        .run(&[
+            "--context",
+            "boss",
+            "admin",
+            "users",
+            "disable",
+            "dev@example.test",
+        ])
+        .await;
     assert_eq!(disabled.code, 0, "{}", disabled.stderr);
     let after = cli.run(&["clusters", "list"]).await;
-    assert_eq!(after.code, 3, "a disabled user's key stops at once: {}", after.stderr);
-    let enabled = cli.run(&["--context", "boss", "admin", "users", "enable", "dev@example.test"]).await;
+    assert_eq!(
+        after.code, 3,
+        "a disabled user's key stops at once: {}",
+        after.stderr
+    );
+    let enabled = cli
+        .run(&[
+            "--context",
+            "boss",
+            "admin",
+            "users",
+            "enable",
+            "dev@example.test",
+        ])
+        .await;
     assert_eq!(enabled.code, 0, "{}", enabled.stderr);
 
     // Signing out revokes the key itself, then forgets it.
     let out = cli.run(&["--context", "boss", "logout"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let (_, keys) = boss.call("GET", "/api/console/account/api-keys", None).await;
-    assert!(keys[0]["revoked_at"].is_string(), "the key is revoked on the platform: {keys}");
+    let (_, keys) = boss
+        .call("GET", "/api/console/account/api-keys", None)
+        .await;
+    assert!(
+        keys[0]["revoked_at"].is_string(),
+        "the key is revoked on the platform: {keys}"
+    );
     let gone = cli.run(&["--context", "boss", "whoami"]).await;
     assert_eq!(gone.code, 3, "{}", gone.stderr);
-    let revoked = app.client().bearer(&boss_key).call("GET", "/api/auth/me", None).await;
+    let revoked = app
+        .client()
+        .bearer(&boss_key)
+        .call("GET", "/api/auth/me", None)
+        .await;
     assert_eq!(revoked.0, StatusCode::UNAUTHORIZED);
 }
