@@ -913,6 +913,40 @@ async fn what_goes_wrong_is_one_line_and_an_exit_code() {
         run.stderr
     );
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    // A create that fails, followed with --wait: exit 6 with the failure's
+    // code, the stage it stopped at and how to retry; the retry, followed
+    // too, succeeds.
+    app.sim().set_faults(kube_sim::Faults {
+        chart_install_error: Some("Error: INSTALLATION FAILED: image pull timed out".into()),
+        ..kube_sim::Faults::default()
+    });
+    let args = with_key(&["clusters", "create", "doomed", "--wait"]);
+    let failed = follow_driven(&app, &cli, &args).await;
+    assert_eq!(failed.code, 6, "{}", failed.stderr);
+    let last = failed.stderr.lines().last().unwrap();
+    assert!(
+        last.starts_with(
+            "error: doomed create failed at waiting for the control plane to become ready: "
+        ) && last.contains("[chart_install_failed]")
+            && last.ends_with("`kubebyon clusters retry doomed` runs it again"),
+        "{}",
+        failed.stderr
+    );
+    assert!(
+        failed.stderr.contains("] installing the control plane"),
+        "{}",
+        failed.stderr
+    );
+    app.sim().set_faults(kube_sim::Faults::default());
+    let args = with_key(&["clusters", "retry", "doomed", "--wait"]);
+    let retried = follow_driven(&app, &cli, &args).await;
+    assert_eq!(retried.code, 0, "{}", retried.stderr);
+    assert!(
+        retried.stderr.contains("doomed create succeeded"),
+        "{}",
+        retried.stderr
+    );
+
     sqlx::query("UPDATE api_keys SET expires_at = now() WHERE prefix = $1")
         .bind(&key[..11])
         .execute(&app.db.pool)
@@ -1212,4 +1246,27 @@ async fn hostnames_plans_orders_organisations_joins_and_the_back_office_from_the
         .call("GET", "/api/auth/me", None)
         .await;
     assert_eq!(revoked.0, StatusCode::UNAUTHORIZED);
+}
+
+/// Runs the command line while the platform's jobs are driven (a
+/// [`TestApp`] runs them only when asked), until it exits.
+async fn follow_driven(app: &TestApp, cli: &Cli, args: &[String]) -> Run {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let child = cli.command(&args).spawn().unwrap();
+    let output = tokio::spawn(child.wait_with_output());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !output.is_finished() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "kubebyon {args:?} ended within a minute"
+        );
+        app.drive().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let output = output.await.unwrap().unwrap();
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }
