@@ -48,6 +48,8 @@ pub struct ApproveDevice {
 struct Guesses {
     account: String,
     source: Option<String>,
+    /// The caller's address, as it came.
+    ip: Option<String>,
 }
 
 impl Guesses {
@@ -55,6 +57,7 @@ impl Guesses {
         Self {
             account: caller.user_id.to_string(),
             source: origin.ip.as_deref().map(auth::source_key),
+            ip: origin.ip.clone(),
         }
     }
 
@@ -120,7 +123,7 @@ pub async fn inspect(
     let guesses = Guesses::of(&caller, &origin);
     let code = code_of(&state.pool, &guesses, &body.user_code).await?;
     match device::pending(&state.pool, &code).await? {
-        Some(request) => Ok(AppJson(request)),
+        Some(request) => Ok(AppJson(request.read_from(origin.ip.as_deref()))),
         None => Err(guesses.missed(&state.pool).await),
     }
 }
@@ -190,7 +193,7 @@ async fn decide(
     };
     audit::record(&mut *tx, event(caller, id, &request, decision)).await?;
     tx.commit().await?;
-    Ok(AppJson(request))
+    Ok(AppJson(request.read_from(guesses.ip.as_deref())))
 }
 
 fn event(

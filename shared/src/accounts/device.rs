@@ -163,6 +163,21 @@ pub struct DeviceRequest {
     pub status: String,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// Whether the device asked from the address (an IPv6 one's /64) this
+    /// request comes from. When not, someone may have sent the code to be
+    /// approved by another than its asker: the console says so.
+    pub from_your_address: bool,
+}
+
+impl DeviceRequest {
+    /// Sets [`DeviceRequest::from_your_address`] for a reader at `ip`.
+    pub fn read_from(mut self, ip: Option<&str>) -> Self {
+        self.from_your_address = match (self.ip.as_deref(), ip) {
+            (Some(asked), Some(reading)) => auth::source_key(asked) == auth::source_key(reading),
+            _ => false,
+        };
+        self
+    }
 }
 
 /// The pending, unexpired request with this user code (normalised).
@@ -172,7 +187,8 @@ pub async fn pending(
 ) -> Result<Option<DeviceRequest>, sqlx::Error> {
     sqlx::query_as!(
         DeviceRequest,
-        r#"SELECT client_id, device_name, host(ip) AS ip, user_agent, status, created_at, expires_at
+        r#"SELECT client_id, device_name, host(ip) AS ip, user_agent, status, created_at, expires_at,
+                  false AS "from_your_address!"
            FROM device_authorizations
            WHERE user_code_hash = $1 AND status = 'pending' AND expires_at > now()"#,
         auth::hash_secret(user_code)
@@ -229,6 +245,7 @@ pub async fn decide(
                 status: r.status,
                 created_at: r.created_at,
                 expires_at: r.expires_at,
+                from_your_address: false,
             },
         )
     }))

@@ -557,6 +557,20 @@ async fn device_codes_are_single_use_expire_slow_pollers_down_and_are_limited() 
         (request["device_name"].as_str(), request["ip"].as_str()),
         (Some("ci-runner"), Some("203.0.113.9"))
     );
+    assert_eq!(
+        request["from_your_address"], false,
+        "asked from another address than the reader's: the console warns"
+    );
+    let (_, same) = user
+        .clone()
+        .ip("203.0.113.9")
+        .call(
+            "POST",
+            "/api/console/account/device/inspect",
+            Some(json!({ "user_code": user_code })),
+        )
+        .await;
+    assert_eq!(same["from_your_address"], true, "{same}");
     // Approving asks the password again.
     let (status, _) = user
         .call(

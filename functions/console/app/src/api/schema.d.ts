@@ -2696,6 +2696,12 @@ export interface components {
             device_name: string;
             /** Format: date-time */
             expires_at: string;
+            /**
+             * @description Whether the device asked from the address (an IPv6 one's /64) this
+             *     request comes from. When not, someone may have sent the code to be
+             *     approved by another than its asker: the console says so.
+             */
+            from_your_address: boolean;
             /** @description The address it asked from. */
             ip?: string | null;
             /** @description `pending`, `approved` or `denied`. */

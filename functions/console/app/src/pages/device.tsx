@@ -94,6 +94,11 @@ export function Device({ user }: PageProps) {
                   <Time value={request.expires_at} />
                 </dd>
               </dl>
+              {!request.from_your_address && (
+                <p role="alert" className="error">
+                  {t("device.elsewhere")}
+                </p>
+              )}
               <p>{t("device.warning")}</p>
               <KeyTerms user={user} scope="write" />
               <ErrorNote error={approve.error ?? deny.error} />
