@@ -426,14 +426,15 @@ async fn follow(
         segment(&cluster.id)
     );
     eprintln!("Following {} of {}…", operation_id, cluster.name);
+    let mut progress = output::Progress::new();
     loop {
         let raw = match client.get(&path).await {
             Err(e) if e.exit == Exit::NotFound && accepted.r#type == "delete" => {
-                eprintln!(
+                progress.line(&format!(
                     "{} is deleted ({}s).",
                     cluster.name,
                     started.elapsed().as_secs()
-                );
+                ));
                 let mut done = accepted.clone();
                 done.status = "succeeded".into();
                 return Ok((done, json!({ "id": operation_id, "status": "succeeded" })));
@@ -450,26 +451,30 @@ async fn follow(
         };
         let operation = operations[position].clone();
         for (n, stage) in operation.stages.iter().enumerate().skip(shown) {
-            eprintln!(
+            progress.line(&format!(
                 "  [{:>2}] {:<50} +{}s",
                 n + 1,
                 stage.stage,
                 started.elapsed().as_secs()
-            );
+            ));
         }
         shown = shown.max(operation.stages.len());
         match operation.status.as_str() {
             "succeeded" => {
-                eprintln!(
+                progress.line(&format!(
                     "{} {} succeeded in {}s.",
                     cluster.name,
                     operation.r#type,
                     started.elapsed().as_secs()
-                );
+                ));
                 return Ok((operation, raw[position].clone()));
             }
             "failed" | "cancelled" => return Ok((operation, raw[position].clone())),
-            _ => {}
+            _ => progress.status(&format!(
+                "{} ({}s)",
+                operation.stage,
+                started.elapsed().as_secs()
+            )),
         }
         if Instant::now() > deadline {
             return Err(CliError::new(

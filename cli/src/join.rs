@@ -65,8 +65,11 @@ pub async fn run(session: &Session, command: JoinCommand) -> Result<(), CliError
         cluster.name
     );
     let mut shown: HashMap<String, usize> = HashMap::new();
+    let mut progress = crate::output::Progress::new();
+    let started = Instant::now();
     loop {
         let attempts: Vec<Attempt> = client::read(&client.get(&path).await?)?;
+        progress.clear();
         // Oldest first, so lines read in the order things happened.
         for attempt in attempts.iter().rev().filter(|a| !old.contains(&a.id)) {
             let seen = shown.entry(attempt.id.clone()).or_insert_with(|| {
@@ -119,6 +122,7 @@ pub async fn run(session: &Session, command: JoinCommand) -> Result<(), CliError
                 format!("no machine finished joining {} in {timeout}s", cluster.name),
             ));
         }
+        progress.status(&format!("watching ({}s)", started.elapsed().as_secs()));
         tokio::time::sleep(Duration::from_millis(1000)).await;
     }
 }

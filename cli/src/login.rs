@@ -72,7 +72,8 @@ pub async fn login(mut session: Session, args: LoginArgs) -> Result<(), CliError
         codes.verification_uri_complete,
         codes.expires_in / 60
     );
-    eprintln!("Waiting for the approval…");
+    let mut progress = output::Progress::new();
+    progress.line("Waiting for the approval…");
     let deadline = Instant::now() + Duration::from_secs(codes.expires_in.max(1) as u64);
     let mut interval = Duration::from_secs(codes.interval.clamp(1, 60) as u64);
     let granted = loop {
@@ -101,7 +102,10 @@ pub async fn login(mut session: Session, args: LoginArgs) -> Result<(), CliError
         }
         let error: OAuthError = answer.read()?;
         match error.error.as_str() {
-            "authorization_pending" => {}
+            "authorization_pending" => progress.status(&format!(
+                "waiting; the code expires in {}s",
+                deadline.saturating_duration_since(Instant::now()).as_secs()
+            )),
             "slow_down" => interval += Duration::from_secs(5),
             "access_denied" => {
                 return Err(CliError::new(

@@ -99,9 +99,77 @@ pub fn or_dash(value: &Option<String>) -> String {
     value.clone().unwrap_or_else(|| "-".into())
 }
 
+/// Progress on standard error: a line for each step done and, on a
+/// terminal, a live line under them (a spinner, where things are, the time
+/// so far), redrawn in place and gone when the work ends. Without a
+/// terminal (CI, a pipe) only the lines are written.
+pub struct Progress {
+    live: bool,
+    frame: usize,
+    drawn: bool,
+}
+
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/// The live line's text for the `frame`th redraw: erase the line, then the
+/// spinner and `text`, on one line.
+pub fn live_line(frame: usize, text: &str) -> String {
+    format!(
+        "\r\x1b[2K{} {}",
+        SPINNER[frame % SPINNER.len()],
+        one_line(text)
+    )
+}
+
+impl Progress {
+    pub fn new() -> Self {
+        use std::io::IsTerminal;
+        Self {
+            live: std::io::stderr().is_terminal(),
+            frame: 0,
+            drawn: false,
+        }
+    }
+
+    /// A step done: a line of its own.
+    pub fn line(&mut self, text: &str) {
+        self.clear();
+        eprintln!("{text}");
+    }
+
+    /// Where things are now, on the live line (on a terminal only).
+    pub fn status(&mut self, text: &str) {
+        if self.live {
+            eprint!("{}", live_line(self.frame, text));
+            self.frame += 1;
+            self.drawn = true;
+        }
+    }
+
+    /// Erases the live line, so other output starts on a clean line.
+    pub fn clear(&mut self) {
+        if self.drawn {
+            eprint!("\r\x1b[2K");
+            self.drawn = false;
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_live_line_erases_itself_and_stays_on_one_line() {
+        assert_eq!(live_line(0, "installing"), "\r\x1b[2K⠋ installing");
+        assert_eq!(live_line(11, "a\nb\x1b[31m"), "\r\x1b[2K⠙ a b [31m");
+    }
 
     #[test]
     fn a_table_aligns_its_columns_and_keeps_each_row_on_one_line() {

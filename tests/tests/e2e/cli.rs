@@ -952,8 +952,35 @@ async fn what_goes_wrong_is_one_line_and_an_exit_code() {
         failed.stderr
     );
     app.sim().set_faults(kube_sim::Faults::default());
+    // Run on a terminal (`script` gives it one): the live line under the
+    // stages is drawn, and erased before each line and at the end.
     let args = with_key(&["clusters", "retry", "doomed", "--wait"]);
-    let retried = follow_driven(&app, &cli, &args).await;
+    let line = std::iter::once(workspace_binary("kubebyon").display().to_string())
+        .chain(args.iter().map(|a| format!("'{a}'")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut script = tokio::process::Command::new("script");
+    script
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(&cli.dir)
+        .env("HOME", &cli.dir)
+        .env("KUBEBYON_CONFIG_DIR", cli.config_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let retried = follow_driven_with(&app, script, &args).await;
+    // On the terminal standard error and output are one stream, which
+    // `script` writes out.
+    let retried = Run {
+        stderr: retried.stdout.clone(),
+        ..retried
+    };
+    assert!(
+        retried.stderr.contains("\r\x1b[2K⠋ ") && retried.stderr.contains("\r\x1b[2K  ["),
+        "the live line is drawn and erased: {:?}",
+        retried.stderr
+    );
     assert_eq!(retried.code, 0, "{}", retried.stderr);
     assert!(
         retried.stderr.contains("doomed create succeeded"),
@@ -1265,8 +1292,22 @@ async fn hostnames_plans_orders_organisations_joins_and_the_back_office_from_the
 /// Runs the command line while the platform's jobs are driven (a
 /// [`TestApp`] runs them only when asked), until it exits.
 async fn follow_driven(app: &TestApp, cli: &Cli, args: &[String]) -> Run {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let child = cli.command(&args).spawn().unwrap();
+    follow_driven_with(
+        app,
+        cli.command(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+        args,
+    )
+    .await
+}
+
+/// [`follow_driven`] of a command of one's own (the command line under a
+/// pseudo-terminal, say).
+async fn follow_driven_with(
+    app: &TestApp,
+    mut command: tokio::process::Command,
+    args: &[String],
+) -> Run {
+    let child = command.spawn().unwrap();
     let output = tokio::spawn(child.wait_with_output());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !output.is_finished() {
