@@ -1158,6 +1158,84 @@ async fn hostnames_plans_orders_organisations_joins_and_the_back_office_from_the
         "each step as it came:\n{out}"
     );
     assert!(out.contains("edge-7 joined shop"), "{out}");
+    // The node's timeline, its removal; the token's revocation; the
+    // cluster's update (nothing to change, then a change) and deletion.
+    sync_nodes::sync::sync_all(&app.db.pool, app.host(), 4, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let timeline = json_of(
+        &cli.run(&["nodes", "timeline", "shop", "edge-7", "-o", "json"])
+            .await,
+    );
+    assert_eq!(timeline["node"]["name"], "edge-7", "{timeline}");
+    let unknown = cli.run(&["nodes", "timeline", "shop", "edge-8"]).await;
+    assert_eq!(
+        (unknown.code, unknown.stderr.trim()),
+        (4, "error: no node named edge-8")
+    );
+    let removed = cli.run(&["nodes", "remove", "shop", "edge-7"]).await;
+    assert_eq!(removed.code, 0, "{}", removed.stderr);
+    let spare = json_of(
+        &cli.run(&[
+            "tokens",
+            "create",
+            "shop",
+            "--description",
+            "spare",
+            "-o",
+            "json",
+        ])
+        .await,
+    );
+    assert!(
+        spare["join_command"].as_str().unwrap().starts_with("curl "),
+        "{spare}"
+    );
+    let prefix = spare["token"]["display_prefix"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let revoked = cli.run(&["tokens", "revoke", "shop", &prefix]).await;
+    assert_eq!(revoked.code, 0, "{}", revoked.stderr);
+    let tokens = json_of(&cli.run(&["tokens", "list", "shop", "-o", "json"]).await);
+    assert_eq!(tokens[0]["status"], "revoked", "{tokens}");
+    app.drive().await;
+    let same = cli
+        .run(&["clusters", "update", "shop", "--cpu", "2000"])
+        .await;
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert!(
+        same.stderr.contains("Nothing to change."),
+        "{}",
+        same.stderr
+    );
+    let args: Vec<String> = ["clusters", "update", "shop", "--cpu", "3000", "--wait"]
+        .map(String::from)
+        .into();
+    let updated = follow_driven(&app, &cli, &args).await;
+    assert_eq!(updated.code, 0, "{}", updated.stderr);
+    assert!(
+        updated.stderr.contains("shop update succeeded"),
+        "{}",
+        updated.stderr
+    );
+    let shop = json_of(&cli.run(&["clusters", "get", "shop", "-o", "json"]).await);
+    assert_eq!(shop["workload_cpu_limit_milli_cores"], 3000);
+    let unasked = cli.run(&["clusters", "delete", "shop"]).await;
+    assert_eq!(unasked.code, 2, "no terminal, no --yes: {}", unasked.stderr);
+    let args: Vec<String> = ["clusters", "delete", "shop", "--yes", "--wait"]
+        .map(String::from)
+        .into();
+    let deleted = follow_driven(&app, &cli, &args).await;
+    assert_eq!(deleted.code, 0, "{}", deleted.stderr);
+    assert!(
+        deleted.stderr.contains("shop is deleted")
+            || deleted.stderr.contains("shop delete succeeded"),
+        "{}",
+        deleted.stderr
+    );
+    let gone = cli.run(&["clusters", "get", "shop"]).await;
+    assert_eq!(gone.code, 4, "{}", gone.stderr);
 
     // Organisations: make one, act in it, invite someone.
     let made = cli.run(&["org", "create", "acme"]).await;
