@@ -54,6 +54,7 @@ pub struct IssueKubeconfig {
     responses(
         (status = 201, description = "A kubeconfig (JSON, which is also valid YAML)", content_type = "application/yaml", body = Object,
          headers(("Location" = String, description = "The credential: `/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}`"))),
+        (status = 401, description = "Not signed in, or the credential was revoked while its token was issued (the user disabled): no kubeconfig (`unauthenticated`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not available yet (`kubeconfig_unavailable`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -330,6 +331,12 @@ async fn record(
 /// Asks the cluster for a token of the credential `id` valid `seconds`,
 /// making its ServiceAccount and binding when they are not there. A
 /// failure revokes the credential (`issue_failed`) and answers 502.
+///
+/// A credential revoked while its token was issued (its key, its user) may
+/// have had its ServiceAccount deleted before this issue made it again: the
+/// record is read back after the issue, and a revoked one's ServiceAccount
+/// is deleted again, left to the cluster sync if that fails, and 401
+/// answered instead of the token.
 async fn issue_token(
     state: &AppState,
     caller: Caller,
@@ -339,25 +346,36 @@ async fn issue_token(
     seconds: i64,
 ) -> Result<credential::Issued, ApiError> {
     let host = state.host.as_ref().ok_or(ApiError::Unavailable)?;
-    let issued = async {
-        let client = host
-            .vcluster_client(cluster, server)
+    let client = host.vcluster_client(cluster, server).await;
+    let issued = match &client {
+        Ok(client) => credential::issue(client.clone(), id, caller.user_id, seconds)
             .await
-            .map_err(|e| e.to_string())?;
-        credential::issue(client, id, caller.user_id, seconds)
-            .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string()),
+        Err(error) => Err(error.to_string()),
     };
-    match issued.await {
-        Ok(issued) => Ok(issued),
+    let issued = match issued {
+        Ok(issued) => issued,
         Err(error) => {
             kubeconfigs::revoke(&state.pool, cluster.id, id, None, "issue_failed").await?;
-            Err(ApiError::Upstream {
+            return Err(ApiError::Upstream {
                 code: "cluster_unreachable",
                 detail: format!("the cluster could not issue a token: {error}"),
-            })
+            });
         }
+    };
+    let live = kubeconfigs::get(&state.pool, cluster.id, id)
+        .await?
+        .is_some_and(|c| c.revoked_at.is_none());
+    if !live {
+        kubeconfigs::removal_pending(&state.pool, id).await?;
+        if let Ok(client) = client
+            && credential::remove(client, id).await.is_ok()
+        {
+            kubeconfigs::mark_removed(&state.pool, id).await?;
+        }
+        return Err(ApiError::Unauthenticated);
     }
+    Ok(issued)
 }
 
 /// The cluster's API address and its CA (PEM), while a kubeconfig is
@@ -451,7 +469,7 @@ pub struct ExecCredentialStatus {
     responses(
         (status = 201, body = ExecCredential,
          headers(("Location" = String, description = "The credential: `/api/console/clusters/{cluster_id}/kubeconfigs/{credential_id}`"))),
-        (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "The key is not live, or it was revoked while the token was issued: no token (`unauthenticated`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an API key (`api_key_required`), or the caller's role may not hold a kubeconfig (`forbidden`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not available yet (`kubeconfig_unavailable`)", body = shared::error::Problem, content_type = "application/problem+json"),

@@ -361,6 +361,19 @@ pub async fn stale(
     }
 }
 
+/// Records that a credential's ServiceAccount is to be deleted again (an
+/// issue may have made it anew after a removal): the cluster sync goes on
+/// until [`mark_removed`].
+pub async fn removal_pending(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE kubeconfig_credentials SET removed_at = NULL WHERE id = $1",
+        id
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
 /// Records that a credential's ServiceAccount is gone from its cluster.
 pub async fn mark_removed(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!(

@@ -358,3 +358,88 @@ async fn kubeconfig_requests_are_checked_and_owned() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(credentials(&platform, &id).await[0]["status"], "active");
 }
+
+/// kubectl's renewed credentials: a key's first call makes its
+/// ServiceAccount and later ones reuse it; a credential revoked while its
+/// token is being issued (the key revoked in that moment) answers 401 and
+/// leaves no ServiceAccount, though the issue made it again after the
+/// revocation deleted it.
+#[tokio::test]
+async fn a_credential_revoked_while_its_token_is_issued_leaves_no_service_account() {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    let (id, namespace) = platform.create_ready("renew", "nodeport").await;
+    let vcluster = platform.sim().vcluster(&namespace, "renew").unwrap();
+    let path = format!("/api/console/clusters/{id}/exec-credentials");
+    let key = tests::development_api_key(&platform.db.pool, "kubectl").await;
+    let with_key = platform
+        .client_with(shared::http::Identity::Accounts)
+        .bearer(&key);
+
+    // From a session (here, the development identity): refused.
+    let (status, body) = platform.call("POST", &path, None).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("api_key_required"))
+    );
+    let (status, first) = with_key.call("POST", &path, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(first["kind"], "ExecCredential");
+    let (status, second) = with_key.call("POST", &path, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{second}");
+    assert_ne!(first["status"]["token"], second["status"]["token"]);
+    let accounts: Vec<(String, String)> = sqlx::query_as(
+        "SELECT service_account_name, kind FROM kubeconfig_credentials WHERE cluster_id = $1::uuid",
+    )
+    .bind(&id)
+    .fetch_all(&platform.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        accounts.len(),
+        1,
+        "renewals reuse the credential: {accounts:?}"
+    );
+    assert_eq!(accounts[0].1, "exec");
+    assert!(
+        vcluster
+            .get("v1", "ServiceAccount", "kube-system", &accounts[0].0)
+            .is_some()
+    );
+
+    // Another key; its credential is revoked the moment it is recorded.
+    sqlx::raw_sql(
+        "CREATE FUNCTION revoke_as_recorded() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             UPDATE kubeconfig_credentials SET revoked_at = now(), revoke_reason = 'api_key_revoked'
+             WHERE id = NEW.id;
+             RETURN NULL;
+         END $$;
+         CREATE TRIGGER revoke_as_recorded AFTER INSERT ON kubeconfig_credentials
+             FOR EACH ROW EXECUTE FUNCTION revoke_as_recorded();",
+    )
+    .execute(&platform.db.pool)
+    .await
+    .unwrap();
+    let other = tests::development_api_key(&platform.db.pool, "kubectl-2").await;
+    let (status, body) = platform
+        .client_with(shared::http::Identity::Accounts)
+        .bearer(&other)
+        .call("POST", &path, None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "no token: {body}");
+    let (name, removed): (String, bool) = sqlx::query_as(
+        "SELECT service_account_name, removed_at IS NOT NULL FROM kubeconfig_credentials
+         WHERE cluster_id = $1::uuid AND revoked_at IS NOT NULL",
+    )
+    .bind(&id)
+    .fetch_one(&platform.db.pool)
+    .await
+    .unwrap();
+    assert!(
+        vcluster
+            .get("v1", "ServiceAccount", "kube-system", &name)
+            .is_none(),
+        "the ServiceAccount the issue made is deleted again"
+    );
+    assert!(removed);
+}

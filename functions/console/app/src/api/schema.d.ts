@@ -9271,6 +9271,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The key is not live, or it was revoked while the token was issued: no token (`unauthenticated`) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9824,6 +9825,15 @@ export interface operations {
             };
             /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not signed in, or the credential was revoked while its token was issued (the user disabled): no kubeconfig (`unauthenticated`) */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
