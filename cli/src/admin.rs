@@ -190,7 +190,7 @@ async fn job_action(
         )
         .await?;
     let record: JobRecord = answer.read()?;
-    eprintln!("Job {} is {}.", record.id, record.status);
+    note!("Job {} is {}.", record.id, record.status);
     if session.output != Format::Table {
         output::print(session.output, &answer.body, &[], vec![])?;
     }

@@ -48,7 +48,7 @@ pub async fn plan(session: &Session, command: PlanCommand) -> Result<(), CliErro
             let raw = client.get("/api/console/account/entitlements").await?;
             let entitlement: Entitlement = client::read(&raw)?;
             if session.output == Format::Table {
-                eprintln!(
+                note!(
                     "Plan: {} ({})",
                     entitlement
                         .plan
@@ -165,7 +165,7 @@ pub async fn orders(session: &Session, command: OrdersCommand) -> Result<(), Cli
                 .await?;
             let checkout: Checkout = answer.read()?;
             if session.output == Format::Table {
-                eprintln!(
+                note!(
                     "Order {} for {} ({}): pay at",
                     checkout.order.id,
                     plan.name,
@@ -184,7 +184,7 @@ pub async fn orders(session: &Session, command: OrdersCommand) -> Result<(), Cli
                 )
                 .await?;
             let order: Order = answer.read()?;
-            eprintln!("Order {} is {}.", order.id, order.status);
+            note!("Order {} is {}.", order.id, order.status);
             if session.output != Format::Table {
                 output::print(session.output, &answer.body, &[], vec![])?;
             }

@@ -97,7 +97,7 @@ impl Client {
 
     fn note(&self, line: std::fmt::Arguments<'_>) {
         if self.verbose {
-            eprintln!("{line}");
+            note!("{line}");
         }
     }
 

@@ -157,7 +157,7 @@ pub async fn run(session: &Session, command: ClustersCommand) -> Result<(), CliE
                 )
                 .await?;
             if answer.status.as_u16() == 200 {
-                eprintln!("Nothing to change.");
+                note!("Nothing to change.");
                 return show(session.output, &answer.body, &[client::read(&answer.body)?]);
             }
             accepted(session, &client, &answer.body, &args.wait).await
@@ -354,9 +354,11 @@ async fn accepted(
     let accepted: OperationAccepted = client::read(body)?;
     let cluster = &accepted.cluster;
     if !wait.wait {
-        eprintln!(
+        note!(
             "{} {}: operation {} accepted.",
-            cluster.name, accepted.operation.r#type, accepted.operation.id
+            cluster.name,
+            accepted.operation.r#type,
+            accepted.operation.id
         );
         return output::print(
             session.output,
@@ -425,7 +427,7 @@ async fn follow(
         "/api/console/clusters/{}/operations?limit=50",
         segment(&cluster.id)
     );
-    eprintln!("Following {} of {}…", operation_id, cluster.name);
+    note!("Following {} of {}…", operation_id, cluster.name);
     let mut progress = output::Progress::new();
     loop {
         let raw = match client.get(&path).await {

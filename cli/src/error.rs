@@ -83,6 +83,14 @@ pub fn one_line(text: &str) -> String {
         .collect()
 }
 
+/// Text for a terminal, lines kept: every other control character (an
+/// escape sequence's start among them) as a space.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+        .collect()
+}
+
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)

@@ -102,9 +102,11 @@ pub async fn run(session: &Session, command: HostnamesCommand) -> Result<(), Cli
                     &binding.verification_record_value,
                 )
             {
-                eprintln!(
+                note!(
                     "Prove {} is yours: a TXT record {name} holding {value}, then `kubebyon hostnames verify {} {}`.",
-                    binding.hostname, cluster.name, binding.hostname
+                    binding.hostname,
+                    cluster.name,
+                    binding.hostname
                 );
             }
             output::print(session.output, &answer.body, &HEADER, rows(&[binding]))
@@ -140,9 +142,10 @@ pub async fn run(session: &Session, command: HostnamesCommand) -> Result<(), Cli
                     None,
                 )
                 .await?;
-            eprintln!(
+            note!(
                 "{} is no longer bound to {}.",
-                binding.hostname, cluster.name
+                binding.hostname,
+                cluster.name
             );
             Ok(())
         }

@@ -60,7 +60,7 @@ pub async fn run(session: &Session, command: JoinCommand) -> Result<(), CliError
         .filter(|a| ended(&a.outcome))
         .map(|a| a.id)
         .collect();
-    eprintln!(
+    note!(
         "Waiting for a machine to join {} (run the join command on it)…",
         cluster.name
     );
@@ -73,7 +73,7 @@ pub async fn run(session: &Session, command: JoinCommand) -> Result<(), CliError
         // Oldest first, so lines read in the order things happened.
         for attempt in attempts.iter().rev().filter(|a| !old.contains(&a.id)) {
             let seen = shown.entry(attempt.id.clone()).or_insert_with(|| {
-                println!(
+                say!(
                     "{} ({}) with token {}:",
                     attempt.hostname.as_deref().unwrap_or("a machine"),
                     attempt.source_ip.as_deref().unwrap_or("-"),
@@ -82,7 +82,7 @@ pub async fn run(session: &Session, command: JoinCommand) -> Result<(), CliError
                 0
             });
             for step in attempt.steps.iter().skip(*seen) {
-                println!(
+                say!(
                     "  {} {}{}",
                     mark(&step.status),
                     step.step,
@@ -95,7 +95,7 @@ pub async fn run(session: &Session, command: JoinCommand) -> Result<(), CliError
             *seen = (*seen).max(attempt.steps.len());
             match attempt.outcome.as_str() {
                 "succeeded" => {
-                    println!(
+                    say!(
                         "{} joined {}: `kubebyon nodes list {}` shows it.",
                         attempt.hostname.as_deref().unwrap_or("The machine"),
                         cluster.name,

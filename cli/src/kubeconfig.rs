@@ -84,7 +84,7 @@ pub async fn kubeconfig(session: &Session, args: KubeconfigArgs) -> Result<(), C
     match args.file {
         Some(path) => {
             write_private(&path, text.as_bytes())?;
-            eprintln!(
+            note!(
                 "Wrote {}: kubectl renews its token through `kubebyon credential`.\n  export KUBECONFIG={}",
                 path.display(),
                 path.display()

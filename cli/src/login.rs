@@ -65,7 +65,7 @@ pub async fn login(mut session: Session, args: LoginArgs) -> Result<(), CliError
         return Err(CliError::from_problem(answer.status.as_u16(), &answer.body));
     }
     let codes: DeviceCodeResponse = answer.read()?;
-    eprintln!(
+    note!(
         "To sign in, open {} and enter the code {}\n(or open {}). The code expires in {} minutes.",
         codes.verification_uri,
         codes.user_code,
@@ -140,7 +140,7 @@ pub async fn login(mut session: Session, args: LoginArgs) -> Result<(), CliError
     session.config.save()?;
     session.context = session.config.contexts[&name].clone();
     let me: User = client::read(&session.signed_in()?.get("/api/auth/me").await?)?;
-    eprintln!(
+    note!(
         "Signed in to {} as {} (context {name}, a {} key valid {} days).",
         client.base(),
         me.email,
@@ -174,7 +174,7 @@ pub async fn logout(mut session: Session) -> Result<(), CliError> {
         context.api_key = None;
     }
     session.config.save()?;
-    eprintln!("Signed out of {name}; its key is revoked.");
+    note!("Signed out of {name}; its key is revoked.");
     Ok(())
 }
 
@@ -240,7 +240,7 @@ pub fn context(mut session: Session, command: ContextCommand) -> Result<(), CliE
             }
             session.config.current_context = Some(name.clone());
             session.config.save()?;
-            eprintln!("Now using {name}.");
+            note!("Now using {name}.");
             Ok(())
         }
         ContextCommand::Delete { name } => {
@@ -254,7 +254,7 @@ pub fn context(mut session: Session, command: ContextCommand) -> Result<(), CliE
                 session.config.current_context = None;
             }
             session.config.save()?;
-            eprintln!("Forgot {name}.");
+            note!("Forgot {name}.");
             Ok(())
         }
     }

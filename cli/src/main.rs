@@ -2,6 +2,23 @@
 // A command line prints its results.
 #![allow(clippy::print_stdout)]
 
+/// A message on standard error. What the platform sent may hold a
+/// terminal's escape sequences (a name another user chose, a host name a
+/// joining machine reported): every control character but the line break
+/// is written as a space.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        eprintln!("{}", crate::error::printable(&format!($($arg)*)))
+    };
+}
+
+/// [`note!`] on standard output.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", crate::error::printable(&format!($($arg)*)))
+    };
+}
+
 mod admin;
 mod billing;
 mod client;
@@ -213,7 +230,7 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", error::one_line(&error.message));
             std::process::ExitCode::from(error.exit as u8)
         }
     }

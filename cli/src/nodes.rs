@@ -138,7 +138,7 @@ pub async fn run(session: &Session, command: NodesCommand) -> Result<(), CliErro
                 .await?;
             let timeline: Timeline = client::read(&raw)?;
             if session.output == Format::Table && timeline.observed_seconds > 0 {
-                eprintln!(
+                note!(
                     "{}: ready {:.1}% of the {} h observed{}",
                     timeline.node.name,
                     100.0 * timeline.ready_seconds as f64 / timeline.observed_seconds as f64,
@@ -183,7 +183,7 @@ pub async fn run(session: &Session, command: NodesCommand) -> Result<(), CliErro
                     None,
                 )
                 .await?;
-            eprintln!("{} is being removed from {}.", node.name, cluster.name);
+            note!("{} is being removed from {}.", node.name, cluster.name);
             output::print(
                 session.output,
                 &answer.body,
@@ -257,7 +257,7 @@ pub async fn tokens(session: &Session, command: TokensCommand) -> Result<(), Cli
                 .await?;
             let created: CreatedToken = answer.read()?;
             if session.output == Format::Table {
-                eprintln!(
+                note!(
                     "Token {} joins up to {} machine(s) to {} until {}. Run this as root on each (it is shown once):",
                     created.token.display_prefix,
                     created.token.max_uses,
@@ -330,7 +330,7 @@ pub async fn tokens(session: &Session, command: TokensCommand) -> Result<(), Cli
                     None,
                 )
                 .await?;
-            eprintln!("Token {} is revoked.", token.display_prefix);
+            note!("Token {} is revoked.", token.display_prefix);
             if session.output != Format::Table {
                 output::print(session.output, &answer.body, &[], vec![])?;
             }

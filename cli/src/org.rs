@@ -131,7 +131,7 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
             let context = session.config.contexts.entry(name.clone()).or_default();
             context.organization = (!chosen.personal).then(|| chosen.id.clone());
             session.config.save()?;
-            eprintln!("{name} now acts in {} (as {}).", chosen.name, chosen.role);
+            note!("{name} now acts in {} (as {}).", chosen.name, chosen.role);
             Ok(())
         }
         OrgCommand::Create { name } => {
@@ -143,9 +143,11 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
                 )
                 .await?;
             let made: Membership = answer.read()?;
-            eprintln!(
+            note!(
                 "Made {} ({}); `kubebyon org switch {}` acts in it.",
-                made.name, made.id, made.id
+                made.name,
+                made.id,
+                made.id
             );
             if session.output != Format::Table {
                 output::print(session.output, &answer.body, &[], vec![])?;
@@ -191,7 +193,7 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
                 )
                 .await?;
             let made: InvitationMade = answer.read()?;
-            eprintln!(
+            note!(
                 "Invited {} to {} as {}; the link was emailed and is valid until {}.",
                 made.invitation.email,
                 organization.name,
@@ -243,7 +245,7 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
                     Some(&json!({ "role": role })),
                 )
                 .await?;
-            eprintln!("{} is now {} in {}.", member.email, role, organization.name);
+            note!("{} is now {} in {}.", member.email, role, organization.name);
             Ok(())
         }
         OrgCommand::Remove { email } => {
@@ -260,7 +262,7 @@ pub async fn run(mut session: Session, command: OrgCommand) -> Result<(), CliErr
                     None,
                 )
                 .await?;
-            eprintln!("{} is out of {}.", member.email, organization.name);
+            note!("{} is out of {}.", member.email, organization.name);
             Ok(())
         }
     }

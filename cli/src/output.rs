@@ -134,7 +134,7 @@ impl Progress {
     /// A step done: a line of its own.
     pub fn line(&mut self, text: &str) {
         self.clear();
-        eprintln!("{text}");
+        eprintln!("{}", crate::error::printable(text));
     }
 
     /// Where things are now, on the live line (on a terminal only).
