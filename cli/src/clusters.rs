@@ -411,6 +411,10 @@ async fn accepted(
 /// Polls the cluster's operations until `operation_id` ends, printing each
 /// stage as it is reached: a line per stage (`[n] stage  +12s`) on
 /// standard error, so standard output stays the result's.
+/// How long `--wait` keeps asking a platform that does not answer, or
+/// answers 5xx, before it gives up (exit 7): the operation goes on there.
+const OUTAGE_PATIENCE: Duration = Duration::from_secs(60);
+
 /// A deleted cluster's operations are gone with it: its deletion is done
 /// once the cluster answers 404.
 async fn follow(
@@ -429,8 +433,25 @@ async fn follow(
     );
     note!("Following {} of {}…", operation_id, cluster.name);
     let mut progress = output::Progress::new();
+    // Since when the platform has not answered (a restart, a network blip).
+    let mut silent_since: Option<Instant> = None;
     loop {
         let raw = match client.get(&path).await {
+            Err(e) if e.exit == Exit::Unavailable => {
+                let since = *silent_since.get_or_insert_with(|| {
+                    progress.line(&format!(
+                        "  {}; asking again for up to {}s",
+                        e.message,
+                        OUTAGE_PATIENCE.as_secs()
+                    ));
+                    Instant::now()
+                });
+                if since.elapsed() > OUTAGE_PATIENCE || Instant::now() > deadline {
+                    return Err(e);
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                continue;
+            }
             Err(e) if e.exit == Exit::NotFound && accepted.r#type == "delete" => {
                 progress.line(&format!(
                     "{} is deleted ({}s).",
@@ -443,6 +464,9 @@ async fn follow(
             }
             other => other?,
         };
+        if silent_since.take().is_some() {
+            progress.line("  the platform answers again");
+        }
         let operations: Vec<Operation> = client::read(&raw)?;
         let position = operations.iter().position(|o| o.id == operation_id);
         let Some(position) = position else {

@@ -988,6 +988,59 @@ async fn what_goes_wrong_is_one_line_and_an_exit_code() {
         retried.stderr
     );
 
+    // The platform stops answering while --wait follows (a restart, a
+    // network blip): the command line says so, asks again, and goes on
+    // once it answers.
+    let upstream: std::net::SocketAddr =
+        app.base_url.trim_start_matches("http://").parse().unwrap();
+    let proxy = tests::proxy::TcpProxy::start(upstream).await;
+    let through = format!("http://{}", proxy.addr);
+    let mut child = cli
+        .command(&[
+            "--url",
+            &through,
+            "--api-key",
+            key,
+            "clusters",
+            "create",
+            "blip",
+            "--wait",
+        ])
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let following = line.starts_with("Following ");
+        seen.push(line);
+        if following {
+            break;
+        }
+    }
+    proxy.down();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    app.drive().await;
+    proxy.up();
+    let status = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            seen.push(line);
+        }
+        child.wait().await.unwrap()
+    })
+    .await
+    .expect("--wait ends once the platform answers again");
+    let stderr = seen.join("\n");
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the platform at ")
+            && stderr.contains("asking again for up to 60s"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the platform answers again") && stderr.contains("blip create succeeded"),
+        "{stderr}"
+    );
+
     sqlx::query("UPDATE api_keys SET expires_at = now() WHERE prefix = $1")
         .bind(&key[..11])
         .execute(&app.db.pool)
