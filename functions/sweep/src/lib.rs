@@ -33,8 +33,9 @@ pub struct Report {
     pub jobs: SweepReport,
     /// Join tokens whose expiry was recorded.
     pub tokens_expired: u64,
-    /// Expired sessions, old rate-limit windows, Idempotency-Key answers
-    /// past keeping and deleted clusters' admission reservations removed.
+    /// Expired sessions, old rate-limit windows, device sign-ins a day past
+    /// their expiry, Idempotency-Key answers past keeping and deleted
+    /// clusters' admission reservations removed.
     pub pruned: u64,
     /// History rows past their retention deleted.
     pub retention: retention::Pruned,
@@ -49,6 +50,7 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
         tokens_expired: tokens::expire_due(&mut *conn).await?,
         pruned: accounts::prune_sessions(&mut *conn).await?
             + auth::prune_rate_limits(&mut *conn).await?
+            + accounts::device::prune_expired(&mut *conn).await?
             + idempotency::prune_expired(&mut *conn).await?
             + admission::store::prune(&mut conn).await?,
         retention: retention::prune(

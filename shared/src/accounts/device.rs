@@ -91,21 +91,13 @@ pub struct Started {
     pub interval_seconds: i32,
 }
 
-/// Records a new request for `device_name` and answers its codes. Requests
-/// that ended more than a day ago are deleted on the way, a bounded batch.
+/// Records a new request for `device_name` and answers its codes.
 pub async fn start(
     pool: &sqlx::PgPool,
     device_name: &str,
     ip: Option<&str>,
     user_agent: Option<&str>,
 ) -> Result<Started, sqlx::Error> {
-    sqlx::query!(
-        "DELETE FROM device_authorizations WHERE id IN (
-             SELECT id FROM device_authorizations WHERE expires_at < now() - interval '1 day'
-             ORDER BY expires_at LIMIT 100)"
-    )
-    .execute(pool)
-    .await?;
     let device_code = format!("kbd_{}", auth::random_token::<32>());
     // A user code already pending (one in 2.6 × 10^10) is drawn again.
     let mut attempts = 0;
@@ -147,6 +139,17 @@ pub async fn start(
             Err(err) => return Err(err),
         }
     }
+}
+
+/// Removes requests that expired more than a day ago, whatever became of
+/// them (`sweep`). Returns how many.
+pub async fn prune_expired(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "DELETE FROM device_authorizations WHERE expires_at < now() - interval '1 day'"
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
 }
 
 /// A pending request as the console shows it to the one deciding.
