@@ -47,7 +47,6 @@ pub struct ApproveDevice {
 /// The guess buckets of a caller: theirs and their address's.
 struct Guesses {
     account: String,
-    source: Option<String>,
     /// The caller's address, as it came.
     ip: Option<String>,
 }
@@ -56,16 +55,20 @@ impl Guesses {
     fn of(caller: &Caller, origin: &Origin) -> Self {
         Self {
             account: caller.user_id.to_string(),
-            source: origin.ip.as_deref().map(auth::source_key),
             ip: origin.ip.clone(),
         }
+    }
+
+    /// The address's bucket (an IPv6 one's /64).
+    fn source(&self) -> Option<String> {
+        self.ip.as_deref().map(auth::source_key)
     }
 
     /// 429 once either bucket is spent; counts nothing.
     async fn check(&self, pool: &sqlx::PgPool) -> Result<(), ApiError> {
         auth::check_limit(pool, DEVICE_CODE_GUESSES_PER_ACCOUNT, &self.account).await?;
-        if let Some(source) = &self.source {
-            auth::check_limit(pool, DEVICE_CODE_GUESSES_PER_IP, source).await?;
+        if let Some(source) = self.source() {
+            auth::check_limit(pool, DEVICE_CODE_GUESSES_PER_IP, &source).await?;
         }
         Ok(())
     }
@@ -74,8 +77,8 @@ impl Guesses {
     async fn missed(&self, pool: &sqlx::PgPool) -> ApiError {
         let counted = async {
             auth::count_failure(pool, DEVICE_CODE_GUESSES_PER_ACCOUNT, &self.account).await?;
-            if let Some(source) = &self.source {
-                auth::count_failure(pool, DEVICE_CODE_GUESSES_PER_IP, source).await?;
+            if let Some(source) = self.source() {
+                auth::count_failure(pool, DEVICE_CODE_GUESSES_PER_IP, &source).await?;
             }
             Ok::<_, ApiError>(())
         };
