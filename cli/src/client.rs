@@ -187,15 +187,15 @@ enum Body<'a> {
     Form(&'a [(&'a str, &'a str)]),
 }
 
-/// A path segment, percent-encoded.
+/// What a path segment or query value keeps as it is: RFC 3986's unreserved
+/// characters.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// A path segment (or a query value), percent-encoded.
 pub fn segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    percent_encoding::utf8_percent_encode(text, UNRESERVED).to_string()
 }
