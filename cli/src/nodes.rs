@@ -72,27 +72,7 @@ pub async fn run(session: &Session, command: NodesCommand) -> Result<(), CliErro
     match command {
         NodesCommand::List { cluster, all } => {
             let cluster = resolve(&client, &cluster).await?;
-            let mut items: Vec<Value> = Vec::new();
-            let mut cursor: Option<String> = None;
-            loop {
-                let mut path = format!(
-                    "/api/console/clusters/{}/nodes?limit=500",
-                    segment(&cluster.id)
-                );
-                if all {
-                    path.push_str("&include_deleted=true");
-                }
-                if let Some(cursor) = &cursor {
-                    path.push_str(&format!("&cursor={}", segment(cursor)));
-                }
-                let raw = client.get(&path).await?;
-                let page: NodePage = client::read(&raw)?;
-                items.extend(raw["items"].as_array().cloned().unwrap_or_default());
-                cursor = page.next_cursor;
-                if cursor.is_none() {
-                    break;
-                }
-            }
+            let items = nodes_of(&client, &cluster.id, all).await?;
             let nodes: Vec<Node> = client::read(&Value::Array(items.clone()))?;
             output::print(
                 session.output,
@@ -200,29 +180,44 @@ async fn node_of(
     cluster_id: &str,
     name_or_id: &str,
 ) -> Result<Node, CliError> {
+    let nodes: Vec<Node> = client::read(&Value::Array(nodes_of(client, cluster_id, false).await?))?;
+    nodes
+        .into_iter()
+        .find(|n| n.name == name_or_id || n.id == name_or_id)
+        .ok_or_else(|| {
+            CliError::new(
+                Exit::NotFound,
+                format!("no node named {}", crate::error::one_line(name_or_id)),
+            )
+        })
+}
+
+/// Every node of the cluster as the platform answers them (deleted ones too
+/// when `all`), read page by page.
+async fn nodes_of(
+    client: &client::Client,
+    cluster_id: &str,
+    all: bool,
+) -> Result<Vec<Value>, CliError> {
+    let mut items = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         let mut path = format!(
             "/api/console/clusters/{}/nodes?limit=500",
             segment(cluster_id)
         );
+        if all {
+            path.push_str("&include_deleted=true");
+        }
         if let Some(cursor) = &cursor {
             path.push_str(&format!("&cursor={}", segment(cursor)));
         }
-        let page: NodePage = client::read(&client.get(&path).await?)?;
-        if let Some(node) = page
-            .items
-            .into_iter()
-            .find(|n| n.name == name_or_id || n.id == name_or_id)
-        {
-            return Ok(node);
-        }
+        let raw = client.get(&path).await?;
+        let page: NodePage = client::read(&raw)?;
+        items.extend(raw["items"].as_array().cloned().unwrap_or_default());
         cursor = page.next_cursor;
         if cursor.is_none() {
-            return Err(CliError::new(
-                Exit::NotFound,
-                format!("no node named {}", crate::error::one_line(name_or_id)),
-            ));
+            return Ok(items);
         }
     }
 }
