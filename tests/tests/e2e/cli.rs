@@ -38,6 +38,16 @@ struct Run {
     stderr: String,
 }
 
+impl From<std::process::Output> for Run {
+    fn from(output: std::process::Output) -> Self {
+        Self {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
 impl Cli {
     fn new() -> Self {
         let dir =
@@ -73,25 +83,16 @@ impl Cli {
             .await
             .unwrap_or_else(|_| panic!("kubebyon {args:?} finished within two minutes"))
             .unwrap();
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+        Run::from(output)
     }
 
     /// `kubebyon login` started: the process, and the user code it shows.
-    async fn start_login(
-        &self,
-        url: &str,
-        device: &str,
-    ) -> (tokio::process::Child, String, Vec<String>) {
+    async fn start_login(&self, url: &str, device: &str) -> (tokio::process::Child, String) {
         let mut child = self
             .command(&["login", "--url", url, "--device-name", device])
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = Vec::new();
         let code = tokio::time::timeout(Duration::from_secs(30), async {
             loop {
                 let line = lines
@@ -99,7 +100,6 @@ impl Cli {
                     .await
                     .unwrap()
                     .expect("login prints its code");
-                seen.push(line.clone());
                 if let Some(rest) = line.split("enter the code ").nth(1) {
                     return rest.split_whitespace().next().unwrap().to_string();
                 }
@@ -109,7 +109,7 @@ impl Cli {
         .expect("the code is shown within 30 s");
         // The rest of standard error is read, so the process never blocks on it.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        (child, code, seen)
+        (child, code)
     }
 
     /// Kubectl with `kubeconfig`, from this command line's home.
@@ -125,11 +125,7 @@ impl Cli {
             .output()
             .await
             .expect("kubectl runs (scripts/test.sh installs it into target/tools/bin)");
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+        Run::from(output)
     }
 }
 
@@ -177,7 +173,7 @@ async fn the_command_line_signs_in_by_the_console_and_renews_kubectl_until_its_k
     let cli = Cli::new();
 
     // Sign in: the code the terminal shows, approved in Chromium.
-    let (mut login, code, _) = cli.start_login(&local.base, "build-box").await;
+    let (mut login, code) = cli.start_login(&local.base, "build-box").await;
     assert!(
         code.len() == 9 && code.chars().nth(4) == Some('-'),
         "a code like BCDF-GHJK: {code}"
@@ -202,7 +198,7 @@ async fn the_command_line_signs_in_by_the_console_and_renews_kubectl_until_its_k
         .unwrap();
     assert!(status.success(), "login exits 0 once approved: {status}");
     // Another sign-in, denied in Chinese: that one exits 3 and saves nothing.
-    let (mut denied, code, _) = cli.start_login(&local.base, "kiosk").await;
+    let (mut denied, code) = cli.start_login(&local.base, "kiosk").await;
     crate::console::journey(
         "device",
         "zh-CN",
@@ -670,6 +666,30 @@ async fn device_codes_are_single_use_expire_slow_pollers_down_and_are_limited() 
         StatusCode::NOT_FOUND,
         "an expired code names nothing"
     );
+    // A day past its expiry, `sweep` removes a request, and only such.
+    sqlx::query(
+        "UPDATE device_authorizations SET expires_at = now() - interval '25 hours'
+         WHERE device_name = 'ci-runner' AND status = 'pending'",
+    )
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let count = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM device_authorizations")
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap()
+    };
+    let before = count().await;
+    let context = queues::runtime::ScheduleContext::new(
+        app.db.pool.clone(),
+        app.state.settings.clone(),
+        None,
+        Some(std::sync::Arc::new(app.dispatcher.clone())),
+    );
+    let report = ::sweep::run(&context).await.unwrap();
+    assert!(report.pruned >= 1, "{report:?}");
+    assert_eq!(count().await, before - 1, "the expired one alone");
 
     // The codes are kept as hashes only.
     let stored: Vec<(Vec<u8>, Vec<u8>)> =
@@ -857,7 +877,7 @@ async fn what_goes_wrong_is_one_line_and_an_exit_code() {
     assert!(!run.stderr.contains(forged));
 
     // Denied in the console.
-    let (mut login, code, _) = cli.start_login(&app.base_url, "laptop").await;
+    let (mut login, code) = cli.start_login(&app.base_url, "laptop").await;
     let (status, _) = user
         .call(
             "POST",
@@ -872,7 +892,7 @@ async fn what_goes_wrong_is_one_line_and_an_exit_code() {
         .unwrap();
     assert_eq!(status.code(), Some(3), "denied: exit 3");
     // Expired before anyone approved.
-    let (mut login, _, _) = cli.start_login(&app.base_url, "laptop").await;
+    let (mut login, _) = cli.start_login(&app.base_url, "laptop").await;
     sqlx::query("UPDATE device_authorizations SET expires_at = now() WHERE status = 'pending'")
         .execute(&app.db.pool)
         .await
@@ -1450,9 +1470,5 @@ async fn follow_driven_with(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let output = output.await.unwrap().unwrap();
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    Run::from(output)
 }
