@@ -26,6 +26,10 @@ pub enum ClustersCommand {
         /// Only those whose name holds this text.
         #[arg(long)]
         search: Option<String>,
+        /// Only those of this health: healthy, degraded, no_nodes,
+        /// unreachable, in_progress or failed.
+        #[arg(long)]
+        health: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 200)]
         limit: usize,
@@ -108,7 +112,11 @@ pub struct UpdateArgs {
 pub async fn run(session: &Session, command: ClustersCommand) -> Result<(), CliError> {
     let client = session.signed_in()?;
     match command {
-        ClustersCommand::List { search, limit } => list(session, &client, search, limit).await,
+        ClustersCommand::List {
+            search,
+            health,
+            limit,
+        } => list(session, &client, search, health, limit).await,
         ClustersCommand::Get { cluster } => {
             let cluster = resolve(&client, &cluster).await?;
             let raw = client
@@ -228,6 +236,7 @@ async fn list(
     session: &Session,
     client: &Client,
     search: Option<String>,
+    health: Option<String>,
     limit: usize,
 ) -> Result<(), CliError> {
     let mut items: Vec<Value> = Vec::new();
@@ -236,6 +245,9 @@ async fn list(
         let mut path = format!("/api/console/clusters?limit={}", limit.clamp(1, 200));
         if let Some(search) = &search {
             path.push_str(&format!("&q={}", segment(search)));
+        }
+        if let Some(health) = &health {
+            path.push_str(&format!("&health={}", segment(health)));
         }
         if let Some(cursor) = &cursor {
             path.push_str(&format!("&cursor={}", segment(cursor)));
@@ -258,14 +270,7 @@ fn show(format: Format, raw: &Value, clusters: &[Cluster]) -> Result<(), CliErro
         format,
         raw,
         &[
-            "NAME",
-            "STATUS",
-            "CONNECTION",
-            "VERSION",
-            "CPU",
-            "MEMORY",
-            "ENDPOINT",
-            "AGE",
+            "NAME", "STATUS", "HEALTH", "NODES", "VERSION", "CPU", "MEMORY", "ENDPOINT", "AGE",
         ],
         clusters
             .iter()
@@ -273,7 +278,10 @@ fn show(format: Format, raw: &Value, clusters: &[Cluster]) -> Result<(), CliErro
                 vec![
                     c.name.clone(),
                     c.status.clone(),
-                    c.connection_status.clone(),
+                    health(c),
+                    c.nodes
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), |n| format!("{}/{}", n.ready, n.total)),
                     c.kubernetes_version.clone(),
                     format!("{}m", c.workload_cpu_limit_milli_cores),
                     format!("{}Mi", c.workload_memory_limit_mib),
@@ -283,6 +291,26 @@ fn show(format: Format, raw: &Value, clusters: &[Cluster]) -> Result<(), CliErro
             })
             .collect(),
     )
+}
+
+/// A cluster's health with what its nodes say: `degraded (1/1 offline)`.
+fn health(cluster: &Cluster) -> String {
+    let Some(health) = &cluster.health else {
+        return "-".into();
+    };
+    match &cluster.nodes {
+        Some(n) if n.offline + n.not_ready > 0 => {
+            let mut down = Vec::new();
+            if n.offline > 0 {
+                down.push(format!("{}/{} offline", n.offline, n.total));
+            }
+            if n.not_ready > 0 {
+                down.push(format!("{}/{} not ready", n.not_ready, n.total));
+            }
+            format!("{health} ({})", down.join(", "))
+        }
+        _ => health.clone(),
+    }
 }
 
 /// The cluster a name or an id names, or an error that says there is none.

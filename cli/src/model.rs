@@ -37,7 +37,9 @@ macro_rules! model {
 }
 
 model! {
-    Cluster = "Cluster" {
+    /// A cluster as reads answer it, with its nodes and health; the
+    /// snapshot a create or an update answers (`Cluster`) lacks those two.
+    Cluster = "ClusterWithHealth" {
         id: String,
         name: String,
         status: String,
@@ -51,6 +53,18 @@ model! {
         kubeconfig_available: bool,
         last_error_message: Option<String>,
         created_at: String,
+        health: Option<String>,
+        nodes: Option<NodeCounts>,
+    }
+}
+
+model! {
+    NodeCounts = "NodeCounts" {
+        total: i64,
+        ready: i64,
+        not_ready: i64,
+        offline: i64,
+        pending: i64,
     }
 }
 
@@ -438,19 +452,49 @@ mod tests {
         }
     }
 
+    /// The properties of an object schema and those it is required to
+    /// have, through the parts of an `allOf` (a flattened struct).
+    fn flattened<'a>(
+        doc: &'a serde_json::Value,
+        schema: &'a serde_json::Value,
+    ) -> (
+        std::collections::HashMap<&'a str, &'a serde_json::Value>,
+        Vec<&'a str>,
+    ) {
+        let mut properties = std::collections::HashMap::new();
+        let mut required = Vec::new();
+        let schema = match schema.get("$ref").and_then(|r| r.as_str()) {
+            Some(reference) => {
+                &doc["components"]["schemas"][reference.trim_start_matches("#/components/schemas/")]
+            }
+            None => schema,
+        };
+        if let Some(parts) = schema["allOf"].as_array() {
+            for part in parts {
+                let (more, needed) = flattened(doc, part);
+                properties.extend(more);
+                required.extend(needed);
+            }
+        }
+        if let Some(own) = schema["properties"].as_object() {
+            properties.extend(own.iter().map(|(k, v)| (k.as_str(), v)));
+        }
+        if let Some(needed) = schema["required"].as_array() {
+            required.extend(needed.iter().filter_map(|v| v.as_str()));
+        }
+        (properties, required)
+    }
+
     fn check<M: Model>(doc: &serde_json::Value) -> Vec<String> {
         let schema = &doc["components"]["schemas"][M::SCHEMA];
         if schema.is_null() {
             return vec![format!("{}: no such schema", M::SCHEMA)];
         }
-        let required: Vec<&str> = schema["required"]
-            .as_array()
-            .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
-            .unwrap_or_default();
+        let (properties, required) = flattened(doc, schema);
         let mut problems = Vec::new();
         for (field, ty) in M::fields() {
             let name = field.trim_start_matches("r#");
-            let Some(property) = schema["properties"].get(name) else {
+            let Some(property) = properties.get(name).copied() else {
                 problems.push(format!("{}.{name}: not in the document", M::SCHEMA));
                 continue;
             };
@@ -481,6 +525,7 @@ mod tests {
         let doc = document();
         let problems: Vec<String> = [
             check::<Cluster>(&doc),
+            check::<NodeCounts>(&doc),
             check::<ClusterPage>(&doc),
             check::<StageRecord>(&doc),
             check::<FailureDetail>(&doc),

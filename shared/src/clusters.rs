@@ -106,14 +106,6 @@ pub struct Cluster {
     pub previous_endpoint_until: Option<DateTime<Utc>>,
 }
 
-/// A page of clusters, newest first.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ClusterPage {
-    pub items: Vec<Cluster>,
-    /// Pass as `cursor` to read the next page; absent on the last page.
-    pub next_cursor: Option<String>,
-}
-
 /// The end of a cluster's creation times a cursor may name:
 /// 9999-12-31T23:59:59.999999Z in microseconds since the epoch.
 const MAX_CURSOR_MICROS: i64 = 253_402_300_799_999_999;
@@ -411,6 +403,20 @@ pub async fn list_all(
             .await
         }
     }
+}
+
+/// The live clusters among `ids`, newest first.
+pub async fn by_ids(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Cluster>, sqlx::Error> {
+    cluster_query!(
+        r#"SELECT"#,
+        r#"
+           FROM clusters
+           WHERE id = ANY($1) AND deleted_at IS NULL
+           ORDER BY created_at DESC, id DESC"#,
+        ids,
+    )
+    .fetch_all(db)
+    .await
 }
 
 /// Moves a live cluster to `deleting`; the delete job does the rest.
@@ -867,6 +873,10 @@ pub async fn follow_ingress_availability(
     .await?;
     Ok(result.rows_affected() == 1)
 }
+
+/// The problem codes this module's refusals answer with (the OpenAPI
+/// document's `ProblemCode`, through [`crate::problem_codes`]).
+pub const PROBLEM_CODES: &[&str] = &["invalid_cursor"];
 
 #[cfg(test)]
 mod tests {

@@ -345,6 +345,24 @@ pub trait Transient: std::fmt::Display {
     }
 }
 
+/// The problem codes this module's refusals answer with (the OpenAPI
+/// document's `ProblemCode`, through [`crate::problem_codes`]).
+pub const PROBLEM_CODES: &[&str] = &[
+    "validation_failed",
+    "unauthenticated",
+    "forbidden",
+    "not_found",
+    "unsupported_media_type",
+    "payload_too_large",
+    "unavailable",
+    "database_unavailable",
+    "overloaded",
+    "timed_out",
+    "rate_limited",
+    "internal_error",
+    "cluster_job_active",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -299,6 +299,15 @@ pub fn time_range(
     Ok((from, to))
 }
 
+/// The problem codes this module's refusals answer with (the OpenAPI
+/// document's `ProblemCode`, through [`crate::problem_codes`]).
+pub const PROBLEM_CODES: &[&str] = &[
+    "invalid_body",
+    "invalid_path",
+    "invalid_query",
+    "malformed_json",
+];
+
 #[cfg(test)]
 mod tests {
     use chrono::{DateTime, TimeDelta, Utc};

@@ -50,3 +50,21 @@ pub mod notifications;
 // <<< capabilities
 
 pub use db::MIGRATOR;
+
+/// The problem codes the shared modules answer with, which any function
+/// serving them may send: with those each function names
+/// (`openapi::answering`), the OpenAPI document's `ProblemCode`.
+pub fn problem_codes() -> impl Iterator<Item = &'static str> {
+    [
+        error::PROBLEM_CODES,
+        extract::PROBLEM_CODES,
+        http::idempotency::PROBLEM_CODES,
+        clusters::PROBLEM_CODES,
+        app::membership::PROBLEM_CODES,
+        billing::entitlements::PROBLEM_CODES,
+        billing::stripe::PROBLEM_CODES,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
+}

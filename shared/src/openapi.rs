@@ -2,9 +2,34 @@
 
 use utoipa::openapi::{InfoBuilder, OpenApi};
 
+/// Where a function's part of the document names the problem codes its
+/// operations answer ([`answering`]).
+const CODES_EXTENSION: &str = "x-problem-codes";
+
+/// `part` (a function's part of the document) answering the problem
+/// `codes` of its own and of the capabilities it serves, beyond those every
+/// operation may answer ([`crate::problem_codes`]).
+pub fn answering(mut part: OpenApi, codes: &[&str]) -> OpenApi {
+    let mut extensions = part.extensions.take().unwrap_or_default();
+    extensions.insert(CODES_EXTENSION.into(), serde_json::json!(codes));
+    part.extensions = Some(extensions);
+    part
+}
+
 /// Merges the functions' documents under one title.
 pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
-    let mut parts = parts.into_iter();
+    let mut codes: std::collections::BTreeSet<String> =
+        crate::problem_codes().map(String::from).collect();
+    let mut parts = parts.into_iter().map(|mut part| {
+        if let Some(extensions) = part.extensions.as_mut()
+            && let Some(named) = extensions.remove(CODES_EXTENSION)
+        {
+            codes.extend(
+                serde_json::from_value::<Vec<String>>(named).expect("codes are a list of text"),
+            );
+        }
+        part
+    });
     let mut doc = parts
         .next()
         .unwrap_or_else(|| OpenApi::new(InfoBuilder::new().build(), utoipa::openapi::Paths::new()));
@@ -23,7 +48,37 @@ pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     document_database_unavailable(&mut doc);
     document_rejected_input(&mut doc);
     unique_operation_ids(&mut doc);
+    document_problem_codes(&mut doc, codes);
     doc
+}
+
+/// The problem codes the API answers, as the `ProblemCode` enum, which a
+/// problem's `code` is: a client (the console's catalogs, the command
+/// line) can know each, and an answer with another breaks the document.
+fn document_problem_codes(doc: &mut OpenApi, codes: std::collections::BTreeSet<String>) {
+    use utoipa::openapi::{
+        Ref, RefOr, Type,
+        schema::{ObjectBuilder, Schema},
+    };
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.schemas.insert(
+        "ProblemCode".into(),
+        RefOr::T(Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(
+                    "A problem's stable code: each names one reason the API refuses or fails a request.",
+                ))
+                .enum_values(Some(codes))
+                .build(),
+        )),
+    );
+    if let Some(RefOr::T(Schema::Object(problem))) = components.schemas.get_mut("Problem") {
+        problem.properties.insert(
+            "code".into(),
+            RefOr::Ref(Ref::from_schema_name("ProblemCode")),
+        );
+    }
 }
 
 /// Operation ids are the handlers' names, which repeat across functions

@@ -69,7 +69,7 @@ pub const MAX_ACCESS_REVIEW_BYTES: usize = 64 * 1024;
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         .routes(routes!(authorize).layer(DefaultBodyLimit::max(MAX_ACCESS_REVIEW_BYTES)))
         .routes(routes!(review).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)))
         .routes(routes!(review_with_url_secret).layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)))
@@ -589,3 +589,11 @@ mod document {
         pub message: String,
     }
 }
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &[
+    "invalid_access_review",
+    "invalid_admission_review",
+    "invalid_body",
+];

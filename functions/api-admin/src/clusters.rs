@@ -2,7 +2,8 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use shared::{
     accounts,
-    clusters::{self, Cluster},
+    app::health::{self, ClusterWithHealth},
+    clusters,
     domain::ClusterStatus,
     error::ApiError,
     extract::{AppJson, AppQuery},
@@ -26,11 +27,12 @@ pub struct FleetQuery {
     pub limit: Option<i64>,
 }
 
-/// A cluster as the back office lists it: with its owner's email.
+/// A cluster as the back office lists it: with its health and its owner's
+/// email.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FleetCluster {
     #[serde(flatten)]
-    pub cluster: Cluster,
+    pub cluster: ClusterWithHealth,
     /// The email of the user who created it, while they exist.
     pub owner_email: Option<String>,
 }
@@ -75,11 +77,12 @@ pub async fn list(
     .await?;
     let next_cursor = shared::extract::cut_page(&mut items, asked.limit, clusters::page_cursor);
     let owners: Vec<_> = items.iter().map(|c| c.owner_user_id).collect();
+    let items = health::with_health(&state.pool, items).await?;
     let emails = accounts::emails(&state.pool, &owners).await?;
     let items = items
         .into_iter()
         .map(|cluster| FleetCluster {
-            owner_email: emails.get(&cluster.owner_user_id).cloned(),
+            owner_email: emails.get(&cluster.cluster.owner_user_id).cloned(),
             cluster,
         })
         .collect();

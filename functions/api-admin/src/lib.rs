@@ -18,7 +18,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         .routes(routes!(clusters::list))
         .routes(routes!(cluster_jobs::list))
         .routes(routes!(cluster_jobs::retry))
@@ -45,3 +45,17 @@ pub fn router() -> Router<AppState> {
     tags((name = "admin", description = "Back office (administrators only)"))
 )]
 struct ApiDoc;
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &[
+    "settings_key_missing",
+    "plan_in_use",
+    "plan_name_taken",
+    "job_not_failed",
+    "job_not_pending",
+    "cannot_change_self",
+    "user_has_clusters",
+    "user_owns_organization",
+    "order_cancelled",
+];

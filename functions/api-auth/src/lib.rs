@@ -29,7 +29,7 @@ const OPENAPI_DOCUMENT: &str = include_str!("../../../docs/openapi.json");
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         // The document itself is not an operation of it.
         .route(
             "/api/openapi.json",
@@ -87,3 +87,21 @@ pub(crate) fn validation(errors: Vec<(&str, String)>) -> Result<(), ApiError> {
             .collect(),
     ))
 }
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &[
+    "captcha_failed",
+    "captcha_not_configured",
+    "captcha_unreachable",
+    "invalid_code",
+    "mail_not_configured",
+    "invalid_credentials",
+    "oauth_not_configured",
+    "oauth_unreachable",
+    "oauth_state_mismatch",
+    "oauth_refused",
+    "oauth_email_unverified",
+    "invalid_client",
+    "invalid_request",
+];

@@ -17,7 +17,7 @@ mod webhook;
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         .routes(routes!(plans))
         .routes(routes!(user_orders::list, user_orders::create))
         .routes(routes!(user_orders::read))
@@ -48,3 +48,12 @@ pub async fn plans(
     let plans = billing::list_plans(&state.pool).await?;
     Ok(AppJson(plans.into_iter().filter(|p| p.active).collect()))
 }
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &[
+    "invalid_event",
+    "invalid_signature",
+    "order_not_pending",
+    "order_pending",
+];

@@ -21,7 +21,7 @@ pub use create::{CreateClusterRequest, OperationAccepted};
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         .routes(routes!(create::create, read::list))
         .routes(routes!(read::get, update::update, delete::delete))
         .routes(routes!(history::operations))
@@ -96,3 +96,18 @@ pub(crate) async fn accepted_operation(
     tags((name = "clusters", description = "Cluster lifecycle"))
 )]
 struct ApiDoc;
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &[
+    "api_key_required",
+    "cluster_unreachable",
+    "kubeconfig_unavailable",
+    "cluster_name_taken",
+    "network_pool_exhausted",
+    "cluster_delete_in_progress",
+    "operation_not_failed",
+    "operation_not_retryable",
+    "operation_superseded",
+    "cluster_not_ready",
+];

@@ -1,7 +1,8 @@
 use axum::extract::State;
 use serde::Deserialize;
 use shared::{
-    clusters::{self, Cluster, ClusterPage},
+    app::health::{self, ClusterPage, ClusterWithHealth, Health},
+    clusters,
     error::ApiError,
     extract::{AppJson, AppQuery},
     http::{AppState, InOrganization, OwnedCluster},
@@ -21,12 +22,15 @@ pub struct ListQuery {
     /// cluster's name has: letters, taken in lower case, digits and `-`).
     #[param(min_length = 1, max_length = 63, pattern = "^[A-Za-z0-9-]+$")]
     pub q: Option<String>,
+    /// Only clusters whose health is this.
+    pub health: Option<Health>,
 }
 
 /// List clusters
 ///
-/// The organization's live clusters, newest first, paginated by cursor;
-/// `q` keeps those whose name contains it.
+/// The organization's live clusters, newest first, paginated by cursor,
+/// each with its nodes counted and its health rolled up; `q` keeps those
+/// whose name contains it, `health` those whose health it is.
 #[utoipa::path(
     get,
     path = "/api/console/clusters",
@@ -34,7 +38,7 @@ pub struct ListQuery {
     params(ListQuery, ("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = "The organization to act in (its id); the caller's personal one when absent")),
     responses(
         (status = 200, body = ClusterPage),
-        (status = 400, description = "Bad limit or cursor", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A cursor this API did not return (`invalid_cursor`), or a `health` that is none (`invalid_query`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad limit, `q` or organization header (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
@@ -47,29 +51,50 @@ pub async fn list(
 ) -> Result<AppJson<ClusterPage>, ApiError> {
     let asked =
         clusters::PageAsked::read(query.limit, query.cursor.as_deref(), query.q.as_deref())?;
-    let mut items = clusters::list_of(
-        &state.pool,
-        organization.id,
-        asked.name_contains.as_deref(),
-        asked.before,
-        asked.limit + 1,
-    )
-    .await?;
+    let mut items = match query.health {
+        None => {
+            clusters::list_of(
+                &state.pool,
+                organization.id,
+                asked.name_contains.as_deref(),
+                asked.before,
+                asked.limit + 1,
+            )
+            .await?
+        }
+        Some(wanted) => {
+            health::list_of(
+                &state.pool,
+                organization.id,
+                wanted,
+                asked.name_contains.as_deref(),
+                asked.before,
+                asked.limit + 1,
+            )
+            .await?
+        }
+    };
     let next_cursor = shared::extract::cut_page(&mut items, asked.limit, clusters::page_cursor);
+    let items = health::with_health(&state.pool, items).await?;
     Ok(AppJson(ClusterPage { items, next_cursor }))
 }
 
 /// Get a cluster
+///
+/// The cluster, its nodes counted and its health rolled up.
 #[utoipa::path(
     get,
     path = "/api/console/clusters/{cluster_id}",
     tag = "clusters",
     params(("cluster_id" = Uuid, Path)),
     responses(
-        (status = 200, body = Cluster),
+        (status = 200, body = ClusterWithHealth),
         (status = 404, description = "No such live cluster of the caller", body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn get(OwnedCluster(cluster): OwnedCluster) -> AppJson<Cluster> {
-    AppJson(cluster)
+pub async fn get(
+    State(state): State<AppState>,
+    OwnedCluster(cluster): OwnedCluster,
+) -> Result<AppJson<ClusterWithHealth>, ApiError> {
+    Ok(AppJson(health::of(&state.pool, cluster).await?))
 }

@@ -13,7 +13,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 /// The function's routes and its part of the OpenAPI document.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         .routes(routes!(instances::list, instances::create))
         .routes(routes!(instances::get, instances::put, instances::delete))
         .routes(routes!(databases::list, databases::create))
@@ -35,3 +35,20 @@ pub fn router() -> Router<AppState> {
     (name = "databases", description = "Tenant PostgreSQL databases of clusters, and the instances they are made on")
 ))]
 struct ApiDoc;
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &[
+    "database_instance_in_use",
+    "database_instance_name_taken",
+    "database_instance_unreachable",
+    "database_changed",
+    "database_deleting",
+    "database_instance_disabled",
+    "database_name_taken",
+    "database_not_ready",
+    "database_not_stopped",
+    "database_server_name_taken",
+    "extensions_append_only",
+    "no_database_instance",
+];

@@ -36,7 +36,7 @@ use uuid::Uuid;
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         .routes(routes!(list, create))
         .routes(routes!(remove))
         .routes(routes!(verify))
@@ -424,3 +424,13 @@ mod properties {
         }
     }
 }
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &[
+    "hostname_not_verified",
+    "hostname_reserved",
+    "hostname_taken",
+    "invalid_route_agent_token",
+    "route_agents_not_configured",
+];

@@ -14,7 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         .routes(routes!(events::list))
         .routes(routes!(tokens::list, tokens::create))
         .routes(routes!(tokens::revoke))
@@ -33,3 +33,7 @@ pub fn router() -> Router<AppState> {
     tags((name = "nodes", description = "Join tokens, nodes and their history"))
 )]
 struct ApiDoc;
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &["node_removal_in_progress", "token_not_active"];

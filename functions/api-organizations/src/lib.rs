@@ -29,7 +29,7 @@ mod keys;
 /// The function's routes and its part of the OpenAPI document, from one
 /// list: each path is written once, in its handler's `#[utoipa::path]`.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    OpenApiRouter::with_openapi(shared::openapi::answering(ApiDoc::openapi(), PROBLEM_CODES))
         .routes(routes!(list, create))
         .routes(routes!(members))
         .routes(routes!(set_role, remove))
@@ -587,3 +587,7 @@ pub async fn activity(
         organizations::activity(&state.pool, organization_id, query.before_id, limit).await?,
     ))
 }
+
+/// The problem codes of this function's own refusals (the platform's and
+/// its capabilities' come with `shared::problem_codes`).
+const PROBLEM_CODES: &[&str] = &["already_invited"];

@@ -227,3 +227,13 @@ async fn keep_an_owner(
     }
     Ok(())
 }
+
+/// The problem codes this module's refusals answer with (the OpenAPI
+/// document's `ProblemCode`, through [`crate::problem_codes`]).
+pub const PROBLEM_CODES: &[&str] = &[
+    "already_member",
+    "invitation_answered",
+    "invitation_expired",
+    "last_owner",
+    "personal_organization",
+];

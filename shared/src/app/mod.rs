@@ -12,10 +12,13 @@
 //! - [`retention`]: how long each history is kept, and its pruning (nodes'
 //!   events, the audit stream, accounts' sign-ins, the job queue's finished
 //!   jobs);
-//! - [`settings`]: every stored settings part re-sealed under a new key at once.
+//! - [`settings`]: every stored settings part re-sealed under a new key at once;
+//! - [`health`]: a cluster's control plane and its nodes rolled up into its
+//!   health (clusters, nodes).
 
 pub mod config;
 pub mod credentials;
+pub mod health;
 pub mod membership;
 pub mod plan;
 pub mod retention;

@@ -351,6 +351,16 @@ pub async fn prune_expired(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> 
     )
 }
 
+/// The problem codes this module's refusals answer with (the OpenAPI
+/// document's `ProblemCode`, through [`crate::problem_codes`]).
+pub const PROBLEM_CODES: &[&str] = &[
+    "body_unreadable",
+    "idempotency_answer_not_kept",
+    "idempotency_key_reused",
+    "idempotency_request_in_flight",
+    "invalid_idempotency_key",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1056,3 +1056,132 @@ async fn a_cluster_s_create_update_and_delete_are_audited_and_a_refused_or_empty
         assert!(listed.contains(action), "{action} in {activity}");
     }
 }
+
+/// A cluster's reads roll up its control plane and its live nodes into its
+/// health and its node counts, one judgement for every client; the list
+/// filters by it, and a health that is none is refused.
+#[tokio::test]
+async fn a_cluster_s_health_rolls_up_its_control_plane_and_its_nodes() {
+    let platform = TestApp::builder("worker-b").build().await;
+    let mut ids = std::collections::HashMap::new();
+    for name in [
+        "steady", "shaky", "lagging", "empty", "silent", "broken", "busy",
+    ] {
+        ids.insert(name, platform.create(name, "nodeport").await);
+    }
+    let pool = &platform.db.pool;
+    sqlx::query(
+        "UPDATE clusters SET status = 'ready', connection_status = 'connected'
+         WHERE name <> 'busy'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE clusters SET status = 'failed' WHERE name = 'broken'")
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE clusters SET connection_status = 'unreachable' WHERE name = 'silent'")
+        .execute(pool)
+        .await
+        .unwrap();
+    // steady: one ready, one still joining, one removed while offline (a
+    // removed node is not the cluster's any more); shaky: one ready, one
+    // offline; lagging: one not ready; silent: one ready.
+    for (cluster, node, status, removed) in [
+        ("steady", "a", "ready", false),
+        ("steady", "b", "pending", false),
+        ("steady", "c", "offline", true),
+        ("shaky", "a", "ready", false),
+        ("shaky", "b", "offline", false),
+        ("lagging", "a", "not_ready", false),
+        ("silent", "a", "ready", false),
+    ] {
+        sqlx::query(
+            "INSERT INTO nodes (cluster_id, name, status, source, deleted_at)
+             VALUES ($1::uuid, $2, $3, 'sync', CASE WHEN $4 THEN now() END)",
+        )
+        .bind(&ids[cluster])
+        .bind(node)
+        .bind(status)
+        .bind(removed)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+
+    let (status, page) = platform.call("GET", "/api/console/clusters", None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let seen: std::collections::HashMap<String, (String, serde_json::Value)> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                (c["health"].as_str().unwrap().to_string(), c["nodes"].clone()),
+            )
+        })
+        .collect();
+    let counts = |total, ready, not_ready, offline, pending| {
+        serde_json::json!({
+            "total": total, "ready": ready, "not_ready": not_ready,
+            "offline": offline, "pending": pending,
+        })
+    };
+    assert_eq!(seen["steady"], ("healthy".into(), counts(2, 1, 0, 0, 1)));
+    assert_eq!(seen["shaky"], ("degraded".into(), counts(2, 1, 0, 1, 0)));
+    assert_eq!(seen["lagging"], ("degraded".into(), counts(1, 0, 1, 0, 0)));
+    assert_eq!(seen["empty"], ("no_nodes".into(), counts(0, 0, 0, 0, 0)));
+    assert_eq!(seen["silent"], ("unreachable".into(), counts(1, 1, 0, 0, 0)));
+    assert_eq!(seen["broken"].0, "failed");
+    assert_eq!(seen["busy"].0, "in_progress");
+
+    // The one cluster says the same.
+    let (status, one) = platform
+        .call("GET", &format!("/api/console/clusters/{}", ids["shaky"]), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{one}");
+    assert_eq!(one["health"], "degraded");
+    assert_eq!(one["nodes"], counts(2, 1, 0, 1, 0));
+
+    // Filtered: newest first, a page at a time, with the name search too.
+    let names = |page: &serde_json::Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, degraded) = platform
+        .call("GET", "/api/console/clusters?health=degraded&limit=1", None)
+        .await;
+    assert_eq!(names(&degraded), ["lagging"]);
+    let cursor = degraded["next_cursor"].as_str().expect("a second page");
+    let (_, rest) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters?health=degraded&limit=1&cursor={cursor}"),
+            None,
+        )
+        .await;
+    assert_eq!(names(&rest), ["shaky"]);
+    assert!(rest["next_cursor"].is_null(), "{rest}");
+    let (_, healthy) = platform
+        .call("GET", "/api/console/clusters?health=healthy&q=STEAD", None)
+        .await;
+    assert_eq!(names(&healthy), ["steady"]);
+    let (_, none) = platform
+        .call("GET", "/api/console/clusters?health=healthy&q=shaky", None)
+        .await;
+    assert_eq!(names(&none), Vec::<String>::new());
+
+    for health in ["sick", "Healthy", "healthy%00"] {
+        let (status, body) = platform
+            .call("GET", &format!("/api/console/clusters?health={health}"), None)
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{health}: {body}");
+        assert_eq!(body["code"], "invalid_query", "{health}");
+    }
+}

@@ -99,3 +99,59 @@ fn every_operation_id_is_unique() {
     assert!(repeated.is_empty(), "{repeated:?}");
     assert!(ids.contains_key("get_admin_orders") && ids.contains_key("webhook"));
 }
+
+/// Every problem code the code writes (`code: "…"` in `shared` and the
+/// functions, their tests aside, and the OAuth callback's refusals) is in
+/// the document's `ProblemCode`, which a problem's `code` is: a client that
+/// words each code (the console's catalogs) knows every one, and a code
+/// the document lacks fails here before a client meets it.
+#[test]
+fn every_problem_code_the_code_writes_is_documented() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let generated = serde_json::to_value(local::openapi()).unwrap();
+    let documented: Vec<&str> = generated["components"]["schemas"]["ProblemCode"]["enum"]
+        .as_array()
+        .expect("ProblemCode is an enum")
+        .iter()
+        .map(|code| code.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        generated["components"]["schemas"]["Problem"]["properties"]["code"]["$ref"],
+        "#/components/schemas/ProblemCode"
+    );
+    let written = regex::Regex::new(r#"code: "([a-z_]+)"|failed\(\s*"([a-z_]+)""#).unwrap();
+    let mut sources = vec![root.join("shared/src")];
+    for entry in std::fs::read_dir(root.join("functions")).unwrap() {
+        sources.push(entry.unwrap().path().join("src"));
+    }
+    let mut found = std::collections::BTreeSet::new();
+    while let Some(dir) = sources.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("tests.rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                // What follows a file's test module is its tests'.
+                let code = text.split("#[cfg(test)]").next().unwrap();
+                for found_code in written.captures_iter(code) {
+                    let code = found_code.get(1).or(found_code.get(2)).unwrap().as_str();
+                    found.insert((code.to_string(), path.display().to_string()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.len() > 70,
+        "only {} codes found: is the pattern still right?",
+        found.len()
+    );
+    let missing: Vec<_> = found
+        .iter()
+        .filter(|(code, _)| !documented.contains(&code.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "codes the document lacks: {missing:?}");
+}

@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { PASSWORD, env, test } from "./support.mjs";
 
 test("the administrator runs the back office", async ({ page, browser, journey }) => {
-  const { BASE, T, step, check, until, signUp } = journey;
+  const { BASE, T, step, check, narrow, dark, until, signUp } = journey;
   step("the administrator signs up and sees the back office");
   await signUp(env("ADMIN_EMAIL"), "Root");
   await page.getByRole("link", { name: T("nav.admin") }).click();
@@ -17,6 +17,8 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   const row = page.locator(`tr[data-email="${target}"]`);
   await row.waitFor();
   await check("admin-users");
+  await narrow("admin-users");
+  await dark("admin-users");
 
   step("the users list reads 100 at a time, and more on demand");
   await page.getByLabel(T("admin.search")).fill("");
@@ -87,6 +89,7 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   assert.match(await shop.innerText(), /zh-cn-/, "the owner's email");
   assert.equal(await page.locator("main tbody tr").count(), 1, "only the clusters named so");
   await check("admin-clusters");
+  await narrow("admin-clusters");
 
   step("retry a failed job");
   await page.getByRole("link", { name: T("admin.jobs") }).click();
@@ -94,6 +97,7 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   const failed = page.locator("tbody tr", { has: page.locator(".badge", { hasText: T("status.failed") }) }).first();
   await failed.waitFor();
   await check("admin-jobs");
+  await narrow("admin-jobs");
   await failed.getByRole("button", { name: T("common.retry") }).click();
   await page.getByLabel(T("clusters.status")).selectOption("");
   await page.locator("tbody tr .badge", { hasText: T("status.succeeded") }).first().waitFor();
@@ -114,6 +118,7 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   await page.getByText(T("admin.secret_set")).first().waitFor();
   assert.ok(!(await page.content()).includes("smtp-password-for-the-console-test"), "the secret is not sent back");
   await check("admin-settings");
+  await narrow("admin-settings");
   // GitHub is configured now: a visitor's sign-in page offers it, not Google.
   const visitor = await browser.newPage();
   await visitor.goto(`${BASE}/sign-in`);
@@ -126,6 +131,8 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   await page.getByRole("link", { name: T("admin.audit") }).click();
   await page.getByRole("cell", { name: "admin.settings.update" }).first().waitFor();
   await check("admin-audit");
+  await narrow("admin-audit");
+  await dark("admin-audit");
   await page.getByRole("link", { name: T("admin.plans") }).click();
   await page.getByLabel(T("plans.name"), { exact: true }).fill("Team");
   await page.getByLabel(T("plans.max_clusters"), { exact: true }).fill("3");
@@ -147,9 +154,11 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   assert.equal(await reloaded.getByLabel(T("setting.stripe_webhook_secret")).inputValue(), "");
   assert.ok(!(await page.content()).includes("whsec_consoletest123"), "the secret is not sent back");
   await check("admin-plans");
+  await narrow("admin-plans");
   await page.getByRole("link", { name: T("admin.orders") }).click();
   await page.getByText(T("billing.no_orders")).waitFor();
   await check("admin-orders");
+  await narrow("admin-orders");
 
   step("switch to Chinese: remembered, every section of the back office in it");
   const zh = JSON.parse(readFileSync(new URL("../src/locales/zh-CN.json", import.meta.url), "utf8"));

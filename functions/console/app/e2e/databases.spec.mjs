@@ -52,7 +52,7 @@ test("tenant databases, from the back office to a cluster", async ({ page, langu
   await page.getByLabel(T("clusters.name"), { exact: true }).fill(cluster);
   await page.getByRole("button", { name: T("clusters.create") }).click();
   await page.waitForURL(/\/clusters\/[0-9a-f-]{36}$/);
-  await page.locator(".page-head .badge", { hasText: T("status.ready") }).waitFor({ timeout: 60_000 });
+  await page.locator('.page-head .badge[data-health="no_nodes"]').waitFor({ timeout: 60_000 });
   await page.getByRole("link", { name: T("databases.tab") }).click();
   await page.getByText(T("databases.empty")).waitFor();
 

@@ -71,6 +71,35 @@ function helpers(page, journey, language, isUser) {
     shown.add(name);
   }
 
+  /**
+   * The page as a phone shows it (390 × 844): no wider than the screen
+   * (a table scrolls inside its own box), then `check` as `390-<name>`.
+   */
+  async function narrow(name) {
+    const size = page.viewportSize();
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(wide <= 390, `${name} at 390 px is ${wide} px wide`);
+      await check(`390-${name}`);
+    } finally {
+      await page.setViewportSize(size);
+    }
+  }
+
+  /** The page in dark colours (the system's setting), then `check` as `dark-<name>`. */
+  async function dark(name) {
+    await page.emulateMedia({ colorScheme: "dark" });
+    try {
+      // eslint-disable-next-line no-undef
+      const canvas = await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
+      assert.equal(canvas, "rgb(17, 21, 29)", `${name} is drawn in the dark colours`);
+      await check(`dark-${name}`);
+    } finally {
+      await page.emulateMedia({ colorScheme: "light" });
+    }
+  }
+
   /** Waits for `check` to hold, polling, for at most 30 s. */
   async function until(check, what) {
     for (let i = 0; i < 300; i++) {
@@ -133,7 +162,7 @@ function helpers(page, journey, language, isUser) {
     await page.waitForURL(/\/clusters$/);
   }
 
-  return { BASE, SHOTS, T, step, shown, check, until, codeFor, signUp };
+  return { BASE, SHOTS, T, step, shown, check, narrow, dark, until, codeFor, signUp };
 }
 
 /**

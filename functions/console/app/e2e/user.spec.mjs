@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { PASSWORD, env, test } from "./support.mjs";
 
 test("a new user, from sign-up to cluster removal", async ({ page, context, language, journey }) => {
-  const { BASE, SHOTS, T, step, check, until, signUp } = journey;
+  const { BASE, SHOTS, T, step, check, narrow, dark, until, signUp } = journey;
   const email = `${language.toLowerCase()}-${Date.now()}@example.test`;
   step("sign up with the emailed code");
   // A name that would run script if the console wrote it as HTML.
@@ -25,15 +25,43 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   await page.getByRole("button", { name: T("clusters.create") }).click();
   const refusal = page.getByRole("alert");
   await refusal.waitFor();
-  assert.match(await refusal.innerText(), /name/);
+  // Its title by its code, in the reader's language; the bad field named by
+  // its label, its message beside the field; the API's words folded away.
+  assert.equal(await refusal.locator("strong").first().innerText(), T("problem.validation_failed.title"));
+  assert.match(await refusal.innerText(), new RegExp(`${T("clusters.name")}: `));
+  assert.ok(!(await refusal.innerText()).includes("workload_cpu_limit_milli_cores"));
+  await page.locator(".field .error-text").first().waitFor();
+  assert.equal(await page.getByLabel(T("clusters.name"), { exact: true }).getAttribute("aria-invalid"), "true");
   await check("cluster-create-refused");
+  await narrow("cluster-create-refused");
   const name = language === "en" ? "web" : "shop";
+  // A plan of no cluster, paid for a moment (as Stripe's webhook would
+  // record it): the refusal is titled by its code and links the plans.
+  const planned = execFileSync("psql", [env("DATABASE_URL"), "-Atqc", `
+    WITH plan AS (
+      INSERT INTO plans (name, max_clusters, max_nodes, max_cpu_milli_cores, max_memory_mib, max_hostnames,
+                         price_minor_units, currency)
+      VALUES ('No clusters ${language}', 0, 0, 0, 0, 0, 0, 'usd') RETURNING id)
+    INSERT INTO orders (user_id, plan_id, status, amount, currency, paid_at)
+    SELECT u.id, plan.id, 'paid', 0, 'usd', now() FROM users u, plan WHERE u.email = '${email}'
+    RETURNING id, plan_id`], { encoding: "utf8" }).trim().split("|");
   await page.getByLabel(T("clusters.name"), { exact: true }).fill(name);
+  await page.getByRole("button", { name: T("clusters.create") }).click();
+  const limit = page.locator('[role=alert][data-code="plan_limit_exceeded"]');
+  await limit.waitFor();
+  assert.equal(await limit.locator("strong").first().innerText(), T("problem.plan_limit_exceeded.title"));
+  assert.equal(await limit.getByRole("link", { name: T("errors.choose_plan") }).getAttribute("href"), "/billing");
+  await check("plan-limit");
+  execFileSync("psql", [env("DATABASE_URL"), "-qc",
+    `DELETE FROM orders WHERE id = '${planned[0]}'; DELETE FROM plans WHERE id = '${planned[1]}'`]);
   await page.getByRole("button", { name: T("clusters.create") }).click();
   await page.waitForURL(/\/clusters\/[0-9a-f-]{36}$/);
   const clusterUrl = page.url();
   await page.locator("ol.stages li").first().waitFor();
-  await page.locator(".page-head .badge", { hasText: T("status.ready") }).waitFor({ timeout: 60_000 });
+  // Ready, and without a node yet: the header says so, and how to start.
+  await page.locator('.page-head .badge[data-health="no_nodes"]').waitFor({ timeout: 60_000 });
+  assert.equal(await page.locator(".page-head .badge").innerText(), T("health.no_nodes"));
+  await page.getByRole("heading", { name: T("start.title") }).waitFor();
   await page.locator("ol.stages li", { hasText: T("stage.done") }).waitFor();
   // Every stage the job recorded, in order, however quickly it passed.
   const stages = await page.locator("ol.stages li span.stage").allInnerTexts();
@@ -43,6 +71,8 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   assert.equal(stages.at(-1), T("stage.done"), `${stages}`);
   assert.ok(stages.indexOf(T("stage.creating the namespace")) < stages.indexOf(T("stage.installing the control plane")));
   await check("cluster-overview");
+  await narrow("cluster-overview");
+  await dark("cluster-overview");
 
   step("find the cluster by a part of its name, in capitals");
   await page.goto(`${BASE}/clusters`);
@@ -52,6 +82,19 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   await page.getByLabel(T("clusters.search")).fill("zzz");
   await page.getByRole("button", { name: T("admin.search") }).click();
   await page.getByText(T("clusters.no_match", { q: "zzz" })).waitFor();
+  // Filtered by health: the new cluster has no node; none has failed.
+  await page.getByLabel(T("clusters.search")).fill("");
+  await page.getByRole("button", { name: T("admin.search") }).click();
+  await page.getByLabel(T("clusters.health_filter")).selectOption("no_nodes");
+  await page.getByRole("link", { name, exact: true }).waitFor();
+  const listed = page.locator("tbody tr", { has: page.getByRole("link", { name, exact: true }) });
+  assert.equal(await listed.locator(".badge").innerText(), T("health.no_nodes"));
+  assert.equal(await listed.locator("td").nth(2).innerText(), T("health.count", { ready: 0, total: 0 }));
+  await check("clusters");
+  await narrow("clusters");
+  await dark("clusters");
+  await page.getByLabel(T("clusters.health_filter")).selectOption("failed");
+  await page.getByText(T("clusters.no_health", { health: T("health.failed") })).waitFor();
   await page.goto(clusterUrl);
 
   step("download the kubeconfig and use it with kubectl");
@@ -67,6 +110,8 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   if (language === "en") {
     // Revoked: the same file no longer opens the cluster.
     await page.getByRole("button", { name: T("common.revoke") }).click();
+    await page.getByText(T("kubeconfig.revoke_question")).waitFor();
+    await page.getByRole("button", { name: T("common.confirm") }).click();
     await page.locator("tbody .badge", { hasText: new RegExp(`^(${T("status.revoking")}|${T("status.revoked")})$`) }).waitFor();
     await until(() => {
       try {
@@ -78,17 +123,22 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
     }, "the cluster to refuse the revoked kubeconfig");
   }
 
-  step("create a join token, run its command, watch the checklist tick");
+  step("add a node in one step: the command at once, kept across tabs, a machine awaited");
   await page.getByRole("link", { name: T("cluster.join") }).click();
   await page.getByText(T("join.no_attempts")).waitFor();
-  await page.getByLabel(T("join.labels")).fill("zone=lab");
-  await page.getByRole("button", { name: T("join.create") }).click();
+  await page.getByRole("heading", { name: T("join.prerequisites") }).waitFor();
+  await page.getByRole("button", { name: T("join.add_node") }).click();
   const command = (await page.locator(".copy pre").innerText()).trim();
+  await page.getByTestId("waiting-for-machine").waitFor();
+  await page.getByRole("link", { name: T("cluster.overview") }).click();
+  await page.getByRole("link", { name: T("cluster.join") }).click();
+  assert.equal((await page.locator(".copy pre").innerText()).trim(), command, "the command stays until dismissed");
   assert.match(command, /^curl -sS -H 'Authorization: Bearer [^']+' .*\/join \| sudo sh$/);
   await page.getByRole("button", { name: T("common.copy") }).click();
   await page.getByRole("button", { name: T("common.copied") }).waitFor();
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
   await check("join-token");
+  await narrow("join-token");
   const sandbox = env("JOIN_SANDBOX");
   execFileSync("sh", ["-c", command.replace("| sudo sh", "| sh")], {
     env: { ...process.env, PATH: `${join(sandbox, "bin")}:${process.env.PATH}`, KUBEBYON_JOIN_ROOT: join(sandbox, "root") },
@@ -100,22 +150,35 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
     await page.locator(`li.step[data-step="${s}"][data-status="ok"]`).first().waitFor({ timeout: 30_000 });
   }
   await page.locator(".attempt .badge", { hasText: T("status.succeeded") }).first().waitFor();
-  await page.getByRole("cell", { name: "0 / 1" }).waitFor();
+  // Five uses, a day: one taken.
+  await page.getByRole("cell", { name: "4 / 5" }).waitFor();
+  await page.locator('.arrivals li[data-outcome="succeeded"]').getByRole("link", { name: T("join.open_node") }).waitFor();
   await check("join-checklist");
-  // A second token, revoked before use.
+  await page.getByRole("button", { name: T("join.dismiss") }).click();
+  await page.getByRole("button", { name: T("join.add_node") }).waitFor();
+  // A second token with options of its own, revoked (confirmed) before use.
+  await page.getByText(T("join.more_options")).click();
   await page.getByLabel(T("join.max_uses")).fill("3");
   await page.getByLabel(T("join.description")).fill("spare");
   await page.getByRole("button", { name: T("join.create") }).click();
   const spare = page.locator("tbody tr", { hasText: "spare" });
   await spare.getByRole("cell", { name: "3 / 3" }).waitFor();
   await spare.getByRole("button", { name: T("common.revoke") }).click();
+  await spare.getByRole("button", { name: T("common.confirm") }).click();
   await spare.locator(".badge", { hasText: T("status.revoked") }).waitFor();
 
   step("the node appears; its timeline");
   await page.getByRole("link", { name: T("cluster.nodes"), exact: true }).click();
   const node = page.getByRole("link", { name: `worker-${language.toLowerCase()}` });
   await node.waitFor({ timeout: 30_000 });
+  // Its node ready, the cluster is healthy, in the header and the list.
+  await page.locator('.page-head .badge[data-health="healthy"]').waitFor({ timeout: 30_000 });
+  assert.equal(
+    await page.locator(".page-head .badge").innerText(),
+    `${T("health.healthy")} · ${T("health.ready_one", { ready: 1, count: 1 })}`,
+  );
   await check("nodes");
+  await narrow("nodes");
   await node.click();
   await page.getByRole("heading", { name: T("nodes.uptime") }).waitFor();
   await page.locator("ol.timeline li").first().waitFor();
@@ -138,6 +201,7 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   await page.locator("figure.chart canvas").nth(2).waitFor();
   assert.equal(await page.locator("figure.chart").count(), 3);
   await check("metrics");
+  await narrow("metrics");
 
   step("hostnames: a bad one refused, a good one bound");
   await page.goto(`${clusterUrl}?tab=hostnames`);
@@ -196,6 +260,8 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
 
   step("switch the public access: the new address verified, the old one kept for a while");
   await page.goto(`${clusterUrl}?tab=settings`);
+  // Nothing changed yet: nothing to apply.
+  assert.ok(await page.getByRole("button", { name: T("settings.save") }).isDisabled());
   // Clusters are born `loadbalancer` here (the platform's default mode).
   await page.getByLabel(T("clusters.access"), { exact: true }).selectOption("nodeport");
   await page.getByRole("button", { name: T("settings.save") }).click();
@@ -219,13 +285,16 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   await page.getByRole("heading", { name: T("history.jobs") }).waitFor();
   await page.getByRole("cell", { name: T("status.succeeded") }).first().waitFor();
   await check("history");
+  await narrow("history");
   await page.goto(`${clusterUrl}?tab=settings`);
   await check("cluster-settings");
+  await narrow("cluster-settings");
   await page.getByRole("link", { name: T("nav.account") }).click();
   await page.locator("dl.facts dd", { hasText: email }).waitFor();
   await page.locator("dl.facts dd", { hasText: displayName }).waitFor();
   assert.equal(await page.evaluate(() => window.__xss), undefined, "the name is shown as text, never run");
   await check("account");
+  await narrow("account");
   await page.getByRole("link", { name: T("account.keys") }).click();
   await page.getByLabel(T("keys.name")).fill("ci");
   await page.getByLabel(T("account.current_password")).fill(PASSWORD);
@@ -251,14 +320,19 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   await page.getByRole("link", { name: T("nav.billing") }).click();
   await page.getByRole("heading", { name: T("billing.plan"), exact: true }).waitFor();
   await check("billing");
+  await narrow("billing");
 
   if (language === "en") {
     // The Chinese journey keeps its cluster: the administrator's journey
     // retries a job of it.
-    step("remove the cluster, confirmed");
+    step("remove the cluster, its name typed to confirm");
     await page.goto(`${clusterUrl}?tab=settings`);
     await page.getByRole("button", { name: T("settings.delete") }).click();
-    await page.getByRole("button", { name: T("common.confirm") }).click();
+    const confirmDelete = page.getByRole("button", { name: T("settings.delete") });
+    await page.getByLabel(T("common.type_name", { name })).fill(name.slice(0, -1));
+    assert.ok(await confirmDelete.isDisabled(), "a name not quite the cluster's deletes nothing");
+    await page.getByLabel(T("common.type_name", { name })).fill(name);
+    await confirmDelete.click();
     await page.waitForURL(/tab=overview/);
     // Deleting, then gone: the page says so.
     await page.getByText(T("cluster.gone")).waitFor({ timeout: 60_000 });

@@ -1,4 +1,4 @@
-import { Suspense, useEffect } from "react";
+import { Suspense, useEffect, useState } from "react";
 import { useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ApiError } from "./api/client";
@@ -7,6 +7,7 @@ import { useChooseOrganization, useWorkingOrganization } from "./organization";
 import { PAGES, PUBLIC_PAGES } from "./pageTable";
 import { Link, match, navigate, useLocation } from "./router";
 import { arrived, keepReturn, returnPath, useMe, type User } from "./session";
+import { applyTheme, storedTheme, THEMES, type Theme } from "./theme";
 import { ErrorNote, Loading } from "./ui";
 
 /// Whether a signed-out reader may see `path`.
@@ -104,6 +105,7 @@ function Shell({ user, children }: { user: User | null; children: React.ReactNod
             ))}
           </select>
         </label>
+        <ThemeChoice />
         {user && (
           <>
             <span className="who">{user.email}</span>
@@ -138,5 +140,30 @@ function OrganizationSwitcher() {
         </option>
       ))}
     </select>
+  );
+}
+
+/// Light, dark, or as the system says.
+function ThemeChoice() {
+  const { t } = useTranslation();
+  const [theme, setTheme] = useState(storedTheme);
+  return (
+    <label className="theme">
+      <span className="sr-only">{t("nav.theme")}</span>
+      <select
+        value={theme}
+        onChange={(e) => {
+          const chosen = e.target.value as Theme;
+          applyTheme(chosen);
+          setTheme(chosen);
+        }}
+      >
+        {THEMES.map((value) => (
+          <option key={value} value={value}>
+            {t(`theme.${value}`)}
+          </option>
+        ))}
+      </select>
+    </label>
   );
 }

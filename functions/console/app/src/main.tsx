@@ -6,6 +6,9 @@ import "./styles.css";
 import { ApiError } from "./api/client";
 import { App, isPublic } from "./App";
 import { navigate } from "./router";
+import { applyTheme, storedTheme } from "./theme";
+
+applyTheme(storedTheme());
 
 /// Forgets the session and sends the reader to sign in, to come back here.
 function signInAgain(client: QueryClient) {

@@ -3,6 +3,7 @@ import { cloneElement, useEffect, useId, useState, type ReactElement, type React
 import { useTranslation } from "react-i18next";
 import { ApiError } from "./api/client";
 import { dateTime } from "./format";
+import type { Key } from "./i18n";
 import { Link } from "./router";
 
 export function Page({ title, actions, children }: { title: string; actions?: ReactNode; children: ReactNode }) {
@@ -33,38 +34,65 @@ export function Empty({ children }: { children: ReactNode }) {
   return <p className="empty">{children}</p>;
 }
 
-/// An error in words: the API's own explanation (problem+json `detail`),
-/// its stable code, and what each bad field was refused for.
-export function ErrorNote({ error }: { error: unknown }) {
-  const { t } = useTranslation();
+/// The title an answer without a problem code of the catalogs gets, from
+/// its HTTP status.
+function statusTitle(status: number): Key {
+  return status === 0
+    ? "errors.network"
+    : status === 401
+      ? "errors.unauthorized"
+      : status === 403
+        ? "errors.forbidden"
+        : status === 404
+          ? "errors.not_found"
+          : status >= 500
+            ? "errors.server"
+            : "errors.refused";
+}
+
+/// The message of each bad field of `error` by the field's API name.
+export function fieldErrors(error: unknown): Record<string, string> {
+  if (!(error instanceof ApiError)) return {};
+  return Object.fromEntries((error.problem?.errors ?? []).map((e) => [e.field, e.message]));
+}
+
+/// An error in words: the title and message of its problem `code` in the
+/// reader's language (by its HTTP status for a code the catalogs lack),
+/// each bad field under the label the form gives it (`fields`), a link to
+/// the plans when a plan limit refused it, and the API's own `detail` and
+/// code, folded, for support.
+export function ErrorNote({ error, fields }: { error: unknown; fields?: Record<string, string> }) {
+  const { t, i18n } = useTranslation();
   if (!error) return null;
   if (error instanceof ApiError) {
-    const title =
-      error.status === 0
-        ? t("errors.network")
-        : error.status === 401
-          ? t("errors.unauthorized")
-          : error.status === 403
-            ? t("errors.forbidden")
-            : error.status === 404
-              ? t("errors.not_found")
-              : error.status >= 500
-                ? t("errors.server")
-                : t("errors.refused");
+    const code = error.code;
+    const known = code !== undefined && i18n.exists(`problem.${code}.title`);
+    const problem = error.problem as (typeof error.problem & { plan_limit?: unknown }) | undefined;
     return (
-      <div className="error" role="alert">
-        <strong>{title}</strong>
-        {error.problem?.detail && <p>{error.problem.detail}</p>}
+      <div className="error" role="alert" data-code={code}>
+        <strong>{known ? t(`problem.${code}.title`, { defaultValue: code }) : t(statusTitle(error.status))}</strong>
+        {known && <p>{t(`problem.${code}.message`, { defaultValue: "" })}</p>}
+        {problem?.plan_limit !== undefined && (
+          <p>
+            <Link href="/billing">{t("errors.choose_plan")}</Link>
+          </p>
+        )}
         {error.problem?.errors && error.problem.errors.length > 0 && (
           <ul>
             {error.problem.errors.map((e) => (
               <li key={e.field}>
-                <code>{e.field}</code>: {e.message}
+                {fields?.[e.field] ? <strong>{fields[e.field]}</strong> : <code>{e.field}</code>}: {e.message}
               </li>
             ))}
           </ul>
         )}
-        {error.code && <p className="muted small">{t("errors.code", { code: error.code })}</p>}
+        {(error.problem?.detail || code) && (
+          <details className="detail">
+            <summary>{t("errors.details")}</summary>
+            {error.problem?.detail && <p>{error.problem.detail}</p>}
+            {code && <p className="muted small">{t("errors.code", { code })}</p>}
+          </details>
+        )}
       </div>
     );
   }
@@ -164,6 +192,49 @@ export function Confirm({
   );
 }
 
+/// A destructive action that names what it destroys: the button, then the
+/// name to type, which must match before it runs.
+export function ConfirmByName({
+  label,
+  name,
+  onConfirm,
+  busy,
+}: {
+  label: string;
+  name: string;
+  onConfirm: () => void;
+  busy?: boolean;
+}) {
+  const { t } = useTranslation();
+  const [asking, setAsking] = useState(false);
+  const [typed, setTyped] = useState("");
+  if (!asking)
+    return (
+      <button type="button" className="danger" disabled={busy} onClick={() => setAsking(true)}>
+        {label}
+      </button>
+    );
+  return (
+    <div className="confirm" role="group" aria-label={label}>
+      <Field label={t("common.type_name", { name })}>
+        <input value={typed} onChange={(e) => setTyped(e.target.value)} autoComplete="off" spellCheck={false} />
+      </Field>
+      <button type="button" className="danger" disabled={busy || typed !== name} onClick={onConfirm}>
+        {label}
+      </button>
+      <button
+        type="button"
+        onClick={() => {
+          setAsking(false);
+          setTyped("");
+        }}
+      >
+        {t("common.cancel")}
+      </button>
+    </div>
+  );
+}
+
 /// What a list shows: that it is loading, its error in words, `empty` (an
 /// `<Empty>` saying so) when it has no rows, else `children` with the rows.
 export function Rows<T>({
@@ -202,6 +273,8 @@ export function More({
 export function Table({ columns, actions, children }: { columns: string[]; actions?: boolean; children: ReactNode }) {
   const { t } = useTranslation();
   return (
+    // Focusable, so a keyboard can scroll it when it is wider than the screen.
+    <div className="table-scroll" tabIndex={0}>
     <table>
       <thead>
         <tr>
@@ -219,20 +292,42 @@ export function Table({ columns, actions, children }: { columns: string[]; actio
       </thead>
       <tbody>{children}</tbody>
     </table>
+    </div>
   );
 }
 
-/// A labelled control: the label names it, the hint describes it.
-export function Field({ label, hint, children }: { label: string; hint?: string; children: ReactElement }) {
+/// A labelled control: the label names it, the hint describes it, and the
+/// API's `error` for it, when it refused it, shows beside it.
+export function Field({
+  label,
+  hint,
+  error,
+  children,
+}: {
+  label: string;
+  hint?: string;
+  error?: string;
+  children: ReactElement;
+}) {
   const id = useId();
-  const control = cloneElement(children as ReactElement<{ id?: string; "aria-describedby"?: string }>, {
-    id,
-    "aria-describedby": hint ? `${id}-hint` : undefined,
-  });
+  const described = [error ? `${id}-error` : null, hint ? `${id}-hint` : null].filter(Boolean).join(" ");
+  const control = cloneElement(
+    children as ReactElement<{ id?: string; "aria-describedby"?: string; "aria-invalid"?: boolean }>,
+    {
+      id,
+      "aria-describedby": described || undefined,
+      "aria-invalid": error ? true : undefined,
+    },
+  );
   return (
     <div className="field">
       <label htmlFor={id}>{label}</label>
       {control}
+      {error && (
+        <small id={`${id}-error`} className="error-text">
+          {error}
+        </small>
+      )}
       {hint && (
         <small id={`${id}-hint`} className="muted">
           {hint}

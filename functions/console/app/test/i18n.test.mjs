@@ -113,3 +113,21 @@ test("every stage a job records has its words in both catalogs", () => {
   assert.ok(stages.length > 20, `only ${stages.length} stages in the document`);
   assert.deepEqual(stages.filter((stage) => !(`stage.${stage}` in en) || !(`stage.${stage}` in zh)), []);
 });
+
+test("every problem code the API documents has a title and a message in both catalogs", () => {
+  // The OpenAPI document's ProblemCode enum: every code a function or a
+  // capability declares it answers (shared::openapi::answering).
+  const openapi = JSON.parse(readFileSync(new URL("../../../../docs/openapi.json", import.meta.url), "utf8"));
+  const codes = openapi.components.schemas.ProblemCode.enum;
+  assert.ok(codes.length > 80, `only ${codes.length} codes in the document`);
+  const missing = codes.flatMap((code) =>
+    [`problem.${code}.title`, `problem.${code}.message`].filter((key) => !(key in en) || !(key in zh)),
+  );
+  assert.deepEqual(missing, []);
+  // And no catalog entry for a code the API no longer answers.
+  const stale = Object.keys(en)
+    .filter((key) => key.startsWith("problem."))
+    .map((key) => key.split(".")[1])
+    .filter((code) => !codes.includes(code));
+  assert.deepEqual([...new Set(stale)], []);
+});

@@ -5,7 +5,7 @@ import createClient, { type Middleware } from "openapi-fetch";
 import type { components, paths } from "./schema";
 
 export type Schemas = components["schemas"];
-export type Cluster = Schemas["Cluster"];
+export type Cluster = Schemas["ClusterWithHealth"];
 export type Problem = Schemas["Problem"];
 
 /// The CSRF cookie's value (`__Host-kb_csrf` over HTTPS, `kb_csrf` on plain

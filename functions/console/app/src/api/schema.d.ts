@@ -1102,8 +1102,9 @@ export interface paths {
         };
         /**
          * List clusters
-         * @description The organization's live clusters, newest first, paginated by cursor;
-         *     `q` keeps those whose name contains it.
+         * @description The organization's live clusters, newest first, paginated by cursor,
+         *     each with its nodes counted and its health rolled up; `q` keeps those
+         *     whose name contains it, `health` those whose health it is.
          */
         get: operations["get_clusters"];
         put?: never;
@@ -1127,7 +1128,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a cluster */
+        /**
+         * Get a cluster
+         * @description The cluster, its nodes counted and its health rolled up.
+         */
         get: operations["get_clusters_by_cluster_id"];
         put?: never;
         post?: never;
@@ -2421,7 +2425,7 @@ export interface components {
         };
         /** @description A page of clusters, newest first. */
         ClusterPage: {
-            items: components["schemas"]["Cluster"][];
+            items: components["schemas"]["ClusterWithHealth"][];
             /** @description Pass as `cursor` to read the next page; absent on the last page. */
             next_cursor?: string | null;
         };
@@ -2430,6 +2434,11 @@ export interface components {
          * @enum {string}
          */
         ClusterStatus: "pending" | "provisioning" | "ready" | "updating" | "deleting" | "deleted" | "failed";
+        /** @description A cluster with its nodes and its health rolled up. */
+        ClusterWithHealth: components["schemas"]["Cluster"] & {
+            health: components["schemas"]["Health"];
+            nodes: components["schemas"]["NodeCounts"];
+        };
         /**
          * @description A condition of a database, as Kubernetes writes them: its type, whether
          *     it holds, why, and since when.
@@ -2824,8 +2833,11 @@ export interface components {
             field: string;
             message: string;
         };
-        /** @description A cluster as the back office lists it: with its owner's email. */
-        FleetCluster: components["schemas"]["Cluster"] & {
+        /**
+         * @description A cluster as the back office lists it: with its health and its owner's
+         *     email.
+         */
+        FleetCluster: components["schemas"]["ClusterWithHealth"] & {
             /** @description The email of the user who created it, while they exist. */
             owner_email?: string | null;
         };
@@ -2834,6 +2846,16 @@ export interface components {
             /** @description Pass as `cursor` to read the next page; absent on the last page. */
             next_cursor?: string | null;
         };
+        /**
+         * @description A cluster's health rolled up, worst first where it matters:
+         *     `failed` (its last operation failed), `in_progress` (an operation
+         *     runs), `unreachable` (ready, but the control plane stopped
+         *     answering), `degraded` (ready, but a node is not ready or offline),
+         *     `no_nodes` (ready, with no node yet), `healthy` (ready, every node
+         *     ready or still joining), `deleted`.
+         * @enum {string}
+         */
+        Health: "healthy" | "degraded" | "no_nodes" | "unreachable" | "in_progress" | "failed" | "deleted";
         /** @description Whether the DNS secret is set; its value is never returned. */
         IngressSecretsSet: {
             managed_workload_ingress_dns_secret: boolean;
@@ -3240,6 +3262,22 @@ export interface components {
             /** @description `pending`, `ready`, `not_ready`, `offline` or `deleted`. */
             status: components["schemas"]["NodeStatus"];
         };
+        /** @description A cluster's live nodes (not removed) by status. */
+        NodeCounts: {
+            /** Format: int64 */
+            not_ready: number;
+            /** Format: int64 */
+            offline: number;
+            /**
+             * Format: int64
+             * @description Joined but not yet seen ready.
+             */
+            pending: number;
+            /** Format: int64 */
+            ready: number;
+            /** Format: int64 */
+            total: number;
+        };
         /** @description A node event as the console shows it. */
         NodeEvent: {
             /** Format: uuid */
@@ -3547,8 +3585,7 @@ export interface components {
         };
         /** @description RFC 9457 problem details, plus our stable `code` and optional field errors. */
         Problem: {
-            /** @description Stable machine-readable code; clients switch on this. */
-            code: string;
+            code: components["schemas"]["ProblemCode"];
             detail: string;
             /** @description Per-field validation messages, when the input was invalid. */
             errors?: components["schemas"]["FieldError"][];
@@ -3560,6 +3597,11 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * @description A problem's stable code: each names one reason the API refuses or fails a request.
+         * @enum {string}
+         */
+        ProblemCode: "already_invited" | "already_member" | "api_key_required" | "billing_not_configured" | "body_unreadable" | "cannot_change_self" | "captcha_failed" | "captcha_not_configured" | "captcha_unreachable" | "cluster_delete_in_progress" | "cluster_job_active" | "cluster_name_taken" | "cluster_not_ready" | "cluster_unreachable" | "database_changed" | "database_deleting" | "database_instance_disabled" | "database_instance_in_use" | "database_instance_name_taken" | "database_instance_unreachable" | "database_name_taken" | "database_not_ready" | "database_not_stopped" | "database_server_name_taken" | "database_unavailable" | "extensions_append_only" | "forbidden" | "hostname_not_verified" | "hostname_reserved" | "hostname_taken" | "idempotency_answer_not_kept" | "idempotency_key_reused" | "idempotency_request_in_flight" | "internal_error" | "invalid_access_review" | "invalid_admission_review" | "invalid_body" | "invalid_client" | "invalid_code" | "invalid_credentials" | "invalid_cursor" | "invalid_event" | "invalid_idempotency_key" | "invalid_path" | "invalid_query" | "invalid_request" | "invalid_route_agent_token" | "invalid_signature" | "invitation_answered" | "invitation_expired" | "job_not_failed" | "job_not_pending" | "kubeconfig_unavailable" | "last_owner" | "mail_not_configured" | "malformed_json" | "network_pool_exhausted" | "no_database_instance" | "node_removal_in_progress" | "not_found" | "oauth_email_unverified" | "oauth_not_configured" | "oauth_refused" | "oauth_state_mismatch" | "oauth_unreachable" | "operation_not_failed" | "operation_not_retryable" | "operation_superseded" | "order_cancelled" | "order_not_pending" | "order_paid_in_stripe" | "order_pending" | "overloaded" | "payload_too_large" | "personal_organization" | "plan_in_use" | "plan_limit_exceeded" | "plan_name_taken" | "rate_limited" | "route_agents_not_configured" | "settings_key_missing" | "stripe_refused" | "stripe_unavailable" | "timed_out" | "token_not_active" | "unauthenticated" | "unavailable" | "unsupported_media_type" | "user_has_clusters" | "user_owns_organization" | "validation_failed";
         /**
          * @description How the control plane is exposed to the user's nodes.
          * @enum {string}
@@ -8230,6 +8272,8 @@ export interface operations {
                  *     cluster's name has: letters, taken in lower case, digits and `-`).
                  */
                 q?: string;
+                /** @description Only clusters whose health is this. */
+                health?: components["schemas"]["Health"];
             };
             header?: {
                 /** @description The organization to act in (its id); the caller's personal one when absent */
@@ -8248,7 +8292,7 @@ export interface operations {
                     "application/json": components["schemas"]["ClusterPage"];
                 };
             };
-            /** @description Bad limit or cursor; A query parameter does not parse (`invalid_query`) */
+            /** @description A cursor this API did not return (`invalid_cursor`), or a `health` that is none (`invalid_query`); A query parameter does not parse (`invalid_query`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8420,7 +8464,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Cluster"];
+                    "application/json": components["schemas"]["ClusterWithHealth"];
                 };
             };
             /** @description A path parameter does not parse (`invalid_path`) */

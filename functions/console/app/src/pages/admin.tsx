@@ -12,6 +12,7 @@ import type { KeysUnder } from "../i18n";
 import { Link } from "../router";
 import { Confirm, Empty, ErrorNote, Field, Loading, More, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { AuditTable, JobTable, OrderTable } from "../components/records";
+import { Health, NodeCount } from "../components/health";
 import { keys } from "../queryKeys";
 import { DatabaseInstances } from "../sections/databases";
 
@@ -205,7 +206,7 @@ function Clusters() {
       ) : clusters.data?.length === 0 ? (
         <Empty>{t("admin.no_clusters")}</Empty>
       ) : (
-        <Table columns={[t("clusters.name"), t("admin.owner"), t("clusters.status"), t("clusters.version"), t("common.created")]}>
+        <Table columns={[t("clusters.name"), t("admin.owner"), t("clusters.health"), t("clusters.nodes"), t("clusters.version"), t("common.created")]}>
           {clusters.data?.map((c) => (
             <tr key={c.id} data-cluster={c.name}>
               <td>
@@ -213,7 +214,10 @@ function Clusters() {
               </td>
               <td>{c.owner_email ?? "—"}</td>
               <td>
-                <Status value={c.status} />
+                <Health cluster={c} />
+              </td>
+              <td>
+                <NodeCount cluster={c} />
               </td>
               <td>{c.kubernetes_version}</td>
               <td>

@@ -1,13 +1,14 @@
 // One cluster: its state and live job stages, nodes, joining, metrics,
 // hostnames, kubeconfigs, history and settings.
-import { lazy, Suspense, type FormEvent } from "react";
+import { lazy, Suspense, useState, type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ApiError, ok, type Cluster, type Schemas } from "../api/client";
 import { number } from "../format";
 import type { PageProps } from "../page";
 import { Link, navigate, useLocation } from "../router";
-import { Confirm, Empty, ErrorNote, Field, Loading, Page, Rows, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
+import { Confirm, ConfirmByName, Copy, Empty, ErrorNote, Field, Loading, Page, Rows, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
+import { Health, NodeCount } from "../components/health";
 import { JobTable } from "../components/records";
 import { Hostnames } from "../sections/hostnames";
 import { Join } from "../sections/join";
@@ -56,7 +57,7 @@ export function ClusterDetail({ params }: PageProps) {
     ["settings", t("cluster.settings")],
   ];
   return (
-    <Page title={c.name} actions={<Status value={c.status} />}>
+    <Page title={c.name} actions={<Health cluster={c} />}>
       <Tabs tabs={tabs} current={tab} base={`/clusters/${id}`} />
       {tab === "overview" && <Overview cluster={c} />}
       {tab === "nodes" && <Nodes cluster={c} />}
@@ -83,6 +84,7 @@ function Overview({ cluster: c }: { cluster: Cluster }) {
   const { t } = useTranslation();
   return (
     <>
+      {c.status === "ready" && c.nodes.total === 0 && <GetStarted cluster={c} />}
       <LiveOperation cluster={c} />
       {c.last_error_message && (
         <div className="error" role="alert">
@@ -98,6 +100,18 @@ function Overview({ cluster: c }: { cluster: Cluster }) {
         <dt>{t("clusters.connection")}</dt>
         <dd>
           <Status value={c.connection_status} />
+        </dd>
+        <dt>{t("clusters.nodes")}</dt>
+        <dd>
+          <Link href={`/clusters/${c.id}?tab=nodes`}>
+            <NodeCount cluster={c} />
+          </Link>
+          {c.nodes.offline + c.nodes.not_ready > 0 && (
+            <>
+              {" "}
+              <Health cluster={c} />
+            </>
+          )}
         </dd>
         <dt>{t("cluster.endpoint")}</dt>
         <dd>{c.api_endpoint ? <code>{c.api_endpoint}</code> : "—"}</dd>
@@ -133,6 +147,28 @@ function Overview({ cluster: c }: { cluster: Cluster }) {
         </dd>
       </dl>
     </>
+  );
+}
+
+/// A ready cluster without a node: how to reach it, and how to add one.
+function GetStarted({ cluster: c }: { cluster: Cluster }) {
+  const { t } = useTranslation();
+  return (
+    <section className="card get-started" aria-labelledby="get-started">
+      <h2 id="get-started">{t("start.title")}</h2>
+      <ol>
+        <li>
+          {t("start.kubeconfig")} <Link href={`/clusters/${c.id}?tab=access`}>{t("start.kubeconfig_link")}</Link>
+          <Copy
+            text={`export KUBECONFIG="$HOME/Downloads/${c.name}-kubeconfig.yaml"\nkubectl get namespaces`}
+            label={t("start.kubeconfig_commands")}
+          />
+        </li>
+        <li>
+          {t("start.node")} <Link href={`/clusters/${c.id}?tab=join`}>{t("join.add_node")}</Link>
+        </li>
+      </ol>
+    </section>
   );
 }
 
@@ -266,9 +302,12 @@ function Kubeconfigs({ cluster }: { cluster: Cluster }) {
                   </td>
                   <td>
                     {k.status === "active" && (
-                      <button type="button" onClick={() => revoke.mutate(k.id)}>
-                        {t("common.revoke")}
-                      </button>
+                      <Confirm
+                        label={t("common.revoke")}
+                        question={t("kubeconfig.revoke_question")}
+                        busy={revoke.isPending}
+                        onConfirm={() => revoke.mutate(k.id)}
+                      />
                     )}
                   </td>
                 </tr>
@@ -417,9 +456,10 @@ function Settings({ cluster: c }: { cluster: Cluster }) {
       navigate(`/clusters/${c.id}?tab=overview`);
     },
   });
-  const submit = (e: FormEvent<HTMLFormElement>) => {
-    e.preventDefault();
-    const form = e.currentTarget;
+  // What the form changes: Apply sends those fields alone, and only when
+  // there is one.
+  const [changed, setChanged] = useState(false);
+  const changesIn = (form: HTMLFormElement) => {
     const changes: Schemas["UpdateClusterRequest"] = {};
     const cpu = formNumber(form, "cpu");
     const memory = formNumber(form, "memory");
@@ -429,13 +469,23 @@ function Settings({ cluster: c }: { cluster: Cluster }) {
     if (memory !== c.workload_memory_limit_mib) changes.workload_memory_limit_mib = memory;
     if (access !== c.public_access_mode) changes.public_access_mode = access;
     if (ingress !== c.managed_workload_ingress_enabled) changes.managed_workload_ingress_enabled = ingress;
-    update.mutate(changes);
+    return changes;
+  };
+  const submit = (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const changes = changesIn(e.currentTarget);
+    if (Object.keys(changes).length > 0) update.mutate(changes);
   };
   const busy = BUSY.includes(c.status) || c.status === "deleted";
   return (
     <>
       <Endpoint cluster={c} />
-      <form className="card" onSubmit={submit} noValidate>
+      <form
+        className="card"
+        onSubmit={submit}
+        onInput={(e) => setChanged(Object.keys(changesIn(e.currentTarget)).length > 0)}
+        noValidate
+      >
         <h2>{t("settings.limits")}</h2>
         <Field label={t("clusters.cpu_limit")} hint={t("clusters.cpu_hint")}>
           <input name="cpu" type="number" defaultValue={c.workload_cpu_limit_milli_cores} />
@@ -454,17 +504,18 @@ function Settings({ cluster: c }: { cluster: Cluster }) {
           {t("clusters.ingress")}
         </label>
         <ErrorNote error={update.error} />
-        <button type="submit" className="primary" disabled={busy || update.isPending}>
+        <button type="submit" className="primary" disabled={busy || update.isPending || !changed}>
           {t("settings.save")}
         </button>
+        {!changed && <p className="muted small">{t("settings.nothing_changed")}</p>}
       </form>
       <section className="card danger-zone">
         <h2>{t("settings.delete_title")}</h2>
         <p>{t("settings.delete_explain")}</p>
         <ErrorNote error={remove.error} />
-        <Confirm
+        <ConfirmByName
           label={t("settings.delete")}
-          question={t("settings.delete_question", { name: c.name })}
+          name={c.name}
           busy={remove.isPending || c.status === "deleting" || c.status === "deleted"}
           onConfirm={() => remove.mutate()}
         />

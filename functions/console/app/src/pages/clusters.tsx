@@ -3,23 +3,30 @@ import { useEffect, useState, type FormEvent } from "react";
 import { useInfiniteQuery, useMutation, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
+import { Health, NodeCount } from "../components/health";
 import { number } from "../format";
 import { Link, navigate } from "../router";
-import { Empty, ErrorNote, Field, Loading, More, Page, Status, Table, Time, formNumber, formValue } from "../ui";
+import { Empty, ErrorNote, Field, Loading, More, Page, Table, Time, fieldErrors, formNumber, formValue } from "../ui";
 import { keys } from "../queryKeys";
 
 const BUSY = ["pending", "provisioning", "updating", "deleting"];
+// The health filter's choices, the ones that need a look first.
+const HEALTHS: Schemas["Health"][] = ["failed", "unreachable", "degraded", "no_nodes", "in_progress", "healthy"];
 
 export function ClusterList() {
   const { t } = useTranslation();
   // Names containing this; the whole list when empty.
   const [q, setQ] = useState("");
+  // One health; every cluster when empty.
+  const [health, setHealth] = useState<Schemas["Health"] | "">("");
   const clusters = useInfiniteQuery({
-    queryKey: keys.clusterList(q),
+    queryKey: keys.clusterList(q, health),
     queryFn: ({ pageParam }) =>
       ok(
         api.GET("/api/console/clusters", {
-          params: { query: { limit: 50, cursor: pageParam ?? undefined, q: q || undefined } },
+          params: {
+            query: { limit: 50, cursor: pageParam ?? undefined, q: q || undefined, health: health || undefined },
+          },
         }),
       ),
     initialPageParam: null as string | null,
@@ -43,7 +50,7 @@ export function ClusterList() {
       }
     >
       <form
-        className="card inline"
+        className="card filters"
         role="search"
         onSubmit={(e: FormEvent<HTMLFormElement>) => {
           e.preventDefault();
@@ -54,30 +61,55 @@ export function ClusterList() {
           <input name="q" type="search" maxLength={63} pattern="[A-Za-z0-9\-]+" defaultValue={q} />
         </Field>
         <button type="submit">{t("admin.search")}</button>
+        <Field label={t("clusters.health_filter")}>
+          <select
+            name="health"
+            value={health}
+            onChange={(e) => setHealth(e.target.value as Schemas["Health"] | "")}
+          >
+            <option value="">{t("clusters.health_any")}</option>
+            {HEALTHS.map((value) => (
+              <option key={value} value={value}>
+                {t(`health.${value}`)}
+              </option>
+            ))}
+          </select>
+        </Field>
       </form>
       {clusters.isPending ? (
         <Loading />
       ) : clusters.error ? (
         <ErrorNote error={clusters.error} />
-      ) : items.length === 0 && q ? (
-        <Empty>{t("clusters.no_match", { q })}</Empty>
+      ) : items.length === 0 && (q || health) ? (
+        <Empty>{q ? t("clusters.no_match", { q }) : t("clusters.no_health", { health: health ? t(`health.${health}`) : "" })}</Empty>
       ) : items.length === 0 ? (
         <Empty>
           {t("clusters.empty")} <Link href="/clusters/new">{t("clusters.create_first")}</Link>
         </Empty>
       ) : (
-        <Table columns={[t("clusters.name"), t("clusters.status"), t("clusters.connection"), t("clusters.cpu_limit"), t("clusters.memory_limit"), t("clusters.created")]}>
+        <Table
+          columns={[
+            t("clusters.name"),
+            t("clusters.health"),
+            t("clusters.nodes"),
+            t("clusters.version"),
+            t("clusters.cpu_limit"),
+            t("clusters.memory_limit"),
+            t("clusters.created"),
+          ]}
+        >
             {items.map((c) => (
               <tr key={c.id}>
                 <td>
                   <Link href={`/clusters/${c.id}`}>{c.name}</Link>
                 </td>
                 <td>
-                  <Status value={c.status} />
+                  <Health cluster={c} />
                 </td>
                 <td>
-                  <Status value={c.connection_status} />
+                  <NodeCount cluster={c} />
                 </td>
+                <td>{c.kubernetes_version}</td>
                 <td>{t("units.millicores", { value: number(c.workload_cpu_limit_milli_cores) })}</td>
                 <td>{t("units.mib", { value: number(c.workload_memory_limit_mib) })}</td>
                 <td>
@@ -114,22 +146,31 @@ export function CreateCluster() {
       managed_workload_ingress_enabled: formValue(form, "ingress") === "on",
     });
   };
+  const bad = fieldErrors(create.error);
+  // The API's names of the form's fields, and the labels they have here.
+  const labels = {
+    name: t("clusters.name"),
+    workload_cpu_limit_milli_cores: t("clusters.cpu_limit"),
+    workload_memory_limit_mib: t("clusters.memory_limit"),
+    kubernetes_version: t("clusters.version"),
+    public_access_mode: t("clusters.access"),
+  };
   return (
     <Page title={t("clusters.create")}>
       <form className="card" onSubmit={submit} noValidate>
-        <Field label={t("clusters.name")} hint={t("clusters.name_hint")}>
+        <Field label={labels.name} hint={t("clusters.name_hint")} error={bad.name}>
           <input name="name" required autoComplete="off" spellCheck={false} />
         </Field>
-        <Field label={t("clusters.cpu_limit")} hint={t("clusters.cpu_hint")}>
+        <Field label={labels.workload_cpu_limit_milli_cores} hint={t("clusters.cpu_hint")} error={bad.workload_cpu_limit_milli_cores}>
           <input name="cpu" type="number" inputMode="numeric" defaultValue={2000} />
         </Field>
-        <Field label={t("clusters.memory_limit")} hint={t("clusters.memory_hint")}>
+        <Field label={labels.workload_memory_limit_mib} hint={t("clusters.memory_hint")} error={bad.workload_memory_limit_mib}>
           <input name="memory" type="number" inputMode="numeric" defaultValue={4096} />
         </Field>
-        <Field label={t("clusters.version")} hint={t("clusters.version_hint")}>
+        <Field label={labels.kubernetes_version} hint={t("clusters.version_hint")} error={bad.kubernetes_version}>
           <input name="version" placeholder="v1.34" spellCheck={false} />
         </Field>
-        <Field label={t("clusters.access")}>
+        <Field label={labels.public_access_mode} error={bad.public_access_mode}>
           <select name="access" defaultValue="">
             <option value="">{t("clusters.access_default")}</option>
             <option value="loadbalancer">{t("access.loadbalancer")}</option>
@@ -139,7 +180,7 @@ export function CreateCluster() {
         <label className="check">
           <input name="ingress" type="checkbox" /> {t("clusters.ingress")}
         </label>
-        <ErrorNote error={create.error} />
+        <ErrorNote error={create.error} fields={labels} />
         <div className="actions">
           <button type="submit" className="primary" disabled={create.isPending}>
             {t("clusters.create")}

@@ -1,11 +1,12 @@
 // Join tokens, the join command, and the live checklist of join attempts:
 // each preflight step appears as the script on the machine reports it.
-import { useState, type FormEvent } from "react";
+import { useSyncExternalStore, type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Cluster, type Schemas } from "../api/client";
 import { number } from "../format";
-import { Copy, Empty, ErrorNote, Field, Rows, Status, Table, Time, formNumber, formValue } from "../ui";
+import { Link } from "../router";
+import { Confirm, Copy, Empty, ErrorNote, Field, Rows, Status, Table, Time, formNumber, formValue } from "../ui";
 import { keys } from "../queryKeys";
 
 /// `key=value` lines into labels; the API validates the names and values.
@@ -21,11 +22,113 @@ function labels(text: string): Record<string, string> {
   return out;
 }
 
+/// The join command made last for each cluster, kept in this tab's memory
+/// (never in storage: it holds the token) until dismissed, so that
+/// switching tabs does not lose it.
+const shown = new Map<string, Schemas["CreatedToken"]>();
+const listeners = new Set<() => void>();
+function keep(clusterId: string, token: Schemas["CreatedToken"] | null) {
+  if (token) shown.set(clusterId, token);
+  else shown.delete(clusterId);
+  listeners.forEach((listener) => listener());
+}
+function useShown(clusterId: string): Schemas["CreatedToken"] | null {
+  return useSyncExternalStore(
+    (listener) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    () => shown.get(clusterId) ?? null,
+  );
+}
+
+/// What "Add a node" makes: a token for several machines, valid a day.
+const QUICK: Schemas["CreateToken"] = { max_uses: 5, ttl_seconds: 86_400, description: null, node_labels: {} };
+
+/// Adding a node in one step: what the machine needs, one button that
+/// makes a token and shows its command, then the wait for a machine and a
+/// link to the node it became.
+function AddNode({ cluster, onCreate, busy }: { cluster: Cluster; onCreate: (body: Schemas["CreateToken"]) => void; busy: boolean }) {
+  const { t } = useTranslation();
+  const created = useShown(cluster.id);
+  if (!created)
+    return (
+      <section className="card" aria-labelledby="add-node">
+        <h2 id="add-node">{t("join.add_node")}</h2>
+        <p>{t("join.add_node_explain")}</p>
+        <h3>{t("join.prerequisites")}</h3>
+        <ul>
+          <li>{t("join.needs_linux")}</li>
+          <li>{t("join.needs_root")}</li>
+          <li>{t("join.needs_ports")}</li>
+          <li>{t("join.needs_reach", { endpoint: cluster.api_endpoint ?? "—" })}</li>
+        </ul>
+        <button
+          type="button"
+          className="primary"
+          disabled={busy || cluster.status !== "ready"}
+          onClick={() => onCreate({ ...QUICK, description: t("join.quick_description") })}
+        >
+          {t("join.add_node")}
+        </button>
+        {cluster.status !== "ready" && <p className="muted">{t("join.not_ready")}</p>}
+      </section>
+    );
+  return (
+    <section className="card" aria-labelledby="join-command">
+      <h2 id="join-command">{t("join.command")}</h2>
+      <p>{t("join.shown_once")}</p>
+      <Copy text={created.join_command} label={t("join.command")} />
+      <p className="muted">
+        {t("join.token_terms", { count: created.token.max_uses })} <Time value={created.token.expires_at} />
+      </p>
+      <Arrivals clusterId={cluster.id} tokenId={created.token.id} />
+      <button type="button" onClick={() => keep(cluster.id, null)}>
+        {t("join.dismiss")}
+      </button>
+    </section>
+  );
+}
+
+/// The machines that ran the command of `tokenId`: "waiting" until one
+/// does, then each with where its join is and a link to its node.
+function Arrivals({ clusterId, tokenId }: { clusterId: string; tokenId: string }) {
+  const { t } = useTranslation();
+  const attempts = useQuery({
+    queryKey: keys.joinAttempts(clusterId),
+    queryFn: () =>
+      ok(
+        api.GET("/api/console/clusters/{cluster_id}/join-attempts", {
+          params: { path: { cluster_id: clusterId }, query: { limit: 5 } },
+        }),
+      ),
+    refetchInterval: 1500,
+  });
+  const mine = (attempts.data ?? []).filter((a) => a.token_id === tokenId);
+  if (mine.length === 0)
+    return (
+      <p role="status" className="waiting" data-testid="waiting-for-machine">
+        {t("join.waiting")}
+      </p>
+    );
+  return (
+    <ul className="arrivals" aria-live="polite">
+      {mine.map((a) => (
+        <li key={a.id} data-outcome={a.outcome}>
+          {a.hostname ?? a.source_ip ?? a.token_prefix} <Status value={a.outcome} />{" "}
+          {a.node_id && a.outcome === "succeeded" && (
+            <Link href={`/clusters/${clusterId}/nodes/${a.node_id}`}>{t("join.open_node")}</Link>
+          )}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 export function Join({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
   const client = useQueryClient();
   const path = { cluster_id: cluster.id };
-  const [created, setCreated] = useState<Schemas["CreatedToken"] | null>(null);
   const tokens = useQuery({
     queryKey: keys.tokens(cluster.id),
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/tokens", { params: { path, query: { limit: 100 } } })),
@@ -35,7 +138,7 @@ export function Join({ cluster }: { cluster: Cluster }) {
     mutationFn: (body: Schemas["CreateToken"]) =>
       ok(api.POST("/api/console/clusters/{cluster_id}/tokens", { params: { path }, body })),
     onSuccess: (token) => {
-      setCreated(token);
+      keep(cluster.id, token);
       void client.invalidateQueries({ queryKey: keys.tokens(cluster.id) });
     },
   });
@@ -57,35 +160,31 @@ export function Join({ cluster }: { cluster: Cluster }) {
   };
   return (
     <>
-      <form className="card" onSubmit={submit} noValidate>
-        <h2>{t("join.create")}</h2>
-        <div className="row">
-          <Field label={t("join.max_uses")}>
-            <input name="max_uses" type="number" min={1} defaultValue={1} />
+      <AddNode cluster={cluster} onCreate={(body) => create.mutate(body)} busy={create.isPending} />
+      <ErrorNote error={create.error} />
+      <details className="card">
+        <summary>{t("join.more_options")}</summary>
+        <form onSubmit={submit} noValidate>
+          <h2>{t("join.create")}</h2>
+          <div className="row">
+            <Field label={t("join.max_uses")}>
+              <input name="max_uses" type="number" min={1} defaultValue={1} />
+            </Field>
+            <Field label={t("join.ttl_hours")}>
+              <input name="ttl_hours" type="number" min={1} defaultValue={24} />
+            </Field>
+          </div>
+          <Field label={t("join.description")}>
+            <input name="description" />
           </Field>
-          <Field label={t("join.ttl_hours")}>
-            <input name="ttl_hours" type="number" min={1} defaultValue={24} />
+          <Field label={t("join.labels")} hint={t("join.labels_hint")}>
+            <textarea name="labels" rows={2} spellCheck={false} />
           </Field>
-        </div>
-        <Field label={t("join.description")}>
-          <input name="description" />
-        </Field>
-        <Field label={t("join.labels")} hint={t("join.labels_hint")}>
-          <textarea name="labels" rows={2} spellCheck={false} />
-        </Field>
-        <ErrorNote error={create.error} />
-        <button type="submit" className="primary" disabled={create.isPending || cluster.status !== "ready"}>
-          {t("join.create")}
-        </button>
-        {cluster.status !== "ready" && <p className="muted">{t("join.not_ready")}</p>}
-      </form>
-      {created && (
-        <section className="card" aria-labelledby="join-command">
-          <h2 id="join-command">{t("join.command")}</h2>
-          <p>{t("join.shown_once")}</p>
-          <Copy text={created.join_command} label={t("join.command")} />
-        </section>
-      )}
+          <button type="submit" className="primary" disabled={create.isPending || cluster.status !== "ready"}>
+            {t("join.create")}
+          </button>
+        </form>
+      </details>
       <Checklist clusterId={cluster.id} />
       <h2>{t("join.tokens")}</h2>
       <ErrorNote error={revoke.error} />
@@ -111,9 +210,12 @@ export function Join({ cluster }: { cluster: Cluster }) {
                   <td>{tok.description ?? ""}</td>
                   <td>
                     {tok.status === "active" && (
-                      <button type="button" onClick={() => revoke.mutate(tok.id)}>
-                        {t("common.revoke")}
-                      </button>
+                      <Confirm
+                        label={t("common.revoke")}
+                        question={t("join.revoke_question", { prefix: tok.display_prefix })}
+                        busy={revoke.isPending}
+                        onConfirm={() => revoke.mutate(tok.id)}
+                      />
                     )}
                   </td>
                 </tr>

@@ -1,0 +1,149 @@
+//! A cluster's health at a glance: its control plane's state and its live
+//! nodes rolled up into one word and their counts, so the console, the
+//! command line and the back office judge a cluster the same way. It spans
+//! two capabilities (clusters, nodes), so it lives here; the judgement
+//! itself is written once, as the database view `cluster_health`
+//! (migrations/20261215000001_cluster_health.sql), which the reads and the
+//! `health` filter both use.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgExecutor;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::clusters::{self, Cluster};
+use crate::domain::text_enum;
+
+text_enum! {
+    /// A cluster's health rolled up, worst first where it matters:
+    /// `failed` (its last operation failed), `in_progress` (an operation
+    /// runs), `unreachable` (ready, but the control plane stopped
+    /// answering), `degraded` (ready, but a node is not ready or offline),
+    /// `no_nodes` (ready, with no node yet), `healthy` (ready, every node
+    /// ready or still joining), `deleted`.
+    Health {
+        Healthy => "healthy",
+        Degraded => "degraded",
+        NoNodes => "no_nodes",
+        Unreachable => "unreachable",
+        InProgress => "in_progress",
+        Failed => "failed",
+        Deleted => "deleted",
+    }
+}
+
+/// A cluster's live nodes (not removed) by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct NodeCounts {
+    pub total: i64,
+    pub ready: i64,
+    pub not_ready: i64,
+    pub offline: i64,
+    /// Joined but not yet seen ready.
+    pub pending: i64,
+}
+
+/// A cluster with its nodes and its health rolled up.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterWithHealth {
+    #[serde(flatten)]
+    pub cluster: Cluster,
+    pub nodes: NodeCounts,
+    pub health: Health,
+}
+
+/// A page of clusters, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterPage {
+    pub items: Vec<ClusterWithHealth>,
+    /// Pass as `cursor` to read the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `clusters` with their health, read in one statement, in their order.
+pub async fn with_health(
+    db: impl PgExecutor<'_>,
+    clusters: Vec<Cluster>,
+) -> Result<Vec<ClusterWithHealth>, sqlx::Error> {
+    let ids: Vec<Uuid> = clusters.iter().map(|c| c.id).collect();
+    let mut rows: HashMap<Uuid, (NodeCounts, Health)> = sqlx::query!(
+        r#"SELECT cluster_id AS "cluster_id!", nodes_total AS "total!", nodes_ready AS "ready!",
+                  nodes_not_ready AS "not_ready!", nodes_offline AS "offline!",
+                  nodes_pending AS "pending!", health AS "health!: Health"
+           FROM cluster_health WHERE cluster_id = ANY($1)"#,
+        &ids,
+    )
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .map(|r| {
+        let counts = NodeCounts {
+            total: r.total,
+            ready: r.ready,
+            not_ready: r.not_ready,
+            offline: r.offline,
+            pending: r.pending,
+        };
+        (r.cluster_id, (counts, r.health))
+    })
+    .collect();
+    Ok(clusters
+        .into_iter()
+        .map(|cluster| {
+            // A cluster the view did not answer for was removed from the
+            // table between the two reads: it has no node.
+            let (nodes, health) = rows
+                .remove(&cluster.id)
+                .unwrap_or((NodeCounts::default(), Health::Deleted));
+            ClusterWithHealth {
+                cluster,
+                nodes,
+                health,
+            }
+        })
+        .collect())
+}
+
+/// One cluster with its health.
+pub async fn of(
+    db: impl PgExecutor<'_>,
+    cluster: Cluster,
+) -> Result<ClusterWithHealth, sqlx::Error> {
+    let mut one = with_health(db, vec![cluster]).await?;
+    Ok(one.pop().expect("one cluster in, one out"))
+}
+
+/// The organisation's live clusters in `health`, newest first, after the
+/// keyset cursor `before`, with `name_contains` as [`clusters::list_of`]
+/// takes it: the organisation's clusters walked in its index's order, each
+/// judged until the page is full.
+pub async fn list_of(
+    pool: &sqlx::PgPool,
+    organization_id: Uuid,
+    health: Health,
+    name_contains: Option<&str>,
+    before: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<Cluster>, sqlx::Error> {
+    let (before_at, before_id) = before.unwrap_or_else(crate::extract::before_everything);
+    let ids = sqlx::query_scalar!(
+        r#"SELECT c.id
+           FROM clusters c JOIN cluster_health h ON h.cluster_id = c.id
+           WHERE c.organization_id = $1 AND c.deleted_at IS NULL AND (c.created_at, c.id) < ($2, $3)
+             AND h.health = $4 AND ($5::text IS NULL OR strpos(c.name, $5) > 0)
+           ORDER BY c.created_at DESC, c.id DESC
+           LIMIT $6"#,
+        organization_id,
+        before_at,
+        before_id,
+        health.as_str(),
+        name_contains,
+        limit,
+    )
+    .fetch_all(pool)
+    .await?;
+    clusters::by_ids(pool, &ids).await
+}
