@@ -71,7 +71,7 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   const owner = page.locator('tr[data-email^="zh-cn-"]');
   await owner.getByRole("button", { name: T("common.delete") }).click();
   await owner.getByRole("button", { name: T("common.confirm") }).click();
-  await page.getByRole("alert").getByText(T("errors.code", { code: "user_has_clusters" })).waitFor();
+  await page.locator('[role=alert][data-code="user_has_clusters"]').getByText(T("problem.user_has_clusters.title"), { exact: true }).waitFor();
   await page.getByLabel(T("admin.search")).fill(target);
   await page.getByRole("button", { name: T("admin.search") }).click();
   await row.getByRole("button", { name: T("common.delete") }).click();

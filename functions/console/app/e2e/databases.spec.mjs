@@ -35,7 +35,7 @@ test("tenant databases, from the back office to a cluster", async ({ page, langu
   await form.getByLabel(T("instances.admin_password")).fill("not-the-password");
   if (english) await form.getByLabel(T("instances.default")).check();
   await form.getByRole("button", { name: T("instances.save") }).click();
-  await form.getByRole("alert").getByText(T("errors.code", { code: "database_instance_unreachable" })).waitFor();
+  await form.locator('[role=alert][data-code="database_instance_unreachable"]').getByText(T("problem.database_instance_unreachable.title"), { exact: true }).waitFor();
   await check("admin-database-instance-refused");
   await form.getByLabel(T("instances.admin_password")).fill(env("INSTANCE_ADMIN_PASSWORD"));
   await form.getByRole("button", { name: T("instances.save") }).click();
@@ -59,7 +59,7 @@ test("tenant databases, from the back office to a cluster", async ({ page, langu
   step("a look-alike name is refused; a database with pgcrypto walks to ready");
   await page.getByLabel(T("databases.name"), { exact: true }).fill("оrders"); // Cyrillic о
   await page.getByRole("button", { name: T("databases.ask_button") }).click();
-  await page.getByRole("alert").getByText(T("errors.code", { code: "validation_failed" })).waitFor();
+  await page.locator('[role=alert][data-code="validation_failed"]').getByText(T("problem.validation_failed.title"), { exact: true }).waitFor();
   await page.getByLabel(T("databases.name"), { exact: true }).fill("orders");
   await page.getByLabel(T("databases.extensions"), { exact: true }).fill("pgcrypto");
   await page.getByRole("button", { name: T("databases.ask_button") }).click();

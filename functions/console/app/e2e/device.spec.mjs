@@ -23,7 +23,7 @@ test("a terminal signs in with a code approved in the console", async ({ page, j
   const lookAlike = [...code].map((c) => cyrillic[c] ?? c).join("");
   await page.getByLabel(T("device.code")).fill(lookAlike === code ? `С${code.slice(1)}` : lookAlike);
   await page.getByRole("button", { name: T("device.look_up") }).click();
-  await page.getByRole("alert").getByText(T("errors.code", { code: "not_found" })).waitFor();
+  await page.locator('[role=alert][data-code="not_found"]').getByText(T("problem.not_found.title"), { exact: true }).waitFor();
 
   step("the real code shows the device and where it asks from");
   await page.goto(`${BASE}/device?code=${code}`);

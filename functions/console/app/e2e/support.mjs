@@ -80,7 +80,20 @@ function helpers(page, journey, language, isUser) {
     await page.setViewportSize({ width: 390, height: 844 });
     try {
       const wide = await page.evaluate(() => document.documentElement.scrollWidth);
-      assert.ok(wide <= 390, `${name} at 390 px is ${wide} px wide`);
+      // What reaches past the screen, for the message.
+      const past = await page.evaluate(() =>
+        [...document.querySelectorAll("body *")]
+          .filter((e) => e.getBoundingClientRect().right > 390.5)
+          .filter(
+            (e) =>
+              !e.parentElement?.closest(".table-scroll, .tabs, header.top nav") ||
+              // eslint-disable-next-line no-undef
+              getComputedStyle(e).position === "absolute",
+          )
+          .slice(0, 5)
+          .map((e) => `${e.tagName.toLowerCase()}.${e.className} (${Math.round(e.getBoundingClientRect().right)} px)`),
+      );
+      assert.ok(wide <= 390, `${name} at 390 px is ${wide} px wide: ${past.join(", ")}`);
       await check(`390-${name}`);
     } finally {
       await page.setViewportSize(size);

@@ -8,6 +8,27 @@ export function dateTime(value: string | null | undefined): string {
   );
 }
 
+const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
+  ["year", 365 * 86_400],
+  ["month", 30 * 86_400],
+  ["week", 7 * 86_400],
+  ["day", 86_400],
+  ["hour", 3_600],
+  ["minute", 60],
+  ["second", 1],
+];
+
+/// `value` relative to now in the reader's language: "3 minutes ago",
+/// "in 2 days", "now".
+export function relative(value: string, now = Date.now()): string {
+  const seconds = (new Date(value).getTime() - now) / 1000;
+  const format = new Intl.RelativeTimeFormat(i18n.language, { numeric: "auto" });
+  for (const [unit, size] of UNITS) {
+    if (Math.abs(seconds) >= size || unit === "second") return format.format(Math.round(seconds / size), unit);
+  }
+  return format.format(0, "second");
+}
+
 export function number(value: number | null | undefined, digits = 0): string {
   if (value === null || value === undefined) return "—";
   return new Intl.NumberFormat(i18n.language, { maximumFractionDigits: digits }).format(value);

@@ -2,7 +2,7 @@
 import { cloneElement, useEffect, useId, useState, type ReactElement, type ReactNode } from "react";
 import { useTranslation } from "react-i18next";
 import { ApiError } from "./api/client";
-import { dateTime } from "./format";
+import { dateTime, relative } from "./format";
 import type { Key } from "./i18n";
 import { Link } from "./router";
 
@@ -119,8 +119,41 @@ export function Status({ value }: { value: string }) {
   return <span className={`badge ${TONE[value] ?? "busy"}`}>{t(`status.${value}`, { defaultValue: value })}</span>;
 }
 
+/// A period of `hours` in words: days when it is whole days.
+export function Period({ hours }: { hours: number }) {
+  const { t } = useTranslation();
+  return <>{hours >= 24 && hours % 24 === 0 ? t("periods.days", { count: hours / 24 }) : t("periods.hours", { count: hours })}</>;
+}
+
+/// What the page last read is kept when a refresh fails: a banner says so,
+/// with the error folded and a button that asks again.
+export function Stale({ error, retry }: { error: unknown; retry: () => unknown }) {
+  const { t } = useTranslation();
+  if (!error) return null;
+  return (
+    <div className="note" role="status" data-testid="stale">
+      {t("errors.stale")}{" "}
+      <button type="button" onClick={() => retry()}>
+        {t("common.retry")}
+      </button>
+      <details className="detail">
+        <summary>{t("errors.details")}</summary>
+        {error instanceof ApiError ? `${error.status} ${error.code ?? ""} ${error.problem?.detail ?? ""}` : String(error)}
+      </details>
+    </div>
+  );
+}
+
+/// When, relative to now ("3 minutes ago", "in 2 days"), the date and time
+/// on hover.
 export function Time({ value }: { value: string | null | undefined }) {
-  return value ? <time dateTime={value}>{dateTime(value)}</time> : <span className="muted">—</span>;
+  return value ? (
+    <time dateTime={value} title={dateTime(value)}>
+      {relative(value)}
+    </time>
+  ) : (
+    <span className="muted">—</span>
+  );
 }
 
 export function Tabs({ tabs, current, base }: { tabs: [string, string][]; current: string; base: string }) {

@@ -7,7 +7,7 @@ import { api, ApiError, ok, type Cluster, type Schemas } from "../api/client";
 import { number } from "../format";
 import type { PageProps } from "../page";
 import { Link, navigate, useLocation } from "../router";
-import { Confirm, ConfirmByName, Copy, Empty, ErrorNote, Field, Loading, Page, Rows, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
+import { Confirm, ConfirmByName, Copy, Empty, ErrorNote, Field, Loading, Page, Rows, Stale, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
 import { Health, NodeCount } from "../components/health";
 import { JobTable } from "../components/records";
 import { Hostnames } from "../sections/hostnames";
@@ -43,7 +43,7 @@ export function ClusterDetail({ params }: PageProps) {
         </Empty>
       </Page>
     );
-  if (cluster.error) return <ErrorNote error={cluster.error} />;
+  if (!cluster.data) return <ErrorNote error={cluster.error} />;
   const c = cluster.data;
   const tabs: [string, string][] = [
     ["overview", t("cluster.overview")],
@@ -58,6 +58,7 @@ export function ClusterDetail({ params }: PageProps) {
   ];
   return (
     <Page title={c.name} actions={<Health cluster={c} />}>
+      <Stale error={cluster.error} retry={cluster.refetch} />
       <Tabs tabs={tabs} current={tab} base={`/clusters/${id}`} />
       {tab === "overview" && <Overview cluster={c} />}
       {tab === "nodes" && <Nodes cluster={c} />}
@@ -201,7 +202,10 @@ function LiveOperation({ cluster }: { cluster: Cluster }) {
       </h2>
       <ol className="stages" aria-live="polite">
         {stages.map((s, i) => (
-          <li key={`${s.stage}-${i}`} className={i === stages.length - 1 && active ? "current" : "done"}>
+          <li
+            key={`${s.stage}-${i}`}
+            className={i < stages.length - 1 ? "done" : active ? "current" : latest.status === "failed" ? "failed" : "done"}
+          >
             <span className="stage">{t(`stage.${s.stage}`, { defaultValue: s.stage })}</span> <Time value={s.at} />
           </li>
         ))}

@@ -6,7 +6,7 @@ import { api, ok, type Schemas } from "../api/client";
 import { Health, NodeCount } from "../components/health";
 import { number } from "../format";
 import { Link, navigate } from "../router";
-import { Empty, ErrorNote, Field, Loading, More, Page, Table, Time, fieldErrors, formNumber, formValue } from "../ui";
+import { Empty, ErrorNote, Field, Loading, More, Page, Stale, Table, Time, fieldErrors, formNumber, formValue } from "../ui";
 import { keys } from "../queryKeys";
 
 const BUSY = ["pending", "provisioning", "updating", "deleting"];
@@ -76,9 +76,10 @@ export function ClusterList() {
           </select>
         </Field>
       </form>
+      {items.length > 0 && <Stale error={clusters.error} retry={clusters.refetch} />}
       {clusters.isPending ? (
         <Loading />
-      ) : clusters.error ? (
+      ) : clusters.error && items.length === 0 ? (
         <ErrorNote error={clusters.error} />
       ) : items.length === 0 && (q || health) ? (
         <Empty>{q ? t("clusters.no_match", { q }) : t("clusters.no_health", { health: health ? t(`health.${health}`) : "" })}</Empty>

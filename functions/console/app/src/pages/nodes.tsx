@@ -6,7 +6,7 @@ import { api, ok } from "../api/client";
 import { bytes, number, percent, range } from "../format";
 import type { PageProps } from "../page";
 import { Link, navigate } from "../router";
-import { Confirm, Empty, ErrorNote, Loading, Page, Status, Time } from "../ui";
+import { Confirm, Empty, ErrorNote, Loading, Page, Period, Status, Time } from "../ui";
 import { keys } from "../queryKeys";
 
 const PERIODS = [1, 24, 24 * 7, 24 * 30];
@@ -84,7 +84,7 @@ export function NodeDetail({ params }: PageProps) {
           <select value={hours} onChange={(e) => setHours(Number(e.target.value))}>
             {PERIODS.map((h) => (
               <option key={h} value={h}>
-                {t("periods.hours", { count: h })}
+                <Period hours={h} />
               </option>
             ))}
           </select>

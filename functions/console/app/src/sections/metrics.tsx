@@ -7,7 +7,7 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { api, ok, type Schemas } from "../api/client";
 import { bytes, number, range } from "../format";
-import { Empty, ErrorNote, Loading } from "../ui";
+import { Empty, ErrorNote, Loading, Period } from "../ui";
 import { keys } from "../queryKeys";
 
 const RANGES = [1, 6, 24, 24 * 7];
@@ -33,7 +33,7 @@ export default function Metrics({ clusterId }: { clusterId: string }) {
         <select value={hours} onChange={(e) => setHours(Number(e.target.value))}>
           {RANGES.map((h) => (
             <option key={h} value={h}>
-              {t("periods.hours", { count: h })}
+              <Period hours={h} />
             </option>
           ))}
         </select>
@@ -57,6 +57,7 @@ export default function Metrics({ clusterId }: { clusterId: string }) {
             points={points}
             lines={[[t("metrics.rss"), (p) => p.memory_bytes_avg], [t("metrics.virtual"), (p) => p.memory_virtual_bytes_avg]]}
             format={bytes}
+            steps={BINARY_STEPS}
           />
           <Chart
             title={t("metrics.load")}
@@ -72,51 +73,82 @@ export default function Metrics({ clusterId }: { clusterId: string }) {
 
 type Point = Schemas["MetricsPoint"];
 
+/// Tick steps for sizes in bytes: whole KiB, MiB and GiB (1, 2, 4, … 512
+/// of each), never 953.7 MiB.
+const BINARY_STEPS = [0, 1, 2, 3].flatMap((power) =>
+  [1, 2, 4, 8, 16, 32, 64, 128, 256, 512].map((n) => n * 1024 ** (power + 1)),
+);
+
 function Chart({
   title,
   points,
   lines,
   format,
+  steps,
 }: {
   title: string;
   points: Point[];
   lines: [string, (p: Point) => number | null | undefined][];
   format: (v: number) => string;
+  steps?: number[];
 }) {
   const { t, i18n } = useTranslation();
   const time = t("metrics.time");
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
-    const clock = new Intl.DateTimeFormat(i18n.language, { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" });
     if (!box.current) return;
-    const data: uPlot.AlignedData = [
-      points.map((p) => new Date(p.at).getTime() / 1000),
-      ...lines.map(([, pick]) => points.map((p) => pick(p) ?? null)),
-    ];
+    const at = points.map((p) => new Date(p.at).getTime() / 1000);
+    const span = at.length > 1 ? at[at.length - 1] - at[0] : 0;
+    // The time axis: hours and minutes within a day, the date beyond it.
+    const tick = new Intl.DateTimeFormat(
+      i18n.language,
+      span <= 86_400 ? { hour: "2-digit", minute: "2-digit" } : { month: "numeric", day: "numeric" },
+    );
+    const clock = new Intl.DateTimeFormat(i18n.language, { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" });
+    const values = lines.map(([, pick]) => points.map((p) => pick(p) ?? null));
+    // The legend shows the latest point until the cursor points at another.
+    const latest = values.map((series) => [...series].reverse().find((v) => v !== null) ?? null);
+    const data: uPlot.AlignedData = [at, ...values];
+    // The second line (the peak) dashed and thinner: where it meets the
+    // first (the average), both still show.
     const colours = ["#2457c5", "#c0392b"];
     const plot = new uPlot(
       {
-        width: Math.max(280, box.current.clientWidth),
+        width: Math.max(240, box.current.clientWidth),
         height: 200,
         series: [
-          { label: time, value: (_u, v) => (v == null ? "—" : clock.format(new Date(v * 1000))) },
+          {
+            label: time,
+            value: (_u, v) => (v == null ? clock.format(new Date((at[at.length - 1] ?? 0) * 1000)) : clock.format(new Date(v * 1000))),
+          },
           ...lines.map(([label], i) => ({
-            label,
-            stroke: colours[i % colours.length],
-            width: 2,
-            value: (_u: uPlot, v: number | null) => (v == null ? "—" : format(v)),
-          })),
+              label,
+              stroke: colours[i % colours.length],
+              width: i === 0 ? 2 : 1.5,
+              dash: i === 0 ? undefined : [6, 4],
+              value: (_u: uPlot, v: number | null, _s: number, idx: number | null) =>
+                idx == null ? (latest[i] == null ? "—" : format(latest[i])) : v == null ? "—" : format(v),
+            })),
         ],
         axes: [
-          { values: (_u, values) => values.map((v) => clock.format(new Date(v * 1000))) },
-          { values: (_u, values) => values.map((v) => format(v)), size: 80 },
+          // At least 80 px between labels: they never touch.
+          { space: 80, values: (_u, ticks) => ticks.map((v) => tick.format(new Date(v * 1000))) },
+          { values: (_u, ticks) => ticks.map((v) => format(v)), size: 80, ...(steps ? { incrs: steps } : {}) },
         ],
       },
       data,
       box.current,
     );
-    return () => plot.destroy();
-  }, [points, lines, format, time, i18n.language]);
+    // The chart follows its box: a phone's width, a turned screen.
+    const resize = new ResizeObserver(() => {
+      if (box.current) plot.setSize({ width: Math.max(240, box.current.clientWidth), height: 200 });
+    });
+    resize.observe(box.current);
+    return () => {
+      resize.disconnect();
+      plot.destroy();
+    };
+  }, [points, lines, format, steps, time, i18n.language]);
   return (
     <figure className="chart">
       <figcaption>{title}</figcaption>
