@@ -6,7 +6,8 @@
 // list on screen (a `kubebyon:clusters` performance mark), median of 5
 // cold loads (a new browser context each time: nothing cached). With
 // SEARCH set, each run then searches the list for that text and times the
-// answer's rows on screen. PAGE=<path> times another list page instead
+// answer's rows on screen; with HEALTH, filters the list by that health and
+// times its rows on screen. PAGE=<path> times another list page instead
 // (`/admin/users`): to its first table row on screen, found by polling
 // each animation frame.
 import { readFileSync, statSync } from "node:fs";
@@ -64,6 +65,14 @@ for (let i = 0; i < 5; i++) {
     await page.locator("tbody tr").first().waitFor();
     run.search = Date.now() - started;
   }
+  if (process.env.HEALTH) {
+    const started = Date.now();
+    const answered = page.waitForResponse((r) => r.url().includes(`health=${process.env.HEALTH}`));
+    await page.locator("form[role=search] select[name=health]").selectOption(process.env.HEALTH);
+    await answered;
+    await page.locator(`tbody tr .badge[data-health="${process.env.HEALTH}"]`).first().waitFor();
+    run.health = Date.now() - started;
+  }
   runs.push(run);
   await context.close();
 }
@@ -71,6 +80,9 @@ await browser.close();
 const median = (key) => runs.map((r) => r[key]).sort((a, b) => a - b)[2];
 console.log(`${path} interactive, median of 5: ${median("interactive").toFixed(0)} ms (runs: ${runs.map((r) => r.interactive.toFixed(0)).join(", ")})`);
 console.log(`DOMContentLoaded, median: ${median("domContentLoaded").toFixed(0)} ms; bytes transferred, median: ${kb(median("transferred"))} KiB`);
+if (process.env.HEALTH) {
+  console.log(`health "${process.env.HEALTH}" to its rows on screen, median of 5: ${median("health").toFixed(0)} ms (runs: ${runs.map((r) => r.health).join(", ")})`);
+}
 if (process.env.SEARCH) {
   console.log(`search "${process.env.SEARCH}" to its rows on screen, median of 5: ${median("search").toFixed(0)} ms (runs: ${runs.map((r) => r.search).join(", ")})`);
 }
