@@ -52,6 +52,18 @@ pub struct AuditRecord {
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// A page of an activity, as the activity routes take it.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ActivityQuery {
+    /// Only events older than this id (the last id of the previous page).
+    pub before_id: Option<i64>,
+    /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+}
+
 /// `SELECT` of an audit record, then the statement's own `WHERE` and order.
 macro_rules! audit_query {
     ($rest:literal, $($arg:expr),* $(,)?) => {
@@ -94,6 +106,39 @@ pub async fn list(
                 .await
         }
     }
+}
+
+/// What was done to a cluster, newest first, older than `before_id` when
+/// paging (`idx_audit_events_cluster_id`). As in an organisation's
+/// activity, the addresses events were made from stay with the platform's
+/// administrators, and so do the emails of actors who are not members of
+/// the cluster's organisation (an administrator of the platform, a member
+/// who left).
+pub async fn of_cluster(
+    db: impl PgExecutor<'_>,
+    cluster_id: Uuid,
+    organization_id: Uuid,
+    before_id: Option<i64>,
+    limit: i64,
+) -> Result<Vec<AuditRecord>, sqlx::Error> {
+    sqlx::query_as!(
+        AuditRecord,
+        r#"SELECT id, actor_user_id,
+                  (SELECT u.email::text FROM users u
+                   JOIN organization_members m ON m.user_id = u.id AND m.organization_id = $2
+                   WHERE u.id = actor_user_id) AS actor_email,
+                  actor_kind, action, target_kind, target_id, cluster_id,
+                  metadata, NULL::text AS ip, created_at
+           FROM audit_events
+           WHERE cluster_id = $1 AND id < $3
+           ORDER BY id DESC LIMIT $4"#,
+        cluster_id,
+        organization_id,
+        before_id.unwrap_or(i64::MAX),
+        limit
+    )
+    .fetch_all(db)
+    .await
 }
 
 /// Deletes up to `batch` audit events older than `age`, oldest first

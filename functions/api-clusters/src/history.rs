@@ -1,6 +1,7 @@
 use axum::extract::State;
 use serde::Deserialize;
 use shared::{
+    audit::{self, ActivityQuery, AuditRecord},
     error::ApiError,
     extract::{AppJson, AppQuery},
     http::{AppState, OwnedCluster},
@@ -62,5 +63,39 @@ pub async fn jobs(
     let limit = limit(&query)?;
     Ok(AppJson(
         jobs::list_for_cluster(&state.pool, cluster.id, limit).await?,
+    ))
+}
+
+/// A cluster's activity
+///
+/// Who did what to the cluster (its operations, kubeconfigs, join tokens,
+/// nodes, hostnames…), newest first; page with `before_id`. For every
+/// member who may read it. The addresses events were made from are not
+/// shown, nor the emails of actors who are not members of its organization.
+#[utoipa::path(
+    get,
+    path = "/api/console/clusters/{cluster_id}/activity",
+    tag = "clusters",
+    params(("cluster_id" = Uuid, Path), ActivityQuery),
+    responses(
+        (status = 200, body = Vec<AuditRecord>),
+        (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn activity(
+    State(state): State<AppState>,
+    AppQuery(query): AppQuery<ActivityQuery>,
+    OwnedCluster(cluster): OwnedCluster,
+) -> Result<AppJson<Vec<AuditRecord>>, ApiError> {
+    let limit = shared::extract::page_limit(query.limit)?;
+    Ok(AppJson(
+        audit::of_cluster(
+            &state.pool,
+            cluster.id,
+            cluster.organization_id,
+            query.before_id,
+            limit,
+        )
+        .await?,
     ))
 }

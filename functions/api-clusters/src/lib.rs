@@ -10,6 +10,7 @@ mod metrics;
 mod read;
 mod retry;
 mod update;
+mod versions;
 
 use axum::Router;
 use shared::http::AppState;
@@ -27,11 +28,13 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(history::operations))
         .routes(routes!(retry::retry))
         .routes(routes!(history::jobs))
+        .routes(routes!(history::activity))
         .routes(routes!(kubeconfig::issue, kubeconfig::list))
         .routes(routes!(kubeconfig::get, kubeconfig::revoke))
         .routes(routes!(kubeconfig::connection))
         .routes(routes!(kubeconfig::exec_credential))
         .routes(routes!(metrics::series))
+        .routes(routes!(versions::list))
 }
 
 pub fn router() -> Router<AppState> {

@@ -7,8 +7,8 @@ use serde::Deserialize;
 use shared::{
     accounts::auth::{self, random_token},
     app::membership::{self, Answer, Change},
-    audit::AuditRecord,
     audit::{self, AuditEvent},
+    audit::{ActivityQuery, AuditRecord},
     domain::EmailAddress,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
@@ -20,7 +20,7 @@ use shared::{
     },
     secretbox,
 };
-use utoipa::{IntoParams, OpenApi, ToSchema};
+use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
@@ -550,17 +550,6 @@ async fn answer(
     .await?;
     tx.commit().await?;
     Ok(AppJson(invitation))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct ActivityQuery {
-    /// Only events older than this id (the last id of the previous page).
-    pub before_id: Option<i64>,
-    /// 1–500, default 100.
-    #[param(minimum = 1, maximum = 500)]
-    pub limit: Option<i64>,
 }
 
 /// An organization's activity

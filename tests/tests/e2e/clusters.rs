@@ -1055,6 +1055,40 @@ async fn a_cluster_s_create_update_and_delete_are_audited_and_a_refused_or_empty
     for action in ["cluster.create", "cluster.update", "cluster.delete"] {
         assert!(listed.contains(action), "{action} in {activity}");
     }
+
+    // And in the cluster's own activity, newest first, each with who did
+    // it and never the address it came from; another cluster's are not.
+    platform.create("epsilon", "nodeport").await;
+    let (status, activity) = platform
+        .call("GET", &format!("/api/console/clusters/{id}/activity"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{activity}");
+    let events = activity.as_array().unwrap();
+    let actions: Vec<&str> = events
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["cluster.delete", "cluster.update", "cluster.create"]
+    );
+    for event in events {
+        assert_eq!(event["actor_email"], me["email"], "{event}");
+        assert!(event["ip"].is_null(), "{event}");
+        assert_eq!(event["cluster_id"].as_str(), Some(id.as_str()));
+    }
+    let (_, older) = platform
+        .call(
+            "GET",
+            &format!(
+                "/api/console/clusters/{id}/activity?limit=1&before_id={}",
+                events[0]["id"]
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(older[0]["action"], "cluster.update", "{older}");
+    assert_eq!(older.as_array().map(Vec::len), Some(1));
 }
 
 /// A cluster's reads roll up its control plane and its live nodes into its
@@ -1119,7 +1153,10 @@ async fn a_cluster_s_health_rolls_up_its_control_plane_and_its_nodes() {
         .map(|c| {
             (
                 c["name"].as_str().unwrap().to_string(),
-                (c["health"].as_str().unwrap().to_string(), c["nodes"].clone()),
+                (
+                    c["health"].as_str().unwrap().to_string(),
+                    c["nodes"].clone(),
+                ),
             )
         })
         .collect();
@@ -1133,13 +1170,20 @@ async fn a_cluster_s_health_rolls_up_its_control_plane_and_its_nodes() {
     assert_eq!(seen["shaky"], ("degraded".into(), counts(2, 1, 0, 1, 0)));
     assert_eq!(seen["lagging"], ("degraded".into(), counts(1, 0, 1, 0, 0)));
     assert_eq!(seen["empty"], ("no_nodes".into(), counts(0, 0, 0, 0, 0)));
-    assert_eq!(seen["silent"], ("unreachable".into(), counts(1, 1, 0, 0, 0)));
+    assert_eq!(
+        seen["silent"],
+        ("unreachable".into(), counts(1, 1, 0, 0, 0))
+    );
     assert_eq!(seen["broken"].0, "failed");
     assert_eq!(seen["busy"].0, "in_progress");
 
     // The one cluster says the same.
     let (status, one) = platform
-        .call("GET", &format!("/api/console/clusters/{}", ids["shaky"]), None)
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{}", ids["shaky"]),
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{one}");
     assert_eq!(one["health"], "degraded");
@@ -1179,7 +1223,11 @@ async fn a_cluster_s_health_rolls_up_its_control_plane_and_its_nodes() {
 
     for health in ["sick", "Healthy", "healthy%00"] {
         let (status, body) = platform
-            .call("GET", &format!("/api/console/clusters?health={health}"), None)
+            .call(
+                "GET",
+                &format!("/api/console/clusters?health={health}"),
+                None,
+            )
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{health}: {body}");
         assert_eq!(body["code"], "invalid_query", "{health}");

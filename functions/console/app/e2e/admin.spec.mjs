@@ -3,10 +3,11 @@
 // plans and orders, and every section of it in Chinese.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { PASSWORD, env, test } from "./support.mjs";
 
 test("the administrator runs the back office", async ({ page, browser, journey }) => {
-  const { BASE, T, step, check, narrow, dark, until, signUp } = journey;
+  const { BASE, SHOTS, T, step, check, narrow, dark, until, signUp } = journey;
   step("the administrator signs up and sees the back office");
   await signUp(env("ADMIN_EMAIL"), "Root");
   await page.getByRole("link", { name: T("nav.admin") }).click();
@@ -86,6 +87,7 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   await page.getByRole("button", { name: T("admin.search") }).click();
   const shop = page.locator('tr[data-cluster="shop"]');
   await shop.waitFor();
+  const shopId = (await shop.locator("code").innerText()).trim();
   assert.match(await shop.innerText(), /zh-cn-/, "the owner's email");
   assert.equal(await page.locator("main tbody tr").count(), 1, "only the clusters named so");
   await check("admin-clusters");
@@ -103,6 +105,16 @@ test("the administrator runs the back office", async ({ page, browser, journey }
   await page.locator("tbody tr .badge", { hasText: T("status.succeeded") }).first().waitFor();
   await page.getByLabel(T("clusters.status")).selectOption("failed");
   await page.getByText(T("history.no_jobs")).waitFor({ timeout: 30_000 });
+  // One cluster's queue, the cluster picked by its name (and its owner's
+  // email), not by an id typed in.
+  await page.getByLabel(T("clusters.status")).selectOption("");
+  const zhEmail = readFileSync(join(SHOTS, "zh-CN-user.txt"), "utf8").trim();
+  await page.getByLabel(T("admin.cluster"), { exact: true }).fill(`shop (${zhEmail})`);
+  await until(async () => {
+    const shown = await page.locator("tbody tr td:nth-child(2) code").allInnerTexts();
+    return shown.length > 0 && shown.every((prefix) => shopId.startsWith(prefix));
+  }, "the picked cluster's jobs alone");
+  await narrow("admin-jobs-picked");
 
   step("change a setting, and a secret that is never shown again");
   await page.getByRole("link", { name: T("admin.settings") }).click();
@@ -129,6 +141,13 @@ test("the administrator runs the back office", async ({ page, browser, journey }
 
   step("audit, plans, orders");
   await page.getByRole("link", { name: T("admin.audit") }).click();
+  await page.getByRole("cell", { name: "admin.settings.update" }).first().waitFor();
+  // One person's actions, picked by email; each row names them.
+  await page.getByLabel(T("admin.actor")).fill(env("ADMIN_EMAIL"));
+  await until(async () => {
+    const by = await page.locator("tbody tr td:nth-child(4)").allInnerTexts();
+    return by.length > 0 && by.every((who) => who.trim() === env("ADMIN_EMAIL"));
+  }, "the picked person's actions alone");
   await page.getByRole("cell", { name: "admin.settings.update" }).first().waitFor();
   await check("admin-audit");
   await narrow("admin-audit");

@@ -104,12 +104,14 @@ function helpers(page, journey, language, isUser) {
   async function dark(name) {
     await page.emulateMedia({ colorScheme: "dark" });
     try {
+      await page.waitForFunction(() => document.documentElement.dataset.theme === "dark");
       // eslint-disable-next-line no-undef
       const canvas = await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
       assert.equal(canvas, "rgb(17, 21, 29)", `${name} is drawn in the dark colours`);
       await check(`dark-${name}`);
     } finally {
       await page.emulateMedia({ colorScheme: "light" });
+      await page.waitForFunction(() => document.documentElement.dataset.theme === "light");
     }
   }
 

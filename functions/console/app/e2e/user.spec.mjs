@@ -21,6 +21,11 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
 
   step("create a cluster: the API's refusal shown in words, then the stages live");
   await page.getByRole("link", { name: T("clusters.create") }).first().click();
+  // The version is a choice of those the platform supports, its default chosen.
+  const version = page.getByLabel(T("clusters.version"));
+  await version.locator("option", { hasText: "1.34" }).waitFor({ state: "attached" });
+  assert.equal(await version.inputValue(), "1.33");
+  assert.deepEqual(await version.locator("option").evaluateAll((os) => os.map((o) => o.value)), ["1.34", "1.33", "1.32", "1.31"]);
   await page.getByLabel(T("clusters.name"), { exact: true }).fill("Not A Name!");
   await page.getByRole("button", { name: T("clusters.create") }).click();
   const refusal = page.getByRole("alert");
@@ -283,6 +288,9 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   step("history, account, billing");
   await page.goto(`${clusterUrl}?tab=history`);
   await page.getByRole("heading", { name: T("history.jobs") }).waitFor();
+  // Who did what: the cluster's create, by this user.
+  await page.getByRole("heading", { name: T("history.activity") }).waitFor();
+  await page.locator("tbody tr", { hasText: "cluster.create" }).filter({ hasText: email }).first().waitFor();
   await page.getByRole("cell", { name: T("status.succeeded") }).first().waitFor();
   await check("history");
   await narrow("history");

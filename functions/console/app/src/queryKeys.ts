@@ -15,6 +15,7 @@ export const keys = {
   liveOperations: (clusterId: string, status: string) => ["operations", clusterId, "live", status] as const,
   operationHistory: (clusterId: string) => ["operations", clusterId, "history"] as const,
   jobs: (clusterId: string) => ["jobs", clusterId] as const,
+  clusterActivity: (clusterId: string) => ["activity", "cluster", clusterId] as const,
   kubeconfigs: (clusterId: string) => ["kubeconfigs", clusterId] as const,
   metrics: (clusterId: string, hours: number) => ["metrics", clusterId, hours] as const,
   nodes: (clusterId: string) => ["nodes", clusterId] as const,
@@ -31,6 +32,7 @@ export const keys = {
   logins: () => ["logins"] as const,
   activity: () => ["activity"] as const,
 
+  kubernetesVersions: () => ["kubernetes-versions"] as const,
   entitlements: () => ["entitlements"] as const,
   plans: () => ["plans"] as const,
   orders: () => ["orders"] as const,

@@ -1157,6 +1157,29 @@ export interface paths {
         patch: operations["patch_clusters_by_cluster_id"];
         trace?: never;
     };
+    "/api/console/clusters/{cluster_id}/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A cluster's activity
+         * @description Who did what to the cluster (its operations, kubeconfigs, join tokens,
+         *     nodes, hostnames…), newest first; page with `before_id`. For every
+         *     member who may read it. The addresses events were made from are not
+         *     shown, nor the emails of actors who are not members of its organization.
+         */
+        get: operations["get_clusters_by_cluster_id_activity"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/console/clusters/{cluster_id}/connection": {
         parameters: {
             query?: never;
@@ -1704,6 +1727,27 @@ export interface paths {
          *     Revoking a revoked token changes nothing; a used or expired one is 409.
          */
         delete: operations["delete_clusters_by_cluster_id_tokens_by_token_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/console/kubernetes-versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Supported Kubernetes versions
+         * @description The minor versions the platform runs as a control plane, for a client
+         *     to offer as a choice.
+         */
+        get: operations["get_kubernetes_versions"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -3052,6 +3096,13 @@ export interface components {
          * @enum {string}
          */
         KeyScope: "read" | "write";
+        /** @description The Kubernetes versions a cluster can be created with. */
+        KubernetesVersions: {
+            /** @description The one a create without `kubernetes_version` gets. */
+            default: string;
+            /** @description Minor versions, oldest first (`1.33`). */
+            versions: string[];
+        };
         LabeledCluster: {
             /** Format: uuid */
             cluster_id: string;
@@ -8666,6 +8717,67 @@ export interface operations {
             };
         };
     };
+    get_clusters_by_cluster_id_activity: {
+        parameters: {
+            query?: {
+                /** @description Only events older than this id (the last id of the previous page). */
+                before_id?: number;
+                /** @description 1–500, default 100. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditRecord"][];
+                };
+            };
+            /** @description A path parameter does not parse (`invalid_path`); A query parameter does not parse (`invalid_query`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field breaks a rule; `errors` names each (`validation_failed`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     connection: {
         parameters: {
             query?: never;
@@ -10812,6 +10924,42 @@ export interface operations {
             };
             /** @description The token is used or expired (`token_not_active`) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_kubernetes_versions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KubernetesVersions"];
+                };
+            };
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

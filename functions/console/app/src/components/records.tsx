@@ -20,7 +20,7 @@ export function JobTable({
     <Table
       columns={[
         t("history.type"),
-        ...(showCluster ? [t("admin.cluster_id")] : []),
+        ...(showCluster ? [t("admin.cluster")] : []),
         t("clusters.status"),
         t("history.attempts"),
         t("common.created"),

@@ -13,6 +13,7 @@ import { Link } from "../router";
 import { Confirm, Empty, ErrorNote, Field, Loading, More, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { AuditTable, JobTable, OrderTable } from "../components/records";
 import { Health, NodeCount } from "../components/health";
+import { ClusterPicker, UserPicker } from "../components/pickers";
 import { keys } from "../queryKeys";
 import { DatabaseInstances } from "../sections/databases";
 
@@ -267,9 +268,7 @@ function Jobs() {
             ))}
           </select>
         </Field>
-        <Field label={t("admin.cluster_id")}>
-          <input value={clusterId} onChange={(e) => setClusterId(e.target.value.trim())} spellCheck={false} />
-        </Field>
+        <ClusterPicker label={t("admin.cluster")} onPick={setClusterId} />
       </div>
       <ErrorNote error={jobs.error ?? act.error} />
       {jobs.isPending ? (
@@ -316,9 +315,7 @@ function Audit() {
   return (
     <>
       <div className="card inline">
-        <Field label={t("admin.actor")}>
-          <input value={actor} onChange={(e) => setActor(e.target.value.trim())} spellCheck={false} />
-        </Field>
+        <UserPicker label={t("admin.actor")} onPick={setActor} />
       </div>
       <ErrorNote error={events.error} />
       {events.isPending ? <Loading /> : events.data && <AuditTable records={events.data} />}

@@ -9,7 +9,7 @@ import type { PageProps } from "../page";
 import { Link, navigate, useLocation } from "../router";
 import { Confirm, ConfirmByName, Copy, Empty, ErrorNote, Field, Loading, Page, Rows, Stale, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
 import { Health, NodeCount } from "../components/health";
-import { JobTable } from "../components/records";
+import { AuditTable, JobTable } from "../components/records";
 import { Hostnames } from "../sections/hostnames";
 import { Join } from "../sections/join";
 import { Nodes } from "../sections/nodes";
@@ -338,6 +338,11 @@ function History({ clusterId }: { clusterId: string }) {
     queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/jobs", { params: { path, query: { limit: 50 } } })),
     refetchInterval: 5000,
   });
+  const activity = useQuery({
+    queryKey: keys.clusterActivity(clusterId),
+    queryFn: () => ok(api.GET("/api/console/clusters/{cluster_id}/activity", { params: { path, query: { limit: 50 } } })),
+    refetchInterval: 10000,
+  });
   const retry = useMutation({
     mutationFn: (operation_id: string) =>
       ok(
@@ -386,6 +391,9 @@ function History({ clusterId }: { clusterId: string }) {
             ))}
         </Table>
       )}
+      <h2>{t("history.activity")}</h2>
+      <ErrorNote error={activity.error} />
+      {activity.data && <AuditTable records={activity.data} />}
       <h2>{t("history.jobs")}</h2>
       <ErrorNote error={jobs.error} />
       {jobs.data && <JobTable jobs={jobs.data} />}

@@ -1,6 +1,6 @@
 // The clusters list and the create form.
 import { useEffect, useState, type FormEvent } from "react";
-import { useInfiniteQuery, useMutation, useQueryClient } from "@tanstack/react-query";
+import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
 import { Health, NodeCount } from "../components/health";
@@ -128,6 +128,11 @@ export function ClusterList() {
 export function CreateCluster() {
   const { t } = useTranslation();
   const client = useQueryClient();
+  const versions = useQuery({
+    queryKey: keys.kubernetesVersions(),
+    queryFn: () => ok(api.GET("/api/console/kubernetes-versions")),
+    staleTime: Infinity,
+  });
   const create = useMutation({
     mutationFn: (body: Schemas["CreateClusterRequest"]) => ok(api.POST("/api/console/clusters", { body })),
     onSuccess: (accepted) => {
@@ -168,8 +173,22 @@ export function CreateCluster() {
         <Field label={labels.workload_memory_limit_mib} hint={t("clusters.memory_hint")} error={bad.workload_memory_limit_mib}>
           <input name="memory" type="number" inputMode="numeric" defaultValue={4096} />
         </Field>
-        <Field label={labels.kubernetes_version} hint={t("clusters.version_hint")} error={bad.kubernetes_version}>
-          <input name="version" placeholder="v1.34" spellCheck={false} />
+        <Field label={labels.kubernetes_version} error={bad.kubernetes_version}>
+          {versions.data ? (
+            <select key="versions" name="version" defaultValue={versions.data.default}>
+              {[...versions.data.versions].reverse().map((v) => (
+                <option key={v} value={v}>
+                  {v === versions.data.default ? t("clusters.version_default", { version: v }) : v}
+                </option>
+              ))}
+            </select>
+          ) : (
+            // Until the versions are read (or if they cannot be): the
+            // platform's default.
+            <select key="reading" name="version" defaultValue="" disabled={versions.isPending}>
+              <option value="">{t("clusters.access_default")}</option>
+            </select>
+          )}
         </Field>
         <Field label={labels.public_access_mode} error={bad.public_access_mode}>
           <select name="access" defaultValue="">

@@ -45,6 +45,20 @@ function useShown(clusterId: string): Schemas["CreatedToken"] | null {
 /// What "Add a node" makes: a token for several machines, valid a day.
 const QUICK: Schemas["CreateToken"] = { max_uses: 5, ttl_seconds: 86_400, description: null, node_labels: {} };
 
+/// The cluster's five latest join attempts, polled every 1.5 s.
+function useJoinAttempts(clusterId: string) {
+  return useQuery({
+    queryKey: keys.joinAttempts(clusterId),
+    queryFn: () =>
+      ok(
+        api.GET("/api/console/clusters/{cluster_id}/join-attempts", {
+          params: { path: { cluster_id: clusterId }, query: { limit: 5 } },
+        }),
+      ),
+    refetchInterval: 1500,
+  });
+}
+
 /// Adding a node in one step: what the machine needs, one button that
 /// makes a token and shows its command, then the wait for a machine and a
 /// link to the node it became.
@@ -94,16 +108,7 @@ function AddNode({ cluster, onCreate, busy }: { cluster: Cluster; onCreate: (bod
 /// does, then each with where its join is and a link to its node.
 function Arrivals({ clusterId, tokenId }: { clusterId: string; tokenId: string }) {
   const { t } = useTranslation();
-  const attempts = useQuery({
-    queryKey: keys.joinAttempts(clusterId),
-    queryFn: () =>
-      ok(
-        api.GET("/api/console/clusters/{cluster_id}/join-attempts", {
-          params: { path: { cluster_id: clusterId }, query: { limit: 5 } },
-        }),
-      ),
-    refetchInterval: 1500,
-  });
+  const attempts = useJoinAttempts(clusterId);
   const mine = (attempts.data ?? []).filter((a) => a.token_id === tokenId);
   if (mine.length === 0)
     return (
@@ -242,16 +247,7 @@ const MARK: Record<string, string> = { ok: "✓", warning: "!", failed: "✗", s
 
 function Checklist({ clusterId }: { clusterId: string }) {
   const { t } = useTranslation();
-  const attempts = useQuery({
-    queryKey: keys.joinAttempts(clusterId),
-    queryFn: () =>
-      ok(
-        api.GET("/api/console/clusters/{cluster_id}/join-attempts", {
-          params: { path: { cluster_id: clusterId }, query: { limit: 5 } },
-        }),
-      ),
-    refetchInterval: 1500,
-  });
+  const attempts = useJoinAttempts(clusterId);
   return (
     <section className="card" aria-labelledby="checklist">
       <h2 id="checklist">{t("join.checklist")}</h2>
