@@ -13,7 +13,9 @@ export default defineConfig({
   retries: 0,
   forbidOnly: true,
   reporter: [["list"]],
-  outputDir: "../../../target/console-results",
+  // A directory per run: the runner empties its own at start, and two
+  // journeys may run at once (the console's test and the command line's).
+  outputDir: `../../../target/console-results/${process.env.JOURNEY_RUN ?? "journey"}`,
   use: {
     browserName: "chromium",
     launchOptions: { executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium", args: ARGS },

@@ -20,7 +20,8 @@ fn app_dir() -> PathBuf {
 }
 
 /// Runs one journey (`e2e/<name>.spec.mjs`) in `language` with Playwright's
-/// runner; its output is the test's.
+/// runner; its output is the test's, a failure's trace in
+/// `target/console-results/<name>-<language>/`.
 pub(crate) async fn journey(name: &str, language: &str, env: &[(&str, String)]) {
     let args = [name, language];
     let status = tokio::time::timeout(
@@ -28,6 +29,7 @@ pub(crate) async fn journey(name: &str, language: &str, env: &[(&str, String)]) 
         tokio::process::Command::new("node_modules/.bin/playwright")
             .args(["test", &format!("e2e/{name}.spec.mjs")])
             .env("JOURNEY_LANGUAGE", language)
+            .env("JOURNEY_RUN", format!("{name}-{language}"))
             .current_dir(app_dir())
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
@@ -39,7 +41,7 @@ pub(crate) async fn journey(name: &str, language: &str, env: &[(&str, String)]) 
     .expect("node runs");
     assert!(
         status.success(),
-        "the {args:?} journey failed (screenshots in target/console-shots, the trace in target/console-results)"
+        "the {args:?} journey failed (screenshots in target/console-shots, the trace in target/console-results/{name}-{language})"
     );
 }
 

@@ -192,6 +192,33 @@ export function Copy({ text, label }: { text: string; label: string }) {
   );
 }
 
+/// An id, its first 8 characters shown (the whole on hover), with a button
+/// that copies it whole.
+export function CopyId({ id }: { id: string }) {
+  const { t } = useTranslation();
+  const [copied, setCopied] = useState(false);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(id);
+      setCopied(true);
+      setTimeout(() => setCopied(false), 2000);
+    } catch {
+      setCopied(false);
+    }
+  };
+  return (
+    <span className="copy-id">
+      <code title={id} data-id={id}>
+        {id.length > 8 ? `${id.slice(0, 8)}…` : id}
+      </code>
+      <button type="button" className="small" onClick={copy}>
+        {copied ? t("common.copied") : t("common.copy")}
+        <span className="sr-only"> {id}</span>
+      </button>
+    </span>
+  );
+}
+
 /// A destructive action asked twice: the button, then a confirmation.
 export function Confirm({
   label,

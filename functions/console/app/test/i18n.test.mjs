@@ -131,3 +131,33 @@ test("every problem code the API documents has a title and a message in both cat
     .filter((code) => !codes.includes(code));
   assert.deepEqual([...new Set(stale)], []);
 });
+
+// The Kubernetes words, as the Kubernetes Chinese documentation writes them
+// (docs/console.md, "Languages"): a Chinese string whose English twin names
+// one of them uses that word, or keeps the English one (an API kind such
+// as `Node`).
+const GLOSSARY = [
+  [/\bclusters?\b/i, "集群", "Cluster"],
+  [/\bnodes?\b/i, "节点", "Node"],
+  [/\bnamespaces?\b/i, "命名空间", "namespace"],
+  [/\bcontrol plane\b/i, "控制平面", "control plane"],
+  [/\bdrain(s|ed|ing)?\b/i, "清空", "drain"],
+  [/\bevict(s|ed|ing|ion)?\b/i, "驱逐", "evict"],
+  [/\bcordon(s|ed|ing)?\b/i, "封锁", "cordon"],
+];
+
+test("Kubernetes words are the Kubernetes Chinese documentation's", () => {
+  const wrong = [];
+  for (const [key, text] of Object.entries(en)) {
+    for (const [english, chinese, kept] of GLOSSARY) {
+      if (english.test(text) && !zh[key].includes(chinese) && !zh[key].toLowerCase().includes(kept.toLowerCase())) {
+        wrong.push(`${key}: "${zh[key]}" lacks ${chinese}`);
+      }
+    }
+  }
+  assert.deepEqual(wrong, []);
+  // And never the words the documentation does not use for them.
+  for (const [key, text] of Object.entries(zh)) {
+    assert.ok(!/腾空|排空/.test(text), `${key}: "${text}" says drain as 清空`);
+  }
+});

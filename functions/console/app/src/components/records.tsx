@@ -3,7 +3,7 @@
 import { useTranslation } from "react-i18next";
 import type { Schemas } from "../api/client";
 import { money, number } from "../format";
-import { Empty, Status, Table, Time } from "../ui";
+import { CopyId, Empty, Status, Table, Time } from "../ui";
 
 export function JobTable({
   jobs,
@@ -34,7 +34,7 @@ export function JobTable({
             <td>{t(`operation.${j.type}`, { defaultValue: j.type })}</td>
             {showCluster && (
               <td>
-                <code title={j.cluster_id}>{j.cluster_id.slice(0, 8)}</code>
+                <CopyId id={j.cluster_id} />
               </td>
             )}
             <td>
@@ -76,7 +76,7 @@ export function AuditTable({ records }: { records: Schemas["AuditRecord"][] }) {
               <code>{r.action}</code>
             </td>
             <td>
-              {r.target_kind ?? ""} {r.target_id ? <code>{r.target_id}</code> : null}
+              {r.target_kind ?? ""} {r.target_id ? <CopyId id={r.target_id} /> : null}
             </td>
             <td>{r.actor_email ?? r.actor_kind}</td>
             <td>{r.ip ?? "—"}</td>

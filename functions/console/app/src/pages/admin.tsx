@@ -10,7 +10,7 @@ import { money, number } from "../format";
 import type { PageProps } from "../page";
 import type { KeysUnder } from "../i18n";
 import { Link } from "../router";
-import { Confirm, Empty, ErrorNote, Field, Loading, More, Page, Status, Table, Time, formNumber, formValue } from "../ui";
+import { Confirm, CopyId, Empty, ErrorNote, Field, Loading, More, Page, Status, Table, Time, formNumber, formValue } from "../ui";
 import { AuditTable, JobTable, OrderTable } from "../components/records";
 import { Health, NodeCount } from "../components/health";
 import { ClusterPicker, UserPicker } from "../components/pickers";
@@ -211,7 +211,7 @@ function Clusters() {
           {clusters.data?.map((c) => (
             <tr key={c.id} data-cluster={c.name}>
               <td>
-                {c.name} <code>{c.id}</code>
+                {c.name} <CopyId id={c.id} />
               </td>
               <td>{c.owner_email ?? "—"}</td>
               <td>
