@@ -129,21 +129,46 @@ pub async fn list_of(
     limit: i64,
 ) -> Result<Vec<Cluster>, sqlx::Error> {
     let (before_at, before_id) = before.unwrap_or_else(crate::extract::before_everything);
-    let ids = sqlx::query_scalar!(
-        r#"SELECT c.id
-           FROM clusters c JOIN cluster_health h ON h.cluster_id = c.id
-           WHERE c.organization_id = $1 AND c.deleted_at IS NULL AND (c.created_at, c.id) < ($2, $3)
-             AND h.health = $4 AND ($5::text IS NULL OR strpos(c.name, $5) > 0)
-           ORDER BY c.created_at DESC, c.id DESC
-           LIMIT $6"#,
-        organization_id,
-        before_at,
-        before_id,
-        health.as_str(),
-        name_contains,
-        limit,
-    )
-    .fetch_all(pool)
-    .await?;
+    // One statement per filter, each an index walk of the organisation's
+    // clusters (`idx_clusters_organization_id_created_at`), as
+    // `clusters::list_of` does.
+    let ids = match name_contains {
+        None => {
+            sqlx::query_scalar!(
+                r#"SELECT c.id
+                   FROM clusters c JOIN cluster_health h ON h.cluster_id = c.id
+                   WHERE c.organization_id = $1 AND c.deleted_at IS NULL
+                     AND (c.created_at, c.id) < ($2, $3) AND h.health = $4
+                   ORDER BY c.created_at DESC, c.id DESC
+                   LIMIT $5"#,
+                organization_id,
+                before_at,
+                before_id,
+                health.as_str(),
+                limit,
+            )
+            .fetch_all(pool)
+            .await?
+        }
+        Some(text) => {
+            sqlx::query_scalar!(
+                r#"SELECT c.id
+                   FROM clusters c JOIN cluster_health h ON h.cluster_id = c.id
+                   WHERE c.organization_id = $1 AND c.deleted_at IS NULL
+                     AND (c.created_at, c.id) < ($2, $3) AND h.health = $4
+                     AND strpos(c.name, $5) > 0
+                   ORDER BY c.created_at DESC, c.id DESC
+                   LIMIT $6"#,
+                organization_id,
+                before_at,
+                before_id,
+                health.as_str(),
+                text,
+                limit,
+            )
+            .fetch_all(pool)
+            .await?
+        }
+    };
     clusters::by_ids(pool, &ids).await
 }
