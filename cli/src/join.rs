@@ -64,7 +64,11 @@ pub async fn run(session: &Session, command: JoinCommand) -> Result<(), CliError
         "Waiting for a machine to join {} (run the join command on it)…",
         cluster.name
     );
-    let mut shown: HashMap<String, usize> = HashMap::new();
+    // Per attempt: how many of its steps are printed, and whether its
+    // header is printed and named the machine (the script reports its host
+    // name with its steps, which may come after the attempt is first seen:
+    // the header is printed again once the name is known).
+    let mut shown: HashMap<String, (usize, Option<bool>)> = HashMap::new();
     let mut progress = crate::output::Progress::new();
     let started = Instant::now();
     loop {
@@ -72,15 +76,17 @@ pub async fn run(session: &Session, command: JoinCommand) -> Result<(), CliError
         progress.clear();
         // Oldest first, so lines read in the order things happened.
         for attempt in attempts.iter().rev().filter(|a| !old.contains(&a.id)) {
-            let seen = shown.entry(attempt.id.clone()).or_insert_with(|| {
+            let (seen, header) = shown.entry(attempt.id.clone()).or_insert((0, None));
+            let named = attempt.hostname.is_some();
+            if header.is_none() || (*header == Some(false) && named) {
                 say!(
                     "{} ({}) with token {}:",
                     attempt.hostname.as_deref().unwrap_or("a machine"),
                     attempt.source_ip.as_deref().unwrap_or("-"),
                     attempt.token_prefix
                 );
-                0
-            });
+                *header = Some(named);
+            }
             for step in attempt.steps.iter().skip(*seen) {
                 say!(
                     "  {} {}{}",

@@ -6,9 +6,9 @@ use utoipa::openapi::{InfoBuilder, OpenApi};
 /// operations answer ([`answering`]).
 const CODES_EXTENSION: &str = "x-problem-codes";
 
-/// `part` (a function's part of the document) answering the problem
-/// `codes` of its own and of the capabilities it serves, beyond those every
-/// operation may answer ([`crate::problem_codes`]).
+/// `part` (a function's part of the document) naming the problem `codes`
+/// of its own refusals; those of the platform and the shared modules come
+/// from [`crate::problem_codes`].
 pub fn answering(mut part: OpenApi, codes: &[&str]) -> OpenApi {
     let mut extensions = part.extensions.take().unwrap_or_default();
     extensions.insert(CODES_EXTENSION.into(), serde_json::json!(codes));

@@ -93,8 +93,8 @@ pub async fn with_health(
     Ok(clusters
         .into_iter()
         .map(|cluster| {
-            // A cluster the view did not answer for was removed from the
-            // table between the two reads: it has no node.
+            // Every cluster row is in the view (clusters are deleted softly,
+            // never removed); one it did not answer for reads as gone.
             let (nodes, health) = rows
                 .remove(&cluster.id)
                 .unwrap_or((NodeCounts::default(), Health::Deleted));
