@@ -89,13 +89,22 @@ export function NodeDetail({ params }: PageProps) {
             ))}
           </select>
         </label>
-        <p className="big">{percent(timeline.data.uptime_ratio)}</p>
-        <p className="muted">
-          {t("nodes.ready_of_observed", {
-            ready: span(timeline.data.ready_seconds),
-            observed: span(timeline.data.observed_seconds),
-          })}
-        </p>
+        {timeline.data.observed_seconds < 60 ? (
+          // Too new to say: "100 % — ready 0 min of 0 min" would say nothing.
+          <p className="muted" data-testid="uptime-too-new">
+            {t("nodes.too_new")}
+          </p>
+        ) : (
+          <>
+            <p className="big">{percent(timeline.data.uptime_ratio)}</p>
+            <p className="muted">
+              {t("nodes.ready_of_observed", {
+                ready: span(timeline.data.ready_seconds),
+                observed: span(timeline.data.observed_seconds),
+              })}
+            </p>
+          </>
+        )}
         {timeline.data.events_omitted > 0 && (
           <p className="muted">{t("nodes.events_omitted", { count: timeline.data.events_omitted })}</p>
         )}
