@@ -168,8 +168,8 @@ export function Tabs({ tabs, current, base }: { tabs: [string, string][]; curren
   );
 }
 
-export function Copy({ text, label }: { text: string; label: string }) {
-  const { t } = useTranslation();
+/// Copies `text` to the clipboard when called; `copied` says so for 2 s.
+function useCopy(text: string): [boolean, () => Promise<void>] {
   const [copied, setCopied] = useState(false);
   const copy = async () => {
     try {
@@ -180,6 +180,12 @@ export function Copy({ text, label }: { text: string; label: string }) {
       setCopied(false);
     }
   };
+  return [copied, copy];
+}
+
+export function Copy({ text, label }: { text: string; label: string }) {
+  const { t } = useTranslation();
+  const [copied, copy] = useCopy(text);
   return (
     <div className="copy">
       <pre aria-label={label}>
@@ -196,16 +202,7 @@ export function Copy({ text, label }: { text: string; label: string }) {
 /// that copies it whole.
 export function CopyId({ id }: { id: string }) {
   const { t } = useTranslation();
-  const [copied, setCopied] = useState(false);
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(id);
-      setCopied(true);
-      setTimeout(() => setCopied(false), 2000);
-    } catch {
-      setCopied(false);
-    }
-  };
+  const [copied, copy] = useCopy(id);
   return (
     <span className="copy-id">
       <code title={id} data-id={id}>
