@@ -17,7 +17,7 @@ use shared::{
     domain::FailureCode,
     host::HostCluster,
     ingress::{self, IngressConvergence},
-    jobs::{Finished, JobContext, JobError, Stage, TypedJobHandler},
+    jobs::{Finished, JobContext, JobError, Stage, StepError, TypedJobHandler},
 };
 
 /// The reason a create fails while no host adapter is configured.
@@ -88,9 +88,16 @@ async fn create(
     ctx.step(APPLYING_LIMITS, host.ensure_limits(cluster))
         .await?;
     ctx.step(ISOLATING, host.ensure_isolation(cluster)).await?;
-    // A create run again after its chart failed starts the install afresh.
-    ctx.step(REMOVING_FAILED_INSTALL, host.remove_failed_install(cluster))
-        .await?;
+    // A create run again after its chart failed starts the install afresh:
+    // only then is there a stage to show for it.
+    let failed_install = host
+        .has_failed_install(cluster)
+        .await
+        .map_err(|e| e.at_step(REMOVING_FAILED_INSTALL.as_str()))?;
+    if failed_install {
+        ctx.step(REMOVING_FAILED_INSTALL, host.remove_failed_install(cluster))
+            .await?;
+    }
     let api_server = admission::authorizer::prepare(ctx, host, cluster).await?;
     // The endpoint first: its address goes into the control plane's
     // certificate (a load balancer's is allocated without the control plane).

@@ -34,7 +34,8 @@ use shared::{
     nodes::{
         approval::{self, Choice},
         jointoken::{self, JoinToken, ScriptParams},
-        tokens::{self, NewAttempt, Presented, StaleSecret},
+        reasons::{self, JoinDetailCode, JoinReason, Params},
+        tokens::{self, NewAttempt, NewStep, Presented, StaleSecret},
     },
 };
 use utoipa::{OpenApi, ToSchema};
@@ -87,14 +88,14 @@ async fn refuse(
     pool: &sqlx::PgPool,
     attempt: NewAttempt<'_>,
     status: StatusCode,
-    reason: String,
+    reason: JoinReason,
 ) -> Response {
     let attempt = NewAttempt {
         refused: Some(&reason),
         ..attempt
     };
     match tokens::insert_attempt(pool, &attempt).await {
-        Ok(_) => plain(status, &format!("kubebyon: {reason}")),
+        Ok(_) => plain(status, &format!("kubebyon: {}", reason.message())),
         Err(err) => internal(err),
     }
 }
@@ -185,10 +186,9 @@ pub async fn script(State(state): State<AppState>, request: Request) -> Response
     let endpoint = match (presented.cluster_ready, presented.api_endpoint.as_deref()) {
         (true, Some(endpoint)) => endpoint.to_string(),
         _ => {
-            let reason = format!(
-                "the cluster is {}; run the command again once it is ready",
-                cluster.status
-            );
+            let reason = JoinReason::ClusterNotReady {
+                status: cluster.status.to_string(),
+            };
             return refuse(
                 &state.pool,
                 attempt,
@@ -203,12 +203,11 @@ pub async fn script(State(state): State<AppState>, request: Request) -> Response
             Ok(ca) => ca,
             Err(err) => {
                 tracing::warn!(cluster_id = %cluster.id, error = %err, "could not read the cluster's CA");
-                let reason = "the platform could not read the cluster's certificate authority; try again shortly".to_string();
                 return refuse(
                     &state.pool,
                     attempt,
                     StatusCode::SERVICE_UNAVAILABLE,
-                    reason,
+                    JoinReason::CaUnreadable,
                 )
                 .await;
             }
@@ -216,13 +215,11 @@ pub async fn script(State(state): State<AppState>, request: Request) -> Response
         None => None,
     };
     if ca.is_none() {
-        let reason =
-            "the cluster's certificate authority is not known yet; try again shortly".to_string();
         return refuse(
             &state.pool,
             attempt,
             StatusCode::SERVICE_UNAVAILABLE,
-            reason,
+            JoinReason::CaUnknown,
         )
         .await;
     }
@@ -263,6 +260,14 @@ pub struct StepReport {
     pub step: String,
     #[schema(value_type = JoinStepStatus)]
     pub status: String,
+    /// What the script found, as a code the console words in its reader's
+    /// language; `detail` says the same in English.
+    #[schema(value_type = Option<JoinDetailCode>)]
+    pub code: Option<String>,
+    /// The code's parameters: at most 8, named like `step`, each at most
+    /// 300 characters. Only with a code.
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub params: Option<Params>,
     #[schema(max_length = 1000)]
     pub detail: Option<String>,
     /// The machine's host name (its node name, lowercased): a DNS subdomain.
@@ -377,6 +382,16 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
         Some("step must be 1–32 lowercase letters, digits or '_', starting with a letter")
     } else if JoinStepStatus::parse(&report.status).is_none() {
         Some("status must be running, ok, warning, failed or skipped")
+    } else if report
+        .code
+        .as_deref()
+        .is_some_and(|c| JoinDetailCode::parse(c).is_none())
+    {
+        Some("code must be one of the JoinDetailCode values of the API document")
+    } else if report.params.is_some() && report.code.is_none() {
+        Some("params go only with a code")
+    } else if let Some(invalid) = report.params.as_ref().and_then(reasons::invalid_params) {
+        Some(invalid)
     } else if report
         .detail
         .as_ref()
@@ -535,7 +550,7 @@ async fn approve_node(
     match recorded.await {
         Ok(Ok(_)) => {}
         Ok(Err(reason)) => {
-            if let Err(err) = approval::deny(client, &request, &reason).await {
+            if let Err(err) = approval::deny(client, &request, &reason.message()).await {
                 tracing::warn!(error = %err, "could not deny a certificate request");
             }
             return end_attempt(state, report, reason).await;
@@ -570,7 +585,7 @@ async fn approve_node(
 }
 
 /// Ends an attempt whose node cannot be approved, and answers 409 with why.
-async fn end_attempt(state: &AppState, report: &StepReport, reason: String) -> Response {
+async fn end_attempt(state: &AppState, report: &StepReport, reason: JoinReason) -> Response {
     let ended = async {
         let mut conn = state.pool.acquire().await?;
         tokens::finish_attempt(
@@ -582,7 +597,7 @@ async fn end_attempt(state: &AppState, report: &StepReport, reason: String) -> R
         .await
     };
     match ended.await {
-        Ok(()) => reply(StatusCode::CONFLICT, Some(reason)),
+        Ok(()) => reply(StatusCode::CONFLICT, Some(reason.message())),
         Err(err) => internal(err),
     }
 }
@@ -613,16 +628,16 @@ async fn hand_out(
     };
     if let Err(error) = created.await {
         tracing::warn!(cluster_id = %presented.cluster_id, attempt_id = %report.attempt_id, error, "could not make an attempt's bootstrap token");
-        let reason = "the cluster's control plane did not take a bootstrap token for this join; the use was given back, run the command again";
+        let reason = JoinReason::BootstrapNotTaken;
         let given_back = async {
             let mut tx = state.pool.begin().await?;
-            tokens::give_back_use(&mut tx, presented.token_id, report.attempt_id, reason).await?;
+            tokens::give_back_use(&mut tx, presented.token_id, report.attempt_id, &reason).await?;
             tx.commit().await
         };
         if let Err(err) = given_back.await {
             return internal(err);
         }
-        return reply(StatusCode::BAD_GATEWAY, Some(reason.into()));
+        return reply(StatusCode::BAD_GATEWAY, Some(reason.message()));
     }
     (
         StatusCode::OK,
@@ -643,9 +658,9 @@ async fn over_node_limit(
     state: &AppState,
     tx: &mut sqlx::PgConnection,
     cluster_id: Uuid,
-) -> Result<Option<String>, sqlx::Error> {
+) -> Result<Option<JoinReason>, sqlx::Error> {
     let Some(locked) = plan::lock_for_cluster(tx, cluster_id).await? else {
-        return Ok(Some("the cluster is gone".into()));
+        return Ok(Some(JoinReason::ClusterGone));
     };
     let one_node = entitlements::Amounts {
         nodes: 1,
@@ -654,11 +669,11 @@ async fn over_node_limit(
     let refused = locked
         .refuse(tx, &one_node, &state.settings.public_base_url)
         .await?;
-    Ok(refused.map(|limit| {
-        format!(
-            "the {} plan allows {} node(s) and {} are in use or joining; remove a node or upgrade at {}",
-            limit.plan, limit.limit, limit.usage, limit.upgrade_url
-        )
+    Ok(refused.map(|limit| JoinReason::PlanNodeLimit {
+        plan: limit.plan,
+        limit: limit.limit,
+        usage: limit.usage,
+        upgrade_url: limit.upgrade_url,
     }))
 }
 
@@ -667,7 +682,7 @@ async fn refuse_use(
     mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
     report: &StepReport,
     status: StatusCode,
-    reason: String,
+    reason: JoinReason,
 ) -> Result<Result<Recorded, Refusal>, sqlx::Error> {
     tokens::finish_attempt(
         &mut tx,
@@ -677,7 +692,7 @@ async fn refuse_use(
     )
     .await?;
     tx.commit().await?;
-    Ok(Err((status, reason)))
+    Ok(Err((status, reason.message())))
 }
 
 /// Records one step, and says what else it asks for.
@@ -732,15 +747,15 @@ async fn record_step(
     // The script asks again and again while it waits for its node's
     // approval: the ledger keeps the first of a run of the same report.
     if !(attempt.repeats_last_step && report.step == APPROVAL_STEP) {
-        tokens::insert_step(
-            &mut tx,
-            report.attempt_id,
-            &report.step,
+        let step = NewStep {
+            step: &report.step,
             status,
-            report.detail.as_deref(),
-            report.hostname.as_deref(),
-        )
-        .await?;
+            code: report.code.as_deref().and_then(JoinDetailCode::parse),
+            params: report.params.as_ref(),
+            detail: report.detail.as_deref(),
+            hostname: report.hostname.as_deref(),
+        };
+        tokens::insert_step(&mut tx, report.attempt_id, &step).await?;
     }
     // The first host name an attempt reports is the only node it may join.
     let hostname = attempt.hostname.clone().or(report.hostname.clone());
@@ -748,13 +763,11 @@ async fn record_step(
     match (report.step.as_str(), report.status.as_str()) {
         ("join", "running") => {
             let Some(hostname) = hostname else {
-                let reason = "the join step must carry the machine's host name".to_string();
+                let reason = JoinReason::HostnameRequired;
                 return refuse_use(tx, report, StatusCode::UNPROCESSABLE_ENTITY, reason).await;
             };
             if tokens::node_name_taken(&mut *tx, presented.cluster_id, &hostname).await? {
-                let reason = format!(
-                    "a node named {hostname} is already part of this cluster; remove it first or join under another host name"
-                );
+                let reason = JoinReason::NodeExists { hostname };
                 return refuse_use(tx, report, StatusCode::CONFLICT, reason).await;
             }
             if let Some(reason) = over_node_limit(state, &mut tx, presented.cluster_id).await? {
@@ -804,9 +817,9 @@ async fn record_step(
             }));
         }
         (step, "failed") => {
-            let reason = match report.detail.as_deref() {
-                Some(detail) => format!("{step}: {detail}"),
-                None => format!("{step} failed"),
+            let reason = JoinReason::StepFailed {
+                step: step.to_string(),
+                detail: report.detail.clone(),
             };
             tokens::finish_attempt(
                 &mut tx,

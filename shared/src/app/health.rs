@@ -1,7 +1,8 @@
 //! A cluster's health at a glance: its control plane's state and its live
 //! nodes rolled up into one word and their counts, so the console, the
-//! command line and the back office judge a cluster the same way. It spans
-//! two capabilities (clusters, nodes), so it lives here; the judgement
+//! command line and the back office judge a cluster the same way, with what
+//! its workloads request of its limits. It spans capabilities (clusters,
+//! nodes, admission's usage), so it lives here; the judgement
 //! itself is written once, as the database view `cluster_health`
 //! (migrations/20261215000001_cluster_health.sql), which the reads and the
 //! `health` filter both use.
@@ -46,13 +47,26 @@ pub struct NodeCounts {
     pub pending: i64,
 }
 
-/// A cluster with its nodes and its health rolled up.
+/// What a cluster's workloads request, as the platform last observed it
+/// (the sum the admission webhook weighs against the cluster's limits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct WorkloadUsage {
+    pub cpu_requests_milli_cores: i64,
+    pub memory_requests_mib: i64,
+    pub pods: i32,
+    pub observed_at: DateTime<Utc>,
+}
+
+/// A cluster with its nodes and its health rolled up, and what its
+/// workloads use of its limits.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ClusterWithHealth {
     #[serde(flatten)]
     pub cluster: Cluster,
     pub nodes: NodeCounts,
     pub health: Health,
+    /// None until the platform has observed the cluster's workloads.
+    pub usage: Option<WorkloadUsage>,
 }
 
 /// A page of clusters, newest first.
@@ -63,17 +77,22 @@ pub struct ClusterPage {
     pub next_cursor: Option<String>,
 }
 
-/// `clusters` with their health, read in one statement, in their order.
+/// `clusters` with their health and usage, read in one statement, in
+/// their order.
 pub async fn with_health(
     db: impl PgExecutor<'_>,
     clusters: Vec<Cluster>,
 ) -> Result<Vec<ClusterWithHealth>, sqlx::Error> {
     let ids: Vec<Uuid> = clusters.iter().map(|c| c.id).collect();
-    let mut rows: HashMap<Uuid, (NodeCounts, Health)> = sqlx::query!(
-        r#"SELECT cluster_id AS "cluster_id!", nodes_total AS "total!", nodes_ready AS "ready!",
-                  nodes_not_ready AS "not_ready!", nodes_offline AS "offline!",
-                  nodes_pending AS "pending!", health AS "health!: Health"
-           FROM cluster_health WHERE cluster_id = ANY($1)"#,
+    type Judged = (NodeCounts, Health, Option<WorkloadUsage>);
+    let mut rows: HashMap<Uuid, Judged> = sqlx::query!(
+        r#"SELECT h.cluster_id AS "cluster_id!", h.nodes_total AS "total!", h.nodes_ready AS "ready!",
+                  h.nodes_not_ready AS "not_ready!", h.nodes_offline AS "offline!",
+                  h.nodes_pending AS "pending!", h.health AS "health!: Health",
+                  u.cpu_requests_milli_cores AS "cpu?", u.memory_requests_mib AS "memory?",
+                  u.pods AS "pods?", u.observed_at AS "observed_at?"
+           FROM cluster_health h LEFT JOIN cluster_workload_usage u ON u.cluster_id = h.cluster_id
+           WHERE h.cluster_id = ANY($1)"#,
         &ids,
     )
     .fetch_all(db)
@@ -87,7 +106,16 @@ pub async fn with_health(
             offline: r.offline,
             pending: r.pending,
         };
-        (r.cluster_id, (counts, r.health))
+        let usage = match (r.cpu, r.memory, r.pods, r.observed_at) {
+            (Some(cpu), Some(memory), Some(pods), Some(observed_at)) => Some(WorkloadUsage {
+                cpu_requests_milli_cores: cpu,
+                memory_requests_mib: memory,
+                pods,
+                observed_at,
+            }),
+            _ => None,
+        };
+        (r.cluster_id, (counts, r.health, usage))
     })
     .collect();
     Ok(clusters
@@ -95,13 +123,14 @@ pub async fn with_health(
         .map(|cluster| {
             // Every cluster row is in the view (clusters are deleted softly,
             // never removed); one it did not answer for reads as gone.
-            let (nodes, health) = rows
-                .remove(&cluster.id)
-                .unwrap_or((NodeCounts::default(), Health::Deleted));
+            let (nodes, health, usage) =
+                rows.remove(&cluster.id)
+                    .unwrap_or((NodeCounts::default(), Health::Deleted, None));
             ClusterWithHealth {
                 cluster,
                 nodes,
                 health,
+                usage,
             }
         })
         .collect())

@@ -203,20 +203,28 @@ impl HostCluster {
         Ok(())
     }
 
+    /// Whether the cluster's control-plane chart is there and failed: what
+    /// a create run again after its install failed starts by removing.
+    pub async fn has_failed_install(&self, cluster: &Cluster) -> Result<bool, HostError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+        Ok(api
+            .get_opt(&cluster.vcluster_name)
+            .await?
+            .is_some_and(|chart| chart_failure(&chart).is_some()))
+    }
+
     /// Removes the control plane's chart when its first install failed (the
     /// helm controller uninstalls what it left) and waits until it is gone,
     /// so that applying it again runs a fresh install: the controller runs no
     /// second install of a chart that did not change. For a cluster being
     /// created only: a live control plane's failed upgrade is never removed.
     pub async fn remove_failed_install(&self, cluster: &Cluster) -> Result<(), HostError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
-        let Some(chart) = api.get_opt(&cluster.vcluster_name).await? else {
-            return Ok(());
-        };
-        if chart_failure(&chart).is_none() {
+        if !self.has_failed_install(cluster).await? {
             return Ok(());
         }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
         ignore_not_found(
             api.delete(&cluster.vcluster_name, &DeleteParams::default())
                 .await

@@ -31,6 +31,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams},
 };
 
+use super::reasons::JoinReason;
 use crate::host::HostError;
 
 /// The ClusterRole whose holders' kubelet client certificates
@@ -73,7 +74,7 @@ pub enum Choice {
     /// The kubelet has not asked yet.
     Waiting,
     /// The attempt's node cannot be approved.
-    Refused { reason: String },
+    Refused { reason: JoinReason },
 }
 
 /// The node name a kubelet client certificate request asks for: the
@@ -204,9 +205,9 @@ pub async fn choose(
     Ok(match chosen {
         Some((request, approved)) => Choice::Approve { request, approved },
         None if node_exists => Choice::Refused {
-            reason: format!(
-                "a node named {hostname} is already part of this cluster; remove it first or join under another host name"
-            ),
+            reason: JoinReason::NodeExists {
+                hostname: hostname.to_string(),
+            },
         },
         None => Choice::Waiting,
     })

@@ -3,6 +3,7 @@
 pub mod approval;
 pub mod config;
 pub mod jointoken;
+pub mod reasons;
 pub mod tokens;
 
 use chrono::{DateTime, Utc};

@@ -6,6 +6,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::reasons::{JoinDetailCode, JoinReason, JoinReasonCode, Params};
 use crate::domain::{JoinOutcome, JoinStepStatus, JoinTokenStatus};
 
 /// How long a join may take: the lifetime of the bootstrap token a join
@@ -230,7 +231,7 @@ pub struct Presented {
     pub api_endpoint: Option<String>,
     pub cluster_ready: bool,
     /// Why the token cannot be used now, if it cannot.
-    pub refusal: Option<String>,
+    pub refusal: Option<JoinReason>,
 }
 
 /// Looks a presented token up by its hash, and records an expiry found on the way.
@@ -264,15 +265,33 @@ pub async fn find_presented(
     }))
 }
 
-fn refusal(status: JoinTokenStatus, cluster_deleted: bool) -> Option<String> {
+fn refusal(status: JoinTokenStatus, cluster_deleted: bool) -> Option<JoinReason> {
     if cluster_deleted {
-        return Some("the cluster of this join token was deleted".into());
+        return Some(JoinReason::ClusterDeleted);
     }
     match status {
         JoinTokenStatus::Active => None,
-        JoinTokenStatus::Used => Some("this join token has been used up".into()),
-        JoinTokenStatus::Expired => Some("this join token has expired".into()),
-        JoinTokenStatus::Revoked => Some("this join token was revoked".into()),
+        JoinTokenStatus::Used => Some(JoinReason::TokenUsedUp),
+        JoinTokenStatus::Expired => Some(JoinReason::TokenExpired),
+        JoinTokenStatus::Revoked => Some(JoinReason::TokenRevoked),
+    }
+}
+
+/// A reason as the ledger keeps it: its text, code and parameters.
+fn ledger_reason(
+    reason: Option<&JoinReason>,
+) -> (
+    Option<String>,
+    Option<&'static str>,
+    Option<serde_json::Value>,
+) {
+    match reason {
+        Some(reason) => (
+            Some(reason.message()),
+            Some(reason.code().as_str()),
+            Some(serde_json::json!(reason.params())),
+        ),
+        None => (None, None, None),
     }
 }
 
@@ -282,24 +301,27 @@ pub struct NewAttempt<'a> {
     pub source_ip: Option<String>,
     pub user_agent: Option<&'a str>,
     /// `Some(reason)` records a refused attempt.
-    pub refused: Option<&'a str>,
+    pub refused: Option<&'a JoinReason>,
 }
 
 pub async fn insert_attempt(
     db: impl PgExecutor<'_>,
     new: &NewAttempt<'_>,
 ) -> Result<Uuid, sqlx::Error> {
+    let (reason, code, params) = ledger_reason(new.refused);
     sqlx::query_scalar!(
-        r#"INSERT INTO join_attempts (token_id, cluster_id, source_ip, user_agent, outcome, reason, finished_at)
+        r#"INSERT INTO join_attempts (token_id, cluster_id, source_ip, user_agent, outcome, reason, reason_code, reason_params, finished_at)
            VALUES ($1, $2, $3::text::inet, left($4, 300),
-                   CASE WHEN $5::text IS NULL THEN 'started' ELSE 'refused' END, $5,
+                   CASE WHEN $5::text IS NULL THEN 'started' ELSE 'refused' END, $5, $6, $7,
                    CASE WHEN $5::text IS NULL THEN NULL ELSE now() END)
            RETURNING id"#,
         new.token_id,
         new.cluster_id,
         new.source_ip,
         new.user_agent,
-        new.refused,
+        reason,
+        code,
+        params,
     )
     .fetch_one(db)
     .await
@@ -378,7 +400,7 @@ pub async fn start_node_check(
 }
 
 /// Records the certificate request approved for an attempt, once: `Err`
-/// with the reason when another attempt of the cluster had a request for
+/// with why when another attempt of the cluster had a request for
 /// the same host name approved within the join window and no node linked
 /// yet (two machines racing for one name); else whether this call recorded
 /// it (`false` when an earlier one had).
@@ -389,7 +411,7 @@ pub async fn record_node_approval(
     hostname: &str,
     request: &str,
     join_grace: std::time::Duration,
-) -> Result<Result<bool, String>, sqlx::Error> {
+) -> Result<Result<bool, JoinReason>, sqlx::Error> {
     sqlx::query!(
         "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2, 7))",
         cluster_id,
@@ -409,9 +431,9 @@ pub async fn record_node_approval(
     .fetch_one(&mut *tx)
     .await?;
     if rival {
-        return Ok(Err(format!(
-            "another machine is joining as {hostname}; use another host name"
-        )));
+        return Ok(Err(JoinReason::HostnameRacing {
+            hostname: hostname.to_string(),
+        }));
     }
     let recorded = sqlx::query!(
         "UPDATE join_attempts SET node_request_name = $2, node_approved_at = now()
@@ -425,27 +447,42 @@ pub async fn record_node_approval(
     Ok(Ok(recorded == 1))
 }
 
+/// One step as a script reported it.
+pub struct NewStep<'a> {
+    pub step: &'a str,
+    pub status: JoinStepStatus,
+    pub code: Option<JoinDetailCode>,
+    pub params: Option<&'a Params>,
+    pub detail: Option<&'a str>,
+    pub hostname: Option<&'a str>,
+}
+
 pub async fn insert_step(
     tx: &mut PgConnection,
     attempt_id: Uuid,
-    step: &str,
-    status: JoinStepStatus,
-    detail: Option<&str>,
-    hostname: Option<&str>,
+    new: &NewStep<'_>,
 ) -> Result<(), sqlx::Error> {
+    // Parameters go only with a code: alone they would say nothing.
+    let params = new
+        .code
+        .and(new.params)
+        .map(|params| serde_json::json!(params));
     sqlx::query!(
-        "INSERT INTO join_attempt_steps (attempt_id, step, status, detail) VALUES ($1, $2, $3, $4)",
+        "INSERT INTO join_attempt_steps (attempt_id, step, status, code, params, detail)
+         VALUES ($1, $2, $3, $4, $5, $6)",
         attempt_id,
-        step,
-        status.as_str(),
-        detail
+        new.step,
+        new.status.as_str(),
+        new.code.map(JoinDetailCode::as_str),
+        params,
+        new.detail
     )
     .execute(&mut *tx)
     .await?;
     sqlx::query!(
         "UPDATE join_attempts SET hostname = COALESCE(hostname, $2) WHERE id = $1",
         attempt_id,
-        hostname
+        new.hostname
     )
     .execute(&mut *tx)
     .await?;
@@ -454,14 +491,14 @@ pub async fn insert_step(
 
 /// Takes one use of an active, unexpired token for an attempt: the moment a
 /// join really starts. The attempt records the bootstrap Secret made for it.
-/// `Err(reason)` when the token cannot be used.
+/// `Err(why)` when the token cannot be used.
 pub async fn take_use(
     tx: &mut PgConnection,
     token_id: Uuid,
     attempt_id: Uuid,
     bootstrap_secret_name: &str,
     bootstrap_expires_at: DateTime<Utc>,
-) -> Result<Result<(), String>, sqlx::Error> {
+) -> Result<Result<(), JoinReason>, sqlx::Error> {
     let taken = sqlx::query!(
         "UPDATE tokens
          SET use_count = use_count + 1, used_at = now(),
@@ -482,7 +519,7 @@ pub async fn take_use(
         .fetch_one(&mut *tx)
         .await?;
         return Ok(Err(
-            refusal(row.status, false).unwrap_or_else(|| "this join token cannot be used".into())
+            refusal(row.status, false).unwrap_or(JoinReason::TokenUnusable)
         ));
     }
     sqlx::query!(
@@ -505,7 +542,7 @@ pub async fn give_back_use(
     tx: &mut PgConnection,
     token_id: Uuid,
     attempt_id: Uuid,
-    reason: &str,
+    reason: &JoinReason,
 ) -> Result<(), sqlx::Error> {
     let given = sqlx::query!(
         "UPDATE join_attempts SET counted_use = false
@@ -536,14 +573,17 @@ pub async fn finish_attempt(
     tx: &mut PgConnection,
     attempt_id: Uuid,
     outcome: JoinOutcome,
-    reason: Option<&str>,
+    reason: Option<&JoinReason>,
 ) -> Result<(), sqlx::Error> {
+    let (reason, code, params) = ledger_reason(reason);
     sqlx::query!(
-        "UPDATE join_attempts SET outcome = $2, reason = $3, finished_at = now()
+        "UPDATE join_attempts SET outcome = $2, reason = $3, reason_code = $4, reason_params = $5, finished_at = now()
          WHERE id = $1 AND finished_at IS NULL",
         attempt_id,
         outcome.as_str(),
-        reason
+        reason,
+        code,
+        params
     )
     .execute(tx)
     .await?;
@@ -607,7 +647,13 @@ pub struct Attempt {
     pub user_agent: Option<String>,
     pub hostname: Option<String>,
     pub outcome: JoinOutcome,
+    /// Why the attempt was refused or failed, in English.
     pub reason: Option<String>,
+    /// The same as a code, with `reason_params`, for a reader's own words;
+    /// none on attempts that ended before codes were kept.
+    pub reason_code: Option<JoinReasonCode>,
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub reason_params: Option<Params>,
     /// Whether the attempt took a use of its token.
     pub counted_use: bool,
     /// The bootstrap token Secret (in the cluster's `kube-system`) made for
@@ -628,6 +674,12 @@ pub struct Attempt {
 pub struct Step {
     pub step: String,
     pub status: JoinStepStatus,
+    /// What the script found, as a code with `params`, for a reader's own
+    /// words; none where the script sent only its text.
+    pub code: Option<JoinDetailCode>,
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub params: Option<Params>,
+    /// The same in English, as the script printed it.
     pub detail: Option<String>,
     pub reported_at: DateTime<Utc>,
 }
@@ -641,10 +693,11 @@ pub async fn list_attempts(
 ) -> Result<Vec<Attempt>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT a.id, a.token_id, t.display_prefix, host(a.source_ip) AS source_ip, a.user_agent,
-                  a.hostname, a.outcome AS "outcome: JoinOutcome", a.reason, a.counted_use, a.node_id, a.created_at, a.finished_at,
+                  a.hostname, a.outcome AS "outcome: JoinOutcome", a.reason,
+                  a.reason_code AS "reason_code: JoinReasonCode", a.reason_params, a.counted_use, a.node_id, a.created_at, a.finished_at,
                   a.bootstrap_secret_name, a.bootstrap_expires_at,
                   a.bootstrap_secret_deleted_at IS NOT NULL AS "bootstrap_secret_deleted!",
-                  COALESCE((SELECT jsonb_agg(jsonb_build_object('step', s.step, 'status', s.status,
+                  COALESCE((SELECT jsonb_agg(jsonb_build_object('step', s.step, 'status', s.status, 'code', s.code, 'params', s.params,
                                                                 'detail', s.detail, 'reported_at', s.reported_at)
                                              ORDER BY s.id)
                             FROM join_attempt_steps s WHERE s.attempt_id = a.id), '[]'::jsonb) AS "steps!"
@@ -668,6 +721,12 @@ pub async fn list_attempts(
                 hostname: r.hostname,
                 outcome: r.outcome,
                 reason: r.reason,
+                reason_code: r.reason_code,
+                reason_params: r
+                    .reason_params
+                    .map(serde_json::from_value)
+                    .transpose()
+                    .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
                 counted_use: r.counted_use,
                 bootstrap_secret_name: r.bootstrap_secret_name,
                 bootstrap_expires_at: r.bootstrap_expires_at,

@@ -469,6 +469,12 @@ async fn a_user_retries_a_failed_create_whose_failure_may_pass_and_only_that() {
     );
     assert_eq!(stages[0], "creating the namespace", "{stages:?}");
     assert_eq!(stages[retried + 1], "creating the namespace", "{stages:?}");
+    // Only the retry had a failed install to remove, and says so.
+    assert_eq!(
+        at("removing the failed install").map(|i| i > retried),
+        Some(true),
+        "{stages:?}"
+    );
     assert!(
         stages[retried..].contains(&"installing the control plane"),
         "{stages:?}"
@@ -1188,6 +1194,32 @@ async fn a_cluster_s_health_rolls_up_its_control_plane_and_its_nodes() {
     assert_eq!(status, StatusCode::OK, "{one}");
     assert_eq!(one["health"], "degraded");
     assert_eq!(one["nodes"], counts(2, 1, 0, 1, 0));
+    // What its workloads request: none before the platform observed them,
+    // then what it observed last.
+    assert_eq!(one["usage"], serde_json::Value::Null, "{one}");
+    sqlx::query(
+        "INSERT INTO cluster_workload_usage
+             (cluster_id, cpu_requests_milli_cores, memory_requests_mib, pods, nodes, observed_at)
+         VALUES ($1::uuid, 1250, 640, 7, 2, '2026-12-01T00:00:00Z')",
+    )
+    .bind(&ids["shaky"])
+    .execute(pool)
+    .await
+    .unwrap();
+    let (_, one) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{}", ids["shaky"]),
+            None,
+        )
+        .await;
+    assert_eq!(
+        one["usage"],
+        serde_json::json!({
+            "cpu_requests_milli_cores": 1250, "memory_requests_mib": 640,
+            "pods": 7, "observed_at": "2026-12-01T00:00:00Z",
+        })
+    );
 
     // Filtered: newest first, a page at a time, with the name search too.
     let names = |page: &serde_json::Value| -> Vec<String> {

@@ -379,6 +379,11 @@ async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
         (ledger[0]["outcome"].as_str(), ledger[0]["reason"].as_str()),
         (Some("refused"), Some("this join token has been used up"))
     );
+    // The same as a code, for the console to word.
+    assert_eq!(
+        (&ledger[0]["reason_code"], &ledger[0]["reason_params"]),
+        (&json!("token_used_up"), &json!({}))
+    );
     assert!(vcluster.get("v1", "Node", "", "worker-8").is_none());
 }
 
@@ -501,6 +506,71 @@ async fn a_failing_check_stops_the_script_with_its_reason_and_keeps_the_token() 
     assert_eq!(
         (last["step"].as_str(), last["status"].as_str()),
         (Some("swap"), Some("failed"))
+    );
+    // What it found, as a code with its parameters; the attempt's reason
+    // names the step alone, whose own code says what it found.
+    assert_eq!(
+        (&last["code"], &last["params"]),
+        (&json!("swap_on"), &json!({"devices": "1"}))
+    );
+    assert_eq!(
+        (&ledger[0]["reason_code"], &ledger[0]["reason_params"]),
+        (&json!("step_failed"), &json!({"step": "swap"}))
+    );
+    // Every step the script reported carries a code.
+    let steps = ledger[0]["steps"].as_array().unwrap();
+    assert!(steps.iter().all(|s| s["code"].is_string()), "{steps:?}");
+    // What a machine holding the token could send instead is refused whole,
+    // before anything is recorded.
+    let reporter = platform.machine(created["plaintext"].as_str().unwrap());
+    let attempt = ledger[0]["id"].as_str().unwrap();
+    let many: serde_json::Map<String, Value> =
+        (0..9).map(|i| (format!("p{i}"), json!("x"))).collect();
+    let step = |extra: Value| {
+        let mut report = json!({ "attempt_id": attempt, "step": "swap", "status": "ok" });
+        report
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        report
+    };
+    for (report, why) in [
+        (
+            step(json!({ "code": "swap_offf" })),
+            "a code outside the enum",
+        ),
+        (step(json!({ "code": "Swap_On" })), "a code in capitals"),
+        (
+            step(json!({ "code": "swap_on", "params": { "d\u{435}vices": "1" } })),
+            "a param named with a Cyrillic е",
+        ),
+        (
+            step(json!({ "params": { "devices": "1" } })),
+            "params without a code",
+        ),
+        (
+            step(json!({ "code": "swap_on", "params": many })),
+            "nine params",
+        ),
+        (
+            step(json!({ "code": "swap_on", "params": { "devices": "x".repeat(301) } })),
+            "a param of 301 characters",
+        ),
+        (
+            step(json!({ "code": "swap_on", "params": { "devices": 1 } })),
+            "a param that is a number",
+        ),
+    ] {
+        let (status, body) = reporter.call("POST", "/join/steps", Some(report)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{why}: {body}");
+    }
+    assert_eq!(
+        attempts(&platform, &cluster_id).await[0]["steps"]
+            .as_array()
+            .unwrap()
+            .len(),
+        steps.len(),
+        "nothing was recorded"
     );
 
     // A machine joined to another cluster is stopped too, and told how to move.

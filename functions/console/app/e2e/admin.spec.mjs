@@ -1,6 +1,6 @@
 // The administrator: the back office's users (disable, promote, delete),
 // a failed job retried, settings and a secret never shown again, audit,
-// plans and orders, and every section of it in Chinese.
+// plans and orders, and every section of it in Chinese, at 1280 and 390 px.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -196,5 +196,6 @@ test("the administrator runs the back office", async ({ page, browser, journey }
     await page.waitForURL(new RegExp(`/admin/${section}$`));
     await page.locator("main table, main form, main .empty").first().waitFor();
     await check(`admin-${section}`, "zh-CN");
+    await narrow(`admin-${section}`, "zh-CN");
   }
 });

@@ -75,7 +75,7 @@ function helpers(page, journey, language, isUser) {
    * The page as a phone shows it (390 × 844): no wider than the screen
    * (a table scrolls inside its own box), then `check` as `390-<name>`.
    */
-  async function narrow(name) {
+  async function narrow(name, shownIn = language) {
     const size = page.viewportSize();
     await page.setViewportSize({ width: 390, height: 844 });
     try {
@@ -94,7 +94,7 @@ function helpers(page, journey, language, isUser) {
           .map((e) => `${e.tagName.toLowerCase()}.${e.className} (${Math.round(e.getBoundingClientRect().right)} px)`),
       );
       assert.ok(wide <= 390, `${name} at 390 px is ${wide} px wide: ${past.join(", ")}`);
-      await check(`390-${name}`);
+      await check(`390-${name}`, shownIn);
     } finally {
       await page.setViewportSize(size);
     }

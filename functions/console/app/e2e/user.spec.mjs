@@ -1,11 +1,12 @@
 // A new user, in JOURNEY_LANGUAGE: sign-up with the emailed code, a cluster
 // created with its stages live, the kubeconfig used with kubectl, a join
-// token's command run on a machine, the node, its metrics, a hostname,
+// token's command run on a machine (and on one whose check fails), the node, its metrics, a hostname,
 // labels, the history, the account and billing, and (in English) the
 // cluster removed; a lost session and signing out.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PASSWORD, env, test } from "./support.mjs";
 
@@ -159,6 +160,26 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   await page.getByRole("cell", { name: "4 / 5" }).waitFor();
   await page.locator('.arrivals li[data-outcome="succeeded"]').getByRole("link", { name: T("join.open_node") }).waitFor();
   await check("join-checklist");
+  step("a machine with swap on: its failed check said in the reader's words");
+  const swapRoot = mkdtempSync(join(tmpdir(), "kubebyon-swap-"));
+  cpSync(join(sandbox, "root"), swapRoot, { recursive: true });
+  writeFileSync(join(swapRoot, "proc", "swaps"), "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1048572 0 -2\n");
+  assert.throws(() =>
+    execFileSync("sh", ["-c", command.replace("| sudo sh", "| sh")], {
+      env: { ...process.env, PATH: `${join(sandbox, "bin")}:${process.env.PATH}`, KUBEBYON_JOIN_ROOT: swapRoot },
+      stdio: "pipe",
+      timeout: 60_000,
+    }),
+  );
+  rmSync(swapRoot, { recursive: true, force: true });
+  const refused = page.locator(".attempt", { has: page.locator('[data-reason="step_failed"]') });
+  await refused.waitFor({ timeout: 30_000 });
+  assert.equal(await refused.locator("[data-reason]").innerText(), T("join.reason.step_failed", { step: T("step.swap") }));
+  const swapStep = refused.locator('li.step[data-step="swap"][data-status="failed"] [data-code="swap_on"]');
+  assert.ok((await swapStep.innerText()).includes(T("join.detail.swap_on", { devices: 1 })), await swapStep.innerText());
+  // A failed check took no use of the token.
+  await page.getByRole("cell", { name: "4 / 5" }).waitFor();
+  await check("join-failed-check");
   await page.getByRole("button", { name: T("join.dismiss") }).click();
   await page.getByRole("button", { name: T("join.add_node") }).waitFor();
   // A second token with options of its own, revoked (confirmed) before use.
@@ -192,21 +213,31 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
 
   step("metrics: the range API's points drawn");
   await page.goto(`${clusterUrl}?tab=metrics`);
-  // The simulator's control planes report no figures: an hour of samples as
-  // sync-metrics records them from a real one.
+  // The simulator's control planes report no figures: an hour of samples a
+  // minute apart and a week of them ten minutes apart, as sync-metrics
+  // records them from a real one.
   const clusterId = clusterUrl.split("/").at(-1);
   execFileSync("psql", [env("DATABASE_URL"), "-qc", `
     INSERT INTO control_plane_metrics_snapshots
       (cluster_id, available, namespace, pod_name, collected_at, load_average_1, load_average_5,
        load_average_15, total_cpu_percent, total_memory_rss_bytes, total_memory_virtual_bytes)
     SELECT c.id, true, c.namespace, c.vcluster_name || '-0', now() - make_interval(mins => m),
-           0.4 + m % 7 * 0.1, 0.5, 0.5, 12 + m % 11, (300 + m) * 1048576::bigint, (900 + m) * 1048576::bigint
-    FROM clusters c, generate_series(1, 60) m WHERE c.id = '${clusterId}'`]);
+           0.4 + m % 7 * 0.1, 0.5, 0.5, 12 + m % 11, (300 + m % 60) * 1048576::bigint, (900 + m % 60) * 1048576::bigint
+    FROM clusters c, (SELECT generate_series(1, 60) UNION SELECT generate_series(7, 1008) * 10) AS s(m)
+    WHERE c.id = '${clusterId}'`]);
   await page.getByLabel(T("common.period")).selectOption("1");
   await page.locator("figure.chart canvas").nth(2).waitFor();
   assert.equal(await page.locator("figure.chart").count(), 3);
   await check("metrics");
   await narrow("metrics");
+  // Six hours and a week: the time labels (hh:mm, then dates) spaced so
+  // that none touches another, in the screenshots.
+  for (const [hours, shot] of [["6", "metrics-6h"], ["168", "metrics-7d"]]) {
+    await page.getByLabel(T("common.period")).selectOption(hours);
+    await page.waitForLoadState("networkidle");
+    await page.locator("figure.chart canvas").nth(2).waitFor();
+    await check(shot);
+  }
 
   step("hostnames: a bad one refused, a good one bound");
   await page.goto(`${clusterUrl}?tab=hostnames`);
@@ -347,6 +378,32 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
     await check("cluster-gone");
     await page.getByRole("link", { name: T("nav.clusters") }).first().click();
     await page.getByText(T("clusters.empty")).waitFor();
+  } else {
+    // The cluster's create, failed as if the host had refused it (kept for
+    // the administrator's journey, which retries it): the job's words once,
+    // the failure's code in the reader's words in the history.
+    step("a failed create: its words once, its code's words in the history");
+    execFileSync("psql", [env("DATABASE_URL"), "-qc", `
+      WITH job AS (
+          UPDATE cluster_jobs SET status = 'failed', finished_at = now(), error_code = 'host_rejected',
+                 last_error = 'the host cluster refused the control plane'
+          WHERE id = (SELECT j.id FROM cluster_jobs j JOIN clusters c ON c.id = j.cluster_id
+                      WHERE c.name = '${name}' AND j.type = 'cluster_create')
+          RETURNING cluster_id, operation_id)
+      , op AS (UPDATE cluster_operations SET status = 'failed', error_code = 'host_rejected',
+                      error_message = 'the host cluster refused the control plane'
+               WHERE id = (SELECT operation_id FROM job))
+      UPDATE clusters SET status = 'failed', last_error_message = 'the host cluster refused the control plane'
+      WHERE id = (SELECT cluster_id FROM job)`]);
+    await page.goto(`${clusterUrl}?tab=overview`);
+    await page.getByText(T("cluster.last_error")).waitFor();
+    assert.equal(await page.getByText("the host cluster refused the control plane").count(), 1, "the job's words are shown once");
+    await page.goto(`${clusterUrl}?tab=history`);
+    const failedCreate = page.locator("tbody tr", { has: page.locator(".badge", { hasText: T("status.failed") }) }).first();
+    assert.ok((await failedCreate.innerText()).includes(T("failure.host_rejected.title")));
+    await failedCreate.getByText(T("errors.details")).click();
+    await failedCreate.getByText(T("failure.host_rejected.hint")).waitFor();
+    await check("operation-failed");
   }
 
   step("a lost session sends the reader to sign in, and back");
@@ -370,5 +427,15 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
     await page.getByRole("button", { name: T("nav.sign_out") }).click();
     await page.waitForURL(/\/sign-in$/);
   }
+
+  step("signed-out pages ask for no session, and log no error");
+  const logged = [];
+  page.on("console", (message) => message.type() === "error" && logged.push(message.text()));
+  for (const path of ["/sign-in", "/clusters", "/billing"]) {
+    await page.goto(`${BASE}${path}`);
+    await page.waitForURL(/\/sign-in/);
+    await page.waitForLoadState("networkidle");
+  }
+  assert.deepEqual(logged, []);
   writeFileSync(join(SHOTS, `${language}-user.txt`), `${email}\n`);
 });

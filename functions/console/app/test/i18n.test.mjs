@@ -132,6 +132,29 @@ test("every problem code the API documents has a title and a message in both cat
   assert.deepEqual([...new Set(stale)], []);
 });
 
+test("every join finding, join reason and job failure the API documents has its words in both catalogs", () => {
+  // The OpenAPI document's enums: what a join script reports it found
+  // (JoinDetailCode), why an attempt ended (JoinReasonCode), why a job
+  // failed (FailureCode). The console words each; a sentence for a code the
+  // document no longer has is stale.
+  const schemas = JSON.parse(readFileSync(new URL("../../../../docs/openapi.json", import.meta.url), "utf8")).components.schemas;
+  const families = [
+    ["JoinDetailCode", (code) => [`join.detail.${code}`], "join.detail."],
+    ["JoinReasonCode", (code) => [`join.reason.${code}`], "join.reason."],
+    ["FailureCode", (code) => [`failure.${code}.title`, `failure.${code}.hint`], "failure."],
+  ];
+  for (const [schema, keysOf, prefix] of families) {
+    const codes = schemas[schema].enum;
+    assert.ok(codes.length > 10, `only ${codes.length} codes in ${schema}`);
+    const missing = codes.flatMap(keysOf).filter((key) => !(key in en) || !(key in zh));
+    assert.deepEqual(missing, [], schema);
+    const stale = Object.keys(en)
+      .filter((key) => key.startsWith(prefix))
+      .filter((key) => !codes.some((code) => keysOf(code).includes(key)));
+    assert.deepEqual(stale, [], schema);
+  }
+});
+
 // The Kubernetes words, as the Kubernetes Chinese documentation writes them
 // (docs/console.md, "Languages"): a Chinese string whose English twin names
 // one of them uses that word, or keeps the English one (an API kind such

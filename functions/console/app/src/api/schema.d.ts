@@ -2217,7 +2217,12 @@ export interface components {
             /** Format: uuid */
             node_id?: string | null;
             outcome: components["schemas"]["JoinOutcome"];
+            /** @description Why the attempt was refused or failed, in English. */
             reason?: string | null;
+            reason_code?: null | components["schemas"]["JoinReasonCode"];
+            reason_params?: {
+                [key: string]: string;
+            } | null;
             source_ip?: string | null;
             steps: components["schemas"]["Step"][];
             /** Format: uuid */
@@ -2478,10 +2483,14 @@ export interface components {
          * @enum {string}
          */
         ClusterStatus: "pending" | "provisioning" | "ready" | "updating" | "deleting" | "deleted" | "failed";
-        /** @description A cluster with its nodes and its health rolled up. */
+        /**
+         * @description A cluster with its nodes and its health rolled up, and what its
+         *     workloads use of its limits.
+         */
         ClusterWithHealth: components["schemas"]["Cluster"] & {
             health: components["schemas"]["Health"];
             nodes: components["schemas"]["NodeCounts"];
+            usage?: null | components["schemas"]["WorkloadUsage"];
         };
         /**
          * @description A condition of a database, as Kubernetes writes them: its type, whether
@@ -3076,10 +3085,22 @@ export interface components {
          */
         JobStatus: "pending" | "running" | "succeeded" | "failed" | "cancelled";
         /**
+         * @description What a join script found at one of its steps; its parameters are the
+         *     step's `params`.
+         * @enum {string}
+         */
+        JoinDetailCode: "os_checking" | "os" | "os_not_linux" | "arch" | "arch_unsupported" | "root" | "root_required" | "cgroup_v2" | "cgroup_v1" | "cgroup_controller_missing" | "cgroup_memory_disabled" | "cgroup_missing" | "swap_off" | "swap_on" | "no_kubelet" | "already_node" | "already_joined" | "leaving_cluster" | "joined_elsewhere" | "ports_free" | "ports_busy" | "clock_in_sync" | "clock_skewed" | "clock_unknown" | "dns_ip_endpoint" | "dns_unchecked" | "dns_resolved" | "dns_unresolved" | "api_reached" | "api_unresolved" | "api_refused" | "api_timeout" | "api_untrusted" | "api_unreachable" | "join_taking_use" | "join_refused" | "no_bootstrap_token" | "join_script_unavailable" | "join_script_failed" | "approval_waiting" | "approval_refused" | "approved" | "approval_timeout" | "kubelet_registered" | "joined";
+        /**
          * @description How a join attempt ended, or where it is.
          * @enum {string}
          */
         JoinOutcome: "refused" | "started" | "joining" | "succeeded" | "failed";
+        /**
+         * @description Why a join attempt was refused or failed; its parameters are the
+         *     attempt's `reason_params`.
+         * @enum {string}
+         */
+        JoinReasonCode: "cluster_deleted" | "token_used_up" | "token_expired" | "token_revoked" | "token_unusable" | "cluster_not_ready" | "ca_unreadable" | "ca_unknown" | "hostname_required" | "node_exists" | "hostname_racing" | "plan_node_limit" | "cluster_gone" | "bootstrap_not_taken" | "step_failed";
         /**
          * @description What a join script reported of one of its steps.
          * @enum {string}
@@ -3925,7 +3946,12 @@ export interface components {
         };
         /** @description One step a join script reported. */
         Step: {
+            code?: null | components["schemas"]["JoinDetailCode"];
+            /** @description The same in English, as the script printed it. */
             detail?: string | null;
+            params?: {
+                [key: string]: string;
+            } | null;
             /** Format: date-time */
             reported_at: string;
             status: components["schemas"]["JoinStepStatus"];
@@ -3951,9 +3977,17 @@ export interface components {
         StepReport: {
             /** Format: uuid */
             attempt_id: string;
+            code?: null | components["schemas"]["JoinDetailCode"];
             detail?: string | null;
             /** @description The machine's host name (its node name, lowercased): a DNS subdomain. */
             hostname?: string | null;
+            /**
+             * @description The code's parameters: at most 8, named like `step`, each at most
+             *     300 characters. Only with a code.
+             */
+            params?: {
+                [key: string]: string;
+            } | null;
             status: components["schemas"]["JoinStepStatus"];
             /**
              * @description Lowercase letters, digits and `_`, up to 32: `os`, `arch`, `root`,
@@ -4161,6 +4195,20 @@ export interface components {
             last_error?: string | null;
             /** Format: date-time */
             last_error_at?: string | null;
+        };
+        /**
+         * @description What a cluster's workloads request, as the platform last observed it
+         *     (the sum the admission webhook weighs against the cluster's limits).
+         */
+        WorkloadUsage: {
+            /** Format: int64 */
+            cpu_requests_milli_cores: number;
+            /** Format: int64 */
+            memory_requests_mib: number;
+            /** Format: date-time */
+            observed_at: string;
+            /** Format: int32 */
+            pods: number;
         };
     };
     responses: never;

@@ -4,6 +4,7 @@
 // its nodes say (e.g. "degraded · 1 of 1 node offline").
 import { useTranslation } from "react-i18next";
 import type { Cluster } from "../api/client";
+import { number } from "../format";
 import { Status } from "../ui";
 
 const TONE: Record<string, string> = {
@@ -32,4 +33,21 @@ export function Health({ cluster }: { cluster: Cluster }) {
 export function NodeCount({ cluster }: { cluster: Cluster }) {
   const { t } = useTranslation();
   return <>{t("health.count", { ready: cluster.nodes.ready, total: cluster.nodes.total })}</>;
+}
+
+/// "1,200m of 4,000m": what the cluster's workloads request of one of its
+/// limits, as last observed ("—" before the first observation), with the
+/// share as a meter.
+export function Usage({ used, limit, unit }: { used: number | undefined; limit: number; unit: "units.millicores" | "units.mib" }) {
+  const { t } = useTranslation();
+  const label = t("clusters.usage_of", {
+    used: used === undefined ? "—" : t(unit, { value: number(used) }),
+    limit: t(unit, { value: number(limit) }),
+  });
+  return (
+    <span className="usage">
+      {label}
+      {used !== undefined && limit > 0 && <meter min={0} max={limit} high={limit * 0.8} value={Math.min(used, limit)} aria-label={label} />}
+    </span>
+  );
 }

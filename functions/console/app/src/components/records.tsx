@@ -49,9 +49,7 @@ export function JobTable({
             <td>
               <Time value={j.finished_at} />
             </td>
-            <td>
-              {j.error && <code>{j.error.code}</code>} {j.last_error}
-            </td>
+            <td>{j.error ? <FailureCell code={j.error.code} message={j.last_error} /> : j.last_error}</td>
             {actions && <td>{actions(j)}</td>}
           </tr>
         ))}
@@ -119,5 +117,22 @@ export function OrderTable({ orders, onCancel }: { orders: Schemas["Order"][]; o
           </tr>
         ))}
     </Table>
+  );
+}
+
+/// A failure in a table's cell: its title by its code in the reader's
+/// words; what to do, the job's own English words and the code folded.
+export function FailureCell({ code, message }: { code: Schemas["FailureCode"]; message?: string | null }) {
+  const { t } = useTranslation();
+  return (
+    <>
+      {t(`failure.${code}.title`)}
+      <details className="detail">
+        <summary>{t("errors.details")}</summary>
+        <p>{t(`failure.${code}.hint`)}</p>
+        {message && <p>{message}</p>}
+        <p className="muted small">{t("errors.code", { code })}</p>
+      </details>
+    </>
   );
 }

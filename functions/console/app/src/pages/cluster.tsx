@@ -4,12 +4,11 @@ import { lazy, Suspense, useState, type FormEvent } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ApiError, ok, type Cluster, type Schemas } from "../api/client";
-import { number } from "../format";
 import type { PageProps } from "../page";
 import { Link, navigate, useLocation } from "../router";
 import { Confirm, ConfirmByName, Copy, Empty, ErrorNote, Field, Loading, Page, Rows, Stale, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
-import { Health, NodeCount } from "../components/health";
-import { AuditTable, JobTable } from "../components/records";
+import { Health, NodeCount, Usage } from "../components/health";
+import { AuditTable, FailureCell, JobTable } from "../components/records";
 import { Hostnames } from "../sections/hostnames";
 import { Join } from "../sections/join";
 import { Nodes } from "../sections/nodes";
@@ -87,12 +86,6 @@ function Overview({ cluster: c }: { cluster: Cluster }) {
     <>
       {c.status === "ready" && c.nodes.total === 0 && <GetStarted cluster={c} />}
       <LiveOperation cluster={c} />
-      {c.last_error_message && (
-        <div className="error" role="alert">
-          <strong>{t("cluster.last_error")}</strong>
-          <p>{c.last_error_message}</p>
-        </div>
-      )}
       <dl className="facts">
         <dt>{t("clusters.status")}</dt>
         <dd>
@@ -120,10 +113,14 @@ function Overview({ cluster: c }: { cluster: Cluster }) {
         <dd>{c.kubernetes_version}</dd>
         <dt>{t("clusters.access")}</dt>
         <dd>{t(`access.${c.public_access_mode}`)}</dd>
-        <dt>{t("clusters.cpu_limit")}</dt>
-        <dd>{t("units.millicores", { value: number(c.workload_cpu_limit_milli_cores) })}</dd>
-        <dt>{t("clusters.memory_limit")}</dt>
-        <dd>{t("units.mib", { value: number(c.workload_memory_limit_mib) })}</dd>
+        <dt>{t("clusters.cpu_usage")}</dt>
+        <dd>
+          <Usage used={c.usage?.cpu_requests_milli_cores} limit={c.workload_cpu_limit_milli_cores} unit="units.millicores" />
+        </dd>
+        <dt>{t("clusters.memory_usage")}</dt>
+        <dd>
+          <Usage used={c.usage?.memory_requests_mib} limit={c.workload_memory_limit_mib} unit="units.mib" />
+        </dd>
         <dt>{t("cluster.ingress")}</dt>
         <dd>
           <Status value={c.managed_workload_ingress_status} />
@@ -191,7 +188,14 @@ function LiveOperation({ cluster }: { cluster: Cluster }) {
       running || ["pending", "running"].includes(query.state.data?.[0]?.status ?? "") ? 1000 : false,
   });
   const latest = operations.data?.[0];
-  if (!latest) return null;
+  // The cluster's last error, when its newest operation does not show it.
+  const lastError = cluster.last_error_message && !(latest?.error && latest.error_message === cluster.last_error_message) && (
+    <div className="error" role="alert">
+      <strong>{t("cluster.last_error")}</strong>
+      <p>{cluster.last_error_message}</p>
+    </div>
+  );
+  if (!latest) return lastError || null;
   // Operations from before stages were kept have only the last one.
   const stages = latest.stages.length > 0 ? latest.stages : [{ stage: latest.stage, at: null }];
   const active = latest.status === "running" || latest.status === "pending";
@@ -210,12 +214,26 @@ function LiveOperation({ cluster }: { cluster: Cluster }) {
           </li>
         ))}
       </ol>
-      {latest.error && (
-        <p className="error">
-          {latest.error_message} <span className="muted">({latest.error.code})</span> — {latest.error.hint}
-        </p>
-      )}
+      {latest.error && <Failure error={latest.error} message={latest.error_message} />}
+      {lastError}
     </section>
+  );
+}
+
+/// Why an operation failed, in the reader's words by its code, and what to
+/// do; the job's own English message folded, for support.
+function Failure({ error, message }: { error: Schemas["FailureDetail"]; message?: string | null }) {
+  const { t } = useTranslation();
+  return (
+    <div className="error" role="alert" data-code={error.code}>
+      <strong>{t(`failure.${error.code}.title`)}</strong>
+      <p>{t(`failure.${error.code}.hint`)}</p>
+      <details className="detail">
+        <summary>{t("errors.details")}</summary>
+        {message && <p>{message}</p>}
+        <p className="muted small">{t("errors.code", { code: error.code })}</p>
+      </details>
+    </div>
   );
 }
 
@@ -371,11 +389,7 @@ function History({ clusterId }: { clusterId: string }) {
                 </td>
                 <td>
                   {o.error ? (
-                    <>
-                      <code>{o.error.code}</code> {o.error_message}
-                      <br />
-                      <span className="muted">{o.error.hint}</span>
-                    </>
+                    <FailureCell code={o.error.code} message={o.error_message} />
                   ) : (
                     o.error_message ?? ""
                   )}

@@ -3,8 +3,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useTranslation } from "react-i18next";
 import { api, ok, type Schemas } from "../api/client";
-import { Health, NodeCount } from "../components/health";
-import { number } from "../format";
+import { Health, NodeCount, Usage } from "../components/health";
 import { Link, navigate } from "../router";
 import { Empty, ErrorNote, Field, Loading, More, Page, Stale, Table, Time, fieldErrors, formNumber, formValue } from "../ui";
 import { keys } from "../queryKeys";
@@ -94,8 +93,8 @@ export function ClusterList() {
             t("clusters.health"),
             t("clusters.nodes"),
             t("clusters.version"),
-            t("clusters.cpu_limit"),
-            t("clusters.memory_limit"),
+            t("clusters.cpu_usage"),
+            t("clusters.memory_usage"),
             t("clusters.created"),
           ]}
         >
@@ -111,8 +110,12 @@ export function ClusterList() {
                   <NodeCount cluster={c} />
                 </td>
                 <td>{c.kubernetes_version}</td>
-                <td>{t("units.millicores", { value: number(c.workload_cpu_limit_milli_cores) })}</td>
-                <td>{t("units.mib", { value: number(c.workload_memory_limit_mib) })}</td>
+                <td>
+                  <Usage used={c.usage?.cpu_requests_milli_cores} limit={c.workload_cpu_limit_milli_cores} unit="units.millicores" />
+                </td>
+                <td>
+                  <Usage used={c.usage?.memory_requests_mib} limit={c.workload_memory_limit_mib} unit="units.mib" />
+                </td>
                 <td>
                   <Time value={c.created_at} />
                 </td>

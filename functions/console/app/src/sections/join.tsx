@@ -258,18 +258,48 @@ function Checklist({ clusterId }: { clusterId: string }) {
           <h3>
             {a.hostname ?? a.source_ip ?? a.token_prefix} <Status value={a.outcome} /> <Time value={a.created_at} />
           </h3>
-          {a.reason && <p className="error">{a.reason}</p>}
+          <Reason attempt={a} />
           <ul className="steps">
             {checklist(a.steps).map((s) => (
               <li key={s.step} className={`step ${s.status}`} data-step={s.step} data-status={s.status}>
                 <span aria-hidden="true">{MARK[s.status] ?? "·"}</span> {t(`step.${s.step}`, { defaultValue: s.step })}{" "}
                 <Status value={s.status} />
-                {s.detail && <span className="muted"> — {s.detail}</span>}
+                <StepDetail step={s} />
               </li>
             ))}
           </ul>
         </article>
       ))}
     </section>
+  );
+}
+
+/// What a step found: in the reader's words where the script sent a code,
+/// else the script's English text.
+function StepDetail({ step }: { step: Schemas["Step"] }) {
+  const { t } = useTranslation();
+  const text = step.code ? t(`join.detail.${step.code}`, { ...step.params, defaultValue: step.detail ?? step.code }) : step.detail;
+  return text ? <span className="muted" data-code={step.code ?? undefined}> — {text}</span> : null;
+}
+
+/// Why an attempt was refused or failed: in the reader's words where the
+/// API sent a code (a failed step's own words are on its line), else the
+/// API's English text.
+function Reason({ attempt }: { attempt: Schemas["Attempt"] }) {
+  const { t } = useTranslation();
+  const code = attempt.reason_code;
+  if (!code) return attempt.reason ? <p className="error">{attempt.reason}</p> : null;
+  const params = { ...attempt.reason_params };
+  if (code === "step_failed" && params.step) params.step = t(`step.${params.step}`, { defaultValue: params.step });
+  return (
+    <p className="error" data-reason={code}>
+      {t(`join.reason.${code}`, { ...params, defaultValue: attempt.reason ?? code })}
+      {code === "plan_node_limit" && (
+        <>
+          {" "}
+          <Link href="/billing">{t("errors.choose_plan")}</Link>
+        </>
+      )}
+    </p>
   );
 }
