@@ -20,7 +20,7 @@ use crate::{
 
 #[derive(Debug, Subcommand)]
 pub enum ClustersCommand {
-    /// The clusters of the organisation, newest first.
+    /// The clusters of the organisation, newest first or by name.
     #[command(visible_alias = "ls")]
     List {
         /// Only those whose name holds this text.
@@ -30,6 +30,9 @@ pub enum ClustersCommand {
         /// unreachable, in_progress or failed.
         #[arg(long)]
         health: Option<String>,
+        /// The order: newest (first) or name (A to Z).
+        #[arg(long, default_value = "newest")]
+        sort: String,
         /// At most this many.
         #[arg(long, default_value_t = 200)]
         limit: usize,
@@ -115,8 +118,9 @@ pub async fn run(session: &Session, command: ClustersCommand) -> Result<(), CliE
         ClustersCommand::List {
             search,
             health,
+            sort,
             limit,
-        } => list(session, &client, search, health, limit).await,
+        } => list(session, &client, search, health, &sort, limit).await,
         ClustersCommand::Get { cluster } => {
             let cluster = resolve(&client, &cluster).await?;
             let raw = client
@@ -237,12 +241,17 @@ async fn list(
     client: &Client,
     search: Option<String>,
     health: Option<String>,
+    sort: &str,
     limit: usize,
 ) -> Result<(), CliError> {
     let mut items: Vec<Value> = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut path = format!("/api/console/clusters?limit={}", limit.clamp(1, 200));
+        let mut path = format!(
+            "/api/console/clusters?limit={}&sort={}",
+            limit.clamp(1, 200),
+            segment(sort)
+        );
         if let Some(search) = &search {
             path.push_str(&format!("&q={}", segment(search)));
         }

@@ -8,7 +8,8 @@ use uuid::Uuid;
 
 use crate::{
     domain::{
-        ClusterStatus, ConnectionStatus, IngressStatus, JobPayload, JobType, PublicAccessMode,
+        ClusterName, ClusterStatus, ConnectionStatus, IngressStatus, JobPayload, JobType,
+        PublicAccessMode, text_enum,
     },
     error::ApiError,
     organizations::Role,
@@ -110,12 +111,16 @@ pub struct Cluster {
 /// 9999-12-31T23:59:59.999999Z in microseconds since the epoch.
 const MAX_CURSOR_MICROS: i64 = 253_402_300_799_999_999;
 
+fn invalid_cursor() -> ApiError {
+    ApiError::BadRequest {
+        code: "invalid_cursor",
+        detail: "cursor is not one this API returned, in this order".into(),
+    }
+}
+
 /// The position a `next_cursor` names: a cluster's creation time and id.
 fn parse_page_cursor(raw: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
-    let invalid = || ApiError::BadRequest {
-        code: "invalid_cursor",
-        detail: "cursor is not one this API returned".into(),
-    };
+    let invalid = invalid_cursor;
     let (at, id) = raw.split_once('_').ok_or_else(invalid)?;
     let micros: i64 = at.parse().map_err(|_| invalid())?;
     // A cluster's creation time: from 1970 to the end of year 9999, inside
@@ -144,33 +149,101 @@ fn name_search(raw: &str) -> Result<String, ApiError> {
     Ok(raw.to_ascii_lowercase())
 }
 
+text_enum! {
+    /// The order a list of clusters is read in: `newest` first, or by
+    /// `name` (A to Z).
+    ClusterOrder {
+        Newest => "newest",
+        Name => "name",
+    }
+}
+
+/// What a cursor of a list by name starts with, before the name.
+const NAME_CURSOR: &str = "name:";
+
+/// Where a page of clusters starts: after a cluster, in the list's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum After {
+    /// Newest first: after this creation time and id.
+    Created(DateTime<Utc>, Uuid),
+    /// By name: after this name (one organisation's live clusters have
+    /// each their own).
+    Name(String),
+}
+
+impl After {
+    /// Before the first cluster of a list in `order`.
+    pub fn start(order: ClusterOrder) -> Self {
+        match order {
+            ClusterOrder::Newest => {
+                let (at, id) = crate::extract::before_everything();
+                Self::Created(at, id)
+            }
+            ClusterOrder::Name => Self::Name(String::new()),
+        }
+    }
+
+    /// The position a `next_cursor` of a list in `order` names: a cursor of
+    /// the other order is refused.
+    fn parse(order: ClusterOrder, raw: &str) -> Result<Self, ApiError> {
+        match order {
+            ClusterOrder::Newest => parse_page_cursor(raw).map(|(at, id)| Self::Created(at, id)),
+            ClusterOrder::Name => raw
+                .strip_prefix(NAME_CURSOR)
+                .and_then(|name| ClusterName::parse(name).ok())
+                .map(|name| Self::Name(name.as_str().to_string()))
+                .ok_or_else(invalid_cursor),
+        }
+    }
+
+    /// The creation time and id a page newest first starts after; none for
+    /// a page by name.
+    pub fn created(&self) -> Option<(DateTime<Utc>, Uuid)> {
+        match self {
+            Self::Created(at, id) => Some((*at, *id)),
+            Self::Name(_) => None,
+        }
+    }
+
+    /// The `next_cursor` that reads the clusters after `cluster` in `order`.
+    pub fn cursor(order: ClusterOrder) -> impl Fn(&Cluster) -> String {
+        move |cluster| match order {
+            ClusterOrder::Newest => {
+                format!("{}_{}", cluster.created_at.timestamp_micros(), cluster.id)
+            }
+            ClusterOrder::Name => format!("{NAME_CURSOR}{}", cluster.name),
+        }
+    }
+}
+
 /// A page of clusters as a list route is asked for it: its size (1–200,
-/// default 50), the position its `cursor` names, and the part of a name
-/// its `q` looks for; each checked as the route's document says.
+/// default 50), the position its `cursor` names in its order, and the part
+/// of a name its `q` looks for; each checked as the route's document says.
 #[derive(Debug)]
 pub struct PageAsked {
     pub limit: i64,
-    pub before: Option<(DateTime<Utc>, Uuid)>,
+    pub order: ClusterOrder,
+    pub after: After,
     pub name_contains: Option<String>,
 }
 
 impl PageAsked {
     pub fn read(
+        order: ClusterOrder,
         limit: Option<i64>,
         cursor: Option<&str>,
         q: Option<&str>,
     ) -> Result<Self, ApiError> {
         Ok(Self {
             limit: crate::extract::short_page_limit(limit)?,
-            before: cursor.map(parse_page_cursor).transpose()?,
+            order,
+            after: match cursor {
+                Some(raw) => After::parse(order, raw)?,
+                None => After::start(order),
+            },
             name_contains: q.map(name_search).transpose()?,
         })
     }
-}
-
-/// The `next_cursor` that reads the clusters after `cluster`.
-pub fn page_cursor(cluster: &Cluster) -> String {
-    format!("{}_{}", cluster.created_at.timestamp_micros(), cluster.id)
 }
 
 /// The validated snapshot a create request writes.
@@ -277,18 +350,23 @@ pub async fn member_role(
     .await
 }
 
-/// Live clusters of the organisation, newest first, after an optional
-/// keyset cursor; with `name_contains`, only those whose name holds it (a
+/// Live clusters of the organisation after `after`, newest first or by
+/// name as it says; with `name_contains`, only those whose name holds it (a
 /// statement of its own, walking the same index and testing each of the
 /// organisation's clusters until the page is full).
 pub async fn list_of(
     db: impl PgExecutor<'_>,
     organization_id: Uuid,
     name_contains: Option<&str>,
-    before: Option<(DateTime<Utc>, Uuid)>,
+    after: &After,
     limit: i64,
 ) -> Result<Vec<Cluster>, sqlx::Error> {
-    let (before_at, before_id) = before.unwrap_or_else(crate::extract::before_everything);
+    let (before_at, before_id) = match after {
+        After::Created(at, id) => (*at, *id),
+        After::Name(name) => {
+            return list_by_name(db, organization_id, name_contains, name, limit).await;
+        }
+    };
     match name_contains {
         None => {
             cluster_query!(
@@ -318,6 +396,51 @@ pub async fn list_of(
                 organization_id,
                 before_at,
                 before_id,
+                text,
+                limit,
+            )
+            .fetch_all(db)
+            .await
+        }
+    }
+}
+
+/// The organisation's live clusters by name, after `after`, through the
+/// index of their names (`idx_clusters_organization_name_active`).
+async fn list_by_name(
+    db: impl PgExecutor<'_>,
+    organization_id: Uuid,
+    name_contains: Option<&str>,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<Cluster>, sqlx::Error> {
+    match name_contains {
+        None => {
+            cluster_query!(
+                r#"SELECT"#,
+                r#"
+                   FROM clusters
+                   WHERE organization_id = $1 AND deleted_at IS NULL AND name > $2
+                   ORDER BY name
+                   LIMIT $3"#,
+                organization_id,
+                after,
+                limit,
+            )
+            .fetch_all(db)
+            .await
+        }
+        Some(text) => {
+            cluster_query!(
+                r#"SELECT"#,
+                r#"
+                   FROM clusters
+                   WHERE organization_id = $1 AND deleted_at IS NULL AND name > $2
+                     AND strpos(name, $3) > 0
+                   ORDER BY name
+                   LIMIT $4"#,
+                organization_id,
+                after,
                 text,
                 limit,
             )
@@ -881,6 +1004,31 @@ pub const PROBLEM_CODES: &[&str] = &["invalid_cursor"];
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cursor_reads_only_in_the_order_that_made_it() {
+        let name = PageAsked::read(ClusterOrder::Name, None, Some("name:web-1"), None).unwrap();
+        assert_eq!(name.after, After::Name("web-1".into()));
+        let start = PageAsked::read(ClusterOrder::Name, None, None, None).unwrap();
+        assert_eq!(start.after, After::Name(String::new()));
+        let id = Uuid::new_v4();
+        let newest = format!("1700000000123456_{id}");
+        for (order, raw) in [
+            (ClusterOrder::Name, newest.as_str()),
+            (ClusterOrder::Newest, "name:web-1"),
+            (ClusterOrder::Name, "name:"),
+            (ClusterOrder::Name, "name:Web"),
+            (ClusterOrder::Name, "name:web'--"),
+            // A Cyrillic а: no cluster's name.
+            (ClusterOrder::Name, "name:\u{430}pi"),
+            (ClusterOrder::Name, "web-1"),
+        ] {
+            assert!(
+                PageAsked::read(order, None, Some(raw), None).is_err(),
+                "{order} {raw:?}"
+            );
+        }
+    }
 
     #[test]
     fn cursors_round_trip_and_reject_garbage() {

@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 use shared::{
     accounts,
     app::health::{self, ClusterWithHealth},
-    clusters,
+    clusters::{self, After, ClusterOrder},
     domain::ClusterStatus,
     error::ApiError,
     extract::{AppJson, AppQuery},
@@ -65,17 +65,22 @@ pub async fn list(
     _admin: AdminCaller,
     AppQuery(query): AppQuery<FleetQuery>,
 ) -> Result<AppJson<FleetClusterPage>, ApiError> {
-    let asked =
-        clusters::PageAsked::read(query.limit, query.cursor.as_deref(), query.q.as_deref())?;
+    let order = ClusterOrder::Newest;
+    let asked = clusters::PageAsked::read(
+        order,
+        query.limit,
+        query.cursor.as_deref(),
+        query.q.as_deref(),
+    )?;
     let mut items = clusters::list_all(
         &state.pool,
         asked.name_contains.as_deref(),
         query.status,
-        asked.before,
+        asked.after.created(),
         asked.limit + 1,
     )
     .await?;
-    let next_cursor = shared::extract::cut_page(&mut items, asked.limit, clusters::page_cursor);
+    let next_cursor = shared::extract::cut_page(&mut items, asked.limit, After::cursor(order));
     let owners: Vec<_> = items.iter().map(|c| c.owner_user_id).collect();
     let items = health::with_health(&state.pool, items).await?;
     let emails = accounts::emails(&state.pool, &owners).await?;

@@ -95,7 +95,7 @@ pub(crate) async fn accepted_operation(
 
 #[derive(OpenApi)]
 #[openapi(
-    components(schemas(shared::error::Problem, shared::error::FieldError)),
+    components(schemas(shared::error::Problem, shared::error::FieldError, shared::clusters::ClusterOrder)),
     tags((name = "clusters", description = "Cluster lifecycle"))
 )]
 struct ApiDoc;

@@ -2,7 +2,7 @@ use axum::extract::State;
 use serde::Deserialize;
 use shared::{
     app::health::{self, ClusterPage, ClusterWithHealth, Health},
-    clusters,
+    clusters::{self, After, ClusterOrder},
     error::ApiError,
     extract::{AppJson, AppQuery},
     http::{AppState, InOrganization, OwnedCluster},
@@ -24,13 +24,17 @@ pub struct ListQuery {
     pub q: Option<String>,
     /// Only clusters whose health is this.
     pub health: Option<Health>,
+    /// The order: `newest` first (the default) or by `name`. A cursor reads
+    /// on only in the order of the page that returned it.
+    pub sort: Option<ClusterOrder>,
 }
 
 /// List clusters
 ///
-/// The organization's live clusters, newest first, paginated by cursor,
-/// each with its nodes counted and its health rolled up; `q` keeps those
-/// whose name contains it, `health` those whose health it is.
+/// The organization's live clusters, newest first or by name (`sort`),
+/// paginated by cursor, each with its nodes counted, its health rolled up
+/// and its usage; `q` keeps those whose name contains it, `health` those
+/// whose health it is.
 #[utoipa::path(
     get,
     path = "/api/console/clusters",
@@ -38,7 +42,7 @@ pub struct ListQuery {
     params(ListQuery, ("KubeBYON-Organization" = Option<Uuid>, Header, nullable = false, description = "The organization to act in (its id); the caller's personal one when absent")),
     responses(
         (status = 200, body = ClusterPage),
-        (status = 400, description = "A cursor this API did not return (`invalid_cursor`), or a `health` that is none (`invalid_query`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A cursor this API did not return in this order (`invalid_cursor`), or a `health` or `sort` that is none (`invalid_query`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "The caller is not a member of the organization (`not_found`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad limit, `q` or organization header (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
@@ -49,15 +53,19 @@ pub async fn list(
     organization: InOrganization,
     AppQuery(query): AppQuery<ListQuery>,
 ) -> Result<AppJson<ClusterPage>, ApiError> {
-    let asked =
-        clusters::PageAsked::read(query.limit, query.cursor.as_deref(), query.q.as_deref())?;
+    let asked = clusters::PageAsked::read(
+        query.sort.unwrap_or(ClusterOrder::Newest),
+        query.limit,
+        query.cursor.as_deref(),
+        query.q.as_deref(),
+    )?;
     let mut items = match query.health {
         None => {
             clusters::list_of(
                 &state.pool,
                 organization.id,
                 asked.name_contains.as_deref(),
-                asked.before,
+                &asked.after,
                 asked.limit + 1,
             )
             .await?
@@ -68,13 +76,14 @@ pub async fn list(
                 organization.id,
                 wanted,
                 asked.name_contains.as_deref(),
-                asked.before,
+                &asked.after,
                 asked.limit + 1,
             )
             .await?
         }
     };
-    let next_cursor = shared::extract::cut_page(&mut items, asked.limit, clusters::page_cursor);
+    let next_cursor =
+        shared::extract::cut_page(&mut items, asked.limit, After::cursor(asked.order));
     let items = health::with_health(&state.pool, items).await?;
     Ok(AppJson(ClusterPage { items, next_cursor }))
 }

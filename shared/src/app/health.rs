@@ -15,7 +15,7 @@ use sqlx::PgExecutor;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::clusters::{self, Cluster};
+use crate::clusters::{self, After, Cluster};
 use crate::domain::text_enum;
 
 text_enum! {
@@ -145,24 +145,23 @@ pub async fn of(
     Ok(one.pop().expect("one cluster in, one out"))
 }
 
-/// The organisation's live clusters in `health`, newest first, after the
-/// keyset cursor `before`, with `name_contains` as [`clusters::list_of`]
-/// takes it: the organisation's clusters walked in its index's order, each
-/// judged until the page is full.
+/// The organisation's live clusters in `health`, after `after` (newest
+/// first or by name, as it says), with `name_contains` as
+/// [`clusters::list_of`] takes it: the organisation's clusters walked in
+/// its index's order, each judged until the page is full.
 pub async fn list_of(
     pool: &sqlx::PgPool,
     organization_id: Uuid,
     health: Health,
     name_contains: Option<&str>,
-    before: Option<(DateTime<Utc>, Uuid)>,
+    after: &After,
     limit: i64,
 ) -> Result<Vec<Cluster>, sqlx::Error> {
-    let (before_at, before_id) = before.unwrap_or_else(crate::extract::before_everything);
-    // One statement per filter, each an index walk of the organisation's
-    // clusters (`idx_clusters_organization_id_created_at`), as
-    // `clusters::list_of` does.
-    let ids = match name_contains {
-        None => {
+    // One statement per order and filter, each an index walk of the
+    // organisation's clusters (`idx_clusters_organization_id_created_at`,
+    // `idx_clusters_organization_name_active`), as `clusters::list_of` does.
+    let ids = match (after, name_contains) {
+        (After::Created(before_at, before_id), None) => {
             sqlx::query_scalar!(
                 r#"SELECT c.id
                    FROM clusters c JOIN cluster_health h ON h.cluster_id = c.id
@@ -179,7 +178,7 @@ pub async fn list_of(
             .fetch_all(pool)
             .await?
         }
-        Some(text) => {
+        (After::Created(before_at, before_id), Some(text)) => {
             sqlx::query_scalar!(
                 r#"SELECT c.id
                    FROM clusters c JOIN cluster_health h ON h.cluster_id = c.id
@@ -191,6 +190,39 @@ pub async fn list_of(
                 organization_id,
                 before_at,
                 before_id,
+                health.as_str(),
+                text,
+                limit,
+            )
+            .fetch_all(pool)
+            .await?
+        }
+        (After::Name(after), None) => {
+            sqlx::query_scalar!(
+                r#"SELECT c.id
+                   FROM clusters c JOIN cluster_health h ON h.cluster_id = c.id
+                   WHERE c.organization_id = $1 AND c.deleted_at IS NULL
+                     AND c.name > $2 AND h.health = $3
+                   ORDER BY c.name
+                   LIMIT $4"#,
+                organization_id,
+                after,
+                health.as_str(),
+                limit,
+            )
+            .fetch_all(pool)
+            .await?
+        }
+        (After::Name(after), Some(text)) => {
+            sqlx::query_scalar!(
+                r#"SELECT c.id
+                   FROM clusters c JOIN cluster_health h ON h.cluster_id = c.id
+                   WHERE c.organization_id = $1 AND c.deleted_at IS NULL
+                     AND c.name > $2 AND h.health = $3 AND strpos(c.name, $4) > 0
+                   ORDER BY c.name
+                   LIMIT $5"#,
+                organization_id,
+                after,
                 health.as_str(),
                 text,
                 limit,

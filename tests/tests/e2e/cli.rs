@@ -291,6 +291,28 @@ async fn the_command_line_signs_in_by_the_console_and_renews_kubectl_until_its_k
         "{}",
         yaml.stdout
     );
+    // By name, through the API's order; an order it lacks is its refusal.
+    let by_name = cli
+        .run(&["clusters", "list", "--sort", "name", "-o", "json"])
+        .await;
+    assert_eq!(by_name.code, 0, "{}", by_name.stderr);
+    let by_name: Value = serde_json::from_str(&by_name.stdout).unwrap();
+    let names: Vec<&str> = by_name
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted);
+    let unknown = cli.run(&["clusters", "list", "--sort", "size"]).await;
+    assert_ne!(unknown.code, 0);
+    assert!(
+        unknown.stderr.contains("invalid_query"),
+        "{}",
+        unknown.stderr
+    );
     let table = cli.run(&["clusters", "list"]).await;
     assert!(table.stdout.starts_with("NAME "), "{}", table.stdout);
     assert!(

@@ -1253,6 +1253,77 @@ async fn a_cluster_s_health_rolls_up_its_control_plane_and_its_nodes() {
         .await;
     assert_eq!(names(&none), Vec::<String>::new());
 
+    // By name, A to Z, a page at a time; with the health filter and the
+    // search too. A cursor reads on only in the order that made it.
+    let newest_cursor = cursor;
+    let mut by_name = Vec::new();
+    let mut at = String::new();
+    loop {
+        let (status, page) = platform
+            .call(
+                "GET",
+                &format!("/api/console/clusters?sort=name&limit=3{at}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        by_name.extend(names(&page));
+        match page["next_cursor"].as_str() {
+            Some(next) => at = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(
+        by_name,
+        [
+            "broken", "busy", "empty", "lagging", "shaky", "silent", "steady"
+        ]
+    );
+    let (_, degraded) = platform
+        .call(
+            "GET",
+            "/api/console/clusters?sort=name&health=degraded&limit=1",
+            None,
+        )
+        .await;
+    assert_eq!(names(&degraded), ["lagging"]);
+    let by_name_cursor = degraded["next_cursor"].as_str().unwrap().to_string();
+    let (_, rest) = platform
+        .call(
+            "GET",
+            &format!(
+                "/api/console/clusters?sort=name&health=degraded&limit=1&cursor={by_name_cursor}"
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(names(&rest), ["shaky"]);
+    let (_, found) = platform
+        .call("GET", "/api/console/clusters?sort=name&q=s", None)
+        .await;
+    assert_eq!(names(&found), ["busy", "shaky", "silent", "steady"]);
+    for (query, code) in [
+        (
+            format!("sort=newest&cursor={by_name_cursor}"),
+            "invalid_cursor",
+        ),
+        (
+            format!("sort=name&cursor={newest_cursor}"),
+            "invalid_cursor",
+        ),
+        ("sort=Name".to_string(), "invalid_query"),
+        ("sort=name%00".to_string(), "invalid_query"),
+    ] {
+        let (status, body) = platform
+            .call("GET", &format!("/api/console/clusters?{query}"), None)
+            .await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(code)),
+            "{query}: {body}"
+        );
+    }
+
     for health in ["sick", "Healthy", "healthy%00"] {
         let (status, body) = platform
             .call(

@@ -7,7 +7,8 @@
 // cold loads (a new browser context each time: nothing cached). With
 // SEARCH set, each run then searches the list for that text and times the
 // answer's rows on screen; with HEALTH, filters the list by that health and
-// times its rows on screen. PAGE=<path> times another list page instead
+// times its rows on screen; with SORT=name, orders it by name and times
+// the first rows on screen. PAGE=<path> times another list page instead
 // (`/admin/users`): to its first table row on screen, found by polling
 // each animation frame.
 import { readFileSync, statSync } from "node:fs";
@@ -73,6 +74,14 @@ for (let i = 0; i < 5; i++) {
     await page.locator(`tbody tr .badge[data-health="${process.env.HEALTH}"]`).first().waitFor();
     run.health = Date.now() - started;
   }
+  if (process.env.SORT) {
+    const started = Date.now();
+    const answered = page.waitForResponse((r) => r.url().includes(`sort=${process.env.SORT}`));
+    await page.locator("form[role=search] select[name=sort]").selectOption(process.env.SORT);
+    await answered;
+    await page.locator("tbody tr").first().waitFor();
+    run.sort = Date.now() - started;
+  }
   runs.push(run);
   await context.close();
 }
@@ -82,6 +91,9 @@ console.log(`${path} interactive, median of 5: ${median("interactive").toFixed(0
 console.log(`DOMContentLoaded, median: ${median("domContentLoaded").toFixed(0)} ms; bytes transferred, median: ${kb(median("transferred"))} KiB`);
 if (process.env.HEALTH) {
   console.log(`health "${process.env.HEALTH}" to its rows on screen, median of 5: ${median("health").toFixed(0)} ms (runs: ${runs.map((r) => r.health).join(", ")})`);
+}
+if (process.env.SORT) {
+  console.log(`sort "${process.env.SORT}" to its rows on screen, median of 5: ${median("sort").toFixed(0)} ms (runs: ${runs.map((r) => r.sort).join(", ")})`);
 }
 if (process.env.SEARCH) {
   console.log(`search "${process.env.SEARCH}" to its rows on screen, median of 5: ${median("search").toFixed(0)} ms (runs: ${runs.map((r) => r.search).join(", ")})`);

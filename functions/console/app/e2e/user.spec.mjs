@@ -101,6 +101,12 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   await dark("clusters");
   await page.getByLabel(T("clusters.health_filter")).selectOption("failed");
   await page.getByText(T("clusters.no_health", { health: T("health.failed") })).waitFor();
+  // By name: the list asks the API in that order (its order: clusters.rs).
+  await page.getByLabel(T("clusters.health_filter")).selectOption("");
+  const byName = page.waitForRequest((r) => /\/api\/console\/clusters\?.*sort=name/.test(r.url()));
+  await page.getByLabel(T("clusters.sort")).selectOption("name");
+  await byName;
+  await page.getByRole("link", { name, exact: true }).waitFor();
   await page.goto(clusterUrl);
 
   step("download the kubeconfig and use it with kubectl");

@@ -9,7 +9,7 @@ export const keys = {
   organizations: () => ["organizations"] as const,
 
   clusters: () => ["clusters"] as const,
-  clusterList: (q: string, health: string) => ["clusters", "list", q, health] as const,
+  clusterList: (q: string, health: string, sort: string) => ["clusters", "list", q, health, sort] as const,
   cluster: (id: string) => ["cluster", id] as const,
   operations: (clusterId: string) => ["operations", clusterId] as const,
   liveOperations: (clusterId: string, status: string) => ["operations", clusterId, "live", status] as const,

@@ -1102,9 +1102,10 @@ export interface paths {
         };
         /**
          * List clusters
-         * @description The organization's live clusters, newest first, paginated by cursor,
-         *     each with its nodes counted and its health rolled up; `q` keeps those
-         *     whose name contains it, `health` those whose health it is.
+         * @description The organization's live clusters, newest first or by name (`sort`),
+         *     paginated by cursor, each with its nodes counted, its health rolled up
+         *     and its usage; `q` keeps those whose name contains it, `health` those
+         *     whose health it is.
          */
         get: operations["get_clusters"];
         put?: never;
@@ -2472,6 +2473,12 @@ export interface components {
                 [key: string]: string;
             };
         };
+        /**
+         * @description The order a list of clusters is read in: `newest` first, or by
+         *     `name` (A to Z).
+         * @enum {string}
+         */
+        ClusterOrder: "newest" | "name";
         /** @description A page of clusters, newest first. */
         ClusterPage: {
             items: components["schemas"]["ClusterWithHealth"][];
@@ -8373,6 +8380,11 @@ export interface operations {
                 q?: string;
                 /** @description Only clusters whose health is this. */
                 health?: components["schemas"]["Health"];
+                /**
+                 * @description The order: `newest` first (the default) or by `name`. A cursor reads
+                 *     on only in the order of the page that returned it.
+                 */
+                sort?: components["schemas"]["ClusterOrder"];
             };
             header?: {
                 /** @description The organization to act in (its id); the caller's personal one when absent */
@@ -8391,7 +8403,7 @@ export interface operations {
                     "application/json": components["schemas"]["ClusterPage"];
                 };
             };
-            /** @description A cursor this API did not return (`invalid_cursor`), or a `health` that is none (`invalid_query`); A query parameter does not parse (`invalid_query`) */
+            /** @description A cursor this API did not return in this order (`invalid_cursor`), or a `health` or `sort` that is none (`invalid_query`); A query parameter does not parse (`invalid_query`) */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -18,13 +18,15 @@ export function ClusterList() {
   const [q, setQ] = useState("");
   // One health; every cluster when empty.
   const [health, setHealth] = useState<Schemas["Health"] | "">("");
+  // Newest first, or by name.
+  const [sort, setSort] = useState<Schemas["ClusterOrder"]>("newest");
   const clusters = useInfiniteQuery({
-    queryKey: keys.clusterList(q, health),
+    queryKey: keys.clusterList(q, health, sort),
     queryFn: ({ pageParam }) =>
       ok(
         api.GET("/api/console/clusters", {
           params: {
-            query: { limit: 50, cursor: pageParam ?? undefined, q: q || undefined, health: health || undefined },
+            query: { limit: 50, cursor: pageParam ?? undefined, q: q || undefined, health: health || undefined, sort },
           },
         }),
       ),
@@ -72,6 +74,12 @@ export function ClusterList() {
                 {t(`health.${value}`)}
               </option>
             ))}
+          </select>
+        </Field>
+        <Field label={t("clusters.sort")}>
+          <select name="sort" value={sort} onChange={(e) => setSort(e.target.value as Schemas["ClusterOrder"])}>
+            <option value="newest">{t("clusters.sort_newest")}</option>
+            <option value="name">{t("clusters.sort_name")}</option>
           </select>
         </Field>
       </form>
