@@ -49,6 +49,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(password::confirm_reset))
         .routes(routes!(password::change_password))
         .routes(routes!(session::me))
+        .routes(routes!(session::session))
         .routes(routes!(oauth::options))
         .routes(routes!(oauth::start))
         .routes(routes!(oauth::callback))

@@ -1,5 +1,6 @@
-//! Sessions: `POST /api/auth/login` and `/logout`, `GET /api/auth/me`, and
-//! starting a session (also after a confirmation or an OAuth login).
+//! Sessions: `POST /api/auth/login` and `/logout`, `GET /api/auth/me` and
+//! `/session`, and starting a session (also after a confirmation or an
+//! OAuth login).
 
 use crate::codes::{captcha, source};
 use crate::email;
@@ -199,6 +200,33 @@ pub async fn logout(State(state): State<AppState>, caller: Caller) -> Result<Res
         );
     }
     Ok(response)
+}
+
+/// Who is signed in, if anyone: `user` is what `GET /api/auth/me` answers,
+/// or null.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionState {
+    pub user: Option<User>,
+}
+
+/// Who is signed in, if anyone
+///
+/// `GET /api/auth/me` for a page that may be signed out: a request without
+/// a valid credential (none, an expired or revoked session, an unknown
+/// key) answers `user: null`, not 401, so a signed-out page asks without an
+/// error.
+#[utoipa::path(get, path = "/api/auth/session", tag = "auth",
+    responses((status = 200, body = SessionState)))]
+pub async fn session(
+    State(state): State<AppState>,
+    caller: Result<Caller, ApiError>,
+) -> Result<AppJson<SessionState>, ApiError> {
+    let user = match caller {
+        Ok(caller) => accounts::get_user(&state.pool, caller.user_id).await?,
+        Err(ApiError::Unauthenticated) => None,
+        Err(other) => return Err(other),
+    };
+    Ok(AppJson(SessionState { user }))
 }
 
 /// Who am I

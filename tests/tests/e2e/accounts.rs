@@ -66,6 +66,10 @@ async fn register_by_emailed_code_then_log_in_and_out() {
         (Some("alice@example.com"), Some("user"))
     );
     assert_eq!(me.body["email_verified"], true);
+    // The same for a page that may be signed out, which is never a 401.
+    let session = browser.send("GET", "/api/auth/session", None).await;
+    assert_eq!(session.status, StatusCode::OK, "{}", session.body);
+    assert_eq!(session.body["user"], me.body);
 
     // The session cookie: HttpOnly, Secure, SameSite=Lax; only its hash is stored.
     let reply = login(
@@ -143,6 +147,21 @@ async fn register_by_emailed_code_then_log_in_and_out() {
         second.send("GET", "/api/auth/me", None).await.status,
         StatusCode::UNAUTHORIZED
     );
+    // Signed out, or never signed in, or with a forged session cookie: no
+    // one, and no 401.
+    for client in [
+        second.clone(),
+        accounts.client(),
+        accounts
+            .client()
+            .header("cookie", "__Host-kb_session=forged"),
+    ] {
+        let session = client.send("GET", "/api/auth/session", None).await;
+        assert_eq!(
+            (session.status, &session.body),
+            (StatusCode::OK, &json!({ "user": null }))
+        );
+    }
     assert_eq!(
         browser.send("GET", "/api/auth/me", None).await.status,
         StatusCode::OK,

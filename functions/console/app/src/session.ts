@@ -1,21 +1,16 @@
 // The reader's session: who is signed in, and where to go once they are.
 import { useQuery } from "@tanstack/react-query";
-import { api, ApiError, csrfToken, ok, type Schemas } from "./api/client";
+import { api, ok, type Schemas } from "./api/client";
 import { keys } from "./queryKeys";
 
 export type User = Schemas["User"];
 
-/// The signed-in reader, or null when nobody is. A browser without the
-/// session's CSRF cookie (set and cleared with the session cookie, the same
-/// lifetime) has no session: nobody is asked, and no 401 is logged.
+/// The signed-in reader, or null when nobody is (`/api/auth/session`
+/// answers null rather than 401: a signed-out page logs no error).
 export function useMe() {
   return useQuery({
     queryKey: keys.me(),
-    queryFn: () =>
-      (csrfToken() === undefined ? Promise.resolve(null) : ok(api.GET("/api/auth/me"))).catch((error) => {
-        if (error instanceof ApiError && error.status === 401) return null;
-        throw error;
-      }),
+    queryFn: async () => (await ok(api.GET("/api/auth/session"))).user ?? null,
     staleTime: 60_000,
   });
 }

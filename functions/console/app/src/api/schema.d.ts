@@ -354,6 +354,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who is signed in, if anyone
+         * @description `GET /api/auth/me` for a page that may be signed out: a request without
+         *     a valid credential (none, an expired or revoked session, an unknown
+         *     key) answers `user: null`, not 401, so a signed-out page asks without an
+         *     error.
+         */
+        get: operations["session"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/verify-email": {
         parameters: {
             query?: never;
@@ -3827,6 +3850,13 @@ export interface components {
             csrf_token: string;
             user: components["schemas"]["User"];
         };
+        /**
+         * @description Who is signed in, if anyone: `user` is what `GET /api/auth/me` answers,
+         *     or null.
+         */
+        SessionState: {
+            user?: null | components["schemas"]["User"];
+        };
         /** @description How many sessions ended. */
         SessionsEnded: {
             /** Format: int64 */
@@ -5286,6 +5316,34 @@ export interface operations {
                 };
             };
             /** @description No mail can be sent (`mail_not_configured`), whatever the address; The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionState"];
+                };
+            };
+            /** @description The database cannot be reached; nothing was done, try again after `Retry-After` (`database_unavailable`) */
             503: {
                 headers: {
                     [name: string]: unknown;
