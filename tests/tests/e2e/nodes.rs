@@ -1477,6 +1477,21 @@ async fn a_machine_past_the_plan_s_node_limit_is_told_why_by_the_script() {
         "{printed}"
     );
     assert!(!printed.contains("registered"), "{printed}");
+    // The ledger keeps the same as a code with what the console words it
+    // with (the console links its own plans page, not the URL).
+    let ledger = attempts(&platform, &cluster_id).await;
+    assert_eq!(
+        (
+            ledger[0]["outcome"].as_str(),
+            &ledger[0]["reason_code"],
+            &ledger[0]["reason_params"]
+        ),
+        (
+            Some("refused"),
+            &json!("plan_node_limit"),
+            &json!({ "plan": "Starter", "limit": "0", "usage": "0" })
+        )
+    );
 }
 
 /// Registers a node the way the control plane's join script does, straight
@@ -1694,6 +1709,18 @@ async fn one_join_attempt_joins_one_node_under_the_name_it_reported() {
             .unwrap()
             .contains("a node named probe is already part of this cluster"),
         "{refused}"
+    );
+    let refused_attempt = attempts(&platform, &cluster_id)
+        .await
+        .into_iter()
+        .find(|a| a["id"] == reused_name.as_str())
+        .unwrap();
+    assert_eq!(
+        (
+            &refused_attempt["reason_code"],
+            &refused_attempt["reason_params"]
+        ),
+        (&json!("node_exists"), &json!({ "hostname": "probe" }))
     );
     let (_, tokens) = platform
         .call(

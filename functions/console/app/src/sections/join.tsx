@@ -290,7 +290,9 @@ function Reason({ attempt }: { attempt: Schemas["Attempt"] }) {
   const code = attempt.reason_code;
   if (!code) return attempt.reason ? <p className="error">{attempt.reason}</p> : null;
   const params = { ...attempt.reason_params };
+  // The words of the step or cluster status it names, not the API's.
   if (code === "step_failed" && params.step) params.step = t(`step.${params.step}`, { defaultValue: params.step });
+  if (code === "cluster_not_ready" && params.status) params.status = t(`status.${params.status}`, { defaultValue: params.status });
   return (
     <p className="error" data-reason={code}>
       {t(`join.reason.${code}`, { ...params, defaultValue: attempt.reason ?? code })}
