@@ -40,17 +40,59 @@ pub struct ExtendedProblem {
     pub extensions: serde_json::Map<String, serde_json::Value>,
 }
 
+crate::domain::text_enum! {
+    /// What a refused field breaks, for a client's own words; `params`
+    /// fill them in.
+    FieldErrorCode {
+        /// Outside `min`..=`max`.
+        OutOfRange => "out_of_range",
+        /// Not a name: 1 to `max` lowercase letters, digits and '-',
+        /// starting with a letter and not ending with '-'.
+        Name => "name",
+        /// Not one of `choices` (comma-separated).
+        NotOffered => "not_offered",
+    }
+}
+
 #[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
 pub struct FieldError {
     pub field: String,
+    /// In English.
     pub message: String,
+    /// The same as a code with `params`, where the platform has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<FieldErrorCode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub params: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl FieldError {
-    pub fn new(field: &str, message: &str) -> Self {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             message: message.into(),
+            code: None,
+            params: None,
+        }
+    }
+
+    /// A refusal with its code and the params its words need.
+    pub fn coded(
+        field: impl Into<String>,
+        message: impl Into<String>,
+        code: FieldErrorCode,
+        params: &[(&str, String)],
+    ) -> Self {
+        Self {
+            code: Some(code),
+            params: Some(
+                params
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            ),
+            ..Self::new(field, message)
         }
     }
 }
@@ -166,10 +208,7 @@ pub fn caused_by_unreachable_database(err: &anyhow::Error) -> bool {
 
 impl ApiError {
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
-        Self::Validation(vec![FieldError {
-            field: field.into(),
-            message: message.into(),
-        }])
+        Self::Validation(vec![FieldError::new(field, message)])
     }
 
     fn parts(&self) -> (StatusCode, &'static str, &'static str) {

@@ -60,12 +60,7 @@ async fn validate(
     allow_private: bool,
 ) -> Result<(), ApiError> {
     let mut errors = Vec::new();
-    let mut bad = |field: &str, message: &str| {
-        errors.push(FieldError {
-            field: field.into(),
-            message: message.into(),
-        })
-    };
+    let mut bad = |field: &str, message: &str| errors.push(FieldError::new(field, message));
     if !shared::outbound::is_http_url(&f.stripe_api_base_url) {
         bad("stripe_api_base_url", "must be an http:// or https:// URL");
     } else if let Some(url) = f.stripe_api_base_url.as_deref()

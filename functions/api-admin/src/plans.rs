@@ -66,12 +66,7 @@ impl PlanRequest {
     /// Every invalid field at once.
     fn validate(self) -> Result<PlanFields, ApiError> {
         let mut errors = Vec::new();
-        let mut error = |field: &str, message: &str| {
-            errors.push(FieldError {
-                field: field.into(),
-                message: message.into(),
-            })
-        };
+        let mut error = |field: &str, message: &str| errors.push(FieldError::new(field, message));
         let control = |c: char| c <= '\u{1f}' || c == '\u{7f}';
         if !(1..=100).contains(&self.name.chars().count())
             || self.name.chars().any(control)

@@ -81,10 +81,7 @@ pub(crate) fn validation(errors: Vec<(&str, String)>) -> Result<(), ApiError> {
     Err(ApiError::Validation(
         errors
             .into_iter()
-            .map(|(field, message)| FieldError {
-                field: field.into(),
-                message,
-            })
+            .map(|(field, message)| FieldError::new(field, message))
             .collect(),
     ))
 }

@@ -4,7 +4,7 @@ use shared::{
     billing::entitlements::Amounts,
     clusters::{self, Cluster, ClusterCreation, NewCluster},
     domain::{ClusterName, KubernetesVersion, PublicAccessMode},
-    error::{ApiError, FieldError, unique_violation},
+    error::{ApiError, FieldError, FieldErrorCode, unique_violation},
     extract::AppJson,
     http::{AppState, Caller, InOrganization, accepted, operations},
     jobs::Operation,
@@ -76,10 +76,15 @@ pub(crate) fn in_range(
     range: std::ops::RangeInclusive<i64>,
 ) -> i32 {
     if !range.contains(&value) {
-        errors.push(FieldError {
-            field: field.into(),
-            message: format!("must be between {} and {}", range.start(), range.end()),
-        });
+        errors.push(FieldError::coded(
+            field,
+            format!("must be between {} and {}", range.start(), range.end()),
+            FieldErrorCode::OutOfRange,
+            &[
+                ("min", range.start().to_string()),
+                ("max", range.end().to_string()),
+            ],
+        ));
     }
     value.clamp(*range.start(), *range.end()) as i32
 }
@@ -88,10 +93,12 @@ impl CreateClusterRequest {
     fn validate(&self) -> Result<ValidCluster, ApiError> {
         let mut errors = Vec::new();
         let name = ClusterName::parse(&self.name).map_err(|message| {
-            errors.push(FieldError {
-                field: "name".into(),
+            errors.push(FieldError::coded(
+                "name",
                 message,
-            })
+                FieldErrorCode::Name,
+                &[("max", ClusterName::MAX_LEN.to_string())],
+            ))
         });
         let version = KubernetesVersion::parse(
             self.kubernetes_version
@@ -99,10 +106,12 @@ impl CreateClusterRequest {
                 .unwrap_or(KubernetesVersion::DEFAULT),
         )
         .map_err(|message| {
-            errors.push(FieldError {
-                field: "kubernetes_version".into(),
+            errors.push(FieldError::coded(
+                "kubernetes_version",
                 message,
-            })
+                FieldErrorCode::NotOffered,
+                &[("choices", KubernetesVersion::SUPPORTED.join(", "))],
+            ))
         });
         let workload_cpu = in_range(
             &mut errors,

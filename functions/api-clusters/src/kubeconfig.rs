@@ -79,18 +79,23 @@ pub async fn issue(
         .unwrap_or(config.default_ttl_seconds);
     let mut errors = Vec::new();
     if !(credential::MIN_SECONDS..=max).contains(&seconds) {
-        errors.push(shared::error::FieldError {
-            field: "expiration_seconds".into(),
-            message: format!("must be between {} and {max}", credential::MIN_SECONDS),
-        });
+        errors.push(shared::error::FieldError::coded(
+            "expiration_seconds",
+            format!("must be between {} and {max}", credential::MIN_SECONDS),
+            shared::error::FieldErrorCode::OutOfRange,
+            &[
+                ("min", credential::MIN_SECONDS.to_string()),
+                ("max", max.to_string()),
+            ],
+        ));
     }
     if let Some(description) = &body.description
         && (description.chars().count() > 200 || description.chars().any(char::is_control))
     {
-        errors.push(shared::error::FieldError {
-            field: "description".into(),
-            message: "must be at most 200 characters, without control characters".into(),
-        });
+        errors.push(shared::error::FieldError::new(
+            "description",
+            "must be at most 200 characters, without control characters",
+        ));
     }
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));

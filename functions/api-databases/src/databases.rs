@@ -76,18 +76,18 @@ fn check_extensions(extensions: &[String], errors: &mut Vec<FieldError>) {
     if extensions.len() > databases::MAX_EXTENSIONS {
         errors.push(FieldError::new(
             "extensions",
-            &format!("at most {} extensions", databases::MAX_EXTENSIONS),
+            format!("at most {} extensions", databases::MAX_EXTENSIONS),
         ));
     }
     for (i, name) in extensions.iter().enumerate() {
         if !databases::valid_extension(name) {
             errors.push(FieldError::new(
-                &format!("extensions[{i}]"),
+                format!("extensions[{i}]"),
                 "must be an extension's name: a lower-case letter, then lower-case letters, digits, _ and -",
             ));
         } else if extensions[..i].contains(name) {
             errors.push(FieldError::new(
-                &format!("extensions[{i}]"),
+                format!("extensions[{i}]"),
                 "is named twice",
             ));
         }

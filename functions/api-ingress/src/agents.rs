@@ -95,12 +95,7 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
 /// destinations CIDRs; the errors short, printable text.
 fn validate(report: &Report) -> Result<(), ApiError> {
     let mut errors = Vec::new();
-    let mut invalid = |field: &str, message: &str| {
-        errors.push(FieldError {
-            field: field.into(),
-            message: message.into(),
-        })
-    };
+    let mut invalid = |field: &str, message: &str| errors.push(FieldError::new(field, message));
     if !is_node_name(&report.node) {
         invalid(
             "node",

@@ -148,10 +148,7 @@ pub async fn create(
         return Err(ApiError::Validation(
             errors
                 .into_iter()
-                .map(|(field, message)| shared::error::FieldError {
-                    field: field.into(),
-                    message,
-                })
+                .map(|(field, message)| shared::error::FieldError::new(field, message))
                 .collect(),
         ));
     }

@@ -85,7 +85,7 @@ pub fn check(labels: &Labels) -> Result<(), ApiError> {
             check_key(key)
                 .and_then(|()| check_value(value))
                 .err()
-                .map(|message| FieldError { field, message })
+                .map(|message| FieldError::new(field, message))
         })
         .collect();
     if problems.is_empty() {

@@ -80,6 +80,29 @@ async fn bad_input_gets_problem_json_and_writes_nothing() {
     assert_eq!(headers[header::CONTENT_TYPE], "application/problem+json");
     assert_eq!(body["code"], "validation_failed");
     assert_eq!(body["errors"].as_array().unwrap().len(), 2, "{body}");
+    // Each also as a code with what its words need, beside the English.
+    let coded: Vec<(&str, &serde_json::Value, &serde_json::Value)> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["field"].as_str().unwrap(), &e["code"], &e["params"]))
+        .collect();
+    assert_eq!(
+        coded,
+        [
+            (
+                "name",
+                &serde_json::json!("name"),
+                &serde_json::json!({"max": "40"})
+            ),
+            (
+                "workload_cpu_limit_milli_cores",
+                &serde_json::json!("out_of_range"),
+                &serde_json::json!({"min": "100", "max": "256000"})
+            ),
+        ],
+        "{body}"
+    );
 
     let malformed = Request::post("/api/console/clusters")
         .header(header::CONTENT_TYPE, "application/json")

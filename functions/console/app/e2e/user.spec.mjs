@@ -37,6 +37,8 @@ test("a new user, from sign-up to cluster removal", async ({ page, context, lang
   assert.match(await refusal.innerText(), new RegExp(`${T("clusters.name")}: `));
   assert.ok(!(await refusal.innerText()).includes("workload_cpu_limit_milli_cores"));
   await page.locator(".field .error-text").first().waitFor();
+  // The field's message by its code, in the reader's words.
+  assert.equal(await page.locator(".field .error-text").first().innerText(), T("field_error.name", { max: 40 }));
   assert.equal(await page.getByLabel(T("clusters.name"), { exact: true }).getAttribute("aria-invalid"), "true");
   await check("cluster-create-refused");
   await narrow("cluster-create-refused");

@@ -1,9 +1,9 @@
 // The pieces every page is made of.
 import { cloneElement, useEffect, useId, useState, type ReactElement, type ReactNode } from "react";
 import { useTranslation } from "react-i18next";
-import { ApiError } from "./api/client";
+import { ApiError, type Schemas } from "./api/client";
 import { dateTime, relative } from "./format";
-import type { Key } from "./i18n";
+import i18n, { type Key } from "./i18n";
 import { Link } from "./router";
 
 export function Page({ title, actions, children }: { title: string; actions?: ReactNode; children: ReactNode }) {
@@ -53,7 +53,13 @@ function statusTitle(status: number): Key {
 /// The message of each bad field of `error` by the field's API name.
 export function fieldErrors(error: unknown): Record<string, string> {
   if (!(error instanceof ApiError)) return {};
-  return Object.fromEntries((error.problem?.errors ?? []).map((e) => [e.field, e.message]));
+  return Object.fromEntries((error.problem?.errors ?? []).map((e) => [e.field, fieldMessage(e)]));
+}
+
+/// A refused field's message: in the reader's words where the API gave a
+/// code, else the API's English.
+function fieldMessage(e: Schemas["FieldError"]): string {
+  return e.code ? i18n.t(`field_error.${e.code}`, { ...e.params, defaultValue: e.message }) : e.message;
 }
 
 /// An error in words: the title and message of its problem `code` in the
@@ -81,7 +87,7 @@ export function ErrorNote({ error, fields }: { error: unknown; fields?: Record<s
           <ul>
             {error.problem.errors.map((e) => (
               <li key={e.field}>
-                {fields?.[e.field] ? <strong>{fields[e.field]}</strong> : <code>{e.field}</code>}: {e.message}
+                {fields?.[e.field] ? <strong>{fields[e.field]}</strong> : <code>{e.field}</code>}: {fieldMessage(e)}
               </li>
             ))}
           </ul>

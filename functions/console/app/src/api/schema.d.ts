@@ -2913,9 +2913,20 @@ export interface components {
             retryable: boolean;
         };
         FieldError: {
+            code?: null | components["schemas"]["FieldErrorCode"];
             field: string;
+            /** @description In English. */
             message: string;
+            params?: {
+                [key: string]: string;
+            } | null;
         };
+        /**
+         * @description What a refused field breaks, for a client's own words; `params`
+         *     fill them in.
+         * @enum {string}
+         */
+        FieldErrorCode: "out_of_range" | "name" | "not_offered";
         /**
          * @description A cluster as the back office lists it: with its health and its owner's
          *     email.
