@@ -77,6 +77,17 @@ impl FieldError {
         }
     }
 
+    /// `value` of `field` is outside `range`: the message and its code.
+    pub fn out_of_range(field: impl Into<String>, range: &std::ops::RangeInclusive<i64>) -> Self {
+        let (min, max) = (range.start(), range.end());
+        Self::coded(
+            field,
+            format!("must be between {min} and {max}"),
+            FieldErrorCode::OutOfRange,
+            &[("min", min.to_string()), ("max", max.to_string())],
+        )
+    }
+
     /// A refusal with its code and the params its words need.
     pub fn coded(
         field: impl Into<String>,

@@ -76,15 +76,7 @@ pub(crate) fn in_range(
     range: std::ops::RangeInclusive<i64>,
 ) -> i32 {
     if !range.contains(&value) {
-        errors.push(FieldError::coded(
-            field,
-            format!("must be between {} and {}", range.start(), range.end()),
-            FieldErrorCode::OutOfRange,
-            &[
-                ("min", range.start().to_string()),
-                ("max", range.end().to_string()),
-            ],
-        ));
+        errors.push(FieldError::out_of_range(field, &range));
     }
     value.clamp(*range.start(), *range.end()) as i32
 }

@@ -78,15 +78,11 @@ pub async fn issue(
         .expiration_seconds
         .unwrap_or(config.default_ttl_seconds);
     let mut errors = Vec::new();
-    if !(credential::MIN_SECONDS..=max).contains(&seconds) {
-        errors.push(shared::error::FieldError::coded(
+    let lifetimes = credential::MIN_SECONDS..=max;
+    if !lifetimes.contains(&seconds) {
+        errors.push(shared::error::FieldError::out_of_range(
             "expiration_seconds",
-            format!("must be between {} and {max}", credential::MIN_SECONDS),
-            shared::error::FieldErrorCode::OutOfRange,
-            &[
-                ("min", credential::MIN_SECONDS.to_string()),
-                ("max", max.to_string()),
-            ],
+            &lifetimes,
         ));
     }
     if let Some(description) = &body.description
