@@ -307,14 +307,6 @@ fn reply(status: StatusCode, message: Option<String>) -> Response {
         .into_response()
 }
 
-fn valid_step(step: &str) -> bool {
-    (1..=32).contains(&step.len())
-        && step.as_bytes()[0].is_ascii_lowercase()
-        && step
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-}
-
 /// A host name is the node's name: what the API server would accept as one.
 fn valid_hostname(hostname: &str) -> bool {
     shared::domain::NodeName::parse(hostname).is_ok()
@@ -378,7 +370,7 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
             );
         }
     };
-    let invalid = if !valid_step(&report.step) {
+    let invalid = if !reasons::valid_name(&report.step) {
         Some("step must be 1–32 lowercase letters, digits or '_', starting with a letter")
     } else if JoinStepStatus::parse(&report.status).is_none() {
         Some("status must be running, ok, warning, failed or skipped")
@@ -845,10 +837,10 @@ mod tests {
 
     #[test]
     fn steps_and_hostnames_are_checked() {
-        assert!(valid_step("existing_kubelet"));
-        assert!(!valid_step("Join"));
-        assert!(!valid_step("9lives"));
-        assert!(!valid_step(""));
+        assert!(reasons::valid_name("existing_kubelet"));
+        assert!(!reasons::valid_name("Join"));
+        assert!(!reasons::valid_name("9lives"));
+        assert!(!reasons::valid_name(""));
         assert!(valid_hostname("worker-1.example"));
         assert!(!valid_hostname("Worker_1"));
         assert!(!valid_hostname("-worker"));

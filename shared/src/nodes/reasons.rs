@@ -117,19 +117,22 @@ pub type Params = BTreeMap<String, String>;
 pub const MAX_PARAMS: usize = 8;
 pub const MAX_PARAM_CHARS: usize = 300;
 
+/// Whether `name` names a step or a param: 1–32 lowercase letters, digits
+/// or `_`, starting with a letter.
+pub fn valid_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name.as_bytes()[0].is_ascii_lowercase()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// Why a step's parameters cannot be recorded, if they cannot.
 pub fn invalid_params(params: &Params) -> Option<&'static str> {
     if params.len() > MAX_PARAMS {
         return Some("params must have at most 8 entries");
     }
-    let name_ok = |name: &str| {
-        (1..=32).contains(&name.len())
-            && name.as_bytes()[0].is_ascii_lowercase()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    };
-    if !params.keys().all(|k| name_ok(k)) {
+    if !params.keys().all(|k| valid_name(k)) {
         return Some("a param's name must be 1–32 lowercase letters, digits or '_'");
     }
     if params.values().any(|v| v.chars().count() > MAX_PARAM_CHARS) {
