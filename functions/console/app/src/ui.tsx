@@ -93,11 +93,7 @@ export function ErrorNote({ error, fields }: { error: unknown; fields?: Record<s
           </ul>
         )}
         {(error.problem?.detail || code) && (
-          <details className="detail">
-            <summary>{t("errors.details")}</summary>
-            {error.problem?.detail && <p>{error.problem.detail}</p>}
-            {code && <p className="muted small">{t("errors.code", { code })}</p>}
-          </details>
+          <SupportDetails code={code}>{error.problem?.detail && <p>{error.problem.detail}</p>}</SupportDetails>
         )}
       </div>
     );
@@ -131,6 +127,18 @@ export function Period({ hours }: { hours: number }) {
   return <>{hours >= 24 && hours % 24 === 0 ? t("periods.days", { count: hours / 24 }) : t("periods.hours", { count: hours })}</>;
 }
 
+/// The API's own words and code, folded under "Details for support".
+export function SupportDetails({ code, children }: { code?: string; children?: ReactNode }) {
+  const { t } = useTranslation();
+  return (
+    <details className="detail">
+      <summary>{t("errors.details")}</summary>
+      {children}
+      {code && <p className="muted small">{t("errors.code", { code })}</p>}
+    </details>
+  );
+}
+
 /// What the page last read is kept when a refresh fails: a banner says so,
 /// with the error folded and a button that asks again.
 export function Stale({ error, retry }: { error: unknown; retry: () => unknown }) {
@@ -142,10 +150,9 @@ export function Stale({ error, retry }: { error: unknown; retry: () => unknown }
       <button type="button" onClick={() => retry()}>
         {t("common.retry")}
       </button>
-      <details className="detail">
-        <summary>{t("errors.details")}</summary>
+      <SupportDetails>
         {error instanceof ApiError ? `${error.status} ${error.code ?? ""} ${error.problem?.detail ?? ""}` : String(error)}
-      </details>
+      </SupportDetails>
     </div>
   );
 }

@@ -3,7 +3,7 @@
 import { useTranslation } from "react-i18next";
 import type { Schemas } from "../api/client";
 import { money, number } from "../format";
-import { CopyId, Empty, Status, Table, Time } from "../ui";
+import { CopyId, Empty, Status, SupportDetails, Table, Time } from "../ui";
 
 export function JobTable({
   jobs,
@@ -127,12 +127,10 @@ export function FailureCell({ code, message }: { code: Schemas["FailureCode"]; m
   return (
     <>
       {t(`failure.${code}.title`)}
-      <details className="detail">
-        <summary>{t("errors.details")}</summary>
+      <SupportDetails code={code}>
         <p>{t(`failure.${code}.hint`)}</p>
         {message && <p>{message}</p>}
-        <p className="muted small">{t("errors.code", { code })}</p>
-      </details>
+      </SupportDetails>
     </>
   );
 }

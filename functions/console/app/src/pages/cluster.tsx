@@ -6,7 +6,7 @@ import { useTranslation } from "react-i18next";
 import { api, ApiError, ok, type Cluster, type Schemas } from "../api/client";
 import type { PageProps } from "../page";
 import { Link, navigate, useLocation } from "../router";
-import { Confirm, ConfirmByName, Copy, Empty, ErrorNote, Field, Loading, Page, Rows, Stale, Status, Table, Tabs, Time, formNumber, formValue } from "../ui";
+import { Confirm, ConfirmByName, Copy, Empty, ErrorNote, Field, Loading, Page, Rows, Stale, Status, SupportDetails, Table, Tabs, Time, formNumber, formValue } from "../ui";
 import { Health, NodeCount, Usage } from "../components/health";
 import { AuditTable, FailureCell, JobTable } from "../components/records";
 import { Hostnames } from "../sections/hostnames";
@@ -228,11 +228,7 @@ function Failure({ error, message }: { error: Schemas["FailureDetail"]; message?
     <div className="error" role="alert" data-code={error.code}>
       <strong>{t(`failure.${error.code}.title`)}</strong>
       <p>{t(`failure.${error.code}.hint`)}</p>
-      <details className="detail">
-        <summary>{t("errors.details")}</summary>
-        {message && <p>{message}</p>}
-        <p className="muted small">{t("errors.code", { code: error.code })}</p>
-      </details>
+      <SupportDetails code={error.code}>{message && <p>{message}</p>}</SupportDetails>
     </div>
   );
 }
