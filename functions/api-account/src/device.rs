@@ -12,6 +12,7 @@ use shared::{
         auth::{self, DEVICE_CODE_GUESSES_PER_ACCOUNT, DEVICE_CODE_GUESSES_PER_IP},
         device::{self, Decision, DeviceRequest},
     },
+    app::authority,
     audit::{self, AuditEvent},
     error::ApiError,
     extract::AppJson,
@@ -189,6 +190,9 @@ async fn decide(
     decision: Decision,
 ) -> Result<AppJson<DeviceRequest>, ApiError> {
     let mut tx = state.pool.begin().await?;
+    // An approval is a credential's grant: it holds the session's authority,
+    // so a password change at the same moment ends it (or refuses it).
+    authority::hold(&mut tx, caller.authority(), authority::Scope::Account).await?;
     let Some((id, request)) = device::decide(&mut *tx, code, caller.user_id, decision).await?
     else {
         drop(tx);

@@ -10,7 +10,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use shared::{
     accounts::{self, ApiKey, Login, SessionInfo, auth},
-    app::credentials,
+    app::{authority, credentials},
     audit::{self, AuditEvent, AuditRecord},
     billing::{
         self,
@@ -113,6 +113,7 @@ pub async fn create_key(
     accounts::reauthenticate(&state.pool, caller.user_id, session_id, body.password).await?;
     let (key, prefix) = auth::new_api_key();
     let mut tx = state.pool.begin().await?;
+    authority::hold(&mut tx, caller.authority(), authority::Scope::Account).await?;
     let api_key = accounts::insert_api_key(
         &mut *tx,
         &accounts::NewApiKey {
@@ -166,9 +167,10 @@ pub async fn revoke_key(
     let key = accounts::revoke_api_key(&mut *tx, caller.user_id, key_id)
         .await?
         .ok_or(ApiError::NotFound { what: "API key" })?;
-    let ended = credentials::key_revoked(&mut tx, caller.user_id, key_id, caller.user_id).await?;
+    let why = credentials::Why::KeyRevoked { key_id };
+    let ended = credentials::end(&mut tx, caller.user_id, caller.user_id, why).await?;
     let mut event = record(caller, "api_key.revoke", &key);
-    event.metadata["kubeconfigs_revoked"] = ended.kubeconfigs.into();
+    event.metadata = ended.counted_in(event.metadata);
     audit::record(&mut *tx, event).await?;
     tx.commit().await?;
     ended

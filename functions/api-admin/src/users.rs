@@ -126,7 +126,7 @@ pub async fn update(
     .await?
     .ok_or(ApiError::NotFound { what: "user" })?;
     let ended = if body.status == Some(UserStatus::Disabled) {
-        Some(credentials::end_all(&mut tx, user_id, admin.user_id, Why::Disabled).await?)
+        Some(credentials::end(&mut tx, user_id, admin.user_id, Why::Disabled).await?)
     } else {
         None
     };

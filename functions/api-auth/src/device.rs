@@ -19,6 +19,7 @@ use shared::{
         auth::{self, DEVICE_CODES_PER_IP, DEVICE_POLLS_PER_IP},
         device::{self, Poll},
     },
+    app::authority::{self, Authority},
     audit::{self, AuditEvent},
     error::ApiError,
     http::{AppState, Origin, idempotency::IssuesSecret},
@@ -214,8 +215,34 @@ pub async fn token(
     if let Some(source) = source(&origin) {
         auth::rate_limit(&state.pool, DEVICE_POLLS_PER_IP, &source).await?;
     }
+    // The key is made under its approver's authority, held again (their
+    // account active) before the request's row is read: a password change
+    // or a disabling at the same moment ends the approval or the key.
+    let approver = device::approver(&state.pool, &request.device_code).await?;
     let mut tx = state.pool.begin().await?;
+    if let Some(user_id) = approver {
+        let held = Authority {
+            user_id,
+            session_id: None,
+            api_key_id: None,
+        };
+        match authority::hold(&mut tx, held, authority::Scope::Account).await {
+            Ok(()) => {}
+            Err(ApiError::Unauthenticated) => {
+                return Ok(oauth("access_denied", "the approver's account is disabled"));
+            }
+            Err(error) => return Err(error),
+        }
+    }
     let approved = match device::poll(&mut tx, &request.device_code).await? {
+        // Approved since it was read: its approver is held at the next poll.
+        Poll::Approved(approved) if approver != Some(approved.user_id) => {
+            tx.commit().await?;
+            return Ok(oauth(
+                "authorization_pending",
+                "not approved yet; poll again after the interval",
+            ));
+        }
         Poll::Approved(approved) => approved,
         other => {
             tx.commit().await?;

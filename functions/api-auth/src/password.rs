@@ -108,7 +108,7 @@ pub async fn confirm_reset(
     accounts::set_password(&mut tx, account.user_id, &hash).await?;
     // The code proved the mailbox: the address is confirmed too.
     accounts::mark_email_verified(&mut tx, account.user_id).await?;
-    let ended = credentials::end_all(
+    let ended = credentials::end(
         &mut tx,
         account.user_id,
         account.user_id,
@@ -175,8 +175,7 @@ pub async fn change_password(
     let mut tx = state.pool.begin().await?;
     accounts::set_password(&mut tx, user.id, &hash).await?;
     let keep = caller.session_id;
-    let ended =
-        credentials::end_all(&mut tx, user.id, user.id, Why::PasswordChanged { keep }).await?;
+    let ended = credentials::end(&mut tx, user.id, user.id, Why::PasswordChanged { keep }).await?;
     audit::record(
         &mut *tx,
         user_event(user.id, "user.password_change", ended.audit()),

@@ -12,12 +12,13 @@ use axum::{
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use shared::{
+    app::authority,
     audit::{self, AuditEvent},
     clusters::Cluster,
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller, Origin, OwnedCluster, idempotency::IssuesSecret},
-    kubeconfigs::{self, Credential, NewCredential, credential},
+    kubeconfigs::{self, Credential, Kind, NewCredential, credential},
     organizations::Action,
 };
 use utoipa::{IntoParams, ToSchema};
@@ -103,7 +104,7 @@ pub async fn issue(
         server,
         seconds,
         description: body.description.as_deref(),
-        api_key_id: None,
+        kind: Kind::Download,
     };
     record(&state, caller, &origin, &cluster, new).await?;
     let issued = issue_token(&state, caller, &cluster, server, id, seconds).await?;
@@ -277,14 +278,16 @@ struct Recorded<'a> {
     /// Its (first) token's lifetime.
     seconds: i64,
     description: Option<&'a str>,
-    /// An `exec` credential's API key.
-    api_key_id: Option<Uuid>,
+    kind: Kind,
 }
 
 /// Records a new credential with its audit event before its ServiceAccount
 /// is made: a failure half way leaves a revoked row whose ServiceAccount the
-/// cluster sync deletes, never an untracked one. An `exec` credential
-/// (`api_key_id`) is recorded only while its key is live (401 otherwise).
+/// cluster sync deletes, never an untracked one. Recorded under the
+/// caller's authority held again ([`authority::hold`]: 401 for a session
+/// or key ended meanwhile, 403 or 404 for a role changed or a member
+/// removed), with the API key it came with, so that whatever ends that
+/// authority, at the same moment or later, ends this credential too.
 async fn record(
     state: &AppState,
     caller: Caller,
@@ -297,11 +300,16 @@ async fn record(
         server,
         seconds,
         description,
-        api_key_id,
+        kind,
     } = new;
     let name = credential::service_account_name(id);
     let mut tx = state.pool.begin().await?;
-    let recorded = kubeconfigs::insert(
+    let scope = authority::Scope::Organization {
+        id: cluster.organization_id,
+        action: Action::IssueCredential,
+    };
+    authority::hold(&mut tx, caller.authority(), scope).await?;
+    kubeconfigs::insert(
         &mut *tx,
         &NewCredential {
             id,
@@ -313,16 +321,17 @@ async fn record(
             ip: origin.ip.as_deref(),
             user_agent: origin.user_agent.as_deref(),
             api_endpoint: server,
-            api_key_id,
+            kind,
+            api_key_id: caller.api_key_id,
         },
     )
     .await?;
-    if !recorded {
-        return Err(ApiError::Unauthenticated);
-    }
     let mut event = event(caller, "kubeconfig.issue", id, cluster.id, seconds);
-    if api_key_id.is_some() {
+    if kind == Kind::Exec {
         event.metadata["kind"] = "exec".into();
+    }
+    if let Some(key) = caller.api_key_id {
+        event.metadata["api_key_id"] = key.to_string().into();
     }
     audit::record(&mut *tx, event).await?;
     tx.commit().await?;
@@ -508,7 +517,7 @@ pub async fn exec_credential(
                 server,
                 seconds,
                 description: Some("kubectl, renewed by kubebyon credential"),
-                api_key_id: Some(api_key_id),
+                kind: Kind::Exec,
             };
             record(&state, caller, &origin, &cluster, new).await?;
             new.id

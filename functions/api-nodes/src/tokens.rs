@@ -11,6 +11,7 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use shared::{
+    app::authority,
     audit::{self, AuditEvent},
     clusters::Cluster,
     domain::{ClusterStatus, JoinTokenStatus},
@@ -21,6 +22,7 @@ use shared::{
         jointoken::{self, JoinToken},
         tokens::{self, Attempt, NewToken, Token},
     },
+    organizations::Action,
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -165,6 +167,13 @@ pub async fn create(
         ..Default::default()
     };
     let mut tx = shared::http::plan::require(&state, tx, cluster.organization_id, &adds).await?;
+    // Made under its maker's authority held again, naming the key it came
+    // with: whatever ends either ends the token too.
+    let scope = authority::Scope::Organization {
+        id: cluster.organization_id,
+        action: Action::Operate,
+    };
+    authority::hold(&mut tx, caller.authority(), scope).await?;
     let token_id = tokens::insert(
         &mut tx,
         &NewToken {
@@ -175,6 +184,7 @@ pub async fn create(
             max_uses,
             node_labels: &labels,
             created_by: caller.user_id,
+            api_key_id: caller.api_key_id,
             expires_at,
         },
     )

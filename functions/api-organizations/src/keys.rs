@@ -13,11 +13,12 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use shared::{
     accounts::{self, KeyScope, OrganizationApiKey, auth},
+    app::{authority, credentials},
     audit,
     error::ApiError,
     extract::{AppJson, AppPath},
     http::{AppState, Caller, idempotency::IssuesSecret},
-    organizations::Role,
+    organizations::{Action, Role},
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -83,6 +84,11 @@ pub async fn create(
     accounts::reauthenticate(&state.pool, caller.user_id, session_id, body.password).await?;
     let (key, prefix) = auth::new_api_key();
     let mut tx = state.pool.begin().await?;
+    let scope = authority::Scope::Organization {
+        id: organization_id,
+        action: Action::ManageMembers,
+    };
+    authority::hold(&mut tx, caller.authority(), scope).await?;
     let made = accounts::insert_api_key(
         &mut *tx,
         &accounts::NewApiKey {
@@ -164,21 +170,17 @@ pub async fn revoke(
     let revoked = accounts::revoke_organization_api_key(&mut *tx, organization_id, key_id)
         .await?
         .ok_or(ApiError::NotFound { what: "API key" })?;
-    let ended = shared::app::credentials::key_revoked(
-        &mut tx,
-        revoked.created_by,
-        revoked.id,
-        caller.user_id,
-    )
-    .await?;
+    let why = credentials::Why::KeyRevoked { key_id: revoked.id };
+    let ended = credentials::end(&mut tx, revoked.created_by, caller.user_id, why).await?;
     audit::record(
         &mut *tx,
         event(
             caller,
             "organization.api_key_revoked",
             organization_id,
-            serde_json::json!({ "key": revoked.id, "name": revoked.name, "prefix": revoked.prefix,
-                                "kubeconfigs_revoked": ended.kubeconfigs }),
+            ended.counted_in(
+                serde_json::json!({ "key": revoked.id, "name": revoked.name, "prefix": revoked.prefix }),
+            ),
         ),
     )
     .await?;

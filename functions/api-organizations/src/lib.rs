@@ -13,7 +13,6 @@ use shared::{
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller},
-    kubeconfigs::credential,
     organizations::{
         self, Action, Member, Membership, Role,
         invitations::{self, Invitation},
@@ -189,24 +188,20 @@ pub async fn set_role(
                 caller,
                 "organization.member_role_changed",
                 organization_id,
-                serde_json::json!({
+                changed.ended.counted_in(serde_json::json!({
                     "member": member,
                     "from": changed.from.as_str(),
                     "to": changed.to.as_str(),
-                    "kubeconfigs_revoked": changed.kubeconfigs,
-                }),
+                })),
             ),
         )
         .await?;
     }
     tx.commit().await?;
-    credential::remove_revoked_now(
-        &state.pool,
-        state.host.as_deref(),
-        member,
-        changed.kubeconfigs,
-    )
-    .await;
+    changed
+        .ended
+        .removed_from_clusters(&state.pool, state.host.as_deref())
+        .await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -248,22 +243,17 @@ pub async fn remove(
             caller,
             action,
             organization_id,
-            serde_json::json!({
-                "member": member,
-                "role": removed.role.as_str(),
-                "kubeconfigs_revoked": removed.kubeconfigs,
-            }),
+            removed
+                .ended
+                .counted_in(serde_json::json!({ "member": member, "role": removed.role.as_str() })),
         ),
     )
     .await?;
     tx.commit().await?;
-    credential::remove_revoked_now(
-        &state.pool,
-        state.host.as_deref(),
-        member,
-        removed.kubeconfigs,
-    )
-    .await;
+    removed
+        .ended
+        .removed_from_clusters(&state.pool, state.host.as_deref())
+        .await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -483,8 +473,10 @@ async fn managing(state: &AppState, caller: Caller, organization_id: Uuid) -> Re
 /// Signed in as the invited address (verified): the caller becomes a member
 /// with the invitation's role. A token nobody issued is 404; one answered
 /// already 409 `invitation_answered`; an expired one 409
-/// `invitation_expired`; another account's 403; a member already 409
-/// `already_member`. Audited as `organization.invitation_accepted`.
+/// `invitation_expired`; one whose sender was removed or may no longer
+/// invite (their role changed) 409 `invitation_revoked`; another account's
+/// 403; a member already 409 `already_member`. Audited as
+/// `organization.invitation_accepted`.
 #[utoipa::path(post, path = "/api/console/organizations/invitations/accept", tag = "organizations",
     request_body = InvitationToken,
     responses((status = 200, description = "Accepted: the caller is a member", body = Invitation),
@@ -492,7 +484,7 @@ async fn managing(state: &AppState, caller: Caller, organization_id: Uuid) -> Re
               (status = 401, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 403, description = "The invitation is for another address", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 409, description = "`invitation_answered`, `invitation_expired` or `already_member`", body = shared::error::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "`invitation_answered`, `invitation_expired`, `invitation_revoked` or `already_member`", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn accept(
     State(state): State<AppState>,

@@ -267,7 +267,7 @@ async fn create_admin(
             AdminUpsert::Promoted(id) => {
                 use shared::app::credentials::{self, Why};
                 let why = Why::PasswordChanged { keep: None };
-                let ended = credentials::end_all(&mut tx, id, id, why).await?;
+                let ended = credentials::end(&mut tx, id, id, why).await?;
                 (id, "user.admin_promoted", ended.audit())
             }
             AdminUpsert::Deleted => anyhow::bail!(

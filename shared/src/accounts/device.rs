@@ -265,6 +265,7 @@ pub enum Poll {
     Pending,
     /// Polled sooner than its interval, which is now 5 s longer: `slow_down`.
     SlowDown,
+    /// Denied, or the approval ended with its approver's credentials:
     /// `access_denied`.
     Denied,
     /// Approved: the key to make, in the same transaction as [`consumed`].
@@ -345,6 +346,37 @@ pub async fn consumed(
     .execute(tx)
     .await?;
     Ok(())
+}
+
+/// Ends the user's approved requests that no device has exchanged yet:
+/// their credentials ended (a password changed or reset, the account
+/// disabled), so an approval given before — by a stolen session, say —
+/// yields no key. Their devices' polls answer `access_denied`. How many.
+pub async fn revoke_approved(tx: &mut PgConnection, user_id: Uuid) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE device_authorizations SET status = 'revoked'
+         WHERE user_id = $1 AND status = 'approved'",
+        user_id
+    )
+    .execute(tx)
+    .await?
+    .rows_affected())
+}
+
+/// Who approved the request of a device code, if anyone has: read before
+/// [`poll`], so the exchange can hold its approver's authority first
+/// (`app::authority`: a user's row before the rows of their credentials).
+pub async fn approver(
+    db: impl PgExecutor<'_>,
+    device_code: &str,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    Ok(sqlx::query_scalar!(
+        "SELECT user_id FROM device_authorizations WHERE device_code_hash = $1",
+        auth::hash_secret(device_code)
+    )
+    .fetch_optional(db)
+    .await?
+    .flatten())
 }
 
 /// The name of the key a device receives.

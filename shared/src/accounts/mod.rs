@@ -487,7 +487,7 @@ pub async fn api_key_user(
                SELECT k.id, k.user_id, k.scope, k.last_used_at, k.organization_id, k.organization_role
                FROM api_keys k JOIN users u ON u.id = k.user_id
                WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND k.expires_at > now()
-                 AND (k.organization_id IS NOT NULL OR u.status = 'active')
+                 AND u.status = 'active'
            ), touched AS (
                UPDATE api_keys k SET last_used_at = now()
                FROM live WHERE k.id = live.id
@@ -512,11 +512,12 @@ pub async fn api_key_user(
     }))
 }
 
-/// Revokes every live key of the user (their password changed): how many.
+/// Revokes every live key the user made, the organisations' keys among
+/// them (their password changed, their account disabled: the platform
+/// cannot tell the keys a thief made from theirs). How many.
 pub async fn revoke_all_api_keys(tx: &mut PgConnection, user_id: Uuid) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(
-        "UPDATE api_keys SET revoked_at = now()
-         WHERE user_id = $1 AND organization_id IS NULL AND revoked_at IS NULL",
+        "UPDATE api_keys SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL",
         user_id
     )
     .execute(tx)

@@ -2,19 +2,20 @@
 //! role changed, a member removed or leaving. The rules (docs/organizations.md): admins manage the
 //! members who are not owners, only owners make or unmake owners, anyone
 //! may leave, an organisation always keeps an owner, and a personal
-//! organisation keeps its one member. A member who goes loses the
-//! kubeconfigs they hold in the organisation's clusters at once, as a
-//! changed password ends them. Each change is decided under the
-//! organisation's row lock, so two owners removing each other at once
-//! leave one of them.
+//! organisation keeps its one member. A member who goes loses what they
+//! hold in the organisation at once (kubeconfigs, join tokens, the
+//! invitations they sent), and one given another role what it may not hold
+//! ([`credentials::end`]). Each change is decided under the organisation's
+//! row lock, so two owners removing each other at once leave one of them,
+//! and an invitation is taken up only while its sender may still send it.
 
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::credentials::{self, Ended, Why};
 use crate::{
     accounts,
     error::ApiError,
-    kubeconfigs::{self, RevokeInOrganization},
     organizations::{
         self, Action, Role,
         invitations::{self, Invitation, InvitationStatus},
@@ -37,10 +38,9 @@ pub struct Change {
 pub struct RoleChanged {
     pub from: Role,
     pub to: Role,
-    /// The member's kubeconfigs revoked in the organisation's clusters: a
-    /// role that may not issue one (a viewer) holds none (their
+    /// What the member held that the new role may not (their kubeconfigs'
     /// ServiceAccounts go once the transaction commits).
-    pub kubeconfigs: u64,
+    pub ended: Ended,
 }
 
 /// Gives `change.member` the role `to`.
@@ -55,7 +55,7 @@ pub async fn set_role(
         return Ok(RoleChanged {
             from,
             to,
-            kubeconfigs: 0,
+            ended: Ended::default(),
         });
     }
     if change.by == change.member && !actor.allows(Action::Own) {
@@ -64,33 +64,22 @@ pub async fn set_role(
         ));
     }
     keep_an_owner(tx, change.organization_id, from, Some(to)).await?;
-    organizations::set_role(&mut *tx, change.organization_id, change.member, to).await?;
-    let kubeconfigs = if to.allows(Action::IssueCredential) {
-        0
-    } else {
-        kubeconfigs::revoke_all_in_organization(
-            tx,
-            change.member,
-            change.organization_id,
-            change.by,
-            RevokeInOrganization::RoleChanged,
-        )
-        .await?
-    };
-    Ok(RoleChanged {
-        from,
+    let why = Why::RoleChanged {
+        organization_id: change.organization_id,
         to,
-        kubeconfigs,
-    })
+    };
+    let ended = credentials::end(tx, change.member, change.by, why).await?;
+    organizations::set_role(&mut *tx, change.organization_id, change.member, to).await?;
+    Ok(RoleChanged { from, to, ended })
 }
 
 /// What a removal ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Removed {
     pub role: Role,
-    /// The member's kubeconfigs revoked in the organisation's clusters
-    /// (their ServiceAccounts go once the transaction commits).
-    pub kubeconfigs: u64,
+    /// What the member held in the organisation (their kubeconfigs'
+    /// ServiceAccounts go once the transaction commits).
+    pub ended: Ended,
 }
 
 /// Takes `change.member` out of the organisation: they leave when they ask
@@ -101,16 +90,12 @@ pub async fn remove(tx: &mut PgConnection, change: Change) -> Result<Removed, Ap
         actor.require(owner_touched(role, Role::Viewer))?;
     }
     keep_an_owner(tx, change.organization_id, role, None).await?;
+    let why = Why::Removed {
+        organization_id: change.organization_id,
+    };
+    let ended = credentials::end(tx, change.member, change.by, why).await?;
     organizations::remove(&mut *tx, change.organization_id, change.member).await?;
-    let kubeconfigs = kubeconfigs::revoke_all_in_organization(
-        tx,
-        change.member,
-        change.organization_id,
-        change.by,
-        RevokeInOrganization::Removed,
-    )
-    .await?;
-    Ok(Removed { role, kubeconfigs })
+    Ok(Removed { role, ended })
 }
 
 /// Whether an invitation is taken up or turned down.
@@ -123,7 +108,9 @@ pub enum Answer {
 /// Answers the invitation whose link carries `token`, as `user`: only the
 /// user the invitation was sent to (their verified address is the one
 /// invited) may, once, before it expires. Accepting makes them a member
-/// with the role it names.
+/// with the role it names, while the member who sent it may still send it
+/// (409 `invitation_revoked` once they were removed or given a role that
+/// may not).
 pub async fn answer(
     tx: &mut PgConnection,
     token: &str,
@@ -156,6 +143,20 @@ pub async fn answer(
     let status = match answer {
         Answer::Accept => {
             organizations::lock(tx, invitation.organization_id).await?;
+            let sender = organizations::role_of(
+                &mut *tx,
+                invitation.organization_id,
+                invitation.invited_by_user_id,
+            )
+            .await?;
+            if !sender
+                .is_some_and(|role| role.allows(owner_touched(invitation.role, invitation.role)))
+            {
+                return Err(ApiError::Conflict {
+                    code: "invitation_revoked",
+                    detail: "whoever sent this invitation may no longer invite: ask the organization's admins for a new one".into(),
+                });
+            }
             if organizations::role_of(&mut *tx, invitation.organization_id, user)
                 .await?
                 .is_some()
@@ -234,6 +235,7 @@ pub const PROBLEM_CODES: &[&str] = &[
     "already_member",
     "invitation_answered",
     "invitation_expired",
+    "invitation_revoked",
     "last_owner",
     "personal_organization",
 ];

@@ -4,8 +4,12 @@
 //!
 //! - [`plan`]: the plan check every addition to a limited resource goes
 //!   through (billing's entitlements, notifications' notice of a refusal);
-//! - [`credentials`]: ending every credential of a user at once (accounts'
-//!   sessions and API keys, kubeconfigs);
+//! - [`authority`]: the one rule between issuing a credential and revoking
+//!   what it rests on (a lock on the user's row, shared by issues and
+//!   exclusive for revocations);
+//! - [`credentials`]: ending a user's credentials at once (accounts'
+//!   sessions, API keys and device sign-ins, kubeconfigs, join tokens,
+//!   invitations sent);
 //! - [`membership`]: who is in an organisation (tenancy), and the
 //!   kubeconfigs a member who goes loses;
 //! - [`config`]: every capability's own settings, checked as a process starts;
@@ -16,6 +20,7 @@
 //! - [`health`]: a cluster's control plane and its nodes rolled up into its
 //!   health (clusters, nodes).
 
+pub mod authority;
 pub mod config;
 pub mod credentials;
 pub mod health;

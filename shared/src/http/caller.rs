@@ -78,6 +78,16 @@ fn open_to_organization_keys(path: &str) -> bool {
 }
 
 impl Caller {
+    /// What a credential this caller asks for rests on
+    /// ([`crate::app::authority::hold`]).
+    pub fn authority(&self) -> crate::app::authority::Authority {
+        crate::app::authority::Authority {
+            user_id: self.user_id,
+            session_id: self.session_id,
+            api_key_id: self.api_key_id,
+        }
+    }
+
     /// Refuses a caller that is not a signed-in browser: an account's
     /// credentials (keys, password, sessions) are managed from a session.
     pub fn require_session(&self) -> Result<Uuid, ApiError> {

@@ -1,7 +1,8 @@
 //! `Idempotency-Key` (IETF httpapi draft) on the console's POSTs, so a client
 //! that retries after a timeout cannot create a second cluster, token, hostname
 //! or key. The first answer to a user's key is kept for 24 hours: a retry of
-//! the same request (method, path and body) gets it again with the key echoed;
+//! the same request (method, path and body, with the same API key or none)
+//! gets it again with the key echoed;
 //! the same key with another request is refused (422
 //! `idempotency_key_reused`); a retry while the first is still running is
 //! refused (409 `idempotency_request_in_flight`). Only settled answers are
@@ -73,7 +74,7 @@ async fn handle(state: &AppState, request: Request, next: Next) -> Result<Respon
         .ok_or(ApiError::PayloadTooLarge {
             limit_bytes: MAX_BODY_BYTES,
         })?;
-    let hash = request_hash(&parts.method, &parts.uri, &body);
+    let hash = request_hash(&caller, &parts.method, &parts.uri, &body);
     let pool = &state.pool;
     let in_flight_for = state.settings.request_timeout + Duration::from_secs(5);
     if !claim(pool, caller.user_id, &key, &hash, in_flight_for).await? {
@@ -198,8 +199,17 @@ async fn read(body: Body, limit: usize) -> Result<Option<Bytes>, ApiError> {
     }
 }
 
-fn request_hash(method: &Method, uri: &axum::http::Uri, body: &[u8]) -> Vec<u8> {
+/// What a retry must send again: the request, from the same credential. A
+/// user's keys are theirs, but an API key (an organisation's among them,
+/// whose user is its maker) is a caller of its own: a key's replay of an
+/// answer the user's session received (a join token, a kubeconfig) is
+/// another request, refused as a reused key.
+fn request_hash(caller: &Caller, method: &Method, uri: &axum::http::Uri, body: &[u8]) -> Vec<u8> {
     let mut hash = Sha256::new();
+    if let Some(key) = caller.api_key_id {
+        hash.update(key.as_bytes());
+        hash.update([0]);
+    }
     hash.update(method.as_str());
     hash.update([0]);
     hash.update(uri.path_and_query().map_or("", |p| p.as_str()));

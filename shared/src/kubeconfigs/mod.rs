@@ -73,26 +73,33 @@ pub struct NewCredential<'a> {
     pub user_agent: Option<&'a str>,
     /// The cluster's API address the kubeconfig will name.
     pub api_endpoint: &'a str,
-    /// For an `exec` credential, the API key it is bound to; `None` for a
-    /// downloaded kubeconfig.
+    /// `download` (a kubeconfig holding a token) or `exec`.
+    pub kind: Kind,
+    /// The API key the credential was asked for with (an `exec`
+    /// credential's always): revoking the key revokes it.
     pub api_key_id: Option<Uuid>,
 }
 
+/// What a credential is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A kubeconfig holding a token.
+    Download,
+    /// The ServiceAccount `kubebyon credential` renews short-lived tokens
+    /// for.
+    Exec,
+}
+
 /// Records a credential before its ServiceAccount is made, so a failure half
-/// way leaves a row the cluster sync cleans up after. An `exec` credential
-/// is recorded only while its API key is live, its row locked until the
-/// commit, so a revocation of the key either comes first (false: nothing is
-/// recorded) or revokes this credential too.
-pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<bool, sqlx::Error> {
-    Ok(sqlx::query!(
+/// way leaves a row the cluster sync cleans up after. The caller holds the
+/// authority it is issued on (`app::authority::hold`) in the same
+/// transaction.
+pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query!(
         "INSERT INTO kubeconfig_credentials
              (id, cluster_id, user_id, service_account_name, description, expires_at, ip, user_agent,
               api_endpoint, kind, api_key_id)
-         SELECT $1, $2, $3, $4, $5, $6, $7::text::inet, left($8, 300), $9,
-                CASE WHEN $10::uuid IS NULL THEN 'download' ELSE 'exec' END, $10
-         WHERE $10::uuid IS NULL
-            OR EXISTS (SELECT 1 FROM api_keys
-                       WHERE id = $10 AND revoked_at IS NULL AND expires_at > now() FOR SHARE)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7::text::inet, left($8, 300), $9, $10, $11)",
         new.id,
         new.cluster_id,
         new.user_id,
@@ -102,12 +109,15 @@ pub async fn insert(db: impl PgExecutor<'_>, new: &NewCredential<'_>) -> Result<
         new.ip,
         new.user_agent,
         new.api_endpoint,
+        match new.kind {
+            Kind::Download => "download",
+            Kind::Exec => "exec",
+        },
         new.api_key_id,
     )
     .execute(db)
-    .await?
-    .rows_affected()
-        == 1)
+    .await?;
+    Ok(())
 }
 
 /// Sets the expiry the cluster gave the token (it may shorten the one asked for).
@@ -138,8 +148,8 @@ pub async fn live_exec(
 ) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
         "SELECT id FROM kubeconfig_credentials
-         WHERE api_key_id = $1 AND cluster_id = $2 AND revoked_at IS NULL AND removed_at IS NULL
-           AND api_endpoint = $3 AND expires_at > now() + interval '2 minutes'
+         WHERE api_key_id = $1 AND cluster_id = $2 AND kind = 'exec'
+           AND revoked_at IS NULL AND removed_at IS NULL AND api_endpoint = $3 AND expires_at > now() + interval '2 minutes'
          ORDER BY created_at DESC LIMIT 1",
         api_key_id,
         cluster_id,
@@ -253,8 +263,9 @@ pub async fn revoke_all_of_user(
     .rows_affected())
 }
 
-/// Revokes every credential an API key asked for (its `exec`
-/// credentials): the key was revoked. Returns how many.
+/// Revokes every credential an API key asked for (its `exec` credentials
+/// and the kubeconfigs downloaded with it): the key was revoked. Returns
+/// how many.
 pub async fn revoke_all_of_key(
     tx: &mut PgConnection,
     api_key_id: Uuid,

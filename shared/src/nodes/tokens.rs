@@ -59,14 +59,17 @@ pub struct NewToken<'a> {
     pub max_uses: i32,
     pub node_labels: &'a serde_json::Value,
     pub created_by: Uuid,
+    /// The API key the token was made with, if it was: revoking the key
+    /// revokes the token while it is unused.
+    pub api_key_id: Option<Uuid>,
     pub expires_at: DateTime<Utc>,
 }
 
 pub async fn insert(tx: &mut PgConnection, new: &NewToken<'_>) -> Result<Uuid, sqlx::Error> {
     sqlx::query_scalar!(
         "INSERT INTO tokens (cluster_id, token_hash, display_prefix, description, max_uses, node_labels,
-                             created_by_user_id, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+                             created_by_user_id, api_key_id, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
         new.cluster_id,
         new.token_hash,
         new.display_prefix,
@@ -74,6 +77,7 @@ pub async fn insert(tx: &mut PgConnection, new: &NewToken<'_>) -> Result<Uuid, s
         new.max_uses,
         new.node_labels,
         new.created_by,
+        new.api_key_id,
         new.expires_at,
     )
     .fetch_one(tx)
@@ -123,6 +127,69 @@ pub async fn revoke(
     .await?
     .rows_affected()
         == 1)
+}
+
+/// Whose active join tokens end at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MadeBy {
+    /// Every token the user made.
+    User(Uuid),
+    /// The tokens the user made for the organisation's clusters.
+    UserIn {
+        user_id: Uuid,
+        organization_id: Uuid,
+    },
+    /// The tokens made with the API key.
+    Key(Uuid),
+}
+
+/// Revokes the active tokens `made_by` made, `by` the user who ends them;
+/// the bootstrap Secrets of joins under way with them go with the node
+/// sync ([`stale_secrets`]). Returns how many.
+pub async fn revoke_made_by(
+    tx: &mut PgConnection,
+    made_by: MadeBy,
+    by: Uuid,
+) -> Result<u64, sqlx::Error> {
+    let done = match made_by {
+        MadeBy::User(user_id) => {
+            sqlx::query!(
+                "UPDATE tokens SET status = 'revoked', revoked_at = now(), revoked_by_user_id = $2
+                 WHERE created_by_user_id = $1 AND status = 'active'",
+                user_id,
+                by
+            )
+            .execute(tx)
+            .await?
+        }
+        MadeBy::UserIn {
+            user_id,
+            organization_id,
+        } => {
+            sqlx::query!(
+                "UPDATE tokens t SET status = 'revoked', revoked_at = now(), revoked_by_user_id = $3
+                 FROM clusters c
+                 WHERE c.id = t.cluster_id AND c.organization_id = $2
+                   AND t.created_by_user_id = $1 AND t.status = 'active'",
+                user_id,
+                organization_id,
+                by
+            )
+            .execute(tx)
+            .await?
+        }
+        MadeBy::Key(key_id) => {
+            sqlx::query!(
+                "UPDATE tokens SET status = 'revoked', revoked_at = now(), revoked_by_user_id = $2
+                 WHERE api_key_id = $1 AND status = 'active'",
+                key_id,
+                by
+            )
+            .execute(tx)
+            .await?
+        }
+    };
+    Ok(done.rows_affected())
 }
 
 /// Records a bootstrap Secret gone: a token's own (tokens made before join

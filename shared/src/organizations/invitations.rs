@@ -124,6 +124,27 @@ pub async fn revoke(
         == 1)
 }
 
+/// Revokes the open invitations `by` sent into the organisation: all of
+/// them, or with `owners_only` those that would make an owner. How many.
+pub async fn revoke_sent_by(
+    tx: &mut PgConnection,
+    organization_id: Uuid,
+    by: Uuid,
+    owners_only: bool,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query!(
+        "UPDATE organization_invitations SET status = 'revoked'
+         WHERE organization_id = $1 AND invited_by_user_id = $2 AND status = 'pending'
+           AND (NOT $3 OR role = 'owner')",
+        organization_id,
+        by,
+        owners_only
+    )
+    .execute(tx)
+    .await?
+    .rows_affected())
+}
+
 /// The invitation whose token hashes to `token_hash`, locked for the rest
 /// of the transaction (one answer however many arrive at once).
 pub async fn take(

@@ -46,6 +46,7 @@ mod postgres_tls;
 mod probes;
 mod quickstart;
 mod rehearsal;
+mod revocation;
 mod route_agent;
 mod routing;
 mod schema;
