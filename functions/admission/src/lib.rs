@@ -263,6 +263,8 @@ enum Subject {
     Node,
     Pod,
     Workload(Kind),
+    /// A RoleBinding or ClusterRoleBinding, in any namespace.
+    Binding,
     /// Anything else (a delete, a subresource, an exempt namespace): allowed.
     Ignored,
 }
@@ -283,6 +285,14 @@ fn subject(request: &Request) -> Subject {
         } else {
             Subject::Ignored
         };
+    }
+    if request.kind.group == "rbac.authorization.k8s.io"
+        && matches!(
+            request.kind.kind.as_str(),
+            "RoleBinding" | "ClusterRoleBinding"
+        )
+    {
+        return Subject::Binding;
     }
     if admission::exempt(request.namespace.as_deref()) {
         return Subject::Ignored;
@@ -312,6 +322,7 @@ async fn decide(
     };
     match subject {
         Subject::Node => node(state, &cluster, request).await,
+        Subject::Binding => Ok(binding(request, object)),
         Subject::Workload(_) if demand::controlled(object) => Ok(None),
         Subject::Workload(kind) => {
             let weight = |o: Option<&Value>| {
@@ -337,6 +348,39 @@ async fn decide(
         }
         Subject::Pod | Subject::Ignored => Ok(None),
     }
+}
+
+/// A binding may grant nothing to the identities the platform relies on:
+/// a node's kubelet (whose certificate is on a machine the tenant holds
+/// root on) bound to more than the Node authorizer gives it, or the
+/// bootstrappers to auto-approval, would reach past the platform's
+/// authorizer, which trusts neither. The refusal names the subject.
+/// The platform's own bindings (its kubeconfigs' ServiceAccounts in
+/// `kube-system`), made with the cluster's admin credential, pass.
+fn binding(request: &Request, object: &serde_json::Value) -> Option<String> {
+    if request.by_masters() {
+        return None;
+    }
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let subjects = object["subjects"].as_array()?;
+    subjects.iter().find_map(|subject| {
+        let field = |name: &str| subject[name].as_str().unwrap_or_default();
+        let kind = field("kind");
+        // A ServiceAccount without a namespace is the binding's own.
+        let subject_namespace = match field("namespace") {
+            "" => namespace,
+            given => given,
+        };
+        admission::authorizer::privileged_subject(kind, subject_namespace, field("name")).then(
+            || {
+                format!(
+                    "{} grants rights to {kind} {:?}, an identity of the cluster's own that the platform relies on: bind your own users, groups and ServiceAccounts instead",
+                    request.describe(),
+                    field("name")
+                )
+            },
+        )
+    })
 }
 
 /// A pod is weighed and reserved in one statement ([`store::reserve`]); a

@@ -12,11 +12,29 @@
 //! webhook's `denied` ends the chain (kubernetes.io, "Authorization":
 //! "Configuring the API Server using an Authorization Config File").
 //!
-//! It denies, to every identity but the cluster's own components (`system:`
-//! users other than service accounts, and the controllers' ServiceAccounts
-//! in `kube-system`):
+//! Only the control plane's own identities are trusted
+//! ([`Identity::ControlPlane`]): the users of the processes that run beside
+//! the API server on the platform's host (`system:kube-controller-manager`,
+//! `system:kube-scheduler`, `system:apiserver`,
+//! `system:konnectivity-server`) and kube-controller-manager's controllers'
+//! ServiceAccounts in `kube-system` (`certificate-controller`,
+//! `replicaset-controller`, … — their tokens are asked for by the
+//! controller manager and never mounted into a pod). The platform itself
+//! acts with the cluster's admin credential (`system:masters`), which no
+//! authorizer is asked about. A node's kubelet (`system:node:<name>`, group
+//! `system:nodes`) is **not** trusted: its client certificate is on a
+//! machine the tenant holds root on, and so are the tokens of the pods in
+//! `kube-system` that run there (CoreDNS, kube-proxy, the ingress). It is
+//! denied what the tenant is ([`Identity::Node`] keeps only what a kubelet
+//! does for the pods it runs: tokens for their ServiceAccounts, deleting
+//! them when they end).
+//!
+//! To every other identity it denies:
 //! - approving or signing certificates (`certificatesigningrequests/approval`,
-//!   `signers` `approve`/`sign`): nodes are approved by the platform alone;
+//!   `signers` `approve`/`sign`): nodes are approved by the platform alone,
+//!   and the control plane approves only kubelets' own renewals — approving
+//!   for any other signer (`kube-apiserver-client`, which signs any user
+//!   name) is refused to everyone the authorizer is asked about;
 //! - the bootstrap auto-approval: kube-controller-manager's `csrapproving`
 //!   controller approves a bootstrap request when a SubjectAccessReview for
 //!   `create certificatesigningrequests/nodeclient` passes, so denying it to
@@ -26,13 +44,18 @@
 //! - minting tokens for ServiceAccounts in `kube-system` (the controllers',
 //!   and the platform's `kubebyon-*` of the kubeconfigs, whose tokens would
 //!   outlive a kubeconfig's expiry);
-//! - writing workloads (Pods, Deployments, StatefulSets, DaemonSets,
-//!   ReplicaSets, Jobs, CronJobs) in the namespaces the admission webhook
-//!   exempts (`kube-system`, `kube-public`, `kube-node-lease`,
-//!   `kubebyon-ingress`), where they would not be weighed;
-//! - impersonating the cluster's components (`system:` users other than
-//!   service accounts) or its `system:` groups (`system:masters`, which no
-//!   authorizer is asked about, `system:nodes`, `system:bootstrappers`).
+//! - in the namespaces the admission webhook exempts (`kube-system`,
+//!   `kube-public`, `kube-node-lease`, `kubebyon-ingress`), where nothing is
+//!   weighed: writing workloads (Pods, ReplicationControllers, Deployments,
+//!   StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs), scaling them,
+//!   adding ephemeral containers, and exec, attach or port-forward into
+//!   their pods;
+//! - impersonating the cluster's components, its nodes or controllers, or
+//!   its `system:` groups (`system:masters`, which no authorizer is asked
+//!   about, `system:nodes`, `system:bootstrappers`).
+//!
+//! Bindings that would grant rights to those identities are refused by the
+//! admission webhook, which sees their subjects.
 //!
 //! Everything else gets no opinion, and RBAC decides as before.
 
@@ -79,6 +102,120 @@ pub enum Verdict {
     NoOpinion,
 }
 
+/// Who asks, as far as the platform trusts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    /// One of the control plane's own processes or controllers.
+    ControlPlane,
+    /// A node's kubelet: a credential on a machine the tenant holds.
+    Node,
+    /// Anyone else: the tenant, its workloads, its kubeconfigs.
+    Other,
+}
+
+/// The users of the control plane's processes, which run on the platform's
+/// host beside the API server: kube-controller-manager and kube-scheduler
+/// in every engine, konnectivity's server in Kamaji's control plane, the
+/// API server's own loopback client.
+const CONTROL_PLANE_USERS: &[&str] = &[
+    "system:apiserver",
+    "system:kube-controller-manager",
+    "system:kube-scheduler",
+    "system:konnectivity-server",
+];
+
+/// kube-controller-manager's controllers: with
+/// `--use-service-account-credentials` (kubeadm's and Kamaji's default)
+/// each acts as the ServiceAccount of its name in `kube-system` (kubernetes
+/// `plugin/pkg/auth/authorizer/rbac/bootstrappolicy`, `controller_policy.go`
+/// and `namespace_policy.go`).
+const CONTROLLERS: &[&str] = &[
+    "attachdetach-controller",
+    "bootstrap-signer",
+    "certificate-controller",
+    "clusterrole-aggregation-controller",
+    "cronjob-controller",
+    "daemon-set-controller",
+    "deployment-controller",
+    "device-taint-eviction-controller",
+    "disruption-controller",
+    "endpoint-controller",
+    "endpointslice-controller",
+    "endpointslicemirroring-controller",
+    "ephemeral-volume-controller",
+    "expand-controller",
+    "generic-garbage-collector",
+    "horizontal-pod-autoscaler",
+    "job-controller",
+    "legacy-service-account-token-cleaner",
+    "namespace-controller",
+    "node-controller",
+    "persistent-volume-binder",
+    "pod-garbage-collector",
+    "pv-protection-controller",
+    "pvc-protection-controller",
+    "replicaset-controller",
+    "replication-controller",
+    "resource-claim-controller",
+    "resourcequota-controller",
+    "root-ca-cert-publisher",
+    "route-controller",
+    "selinux-warning-controller",
+    "service-account-controller",
+    "service-cidrs-controller",
+    "service-controller",
+    "statefulset-controller",
+    "token-cleaner",
+    "ttl-after-finished-controller",
+    "ttl-controller",
+    "validatingadmissionpolicy-status-controller",
+    "volumeattributesclass-protection-controller",
+];
+
+/// The one signer whose requests the control plane approves: kubelets'
+/// client certificates (their renewals; a joining node's is approved by the
+/// platform). The API server also asks about `kubernetes.io/*`.
+const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+
+impl Identity {
+    /// The identity of `user`.
+    pub fn of(user: &str) -> Self {
+        if CONTROL_PLANE_USERS.contains(&user) {
+            return Self::ControlPlane;
+        }
+        if user.starts_with("system:node:") {
+            return Self::Node;
+        }
+        match user.strip_prefix("system:serviceaccount:kube-system:") {
+            Some(name) if CONTROLLERS.contains(&name) => Self::ControlPlane,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// Whether a subject (`User`, `Group` or `ServiceAccount`, as RBAC names
+/// them) is an identity the platform relies on: a component, a node, a
+/// controller or any of `kube-system`'s accounts, the bootstrappers, the
+/// masters or another `system:` group. Impersonating it, or binding rights
+/// to it, is refused.
+pub fn privileged_subject(kind: &str, namespace: &str, name: &str) -> bool {
+    match kind {
+        "User" => {
+            Identity::of(name) != Identity::Other
+                || name.starts_with("system:bootstrap:")
+                || name.starts_with("system:serviceaccount:kube-system:")
+                || (name.starts_with("system:") && !name.starts_with("system:serviceaccount:"))
+        }
+        "Group" => {
+            name.starts_with("system:")
+                && !matches!(name, "system:authenticated" | "system:serviceaccounts")
+                && !name.starts_with("system:serviceaccounts:")
+        }
+        "ServiceAccount" => namespace == "kube-system",
+        _ => false,
+    }
+}
+
 /// Decides a `SubjectAccessReview`'s `spec`.
 pub fn decide(spec: &Value) -> Verdict {
     let user = spec["user"].as_str().unwrap_or_default();
@@ -101,7 +238,7 @@ pub fn decide(spec: &Value) -> Verdict {
     );
     let writes = matches!(
         verb,
-        "create" | "update" | "patch" | "delete" | "deletecollection"
+        "create" | "update" | "patch" | "delete" | "deletecollection" | "*"
     );
     if in_group("system:bootstrappers")
         && group == "certificates.k8s.io"
@@ -110,27 +247,34 @@ pub fn decide(spec: &Value) -> Verdict {
     {
         return Verdict::Deny("the platform approves each joining node itself");
     }
-    // The cluster's own components (kube-controller-manager, kubelets, and
-    // the controllers' ServiceAccounts in `kube-system`) pass: their
-    // credentials are certificates only the platform approves, or tokens the
-    // tenant can neither mint nor mount (both denied below).
-    if component_user(user) {
+    // Approving for a signer other than the kubelets' is the platform's
+    // alone (as `system:masters`), whoever asks.
+    if group == "certificates.k8s.io"
+        && kind == "signers"
+        && matches!(verb, "approve" | "*")
+        && !matches!(name, KUBELET_CLIENT_SIGNER | "kubernetes.io/*")
+    {
+        return Verdict::Deny(
+            "certificates in this cluster are approved by the platform; its control plane approves kubelets' renewals only",
+        );
+    }
+    let identity = Identity::of(user);
+    // The control plane's own processes and controllers pass: no credential
+    // of theirs is on a machine the tenant holds, and the tenant can neither
+    // mint nor mount one (denied below).
+    if identity == Identity::ControlPlane {
         return Verdict::NoOpinion;
     }
-    // Acting as a component or as `system:masters` (which no authorizer is
-    // asked about) would step around every rule below.
+    // Acting as a component, a node or `system:masters` (which no
+    // authorizer is asked about) would step around every rule below.
     if verb == "impersonate" && group.is_empty() {
-        let privileged = match kind {
-            "users" => component_user(name),
-            "serviceaccounts" => namespace == "kube-system" && !name.starts_with(PLATFORM_ACCOUNTS),
-            "groups" => {
-                name.starts_with("system:")
-                    && !matches!(name, "system:authenticated" | "system:serviceaccounts")
-                    && !name.starts_with("system:serviceaccounts:")
-            }
-            _ => false,
+        let subject = match kind {
+            "users" => Some("User"),
+            "serviceaccounts" => Some("ServiceAccount"),
+            "groups" => Some("Group"),
+            _ => None,
         };
-        if privileged {
+        if subject.is_some_and(|subject| privileged_subject(subject, namespace, name)) {
             return Verdict::Deny(
                 "acting as the cluster's components or its masters is the platform's alone",
             );
@@ -149,31 +293,23 @@ pub fn decide(spec: &Value) -> Verdict {
         return Verdict::Deny("the platform's admission webhook enforces the cluster's limits");
     }
     if group.is_empty() && namespace == "kube-system" {
-        if kind == "secrets" && (writes || verb == "*") {
+        if kind == "secrets" && writes {
             return Verdict::Deny(
                 "Secrets in kube-system hold the cluster's bootstrap tokens; they are the platform's",
             );
         }
-        if kind == "serviceaccounts" && sub == "token" {
+        // A kubelet asks for the tokens of the pods it runs (CoreDNS's,
+        // kube-proxy's), never for a controller's or the platform's.
+        let a_pods_account = identity == Identity::Node
+            && !name.starts_with(PLATFORM_ACCOUNTS)
+            && !CONTROLLERS.contains(&name);
+        if kind == "serviceaccounts" && sub == "token" && !a_pods_account {
             return Verdict::Deny(
                 "tokens for kube-system's ServiceAccounts are the cluster's and the platform's (a kubeconfig's comes with its expiry)",
             );
         }
     }
-    let workload = matches!(
-        (group, kind),
-        ("", "pods")
-            | (
-                "apps",
-                "deployments" | "statefulsets" | "daemonsets" | "replicasets"
-            )
-            | ("batch", "jobs" | "cronjobs")
-    );
-    if workload
-        && sub.is_empty()
-        && (writes || verb == "*")
-        && EXEMPT_NAMESPACES.contains(&namespace)
-    {
+    if EXEMPT_NAMESPACES.contains(&namespace) && unweighed(identity, verb, group, kind, sub) {
         return Verdict::Deny(
             "the cluster's own namespaces are not weighed against its limits, so they are the platform's: run workloads in a namespace of your own",
         );
@@ -181,16 +317,34 @@ pub fn decide(spec: &Value) -> Verdict {
     Verdict::NoOpinion
 }
 
-/// Whether `user` is one of the cluster's components: a `system:` user that
-/// is not a service account, or a ServiceAccount of `kube-system` other
-/// than the platform's (the controllers').
-fn component_user(user: &str) -> bool {
-    match user.strip_prefix("system:serviceaccount:") {
-        Some(account) => account
-            .strip_prefix("kube-system:")
-            .is_some_and(|name| !name.starts_with(PLATFORM_ACCOUNTS)),
-        None => user.starts_with("system:"),
-    }
+/// Whether a request would run something the admission webhook does not
+/// weigh (in an exempt namespace): a workload written or scaled, an
+/// ephemeral container added, a command run in a pod. A kubelet still
+/// deletes the pods it ran.
+fn unweighed(identity: Identity, verb: &str, group: &str, kind: &str, sub: &str) -> bool {
+    let workload = matches!(
+        (group, kind),
+        ("", "pods" | "replicationcontrollers")
+            | (
+                "apps",
+                "deployments" | "statefulsets" | "daemonsets" | "replicasets"
+            )
+            | ("batch", "jobs" | "cronjobs")
+    );
+    let writes = match identity {
+        Identity::Node => matches!(verb, "create" | "update" | "patch" | "*"),
+        _ => matches!(
+            verb,
+            "create" | "update" | "patch" | "delete" | "deletecollection" | "*"
+        ),
+    };
+    let runs_in_pod = group.is_empty()
+        && kind == "pods"
+        && matches!(
+            sub,
+            "exec" | "attach" | "portforward" | "ephemeralcontainers"
+        );
+    (workload && writes && matches!(sub, "" | "scale")) || runs_in_pod
 }
 
 /// The `SubjectAccessReview` answered for `verdict`.
@@ -521,6 +675,151 @@ mod tests {
             ),
             Verdict::NoOpinion
         );
+    }
+
+    fn denied(user: &str, groups: &[&str], attributes: &Value) -> bool {
+        matches!(
+            decide(&review(user, groups, attributes.clone())),
+            Verdict::Deny(_)
+        )
+    }
+
+    #[test]
+    fn a_nodes_credential_and_kube_systems_pods_are_the_tenants_not_the_control_planes() {
+        // What root on a node yields: the kubelet's certificate, and the
+        // tokens of the kube-system pods it runs.
+        let node = (
+            "system:node:worker-1",
+            &["system:nodes", "system:authenticated"][..],
+        );
+        let coredns = (
+            "system:serviceaccount:kube-system:coredns",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:kube-system",
+            ][..],
+        );
+        let levers = [
+            json!({"verb": "update", "group": "certificates.k8s.io", "resource": "certificatesigningrequests", "subresource": "approval", "name": "csr-masters"}),
+            json!({"verb": "approve", "group": "certificates.k8s.io", "resource": "signers", "name": "kubernetes.io/kube-apiserver-client"}),
+            json!({"verb": "approve", "group": "certificates.k8s.io", "resource": "signers", "name": "kubernetes.io/kube-apiserver-client-kubelet"}),
+            json!({"verb": "sign", "group": "certificates.k8s.io", "resource": "signers", "name": "kubernetes.io/kube-apiserver-client"}),
+            json!({"verb": "delete", "group": "admissionregistration.k8s.io", "resource": "validatingwebhookconfigurations", "name": "kubebyon-admission"}),
+            json!({"verb": "create", "resource": "secrets", "namespace": "kube-system", "name": "bootstrap-token-abcdef"}),
+            json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "kube-system", "name": "certificate-controller"}),
+            json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "kube-system", "name": "kubebyon-user-0a"}),
+            json!({"verb": "create", "resource": "pods", "namespace": "kube-system"}),
+            json!({"verb": "impersonate", "resource": "groups", "name": "system:masters"}),
+            json!({"verb": "impersonate", "resource": "users", "name": "system:kube-controller-manager"}),
+        ];
+        for attributes in &levers {
+            for (user, groups) in [node, coredns] {
+                assert!(denied(user, groups, attributes), "{user}: {attributes}");
+            }
+        }
+        // What a kubelet does for the pods it runs stays open to it.
+        for attributes in [
+            json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "kube-system", "name": "coredns"}),
+            json!({"verb": "delete", "resource": "pods", "namespace": "kube-system", "name": "coredns-1"}),
+            json!({"verb": "patch", "resource": "pods", "subresource": "status", "namespace": "kube-system", "name": "coredns-1"}),
+            json!({"verb": "create", "group": "certificates.k8s.io", "resource": "certificatesigningrequests", "subresource": "selfnodeclient"}),
+        ] {
+            assert!(!denied(node.0, node.1, &attributes), "{attributes}");
+        }
+        // A pod's token is no kubelet's.
+        let coredns_token = json!({"verb": "create", "resource": "serviceaccounts", "subresource": "token", "namespace": "kube-system", "name": "coredns"});
+        assert!(denied(coredns.0, coredns.1, &coredns_token));
+    }
+
+    #[test]
+    fn the_control_plane_approves_kubelets_renewals_and_no_other_signer() {
+        let controller = "system:serviceaccount:kube-system:certificate-controller";
+        let approve = |signer: &str| json!({"verb": "approve", "group": "certificates.k8s.io", "resource": "signers", "name": signer});
+        for signer in [
+            "kubernetes.io/kube-apiserver-client-kubelet",
+            "kubernetes.io/*",
+        ] {
+            assert!(!denied(controller, &[], &approve(signer)), "{signer}");
+        }
+        for signer in [
+            "kubernetes.io/kube-apiserver-client",
+            "kubernetes.io/kubelet-serving",
+            "example.com/anything",
+            "*",
+        ] {
+            for user in [controller, "system:kube-controller-manager", TENANT] {
+                assert!(denied(user, &[], &approve(signer)), "{user}: {signer}");
+            }
+        }
+        // A controller's name outside kube-system is the tenant's.
+        assert!(denied(
+            "system:serviceaccount:shop:certificate-controller",
+            &[],
+            &approve("kubernetes.io/kube-apiserver-client-kubelet")
+        ));
+    }
+
+    #[test]
+    fn nothing_runs_unweighed_in_the_exempt_namespaces() {
+        for namespace in ["kube-system", "kubebyon-ingress"] {
+            for attributes in [
+                json!({"verb": "create", "resource": "replicationcontrollers", "namespace": namespace}),
+                json!({"verb": "update", "group": "apps", "resource": "deployments", "subresource": "scale", "namespace": namespace, "name": "coredns"}),
+                json!({"verb": "patch", "resource": "replicationcontrollers", "subresource": "scale", "namespace": namespace, "name": "x"}),
+                json!({"verb": "patch", "resource": "pods", "subresource": "ephemeralcontainers", "namespace": namespace, "name": "coredns-1"}),
+                json!({"verb": "create", "resource": "pods", "subresource": "exec", "namespace": namespace, "name": "coredns-1"}),
+                json!({"verb": "get", "resource": "pods", "subresource": "exec", "namespace": namespace, "name": "coredns-1"}),
+                json!({"verb": "create", "resource": "pods", "subresource": "attach", "namespace": namespace, "name": "coredns-1"}),
+                json!({"verb": "create", "resource": "pods", "subresource": "portforward", "namespace": namespace, "name": "coredns-1"}),
+            ] {
+                assert!(denied(TENANT, &[], &attributes), "{attributes}");
+            }
+        }
+        for attributes in [
+            json!({"verb": "create", "resource": "pods", "subresource": "exec", "namespace": "shop", "name": "web-1"}),
+            json!({"verb": "update", "group": "apps", "resource": "deployments", "subresource": "scale", "namespace": "shop", "name": "web"}),
+            json!({"verb": "get", "group": "apps", "resource": "deployments", "subresource": "scale", "namespace": "kube-system", "name": "coredns"}),
+            json!({"verb": "get", "resource": "pods", "subresource": "log", "namespace": "kube-system", "name": "coredns-1"}),
+        ] {
+            assert!(!denied(TENANT, &[], &attributes), "{attributes}");
+        }
+    }
+
+    #[test]
+    fn the_identities_the_platform_relies_on_are_privileged_subjects() {
+        for (kind, namespace, name) in [
+            ("Group", "", "system:nodes"),
+            ("Group", "", "system:masters"),
+            ("Group", "", "system:bootstrappers"),
+            (
+                "Group",
+                "",
+                "system:bootstrappers:kubeadm:default-node-token",
+            ),
+            ("User", "", "system:node:worker-1"),
+            ("User", "", "system:kube-controller-manager"),
+            ("User", "", "system:bootstrap:abcdef"),
+            (
+                "User",
+                "",
+                "system:serviceaccount:kube-system:certificate-controller",
+            ),
+            ("User", "", "system:serviceaccount:kube-system:coredns"),
+            ("ServiceAccount", "kube-system", "certificate-controller"),
+            ("ServiceAccount", "kube-system", "kubebyon-user-0a"),
+        ] {
+            assert!(privileged_subject(kind, namespace, name), "{kind} {name}");
+        }
+        for (kind, namespace, name) in [
+            ("Group", "", "system:authenticated"),
+            ("Group", "", "system:serviceaccounts:shop"),
+            ("Group", "", "developers"),
+            ("User", "", "alice"),
+            ("User", "", "system:serviceaccount:shop:ci"),
+            ("ServiceAccount", "shop", "certificate-controller"),
+        ] {
+            assert!(!privileged_subject(kind, namespace, name), "{kind} {name}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! file the tenant cannot read, where the configuration itself is readable
 //! by the tenant's cluster-admin.
 //!
-//! Three webhooks, one endpoint:
+//! Four webhooks, one endpoint:
 //! - [`WORKLOADS`]: Deployments, StatefulSets, DaemonSets and CronJobs, what
 //!   tenants write; `failurePolicy: Fail`, so a deploy made while the
 //!   platform cannot answer fails and says so;
@@ -14,10 +14,14 @@
 //!   `failurePolicy: Ignore`, so a platform outage never stops a cluster
 //!   from recreating its pods or running its CronJobs;
 //! - [`NODES`]: Node registrations; `failurePolicy: Fail` (a join needs the
-//!   platform anyway).
+//!   platform anyway);
+//! - [`BINDINGS`]: RoleBindings and ClusterRoleBindings, which may grant
+//!   nothing to the identities the platform relies on (nodes, the control
+//!   plane, the bootstrappers, the masters: `authorizer::privileged_subject`);
+//!   `failurePolicy: Fail`, in every namespace.
 //!
-//! The exempt namespaces are left out by `namespaceSelector` (Nodes are not
-//! namespaced, so it never skips them).
+//! The exempt namespaces are left out of the others by `namespaceSelector`
+//! (Nodes are not namespaced, so it never skips them).
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::{
@@ -40,6 +44,7 @@ pub const CONFIGURATION: &str = "kubebyon-admission";
 pub const WORKLOADS: &str = "workloads.admission.kubebyon.dev";
 pub const PODS: &str = "pods.admission.kubebyon.dev";
 pub const NODES: &str = "nodes.admission.kubebyon.dev";
+pub const BINDINGS: &str = "bindings.admission.kubebyon.dev";
 
 /// Where a cluster's API server sends its reviews.
 pub fn url(base: &str, cluster_id: Uuid) -> String {
@@ -73,6 +78,17 @@ pub fn configuration(url: &str, ca_pem: Option<&str>) -> Value {
         json!({ "apiGroups": [group], "apiVersions": ["v1"], "resources": resources,
                 "operations": operations, "scope": "*" })
     };
+    // Bindings are checked in every namespace, kube-system's included.
+    let mut bindings = webhook(
+        BINDINGS,
+        "Fail",
+        json!([rule(
+            "rbac.authorization.k8s.io",
+            &["rolebindings", "clusterrolebindings"],
+            &["CREATE", "UPDATE"]
+        )]),
+    );
+    bindings["namespaceSelector"] = json!({});
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -88,6 +104,7 @@ pub fn configuration(url: &str, ca_pem: Option<&str>) -> Value {
                 rule("batch", &["jobs"], &["CREATE", "UPDATE"]),
             ])),
             webhook(NODES, "Fail", json!([rule("", &["nodes"], &["CREATE"])])),
+            bindings,
         ],
     })
 }

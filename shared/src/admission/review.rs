@@ -50,9 +50,30 @@ pub struct Request {
     pub old_object: Option<Value>,
     #[serde(default)]
     pub dry_run: Option<bool>,
+    /// Who made the request, as the API server authenticated them.
+    #[serde(default)]
+    pub user_info: Option<UserInfo>,
+}
+
+/// `request.userInfo`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 impl Request {
+    /// Whether the request came with the cluster's admin credential (the
+    /// platform's, in `system:masters`, which no authorizer is asked about
+    /// and the tenant cannot become).
+    pub fn by_masters(&self) -> bool {
+        self.user_info
+            .as_ref()
+            .is_some_and(|user| user.groups.iter().any(|g| g == "system:masters"))
+    }
+
     /// `Deployment "web"` or `Node "worker-1"`: how a message names the object.
     pub fn describe(&self) -> String {
         let name = self

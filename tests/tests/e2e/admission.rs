@@ -8,7 +8,7 @@ use std::{path::PathBuf, process::Stdio};
 use crate::harness::{Client, TestApp};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use shared::admission::registration::{CONFIGURATION, NODES, PODS, WORKLOADS};
+use shared::admission::registration::{BINDINGS, CONFIGURATION, NODES, PODS, WORKLOADS};
 
 fn fixture(name: &str) -> Value {
     let path = format!("{}/fixtures/admission/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -916,7 +916,7 @@ async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
             .as_array()
             .unwrap()
             .len(),
-        3
+        4
     );
     // No Secret in kube-system, where bootstrap tokens live.
     forbidden(
@@ -959,15 +959,80 @@ async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
             .await,
     );
 
-    // Auto-approval bound again by the tenant (RBAC lets cluster-admin bind
-    // anything): the controller's own access review is denied, so a request
-    // filed with a bootstrap token stays pending.
-    let (ok, out) = kubectl
-        .apply(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: approve-them-all\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: system:certificates.k8s.io:certificatesigningrequests:nodeclient\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: Group\n  name: system:bootstrappers\n",
+    // No rights bound to the identities the platform relies on (RBAC lets
+    // cluster-admin bind anything; the webhook sees the subjects): the
+    // bootstrappers to auto-approval, the nodes (whose certificates are on
+    // the tenant's machines) to more, a controller's ServiceAccount. The
+    // tenant's own subjects bind as before.
+    let refused_binding = |(ok, out): (bool, String)| {
+        assert!(!ok, "{out}");
+        assert!(
+            out.contains(&format!(
+                "admission webhook \"{BINDINGS}\" denied the request"
+            )) && out.contains("an identity of the cluster's own"),
+            "{out}"
+        );
+    };
+    let binding = |kind: &str, name: &str, role: &str, subject: &str| {
+        let namespace = if kind == "RoleBinding" {
+            "\n  namespace: kube-system"
+        } else {
+            ""
+        };
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: {kind}\nmetadata:\n  name: {name}{namespace}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {role}\nsubjects:\n- {subject}\n"
         )
+    };
+    for manifest in [
+        binding(
+            "ClusterRoleBinding",
+            "approve-them-all",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            "apiGroup: rbac.authorization.k8s.io\n  kind: Group\n  name: system:bootstrappers",
+        ),
+        binding(
+            "ClusterRoleBinding",
+            "nodes-admin",
+            "cluster-admin",
+            "apiGroup: rbac.authorization.k8s.io\n  kind: Group\n  name: system:nodes",
+        ),
+        binding(
+            "ClusterRoleBinding",
+            "kubelet-admin",
+            "cluster-admin",
+            "apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: system:node:worker-1",
+        ),
+        binding(
+            "RoleBinding",
+            "approver",
+            "edit",
+            "kind: ServiceAccount\n  name: certificate-controller",
+        ),
+    ] {
+        refused_binding(kubectl.apply(&manifest).await);
+    }
+    let (ok, out) = kubectl
+        .apply(&binding(
+            "ClusterRoleBinding",
+            "team",
+            "view",
+            "apiGroup: rbac.authorization.k8s.io\n  kind: Group\n  name: developers",
+        ))
         .await;
     assert!(ok, "{out}");
+    // Auto-approval bound before the webhook saw bindings: the controller's
+    // own access review is denied, so a request filed with a bootstrap
+    // token stays pending.
+    vcluster
+        .put(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": "approve-them-all" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": "system:certificates.k8s.io:certificatesigningrequests:nodeclient" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                           "name": "system:bootstrappers" }],
+        }))
+        .unwrap();
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     vcluster
@@ -1142,7 +1207,7 @@ async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
         (1, 0)
     );
     let configuration = registered(&platform, &id).await;
-    assert_eq!(configuration["webhooks"].as_array().unwrap().len(), 3);
+    assert_eq!(configuration["webhooks"].as_array().unwrap().len(), 4);
 
     // Registered with a secret in its URL (before the API server had a
     // token): an update job moves it, and the URL's secret is retired.
