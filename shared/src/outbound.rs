@@ -156,6 +156,55 @@ pub async fn check_resolved(raw: &str, allow_private: bool) -> Result<(), String
     Ok(())
 }
 
+/// Whether `ip` is no address a server is reached at: link-local (a
+/// cloud's metadata endpoint among them), unspecified, multicast or
+/// broadcast. Refused whatever `KUBEBYON_ALLOW_PRIVATE_OUTBOUND` says.
+fn never_a_server(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_link_local() || v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast()
+        }
+        IpAddr::V6(v6) => {
+            (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| never_a_server(IpAddr::V4(v4)))
+        }
+    }
+}
+
+/// Checks the server a credential is sent to by another protocol than
+/// HTTPS (a PostgreSQL instance): `host` on `port` (an address, or a name
+/// resolved now, within 5 s) must lead to a public address, or with
+/// `allow_private` to any address a server may have. A name that does not
+/// resolve is refused: the credential would go wherever it later points.
+pub async fn check_server(host: &str, port: u16, allow_private: bool) -> Result<(), String> {
+    let lookup = tokio::net::lookup_host((host, port));
+    let addrs: Vec<SocketAddr> =
+        match tokio::time::timeout(std::time::Duration::from_secs(5), lookup).await {
+            Ok(Ok(addrs)) => addrs.collect(),
+            _ => return Err(format!("{host} does not resolve")),
+        };
+    if addrs.is_empty() {
+        return Err(format!("{host} does not resolve"));
+    }
+    if let Some(bad) = addrs.iter().find(|a| never_a_server(a.ip())) {
+        return Err(format!(
+            "{host} leads to {}, a link-local, unspecified or multicast address where no server is",
+            bad.ip()
+        ));
+    }
+    if let Some(bad) = addrs.iter().find(|a| !allow_private && private(a.ip())) {
+        return Err(format!(
+            "{host} leads to {}, a private address (KUBEBYON_ALLOW_PRIVATE_OUTBOUND=true allows it)",
+            bad.ip()
+        ));
+    }
+    Ok(())
+}
+
 /// Checks `raw` as a destination for secrets: `Err` says why not.
 pub fn check(raw: &str, allow_private: bool) -> Result<(), String> {
     let url = reqwest::Url::parse(raw).map_err(|e| format!("is not a URL: {e}"))?;
@@ -207,7 +256,7 @@ pub fn check_join_base(raw: &str, allow_private: bool) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{PublicOnly, check, check_join_base, check_resolved};
+    use super::{PublicOnly, check, check_join_base, check_resolved, check_server};
 
     /// A loopback HTTP server answering every request 200.
     async fn loopback_server() -> u16 {
@@ -320,5 +369,35 @@ mod tests {
         }
         assert!(check("http://127.0.0.1:9000/siteverify", true).is_ok());
         assert!(check("ftp://127.0.0.1/", true).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_servers_address_is_public_or_allowed_and_never_link_local() {
+        for (host, allow_private) in [
+            ("169.254.169.254", true),
+            ("fe80::1", true),
+            ("0.0.0.0", true),
+            ("::ffff:169.254.169.254", true),
+            ("127.0.0.1", false),
+            ("10.0.0.5", false),
+            ("localhost", false),
+            ("no-such-host.invalid", true),
+        ] {
+            assert!(
+                check_server(host, 5432, allow_private).await.is_err(),
+                "{host} (private allowed: {allow_private})"
+            );
+        }
+        for (host, allow_private) in [
+            ("127.0.0.1", true),
+            ("10.0.0.5", true),
+            ("localhost", true),
+            ("8.8.8.8", false),
+        ] {
+            assert!(
+                check_server(host, 5432, allow_private).await.is_ok(),
+                "{host} (private allowed: {allow_private})"
+            );
+        }
     }
 }

@@ -175,8 +175,25 @@ fn sealing_key(state: &AppState) -> Result<shared::secretbox::SecretBox, ApiErro
     })
 }
 
-/// The check, or 422 `database_instance_unreachable` in words.
-async fn checked(fields: &InstanceFields, password: &SecretString) -> Result<Check, ApiError> {
+/// The check, or 422 `database_instance_unreachable` in words: the host
+/// first as the outbound policy has it (a public address, or a private one
+/// where `KUBEBYON_ALLOW_PRIVATE_OUTBOUND` allows it; never link-local,
+/// where a cloud's metadata endpoint is), then a connection.
+async fn checked(
+    state: &AppState,
+    fields: &InstanceFields,
+    password: &SecretString,
+) -> Result<Check, ApiError> {
+    let unreachable = |reason: String| ApiError::Unprocessable {
+        code: "database_instance_unreachable",
+        detail: reason,
+    };
+    let port = u16::try_from(fields.port).unwrap_or(5432);
+    for host in std::iter::once(fields.host.as_str()).chain(fields.hostaddr.as_deref()) {
+        shared::outbound::check_server(host, port, state.settings.allow_private_outbound)
+            .await
+            .map_err(unreachable)?;
+    }
     instances::check(fields, password)
         .await
         .map_err(|reason| ApiError::Unprocessable {
@@ -243,7 +260,7 @@ pub async fn create(
     let (fields, password) = body.validate(true)?;
     let password = password.ok_or(ApiError::Internal(anyhow::anyhow!("checked above")))?;
     let key = sealing_key(&state)?;
-    let check = checked(&fields, &password).await?;
+    let check = checked(&state, &fields, &password).await?;
     let sealed = key.seal(instances::PASSWORD_COLUMN, password.expose_secret());
     let mut tx = state.pool.begin().await?;
     let instance = instances::insert(&mut tx, &fields, &sealed, &check)
@@ -277,7 +294,10 @@ pub async fn get(
 
 /// Replace a PostgreSQL instance
 ///
-/// Checked as a new one is, with the password given or the one stored.
+/// Checked as a new one is, with the password given or the one stored; the
+/// stored one only while the host, address, port, TLS mode and CA bundle
+/// stay as they were (422 on `admin_password` otherwise: it is never sent
+/// to a server it was not checked with).
 #[utoipa::path(put, path = "/api/console/admin/database-instances/{instance_id}", tag = "databases", params(("instance_id" = Uuid, Path)), request_body = InstanceRequest,
     responses((status = 200, body = Instance), (status = 403, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -291,10 +311,23 @@ pub async fn put(
     AppJson(body): AppJson<InstanceRequest>,
 ) -> Result<AppJson<Instance>, ApiError> {
     let (fields, new_password) = body.validate(false)?;
-    if instances::get(&state.pool, id).await?.is_none() {
+    let Some(stored) = instances::get(&state.pool, id).await? else {
         return Err(ApiError::NotFound {
             what: "database instance",
         });
+    };
+    // The stored password goes only where it was checked: another server,
+    // or a weaker check of it, needs the password again.
+    let moved = stored.host != fields.host
+        || stored.hostaddr != fields.hostaddr
+        || stored.port != fields.port
+        || stored.tls_mode != fields.tls_mode
+        || stored.ca_bundle != fields.ca_bundle;
+    if moved && new_password.is_none() {
+        return Err(ApiError::Validation(vec![FieldError::new(
+            "admin_password",
+            "is required again when the host, address, port, TLS mode or CA bundle change: the stored one goes only to the server it was checked with",
+        )]));
     }
     let key = sealing_key(&state)?;
     let password = match &new_password {
@@ -306,7 +339,7 @@ pub async fn put(
                 what: "database instance",
             })?,
     };
-    let check = checked(&fields, &password).await?;
+    let check = checked(&state, &fields, &password).await?;
     let sealed = new_password.map(|p| key.seal(instances::PASSWORD_COLUMN, p.expose_secret()));
     let mut tx = state.pool.begin().await?;
     let instance = instances::update(&mut tx, id, &fields, sealed.as_deref(), &check)

@@ -67,6 +67,8 @@ async fn a_new_user_and_an_admin_do_everything_in_chromium_in_english_and_chines
                 "KUBEBYON_SETTINGS_KEY",
                 "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
             ),
+            // The tenant databases' instance is on loopback.
+            ("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true"),
             ("SYNC_NODES_INTERVAL_MS", "500"),
             ("SYNC_METRICS_INTERVAL_MS", "1000"),
         ],

@@ -148,10 +148,13 @@ impl Drop for Instance {
     }
 }
 
+/// A platform whose instances may be on private addresses (the tests'
+/// servers are on loopback).
 async fn platform(worker: &'static str) -> TestApp {
     TestApp::builder(worker)
         .host()
         .env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
+        .env("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true")
         .build()
         .await
 }
@@ -278,9 +281,75 @@ async fn an_instance_is_checked_as_it_is_saved_and_its_password_never_shown() {
             .contains("ownership registry"),
         "{body}"
     );
+    // Where no server is (a cloud's metadata endpoint), whatever the policy.
+    for (field, address) in [("host", "169.254.169.254"), ("hostaddr", "fe80::1")] {
+        let mut metadata = instance.registration("main", "kbadmin", "admin-secret-1");
+        metadata[field] = address.into();
+        let (status, body) = app.call("POST", instances, Some(metadata)).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some("database_instance_unreachable")
+            ),
+            "{body}"
+        );
+        assert!(
+            body["detail"].as_str().unwrap().contains("link-local"),
+            "{body}"
+        );
+    }
+    // A platform that keeps to public addresses refuses the loopback one.
+    let public_only = TestApp::builder("worker-db-public")
+        .env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
+        .build()
+        .await;
+    let (status, body) = public_only
+        .call(
+            "POST",
+            instances,
+            Some(instance.registration("main", "kbadmin", "admin-secret-1")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("a private address"),
+        "{body}"
+    );
     assert_eq!(app.count("database_instances").await, 0);
 
     let saved = register(&app, &instance).await;
+    // The stored password goes to no other server: a new host, port or TLS
+    // check needs it again, and nothing changes without it.
+    let one = format!("{instances}/{}", saved["id"].as_str().unwrap());
+    for (field, value) in [
+        ("host", json!("127.0.0.1")),
+        ("port", json!(instance.port + 1)),
+        ("tls_mode", json!("require")),
+    ] {
+        let mut moved = instance.registration("main", "kbadmin", "admin-secret-1");
+        moved.as_object_mut().unwrap().remove("admin_password");
+        moved[field] = value;
+        let (status, body) = app.call("PUT", &one, Some(moved)).await;
+        assert_eq!(
+            (status, body["errors"][0]["field"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("admin_password")),
+            "{field}: {body}"
+        );
+    }
+    let (_, kept) = app.call("GET", &one, None).await;
+    assert_eq!(
+        (&kept["host"], &kept["tls_mode"]),
+        (&json!("localhost"), &json!("verify-full"))
+    );
+    // The same server, the password left out: kept, and checked with it.
+    let mut same = instance.registration("main", "kbadmin", "admin-secret-1");
+    same.as_object_mut().unwrap().remove("admin_password");
+    let (status, body) = app.call("PUT", &one, Some(same)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     assert!(
         saved["server_version"].as_str().unwrap().starts_with("15"),
         "{saved}"
@@ -316,7 +385,7 @@ async fn an_instance_is_checked_as_it_is_saved_and_its_password_never_shown() {
     .fetch_all(&app.db.pool)
     .await
     .unwrap();
-    assert_eq!(audit.len(), 2);
+    assert_eq!(audit.len(), 3, "two made, one replaced");
     let stored: Vec<Vec<u8>> =
         sqlx::query_scalar("SELECT admin_password_encrypted FROM database_instances")
             .fetch_all(&app.db.pool)

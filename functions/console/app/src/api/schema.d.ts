@@ -823,7 +823,10 @@ export interface paths {
         get: operations["get_admin_database_instances_by_instance_id"];
         /**
          * Replace a PostgreSQL instance
-         * @description Checked as a new one is, with the password given or the one stored.
+         * @description Checked as a new one is, with the password given or the one stored; the
+         *     stored one only while the host, address, port, TLS mode and CA bundle
+         *     stay as they were (422 on `admin_password` otherwise: it is never sent
+         *     to a server it was not checked with).
          */
         put: operations["put_admin_database_instances_by_instance_id"];
         post?: never;
