@@ -5,7 +5,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
-    extract::State,
+    extract::{Extension, State},
     http::{HeaderMap, Method, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
@@ -17,6 +17,7 @@ use crate::{
     Shared,
     registry::{self, ResourceType},
     store::{ApiError, Event, fields_match, index_of, labels_match},
+    tls::ClientCertificate,
 };
 
 fn respond(code: StatusCode, body: &Value) -> Response {
@@ -210,7 +211,7 @@ fn decode(raw: &str) -> Option<String> {
 
 /// The answer a request gets before its path is looked at, if any: 503 when
 /// the API is down, the unauthenticated `before_auth` routes, then 401 without
-/// a bearer token it accepts.
+/// a bearer token it accepts or a client certificate its CA signed.
 fn unavailable(shared: &Shared) -> Option<Response> {
     shared.faults.lock().expect("lock").api_down.then(|| {
         error(ApiError {
@@ -224,6 +225,7 @@ fn unavailable(shared: &Shared) -> Option<Response> {
 pub(crate) fn refuse(
     shared: &Shared,
     headers: &HeaderMap,
+    client: Option<&ClientCertificate>,
     before_auth: impl FnOnce() -> Option<Response>,
 ) -> Option<Response> {
     if let Some(down) = unavailable(shared) {
@@ -237,9 +239,10 @@ pub(crate) fn refuse(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    let accepted = presented.is_some_and(|presented| {
-        presented == token.as_str() || crate::tokens::valid(shared, presented)
-    });
+    let accepted = client.is_some()
+        || presented.is_some_and(|presented| {
+            presented == token.as_str() || crate::tokens::valid(shared, presented)
+        });
     (!accepted).then(|| {
         error(ApiError {
             code: 401,
@@ -251,18 +254,20 @@ pub(crate) fn refuse(
 
 pub async fn handle(
     State(shared): State<Arc<Shared>>,
+    client: Option<Extension<ClientCertificate>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let client = client.map(|Extension(client)| client);
     if shared.options.role == crate::Role::VCluster && uri.path() == "/node/join" {
         if let Some(down) = unavailable(&shared) {
             return down;
         }
         return crate::join::handle(&shared, &method, &uri, &headers).await;
     }
-    if let Some(refused) = refuse(&shared, &headers, || None) {
+    if let Some(refused) = refuse(&shared, &headers, client.as_ref(), || None) {
         return refused;
     }
     if let Some(group) = uri
@@ -305,7 +310,16 @@ pub async fn handle(
         Err(err) => return error(err),
     };
     let params = query(&uri);
-    if let Some(denied) = authorize(&shared, &method, &target, &params, &headers).await {
+    if let Some(denied) = authorize(
+        &shared,
+        &method,
+        &target,
+        &params,
+        &headers,
+        client.as_ref(),
+    )
+    .await
+    {
         return error(denied);
     }
     let content_type = headers
@@ -433,23 +447,34 @@ pub async fn handle(
 }
 
 /// Asks the webhook authorizer, when the cluster has one, about a request
-/// of any identity but the cluster's admin; the refusal when it denies it.
+/// of any identity but the cluster's admin (a token's, or a client
+/// certificate's when no token comes); the refusal when it denies it.
 async fn authorize(
     shared: &Shared,
     method: &Method,
     target: &Target,
     params: &HashMap<String, String>,
     headers: &HeaderMap,
+    client: Option<&ClientCertificate>,
 ) -> Option<ApiError> {
     let authorizer = shared.options.authorizer.as_ref()?;
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))?;
-    if shared.token.as_deref() == Some(token) {
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if token.is_some() && shared.token.as_deref() == token {
         return None;
     }
-    let (mut user, mut groups) = crate::tokens::identity(shared, token)?;
+    let (mut user, mut groups) = match (token, client) {
+        (Some(token), _) => crate::tokens::identity(shared, token)?,
+        (None, Some(client)) => (client.user.clone(), client.groups.clone()),
+        (None, None) => return None,
+    };
+    // A certificate in `system:masters` is the admin's: no authorizer is
+    // asked about it.
+    if groups.iter().any(|g| g == "system:masters") {
+        return None;
+    }
     // Impersonation (`kubectl --as`, `--as-group`): the API server asks the
     // authorizers whether the requester may `impersonate` each user and
     // group, then serves the request as them; `system:masters` is never
@@ -619,6 +644,55 @@ fn keep_access(shared: &Shared, user: &str, request: &crate::rbac::Attributes, a
             name: request.name.clone(),
             allowed,
         });
+}
+
+/// `pods/exec` as the webhook authorizer is asked about it, when the
+/// cluster has one: `create` for a POST (SPDY), `get` for a WebSocket's GET
+/// (kube-apiserver before the `AuthorizePodWebsocketUpgradeCreatePermission`
+/// gate); the refusal when it denies it.
+pub(crate) async fn authorizer_denies_exec(
+    shared: &Shared,
+    method: &Method,
+    headers: &HeaderMap,
+    client: Option<&ClientCertificate>,
+    namespace: &str,
+    pod: &str,
+) -> Option<ApiError> {
+    let authorizer = shared.options.authorizer.as_ref()?;
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if token.is_some() && shared.token.as_deref() == token {
+        return None;
+    }
+    let (user, groups) = match (token, client) {
+        (Some(token), _) => crate::tokens::identity(shared, token)?,
+        (None, Some(client)) => (client.user.clone(), client.groups.clone()),
+        (None, None) => return None,
+    };
+    let verb = if method == Method::GET {
+        "get"
+    } else {
+        "create"
+    };
+    let attributes = json!({
+        "verb": verb, "group": "", "version": "v1", "resource": "pods",
+        "subresource": "exec", "namespace": namespace, "name": pod,
+    });
+    let reason = authorizer.denies(&user, &groups, attributes).await?;
+    Some(forbidden(
+        &user,
+        &crate::rbac::Attributes {
+            verb: verb.into(),
+            group: String::new(),
+            resource: "pods".into(),
+            subresource: "exec".into(),
+            namespace: namespace.into(),
+            name: pod.into(),
+        },
+        Some(&reason),
+    ))
 }
 
 /// `pods/exec` as RBAC sees it (`create`), for the exec route.

@@ -27,6 +27,7 @@ use crate::{
     api::{error, query_pairs, refuse},
     registry,
     store::ApiError,
+    tls::ClientCertificate,
 };
 
 /// What a test's handler is asked to run.
@@ -132,8 +133,21 @@ pub async fn handle(
     Path((namespace, pod)): Path<(String, String)>,
     mut request: Request,
 ) -> Response {
-    if let Some(refused) = refuse(&shared, request.headers(), || None) {
+    let client = request.extensions().get::<ClientCertificate>().cloned();
+    if let Some(refused) = refuse(&shared, request.headers(), client.as_ref(), || None) {
         return refused;
+    }
+    if let Some(denied) = crate::api::authorizer_denies_exec(
+        &shared,
+        request.method(),
+        request.headers(),
+        client.as_ref(),
+        &namespace,
+        &pod,
+    )
+    .await
+    {
+        return error(denied);
     }
     if let Some(denied) = crate::api::rbac_denies_exec(&shared, request.headers(), &namespace, &pod)
     {

@@ -242,6 +242,17 @@ impl Simulator {
         self.authority.reissue(names)
     }
 
+    /// A client certificate from this API's CA for `user` in `groups`, and
+    /// its key (PEM): a kubelet's, say (`system:node:<name>` in
+    /// `system:nodes`), as root on its node finds it.
+    pub fn client_certificate(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> std::io::Result<(String, String)> {
+        self.authority.client_certificate(user, groups)
+    }
+
     /// The PEM of the CA the simulator's serving certificate is signed by.
     pub fn ca_pem(&self) -> &str {
         &self.shared.ca_pem

@@ -3,6 +3,14 @@
 //! `127.0.0.1`, `localhost` and the names it is given. Clients pin the CA (it
 //! goes into the kubeconfig as `certificate-authority-data`); `kubectl` sends
 //! a bearer token only over TLS, so plain HTTP would hide what users see.
+//!
+//! Client certificates authenticate as kube-apiserver's `--client-ca-file`
+//! makes them (kubernetes.io, "Authenticating": X509 client certificates):
+//! one signed by the cluster's CA is the user its subject's common name
+//! names, in the groups its organizations name (a kubelet's:
+//! `CN=system:node:<name>, O=system:nodes`), plus `system:authenticated`.
+//! The handshake asks for one and takes connections without; a certificate
+//! the CA did not sign ends the handshake.
 
 use std::sync::Arc;
 
@@ -58,6 +66,28 @@ impl Authority {
         })
     }
 
+    /// A client certificate from this CA for `user` in `groups`, and its
+    /// key, both PEM: what a kubelet keeps in `/var/lib/kubelet/pki` once
+    /// its request is approved and signed.
+    pub fn client_certificate(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> std::io::Result<(String, String)> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(invalid)?;
+        params.distinguished_name.push(DnType::CommonName, user);
+        for group in groups {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, *group);
+        }
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().map_err(invalid)?;
+        let certificate = params.signed_by(&key, &self.issuer).map_err(invalid)?;
+        Ok((certificate.pem(), key.serialize_pem()))
+    }
+
     /// Serves a certificate for `names` from the same CA from now on, when
     /// they differ from the current ones: a control plane restarted with
     /// other names (a vCluster chart's `controlPlane.proxy.extraSANs`
@@ -98,10 +128,19 @@ fn serving(
     let certificate = serving.signed_by(&key, issuer).map_err(invalid)?;
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(issuer.der().clone()).map_err(invalid)?;
+    let clients = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .map_err(invalid)?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(invalid)?
-        .with_no_client_auth()
+        .with_client_cert_verifier(clients)
         .with_single_cert(
             vec![certificate.der().clone(), issuer.der().clone()],
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
@@ -110,6 +149,34 @@ fn serving(
     // HTTP/1.1 only: watches, exec upgrades and kubectl all work over it.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Who a verified client certificate authenticates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientCertificate {
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+impl ClientCertificate {
+    /// The subject's common name and organizations (the handshake has
+    /// verified the certificate against the CA).
+    fn of(der: &[u8]) -> Option<Self> {
+        let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = certificate.subject();
+        let user = subject
+            .iter_common_name()
+            .next()?
+            .as_str()
+            .ok()?
+            .to_string();
+        let mut groups: Vec<String> = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .collect();
+        groups.push("system:authenticated".into());
+        Some(Self { user, groups })
+    }
 }
 
 /// Serves `app` over TLS on `listener` until the task is aborted.
@@ -130,7 +197,18 @@ pub(crate) async fn serve(
             let Ok(stream) = acceptor.accept(tcp).await else {
                 return;
             };
-            let service = hyper::service::service_fn(move |request| app.clone().oneshot(request));
+            let client = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|certificate| ClientCertificate::of(certificate.as_ref()));
+            let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+                if let Some(client) = &client {
+                    request.extensions_mut().insert(client.clone());
+                }
+                app.clone().oneshot(request)
+            });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades()

@@ -76,6 +76,18 @@ impl Kubectl {
         Self { dir, kubeconfig }
     }
 
+    /// kubectl with `kubeconfig` (its text).
+    fn with(kubeconfig: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("admission-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config");
+        std::fs::write(&path, kubeconfig).unwrap();
+        Self {
+            dir,
+            kubeconfig: path,
+        }
+    }
+
     /// Runs kubectl with `stdin` as the manifest; (succeeded, stdout + stderr).
     async fn run(&self, args: &[&str], stdin: &str) -> (bool, String) {
         use tokio::io::AsyncWriteExt;
@@ -864,6 +876,162 @@ async fn under_lambda_a_recorded_review_is_answered_through_api_gateway() {
 /// of its own cluster and used that against the platform. The platform's
 /// authorizer, which the API server asks before RBAC, refuses each lever;
 /// the tenant's own work stays its own.
+/// A kubeconfig for `server` trusting `ca` that authenticates with a
+/// client certificate.
+fn certificate_kubeconfig(server: &str, ca: &str, certificate: &str, key: &str) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n",
+        b64(ca),
+        b64(certificate),
+        b64(key)
+    )
+}
+
+// Root on a node holds its kubelet's client certificate (signed by the
+// cluster's CA, `CN=system:node:<name>, O=system:nodes`). Through kubectl
+// with it, the tenant reaches none of the levers the platform keeps: the
+// authorizer trusts the control plane, not nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_certificate_on_the_tenants_machine_is_no_key_to_the_platforms_levers() {
+    let platform = TestApp::builder("worker-b").admission().build().await;
+    let (id, _) = platform.create_ready("fort", "nodeport").await;
+    let vcluster = vcluster(&platform, &id).await;
+    let (certificate, key) = vcluster
+        .client_certificate("system:node:worker-1", &["system:nodes"])
+        .unwrap();
+    let node = Kubectl::with(&certificate_kubeconfig(
+        &vcluster.url(),
+        vcluster.ca_pem(),
+        &certificate,
+        &key,
+    ));
+    // Authenticated as the node: what a kubelet reads, it reads.
+    let (ok, out) = node.run(&["get", "nodes"], "").await;
+    assert!(ok, "{out}");
+    // A certificate for the masters the cluster's CA never signed is no one.
+    let forged = rcgen::CertificateParams::new(Vec::<String>::new())
+        .and_then(|mut params| {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, "admin");
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, "system:masters");
+            let key = rcgen::KeyPair::generate()?;
+            Ok((params.self_signed(&key)?.pem(), key.serialize_pem()))
+        })
+        .unwrap();
+    let (ok, out) = Kubectl::with(&certificate_kubeconfig(
+        &vcluster.url(),
+        vcluster.ca_pem(),
+        &forged.0,
+        &forged.1,
+    ))
+    .run(
+        &["delete", "validatingwebhookconfiguration", CONFIGURATION],
+        "",
+    )
+    .await;
+    assert!(!ok, "{out}");
+    // A request for a certificate a controller would be taken for, filed by
+    // the tenant's cluster-admin; the node may not approve it.
+    let csr = rcgen::CertificateParams::new(Vec::<String>::new())
+        .and_then(|mut params| {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, "system:kube-controller-manager");
+            params
+                .serialize_request(&rcgen::KeyPair::generate()?)?
+                .pem()
+        })
+        .unwrap();
+    use base64::Engine;
+    let tenant = Kubectl::for_cluster(&platform, &id).await;
+    let (ok, out) = tenant
+        .apply(&format!(
+            "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: be-the-controller\nspec:\n  signerName: kubernetes.io/kube-apiserver-client\n  usages: [client auth]\n  request: {}\n",
+            base64::engine::general_purpose::STANDARD.encode(&csr)
+        ))
+        .await;
+    assert!(ok, "{out}");
+    // CoreDNS, as the engine runs it in kube-system.
+    vcluster
+        .put(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "coredns", "namespace": "kube-system" },
+            "spec": { "replicas": 1, "selector": { "matchLabels": { "k8s-app": "kube-dns" } },
+                      "template": { "metadata": { "labels": { "k8s-app": "kube-dns" } },
+                                    "spec": { "containers": [{ "name": "coredns", "image": "coredns/coredns:1.12.0" }] } } },
+        }))
+        .unwrap();
+    let levers: [&[&str]; 7] = [
+        &["delete", "validatingwebhookconfiguration", CONFIGURATION],
+        &["certificate", "approve", "be-the-controller"],
+        &[
+            "create",
+            "secret",
+            "generic",
+            "bootstrap-token-abcdef",
+            "-n",
+            "kube-system",
+            "--from-literal=a=b",
+        ],
+        &[
+            "create",
+            "token",
+            "certificate-controller",
+            "-n",
+            "kube-system",
+        ],
+        &["run", "miner", "--image=nginx:1.27", "-n", "kube-system"],
+        &[
+            "patch",
+            "deployment",
+            "coredns",
+            "-n",
+            "kube-system",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"replicas":50}}"#,
+        ],
+        &[
+            "delete",
+            "validatingwebhookconfiguration",
+            CONFIGURATION,
+            "--as=system:kube-controller-manager",
+        ],
+    ];
+    for args in levers {
+        let (ok, out) = node.run(args, "").await;
+        assert!(!ok, "{args:?}: {out}");
+        assert!(
+            out.contains("is forbidden") && out.contains("system:node:worker-1"),
+            "{args:?}: {out}"
+        );
+    }
+    assert!(
+        vcluster
+            .get(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingWebhookConfiguration",
+                "",
+                CONFIGURATION
+            )
+            .is_some()
+    );
+    let request = vcluster
+        .get(
+            "certificates.k8s.io/v1",
+            "CertificateSigningRequest",
+            "",
+            "be-the-controller",
+        )
+        .unwrap();
+    assert!(request["status"]["conditions"].is_null(), "{request}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
     let platform = TestApp::builder("worker-b").admission().build().await;

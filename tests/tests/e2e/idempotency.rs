@@ -1,7 +1,8 @@
 //! `Idempotency-Key` on the console's POSTs, as a client that retries sends
 //! it: one cluster however many retries arrive, together or after; the first
 //! answer replayed; another request under the same key refused; each user's
-//! keys their own; an answer past keeping forgotten.
+//! keys their own, and an API key's apart from its user's session's; an
+//! answer past keeping forgotten.
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -233,6 +234,25 @@ async fn an_answer_that_issued_a_secret_is_kept_sealed_or_not_at_all() {
                 .any(|w| w == secret_half),
             "no secret in clear in the store (sealing: {sealing})"
         );
+
+        // An API key of the same user (an organization's key is its
+        // maker's user too) is a caller of its own: it does not get the
+        // token the session was given.
+        let api_key = tests::development_api_key(&base.db.pool, "replayer").await;
+        let by_key = base
+            .client_with(shared::http::Identity::Accounts)
+            .bearer(&api_key);
+        let replayed = post(&by_key, &path, key, json!({})).await;
+        assert_eq!(
+            (replayed.status, replayed.body["code"].as_str()),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some("idempotency_key_reused")
+            ),
+            "{}",
+            replayed.body
+        );
+        assert!(!replayed.body.to_string().contains(plaintext));
 
         let retry = post(&me, &path, key, json!({})).await;
         if sealing {
