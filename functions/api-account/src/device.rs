@@ -140,6 +140,7 @@ pub async fn inspect(
 /// for any new key.
 #[utoipa::path(post, path = "/api/console/account/device/approve", tag = "account", request_body = ApproveDevice,
     responses((status = 200, body = DeviceRequest),
+              (status = 401, description = "Not signed in, or the session was ended meanwhile (`unauthenticated`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 403, description = "Not from a session, or a passwordless account's sign-in is older than 10 minutes", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -167,6 +168,7 @@ pub async fn approve(
 /// The device's next poll answers `access_denied`.
 #[utoipa::path(post, path = "/api/console/account/device/deny", tag = "account", request_body = UserCode,
     responses((status = 200, body = DeviceRequest),
+              (status = 401, description = "Not signed in, or the session was ended meanwhile (`unauthenticated`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 403, description = "Not from a session", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]

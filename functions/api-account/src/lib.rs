@@ -100,6 +100,7 @@ fn record<'a>(caller: Caller, action: &'a str, key: &ApiKey) -> AuditEvent<'a> {
 /// change or reset revokes every key.
 #[utoipa::path(post, path = "/api/console/account/api-keys", tag = "account", request_body = CreateKey,
     responses((status = 201, body = CreatedKey),
+              (status = 401, description = "Not signed in, or the session was ended while the key was made (`unauthenticated`)", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 403, description = "Not from a session, or a passwordless account's sign-in is older than 10 minutes", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 429, body = shared::error::Problem, content_type = "application/problem+json")))]

@@ -285,8 +285,8 @@ struct Recorded<'a> {
 /// is made: a failure half way leaves a revoked row whose ServiceAccount the
 /// cluster sync deletes, never an untracked one. Recorded under the
 /// caller's authority held again ([`authority::hold`]: 401 for a session
-/// or key ended meanwhile, 403 or 404 for a role changed or a member
-/// removed), with the API key it came with, so that whatever ends that
+/// or key ended meanwhile, 403 for a role changed or a member removed),
+/// with the API key it came with, so that whatever ends that
 /// authority, at the same moment or later, ends this credential too.
 async fn record(
     state: &AppState,

@@ -110,6 +110,7 @@ fn join_command(url: &str, plaintext: &str) -> String {
     request_body = CreateToken,
     responses(
         (status = 201, body = CreatedToken),
+        (status = 401, description = "Not signed in, or the session or key was ended while the token was made (`unauthenticated`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "`max_uses` is more nodes than the plan has left (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready (`cluster_not_ready`)", body = shared::error::Problem, content_type = "application/problem+json"),

@@ -55,8 +55,8 @@ pub enum Scope {
 /// account is active (401 otherwise), that the session and the API key the
 /// request came with are live (401), and that the role — the member's, or
 /// an organisation key's own — still allows the action in the organisation
-/// (403; 404 `cluster not found` for one no longer a member, as the routes
-/// answer a non-member).
+/// (403, for one no longer a member too: they were one when the request
+/// came).
 pub async fn hold(
     tx: &mut PgConnection,
     authority: Authority,
@@ -108,8 +108,10 @@ pub async fn hold(
         Some((organization, role)) => (organization == id).then_some(role),
         None => organizations::role_of(&mut *tx, id, authority.user_id).await?,
     };
-    role.ok_or(ApiError::NotFound { what: "cluster" })?
-        .require(action)
+    role.ok_or_else(|| {
+        ApiError::Forbidden("you are no longer a member of this organization".into())
+    })?
+    .require(action)
 }
 
 /// For a revocation, in its transaction and before it ends any credential:

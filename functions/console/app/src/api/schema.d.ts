@@ -5629,6 +5629,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not signed in, or the session was ended while the key was made (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not from a session, or a passwordless account's sign-in is older than 10 minutes */
             403: {
                 headers: {
@@ -5782,6 +5791,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not signed in, or the session was ended meanwhile (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not from a session, or a passwordless account's sign-in is older than 10 minutes */
             403: {
                 headers: {
@@ -5880,6 +5898,15 @@ export interface operations {
             };
             /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not signed in, or the session was ended meanwhile (`unauthenticated`) */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10939,6 +10966,15 @@ export interface operations {
             };
             /** @description The Idempotency-Key is not 1–255 printable ASCII characters, or only spaces (`invalid_idempotency_key`); The body is not JSON (`malformed_json`); The body is not of the documented shape (`invalid_body`); A path parameter does not parse (`invalid_path`) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not signed in, or the session or key was ended while the token was made (`unauthenticated`) */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
