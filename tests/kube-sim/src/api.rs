@@ -446,6 +446,30 @@ pub async fn handle(
     }
 }
 
+/// Who an authorizer is asked about: a token's holder, or a client
+/// certificate's when no token comes. `None` for the admin (its token, or a
+/// certificate in `system:masters`, which no authorizer is asked about) and
+/// for nobody.
+fn requester(
+    shared: &Shared,
+    headers: &HeaderMap,
+    client: Option<&ClientCertificate>,
+) -> Option<(String, Vec<String>)> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if token.is_some() && shared.token.as_deref() == token {
+        return None;
+    }
+    let (user, groups) = match (token, client) {
+        (Some(token), _) => crate::tokens::identity(shared, token)?,
+        (None, Some(client)) => (client.user.clone(), client.groups.clone()),
+        (None, None) => return None,
+    };
+    (!groups.iter().any(|g| g == "system:masters")).then_some((user, groups))
+}
+
 /// Asks the webhook authorizer, when the cluster has one, about a request
 /// of any identity but the cluster's admin (a token's, or a client
 /// certificate's when no token comes); the refusal when it denies it.
@@ -458,23 +482,7 @@ async fn authorize(
     client: Option<&ClientCertificate>,
 ) -> Option<ApiError> {
     let authorizer = shared.options.authorizer.as_ref()?;
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if token.is_some() && shared.token.as_deref() == token {
-        return None;
-    }
-    let (mut user, mut groups) = match (token, client) {
-        (Some(token), _) => crate::tokens::identity(shared, token)?,
-        (None, Some(client)) => (client.user.clone(), client.groups.clone()),
-        (None, None) => return None,
-    };
-    // A certificate in `system:masters` is the admin's: no authorizer is
-    // asked about it.
-    if groups.iter().any(|g| g == "system:masters") {
-        return None;
-    }
+    let (mut user, mut groups) = requester(shared, headers, client)?;
     // Impersonation (`kubectl --as`, `--as-group`): the API server asks the
     // authorizers whether the requester may `impersonate` each user and
     // group, then serves the request as them; `system:masters` is never
@@ -659,18 +667,7 @@ pub(crate) async fn authorizer_denies_exec(
     pod: &str,
 ) -> Option<ApiError> {
     let authorizer = shared.options.authorizer.as_ref()?;
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if token.is_some() && shared.token.as_deref() == token {
-        return None;
-    }
-    let (user, groups) = match (token, client) {
-        (Some(token), _) => crate::tokens::identity(shared, token)?,
-        (None, Some(client)) => (client.user.clone(), client.groups.clone()),
-        (None, None) => return None,
-    };
+    let (user, groups) = requester(shared, headers, client)?;
     let verb = if method == Method::GET {
         "get"
     } else {
