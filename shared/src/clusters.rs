@@ -45,6 +45,18 @@ macro_rules! cluster_query {
     };
 }
 
+/// The namespaces of a cluster that are its own components' and the
+/// platform's (its managed ingress controller's, `kubebyon-ingress`), not
+/// the tenant's: the admission webhook weighs nothing there, its authorizer
+/// keeps the tenant's workloads and Secrets out, and no capability writes
+/// into them for the tenant.
+pub const SYSTEM_NAMESPACES: [&str; 4] = [
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "kubebyon-ingress",
+];
+
 /// A cluster as the console shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Cluster {

@@ -39,7 +39,10 @@ pub struct CreateDatabase {
     /// The instance to make it on; default: the platform's default instance.
     pub instance_id: Option<Uuid>,
     /// The namespace of the cluster its Secret is projected into (default
-    /// `default`); it must exist there.
+    /// `default`); it must exist there, and not be one of the cluster's own
+    /// (`kube-system`, `kube-public`, `kube-node-lease`, `kubebyon-ingress`).
+    /// A Secret of that name the platform did not make is never overwritten
+    /// nor removed: the database fails, saying so.
     #[schema(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
     pub namespace: Option<String>,
     /// Default `<name>-postgres`, with `_` as `-`.
@@ -237,6 +240,14 @@ pub async fn create(
         errors.push(FieldError::new(
             "namespace",
             "must be a namespace name (a DNS label)",
+        ));
+    } else if shared::clusters::SYSTEM_NAMESPACES.contains(&namespace.as_str()) {
+        // The platform writes there with the cluster's admin credential:
+        // it would put a Secret where the tenant may not (bootstrap tokens
+        // live in kube-system).
+        errors.push(FieldError::new(
+            "namespace",
+            "must be a namespace of your own, not one of the cluster's (kube-system, kube-public, kube-node-lease, kubebyon-ingress)",
         ));
     }
     let secret_name = body

@@ -336,6 +336,19 @@ impl Converger<'_> {
         password: &SecretString,
     ) -> Result<(), Stop> {
         let secrets = self.secrets(record).await?;
+        // A Secret of that name the platform did not project for this
+        // database is the tenant's: never overwritten.
+        if let Some(existing) = secrets
+            .get_opt(&record.secret_name)
+            .await
+            .map_err(|e| Stop::Failed(format!("could not read the Secret: {e}")))?
+            && !projected_for(&existing, record)
+        {
+            return Err(Stop::Failed(format!(
+                "a Secret {}/{} exists that the platform did not make for this database: rename or remove it, or ask for another secret_name",
+                record.namespace, record.secret_name
+            )));
+        }
         let sslmode = instance.tls_mode.as_str();
         let mut data = serde_json::json!({
             "host": instance.host,
@@ -401,13 +414,31 @@ impl Converger<'_> {
         Ok(())
     }
 
-    /// Removes the credential's Secret from the cluster, if it is there.
+    /// Removes the credential's Secret from the cluster, if it is there and
+    /// is the one projected for this database (its label names the record;
+    /// deleted only as read, by its uid): another of that name is left as
+    /// it is.
     async fn remove_secret(&self, record: &TenantDatabase) -> Result<(), Stop> {
         let secrets = self.secrets(record).await?;
-        match secrets
-            .delete(&record.secret_name, &DeleteParams::default())
+        let existing = secrets
+            .get_opt(&record.secret_name)
             .await
-        {
+            .map_err(|e| Stop::Failed(format!("could not read the Secret: {e}")))?;
+        let Some(existing) = existing.filter(|s| projected_for(s, record)) else {
+            return Ok(());
+        };
+        let params = DeleteParams {
+            preconditions: existing
+                .metadata
+                .uid
+                .clone()
+                .map(|uid| kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+            ..DeleteParams::default()
+        };
+        match secrets.delete(&record.secret_name, &params).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(e) => Err(Stop::Failed(format!("could not remove the Secret: {e}"))),
@@ -513,4 +544,15 @@ fn phase_reason(phase: Phase) -> &'static str {
         Phase::Failed => "Failed",
         Phase::Deleting => "Deleting",
     }
+}
+
+/// Whether `secret` is the one projected for `record`: its label names the
+/// record.
+fn projected_for(secret: &Secret, record: &TenantDatabase) -> bool {
+    secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(shared::databases::SECRET_LABEL))
+        .is_some_and(|id| *id == record.id.to_string())
 }

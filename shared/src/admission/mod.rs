@@ -23,13 +23,8 @@ use demand::Requests;
 pub const REVIEW_TIMEOUT_SECONDS: i64 = 5;
 
 /// Namespaces whose objects are never weighed nor counted: the cluster's
-/// own, and the platform's managed ingress controller's (`kubebyon-ingress`).
-pub const EXEMPT_NAMESPACES: [&str; 4] = [
-    "kube-system",
-    "kube-public",
-    "kube-node-lease",
-    "kubebyon-ingress",
-];
+/// own and the platform's ([`crate::clusters::SYSTEM_NAMESPACES`]).
+pub const EXEMPT_NAMESPACES: [&str; 4] = crate::clusters::SYSTEM_NAMESPACES;
 
 pub fn exempt(namespace: Option<&str>) -> bool {
     namespace.is_some_and(|ns| EXEMPT_NAMESPACES.contains(&ns))

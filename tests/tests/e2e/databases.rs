@@ -674,6 +674,69 @@ async fn remove_with_policy(app: &TestApp, cluster: &str, record: &Value) -> Val
     database(app, cluster, &record["id"]).await.1
 }
 
+// The platform projects credentials with the cluster's admin credential:
+// never into the cluster's own namespaces (where the tenant may write no
+// Secret: bootstrap tokens live in kube-system), never over a Secret it did
+// not make, and it removes only the one it made.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_credential_goes_only_where_the_tenant_may_write_and_removes_only_its_own_secret() {
+    let instance = Instance::start().await;
+    let app = platform("worker-db-secrets").await;
+    register(&app, &instance).await;
+    let (cluster, namespace) = app.create_ready("vault", "nodeport").await;
+    for system in [
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "kubebyon-ingress",
+    ] {
+        let (status, body) = app
+            .call(
+                "POST",
+                &format!("/api/console/clusters/{cluster}/databases"),
+                Some(json!({"name": "tokens", "namespace": system, "secret_name": "bootstrap-token-abcdef"})),
+            )
+            .await;
+        assert_eq!(
+            (status, body["errors"][0]["field"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("namespace")),
+            "{system}: {body}"
+        );
+    }
+    // The tenant's own Secret under the name a credential asks for.
+    let vcluster = app.sim().vcluster(&namespace, "vault").unwrap();
+    let theirs = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": "app-config", "namespace": "default" },
+        "data": { "mine": "bWluZQ==" },
+    });
+    vcluster.put(theirs).unwrap();
+    let record = ask(
+        &app,
+        &cluster,
+        json!({"name": "orders", "secret_name": "app-config"}),
+    )
+    .await;
+    app.drive().await;
+    let (_, failed) = database(&app, &cluster, &record["id"]).await;
+    assert_eq!(failed["phase"], "failed", "{failed}");
+    assert!(
+        failed["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("did not make for this database"),
+        "{failed}"
+    );
+    let kept = secret(&app, &namespace, "vault", "app-config").unwrap();
+    assert_eq!(kept, json!({ "mine": "mine" }), "left as it was");
+    // Removing the database leaves the tenant's Secret too.
+    remove_with_policy(&app, &cluster, &record).await;
+    assert_eq!(
+        secret(&app, &namespace, "vault", "app-config").unwrap(),
+        json!({ "mine": "mine" })
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn retain_keeps_the_data_delete_drops_it_and_a_retained_name_is_not_taken_back() {
     let instance = Instance::start().await;
