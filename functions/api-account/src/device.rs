@@ -65,28 +65,25 @@ impl Guesses {
         self.ip.as_deref().map(auth::source_key)
     }
 
-    /// 429 once either bucket is spent; counts nothing.
-    async fn check(&self, pool: &sqlx::PgPool) -> Result<(), ApiError> {
-        auth::check_limit(pool, DEVICE_CODE_GUESSES_PER_ACCOUNT, &self.account).await?;
+    /// Counts the guess in both buckets before it is judged, 429 once either
+    /// is spent: guesses sent at once are each counted as they arrive, so
+    /// none gets past the limit while the others are being judged.
+    async fn take(&self, pool: &sqlx::PgPool) -> Result<(), ApiError> {
+        auth::rate_limit(pool, DEVICE_CODE_GUESSES_PER_ACCOUNT, &self.account).await?;
         if let Some(source) = self.source() {
-            auth::check_limit(pool, DEVICE_CODE_GUESSES_PER_IP, &source).await?;
+            auth::rate_limit(pool, DEVICE_CODE_GUESSES_PER_IP, &source).await?;
         }
         Ok(())
     }
 
-    /// A code that named nothing: counted in both, answered 404.
-    async fn missed(&self, pool: &sqlx::PgPool) -> ApiError {
-        let counted = async {
-            auth::count_failure(pool, DEVICE_CODE_GUESSES_PER_ACCOUNT, &self.account).await?;
-            if let Some(source) = self.source() {
-                auth::count_failure(pool, DEVICE_CODE_GUESSES_PER_IP, &source).await?;
-            }
-            Ok::<_, ApiError>(())
-        };
-        match counted.await {
-            Ok(()) => not_found(),
-            Err(err) => err,
+    /// A code that named a request: its guess taken back, so only misses
+    /// stay counted.
+    async fn found(&self, pool: &sqlx::PgPool) -> Result<(), ApiError> {
+        auth::uncount(pool, DEVICE_CODE_GUESSES_PER_ACCOUNT, &self.account).await?;
+        if let Some(source) = self.source() {
+            auth::uncount(pool, DEVICE_CODE_GUESSES_PER_IP, &source).await?;
         }
+        Ok(())
     }
 }
 
@@ -96,13 +93,11 @@ fn not_found() -> ApiError {
     }
 }
 
-/// A typed code as the stored one, or the miss it counts as.
+/// A typed code as the stored one, its guess counted ([`Guesses::take`]);
+/// 404 for one that cannot be a code.
 async fn code_of(pool: &sqlx::PgPool, guesses: &Guesses, typed: &str) -> Result<String, ApiError> {
-    guesses.check(pool).await?;
-    match device::normalize_user_code(typed) {
-        Some(code) => Ok(code),
-        None => Err(guesses.missed(pool).await),
-    }
+    guesses.take(pool).await?;
+    device::normalize_user_code(typed).ok_or_else(not_found)
 }
 
 /// Read a device sign-in
@@ -126,10 +121,11 @@ pub async fn inspect(
     caller.require_session()?;
     let guesses = Guesses::of(&caller, &origin);
     let code = code_of(&state.pool, &guesses, &body.user_code).await?;
-    match device::pending(&state.pool, &code).await? {
-        Some(request) => Ok(AppJson(request.read_from(origin.ip.as_deref()))),
-        None => Err(guesses.missed(&state.pool).await),
-    }
+    let request = device::pending(&state.pool, &code)
+        .await?
+        .ok_or_else(not_found)?;
+    guesses.found(&state.pool).await?;
+    Ok(AppJson(request.read_from(origin.ip.as_deref())))
 }
 
 /// Approve a device sign-in
@@ -153,9 +149,10 @@ pub async fn approve(
 ) -> Result<AppJson<DeviceRequest>, ApiError> {
     let session_id = caller.require_session()?;
     let (_, lifetime) = accounts::key_terms("device", body.expires_in_days)?;
+    // The password first: a mistyped one spends no guess of the code.
+    accounts::reauthenticate(&state.pool, caller.user_id, session_id, body.password).await?;
     let guesses = Guesses::of(&caller, &origin);
     let code = code_of(&state.pool, &guesses, &body.user_code).await?;
-    accounts::reauthenticate(&state.pool, caller.user_id, session_id, body.password).await?;
     let decision = Decision::Approve {
         scope: body.scope.unwrap_or(KeyScope::Write),
         days: lifetime.num_days() as i32,
@@ -195,13 +192,12 @@ async fn decide(
     // An approval is a credential's grant: it holds the session's authority,
     // so a password change at the same moment ends it (or refuses it).
     authority::hold(&mut tx, caller.authority(), authority::Scope::Account).await?;
-    let Some((id, request)) = device::decide(&mut *tx, code, caller.user_id, decision).await?
-    else {
-        drop(tx);
-        return Err(guesses.missed(&state.pool).await);
-    };
+    let (id, request) = device::decide(&mut *tx, code, caller.user_id, decision)
+        .await?
+        .ok_or_else(not_found)?;
     audit::record(&mut *tx, event(caller, id, &request, decision)).await?;
     tx.commit().await?;
+    guesses.found(&state.pool).await?;
     Ok(AppJson(request.read_from(guesses.ip.as_deref())))
 }
 

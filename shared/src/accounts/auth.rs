@@ -384,6 +384,23 @@ async fn count(pool: &PgPool, limit: Limit, key: &str) -> Result<(i32, i64), Api
     Ok((row.hits, row.retry_after))
 }
 
+/// Takes back one count of `limit` for `key` in the current window: a
+/// guess counted before it was judged ([`rate_limit`]) that turned out
+/// right. Counting first and taking back after is what keeps guesses sent
+/// at once from all passing a check made before any of them was counted.
+pub async fn uncount(pool: &PgPool, limit: Limit, key: &str) -> Result<(), ApiError> {
+    sqlx::query!(
+        "UPDATE rate_limit_hits SET hits = greatest(hits - 1, 0)
+         WHERE bucket = $1
+           AND window_start = to_timestamp(floor(extract(epoch FROM now())::float8 / $2::float8) * $2::float8)",
+        bucket(limit, key),
+        limit.window.as_secs() as f64
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Drops counters of windows long gone. Returns how many.
 pub async fn prune_rate_limits(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
     Ok(

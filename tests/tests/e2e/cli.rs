@@ -841,6 +841,40 @@ async fn device_codes_are_single_use_expire_slow_pollers_down_and_are_limited() 
         StatusCode::TOO_MANY_REQUESTS,
         "the limit holds whatever the code"
     );
+
+    // Guesses sent at once are each counted as they arrive: a burst of 30
+    // gets 10 answers at most, the rest 429.
+    let racer = app
+        .client()
+        .ip("192.0.2.77")
+        .sign_up(app.mail(), "racer@example.test", PASSWORD)
+        .await;
+    let answers = futures_util::future::join_all((0..30).map(|_| {
+        let racer = racer.clone();
+        async move {
+            let guess = shared::accounts::device::new_user_code();
+            racer
+                .call(
+                    "POST",
+                    "/api/console/account/device/inspect",
+                    Some(json!({ "user_code": guess })),
+                )
+                .await
+                .0
+                .as_u16()
+        }
+    }))
+    .await;
+    assert_eq!(
+        answers.iter().filter(|s| **s == 404).count(),
+        10,
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers.iter().filter(|s| **s == 429).count(),
+        20,
+        "{answers:?}"
+    );
 }
 
 /// What goes wrong, from the terminal: one line each, an exit code scripts
