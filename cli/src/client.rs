@@ -60,11 +60,32 @@ impl Client {
                 format!("{base} is not the platform's address: {e}"),
             )
         })?;
-        if !matches!(parsed.scheme(), "https" | "http") {
-            return Err(CliError::new(
-                Exit::Usage,
-                format!("{base} is not an http(s) address"),
-            ));
+        // The key travels in every request: in the clear only to this machine.
+        let loopback = parsed.host_str().is_some_and(|host| {
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+        match parsed.scheme() {
+            "https" => {}
+            "http" if loopback => {}
+            "http" => {
+                return Err(CliError::new(
+                    Exit::Usage,
+                    format!(
+                        "{base} would carry the API key in the clear: use https:// (plain http only to this machine)"
+                    ),
+                ));
+            }
+            _ => {
+                return Err(CliError::new(
+                    Exit::Usage,
+                    format!("{base} is not an https address"),
+                ));
+            }
         }
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
@@ -198,4 +219,30 @@ const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUME
 /// A path segment (or a query value), percent-encoded.
 pub fn segment(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, UNRESERVED).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_travels_in_the_clear_only_to_this_machine() {
+        for base in [
+            "https://kubebyon.example.com",
+            "http://127.0.0.1:8080",
+            "http://localhost:8080/",
+            "http://[::1]:8080",
+        ] {
+            assert!(Client::new(base, None, None, false).is_ok(), "{base}");
+        }
+        for base in [
+            "http://kubebyon.example.com",
+            "http://localhost.evil.example",
+            "http://10.0.0.5:8080",
+            "ftp://kubebyon.example.com",
+        ] {
+            let refused = Client::new(base, None, None, false).err();
+            assert_eq!(refused.map(|e| e.exit), Some(Exit::Usage), "{base}");
+        }
+    }
 }

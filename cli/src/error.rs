@@ -75,19 +75,33 @@ impl CliError {
     }
 }
 
-/// Text from the platform, on one line and without control characters (a
-/// terminal's escape sequences included).
+/// Whether `c` changes how text around it reads rather than being read: a
+/// control character (a terminal's escape sequences start with one), a
+/// direction mark or override, a zero-width character, a line or paragraph
+/// separator, or another of Unicode's format characters.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}'
+            | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}'
+            | '\u{e0001}' | '\u{e0020}'..='\u{e007f}')
+}
+
+/// Text from the platform, on one line, with nothing hidden in it: each
+/// control or format character as a space.
 pub fn one_line(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if hidden(c) { ' ' } else { c })
         .collect()
 }
 
-/// Text for a terminal, lines kept: every other control character (an
-/// escape sequence's start among them) as a space.
+/// Text for a terminal, lines kept: every other control or format
+/// character (an escape sequence's start, a direction override) as a
+/// space.
 pub fn printable(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+        .map(|c| if hidden(c) && c != '\n' { ' ' } else { c })
         .collect()
 }
 
@@ -121,5 +135,14 @@ mod tests {
             CliError::from_problem(503, &serde_json::json!({})).message,
             "the platform answered 503"
         );
+    }
+
+    #[test]
+    fn nothing_the_platform_sends_hides_or_reorders_what_is_printed() {
+        // A direction override turning `gpj.exe` around, zero-width and
+        // line separators, a terminal escape.
+        let sent = "invoice\u{202e}gpj.exe\u{200b}\u{2028}next\u{1b}[2J\nline";
+        assert_eq!(one_line(sent), "invoice gpj.exe  next [2J line");
+        assert_eq!(printable(sent), "invoice gpj.exe  next [2J\nline");
     }
 }

@@ -110,6 +110,25 @@ impl fmt::Display for EmailAddress {
     }
 }
 
+/// Whether `text` holds a character that changes how the text around it
+/// reads rather than being read: a control character, a direction mark or
+/// override (`invoice\u{202e}gpj.exe` shows as `invoiceexe.jpg`), a
+/// zero-width character, a line or paragraph separator, or another of
+/// Unicode's format characters (category Cf). Text another person reads (an
+/// organization's name, a join step's detail) has none.
+pub fn hides_text(text: &str) -> bool {
+    text.chars().any(|c| {
+        c.is_control()
+            || matches!(c,
+                '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}'
+                | '\u{890}'..='\u{891}' | '\u{8e2}' | '\u{180e}' | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}' | '\u{110bd}' | '\u{110cd}' | '\u{13430}'..='\u{1343f}'
+                | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0001}'
+                | '\u{e0020}'..='\u{e007f}')
+    })
+}
+
 /// A Kubernetes minor version the platform can run as a vCluster control plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubernetesVersion(String);
@@ -663,6 +682,25 @@ pub fn is_label_value(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_with_marks_that_hide_or_reorder_it_is_told_apart() {
+        for hiding in [
+            "invoice\u{202e}gpj.exe",
+            "a\u{200b}b",
+            "a\u{2066}b\u{2069}",
+            "line\u{2028}break",
+            "bell\u{7}",
+            "new\nline",
+            "tag\u{e0041}",
+            "\u{feff}bom",
+        ] {
+            assert!(hides_text(hiding), "{hiding:?}");
+        }
+        for plain in ["Acme GmbH", "阿克米 有限公司", "Café «Zürich»", "emoji 🚀"] {
+            assert!(!hides_text(plain), "{plain:?}");
+        }
+    }
 
     #[test]
     fn label_keys_and_values_follow_kubernetes() {

@@ -114,7 +114,8 @@ pub struct CreateBinding {
 /// verified at once, globally unique (409 `hostname_taken`) and gets its CNAME
 /// from `sync-dns`; names the platform keeps (its own hosts and labels such as
 /// `console` or `www`, and the form of clusters' names, `<name>-<8 hex>`) are
-/// refused (409 `hostname_reserved`). Any other name is `self_managed` and
+/// refused (409 `hostname_reserved`), and so is a name under or over one
+/// another organization's cluster holds (409 `hostname_taken`). Any other name is `self_managed` and
 /// unverified: create the TXT record the answer names
 /// (`verification_record_name` = `verification_record_value`), then ask
 /// `…/verify` (`sync-dns` also checks). Until verified it holds nothing:
@@ -187,6 +188,14 @@ pub async fn create(
     let mut tx = shared::http::plan::require(&state, tx, cluster.organization_id, &adds).await?;
     if records::hostname_held(&mut *tx, &hostname).await? {
         return Err(taken(&hostname));
+    }
+    if records::hostname_nests(&mut *tx, &hostname, cluster.organization_id).await? {
+        return Err(ApiError::Conflict {
+            code: "hostname_taken",
+            detail: format!(
+                "{hostname} is under, or over, a name another organization holds: bind a name of your own"
+            ),
+        });
     }
     let id = records::insert_binding(&mut *tx, cluster_id, &hostname, scope, token.as_deref())
         .await

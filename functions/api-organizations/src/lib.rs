@@ -61,11 +61,29 @@ pub const INVITATIONS_PER_ORGANIZATION: auth::Limit = auth::Limit {
     window: std::time::Duration::from_secs(3600),
 };
 
+/// Invitations one person sends in an hour, whatever organizations they
+/// send them from: organizations are free to make, so the limit per
+/// organization alone would let one account send one organization's worth
+/// per organization it makes.
+pub const INVITATIONS_PER_INVITER: auth::Limit = auth::Limit {
+    name: "invite:user",
+    max: 50,
+    window: std::time::Duration::from_secs(3600),
+};
+
+/// Invitations the whole platform sends in an hour: the ceiling on what
+/// many accounts together can make its mail server send.
+pub const INVITATIONS_PER_PLATFORM: auth::Limit = auth::Limit {
+    name: "invite:platform",
+    max: 1000,
+    window: std::time::Duration::from_secs(3600),
+};
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewOrganization {
-    /// 1–100 characters, no control characters; spaces at either end are
-    /// dropped.
+    /// 1–100 characters, no control, direction or zero-width characters
+    /// (Unicode's format characters); spaces at either end are dropped.
     #[schema(min_length = 1, max_length = 100)]
     pub name: String,
 }
@@ -108,10 +126,14 @@ pub async fn create(
     AppJson(body): AppJson<NewOrganization>,
 ) -> Result<(StatusCode, AppJson<Membership>), ApiError> {
     let name = body.name.trim();
-    if name.is_empty() || name.chars().count() > MAX_NAME || name.chars().any(char::is_control) {
+    // The name goes into invitations' mails and every member's console:
+    // nothing in it may hide or reorder what it says.
+    if name.is_empty() || name.chars().count() > MAX_NAME || shared::domain::hides_text(name) {
         return Err(ApiError::invalid(
             "name",
-            format!("must be 1 to {MAX_NAME} characters, none of them control characters"),
+            format!(
+                "must be 1 to {MAX_NAME} characters, none of them control, direction or zero-width characters"
+            ),
         ));
     }
     let mut tx = state.pool.begin().await?;
@@ -319,7 +341,7 @@ pub struct InvitationToken {
               (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 409, description = "`personal_organization` or `already_invited`", body = shared::error::Problem, content_type = "application/problem+json"),
               (status = 422, description = "A bad address (`validation_failed`)", body = shared::error::Problem, content_type = "application/problem+json"),
-              (status = 429, description = "The organization's invitations for the hour are used up (`rate_limited`)", body = shared::error::Problem, content_type = "application/problem+json")))]
+              (status = 429, description = "The invitations of the hour are used up: the organization's (50), the inviting member's (50, across organizations) or the platform's (1,000) (`rate_limited`)", body = shared::error::Problem, content_type = "application/problem+json")))]
 pub async fn invite(
     State(state): State<AppState>,
     caller: Caller,
@@ -340,12 +362,13 @@ pub async fn invite(
     } else {
         Action::ManageMembers
     })?;
-    auth::rate_limit(
-        &state.pool,
-        INVITATIONS_PER_ORGANIZATION,
-        &organization_id.to_string(),
-    )
-    .await?;
+    for (limit, key) in [
+        (INVITATIONS_PER_ORGANIZATION, organization_id.to_string()),
+        (INVITATIONS_PER_INVITER, caller.user_id.to_string()),
+        (INVITATIONS_PER_PLATFORM, "all".to_string()),
+    ] {
+        auth::rate_limit(&state.pool, limit, &key).await?;
+    }
     if organization.personal {
         return Err(ApiError::Conflict {
             code: "personal_organization",
@@ -383,9 +406,14 @@ pub async fn invite(
         .public_base_url
         .unwrap_or_else(|| state.settings.public_base_url.clone());
     let invitation_url = format!("{}/invitations#token={token}", base.trim_end_matches('/'));
-    let subject = format!("You are invited to {} on KubeBYON", organization.name);
+    // The name is the organization's choice: quoted, so it reads as a name
+    // and not as the platform's own words.
+    let subject = format!(
+        "You are invited to the organization “{}” on KubeBYON",
+        organization.name
+    );
     let mail = format!(
-        "You are invited to join {} as {} on KubeBYON.\n\nAccept or decline, signed in as {email}:\n{invitation_url}\n\nThe link is good for 7 days. If you did not expect it, ignore this message.\n",
+        "You are invited to join the organization “{}” as {} on KubeBYON.\n\nAccept or decline, signed in as {email}:\n{invitation_url}\n\nThe link is good for 7 days. If you did not expect it, ignore this message.\n",
         organization.name,
         invitation.role.as_str(),
     );

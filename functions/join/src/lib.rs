@@ -83,7 +83,20 @@ fn plain(status: StatusCode, message: &str) -> Response {
 
 const UNKNOWN: &str = "kubebyon: this join token is not valid";
 
-/// Records a refused attempt in the ledger and answers with its reason.
+/// Refused attempts the ledger records for one token in an hour: whoever
+/// holds a revoked or used-up token could otherwise fill its owner's
+/// ledger (and their page) with rows. Past it a refusal is answered alike
+/// and not recorded.
+pub const REFUSALS_RECORDED_PER_TOKEN: shared::accounts::auth::Limit =
+    shared::accounts::auth::Limit {
+        name: "join:refused",
+        max: 20,
+        window: std::time::Duration::from_secs(3600),
+    };
+
+/// Records a refused attempt in the ledger, while its token's refusals of
+/// the hour are fewer than [`REFUSALS_RECORDED_PER_TOKEN`], and answers with
+/// its reason.
 async fn refuse(
     pool: &sqlx::PgPool,
     attempt: NewAttempt<'_>,
@@ -94,8 +107,15 @@ async fn refuse(
         refused: Some(&reason),
         ..attempt
     };
-    match tokens::insert_attempt(pool, &attempt).await {
-        Ok(_) => plain(status, &format!("kubebyon: {}", reason.message())),
+    let key = attempt.token_id.to_string();
+    let recorded =
+        match shared::accounts::auth::rate_limit(pool, REFUSALS_RECORDED_PER_TOKEN, &key).await {
+            Ok(()) => tokens::insert_attempt(pool, &attempt).await.map(|_| ()),
+            Err(shared::error::ApiError::TooManyRequests { .. }) => Ok(()),
+            Err(err) => return internal(err),
+        };
+    match recorded {
+        Ok(()) => plain(status, &format!("kubebyon: {}", reason.message())),
         Err(err) => internal(err),
     }
 }
@@ -268,6 +288,8 @@ pub struct StepReport {
     /// 300 characters. Only with a code.
     #[schema(value_type = Option<BTreeMap<String, String>>)]
     pub params: Option<Params>,
+    /// What it found, in English: plain text, at most 1000 characters, no
+    /// control, direction or zero-width characters.
     #[schema(max_length = 1000)]
     pub detail: Option<String>,
     /// The machine's host name (its node name, lowercased): a DNS subdomain.
@@ -390,6 +412,14 @@ pub async fn report(State(state): State<AppState>, request: Request) -> Response
         .is_some_and(|d| d.chars().count() > 1000)
     {
         Some("detail must be at most 1000 characters")
+    } else if report
+        .detail
+        .as_deref()
+        .is_some_and(shared::domain::hides_text)
+    {
+        // The owner reads it in the console: nothing may reorder or hide
+        // what it says.
+        Some("detail must be plain text: no control, direction or zero-width characters")
     } else if report
         .hostname
         .as_deref()
@@ -754,6 +784,14 @@ async fn record_step(
     let mut outcome = Ok(Recorded::Step);
     match (report.step.as_str(), report.status.as_str()) {
         ("join", "running") => {
+            // One use per attempt: a replay would take another use and make
+            // another live bootstrap token.
+            if attempt.bootstrap_secret_name.is_some() {
+                return Ok(Err((
+                    StatusCode::CONFLICT,
+                    "this join attempt has taken its use of the token already; fetch the script again for another".into(),
+                )));
+            }
             let Some(hostname) = hostname else {
                 let reason = JoinReason::HostnameRequired;
                 return refuse_use(tx, report, StatusCode::UNPROCESSABLE_ENTITY, reason).await;

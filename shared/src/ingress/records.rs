@@ -394,6 +394,30 @@ pub async fn hostname_held(db: impl PgExecutor<'_>, hostname: &str) -> Result<bo
     .await
 }
 
+/// Whether a live, verified binding of another organization's cluster
+/// holds a name `hostname` is under, or one under `hostname`: a name nested
+/// in another tenant's (`login.shop.apps…` under `shop.apps…`) would serve
+/// pages and cookies as theirs.
+pub async fn hostname_nests(
+    db: impl PgExecutor<'_>,
+    hostname: &str,
+    organization_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+               SELECT 1 FROM workload_ingress_hostname_bindings b
+               JOIN clusters c ON c.id = b.cluster_id
+               WHERE b.deleted_at IS NULL AND b.verified_at IS NOT NULL
+                 AND c.organization_id <> $2
+                 AND (right($1, length(b.hostname) + 1) = '.' || b.hostname
+                      OR right(b.hostname, length($1) + 1) = '.' || $1)) AS "nests!""#,
+        hostname,
+        organization_id
+    )
+    .fetch_one(db)
+    .await
+}
+
 /// An unverified binding with its challenge.
 #[derive(Debug, Clone)]
 pub struct Unverified {

@@ -138,6 +138,11 @@ pub fn invalid_params(params: &Params) -> Option<&'static str> {
     if params.values().any(|v| v.chars().count() > MAX_PARAM_CHARS) {
         return Some("a param's value must be at most 300 characters");
     }
+    if params.values().any(|v| crate::domain::hides_text(v)) {
+        return Some(
+            "a param's value must be plain text: no control, direction or zero-width characters",
+        );
+    }
     None
 }
 

@@ -587,6 +587,25 @@ async fn a_self_managed_name_is_held_only_by_the_cluster_that_proves_it() {
         (status, body["code"].as_str()),
         (StatusCode::CONFLICT, Some("hostname_taken"))
     );
+    // Nor a name nested under it, or over it: either would serve pages and
+    // cookies as the owner's.
+    for nested in ["login.www.google.com", "a.b.www.google.com", "google.com"] {
+        let (status, body) = bind_as(&platform, Some(squatter), &squat_cluster, nested).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::CONFLICT, Some("hostname_taken")),
+            "{nested}: {body}"
+        );
+    }
+    // A look-alike that only ends the same way is another name.
+    let (status, body) = bind_as(
+        &platform,
+        Some(squatter),
+        &squat_cluster,
+        "notwww.google.com",
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
 
     // An unproven claim is neither observed nor followed for TLS; sync-dns
     // proves claims whose record appeared.

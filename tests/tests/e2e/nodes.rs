@@ -681,7 +681,41 @@ async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
     // Revoked: the bootstrap Secret of a join under way is deleted at once,
     // and the script is refused.
     let revoked = create_token(&platform, &cluster_id, json!({ "max_uses": 3 })).await;
-    let (_, attempt_token) = take_a_use(&platform, revoked["plaintext"].as_str().unwrap()).await;
+    let (attempt_id, attempt_token) =
+        take_a_use(&platform, revoked["plaintext"].as_str().unwrap()).await;
+    // One use per attempt: `join running` again takes no second use and
+    // makes no second bootstrap token.
+    let machine = platform.machine(revoked["plaintext"].as_str().unwrap());
+    for _ in 0..3 {
+        let (status, reply) = machine
+            .call(
+                "POST",
+                "/join/steps",
+                Some(json!({ "attempt_id": attempt_id, "step": "join", "status": "running", "hostname": "probe" })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{reply}");
+        assert!(reply.get("bootstrap_token").is_none(), "{reply}");
+    }
+    let (_, listed) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{cluster_id}/tokens"),
+            None,
+        )
+        .await;
+    assert_eq!(listed[0]["use_count"], 1, "{listed}");
+    // A detail the owner reads hides nothing.
+    for hiding in ["ok\u{202e}kcah", "zero\u{200b}width", "line\u{2028}break"] {
+        let (status, reply) = machine
+            .call(
+                "POST",
+                "/join/steps",
+                Some(json!({ "attempt_id": attempt_id, "step": "os", "status": "ok", "detail": hiding })),
+            )
+            .await;
+        assert_eq!(status, 422, "{hiding:?}: {reply}");
+    }
     assert_eq!(direct_join_status(&vcluster, &attempt_token).await, 200);
     let token_id = revoked["token"]["id"].as_str().unwrap();
     let (status, body) = platform
@@ -697,6 +731,23 @@ async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
     assert_eq!(attempt["bootstrap_secret_deleted"], true);
     assert!(attempt_secret(&vcluster, attempt).is_none());
     assert_eq!(direct_join_status(&vcluster, &attempt_token).await, 401);
+    // The ledger keeps the first 20 refusals of the hour a token gets; the
+    // rest are answered alike and not recorded.
+    let ledger = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM join_attempts WHERE token_id = $1::uuid AND outcome = 'refused'",
+        )
+        .bind(revoked["token"]["id"].as_str().unwrap())
+        .fetch_one(&platform.db.pool)
+        .await
+        .unwrap()
+    };
+    crate::harness::clear_of_window_edge(join::REFUSALS_RECORDED_PER_TOKEN.window).await;
+    for _ in 0..30 {
+        let (status, _) = fetch(revoked["plaintext"].as_str().unwrap().into()).await;
+        assert_eq!(status, 410);
+    }
+    assert_eq!(ledger().await, 20);
     let (status, body) = fetch(revoked["plaintext"].as_str().unwrap().into()).await;
     assert_eq!(
         (status, body.as_str()),

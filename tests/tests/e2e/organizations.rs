@@ -926,6 +926,61 @@ async fn an_invitation_is_mailed_and_taken_up_once_by_its_addressee_only() {
         (status, refused["code"].as_str()),
         (StatusCode::CONFLICT, Some("personal_organization"))
     );
+
+    // An admin who goes takes the invitations they sent with them: the
+    // removal revokes them, and one still open from a sender who may no
+    // longer send it (sent before this rule) is refused when accepted.
+    let ava = user(&app, "ava@acme.example").await;
+    let (status, _) = app
+        .call(
+            "PATCH",
+            &format!("/api/console/organizations/{acme}/members/{dana}"),
+            Some(json!({ "role": "admin" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, sent) = app
+        .call_as(
+            dana,
+            "POST",
+            &invitations,
+            Some(json!({ "email": "ava@acme.example", "role": "admin" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    let (status, _) = app
+        .call(
+            "DELETE",
+            &format!("/api/console/organizations/{acme}/members/{dana}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, body) = accept(ava, &token_of(&sent)).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("invitation_answered")),
+        "revoked with its sender's removal: {body}"
+    );
+    let stale = "stale-invitation-token";
+    sqlx::query(
+        "INSERT INTO organization_invitations
+             (organization_id, email, role, token_hash, invited_by_user_id, expires_at)
+         VALUES ($1, 'ava@acme.example', 'admin', $2, $3, now() + interval '1 day')",
+    )
+    .bind(acme)
+    .bind(shared::secretbox::hash(stale))
+    .bind(dana)
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let (status, body) = accept(ava, stale).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("invitation_revoked")),
+        "{body}"
+    );
+    assert_eq!(role_in(&app, acme, ava).await, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1172,6 +1227,105 @@ async fn an_organization_sends_at_most_fifty_invitations_an_hour() {
     );
     assert_eq!(statuses[50], StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(app.count("organization_invitations").await, 50);
+}
+
+// An account that makes organizations to send more mail: its invitations
+// are counted across all of them. The name an organization carries into the
+// mail hides nothing and is quoted.
+#[tokio::test]
+async fn one_member_sends_at_most_fifty_invitations_an_hour_across_organizations() {
+    let app = TestApp::builder("organizations").smtp().build().await;
+    for hiding in [
+        "Acme\u{202e}ecnalab ruoy",
+        "Acme\u{200b}Billing",
+        "KubeBYON\u{2028}Security team",
+        "Acme\u{2066}x\u{2069}",
+    ] {
+        let (status, body) = app
+            .call(
+                "POST",
+                "/api/console/organizations",
+                Some(json!({ "name": hiding })),
+            )
+            .await;
+        assert_eq!(
+            (status, body["errors"][0]["field"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("name")),
+            "{hiding:?}: {body}"
+        );
+    }
+    let mut paths = Vec::new();
+    for name in ["Acme", "Acme 2"] {
+        let (status, made) = app
+            .call(
+                "POST",
+                "/api/console/organizations",
+                Some(json!({ "name": name })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{made}");
+        paths.push(format!(
+            "/api/console/organizations/{}/invitations",
+            made["id"].as_str().unwrap()
+        ));
+    }
+    crate::harness::clear_of_window_edge(api_organizations::INVITATIONS_PER_INVITER.window).await;
+    let mut statuses = Vec::new();
+    for i in 0..51 {
+        // 30 from the first organization, then from the second, which has
+        // sent far fewer than its own 50.
+        let path = &paths[usize::from(i >= 30)];
+        let (status, _) = app
+            .call(
+                "POST",
+                path,
+                Some(json!({ "email": format!("p{i}@example.com"), "role": "viewer" })),
+            )
+            .await;
+        statuses.push(status);
+    }
+    assert!(
+        statuses[..50].iter().all(|s| *s == StatusCode::CREATED),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[50], StatusCode::TOO_MANY_REQUESTS);
+    // The mail's body, quoted-printable decoded.
+    let decoded = |raw: &str| {
+        let raw = raw.replace("=\r\n", "").replace("=\n", "");
+        let mut bytes = Vec::new();
+        let mut rest = raw.as_bytes();
+        while let Some((&first, tail)) = rest.split_first() {
+            let hex = tail
+                .get(..2)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            match (first, hex) {
+                (b'=', Some(byte)) => {
+                    bytes.push(byte);
+                    rest = &tail[2..];
+                }
+                _ => {
+                    bytes.push(first);
+                    rest = tail;
+                }
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    tests::eventually(10, "the invitation's mail", || {
+        let messages = app.mail().messages();
+        async move {
+            messages
+                .iter()
+                .map(|m| decoded(m))
+                .any(|m| {
+                    m.contains("To: p0@example.com")
+                        && m.contains("You are invited to join the organization “Acme” as viewer")
+                })
+                .then_some(())
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

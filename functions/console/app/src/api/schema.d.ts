@@ -1396,7 +1396,8 @@ export interface paths {
          *     verified at once, globally unique (409 `hostname_taken`) and gets its CNAME
          *     from `sync-dns`; names the platform keeps (its own hosts and labels such as
          *     `console` or `www`, and the form of clusters' names, `<name>-<8 hex>`) are
-         *     refused (409 `hostname_reserved`). Any other name is `self_managed` and
+         *     refused (409 `hostname_reserved`), and so is a name under or over one
+         *     another organization's cluster holds (409 `hostname_taken`). Any other name is `self_managed` and
          *     unverified: create the TXT record the answer names
          *     (`verification_record_name` = `verification_record_value`), then ask
          *     `…/verify` (`sync-dns` also checks). Until verified it holds nothing:
@@ -2617,7 +2618,10 @@ export interface components {
             name: string;
             /**
              * @description The namespace of the cluster its Secret is projected into (default
-             *     `default`); it must exist there.
+             *     `default`); it must exist there, and not be one of the cluster's own
+             *     (`kube-system`, `kube-public`, `kube-node-lease`, `kubebyon-ingress`).
+             *     A Secret of that name the platform did not make is never overwritten
+             *     nor removed: the database fails, saying so.
              */
             namespace?: string | null;
             /** @description Default `<name>-postgres`, with `_` as `-`. */
@@ -3324,8 +3328,8 @@ export interface components {
         };
         NewOrganization: {
             /**
-             * @description 1–100 characters, no control characters; spaces at either end are
-             *     dropped.
+             * @description 1–100 characters, no control, direction or zero-width characters
+             *     (Unicode's format characters); spaces at either end are dropped.
              */
             name: string;
         };
@@ -4031,6 +4035,10 @@ export interface components {
             /** Format: uuid */
             attempt_id: string;
             code?: null | components["schemas"]["JoinDetailCode"];
+            /**
+             * @description What it found, in English: plain text, at most 1000 characters, no
+             *     control, direction or zero-width characters.
+             */
             detail?: string | null;
             /** @description The machine's host name (its node name, lowercased): a DNS subdomain. */
             hostname?: string | null;
@@ -12023,7 +12031,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The organization's invitations for the hour are used up (`rate_limited`) */
+            /** @description The invitations of the hour are used up: the organization's (50), the inviting member's (50, across organizations) or the platform's (1,000) (`rate_limited`) */
             429: {
                 headers: {
                     [name: string]: unknown;
