@@ -1,5 +1,5 @@
 //! The one rule between issuing a credential and ending what it rests on
-//! (docs/security.md, "Issuing and revoking").
+//! (docs/decisions/2026-12-07-one-rule-for-issuing-and-revoking.md).
 //!
 //! A credential the platform issues — a kubeconfig or an `exec` credential,
 //! an API key (an account's, an organisation's, a device's), a join token —

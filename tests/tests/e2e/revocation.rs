@@ -1,7 +1,8 @@
-//! Issuing a credential while what it rests on is revoked (docs/security.md,
-//! "Issuing and revoking"; `shared::app::authority`): every issuer raced
-//! against every revocation that ends its authority, in both orders, through
-//! the real routes on real PostgreSQL.
+//! Issuing a credential while what it rests on is revoked
+//! (docs/decisions/2026-12-07-one-rule-for-issuing-and-revoking.md,
+//! `shared::app::authority`): every issuer raced against every revocation
+//! that ends its authority, in both orders, through the real routes on real
+//! PostgreSQL.
 //!
 //! The races are made, not hoped for. A gate — a trigger on `audit_events`
 //! waiting on an advisory lock the test holds — stops one side inside its
