@@ -190,17 +190,21 @@ mod tests {
         );
         let object = configuration(&url, Some("PEM"));
         let hooks = object["webhooks"].as_array().unwrap();
-        assert_eq!(hooks.len(), 3);
+        assert_eq!(hooks.len(), 4);
         for hook in hooks {
             assert_eq!(hook["clientConfig"]["url"], url);
             assert_eq!(hook["clientConfig"]["caBundle"], "UEVN");
             assert_eq!(hook["sideEffects"], "None");
             assert_eq!(hook["admissionReviewVersions"], json!(["v1"]));
             assert_eq!(hook["timeoutSeconds"], REVIEW_TIMEOUT_SECONDS);
-            assert_eq!(
-                hook["namespaceSelector"]["matchExpressions"][0]["values"],
-                json!(EXEMPT_NAMESPACES)
-            );
+            // Bindings are weighed in every namespace, kube-system's too.
+            let selected = if hook["name"] == BINDINGS {
+                json!({})
+            } else {
+                json!({ "matchExpressions": [{ "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn", "values": EXEMPT_NAMESPACES }] })
+            };
+            assert_eq!(hook["namespaceSelector"], selected, "{}", hook["name"]);
         }
         let policy = |name: &str| {
             hooks.iter().find(|h| h["name"] == name).unwrap()["failurePolicy"]
@@ -211,6 +215,7 @@ mod tests {
         assert_eq!(policy(WORKLOADS), "Fail");
         assert_eq!(policy(PODS), "Ignore");
         assert_eq!(policy(NODES), "Fail");
+        assert_eq!(policy(BINDINGS), "Fail");
         assert!(
             configuration(&url, None)["webhooks"][0]["clientConfig"]
                 .get("caBundle")
