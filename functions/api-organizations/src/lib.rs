@@ -357,11 +357,7 @@ pub async fn invite(
                 what: "organization",
             })?;
     let role = organizations::member_role(&mut *tx, organization_id, caller.user_id).await?;
-    role.require(if body.role == Role::Owner {
-        Action::Own
-    } else {
-        Action::ManageMembers
-    })?;
+    role.require(body.role.to_invite())?;
     for (limit, key) in [
         (INVITATIONS_PER_ORGANIZATION, organization_id.to_string()),
         (INVITATIONS_PER_INVITER, caller.user_id.to_string()),

@@ -149,9 +149,7 @@ pub async fn answer(
                 invitation.invited_by_user_id,
             )
             .await?;
-            if !sender
-                .is_some_and(|role| role.allows(owner_touched(invitation.role, invitation.role)))
-            {
+            if !sender.is_some_and(|role| role.allows(invitation.role.to_invite())) {
                 return Err(ApiError::Conflict {
                     code: "invitation_revoked",
                     detail: "whoever sent this invitation may no longer invite: ask the organization's admins for a new one".into(),

@@ -77,6 +77,16 @@ impl Role {
         }
     }
 
+    /// What sending an invitation that makes a member of this role is:
+    /// owners' business for an owner, else managing members.
+    pub fn to_invite(self) -> Action {
+        if self == Self::Owner {
+            Action::Own
+        } else {
+            Action::ManageMembers
+        }
+    }
+
     /// Whether a member with this role may do `action`.
     pub fn allows(self, action: Action) -> bool {
         use Action::*;
