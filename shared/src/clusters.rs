@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::{
     domain::{
-        ClusterName, ClusterStatus, ConnectionStatus, IngressStatus, JobPayload, JobType,
+        ClusterName, ClusterStatus, ConnectionStatus, Engine, IngressStatus, JobPayload, JobType,
         PublicAccessMode, text_enum,
     },
     error::ApiError,
@@ -39,7 +39,7 @@ macro_rules! cluster_query {
                pod_cidr::text AS pod_cidr, service_cidr::text AS service_cidr,
                previous_api_endpoint,
                previous_public_access_mode AS "previous_public_access_mode: PublicAccessMode",
-               previous_endpoint_until "# + $tail,
+               previous_endpoint_until, engine AS "engine: Engine" "# + $tail,
             $($arg),*
         )
     };
@@ -117,6 +117,9 @@ pub struct Cluster {
     /// When the old address stops being served (the platform removes it
     /// shortly after).
     pub previous_endpoint_until: Option<DateTime<Utc>>,
+    /// What runs its control plane on the host, chosen when it was made
+    /// (the platform's engine then) and never changed.
+    pub engine: Engine,
 }
 
 /// The end of a cluster's creation times a cursor may name:
@@ -275,6 +278,7 @@ pub struct NewCluster<'a> {
     pub public_access_mode: PublicAccessMode,
     pub managed_workload_ingress_enabled: bool,
     pub tailscale_enabled: bool,
+    pub engine: Engine,
     /// Its networks, allocated in the same transaction.
     pub networks: Option<crate::networks::Networks>,
 }
@@ -288,9 +292,9 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
                kubernetes_version, workload_cpu_limit_milli_cores, workload_memory_limit_mib,
                control_plane_cpu_request_milli_cores, control_plane_memory_request_mib,
                public_access_mode, managed_workload_ingress_enabled, tailscale_enabled, status,
-               pod_cidr, service_cidr)
+               pod_cidr, service_cidr, engine)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'provisioning',
-                   $15::text::cidr, $16::text::cidr)
+                   $15::text::cidr, $16::text::cidr, $17)
            RETURNING"#,
         r#""#,
         new.id,
@@ -309,6 +313,7 @@ pub async fn insert(tx: &mut PgConnection, new: &NewCluster<'_>) -> Result<Clust
         new.tailscale_enabled,
         new.networks.map(|n| n.pod.to_string()),
         new.networks.map(|n| n.service.to_string()),
+        new.engine.as_str(),
     )
     .fetch_one(tx)
     .await

@@ -242,6 +242,16 @@ macro_rules! text_enum {
 pub(crate) use text_enum;
 
 text_enum! {
+    /// What runs a cluster's control plane on the host: a Kamaji
+    /// `TenantControlPlane` (open source, the default) or a vCluster with
+    /// private nodes (an Enterprise feature: the operator's licence).
+    Engine {
+        Kamaji => "kamaji",
+        Vcluster => "vcluster",
+    }
+}
+
+text_enum! {
     /// What a user may do: `admin` also runs the back office.
     UserRole {
         User => "user",

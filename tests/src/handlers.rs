@@ -141,6 +141,7 @@ pub async fn seed_cluster(pool: &PgPool) -> Uuid {
             public_access_mode: shared::domain::PublicAccessMode::Nodeport,
             managed_workload_ingress_enabled: false,
             tailscale_enabled: false,
+            engine: shared::domain::Engine::Vcluster,
             networks: None,
         },
     )

@@ -6,6 +6,7 @@ use shared::{
     domain::{ClusterName, KubernetesVersion, PublicAccessMode},
     error::{ApiError, FieldError, FieldErrorCode, unique_violation},
     extract::AppJson,
+    host::engine,
     http::{AppState, Caller, InOrganization, accepted, operations},
     jobs::Operation,
     networks::{self, AllocationError},
@@ -193,6 +194,12 @@ pub async fn create(
         public_access_mode: valid.public_access_mode,
         managed_workload_ingress_enabled: request.managed_workload_ingress_enabled,
         tailscale_enabled: request.tailscale_enabled,
+        // The host's engine settings when this function has a host (the
+        // process that makes clusters reads the same), else its own.
+        engine: match &state.host {
+            Some(host) => host.settings().engines.default,
+            None => state.settings.part::<engine::Config>()?.default,
+        },
         networks: None,
     };
     let tx = state.pool.begin().await?;

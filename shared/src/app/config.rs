@@ -17,6 +17,7 @@ pub fn check(settings: &Settings) -> Result<(), ConfigError> {
     settings.part::<ingress::config::Config>()?;
     settings.part::<metrics::Config>()?;
     settings.part::<networks::Config>()?;
+    settings.part::<crate::host::engine::Config>()?;
     settings.part::<notifications::Retries>()?;
     settings.part::<super::retention::Config>()?;
     Ok(())
@@ -39,6 +40,7 @@ mod tests {
             ("NOTIFY_MAX_ATTEMPTS", "0"),
             ("AUDIT_EVENTS_RETENTION_MS", "0"),
             ("RETENTION_BATCH", "0"),
+            ("KUBEBYON_ENGINE", "vcluster"),
         ] {
             let settings = Settings::from_source(&HashMap::from([(name, value)])).unwrap();
             match check(&settings) {

@@ -43,7 +43,7 @@ fn rbac(kind: &str) -> kube::api::ApiResource {
 impl HostCluster {
     /// Lets the platform's identities act in the cluster's namespace: the
     /// jobs as the tenant ClusterRole says, the HTTP functions only to read
-    /// `vc-<name>`. False when the platform runs with a kubeconfig of its
+    /// the admin kubeconfig Secret of its engine (`vc-<name>`, `<name>-admin-kubeconfig`). False when the platform runs with a kubeconfig of its
     /// own (no [`super::TenantAccess`]): there is nothing to grant.
     /// Recorded as the cluster's `host_access_revision`.
     pub async fn ensure_access(
@@ -82,7 +82,7 @@ impl HostCluster {
         let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": CREDENTIALS_ROLE, "namespace": ns, "labels": labels(cluster)},
             "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
-                       "resourceNames": [format!("vc-{}", cluster.vcluster_name)]}]});
+                       "resourceNames": [super::engine::of(cluster.engine).admin_kubeconfig(cluster).0]}]});
         roles
             .patch(CREDENTIALS_ROLE, &Self::apply_params(), &Patch::Apply(role))
             .await?;

@@ -25,9 +25,10 @@ use kube::{
 use super::{
     HostCluster, HostError, LoadBalancerProvider,
     chart::{
-        ApiServerFiles, NETWORK_POLICY, helm_chart, labels, network_policy, public_service_name,
-        sni_host, tls_route, vcluster_values,
+        ApiServerFiles, NETWORK_POLICY, labels, network_policy, public_service_name, sni_host,
+        tls_route,
     },
+    engine::{self, ControlPlaneState},
     error::ignore_not_found,
     haproxy::{Backend, Haproxy},
 };
@@ -36,14 +37,6 @@ use crate::{
     domain::{FailureCode, PublicAccessMode},
     error::Transient,
 };
-
-/// Where a cluster's control plane is in its installation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ControlPlaneState {
-    Installing,
-    Failed(String),
-    Ready,
-}
 
 /// A host and port the control plane is reachable on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,22 +116,6 @@ impl Transient for WaitError {
     }
 }
 
-/// The message of a chart's `Failed` condition, when its install failed.
-fn chart_failure(chart: &DynamicObject) -> Option<String> {
-    let condition = chart
-        .data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|c| c["type"] == "Failed" && c["status"] == "True")?;
-    Some(
-        condition["message"]
-            .as_str()
-            .unwrap_or("the chart install job failed")
-            .to_string(),
-    )
-}
-
 impl HostCluster {
     pub async fn ensure_namespace(&self, cluster: &Cluster) -> Result<(), HostError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
@@ -158,8 +135,7 @@ impl HostCluster {
     pub async fn ensure_limits(&self, cluster: &Cluster) -> Result<(), HostError> {
         let ns = &cluster.namespace;
         let quotas: Api<ResourceQuota> = Api::namespaced(self.client.clone(), ns);
-        let cpu = cluster.control_plane_cpu_request_milli_cores * 2;
-        let memory = cluster.control_plane_memory_request_mib * 2;
+        let (cpu, memory) = engine::of(cluster.engine).quota(cluster);
         let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "kubebyon-control-plane", "namespace": ns, "labels": labels(cluster)},
             "spec": {"hard": {
@@ -197,34 +173,45 @@ impl HostCluster {
         api.patch(
             NETWORK_POLICY,
             &Self::apply_params(),
-            &Patch::Apply(network_policy(cluster, &self.settings)),
+            &Patch::Apply(network_policy(
+                cluster,
+                &self.settings,
+                engine::of(cluster.engine).api_port(),
+            )),
         )
         .await?;
         Ok(())
     }
 
-    /// Whether the cluster's control-plane chart is there and failed: what
+    /// Whether the cluster's control-plane object is there and failed: what
     /// a create run again after its install failed starts by removing.
     pub async fn has_failed_install(&self, cluster: &Cluster) -> Result<bool, HostError> {
+        let engine = engine::of(cluster.engine);
         let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &engine.kind());
         Ok(api
             .get_opt(&cluster.vcluster_name)
             .await?
-            .is_some_and(|chart| chart_failure(&chart).is_some()))
+            .is_some_and(|object| {
+                matches!(engine.state(&object.data), ControlPlaneState::Failed(_))
+            }))
     }
 
-    /// Removes the control plane's chart when its first install failed (the
-    /// helm controller uninstalls what it left) and waits until it is gone,
-    /// so that applying it again runs a fresh install: the controller runs no
-    /// second install of a chart that did not change. For a cluster being
-    /// created only: a live control plane's failed upgrade is never removed.
+    /// Removes the control plane's object when its first install failed
+    /// (the helm controller uninstalls what it left) and waits until it is
+    /// gone, so that applying it again runs a fresh install: the controller
+    /// runs no second install of a chart that did not change. For a cluster
+    /// being created only: a live control plane's failed upgrade is never
+    /// removed.
     pub async fn remove_failed_install(&self, cluster: &Cluster) -> Result<(), HostError> {
         if !self.has_failed_install(cluster).await? {
             return Ok(());
         }
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &cluster.namespace,
+            &engine::of(cluster.engine).kind(),
+        );
         ignore_not_found(
             api.delete(&cluster.vcluster_name, &DeleteParams::default())
                 .await
@@ -234,7 +221,7 @@ impl HostCluster {
         while api.get_opt(&cluster.vcluster_name).await?.is_some() {
             if tokio::time::Instant::now() >= deadline {
                 return Err(HostError::Transport(format!(
-                    "the failed control-plane chart was still being removed after {} s",
+                    "the failed control plane was still being removed after {} s",
                     self.settings.ready_timeout.as_secs()
                 )));
             }
@@ -243,30 +230,32 @@ impl HostCluster {
         Ok(())
     }
 
-    /// The vCluster control plane, as a k3s `HelmChart` in the cluster's
-    /// namespace, its API server started with `api_server`'s files and its
-    /// certificate naming `public_hosts`, the addresses clients reach it on.
+    /// The control plane as the cluster's engine makes it (a Kamaji
+    /// `TenantControlPlane`, or vCluster's chart as a k3s `HelmChart`) in
+    /// the cluster's namespace, its API server started with `api_server`'s
+    /// files and its certificate naming `public_hosts`, the addresses
+    /// clients reach it on. The Secrets it names are written first.
     pub async fn ensure_control_plane(
         &self,
         cluster: &Cluster,
         api_server: Option<&ApiServerFiles>,
         public_hosts: &[String],
     ) -> Result<(), HostError> {
+        if let Some(refusal) = self.settings.engines.refusal(cluster.engine) {
+            return Err(HostError::Invalid(refusal));
+        }
+        let engine = engine::of(cluster.engine);
+        for (name, files) in engine.secrets(&self.settings) {
+            let files: Vec<(&str, String)> = files.into_iter().collect();
+            self.apply_secret(cluster, name, &files).await?;
+        }
         let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
-        let values = vcluster_values(cluster, &self.settings, api_server, public_hosts);
-        let chart = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
-        "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
-        "spec": {
-            "repo": self.settings.chart_repo, "chart": "vcluster", "version": self.settings.chart_version,
-            "targetNamespace": cluster.namespace,
-            // JSON is YAML: the helm controller reads it as vcluster.yaml.
-            "valuesContent": values.to_string(),
-        }});
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &engine.kind());
+        let object = engine.object(cluster, &self.settings, api_server, public_hosts);
         api.patch(
             &cluster.vcluster_name,
             &Self::apply_params(),
-            &Patch::Apply(chart),
+            &Patch::Apply(object),
         )
         .await?;
         Ok(())
@@ -318,6 +307,7 @@ impl HostCluster {
     /// [`Self::prune_public_entries`] removes it.
     pub async fn ensure_public_endpoint(&self, cluster: &Cluster) -> Result<(), HostError> {
         let mode = cluster.public_access_mode;
+        let engine = engine::of(cluster.engine);
         let service_type = match (mode, &self.settings.load_balancer) {
             (PublicAccessMode::Nodeport, _) => "NodePort",
             (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => "LoadBalancer",
@@ -337,13 +327,14 @@ impl HostCluster {
             ) => {
                 let routes: Api<DynamicObject> =
                     Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
+                let (backend, port) = engine.service(cluster);
                 let route = json!({"apiVersion": "gateway.networking.k8s.io/v1alpha2", "kind": "TLSRoute",
                 "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
                 "spec": {
                     "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
                                     "name": gateway_name, "namespace": gateway_namespace}],
                     "hostnames": [sni_host(cluster, base_domain)],
-                    "rules": [{"backendRefs": [{"name": cluster.vcluster_name, "port": 443}]}],
+                    "rules": [{"backendRefs": [{"name": backend, "port": port}]}],
                 }});
                 routes
                     .patch(
@@ -360,8 +351,8 @@ impl HostCluster {
         let service = json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
             "spec": {"type": service_type,
-                     "selector": {"app": "vcluster", "release": cluster.vcluster_name},
-                     "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}});
+                     "selector": engine.api_pods(cluster),
+                     "ports": [{"name": "https", "port": 443, "targetPort": engine.api_port(), "protocol": "TCP"}]}});
         services
             .patch(&name, &Self::apply_params(), &Patch::Apply(service))
             .await?;
@@ -511,27 +502,35 @@ impl HostCluster {
         Ok(())
     }
 
+    /// Where the control plane is: failed, or ready once its engine says it
+    /// runs (and its StatefulSet has a ready replica, for vCluster) and its
+    /// admin kubeconfig is written.
     pub async fn control_plane_state(
         &self,
         cluster: &Cluster,
     ) -> Result<ControlPlaneState, HostError> {
-        let charts: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &cluster.namespace, &helm_chart());
-        let chart = charts.get(&cluster.vcluster_name).await?;
-        if let Some(message) = chart_failure(&chart) {
-            return Ok(ControlPlaneState::Failed(message));
+        let engine = engine::of(cluster.engine);
+        let objects: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &cluster.namespace, &engine.kind());
+        let object = objects.get(&cluster.vcluster_name).await?;
+        match engine.state(&object.data) {
+            ControlPlaneState::Ready => {}
+            other => return Ok(other),
         }
-        let statefulsets: Api<StatefulSet> =
-            Api::namespaced(self.client.clone(), &cluster.namespace);
-        let ready = match statefulsets.get_opt(&cluster.vcluster_name).await? {
-            Some(set) => set.status.and_then(|s| s.ready_replicas).unwrap_or(0) >= 1,
-            None => false,
-        };
+        if let Some(workload) = engine.workload(cluster) {
+            let statefulsets: Api<StatefulSet> =
+                Api::namespaced(self.client.clone(), &cluster.namespace);
+            let ready = match statefulsets.get_opt(&workload).await? {
+                Some(set) => set.status.and_then(|s| s.ready_replicas).unwrap_or(0) >= 1,
+                None => false,
+            };
+            if !ready {
+                return Ok(ControlPlaneState::Installing);
+            }
+        }
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        let secret = secrets
-            .get_opt(&format!("vc-{}", cluster.vcluster_name))
-            .await?;
-        Ok(if ready && secret.is_some() {
+        let (secret, _) = engine.admin_kubeconfig(cluster);
+        Ok(if secrets.get_opt(&secret).await?.is_some() {
             ControlPlaneState::Ready
         } else {
             ControlPlaneState::Installing

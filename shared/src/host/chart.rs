@@ -8,14 +8,23 @@ use super::settings::HostSettings;
 use crate::{clusters::Cluster, domain::PublicAccessMode};
 
 /// The NetworkPolicy that fences a control plane's namespace: its pods talk
-/// to each other; from outside, only the API port (8443, behind the public
-/// endpoint) is open; out of it go DNS to `kube-system` and anything outside
-/// the host's pod networks (the host API, the internet), never another
-/// tenant's pods.
-pub fn network_policy(cluster: &Cluster, settings: &HostSettings) -> Value {
+/// to each other; from outside, only the API server's port (`api_port`,
+/// behind the public endpoint) is open; out of it go DNS to `kube-system`,
+/// Kamaji's namespace (its DataStore) and anything outside the host's pod
+/// networks (the host API, the internet), never another tenant's pods.
+pub fn network_policy(cluster: &Cluster, settings: &HostSettings, api_port: i32) -> Value {
+    let mut spec = isolation(&settings.pod_cidrs);
+    spec["ingress"][1]["ports"][0]["port"] = json!(api_port);
+    if cluster.engine == crate::domain::Engine::Kamaji {
+        spec["egress"]
+            .as_array_mut()
+            .expect("rules")
+            .push(json!({"to": [{"namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": settings.engines.kamaji_namespace}}}]}));
+    }
     json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": {"name": NETWORK_POLICY, "namespace": cluster.namespace, "labels": labels(cluster)},
-        "spec": isolation(&settings.pod_cidrs)})
+        "spec": spec})
 }
 
 /// Link-local addresses, where the cloud providers' instance metadata
@@ -52,10 +61,13 @@ pub(super) fn isolation(pod_cidrs: &[String]) -> Value {
     })
 }
 
+/// The Secret in each vCluster's namespace that carries the licence.
+pub const LICENCE_SECRET: &str = "kubebyon-vcluster-licence";
+
 /// The name of every control-plane namespace's NetworkPolicy.
 pub const NETWORK_POLICY: &str = "kubebyon-isolation";
 
-pub(super) fn helm_chart() -> ApiResource {
+pub(crate) fn helm_chart() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("helm.cattle.io", "v1", "HelmChart"),
         "helmcharts",
@@ -125,6 +137,60 @@ pub struct ApiServerFiles {
 const FORMER_POD_CIDR: &str = "10.64.0.0/16";
 const FORMER_SERVICE_CIDR: &str = "10.128.0.0/16";
 
+/// The cluster's pod and Service networks.
+pub(super) fn networks(cluster: &Cluster) -> (&str, &str) {
+    (
+        cluster.pod_cidr.as_deref().unwrap_or(FORMER_POD_CIDR),
+        cluster
+            .service_cidr
+            .as_deref()
+            .unwrap_or(FORMER_SERVICE_CIDR),
+    )
+}
+
+/// vCluster's k8s distro starts kube-apiserver with these flags
+/// (loft-sh/vcluster v0.29.1 `pkg/k8s/k8s.go`, embedded kine, private
+/// nodes) and merges `extraArgs` over them by flag name, so
+/// `--authorization-mode=Node,RBAC` cannot be taken away by `extraArgs`, and
+/// kube-apiserver refuses it beside `--authorization-config`. With the
+/// platform's files the whole command is given instead
+/// (`controlPlane.distro.k8s.apiServer.command`): these, without
+/// `--authorization-mode`, and the files' flags.
+fn vcluster_api_server_command(service_cidr: &str, files: &ApiServerFiles) -> Vec<String> {
+    let pki = "/data/pki";
+    let mut command: Vec<String> = [
+        "/binaries/kube-apiserver".to_string(),
+        format!("--service-cluster-ip-range={service_cidr}"),
+        "--bind-address=127.0.0.1".into(),
+        "--allow-privileged=true".into(),
+        format!("--client-ca-file={pki}/client-ca.crt"),
+        "--enable-bootstrap-token-auth=true".into(),
+        "--etcd-servers=unix:///data/kine.sock".into(),
+        format!("--proxy-client-cert-file={pki}/front-proxy-client.crt"),
+        format!("--proxy-client-key-file={pki}/front-proxy-client.key"),
+        "--requestheader-allowed-names=front-proxy-client".into(),
+        format!("--requestheader-client-ca-file={pki}/front-proxy-ca.crt"),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+        "--requestheader-group-headers=X-Remote-Group".into(),
+        "--requestheader-username-headers=X-Remote-User".into(),
+        "--secure-port=6443".into(),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        format!("--service-account-key-file={pki}/sa.pub"),
+        format!("--service-account-signing-key-file={pki}/sa.key"),
+        format!("--tls-cert-file={pki}/apiserver.crt"),
+        format!("--tls-private-key-file={pki}/apiserver.key"),
+        "--profiling=false".into(),
+        "--advertise-address=127.0.0.1".into(),
+        "--endpoint-reconciler-type=none".into(),
+        format!("--kubelet-client-certificate={pki}/apiserver-kubelet-client.crt"),
+        format!("--kubelet-client-key={pki}/apiserver-kubelet-client.key"),
+        "--enable-admission-plugins=NodeRestriction".into(),
+    ]
+    .into();
+    command.extend(files.args.iter().cloned());
+    command
+}
+
 /// The vCluster chart values (vcluster.yaml) for a cluster whose clients
 /// reach its API server on `public_hosts` (in its certificate:
 /// `controlPlane.proxy.extraSANs`; during an endpoint switch, the new
@@ -141,6 +207,7 @@ pub fn vcluster_values(
             extra_sans.push(host);
         }
     }
+    let (pod_cidr, service_cidr) = networks(cluster);
     let mut values = json!({
         "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},
         "controlPlane": {
@@ -156,14 +223,21 @@ pub fn vcluster_values(
             "service": {"spec": {"type": "ClusterIP"}},
             "proxy": {"extraSANs": extra_sans},
         },
-        "networking": {
-            "podCIDR": cluster.pod_cidr.as_deref().unwrap_or(FORMER_POD_CIDR),
-            "serviceCIDR": cluster.service_cidr.as_deref().unwrap_or(FORMER_SERVICE_CIDR),
-        },
+        "networking": {"podCIDR": pod_cidr, "serviceCIDR": service_cidr},
         "policies": {"resourceQuota": {"enabled": false}, "limitRange": {"enabled": false}},
     });
+    if settings.engines.vcluster_licence.is_some() {
+        // The Enterprise build reads its licence from this Secret.
+        values["external"] = json!({"platform": {"apiKey": {"secretName": LICENCE_SECRET}}});
+    }
     if let Some(files) = api_server {
-        values["controlPlane"]["distro"]["k8s"]["apiServer"] = json!({"extraArgs": files.args});
+        // The full command leaves out the Konnectivity egress selector
+        // vCluster's Enterprise code writes at a path of its own: with it,
+        // the server is off, and the API server reaches nodes directly.
+        values["controlPlane"]["distro"]["k8s"]["apiServer"] =
+            json!({"command": vcluster_api_server_command(service_cidr, files)});
+        values["controlPlane"]["advanced"] =
+            json!({"konnectivity": {"server": {"enabled": false}}});
         let persistence = &mut values["controlPlane"]["statefulSet"]["persistence"];
         persistence["addVolumes"] =
             json!([{"name": files.secret, "secret": {"secretName": files.secret}}]);

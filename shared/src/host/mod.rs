@@ -22,6 +22,8 @@ pub mod access;
 pub mod apply;
 pub mod chart;
 pub mod doctor;
+pub mod engine;
+pub mod engine_settings;
 pub mod error;
 pub mod exec;
 pub mod gateway;
@@ -33,11 +35,12 @@ pub mod settings;
 pub mod vcluster;
 
 pub use access::ACCESS_REVISION;
-pub use apply::{ControlPlaneState, Endpoint, WaitError, endpoint_host};
+pub use apply::{Endpoint, WaitError, endpoint_host};
 pub use chart::{
     ApiServerFiles, NETWORK_POLICY, kubernetes_image_tag, network_policy, public_service_name,
     sni_host, vcluster_values,
 };
+pub use engine::{ControlPlaneEngine, ControlPlaneState, KAMAJI_RELEASE};
 pub use error::HostError;
 pub use gateway::{Https, IssuerRef, WorkloadGateway};
 pub use metrics::{ContainerUsage, PodUsage};

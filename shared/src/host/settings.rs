@@ -53,6 +53,8 @@ pub struct HostSettings {
     /// how long a cluster's old public entry keeps serving after its
     /// endpoint moved; 0 removes it as the switch completes.
     pub endpoint_grace: Duration,
+    /// The control-plane engines' settings ([`super::engine_settings::Config`]).
+    pub engines: super::engine_settings::Config,
 }
 
 /// The longest grace period an old endpoint may be given: a week.
@@ -122,6 +124,7 @@ impl HostSettings {
                 .map(|path| admission_ca(&path))
                 .transpose()?,
             tenant_access: TenantAccess::from_source(source)?,
+            engines: <super::engine_settings::Config as crate::config::Part>::read(source)?,
             workload_gateway: super::gateway::WorkloadGateway::from_source(source)?,
             endpoint_grace: match source.get("KUBEBYON_ENDPOINT_GRACE_SECONDS") {
                 None => Duration::from_secs(3600),

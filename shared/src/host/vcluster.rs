@@ -13,21 +13,19 @@ use super::{HostCluster, HostError};
 use crate::clusters::Cluster;
 
 impl HostCluster {
-    /// The admin kubeconfig vCluster wrote into its Secret, parsed.
+    /// The admin kubeconfig the cluster's engine wrote into its Secret, parsed.
     pub(super) async fn stored_kubeconfig(
         &self,
         cluster: &Cluster,
     ) -> Result<Option<Kubeconfig>, HostError> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        let Some(secret) = secrets
-            .get_opt(&format!("vc-{}", cluster.vcluster_name))
-            .await?
-        else {
+        let (name, key) = super::engine::of(cluster.engine).admin_kubeconfig(cluster);
+        let Some(secret) = secrets.get_opt(&name).await? else {
             return Ok(None);
         };
         let data: BTreeMap<_, _> = secret.data.unwrap_or_default();
-        let raw = data.get("config").ok_or_else(|| {
-            HostError::Invalid("the kubeconfig Secret has no `config` key".into())
+        let raw = data.get(key).ok_or_else(|| {
+            HostError::Invalid(format!("the kubeconfig Secret has no `{key}` key"))
         })?;
         let text = std::str::from_utf8(&raw.0)
             .map_err(|e| HostError::Invalid(format!("the kubeconfig is not UTF-8: {e}")))?;

@@ -348,6 +348,7 @@ pub async fn handle(
         &target,
         &params,
         &headers,
+        client.as_ref(),
         &content_type,
         &body,
     )
@@ -692,23 +693,35 @@ pub(crate) async fn authorizer_denies_exec(
     ))
 }
 
-/// `pods/exec` as RBAC sees it (`create`), for the exec route.
+/// `pods/exec` as RBAC sees it, for the exec route: `create` for a SPDY
+/// POST; for a WebSocket's GET, `get`, and `create` too where kube-apiserver
+/// checks the upgrade (the `AuthorizePodWebsocketUpgradeCreatePermission`
+/// gate): both are asked, so a role passes only with what every version
+/// needs.
 pub(crate) fn rbac_denies_exec(
     shared: &Shared,
+    method: &Method,
     headers: &HeaderMap,
     namespace: &str,
     pod: &str,
 ) -> Option<ApiError> {
     let (user, groups) = rbac_identity(shared, headers)?;
-    let request = crate::rbac::Attributes {
-        verb: "create".into(),
-        group: String::new(),
-        resource: "pods".into(),
-        subresource: "exec".into(),
-        namespace: namespace.into(),
-        name: pod.into(),
+    let verbs: &[&str] = if method == Method::GET {
+        &["get", "create"]
+    } else {
+        &["create"]
     };
-    rbac_check(shared, &user, &groups, &request)
+    verbs.iter().find_map(|verb| {
+        let request = crate::rbac::Attributes {
+            verb: (*verb).into(),
+            group: String::new(),
+            resource: "pods".into(),
+            subresource: "exec".into(),
+            namespace: namespace.into(),
+            name: pod.into(),
+        };
+        rbac_check(shared, &user, &groups, &request)
+    })
 }
 
 /// RBAC's answer to a request of a ServiceAccount: its verb on the object;
@@ -798,12 +811,14 @@ fn rbac_denies(
 /// Asks the validating webhooks about a create, replace, merge patch or
 /// apply of a main resource (not its status, an eviction or a token
 /// request), with the object as it would be stored.
+#[allow(clippy::too_many_arguments)]
 async fn admit(
     shared: &Shared,
     method: &Method,
     target: &Target,
     params: &HashMap<String, String>,
     headers: &HeaderMap,
+    client: Option<&ClientCertificate>,
     content_type: &str,
     body: &Bytes,
 ) -> Result<(), ApiError> {
@@ -861,9 +876,17 @@ async fn admit(
         .and_then(|v| v.strip_prefix("Bearer "));
     let user = if presented.is_some() && presented == shared.token.as_deref() {
         crate::admission::admin()
+    } else if let (None, Some(client)) = (presented, client) {
+        // A client certificate: its subject, as the API server read it.
+        let mut groups = client.groups.clone();
+        groups.push("system:authenticated".into());
+        json!({"username": client.user, "groups": groups})
     } else {
         json!({"username": "system:serviceaccount", "groups": ["system:serviceaccounts", "system:authenticated"]})
     };
+    if target.resource.kind == "TenantControlPlane" && shared.options.role == crate::Role::Host {
+        crate::kamaji::admit(&object, old.as_ref())?;
+    }
     let attributes = crate::admission::Attributes {
         resource: target.resource,
         namespace: &namespace,

@@ -35,7 +35,7 @@ pub fn seed(shared: &Shared) {
             ]}),
         );
     }
-    if shared.options.role == Role::VCluster {
+    if shared.options.role.is_tenant() {
         // What kubeadm sets up for bootstrap tokens: the ClusterRole whose
         // holders' kubelet client certificates kube-controller-manager approves
         // by itself, bound to the group of kubeadm's default node tokens.
@@ -113,6 +113,12 @@ pub async fn run(shared: Arc<Shared>) {
                     ));
                 }
             }
+            ("TenantControlPlane", "ADDED" | "MODIFIED") if shared.options.role == Role::Host => {
+                tokio::spawn(crate::kamaji::reconcile(shared.clone(), namespace, name));
+            }
+            ("TenantControlPlane", "DELETED") if shared.options.role == Role::Host => {
+                crate::kamaji::remove(&shared, &namespace, &name);
+            }
             ("HelmChart", "DELETED") if shared.options.role == Role::Host => {
                 uninstall_chart(&shared, &namespace, &name);
             }
@@ -132,7 +138,7 @@ pub async fn run(shared: Arc<Shared>) {
                 );
             }
             ("Deployment", "ADDED" | "MODIFIED") | ("Node", _)
-                if shared.options.role == Role::VCluster =>
+                if shared.options.role.is_tenant() =>
             {
                 let mut store = shared.store.lock().expect("lock");
                 schedule_deployments(&mut store);
@@ -278,6 +284,26 @@ fn is_vcluster_chart(chart: &Value) -> bool {
         .is_some_and(|c| c.contains("vcluster"))
 }
 
+/// Why vCluster's open-source build stops with these values: private nodes
+/// are a pro feature (loft-sh/vcluster v0.29.1 `pkg/pro/privatenodes.go`)
+/// unless the licence reaches it, here through the Secret
+/// `external.platform.apiKey.secretName` names, holding an `accessKey`
+/// (`pkg/platform/secret.go`).
+fn unlicensed(store: &Store, namespace: &str, values: &Value) -> Option<String> {
+    if values.pointer("/privateNodes/enabled") != Some(&json!(true)) {
+        return None;
+    }
+    let licensed = values
+        .pointer("/external/platform/apiKey/secretName")
+        .and_then(Value::as_str)
+        .and_then(|secret| store.get(resource("v1", "Secret"), namespace, secret).ok())
+        .and_then(|secret| crate::store::secret_text(&secret, "accessKey"))
+        .is_some_and(|key| !key.is_empty());
+    (!licensed).then(|| {
+        "you are trying to use a vCluster pro feature 'private nodes' that is not part of the open-source build".into()
+    })
+}
+
 /// The chart's values (JSON, as the platform writes them).
 fn chart_values(chart: &Value) -> Option<Value> {
     chart
@@ -343,11 +369,51 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
     let names = certificate_names(&chart, &name, &target);
     // The API server's authorization and admission files, from the host
     // Secret the values mount.
+    let values = chart_values(&chart).unwrap_or_default();
     let files = crate::authz::ApiServerFiles::from_chart(
         &shared.store.lock().expect("lock"),
         &target,
-        &chart_values(&chart).unwrap_or_default(),
+        &values,
     );
+    let refusal = files
+        .start_refusal()
+        .or_else(|| unlicensed(&shared.store.lock().expect("lock"), &target, &values));
+    if let Some(refusal) = refusal {
+        // The chart installs; the control plane exits at start and
+        // restarts: the StatefulSet never has a ready replica.
+        let labels = json!({"app": "vcluster", "release": name});
+        let mut store = shared.store.lock().expect("lock");
+        let _ = store.create(
+            resource("apps/v1", "StatefulSet"),
+            &target,
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                   "metadata": {"name": name, "namespace": target, "labels": labels},
+                   "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "serviceName": format!("{name}-headless"),
+                            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "syncer"}]}}}}),
+        );
+        let _ = store.create(
+            resource("v1", "Pod"),
+            &target,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{name}-0"), "namespace": target, "labels": labels},
+                "spec": {"containers": [{"name": "syncer"}]},
+                "status": {"phase": "Running", "containerStatuses": [{
+                    "name": "syncer", "ready": false, "restartCount": 5,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff",
+                        "message": "back-off 2m40s restarting failed container=syncer"}},
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}),
+        );
+        let status = json!({"status": {"jobName": job, "conditions": [
+            {"type": "JobCreated", "status": "True", "reason": "", "message": ""}]}});
+        let _ = store.merge_patch(charts, &namespace, &name, &status, true);
+        drop(store);
+        shared
+            .startup_logs
+            .lock()
+            .expect("lock")
+            .insert((target.clone(), name.clone()), refusal);
+        return;
+    }
     // On every address: a load balancer's (127.0.0.2 below) reaches it as a
     // node's does, and only the names its certificate carries verify.
     let Ok(child) = Simulator::start_on(
@@ -460,8 +526,10 @@ fn allocate_service_ports(shared: &Shared, store: &mut Store, namespace: &str, n
     let Ok(service) = store.get(resource("v1", "Service"), namespace, name) else {
         return;
     };
+    // A vCluster's pods by release, a Kamaji control plane's by name.
     let release = service
         .pointer("/spec/selector/release")
+        .or_else(|| service.pointer("/spec/selector/kamaji.clastix.io~1name"))
         .and_then(Value::as_str);
     let child_port = release.and_then(|release| {
         shared
@@ -521,7 +589,7 @@ fn node_port(shared: &Shared, namespace: &str, name: &str, target: u16) -> Optio
     Some(port)
 }
 
-fn assign(
+pub(crate) fn assign(
     shared: &Shared,
     store: &mut Store,
     namespace: &str,

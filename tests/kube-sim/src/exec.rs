@@ -149,8 +149,13 @@ pub async fn handle(
     {
         return error(denied);
     }
-    if let Some(denied) = crate::api::rbac_denies_exec(&shared, request.headers(), &namespace, &pod)
-    {
+    if let Some(denied) = crate::api::rbac_denies_exec(
+        &shared,
+        request.method(),
+        request.headers(),
+        &namespace,
+        &pod,
+    ) {
         return error(denied);
     }
     let (exec, stdout, stderr) = match exec_request(&shared, namespace, pod, &request) {

@@ -33,6 +33,7 @@ mod authz;
 mod behaviour;
 mod exec;
 mod join;
+mod kamaji;
 mod protobuf;
 mod rbac;
 pub mod registry;
@@ -67,6 +68,15 @@ pub enum Role {
     Host,
     /// A vCluster's own API.
     VCluster,
+    /// A Kamaji tenant control plane's own API.
+    Kamaji,
+}
+
+impl Role {
+    /// Whether it plays a cluster's own API (nodes join it, workloads run).
+    pub fn is_tenant(self) -> bool {
+        matches!(self, Self::VCluster | Self::Kamaji)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -160,6 +170,9 @@ pub(crate) struct Shared {
     /// vCluster, by (namespace, name), forwarded from a port of its own
     /// (its node port) while the Service exists.
     pub node_ports: Mutex<HashMap<(String, String), behaviour::NodePort>>,
+    /// Why a control plane's API server exited at start, by (namespace,
+    /// name): what its log would say.
+    pub startup_logs: Mutex<HashMap<(String, String), String>>,
 }
 
 /// A simulator being started.
@@ -191,6 +204,7 @@ impl Simulator {
         let common_name = match options.role {
             Role::Host => "kube-sim-host",
             Role::VCluster => "kube-sim-vcluster",
+            Role::Kamaji => "kube-sim-kamaji",
         };
         let authority = tls::Authority::new(common_name, &options.names)?;
         let shared = Arc::new(Shared {
@@ -206,6 +220,7 @@ impl Simulator {
             issued: Mutex::new(HashMap::new()),
             access: Mutex::new(Vec::new()),
             node_ports: Mutex::new(HashMap::new()),
+            startup_logs: Mutex::new(HashMap::new()),
         });
         behaviour::seed(&shared);
         let app = Router::new()
@@ -251,6 +266,37 @@ impl Simulator {
         groups: &[&str],
     ) -> std::io::Result<(String, String)> {
         self.authority.client_certificate(user, groups)
+    }
+
+    /// A kubeconfig for this API at `server` that authenticates with a
+    /// client certificate for `user` in `groups` (what kubeadm writes into
+    /// `admin.conf`).
+    pub fn kubeconfig_with_certificate(
+        &self,
+        server: &str,
+        user: &str,
+        groups: &[&str],
+    ) -> std::io::Result<String> {
+        use base64::Engine;
+        let encode = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+        let (certificate, key) = self.client_certificate(user, groups)?;
+        Ok(format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubernetes\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {user}@kubernetes\n  context:\n    cluster: kubernetes\n    user: {user}\ncurrent-context: {user}@kubernetes\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {certificate}\n    client-key-data: {key}\n",
+            ca = encode(&self.shared.ca_pem),
+            certificate = encode(&certificate),
+            key = encode(&key),
+        ))
+    }
+
+    /// What a control plane's API server logged as it exited at start, when
+    /// kube-apiserver refused its flags or files.
+    pub fn startup_log(&self, namespace: &str, name: &str) -> Option<String> {
+        self.shared
+            .startup_logs
+            .lock()
+            .expect("lock")
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
     }
 
     /// The PEM of the CA the simulator's serving certificate is signed by.
@@ -317,7 +363,8 @@ impl Simulator {
         *self.shared.exec.lock().expect("lock") = Some(handler);
     }
 
-    /// The vCluster API started for a chart release, once it is ready.
+    /// The cluster API started for a vCluster chart release or a Kamaji
+    /// `TenantControlPlane`, once it is ready.
     pub fn vcluster(&self, namespace: &str, release: &str) -> Option<Arc<Simulator>> {
         self.shared
             .children

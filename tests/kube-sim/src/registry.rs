@@ -105,6 +105,13 @@ pub static RESOURCES: &[ResourceType] = &[
     ),
     resource!("helm.cattle.io", "v1", "HelmChart", "helmcharts", true),
     resource!(
+        "kamaji.clastix.io",
+        "v1alpha1",
+        "TenantControlPlane",
+        "tenantcontrolplanes",
+        true
+    ),
+    resource!(
         "gateway.networking.k8s.io",
         "v1alpha2",
         "TLSRoute",

@@ -62,13 +62,13 @@ fn webhook_path(configuration: &Value) -> String {
     url[url.find("/api/admission/").unwrap()..].to_string()
 }
 
-struct Kubectl {
+pub(crate) struct Kubectl {
     dir: PathBuf,
     kubeconfig: PathBuf,
 }
 
 impl Kubectl {
-    async fn for_cluster(platform: &TestApp, id: &str) -> Self {
+    pub(crate) async fn for_cluster(platform: &TestApp, id: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("admission-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("config");
@@ -89,7 +89,7 @@ impl Kubectl {
     }
 
     /// Runs kubectl with `stdin` as the manifest; (succeeded, stdout + stderr).
-    async fn run(&self, args: &[&str], stdin: &str) -> (bool, String) {
+    pub(crate) async fn run(&self, args: &[&str], stdin: &str) -> (bool, String) {
         use tokio::io::AsyncWriteExt;
         let mut child = tokio::process::Command::new("kubectl")
             .arg("--kubeconfig")
@@ -136,19 +136,19 @@ impl Kubectl {
         .await
     }
 
-    async fn apply(&self, manifest: &str) -> (bool, String) {
+    pub(crate) async fn apply(&self, manifest: &str) -> (bool, String) {
         self.run(&["apply", "--validate=false", "-f", "-"], manifest)
             .await
     }
 }
 
-fn deployment(name: &str, replicas: i64, cpu: &str) -> String {
+pub(crate) fn deployment(name: &str, replicas: i64, cpu: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: app\n        image: nginx:1.27\n        resources:\n          requests: {{cpu: {cpu}, memory: 256Mi}}\n"
     )
 }
 
-fn pod(name: &str, namespace: &str, cpu: &str) -> String {
+pub(crate) fn pod(name: &str, namespace: &str, cpu: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  containers:\n  - name: app\n    image: nginx:1.27\n    resources:\n      requests: {{cpu: {cpu}, memory: 128Mi}}\n"
     )

@@ -25,7 +25,7 @@ use shared::{
     accounts::users,
     billing::settings::{self as billing_settings, BillingSecretChanges},
     config::{JobSettings, Settings},
-    host::{HostCluster, HostSettings},
+    host::{HostCluster, HostSettings, engine},
     http::{AppState, Identity, with_common_layers},
     jobs::{JobMessage, Processed, Worker},
 };
@@ -153,9 +153,24 @@ impl Builder {
                 .default_env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
                 .default_env("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true");
         }
+        // The suite's clusters run on vCluster, licensed, unless a test
+        // names another engine; the routes and the host read the same.
+        self = self
+            .default_env("KUBEBYON_ENGINE", "vcluster")
+            .default_env("KUBEBYON_VCLUSTER_PLATFORM_HOST", VCLUSTER_PLATFORM_HOST)
+            .default_env("KUBEBYON_VCLUSTER_ACCESS_KEY", VCLUSTER_ACCESS_KEY);
+        let engines = {
+            let source: std::collections::HashMap<&str, &str> = self
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            <engine::Config as shared::config::Part>::read(&source).unwrap()
+        };
         let mut front = None;
         let mut host = None;
         if let Some(mut settings) = self.host.take() {
+            settings.engines = engines;
             if self.admission {
                 let tls = kube_sim::TlsFront::start(listener.local_addr().unwrap())
                     .await
@@ -262,7 +277,7 @@ async fn start_host(mut settings: HostSettings, least_privilege: bool) -> Host {
     }
     // The chart as installed in `default`: its identities and roles, and
     // the settings its ConfigMap gives every function.
-    let documents = crate::routing::rendered(&[]);
+    let documents = crate::routing::rendered(SUITE_ENGINES);
     let mut config = std::collections::HashMap::new();
     for document in &documents {
         match document["kind"].as_str().unwrap_or_default() {
@@ -342,8 +357,20 @@ pub struct TestApp {
     stripe: Option<StripeStub>,
 }
 
+/// The chart's engines for the suite's clusters (vCluster alone).
+pub const SUITE_ENGINES: &[&str] = &["engines.kamaji=false", "engines.vcluster=true"];
+
+/// The licence the suite's vCluster engine is given.
+pub const VCLUSTER_PLATFORM_HOST: &str = "platform.vcluster.example";
+pub const VCLUSTER_ACCESS_KEY: &str = "test-vcluster-access-key";
+
 pub fn host_settings() -> HostSettings {
-    let mut settings = HostSettings::from_source(&std::collections::HashMap::new()).unwrap();
+    let mut settings = HostSettings::from_source(&std::collections::HashMap::from([
+        ("KUBEBYON_ENGINE", "vcluster"),
+        ("KUBEBYON_VCLUSTER_PLATFORM_HOST", VCLUSTER_PLATFORM_HOST),
+        ("KUBEBYON_VCLUSTER_ACCESS_KEY", VCLUSTER_ACCESS_KEY),
+    ]))
+    .unwrap();
     // NodePort endpoints use this name, load balancers the simulator's
     // `LOAD_BALANCER_IP`, which no certificate names unless asked to.
     settings.node_address = "localhost".into();

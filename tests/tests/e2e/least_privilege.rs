@@ -350,7 +350,7 @@ async fn each_host_identity_holds_exactly_the_rights_its_functions_use() {
             .map(|a| (a.verb.clone(), a.group.clone(), a.resource.clone()))
             .collect()
     };
-    let documents = crate::routing::rendered(&[]);
+    let documents = crate::routing::rendered(crate::harness::SUITE_ENGINES);
     let mut granted_jobs = atoms(&rules_of(&documents, "ClusterRole", "kb-host"));
     granted_jobs.extend(atoms(&rules_of(&documents, "ClusterRole", "kb-tenant")));
     assert_eq!(

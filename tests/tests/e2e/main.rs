@@ -18,6 +18,7 @@ mod doctor;
 mod edge;
 mod edge_proxy;
 mod endpoint_switch;
+mod engines;
 mod faults;
 mod fleet;
 mod haproxy;

@@ -2417,6 +2417,11 @@ export interface components {
             control_plane_memory_request_mib: number;
             /** Format: date-time */
             created_at: string;
+            /**
+             * @description What runs its control plane on the host, chosen when it was made
+             *     (the platform's engine then) and never changed.
+             */
+            engine: components["schemas"]["Engine"];
             /** Format: uuid */
             id: string;
             kubeconfig_available: boolean;
@@ -2850,6 +2855,13 @@ export interface components {
         EdgeState: {
             edge?: null | components["schemas"]["WorkloadEdge"];
         };
+        /**
+         * @description What runs a cluster's control plane on the host: a Kamaji
+         *     `TenantControlPlane` (open source, the default) or a vCluster with
+         *     private nodes (an Enterprise feature: the operator's licence).
+         * @enum {string}
+         */
+        Engine: "kamaji" | "vcluster";
         /** @description An organisation's plan, its limits and their use. */
         Entitlement: {
             limits?: null | components["schemas"]["Amounts"];

@@ -1,0 +1,305 @@
+//! The control-plane engines: what a cluster's control plane is on the
+//! host, behind one seam ([`ControlPlaneEngine`]). Two implementations:
+//! [`Kamaji`] (a `TenantControlPlane` of clastix/kamaji, open source, the
+//! default) and [`Vcluster`] (a vCluster with private nodes through k3s's
+//! helm controller, an Enterprise feature: only with the operator's
+//! licence). The engine is recorded per cluster ([`Engine`]) and never
+//! changes; a new cluster gets the platform's ([`Config::default`]).
+
+use k8s_openapi::serde_json::{Value, json};
+use kube::core::{ApiResource, GroupVersionKind};
+
+pub use super::engine_settings::{Config, Licence};
+use super::{
+    chart::{ApiServerFiles, LICENCE_SECRET, labels, vcluster_values},
+    settings::HostSettings,
+};
+use crate::{clusters::Cluster, domain::Engine};
+
+/// Where a cluster's control plane is in its installation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlPlaneState {
+    Installing,
+    Failed(String),
+    Ready,
+}
+
+/// The message of a chart's `Failed` condition, when its install failed.
+fn chart_failure(chart: &Value) -> Option<String> {
+    let condition = chart
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == "Failed" && c["status"] == "True")?;
+    Some(
+        condition["message"]
+            .as_str()
+            .unwrap_or("the chart install job failed")
+            .to_string(),
+    )
+}
+
+/// What an engine makes of a cluster on the host. Everything the platform
+/// does with a control plane goes through here; the engine's controller
+/// (Kamaji's, or k3s's helm controller with vCluster's chart) does the rest.
+pub trait ControlPlaneEngine: Sync {
+    /// The kind of the object its controller turns into a control plane.
+    fn kind(&self) -> ApiResource;
+    /// That object for `cluster`, its API server started with `files` and
+    /// its certificate naming `public_hosts`.
+    fn object(
+        &self,
+        cluster: &Cluster,
+        settings: &HostSettings,
+        files: Option<&ApiServerFiles>,
+        public_hosts: &[String],
+    ) -> Value;
+    /// Where the object stands, by its status alone.
+    fn state(&self, object: &Value) -> ControlPlaneState;
+    /// A StatefulSet that must have a ready replica too, when the object's
+    /// status does not say the control plane is running.
+    fn workload(&self, cluster: &Cluster) -> Option<String>;
+    /// The host Secret holding the admin kubeconfig (a `system:masters`
+    /// identity), and its key.
+    fn admin_kubeconfig(&self, cluster: &Cluster) -> (String, &'static str);
+    /// The labels of the control plane's pods.
+    fn api_pods(&self, cluster: &Cluster) -> Value;
+    /// The port the API server listens on in those pods.
+    fn api_port(&self) -> i32;
+    /// The engine's own Service in front of the API server, and its port.
+    fn service(&self, cluster: &Cluster) -> (String, i32);
+    /// What the control plane may request from the host at most while it is
+    /// replaced (CPU in millicores, memory in MiB).
+    fn quota(&self, cluster: &Cluster) -> (i32, i32);
+    /// Secrets the object names that the platform writes first.
+    fn secrets(&self, settings: &HostSettings) -> Vec<(&'static str, Vec<(&'static str, String)>)>;
+}
+
+/// The engine of a cluster.
+pub fn of(engine: Engine) -> &'static dyn ControlPlaneEngine {
+    match engine {
+        Engine::Kamaji => &Kamaji,
+        Engine::Vcluster => &Vcluster,
+    }
+}
+
+/// A Kamaji `TenantControlPlane` (clastix/kamaji, `api/v1alpha1`).
+pub struct Kamaji;
+
+/// The Kamaji release the platform is written against, and the newest
+/// Kubernetes minor it runs (`internal/upgrade/kubeadm_version.go`).
+pub const KAMAJI_RELEASE: &str = "26.8.2-edge";
+
+pub(super) fn tenant_control_plane() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kamaji.clastix.io", "v1alpha1", "TenantControlPlane"),
+        "tenantcontrolplanes",
+    )
+}
+
+/// Sidecars beside the API server in a Kamaji pod, each given Kamaji's
+/// container defaults by the namespace's LimitRange (50m, 64Mi):
+/// controller manager, scheduler, konnectivity server.
+const KAMAJI_SIDECARS: i32 = 3;
+
+impl ControlPlaneEngine for Kamaji {
+    fn kind(&self) -> ApiResource {
+        tenant_control_plane()
+    }
+
+    fn object(
+        &self,
+        cluster: &Cluster,
+        settings: &HostSettings,
+        files: Option<&ApiServerFiles>,
+        public_hosts: &[String],
+    ) -> Value {
+        let mut sans: Vec<&str> = Vec::new();
+        for host in public_hosts {
+            if !sans.contains(&host.as_str()) {
+                sans.push(host);
+            }
+        }
+        let (pod_cidr, service_cidr) = super::chart::networks(cluster);
+        let mut deployment = json!({
+            // One replica, replaced blue/green (Kamaji's default strategy,
+            // maxSurge 100%): the quota leaves room for two.
+            "replicas": 1,
+            "resources": {"apiServer": {"requests": {
+                "cpu": format!("{}m", cluster.control_plane_cpu_request_milli_cores),
+                "memory": format!("{}Mi", cluster.control_plane_memory_request_mib)}}},
+        });
+        if let Some(files) = files {
+            // Kamaji drops its own `--authorization-mode=Node,RBAC` when
+            // these carry `--authorization-config`, as kubeadm does.
+            deployment["extraArgs"] = json!({"apiServer": files.args});
+            deployment["additionalVolumes"] =
+                json!([{"name": files.secret, "secret": {"secretName": files.secret}}]);
+            deployment["additionalVolumeMounts"] = json!({"apiServer": [
+                {"name": files.secret, "mountPath": files.mount_path, "readOnly": true}]});
+        }
+        let mut spec = json!({
+            "controlPlane": {
+                "deployment": deployment,
+                "service": {"serviceType": "ClusterIP"},
+            },
+            "kubernetes": {
+                "version": super::chart::kubernetes_image_tag(&cluster.kubernetes_version),
+                "kubelet": {"cgroupfs": "systemd"},
+            },
+            "networkProfile": {
+                "port": KAMAJI_PORT,
+                "certSANs": sans,
+                "podCidr": pod_cidr,
+                "serviceCidr": service_cidr,
+            },
+            "addons": {
+                "coreDNS": {},
+                "kubeProxy": {},
+                // Nodes dial the control plane; logs and exec come back
+                // over the agent's connection.
+                "konnectivity": {"server": {"port": KONNECTIVITY_PORT}},
+            },
+        });
+        if let Some(datastore) = &settings.engines.kamaji_datastore {
+            spec["dataStore"] = json!(datastore);
+        }
+        json!({"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+            "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
+            "spec": spec})
+    }
+
+    fn state(&self, object: &Value) -> ControlPlaneState {
+        // `status.kubernetesResources.version.status`: Provisioning,
+        // Upgrading, Ready, NotReady, … (tenantcontrolplane_status.go).
+        match object
+            .pointer("/status/kubernetesResources/version/status")
+            .and_then(Value::as_str)
+        {
+            Some("Ready") => ControlPlaneState::Ready,
+            _ => ControlPlaneState::Installing,
+        }
+    }
+
+    fn workload(&self, _cluster: &Cluster) -> Option<String> {
+        None
+    }
+
+    fn admin_kubeconfig(&self, cluster: &Cluster) -> (String, &'static str) {
+        // `<name>-admin-kubeconfig`; `super-admin.conf` is `system:masters`,
+        // which no RBAC binding the tenant deletes locks out
+        // (internal/resources/kubeconfig.go, internal/utilities/tenant_client.go).
+        (
+            format!("{}-admin-kubeconfig", cluster.vcluster_name),
+            "super-admin.conf",
+        )
+    }
+
+    fn api_pods(&self, cluster: &Cluster) -> Value {
+        json!({"kamaji.clastix.io/name": cluster.vcluster_name})
+    }
+
+    fn api_port(&self) -> i32 {
+        KAMAJI_PORT
+    }
+
+    fn service(&self, cluster: &Cluster) -> (String, i32) {
+        (cluster.vcluster_name.clone(), KAMAJI_PORT)
+    }
+
+    fn quota(&self, cluster: &Cluster) -> (i32, i32) {
+        (
+            2 * (cluster.control_plane_cpu_request_milli_cores + KAMAJI_SIDECARS * 50),
+            2 * (cluster.control_plane_memory_request_mib + KAMAJI_SIDECARS * 64),
+        )
+    }
+
+    fn secrets(
+        &self,
+        _settings: &HostSettings,
+    ) -> Vec<(&'static str, Vec<(&'static str, String)>)> {
+        Vec::new()
+    }
+}
+
+/// The API server's port in a Kamaji control plane (Kamaji's default).
+pub const KAMAJI_PORT: i32 = 6443;
+/// The Konnectivity server's port (Kamaji's default).
+pub const KONNECTIVITY_PORT: i32 = 8132;
+
+/// A vCluster with private nodes, installed by k3s's helm controller.
+pub struct Vcluster;
+
+impl ControlPlaneEngine for Vcluster {
+    fn kind(&self) -> ApiResource {
+        super::chart::helm_chart()
+    }
+
+    fn object(
+        &self,
+        cluster: &Cluster,
+        settings: &HostSettings,
+        files: Option<&ApiServerFiles>,
+        public_hosts: &[String],
+    ) -> Value {
+        let values = vcluster_values(cluster, settings, files, public_hosts);
+        json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+        "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
+        "spec": {
+            "repo": settings.chart_repo, "chart": "vcluster", "version": settings.chart_version,
+            "targetNamespace": cluster.namespace,
+            // JSON is YAML: the helm controller reads it as vcluster.yaml.
+            "valuesContent": values.to_string(),
+        }})
+    }
+
+    fn state(&self, object: &Value) -> ControlPlaneState {
+        match chart_failure(object) {
+            Some(message) => ControlPlaneState::Failed(message),
+            // Installed or installing: the StatefulSet tells.
+            None => ControlPlaneState::Ready,
+        }
+    }
+
+    fn workload(&self, cluster: &Cluster) -> Option<String> {
+        Some(cluster.vcluster_name.clone())
+    }
+
+    fn admin_kubeconfig(&self, cluster: &Cluster) -> (String, &'static str) {
+        (format!("vc-{}", cluster.vcluster_name), "config")
+    }
+
+    fn api_pods(&self, cluster: &Cluster) -> Value {
+        json!({"app": "vcluster", "release": cluster.vcluster_name})
+    }
+
+    fn api_port(&self) -> i32 {
+        8443
+    }
+
+    fn service(&self, cluster: &Cluster) -> (String, i32) {
+        (cluster.vcluster_name.clone(), 443)
+    }
+
+    fn quota(&self, cluster: &Cluster) -> (i32, i32) {
+        (
+            cluster.control_plane_cpu_request_milli_cores * 2,
+            cluster.control_plane_memory_request_mib * 2,
+        )
+    }
+
+    fn secrets(&self, settings: &HostSettings) -> Vec<(&'static str, Vec<(&'static str, String)>)> {
+        match &settings.engines.vcluster_licence {
+            Some(licence) => vec![(
+                LICENCE_SECRET,
+                vec![
+                    ("accessKey", licence.access_key.clone()),
+                    ("host", licence.host.clone()),
+                    ("project", "default".into()),
+                    ("insecure", "false".into()),
+                ],
+            )],
+            None => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! Kamaji on a simulated host, as clastix/kamaji 26.8.2-edge defines it: the
+//! `TenantControlPlane` webhook's version rules, and the controller that
+//! turns one into a control plane — a Deployment and a Service named after
+//! it (pods labelled `kamaji.clastix.io/name`), the admin kubeconfig Secret
+//! `<name>-admin-kubeconfig` (`admin.conf`, `super-admin.conf` and their
+//! `.svc` twins), and the status the platform reads
+//! (`status.kubernetesResources.version`, `status.controlPlaneEndpoint`,
+//! `status.kubeconfig.admin.secretName`). Its API server is started with the
+//! flags Kamaji builds (see `authz::ApiServerFiles::from_tenant_control_plane`)
+//! and does not start when kube-apiserver would refuse them: the Deployment
+//! never becomes available and its pod restarts, as a real one would.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::{Options, Role, Shared, Simulator, registry, store::ApiError};
+
+fn resource(api_version: &str, kind: &str) -> &'static registry::ResourceType {
+    registry::find_kind(api_version, kind).expect("registered kind")
+}
+
+/// `spec.kubernetes.admissionControllers`' default
+/// (`api/v1alpha1/tenantcontrolplane_types.go`).
+pub(crate) const KAMAJI_ADMISSION_CONTROLLERS: &[&str] = &[
+    "CertificateApproval",
+    "CertificateSigning",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "DefaultStorageClass",
+    "DefaultTolerationSeconds",
+    "LimitRanger",
+    "MutatingAdmissionWebhook",
+    "NamespaceLifecycle",
+    "PersistentVolumeClaimResize",
+    "Priority",
+    "ResourceQuota",
+    "RuntimeClass",
+    "ServiceAccount",
+    "StorageObjectInUseProtection",
+    "TaintNodesByCondition",
+    "ValidatingAdmissionWebhook",
+];
+
+/// The newest Kubernetes minor the release runs
+/// (`internal/upgrade/kubeadm_version.go`: `KubeadmVersion = "v1.36.0"`).
+const SUPPORTED_MINOR: u64 = 36;
+
+/// The webhook's name (`internal/webhook/routes/tcp_validate.go`).
+const WEBHOOK: &str = "vtenantcontrolplane.kb.io";
+
+/// `major.minor` of a version such as `v1.33.5`.
+fn minor(version: &str) -> Option<(u64, u64)> {
+    let mut parts = version.trim_start_matches('v').split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+fn denied(message: String) -> ApiError {
+    ApiError {
+        code: 403,
+        reason: "Forbidden",
+        message: format!("admission webhook \"{WEBHOOK}\" denied the request: {message}"),
+    }
+}
+
+/// `internal/webhook/handlers/tcp_version.go`: a version above the supported
+/// one is refused on create and update; an update may not go down, nor
+/// skip a minor.
+pub(crate) fn admit(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let version = |o: &Value| {
+        o.pointer("/spec/kubernetes/version")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let new = version(object);
+    let Some((major, new_minor)) = minor(&new) else {
+        return Err(denied(format!(
+            "unable to parse the desired Kubernetes version: No Major.Minor.Patch elements found in {new:?}"
+        )));
+    };
+    if major > 1 || new_minor > SUPPORTED_MINOR {
+        return Err(denied(match old {
+            None => format!(
+                "unable to create a TenantControlPlane with a Kubernetes version greater than the supported one, actually v1.{SUPPORTED_MINOR}"
+            ),
+            Some(_) => format!(
+                "unable to upgrade to a version greater than the supported one (v1.{SUPPORTED_MINOR})"
+            ),
+        }));
+    }
+    let Some(old) = old else { return Ok(()) };
+    if old.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok(());
+    }
+    let previous = version(old);
+    let Some((_, old_minor)) = minor(&previous) else {
+        return Ok(());
+    };
+    // Patches are not compared (`ver.Patch = 0`).
+    if new_minor < old_minor {
+        return Err(denied(format!(
+            "unable to downgrade a TenantControlPlane from 1.{old_minor}.0 to 1.{new_minor}.0"
+        )));
+    }
+    if new_minor > old_minor + 1 {
+        return Err(denied(
+            "unable to upgrade to a minor version in a non-sequential mode".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The names the API server's certificate carries besides loopback's: its
+/// Service's and `spec.networkProfile.certSANs`.
+fn certificate_names(tcp: &Value, name: &str, namespace: &str) -> Vec<String> {
+    let mut names = vec![
+        format!("{name}.{namespace}"),
+        format!("{name}.{namespace}.svc"),
+        format!("{name}.{namespace}.svc.cluster.local"),
+    ];
+    names.extend(
+        tcp.pointer("/spec/networkProfile/certSANs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|san| san.as_str().map(str::to_string)),
+    );
+    names
+}
+
+fn port(tcp: &Value) -> i64 {
+    tcp.pointer("/spec/networkProfile/port")
+        .and_then(Value::as_i64)
+        .unwrap_or(6443)
+}
+
+/// What the controller does when a TenantControlPlane is made or changed.
+pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: String) {
+    let tcps = resource("kamaji.clastix.io/v1alpha1", "TenantControlPlane");
+    let Ok(tcp) = shared
+        .store
+        .lock()
+        .expect("lock")
+        .get(tcps, &namespace, &name)
+    else {
+        return;
+    };
+    let child = shared
+        .children
+        .lock()
+        .expect("lock")
+        .get(&(namespace.clone(), name.clone()))
+        .cloned();
+    let version = tcp
+        .pointer("/spec/kubernetes/version")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if let Some(child) = child {
+        // Running: a changed spec rolls the pods out (blue/green); the
+        // certificate names what the spec names now.
+        let _ = child.reissue_certificate(&certificate_names(&tcp, &name, &namespace));
+        if tcp.pointer("/status/kubernetesResources/version/version") != Some(&version) {
+            let status = json!({"status": {"kubernetesResources": {"version": {"version": version, "status": "Ready"}}}});
+            let _ = shared
+                .store
+                .lock()
+                .expect("lock")
+                .merge_patch(tcps, &namespace, &name, &status, true);
+        }
+        return;
+    }
+    if tcp
+        .pointer("/status/kubernetesResources/version/status")
+        .is_none()
+    {
+        let status =
+            json!({"status": {"kubernetesResources": {"version": {"status": "Provisioning"}}}});
+        let _ = shared
+            .store
+            .lock()
+            .expect("lock")
+            .merge_patch(tcps, &namespace, &name, &status, true);
+    }
+    let faults = shared.faults.lock().expect("lock").clone();
+    tokio::time::sleep(faults.ready_delay.unwrap_or(shared.options.ready_delay)).await;
+    let Ok(tcp) = shared
+        .store
+        .lock()
+        .expect("lock")
+        .get(tcps, &namespace, &name)
+    else {
+        return;
+    };
+    if shared
+        .children
+        .lock()
+        .expect("lock")
+        .contains_key(&(namespace.clone(), name.clone()))
+    {
+        return;
+    }
+    let files = crate::authz::ApiServerFiles::from_tenant_control_plane(
+        &shared.store.lock().expect("lock"),
+        &namespace,
+        &tcp,
+    );
+    let labels = json!({"kamaji.clastix.io/name": name});
+    let replicas = tcp
+        .pointer("/spec/controlPlane/deployment/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(2);
+    let service_type = tcp
+        .pointer("/spec/controlPlane/service/serviceType")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    let api_port = port(&tcp);
+    {
+        let mut store = shared.store.lock().expect("lock");
+        let objects = [
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                         "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                             {"name": "kube-apiserver", "args": files.args()},
+                             {"name": "kube-controller-manager"}, {"name": "kube-scheduler"}]}}}}),
+            json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                "spec": {"type": service_type, "selector": labels,
+                         "ports": [{"name": "kube-apiserver", "port": api_port, "targetPort": api_port, "protocol": "TCP"}]}}),
+        ];
+        for object in objects {
+            let r = resource(
+                object["apiVersion"].as_str().unwrap_or_default(),
+                object["kind"].as_str().unwrap_or_default(),
+            );
+            if store.create(r, &namespace, object).is_err() {
+                // Made already, or the namespace is going.
+                if store.get(r, &namespace, &name).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    if let Some(refusal) = files.start_refusal() {
+        // kube-apiserver exits at start: the pod restarts, the Deployment
+        // never becomes available, the control plane stays provisioning.
+        let mut store = shared.store.lock().expect("lock");
+        let _ = store.create(
+            resource("v1", "Pod"),
+            &namespace,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{name}-sim-0"), "namespace": namespace, "labels": labels},
+                "spec": {"containers": [{"name": "kube-apiserver"}]},
+                "status": {"phase": "Running", "containerStatuses": [{
+                    "name": "kube-apiserver", "ready": false, "restartCount": 5,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff",
+                        "message": "back-off 2m40s restarting failed container=kube-apiserver"}},
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}),
+        );
+        drop(store);
+        shared
+            .startup_logs
+            .lock()
+            .expect("lock")
+            .insert((namespace.clone(), name.clone()), refusal);
+        return;
+    }
+    let Ok(child) = Simulator::start_on(
+        std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        Options {
+            names: certificate_names(&tcp, &name, &namespace),
+            authorizer: crate::authz::Authorizer::from_files(&files),
+            webhook_credentials: crate::WebhookCredentials::from_files(&files),
+            role: Role::Kamaji,
+            ..Options::vcluster(uuid::Uuid::new_v4().simple().to_string())
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    let child_port = child.addr().port();
+    let endpoint = format!("{name}.{namespace}.svc:{api_port}");
+    let kubeconfig = |server: &str, user: &str, groups: &[&str]| {
+        child
+            .kubeconfig_with_certificate(server, user, groups)
+            .unwrap_or_default()
+    };
+    // kubeadm's two admin identities (v1.29+): `admin.conf` is bound to
+    // cluster-admin through the group kubeadm:cluster-admins, which the
+    // tenant may unbind; `super-admin.conf` is system:masters.
+    let server = format!("https://{endpoint}");
+    let data = json!({
+        "admin.conf": kubeconfig(&server, "kubernetes-admin", &["kubeadm:cluster-admins"]),
+        "admin.svc": kubeconfig(&server, "kubernetes-admin", &["kubeadm:cluster-admins"]),
+        "super-admin.conf": kubeconfig(&server, "kubernetes-super-admin", &["system:masters"]),
+        "super-admin.svc": kubeconfig(&server, "kubernetes-super-admin", &["system:masters"]),
+    });
+    use base64::Engine;
+    let data: serde_json::Map<String, Value> = data
+        .as_object()
+        .expect("object")
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                json!(
+                    base64::engine::general_purpose::STANDARD
+                        .encode(v.as_str().unwrap_or_default())
+                ),
+            )
+        })
+        .collect();
+    shared
+        .children
+        .lock()
+        .expect("lock")
+        .insert((namespace.clone(), name.clone()), child);
+    let secret_name = format!("{name}-admin-kubeconfig");
+    let mut store = shared.store.lock().expect("lock");
+    if store
+        .create(
+            resource("v1", "Secret"),
+            &namespace,
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": secret_name, "namespace": namespace, "labels": {
+                    "kamaji.clastix.io/name": name, "kamaji.clastix.io/component": "admin-kubeconfig"}},
+                "data": data}),
+        )
+        .is_err()
+    {
+        return;
+    }
+    let _ = store.merge_patch(
+        resource("apps/v1", "Deployment"),
+        &namespace,
+        &name,
+        &json!({"status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
+                           "updatedReplicas": replicas, "observedGeneration": 1}}),
+        true,
+    );
+    let status = json!({"status": {
+        "controlPlaneEndpoint": endpoint,
+        "kubeconfig": {"admin": {"secretName": secret_name}},
+        "kubernetesResources": {
+            "version": {"version": version, "status": "Ready"},
+            "service": {"name": name, "namespace": namespace, "port": api_port},
+            "deployment": {"name": name, "namespace": namespace,
+                           "selector": format!("kamaji.clastix.io/name={name}"),
+                           "readyReplicas": replicas, "availableReplicas": replicas},
+        },
+    }});
+    let _ = store.merge_patch(tcps, &namespace, &name, &status, true);
+    // The Services that select the control plane's pods reach its API.
+    let services = store
+        .list(resource("v1", "Service"), Some(&namespace), None, None)
+        .unwrap_or_default();
+    for service in services {
+        if service.pointer("/spec/selector/kamaji.clastix.io~1name") == Some(&json!(name)) {
+            let service_name = service
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            crate::behaviour::assign(
+                &shared,
+                &mut store,
+                &namespace,
+                &service_name,
+                &service,
+                Some(child_port),
+            );
+        }
+    }
+}
+
+/// What the controller does when a TenantControlPlane is deleted: its
+/// objects go (owned by it).
+pub(crate) fn remove(shared: &Shared, namespace: &str, name: &str) {
+    shared
+        .children
+        .lock()
+        .expect("lock")
+        .remove(&(namespace.to_string(), name.to_string()));
+    let mut store = shared.store.lock().expect("lock");
+    store.remove(resource("apps/v1", "Deployment"), namespace, name);
+    store.remove(resource("v1", "Service"), namespace, name);
+    store.remove(
+        resource("v1", "Secret"),
+        namespace,
+        &format!("{name}-admin-kubeconfig"),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(version: &str) -> Value {
+        json!({"spec": {"kubernetes": {"version": version}}})
+    }
+
+    #[test]
+    fn the_version_webhook_refuses_what_kamaji_refuses() {
+        admit(&tcp("v1.33.5"), None).unwrap();
+        admit(&tcp("v1.34.1"), Some(&tcp("v1.33.5"))).unwrap();
+        admit(&tcp("v1.33.6"), Some(&tcp("v1.33.5"))).unwrap();
+        let message = |r: Result<(), ApiError>| r.unwrap_err().message;
+        assert!(message(admit(&tcp("v1.37.0"), None)).contains("greater than the supported one"));
+        assert!(message(admit(&tcp("v1.32.9"), Some(&tcp("v1.33.5")))).contains("downgrade"));
+        assert!(message(admit(&tcp("v1.35.0"), Some(&tcp("v1.33.5")))).contains("non-sequential"));
+        assert!(message(admit(&tcp("latest"), None)).contains("unable to parse"));
+    }
+}
