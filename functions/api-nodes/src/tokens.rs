@@ -14,7 +14,7 @@ use shared::{
     app::authority,
     audit::{self, AuditEvent},
     clusters::Cluster,
-    domain::{ClusterStatus, JoinTokenStatus},
+    domain::{ClusterStatus, Engine, JoinTokenStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
     http::{AppState, Caller, OwnedCluster, idempotency::IssuesSecret},
@@ -61,8 +61,17 @@ pub struct CreatedToken {
     pub join_command: String,
 }
 
-/// Whether the cluster can take tokens now.
+/// Whether the cluster can take tokens now: ready, and on an engine whose
+/// nodes the platform's join script can join (vCluster's join endpoint; a
+/// Kamaji control plane's `kubeadm join` needs its `cluster-info` to name
+/// the public endpoint, which the platform does not set yet).
 fn ready(cluster: &Cluster) -> Result<(), ApiError> {
+    if cluster.engine == Engine::Kamaji {
+        return Err(ApiError::Conflict {
+            code: "engine_cannot_join_yet",
+            detail: "nodes cannot join clusters on the kamaji engine yet: make the cluster on an engine that takes nodes (KUBEBYON_ENGINE=vcluster, with its licence)".into(),
+        });
+    }
     match (cluster.status, &cluster.api_endpoint) {
         (ClusterStatus::Ready, Some(_)) => Ok(()),
         (status, _) => Err(ApiError::Conflict {
@@ -113,7 +122,7 @@ fn join_command(url: &str, plaintext: &str) -> String {
         (status = 401, description = "Not signed in, or the session or key was ended while the token was made (`unauthenticated`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "`max_uses` is more nodes than the plan has left (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The cluster is not ready (`cluster_not_ready`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The cluster is not ready (`cluster_not_ready`), or runs on an engine nodes cannot join yet (`engine_cannot_join_yet`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]

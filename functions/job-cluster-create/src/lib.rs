@@ -1,6 +1,7 @@
 //! `job-cluster-create`: builds a cluster's control plane on the host Kubernetes:
 //! namespace, quota and limits, network policy, the platform's authorizer
-//! files, the vCluster `HelmChart` (its API server started with them), the public endpoint
+//! files, the control plane its engine makes (a Kamaji `TenantControlPlane` or
+//! vCluster's `HelmChart`, its API server started with them), the public endpoint
 //! Service; then waits (the lease heartbeats meanwhile) until the control plane
 //! is ready and its kubeconfig Secret exists, registers the admission webhook
 //! inside it, and records the endpoint. Every

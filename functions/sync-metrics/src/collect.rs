@@ -27,10 +27,6 @@ use shared::{
     metrics::{self, NewSnapshot},
 };
 
-/// The container of the vCluster chart's control-plane pod that runs the
-/// control plane's processes.
-pub const CONTROL_PLANE_CONTAINER: &str = "syncer";
-
 /// Prints the shell's own pid (left out of the figures), the load averages,
 /// then the status file of every process; a process that ends while it is
 /// read is skipped rather than failing the command.
@@ -133,15 +129,26 @@ async fn observe(host: &HostCluster, cluster: &clusters::Cluster) -> Observation
         .control_plane_metrics(cluster)
         .await
         .map_err(|e| format!("the host's metrics API: {e}"));
-    // The pod the metrics API named, else the chart's StatefulSet's first pod.
+    // The pod the metrics API named, else one the engine names (vCluster's
+    // StatefulSet's first pod).
+    let engine = shared::host::engine::of(cluster.engine);
     let pod = match usage.as_deref() {
-        Ok([first, ..]) => first.pod.clone(),
-        _ => format!("{}-0", cluster.vcluster_name),
+        Ok([first, ..]) => Some(first.pod.clone()),
+        _ => engine.first_pod(cluster),
+    };
+    let Some(pod) = pod else {
+        return Observation {
+            usage,
+            proc: (
+                String::new(),
+                Err("no control-plane pod is known without the metrics API".into()),
+            ),
+        };
     };
     let read = host.exec_output(
         cluster,
         &pod,
-        CONTROL_PLANE_CONTAINER,
+        engine.api_container(),
         &PROC_COMMAND,
         PROC_OUTPUT_LIMIT,
     );

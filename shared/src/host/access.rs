@@ -43,7 +43,8 @@ fn rbac(kind: &str) -> kube::api::ApiResource {
 impl HostCluster {
     /// Lets the platform's identities act in the cluster's namespace: the
     /// jobs as the tenant ClusterRole says, the HTTP functions only to read
-    /// the admin kubeconfig Secret of its engine (`vc-<name>`, `<name>-admin-kubeconfig`). False when the platform runs with a kubeconfig of its
+    /// the admin kubeconfig Secret of its engine (`vc-<name>`,
+    /// `<name>-admin-kubeconfig`). False when the platform runs with a kubeconfig of its
     /// own (no [`super::TenantAccess`]): there is nothing to grant.
     /// Recorded as the cluster's `host_access_revision`.
     pub async fn ensure_access(

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use k8s_openapi::api::{core::v1::Node, storage::v1::StorageClass};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node, storage::v1::StorageClass};
 use kube::{
     Api,
     api::{DynamicObject, ListParams},
@@ -13,6 +13,7 @@ use kube::{
 use serde::Serialize;
 
 use super::{HostCluster, LoadBalancerProvider};
+use crate::domain::Engine;
 
 /// One prerequisite and whether the host meets it.
 #[derive(Debug, Clone, Serialize)]
@@ -61,6 +62,77 @@ pub fn cidr_within(inner: &str, outer: &str) -> bool {
 }
 
 impl HostCluster {
+    /// Kamaji's part (docs/runbooks/kamaji.md): its `TenantControlPlane`
+    /// kind served, its controller running in `KUBEBYON_KAMAJI_NAMESPACE`,
+    /// and the DataStore control planes keep their state in ready.
+    async fn kamaji_findings(&self, findings: &mut Vec<Finding>) {
+        let engines = &self.settings.engines;
+        let check = "TenantControlPlane (kamaji.clastix.io/v1alpha1)";
+        findings.push(
+            match self
+                .serves("kamaji.clastix.io/v1alpha1", "tenantcontrolplanes")
+                .await
+            {
+                Ok(true) => finding(check, true, "served"),
+                Ok(false) => finding(
+                    check,
+                    false,
+                    "not served: install Kamaji (its chart brings the CRDs) and cert-manager",
+                ),
+                Err(error) => finding(check, false, format!("discovery failed: {error}")),
+            },
+        );
+        let namespace = &engines.kamaji_namespace;
+        let check = format!("Kamaji's controller in {namespace}");
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        let running = ListParams::default().labels("app.kubernetes.io/name=kamaji");
+        findings.push(match deployments.list(&running).await {
+            Ok(list) => {
+                let ready = list.items.iter().any(|d| {
+                    d.status
+                        .as_ref()
+                        .and_then(|s| s.ready_replicas)
+                        .unwrap_or(0)
+                        >= 1
+                });
+                match (list.items.is_empty(), ready) {
+                    (_, true) => finding(check, true, "running"),
+                    (true, _) => finding(
+                        check,
+                        false,
+                        "missing: install Kamaji's chart there, or set KUBEBYON_KAMAJI_NAMESPACE to where it runs",
+                    ),
+                    (false, false) => finding(check, false, "installed, but no replica is ready"),
+                }
+            }
+            Err(error) => finding(check, false, error.to_string()),
+        });
+        let name = engines.kamaji_datastore.as_deref().unwrap_or("default");
+        let check = format!("Kamaji DataStore {name}");
+        let stores: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &kube::api::ApiResource {
+                group: "kamaji.clastix.io".into(),
+                version: "v1alpha1".into(),
+                api_version: "kamaji.clastix.io/v1alpha1".into(),
+                kind: "DataStore".into(),
+                plural: "datastores".into(),
+            },
+        );
+        findings.push(match stores.get_opt(name).await {
+            Ok(Some(store)) if store.data.pointer("/status/ready") == Some(&true.into()) => {
+                finding(check, true, "ready")
+            }
+            Ok(Some(_)) => finding(check, false, "not ready: control planes wait for it"),
+            Ok(None) => finding(
+                check,
+                false,
+                "missing: Kamaji's chart makes `default`; or set KUBEBYON_KAMAJI_DATASTORE to yours",
+            ),
+            Err(error) => finding(check, false, error.to_string()),
+        });
+    }
+
     /// Whether the API serves `resource` under `api_version`.
     async fn serves(&self, api_version: &str, resource: &str) -> Result<bool, kube::Error> {
         match self.client.list_api_group_resources(api_version).await {
@@ -95,11 +167,16 @@ impl HostCluster {
             Ok(false) => (false, missing.to_string()),
             Err(error) => (false, format!("discovery failed: {error}")),
         };
-        let (ok, detail) = served(
-            self.serves("helm.cattle.io/v1", "helmcharts").await,
-            "not served: control planes are HelmCharts, which k3s's helm-controller installs (on another distribution, install helm-controller and its CRD)",
-        );
-        findings.push(finding("HelmChart (helm.cattle.io/v1)", ok, detail));
+        match self.settings.engines.default {
+            Engine::Kamaji => self.kamaji_findings(&mut findings).await,
+            Engine::Vcluster => {
+                let (ok, detail) = served(
+                    self.serves("helm.cattle.io/v1", "helmcharts").await,
+                    "not served: vCluster control planes are HelmCharts, which k3s's helm-controller installs (on another distribution, install helm-controller and its CRD)",
+                );
+                findings.push(finding("HelmChart (helm.cattle.io/v1)", ok, detail));
+            }
+        }
 
         let class = &self.settings.storage_class;
         let classes: Api<StorageClass> = Api::all(self.client.clone());

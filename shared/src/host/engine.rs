@@ -66,6 +66,10 @@ pub trait ControlPlaneEngine: Sync {
     fn api_pods(&self, cluster: &Cluster) -> Value;
     /// The port the API server listens on in those pods.
     fn api_port(&self) -> i32;
+    /// The container of those pods whose `/proc` shows the control plane.
+    fn api_container(&self) -> &'static str;
+    /// The name of a control-plane pod, when it is known without asking.
+    fn first_pod(&self, cluster: &Cluster) -> Option<String>;
     /// The engine's own Service in front of the API server, and its port.
     fn service(&self, cluster: &Cluster) -> (String, i32);
     /// What the control plane may request from the host at most while it is
@@ -203,6 +207,15 @@ impl ControlPlaneEngine for Kamaji {
         KAMAJI_PORT
     }
 
+    fn api_container(&self) -> &'static str {
+        "kube-apiserver"
+    }
+
+    fn first_pod(&self, _cluster: &Cluster) -> Option<String> {
+        // A Deployment's pods have names of their own.
+        None
+    }
+
     fn service(&self, cluster: &Cluster) -> (String, i32) {
         (cluster.vcluster_name.clone(), KAMAJI_PORT)
     }
@@ -275,6 +288,15 @@ impl ControlPlaneEngine for Vcluster {
 
     fn api_port(&self) -> i32 {
         8443
+    }
+
+    fn api_container(&self) -> &'static str {
+        // vCluster's one container runs the API server beside the syncer.
+        "syncer"
+    }
+
+    fn first_pod(&self, cluster: &Cluster) -> Option<String> {
+        Some(format!("{}-0", cluster.vcluster_name))
     }
 
     fn service(&self, cluster: &Cluster) -> (String, i32) {

@@ -37,7 +37,14 @@ impl HostCluster {
         );
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &resource);
-        let selector = format!("app=vcluster,release={}", cluster.vcluster_name);
+        let pods = super::engine::of(cluster.engine).api_pods(cluster);
+        let selector = pods
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| format!("{key}={}", value.as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join(",");
         let list = api.list(&ListParams::default().labels(&selector)).await?;
         Ok(list
             .items

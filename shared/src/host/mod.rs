@@ -1,11 +1,14 @@
 //! The host Kubernetes: where each cluster's namespace, quota, network
-//! policy, vCluster control plane (a k3s `HelmChart`) and public endpoint live. Every write is a
-//! server-side apply with one field manager, so every step is safe to rerun.
+//! policy, control plane (what its engine makes: a Kamaji
+//! `TenantControlPlane` or a vCluster `HelmChart`) and public endpoint live.
+//! Every write is a server-side apply with one field manager, so every step
+//! is safe to rerun.
 //!
 //! The adapter returns its own errors ([`HostError`], [`WaitError`]), each
 //! telling whether another attempt may help ([`crate::error::Transient`]);
 //! the job backbone turns them into job errors. Its parts: [`settings`],
-//! [`error`], [`quantity`], [`chart`] (the objects and chart values a
+//! [`error`], [`quantity`], [`engine`] (the engines behind one seam) and
+//! [`engine_settings`], [`chart`] (the objects and chart values a
 //! cluster gets), [`apply`] (the steps, each an idempotent server-side
 //! apply), [`access`] (who may act in a cluster's namespace), [`vcluster`]
 //! (the clusters' own APIs and the fleet loop), [`doctor`] (the host's

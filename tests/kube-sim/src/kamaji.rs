@@ -341,6 +341,17 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
                            "updatedReplicas": replicas, "observedGeneration": 1}}),
         true,
     );
+    // The Deployment's pods, running.
+    for n in 0..replicas {
+        let _ = store.create(
+            resource("v1", "Pod"),
+            &namespace,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{name}-5c7d9b8f6-sim{n}"), "namespace": namespace, "labels": labels},
+                "spec": {"containers": [{"name": "kube-apiserver"}, {"name": "kube-controller-manager"}, {"name": "kube-scheduler"}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
     let status = json!({"status": {
         "controlPlaneEndpoint": endpoint,
         "kubeconfig": {"admin": {"secretName": secret_name}},
@@ -392,6 +403,16 @@ pub(crate) fn remove(shared: &Shared, namespace: &str, name: &str) {
         namespace,
         &format!("{name}-admin-kubeconfig"),
     );
+    let pods = resource("v1", "Pod");
+    let selector = format!("kamaji.clastix.io/name={name}");
+    for pod in store
+        .list(pods, Some(namespace), Some(&selector), None)
+        .unwrap_or_default()
+    {
+        if let Some(pod) = pod.pointer("/metadata/name").and_then(Value::as_str) {
+            store.remove(pods, namespace, pod);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -112,6 +112,13 @@ pub static RESOURCES: &[ResourceType] = &[
         true
     ),
     resource!(
+        "kamaji.clastix.io",
+        "v1alpha1",
+        "DataStore",
+        "datastores",
+        false
+    ),
+    resource!(
         "gateway.networking.k8s.io",
         "v1alpha2",
         "TLSRoute",

@@ -22,9 +22,41 @@ fn node(pod_cidr: &str) -> serde_json::Value {
            "spec": {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr]}})
 }
 
-/// A k3s host with Longhorn, metrics-server and a Gateway.
+/// The vCluster engine, licensed.
+const VCLUSTER: [(&str, &str); 3] = [
+    ("KUBEBYON_ENGINE", "vcluster"),
+    (
+        "KUBEBYON_VCLUSTER_PLATFORM_HOST",
+        "platform.vcluster.example",
+    ),
+    ("KUBEBYON_VCLUSTER_ACCESS_KEY", "access-key"),
+];
+
+/// Kamaji's DataStore, ready or not, as its controller reports it.
+fn datastore(ready: bool) -> serde_json::Value {
+    json!({"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
+           "metadata": {"name": "default"},
+           "spec": {"driver": "etcd", "endpoints": ["kamaji-etcd-0.kamaji-etcd.kamaji-system.svc:2379"]},
+           "status": {"ready": ready}})
+}
+
+/// A k3s host with Kamaji (its controller and default DataStore), Longhorn,
+/// metrics-server and a Gateway.
 async fn complete_host() -> std::sync::Arc<Simulator> {
     let sim = Simulator::start(Options::host()).await.unwrap();
+    sim.put(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kamaji-system"}}),
+    )
+    .unwrap();
+    sim.put(
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "kamaji", "namespace": "kamaji-system",
+                            "labels": {"app.kubernetes.io/name": "kamaji", "app.kubernetes.io/instance": "kamaji"}},
+               "spec": {"replicas": 1},
+               "status": {"replicas": 1, "readyReplicas": 1}}),
+    )
+    .unwrap();
+    sim.put(datastore(true)).unwrap();
     sim.put(
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                    "metadata": {"name": "longhorn"}, "provisioner": "driver.longhorn.io"}),
@@ -46,6 +78,11 @@ type TakeAway = Box<dyn Fn(&Simulator)>;
 /// Runs `local doctor` against `sim`: whether it succeeded, and the checks
 /// it reported failed.
 async fn doctor(sim: &Simulator) -> (bool, BTreeSet<String>, String) {
+    doctor_with(sim, &[]).await
+}
+
+/// [`doctor`] with more settings.
+async fn doctor_with(sim: &Simulator, more: &[(&str, &str)]) -> (bool, BTreeSet<String>, String) {
     let dir = std::env::temp_dir().join(format!("kubebyon-doctor-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
@@ -55,6 +92,7 @@ async fn doctor(sim: &Simulator) -> (bool, BTreeSet<String>, String) {
         .env_clear()
         .env("KUBEBYON_HOST_KUBECONFIG", &kubeconfig)
         .envs(ENV)
+        .envs(more.iter().copied())
         .output()
         .await
         .unwrap();
@@ -75,7 +113,9 @@ async fn the_doctor_names_each_missing_prerequisite_of_the_host() {
     let (ok, failed, report) = doctor(&sim).await;
     assert!(ok && failed.is_empty(), "{report}");
     for check in [
-        "ok   HelmChart (helm.cattle.io/v1): served",
+        "ok   TenantControlPlane (kamaji.clastix.io/v1alpha1): served",
+        "ok   Kamaji's controller in kamaji-system: running",
+        "ok   Kamaji DataStore default: ready",
         "ok   StorageClass longhorn: provisioner driver.longhorn.io",
         "ok   Gateway kubebyon-system/kubebyon-edge: found",
         "(10.42.0.0/16): 10.42.0.0/24",
@@ -89,9 +129,26 @@ async fn the_doctor_names_each_missing_prerequisite_of_the_host() {
     };
     let cases: Vec<(&str, TakeAway, Vec<&str>)> = vec![
         (
-            "no helm-controller",
-            Box::new(move |sim| sim.set_faults(unserved("helm.cattle.io"))),
-            vec!["HelmChart (helm.cattle.io/v1)"],
+            "no Kamaji",
+            Box::new(move |sim| sim.set_faults(unserved("kamaji.clastix.io"))),
+            vec![
+                "TenantControlPlane (kamaji.clastix.io/v1alpha1)",
+                "Kamaji DataStore default",
+            ],
+        ),
+        (
+            "no Kamaji controller",
+            Box::new(|sim| {
+                assert!(sim.remove("apps/v1", "Deployment", "kamaji-system", "kamaji"));
+            }),
+            vec!["Kamaji's controller in kamaji-system"],
+        ),
+        (
+            "a DataStore not ready",
+            Box::new(|sim| {
+                sim.put(datastore(false)).unwrap();
+            }),
+            vec!["Kamaji DataStore default"],
         ),
         (
             "no StorageClass",
@@ -155,6 +212,22 @@ async fn the_doctor_names_each_missing_prerequisite_of_the_host() {
             "{case}: {report}"
         );
     }
+    // On vCluster, the helm controller is what makes control planes.
+    let sim = complete_host().await;
+    let (ok, _, report) = doctor_with(&sim, &VCLUSTER).await;
+    assert!(ok, "{report}");
+    assert!(
+        report.contains("ok   HelmChart (helm.cattle.io/v1): served"),
+        "{report}"
+    );
+    assert!(!report.contains("Kamaji"), "{report}");
+    sim.set_faults(unserved("helm.cattle.io"));
+    let (ok, failed, report) = doctor_with(&sim, &VCLUSTER).await;
+    assert!(!ok, "{report}");
+    assert_eq!(
+        failed,
+        BTreeSet::from(["HelmChart (helm.cattle.io/v1)".to_string()])
+    );
     // The pod network refused names the node and its network.
     let sim = complete_host().await;
     sim.put(node("10.244.1.0/24")).unwrap();

@@ -133,6 +133,24 @@ async fn a_kamaji_cluster_is_a_tenant_control_plane_started_with_the_platforms_a
     assert!(!ok, "{out}");
     assert!(out.contains("denied the request"), "{out}");
 
+    // Its nodes would join with `kubeadm join`, which reads the endpoint from
+    // `cluster-info`: until the platform sets it, no token is made.
+    let (status, body) = platform
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{id}/tokens"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (
+            axum::http::StatusCode::CONFLICT,
+            Some("engine_cannot_join_yet")
+        ),
+        "{body}"
+    );
+
     // Deleting removes the namespace and everything in it.
     let (status, body) = platform
         .call("DELETE", &format!("/api/console/clusters/{id}"), None)

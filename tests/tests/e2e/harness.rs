@@ -277,7 +277,11 @@ async fn start_host(mut settings: HostSettings, least_privilege: bool) -> Host {
     }
     // The chart as installed in `default`: its identities and roles, and
     // the settings its ConfigMap gives every function.
-    let documents = crate::routing::rendered(SUITE_ENGINES);
+    let documents = crate::routing::rendered(match settings.engines.default {
+        shared::domain::Engine::Vcluster => SUITE_ENGINES,
+        // The chart's defaults: Kamaji alone.
+        shared::domain::Engine::Kamaji => &[],
+    });
     let mut config = std::collections::HashMap::new();
     for document in &documents {
         match document["kind"].as_str().unwrap_or_default() {

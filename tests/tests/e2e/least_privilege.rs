@@ -446,3 +446,94 @@ async fn neither_host_identity_reaches_past_the_platforms_namespaces() {
         "{message}"
     );
 }
+
+/// The chart with its defaults (Kamaji alone) grants what a Kamaji
+/// cluster's life needs — the TenantControlPlane, its admin kubeconfig
+/// Secret, the metrics and `/proc` of its API server — and no HelmChart.
+#[tokio::test]
+async fn the_charts_kamaji_rights_carry_a_kamaji_cluster_and_grant_no_helm_chart() {
+    let platform = TestApp::builder("worker-lp-kamaji")
+        .env("KUBEBYON_ENGINE", "kamaji")
+        .least_privilege()
+        .build()
+        .await;
+    let (id, namespace) = platform.create_ready("lp-kamaji", "nodeport").await;
+    assert_eq!(platform.cluster(&id).await["status"], "ready");
+    let kubeconfig = platform.issue_kubeconfig(&id, json!({})).await;
+    assert!(kubeconfig.contains("certificate-authority-data"));
+    let observed = platform.observe().await;
+    assert_eq!(observed.connected, 1, "{observed:?}");
+    let pod = platform
+        .sim()
+        .list("v1", "Pod")
+        .into_iter()
+        .find(|p| p["metadata"]["namespace"] == namespace.as_str())
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .expect("Kamaji's Deployment runs a pod");
+    platform
+        .sim()
+        .put(json!({
+            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+            "metadata": {"name": pod, "namespace": namespace,
+                         "labels": {"kamaji.clastix.io/name": "lp-kamaji"}},
+            "timestamp": chrono::Utc::now().to_rfc3339(), "window": "30s",
+            "containers": [{"name": "kube-apiserver", "usage": {"cpu": "10m", "memory": "64Mi"}}],
+        }))
+        .unwrap();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    platform.sim().set_exec(std::sync::Arc::new(
+        move |request: &kube_sim::ExecRequest| {
+            seen.lock().unwrap().push(request.container.clone());
+            kube_sim::ExecOutput {
+                stdout: b"0.10 0.20 0.30 1/100 42\n".to_vec(),
+                ..kube_sim::ExecOutput::default()
+            }
+        },
+    ));
+    let metrics = sync_metrics::collect::collect_all(
+        &platform.db.pool,
+        platform.host(),
+        4,
+        std::time::Duration::from_secs(7 * 24 * 3600),
+    )
+    .await
+    .unwrap();
+    assert_eq!(metrics.collected + metrics.unavailable, 1, "{metrics:?}");
+    assert_eq!(*asked.lock().unwrap(), ["kube-apiserver"]);
+    let (status, reply) = platform
+        .call("DELETE", &format!("/api/console/clusters/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{reply}");
+    platform.drive().await;
+
+    let used = platform.sim().access_log();
+    let denied: Vec<_> = used
+        .iter()
+        .filter(|a| !a.allowed && !matches!(a.verb.as_str(), "escalate" | "bind"))
+        .collect();
+    assert!(denied.is_empty(), "refused: {denied:#?}");
+    assert!(
+        used.iter().any(|a| a.user == JOBS
+            && a.allowed
+            && a.group == "kamaji.clastix.io"
+            && a.resource == "tenantcontrolplanes"
+            && a.verb == "patch"),
+        "the jobs made the TenantControlPlane: {used:#?}"
+    );
+    assert!(
+        used.iter()
+            .filter(|a| a.user == CREDENTIALS)
+            .all(|a| a.name == "lp-kamaji-admin-kubeconfig"),
+        "{used:#?}"
+    );
+    let documents = crate::routing::rendered(&[]);
+    let granted = atoms(&rules_of(&documents, "ClusterRole", "kb-tenant"));
+    assert!(
+        !granted
+            .iter()
+            .any(|(_, group, _)| group == "helm.cattle.io"),
+        "{granted:?}"
+    );
+    assert!(granted.contains(&("get".into(), "".into(), "pods/exec".into())));
+}
