@@ -10,7 +10,7 @@ use k8s_openapi::{
     api::{
         apps::v1::StatefulSet,
         core::v1::{
-            LimitRange, LoadBalancerIngress, Namespace, ResourceQuota, Secret, Service,
+            LimitRange, LoadBalancerIngress, Namespace, Pod, ResourceQuota, Secret, Service,
             ServiceStatus,
         },
         networking::v1::NetworkPolicy,
@@ -19,7 +19,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api,
-    api::{DeleteParams, DynamicObject, Patch},
+    api::{DeleteParams, DynamicObject, ListParams, Patch},
 };
 
 use super::{
@@ -78,8 +78,9 @@ pub enum WaitError {
         action: &'static str,
         message: String,
     },
-    /// Not ready within the adapter's `ready_timeout`.
-    NotReadyInTime(Duration),
+    /// Not ready within the adapter's `ready_timeout`, and what its pods
+    /// say, when they say what stands in the way.
+    NotReadyInTime(Duration, Option<String>),
 }
 
 impl std::fmt::Display for WaitError {
@@ -87,9 +88,14 @@ impl std::fmt::Display for WaitError {
         match self {
             Self::Check { step, source } => f.write_str(&source.at_step_message(step)),
             Self::Failed { action, message } => write!(f, "{action} failed: {message}"),
-            Self::NotReadyInTime(timeout) => write!(
+            Self::NotReadyInTime(timeout, None) => write!(
                 f,
                 "the control plane was not ready within {} s",
+                timeout.as_secs()
+            ),
+            Self::NotReadyInTime(timeout, Some(why)) => write!(
+                f,
+                "the control plane was not ready within {} s: {why}",
                 timeout.as_secs()
             ),
         }
@@ -103,7 +109,7 @@ impl Transient for WaitError {
         match self {
             Self::Check { source, .. } => source.is_transient(),
             Self::Failed { .. } => false,
-            Self::NotReadyInTime(_) => true,
+            Self::NotReadyInTime(..) => true,
         }
     }
 
@@ -111,7 +117,7 @@ impl Transient for WaitError {
         match self {
             Self::Check { source, .. } => source.failure_code(),
             Self::Failed { .. } => FailureCode::ChartInstallFailed,
-            Self::NotReadyInTime(_) => FailureCode::Timeout,
+            Self::NotReadyInTime(..) => FailureCode::Timeout,
         }
     }
 }
@@ -730,10 +736,70 @@ impl HostCluster {
                 ControlPlaneState::Installing => {}
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(WaitError::NotReadyInTime(self.settings.ready_timeout));
+                // Why, when the pods say: best effort, the timeout stands.
+                let why = self.control_plane_trouble(cluster).await.unwrap_or(None);
+                return Err(WaitError::NotReadyInTime(self.settings.ready_timeout, why));
             }
             tokio::time::sleep(self.settings.poll_interval).await;
         }
+    }
+
+    /// What keeps the control plane's pods from running, as their status
+    /// says it: a container that keeps exiting or whose image cannot be
+    /// pulled, or a pod no host node can take. `None` when nothing does.
+    pub async fn control_plane_trouble(
+        &self,
+        cluster: &Cluster,
+    ) -> Result<Option<String>, HostError> {
+        let selector = engine::of(cluster.engine).api_pod_selector(cluster);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let ns = &cluster.namespace;
+        for pod in pods.list(&ListParams::default().labels(&selector)).await? {
+            let name = pod.metadata.name.unwrap_or_default();
+            let status = pod.status.unwrap_or_default();
+            for container in status.container_statuses.unwrap_or_default() {
+                let Some(waiting) = container.state.and_then(|s| s.waiting) else {
+                    continue;
+                };
+                let reason = waiting.reason.unwrap_or_default();
+                let exit = container
+                    .last_state
+                    .and_then(|s| s.terminated)
+                    .map(|t| format!(", last exit code {}", t.exit_code))
+                    .unwrap_or_default();
+                let log = format!(
+                    "kubectl -n {ns} logs {name} -c {} --previous",
+                    container.name
+                );
+                match reason.as_str() {
+                    "CrashLoopBackOff" => {
+                        return Ok(Some(format!(
+                            "its {} container keeps exiting ({} restarts{exit}); `{log}` says why",
+                            container.name, container.restart_count
+                        )));
+                    }
+                    "ImagePullBackOff" | "ErrImagePull" | "InvalidImageName" => {
+                        return Ok(Some(format!(
+                            "the image of its {} container cannot be pulled ({reason}): {}",
+                            container.name,
+                            waiting.message.unwrap_or_default()
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(unschedulable) =
+                status.conditions.unwrap_or_default().into_iter().find(|c| {
+                    c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable")
+                })
+            {
+                return Ok(Some(format!(
+                    "no host node can take pod {name}: {}",
+                    unschedulable.message.unwrap_or_default()
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// Starts deleting the cluster's namespace; everything in it goes with it.

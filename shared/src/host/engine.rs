@@ -64,6 +64,16 @@ pub trait ControlPlaneEngine: Sync {
     fn admin_kubeconfig(&self, cluster: &Cluster) -> (String, &'static str);
     /// The labels of the control plane's pods.
     fn api_pods(&self, cluster: &Cluster) -> Value;
+    /// Those labels as a label selector (`key=value,…`).
+    fn api_pod_selector(&self, cluster: &Cluster) -> String {
+        self.api_pods(cluster)
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| format!("{key}={}", value.as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
     /// The port the API server listens on in those pods.
     fn api_port(&self) -> i32;
     /// The container of those pods whose `/proc` shows the control plane.

@@ -37,14 +37,7 @@ impl HostCluster {
         );
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &resource);
-        let pods = super::engine::of(cluster.engine).api_pods(cluster);
-        let selector = pods
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(key, value)| format!("{key}={}", value.as_str().unwrap_or_default()))
-            .collect::<Vec<_>>()
-            .join(",");
+        let selector = super::engine::of(cluster.engine).api_pod_selector(cluster);
         let list = api.list(&ListParams::default().labels(&selector)).await?;
         Ok(list
             .items

@@ -375,8 +375,10 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
         &target,
         &values,
     );
-    let refusal = files
-        .start_refusal()
+    let refusal = faults
+        .api_server_exits
+        .clone()
+        .or_else(|| files.start_refusal())
         .or_else(|| unlicensed(&shared.store.lock().expect("lock"), &target, &values));
     if let Some(refusal) = refusal {
         // The chart installs; the control plane exits at start and

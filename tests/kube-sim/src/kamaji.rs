@@ -243,7 +243,11 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
             }
         }
     }
-    if let Some(refusal) = files.start_refusal() {
+    if let Some(refusal) = faults
+        .api_server_exits
+        .clone()
+        .or_else(|| files.start_refusal())
+    {
         // kube-apiserver exits at start: the pod restarts, the Deployment
         // never becomes available, the control plane stays provisioning.
         let mut store = shared.store.lock().expect("lock");

@@ -137,6 +137,9 @@ pub struct Faults {
     pub api_down: bool,
     /// vCluster chart installs fail with this message.
     pub chart_install_error: Option<String>,
+    /// Control planes' API servers exit at start, logging this (a DataStore
+    /// that does not answer, say), as they do for flags they refuse.
+    pub api_server_exits: Option<String>,
     /// Overrides `Options::ready_delay`.
     pub ready_delay: Option<Duration>,
     /// Pod evictions answer 429, as when a PodDisruptionBudget forbids them.

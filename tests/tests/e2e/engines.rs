@@ -370,3 +370,39 @@ async fn vcluster_runs_licensed_with_its_whole_api_server_command_and_refuses_wh
         assert!(set["status"]["readyReplicas"].as_i64().unwrap_or(0) == 0);
     }
 }
+
+/// A control plane whose API server keeps exiting: the wait for it ends
+/// saying so, with the command that shows its log, instead of a bare
+/// timeout; the job tries again later.
+#[tokio::test]
+async fn a_control_plane_that_keeps_exiting_is_named_when_the_wait_ends() {
+    let mut settings = crate::harness::host_settings();
+    settings.ready_timeout = Duration::from_secs(2);
+    let platform = TestApp::builder("worker-exits")
+        .env("KUBEBYON_ENGINE", "kamaji")
+        .host_with(settings)
+        .build()
+        .await;
+    platform.sim().set_faults(kube_sim::Faults {
+        api_server_exits: Some("failed to reach the DataStore".into()),
+        ..kube_sim::Faults::default()
+    });
+    let id = platform.create("nu", "nodeport").await;
+    platform.drive().await;
+    let cluster = platform.cluster(&id).await;
+    let namespace = cluster["namespace"].as_str().unwrap();
+    let (_, operations) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/operations"),
+            None,
+        )
+        .await;
+    let said = operations[0].to_string();
+    assert!(
+        said.contains("its kube-apiserver container keeps exiting (5 restarts, last exit code 1)")
+            && said.contains(&format!("kubectl -n {namespace} logs nu-")),
+        "{said}"
+    );
+    assert_eq!(operations[0]["error"]["code"], "timeout", "{said}");
+}
