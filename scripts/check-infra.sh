@@ -53,6 +53,10 @@ refused "edge.gateway.create needs config.KUBEBYON_EDGE_GATEWAY_NAME" "${urls[@]
     --set edge.gateway.create=true --set edge.gateway.className=example
 refused "edge.gateway.create needs edge.gateway.className" "${urls[@]}" \
     --set edge.gateway.create=true --set config.KUBEBYON_EDGE_GATEWAY_NAME=workloads
+refused 'config.KUBEBYON_ENGINE is "vcluster" but engines.vcluster is not true' "${urls[@]}" \
+    --set config.KUBEBYON_ENGINE=vcluster
+refused 'config.KUBEBYON_ENGINE is "kamaji" but engines.kamaji is not true' "${urls[@]}" \
+    --set engines.kamaji=false --set engines.vcluster=true
 # Empty URLs pass only when asked for, for a trial on one machine.
 helm template kubebyon "$chart" --set allowLoopbackPublicUrls=true >/dev/null
 # Without the Gateway API: no HTTPRoute, and the notes say what to install.

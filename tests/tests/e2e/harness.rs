@@ -362,7 +362,11 @@ pub struct TestApp {
 }
 
 /// The chart's engines for the suite's clusters (vCluster alone).
-pub const SUITE_ENGINES: &[&str] = &["engines.kamaji=false", "engines.vcluster=true"];
+pub const SUITE_ENGINES: &[&str] = &[
+    "engines.kamaji=false",
+    "engines.vcluster=true",
+    "config.KUBEBYON_ENGINE=vcluster",
+];
 
 /// The licence the suite's vCluster engine is given.
 pub const VCLUSTER_PLATFORM_HOST: &str = "platform.vcluster.example";
