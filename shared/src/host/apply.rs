@@ -141,12 +141,14 @@ impl HostCluster {
     pub async fn ensure_limits(&self, cluster: &Cluster) -> Result<(), HostError> {
         let ns = &cluster.namespace;
         let quotas: Api<ResourceQuota> = Api::namespaced(self.client.clone(), ns);
-        let (cpu, memory) = engine::of(cluster.engine).quota(cluster);
+        let bounds = engine::of(cluster.engine).quota(cluster);
         let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "kubebyon-control-plane", "namespace": ns, "labels": labels(cluster)},
             "spec": {"hard": {
-                "requests.cpu": format!("{cpu}m"), "requests.memory": format!("{memory}Mi"),
-                "limits.cpu": format!("{}m", cpu * 2), "limits.memory": format!("{}Mi", memory * 2),
+                "requests.cpu": format!("{}m", bounds.requests_cpu),
+                "requests.memory": format!("{}Mi", bounds.requests_memory),
+                "limits.cpu": format!("{}m", bounds.limits_cpu),
+                "limits.memory": format!("{}Mi", bounds.limits_memory),
                 "pods": "10", "persistentvolumeclaims": "2",
                 "services.loadbalancers": "1", "services.nodeports": "2"}}});
         quotas

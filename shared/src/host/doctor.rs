@@ -12,6 +12,7 @@ use kube::{
 };
 use serde::Serialize;
 
+use super::engine::KAMAJI_RELEASE;
 use super::{HostCluster, LoadBalancerProvider};
 use crate::domain::Engine;
 
@@ -73,7 +74,11 @@ impl HostCluster {
                 .serves("kamaji.clastix.io/v1alpha1", "tenantcontrolplanes")
                 .await
             {
-                Ok(true) => finding(check, true, "served"),
+                Ok(true) => finding(
+                    check,
+                    true,
+                    format!("served (the platform is written against Kamaji {KAMAJI_RELEASE})"),
+                ),
                 Ok(false) => finding(
                     check,
                     false,

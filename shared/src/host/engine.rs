@@ -82,11 +82,20 @@ pub trait ControlPlaneEngine: Sync {
     fn first_pod(&self, cluster: &Cluster) -> Option<String>;
     /// The engine's own Service in front of the API server, and its port.
     fn service(&self, cluster: &Cluster) -> (String, i32);
-    /// What the control plane may request from the host at most while it is
-    /// replaced (CPU in millicores, memory in MiB).
-    fn quota(&self, cluster: &Cluster) -> (i32, i32);
+    /// What the control plane may request and use from the host at most,
+    /// while it is replaced too.
+    fn quota(&self, cluster: &Cluster) -> Quota;
     /// Secrets the object names that the platform writes first.
     fn secrets(&self, settings: &HostSettings) -> Vec<(&'static str, Vec<(&'static str, String)>)>;
+}
+
+/// A control plane's bounds on the host: CPU in millicores, memory in MiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    pub requests_cpu: i32,
+    pub requests_memory: i32,
+    pub limits_cpu: i32,
+    pub limits_memory: i32,
 }
 
 /// The engine of a cluster.
@@ -104,17 +113,25 @@ pub struct Kamaji;
 /// Kubernetes minor it runs (`internal/upgrade/kubeadm_version.go`).
 pub const KAMAJI_RELEASE: &str = "26.8.2-edge";
 
-pub(super) fn tenant_control_plane() -> ApiResource {
+fn tenant_control_plane() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("kamaji.clastix.io", "v1alpha1", "TenantControlPlane"),
         "tenantcontrolplanes",
     )
 }
 
-/// Sidecars beside the API server in a Kamaji pod, each given Kamaji's
-/// container defaults by the namespace's LimitRange (50m, 64Mi):
-/// controller manager, scheduler, konnectivity server.
-const KAMAJI_SIDECARS: i32 = 3;
+/// The containers beside the API server in a Kamaji pod (controller
+/// manager, scheduler, Konnectivity server, and kine with a SQL DataStore),
+/// each given these bounds: set, so the namespace's LimitRange defaults
+/// (a CPU limit below the API server's request) never apply.
+const KAMAJI_SIDECARS: i32 = 4;
+const SIDECAR_REQUESTS: (i32, i32) = (50, 64);
+const SIDECAR_LIMITS: (i32, i32) = (250, 256);
+
+fn resources(requests: (i32, i32), limits: (i32, i32)) -> Value {
+    json!({"requests": {"cpu": format!("{}m", requests.0), "memory": format!("{}Mi", requests.1)},
+           "limits": {"cpu": format!("{}m", limits.0), "memory": format!("{}Mi", limits.1)}})
+}
 
 impl ControlPlaneEngine for Kamaji {
     fn kind(&self) -> ApiResource {
@@ -135,13 +152,21 @@ impl ControlPlaneEngine for Kamaji {
             }
         }
         let (pod_cidr, service_cidr) = super::chart::networks(cluster);
+        let requests = (
+            cluster.control_plane_cpu_request_milli_cores,
+            cluster.control_plane_memory_request_mib,
+        );
+        let sidecar = resources(SIDECAR_REQUESTS, SIDECAR_LIMITS);
         let mut deployment = json!({
             // One replica, replaced blue/green (Kamaji's default strategy,
             // maxSurge 100%): the quota leaves room for two.
             "replicas": 1,
-            "resources": {"apiServer": {"requests": {
-                "cpu": format!("{}m", cluster.control_plane_cpu_request_milli_cores),
-                "memory": format!("{}Mi", cluster.control_plane_memory_request_mib)}}},
+            "resources": {
+                "apiServer": resources(requests, (2 * requests.0, 2 * requests.1)),
+                "controllerManager": sidecar,
+                "scheduler": sidecar,
+                "kine": sidecar,
+            },
         });
         if let Some(files) = files {
             // Kamaji drops its own `--authorization-mode=Node,RBAC` when
@@ -172,7 +197,7 @@ impl ControlPlaneEngine for Kamaji {
                 "kubeProxy": {},
                 // Nodes dial the control plane; logs and exec come back
                 // over the agent's connection.
-                "konnectivity": {"server": {"port": KONNECTIVITY_PORT}},
+                "konnectivity": {"server": {"port": KONNECTIVITY_PORT, "resources": sidecar}},
             },
         });
         if let Some(datastore) = &settings.engines.kamaji_datastore {
@@ -230,11 +255,18 @@ impl ControlPlaneEngine for Kamaji {
         (cluster.vcluster_name.clone(), KAMAJI_PORT)
     }
 
-    fn quota(&self, cluster: &Cluster) -> (i32, i32) {
-        (
-            2 * (cluster.control_plane_cpu_request_milli_cores + KAMAJI_SIDECARS * 50),
-            2 * (cluster.control_plane_memory_request_mib + KAMAJI_SIDECARS * 64),
-        )
+    fn quota(&self, cluster: &Cluster) -> Quota {
+        // Two pods: the running one and its replacement.
+        let (cpu, memory) = (
+            cluster.control_plane_cpu_request_milli_cores,
+            cluster.control_plane_memory_request_mib,
+        );
+        Quota {
+            requests_cpu: 2 * (cpu + KAMAJI_SIDECARS * SIDECAR_REQUESTS.0),
+            requests_memory: 2 * (memory + KAMAJI_SIDECARS * SIDECAR_REQUESTS.1),
+            limits_cpu: 2 * (2 * cpu + KAMAJI_SIDECARS * SIDECAR_LIMITS.0),
+            limits_memory: 2 * (2 * memory + KAMAJI_SIDECARS * SIDECAR_LIMITS.1),
+        }
     }
 
     fn secrets(
@@ -313,11 +345,17 @@ impl ControlPlaneEngine for Vcluster {
         (cluster.vcluster_name.clone(), 443)
     }
 
-    fn quota(&self, cluster: &Cluster) -> (i32, i32) {
-        (
+    fn quota(&self, cluster: &Cluster) -> Quota {
+        let (cpu, memory) = (
             cluster.control_plane_cpu_request_milli_cores * 2,
             cluster.control_plane_memory_request_mib * 2,
-        )
+        );
+        Quota {
+            requests_cpu: cpu,
+            requests_memory: memory,
+            limits_cpu: cpu * 2,
+            limits_memory: memory * 2,
+        }
     }
 
     fn secrets(&self, settings: &HostSettings) -> Vec<(&'static str, Vec<(&'static str, String)>)> {

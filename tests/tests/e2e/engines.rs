@@ -81,6 +81,33 @@ async fn a_kamaji_cluster_is_a_tenant_control_plane_started_with_the_platforms_a
         strings(&tcp["spec"]["networkProfile"]["certSANs"]).contains(&"localhost".to_string()),
         "the public host is in the certificate: {tcp}"
     );
+    // Every container bounded, so the namespace's LimitRange defaults (a
+    // CPU limit below the API server's request) never apply, and two pods
+    // (one replacing the other) fit in the quota.
+    let milli = |q: &Value| {
+        let q = q.as_str().unwrap();
+        q.strip_suffix('m').unwrap().parse::<i64>().unwrap()
+    };
+    let deployment_spec = &tcp["spec"]["controlPlane"]["deployment"];
+    let mut bounded = vec![&tcp["spec"]["addons"]["konnectivity"]["server"]["resources"]];
+    for component in ["apiServer", "controllerManager", "scheduler", "kine"] {
+        bounded.push(&deployment_spec["resources"][component]);
+    }
+    let (mut requests, mut limits) = (0, 0);
+    for resources in bounded {
+        let (request, limit) = (
+            milli(&resources["requests"]["cpu"]),
+            milli(&resources["limits"]["cpu"]),
+        );
+        assert!(request <= limit, "{resources}");
+        requests += request;
+        limits += limit;
+    }
+    let quota = sim
+        .get("v1", "ResourceQuota", &namespace, "kubebyon-control-plane")
+        .unwrap();
+    assert_eq!(milli(&quota["spec"]["hard"]["requests.cpu"]), 2 * requests);
+    assert_eq!(milli(&quota["spec"]["hard"]["limits.cpu"]), 2 * limits);
     // The flags Kamaji starts the API server with: its own
     // `--authorization-mode` dropped for the structured configuration.
     let deployment = sim
