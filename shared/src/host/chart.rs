@@ -216,9 +216,14 @@ pub fn vcluster_values(
                 "persistence": {"volumeClaim": {
                     "enabled": true, "size": "5Gi", "storageClass": settings.storage_class,
                     "accessModes": ["ReadWriteOnce"]}},
+                // Limits set, so the namespace's LimitRange defaults (a CPU
+                // limit of 500m) never fall below the requests.
                 "resources": {"requests": {
                     "cpu": format!("{}m", cluster.control_plane_cpu_request_milli_cores),
-                    "memory": format!("{}Mi", cluster.control_plane_memory_request_mib)}},
+                    "memory": format!("{}Mi", cluster.control_plane_memory_request_mib)},
+                    "limits": {
+                    "cpu": format!("{}m", 2 * cluster.control_plane_cpu_request_milli_cores),
+                    "memory": format!("{}Mi", 2 * cluster.control_plane_memory_request_mib)}},
             },
             "service": {"spec": {"type": "ClusterIP"}},
             "proxy": {"extraSANs": extra_sans},

@@ -148,6 +148,12 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
         values["controlPlane"]["statefulSet"]["resources"]["requests"]["cpu"],
         "750m"
     );
+    // A limit above the request, so the namespace's LimitRange default
+    // (500m) is never the container's limit.
+    assert_eq!(
+        values["controlPlane"]["statefulSet"]["resources"]["limits"]["cpu"],
+        "1500m"
+    );
     assert_eq!(
         values["controlPlane"]["distro"]["k8s"]["image"]["tag"],
         "v1.33.5"
