@@ -113,8 +113,15 @@ pub async fn run(shared: Arc<Shared>) {
                     ));
                 }
             }
-            ("TenantControlPlane", "ADDED" | "MODIFIED") if shared.options.role == Role::Host => {
-                tokio::spawn(crate::kamaji::reconcile(shared.clone(), namespace, name));
+            ("TenantControlPlane", added @ ("ADDED" | "MODIFIED"))
+                if shared.options.role == Role::Host =>
+            {
+                tokio::spawn(crate::kamaji::reconcile(
+                    shared.clone(),
+                    namespace,
+                    name,
+                    added == "ADDED",
+                ));
             }
             ("TenantControlPlane", "DELETED") if shared.options.role == Role::Host => {
                 crate::kamaji::remove(&shared, &namespace, &name);

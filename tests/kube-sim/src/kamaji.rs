@@ -135,8 +135,10 @@ fn port(tcp: &Value) -> i64 {
         .unwrap_or(6443)
 }
 
-/// What the controller does when a TenantControlPlane is made or changed.
-pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: String) {
+/// What the controller does when a TenantControlPlane is made (`made`) or
+/// changed: starts its control plane once, when it is made, or again after
+/// its API server exited at start; updates a running one.
+pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: String, made: bool) {
     let tcps = resource("kamaji.clastix.io/v1alpha1", "TenantControlPlane");
     let Ok(tcp) = shared
         .store
@@ -169,6 +171,22 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
                 .merge_patch(tcps, &namespace, &name, &status, true);
         }
         return;
+    }
+    // Not running: being started (this change is the controller's own
+    // status), or its API server exited at start (a change may fix it).
+    let key = (namespace.clone(), name.clone());
+    let exited = shared
+        .startup_logs
+        .lock()
+        .expect("lock")
+        .remove(&key)
+        .is_some();
+    if !made && !exited {
+        return;
+    }
+    if exited {
+        let mut store = shared.store.lock().expect("lock");
+        store.remove(resource("v1", "Pod"), &namespace, &format!("{name}-sim-0"));
     }
     if tcp
         .pointer("/status/kubernetesResources/version/status")

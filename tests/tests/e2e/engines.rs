@@ -313,6 +313,22 @@ async fn kamaji_refuses_what_its_webhook_and_kube_apiserver_refuse() {
             "{name}"
         );
     }
+    // Fixed, the API server starts: the controller tries again after an
+    // exit when the object changes.
+    apply(
+        "both",
+        mounted(vec![
+            "--authorization-config=/etc/kubebyon/authorization.yaml",
+            "--admission-control-config-file=/etc/kubebyon/admission.yaml",
+        ]),
+    )
+    .await
+    .unwrap();
+    eventually("the fixed control plane runs", || {
+        sim.vcluster(&namespace, "both").is_some()
+    })
+    .await;
+    assert!(sim.startup_log(&namespace, "both").is_none());
     // The platform's own cluster started, with its files.
     assert!(sim.startup_log(&namespace, "lambda").is_none());
     assert_eq!(platform.cluster(&id).await["status"], "ready");
