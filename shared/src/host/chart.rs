@@ -137,6 +137,18 @@ pub struct ApiServerFiles {
 const FORMER_POD_CIDR: &str = "10.64.0.0/16";
 const FORMER_SERVICE_CIDR: &str = "10.128.0.0/16";
 
+/// The names a control plane's certificate must carry for the addresses
+/// its clients reach it on, each once, in order.
+pub(super) fn certificate_names(public_hosts: &[String]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for host in public_hosts {
+        if !names.contains(&host.as_str()) {
+            names.push(host);
+        }
+    }
+    names
+}
+
 /// The cluster's pod and Service networks.
 pub(super) fn networks(cluster: &Cluster) -> (&str, &str) {
     (
@@ -201,12 +213,7 @@ pub fn vcluster_values(
     api_server: Option<&ApiServerFiles>,
     public_hosts: &[String],
 ) -> Value {
-    let mut extra_sans: Vec<&str> = Vec::new();
-    for host in public_hosts {
-        if !extra_sans.contains(&host.as_str()) {
-            extra_sans.push(host);
-        }
-    }
+    let extra_sans = certificate_names(public_hosts);
     let (pod_cidr, service_cidr) = networks(cluster);
     let mut values = json!({
         "privateNodes": {"enabled": true, "autoUpgrade": {"enabled": false}},

@@ -145,12 +145,7 @@ impl ControlPlaneEngine for Kamaji {
         files: Option<&ApiServerFiles>,
         public_hosts: &[String],
     ) -> Value {
-        let mut sans: Vec<&str> = Vec::new();
-        for host in public_hosts {
-            if !sans.contains(&host.as_str()) {
-                sans.push(host);
-            }
-        }
+        let sans = super::chart::certificate_names(public_hosts);
         let (pod_cidr, service_cidr) = super::chart::networks(cluster);
         let requests = (
             cluster.control_plane_cpu_request_milli_cores,
