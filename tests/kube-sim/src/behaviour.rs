@@ -291,6 +291,38 @@ fn is_vcluster_chart(chart: &Value) -> bool {
         .is_some_and(|c| c.contains("vcluster"))
 }
 
+/// A control plane whose API server exited at start, as the host shows it:
+/// its pod `pod` restarting (CrashLoopBackOff, the last exit an error) and
+/// what its log says (`Simulator::startup_log`), by the name `name` of the
+/// object that made it.
+pub(crate) fn exited_at_start(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    pod: &str,
+    labels: &Value,
+    container: &str,
+    log: String,
+) {
+    let _ = shared.store.lock().expect("lock").create(
+        resource("v1", "Pod"),
+        namespace,
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": namespace, "labels": labels},
+            "spec": {"containers": [{"name": container}]},
+            "status": {"phase": "Running", "containerStatuses": [{
+                "name": container, "ready": false, "restartCount": 5,
+                "state": {"waiting": {"reason": "CrashLoopBackOff",
+                    "message": format!("back-off 2m40s restarting failed container={container}")}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}),
+    );
+    shared
+        .startup_logs
+        .lock()
+        .expect("lock")
+        .insert((namespace.to_string(), name.to_string()), log);
+}
+
 /// Why vCluster's open-source build stops with these values: private nodes
 /// are a pro feature (loft-sh/vcluster v0.29.1 `pkg/pro/privatenodes.go`)
 /// unless the licence reaches it, here through the Secret
@@ -400,27 +432,19 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
                    "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "serviceName": format!("{name}-headless"),
                             "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "syncer"}]}}}}),
         );
-        let _ = store.create(
-            resource("v1", "Pod"),
-            &target,
-            json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("{name}-0"), "namespace": target, "labels": labels},
-                "spec": {"containers": [{"name": "syncer"}]},
-                "status": {"phase": "Running", "containerStatuses": [{
-                    "name": "syncer", "ready": false, "restartCount": 5,
-                    "state": {"waiting": {"reason": "CrashLoopBackOff",
-                        "message": "back-off 2m40s restarting failed container=syncer"}},
-                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}),
-        );
         let status = json!({"status": {"jobName": job, "conditions": [
             {"type": "JobCreated", "status": "True", "reason": "", "message": ""}]}});
         let _ = store.merge_patch(charts, &namespace, &name, &status, true);
         drop(store);
-        shared
-            .startup_logs
-            .lock()
-            .expect("lock")
-            .insert((target.clone(), name.clone()), refusal);
+        exited_at_start(
+            &shared,
+            &target,
+            &name,
+            &format!("{name}-0"),
+            &labels,
+            "syncer",
+            refusal,
+        );
         return;
     }
     // On every address: a load balancer's (127.0.0.2 below) reaches it as a

@@ -268,25 +268,15 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
     {
         // kube-apiserver exits at start: the pod restarts, the Deployment
         // never becomes available, the control plane stays provisioning.
-        let mut store = shared.store.lock().expect("lock");
-        let _ = store.create(
-            resource("v1", "Pod"),
+        crate::behaviour::exited_at_start(
+            &shared,
             &namespace,
-            json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("{name}-sim-0"), "namespace": namespace, "labels": labels},
-                "spec": {"containers": [{"name": "kube-apiserver"}]},
-                "status": {"phase": "Running", "containerStatuses": [{
-                    "name": "kube-apiserver", "ready": false, "restartCount": 5,
-                    "state": {"waiting": {"reason": "CrashLoopBackOff",
-                        "message": "back-off 2m40s restarting failed container=kube-apiserver"}},
-                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}),
+            &name,
+            &format!("{name}-sim-0"),
+            &labels,
+            "kube-apiserver",
+            refusal,
         );
-        drop(store);
-        shared
-            .startup_logs
-            .lock()
-            .expect("lock")
-            .insert((namespace.clone(), name.clone()), refusal);
         return;
     }
     let Ok(child) = Simulator::start_on(
