@@ -127,16 +127,17 @@ fi
 # YAML file of infra/), prometheus-client (Prometheus's own parser of the
 # text /metrics serves), cargo-lambda (builds the Lambda functions as
 # `sam build` does, and its emulator runs them), stripe (signs test webhook
-# events with the official helper) and standardwebhooks (verifies the
-# platform's outbound webhooks as receivers do).
-if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis, kubernetes_validate, cfnlint, samtranslator, yamllint, prometheus_client, stripe, standardwebhooks' 2>/dev/null \
+# events with the official helper), standardwebhooks (verifies the
+# platform's outbound webhooks as receivers do), and cryptography and PyYAML
+# (the kubeadm stand-in that joins simulated Kamaji control planes).
+if ! target/test-venv/bin/python -c 'import aiosmtpd, moto.server, boto3, schemathesis, kubernetes_validate, cfnlint, samtranslator, yamllint, prometheus_client, stripe, standardwebhooks, cryptography, yaml' 2>/dev/null \
     || [ ! -x target/test-venv/bin/cargo-lambda ]; then
     command -v python3 >/dev/null || apt_install python3
     python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
-    log "installing aiosmtpd, moto, schemathesis, kubernetes-validate, cfn-lint, aws-sam-translator, yamllint, prometheus-client, cargo-lambda, stripe and standardwebhooks into target/test-venv"
+    log "installing aiosmtpd, moto, schemathesis, kubernetes-validate, cfn-lint, aws-sam-translator, yamllint, prometheus-client, cargo-lambda, stripe, standardwebhooks, cryptography and PyYAML into target/test-venv"
     rm -rf target/test-venv
     python3 -m venv target/test-venv
-    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5 kubernetes-validate==1.37.0 cfn-lint==1.58.0 aws-sam-translator==1.115.0 yamllint==1.38.0 prometheus-client==0.26.0 cargo-lambda==1.9.2 stripe==16.1.0 standardwebhooks==1.1.0
+    target/test-venv/bin/pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 "moto[server]==5.1.4" schemathesis==4.32.5 kubernetes-validate==1.37.0 cfn-lint==1.58.0 aws-sam-translator==1.115.0 yamllint==1.38.0 prometheus-client==0.26.0 cargo-lambda==1.9.2 stripe==16.1.0 standardwebhooks==1.1.0 cryptography==51.0.1 PyYAML==6.0.4
 fi
 export KUBEBYON_TEST_PYTHON="$PWD/target/test-venv/bin/python"
 

@@ -222,6 +222,15 @@ fn unavailable(shared: &Shared) -> Option<Response> {
     })
 }
 
+/// Whether a request comes with no credential to a control plane that
+/// serves anonymous requests (kube-apiserver's `--anonymous-auth`, on in
+/// kubeadm's control planes): it is `system:anonymous`, and RBAC decides.
+fn anonymous(shared: &Shared, headers: &HeaderMap, client: bool) -> bool {
+    shared.options.role == crate::Role::Kamaji
+        && !client
+        && !headers.contains_key(header::AUTHORIZATION)
+}
+
 pub(crate) fn refuse(
     shared: &Shared,
     headers: &HeaderMap,
@@ -240,8 +249,11 @@ pub(crate) fn refuse(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     let accepted = client.is_some()
+        || anonymous(shared, headers, client.is_some())
         || presented.is_some_and(|presented| {
-            presented == token.as_str() || crate::tokens::valid(shared, presented)
+            presented == token.as_str()
+                || crate::tokens::valid(shared, presented)
+                || crate::bootstrap::identity(shared, presented).is_some()
         });
     (!accepted).then(|| {
         error(ApiError {
@@ -336,7 +348,7 @@ pub async fn handle(
         &method,
         &target,
         &params,
-        &headers,
+        rbac_identity(&shared, &headers, client.is_some()),
         &content_type,
         &body,
     ) {
@@ -370,7 +382,14 @@ pub async fn handle(
             crate::tokens::request(&shared, target.namespace.as_deref().unwrap_or_default(), name, &request)
                 .map(|issued| (StatusCode::CREATED, issued))
         }),
-        (&Method::POST, None) => object_of(&content_type, &body).and_then(|object| {
+        (&Method::POST, None) => object_of(&content_type, &body).and_then(|mut object| {
+            if target.resource.kind == "CertificateSigningRequest" {
+                // The requester is whoever sent it, whatever the body says
+                // (the registry's PrepareForCreate).
+                let (user, groups) = sender(&shared, &headers, client.as_ref());
+                object["spec"]["username"] = json!(user);
+                object["spec"]["groups"] = json!(groups);
+            }
             let namespace = target.namespace.clone().unwrap_or_default();
             if let Some(body_ns) = object.pointer("/metadata/namespace").and_then(Value::as_str)
                 && target.resource.namespaced
@@ -447,6 +466,33 @@ pub async fn handle(
     }
 }
 
+/// Who sent a request: the admin's token is `system:masters`, then a
+/// token's holder, a client certificate's subject, or `system:anonymous`.
+fn sender(
+    shared: &Shared,
+    headers: &HeaderMap,
+    client: Option<&ClientCertificate>,
+) -> (String, Vec<String>) {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if token.is_some() && shared.token.as_deref() == token {
+        return (
+            "kubernetes-admin".into(),
+            vec!["system:masters".into(), "system:authenticated".into()],
+        );
+    }
+    requester(shared, headers, client)
+        .or_else(|| client.map(|c| (c.user.clone(), c.groups.clone())))
+        .unwrap_or_else(|| {
+            (
+                "system:anonymous".into(),
+                vec!["system:unauthenticated".into()],
+            )
+        })
+}
+
 /// Who an authorizer is asked about: a token's holder, or a client
 /// certificate's when no token comes. `None` for the admin (its token, or a
 /// certificate in `system:masters`, which no authorizer is asked about) and
@@ -464,7 +510,8 @@ fn requester(
         return None;
     }
     let (user, groups) = match (token, client) {
-        (Some(token), _) => crate::tokens::identity(shared, token)?,
+        (Some(token), _) => crate::tokens::identity(shared, token)
+            .or_else(|| crate::bootstrap::identity(shared, token))?,
         (None, Some(client)) => (client.user.clone(), client.groups.clone()),
         (None, None) => return None,
     };
@@ -607,17 +654,32 @@ fn forbidden(user: &str, request: &crate::rbac::Attributes, reason: Option<&str>
     }
 }
 
-/// The identity RBAC decides about: a token the TokenRequest API issued
-/// (never the admin's, which is `system:masters`), when the host enforces RBAC.
-fn rbac_identity(shared: &Shared, headers: &HeaderMap) -> Option<(String, Vec<String>)> {
-    if !shared.options.rbac {
-        return None;
+/// The identity RBAC decides about: a bootstrap token's holder, or an
+/// anonymous request where one is served, always; a token the TokenRequest
+/// API issued (never the admin's, which is `system:masters`) when the host
+/// enforces RBAC.
+fn rbac_identity(
+    shared: &Shared,
+    headers: &HeaderMap,
+    client: bool,
+) -> Option<(String, Vec<String>)> {
+    if anonymous(shared, headers, client) {
+        return Some((
+            "system:anonymous".into(),
+            vec!["system:unauthenticated".into()],
+        ));
     }
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))?;
     if shared.token.as_deref() == Some(token) {
+        return None;
+    }
+    if let Some(identity) = crate::bootstrap::identity(shared, token) {
+        return Some(identity);
+    }
+    if !shared.options.rbac {
         return None;
     }
     crate::tokens::identity(shared, token)
@@ -702,10 +764,11 @@ pub(crate) fn rbac_denies_exec(
     shared: &Shared,
     method: &Method,
     headers: &HeaderMap,
+    client: bool,
     namespace: &str,
     pod: &str,
 ) -> Option<ApiError> {
-    let (user, groups) = rbac_identity(shared, headers)?;
+    let (user, groups) = rbac_identity(shared, headers, client)?;
     let verbs: &[&str] = if method == Method::GET {
         &["get", "create"]
     } else {
@@ -732,11 +795,11 @@ fn rbac_denies(
     method: &Method,
     target: &Target,
     params: &HashMap<String, String>,
-    headers: &HeaderMap,
+    identity: Option<(String, Vec<String>)>,
     content_type: &str,
     body: &Bytes,
 ) -> Option<ApiError> {
-    let (user, groups) = rbac_identity(shared, headers)?;
+    let (user, groups) = identity?;
     let verb = verb_of(method, target, params)?;
     let namespace = target.namespace.clone().unwrap_or_default();
     let request = crate::rbac::Attributes {

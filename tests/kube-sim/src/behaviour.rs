@@ -60,8 +60,12 @@ pub fn seed(shared: &Shared) {
     }
 }
 
-pub async fn run(shared: Arc<Shared>) {
-    let mut events = shared.store.lock().expect("lock").subscribe();
+/// Reacts to `events`, subscribed before the simulator answers anything, so
+/// no change made right after it starts goes unseen.
+pub async fn run(
+    shared: Arc<Shared>,
+    mut events: tokio::sync::broadcast::Receiver<crate::store::Event>,
+) {
     loop {
         let event = match events.recv().await {
             Ok(event) => event,
@@ -153,6 +157,24 @@ pub async fn run(shared: Arc<Shared>) {
             ("Service", "ADDED" | "MODIFIED") => {
                 let mut store = shared.store.lock().expect("lock");
                 allocate_service_ports(&shared, &mut store, &namespace, &name);
+            }
+            ("Secret", _) if shared.options.role == Role::Kamaji && namespace == "kube-system" => {
+                crate::bootstrap::sign_cluster_info(&shared);
+            }
+            ("ConfigMap", "MODIFIED" | "DELETED")
+                if shared.options.role == Role::Kamaji
+                    && namespace == "kube-public"
+                    && name == "cluster-info" =>
+            {
+                // Kamaji's phase watches cluster-info; the signer too.
+                crate::bootstrap::run_phase(&shared);
+                crate::bootstrap::sign_cluster_info(&shared);
+            }
+            ("CertificateSigningRequest", "ADDED") if shared.options.role == Role::Kamaji => {
+                crate::bootstrap::approve(&shared, &name);
+            }
+            ("CertificateSigningRequest", "MODIFIED") if shared.options.role == Role::Kamaji => {
+                crate::bootstrap::sign(&shared, &name);
             }
             ("Service", "DELETED") => {
                 // kube-proxy stops forwarding the Service's node port: a new

@@ -153,6 +153,7 @@ pub async fn handle(
         &shared,
         request.method(),
         request.headers(),
+        client.is_some(),
         &namespace,
         &pod,
     ) {

@@ -31,10 +31,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::{
-    Shared, registry,
-    store::{ApiError, secret_text},
-};
+use crate::{Shared, registry, store::ApiError};
 
 /// Answers the join endpoint.
 pub(crate) async fn handle(
@@ -45,9 +42,8 @@ pub(crate) async fn handle(
 ) -> Response {
     let params = crate::api::query(uri);
     let token = params.get("token").map(String::as_str).unwrap_or_default();
-    let secret = match check_token(shared, token) {
-        Ok(secret) => secret,
-        Err(reason) => return (StatusCode::UNAUTHORIZED, format!("{reason}\n")).into_response(),
+    let Some((username, groups)) = crate::bootstrap::identity(shared, token) else {
+        return (StatusCode::UNAUTHORIZED, "invalid bootstrap token\n").into_response();
     };
     match *method {
         Method::GET => {
@@ -74,7 +70,7 @@ pub(crate) async fn handle(
             let Some(name) = params.get("node").filter(|n| !n.is_empty()) else {
                 return (StatusCode::BAD_REQUEST, "node is required\n").into_response();
             };
-            let requester = requester(token, &secret);
+            let requester = Requester { username, groups };
             if let Err(refused) = bootstrap_certificate(shared, &requester, name).await {
                 return refused;
             }
@@ -99,25 +95,6 @@ const CERTIFICATE_WAIT: Duration = Duration::from_secs(60);
 struct Requester {
     username: String,
     groups: Vec<String>,
-}
-
-/// Who a valid bootstrap token (its Secret `secret`) authenticates as.
-fn requester(token: &str, secret: &Value) -> Requester {
-    let id = token.split_once('.').map(|(id, _)| id).unwrap_or_default();
-    let extra = secret_text(secret, "auth-extra-groups").unwrap_or_default();
-    let mut groups = vec!["system:bootstrappers".to_string()];
-    groups.extend(
-        extra
-            .split(',')
-            .map(str::trim)
-            .filter(|g| g.starts_with("system:bootstrappers:"))
-            .map(str::to_string),
-    );
-    groups.push("system:authenticated".into());
-    Requester {
-        username: format!("system:bootstrap:{id}"),
-        groups,
-    }
 }
 
 fn condition(csr: &Value, kind: &str) -> Option<String> {
@@ -286,30 +263,6 @@ async fn bootstrap_certificate(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// The token's bootstrap Secret, when the token is valid: its Secret
-/// exists, the secret matches and it has not expired.
-fn check_token(shared: &Shared, token: &str) -> Result<Value, &'static str> {
-    let (id, secret) = token.split_once('.').ok_or("malformed bootstrap token")?;
-    let resource = registry::find_kind("v1", "Secret").ok_or("no Secret kind")?;
-    let stored = shared
-        .store
-        .lock()
-        .expect("lock")
-        .get(resource, "kube-system", &format!("bootstrap-token-{id}"))
-        .map_err(|_| "unknown bootstrap token")?;
-    if secret_text(&stored, "token-secret").as_deref() != Some(secret) {
-        return Err("wrong bootstrap token secret");
-    }
-    if let Some(expiration) = secret_text(&stored, "expiration") {
-        let expires =
-            chrono::DateTime::parse_from_rfc3339(&expiration).map_err(|_| "bad expiration")?;
-        if expires <= crate::tokens::now(shared) {
-            return Err("expired bootstrap token");
-        }
-    }
-    Ok(stored)
 }
 
 /// Registers the Node as its kubelet would: the webhooks are asked first.

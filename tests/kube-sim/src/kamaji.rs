@@ -129,6 +129,23 @@ fn certificate_names(tcp: &Value, name: &str, namespace: &str) -> Vec<String> {
     names
 }
 
+/// `status.controlPlaneEndpoint` (`internal/resources/k8s_service_resource.go`,
+/// `DeclaredControlPlaneAddress`): `spec.networkProfile.address`, else the
+/// Service's in-cluster address, with `spec.networkProfile.port`. kubeadm's
+/// `cluster-info`, and so every joining node, dials it.
+fn control_plane_endpoint(tcp: &Value, name: &str, namespace: &str) -> String {
+    let port = port(tcp);
+    match tcp
+        .pointer("/spec/networkProfile/address")
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty())
+    {
+        Some(address) if address.contains(':') => format!("[{address}]:{port}"),
+        Some(address) => format!("{address}:{port}"),
+        None => format!("{name}.{namespace}.svc:{port}"),
+    }
+}
+
 fn port(tcp: &Value) -> i64 {
     tcp.pointer("/spec/networkProfile/port")
         .and_then(Value::as_i64)
@@ -162,6 +179,16 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
         // Running: a changed spec rolls the pods out (blue/green); the
         // certificate names what the spec names now.
         let _ = child.reissue_certificate(&certificate_names(&tcp, &name, &namespace));
+        let endpoint = control_plane_endpoint(&tcp, &name, &namespace);
+        child.start_kubeadm_phase(&endpoint);
+        if tcp.pointer("/status/controlPlaneEndpoint") != Some(&json!(endpoint)) {
+            let status = json!({"status": {"controlPlaneEndpoint": endpoint}});
+            let _ = shared
+                .store
+                .lock()
+                .expect("lock")
+                .merge_patch(tcps, &namespace, &name, &status, true);
+        }
         if tcp.pointer("/status/kubernetesResources/version/version") != Some(&version) {
             let status = json!({"status": {"kubernetesResources": {"version": {"version": version, "status": "Ready"}}}});
             let _ = shared
@@ -294,7 +321,8 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
         return;
     };
     let child_port = child.addr().port();
-    let endpoint = format!("{name}.{namespace}.svc:{api_port}");
+    let endpoint = control_plane_endpoint(&tcp, &name, &namespace);
+    child.start_kubeadm_phase(&endpoint);
     let kubeconfig = |server: &str, user: &str, groups: &[&str]| {
         child
             .kubeconfig_with_certificate(server, user, groups)

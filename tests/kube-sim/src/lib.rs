@@ -31,6 +31,7 @@ mod admission;
 mod api;
 mod authz;
 mod behaviour;
+mod bootstrap;
 mod exec;
 mod join;
 mod kamaji;
@@ -176,6 +177,12 @@ pub(crate) struct Shared {
     /// Why a control plane's API server exited at start, by (namespace,
     /// name): what its log would say.
     pub startup_logs: Mutex<HashMap<(String, String), String>>,
+    /// Its certificate authority, which also signs approved kubelet
+    /// certificate requests (kube-controller-manager's signer).
+    pub authority: Arc<tls::Authority>,
+    /// In a Kamaji control plane: the API server `cluster-info` names,
+    /// from the TenantControlPlane's endpoint (kubeadm's bootstrap phase).
+    pub kubeadm_server: Mutex<Option<String>>,
 }
 
 /// A simulator being started.
@@ -184,7 +191,7 @@ pub type Starting =
 
 pub struct Simulator {
     shared: Arc<Shared>,
-    authority: tls::Authority,
+    authority: Arc<tls::Authority>,
     addr: SocketAddr,
     tasks: Vec<AbortHandle>,
 }
@@ -209,7 +216,7 @@ impl Simulator {
             Role::VCluster => "kube-sim-vcluster",
             Role::Kamaji => "kube-sim-kamaji",
         };
-        let authority = tls::Authority::new(common_name, &options.names)?;
+        let authority = Arc::new(tls::Authority::new(common_name, &options.names)?);
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new()),
             faults: Mutex::new(Faults::default()),
@@ -224,6 +231,8 @@ impl Simulator {
             access: Mutex::new(Vec::new()),
             node_ports: Mutex::new(HashMap::new()),
             startup_logs: Mutex::new(HashMap::new()),
+            authority: authority.clone(),
+            kubeadm_server: Mutex::new(None),
         });
         behaviour::seed(&shared);
         let app = Router::new()
@@ -235,7 +244,8 @@ impl Simulator {
             .with_state(shared.clone());
         let server =
             tokio::spawn(tls::serve(listener, authority.acceptor.clone(), app)).abort_handle();
-        let controller = tokio::spawn(behaviour::run(shared.clone())).abort_handle();
+        let events = shared.store.lock().expect("lock").subscribe();
+        let controller = tokio::spawn(behaviour::run(shared.clone(), events)).abort_handle();
         Ok(Arc::new(Self {
             shared,
             authority,
@@ -289,6 +299,14 @@ impl Simulator {
             certificate = encode(&certificate),
             key = encode(&key),
         ))
+    }
+
+    /// Kamaji's bootstrap phase for a control plane at `endpoint`
+    /// (`host:port`): `cluster-info` names it from now on.
+    pub(crate) fn start_kubeadm_phase(&self, endpoint: &str) {
+        *self.shared.kubeadm_server.lock().expect("lock") = Some(format!("https://{endpoint}"));
+        bootstrap::run_phase(&self.shared);
+        bootstrap::sign_cluster_info(&self.shared);
     }
 
     /// What a control plane's API server logged as it exited at start, when

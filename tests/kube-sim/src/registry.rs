@@ -223,6 +223,7 @@ fn short_names(plural: &str) -> &'static [&'static str] {
         "cronjobs" => &["cj"],
         "ingresses" => &["ing"],
         "networkpolicies" => &["netpol"],
+        "certificatesigningrequests" => &["csr"],
         "certificates" => &["cert", "certs"],
         _ => &[],
     }

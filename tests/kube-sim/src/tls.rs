@@ -88,6 +88,37 @@ impl Authority {
         Ok((certificate.pem(), key.serialize_pem()))
     }
 
+    /// Signs a kubelet's client certificate request (DER) as
+    /// kube-controller-manager's `kubernetes.io/kube-apiserver-client-kubelet`
+    /// signer does: the request's subject and key, client auth, from this
+    /// CA. A request whose signature does not verify, or whose key is not
+    /// ECDSA P-256 (what kubelets generate), is refused.
+    pub fn sign_request(&self, request_der: &[u8]) -> std::io::Result<String> {
+        use x509_parser::prelude::FromDer;
+        let (_, request) =
+            x509_parser::certification_request::X509CertificationRequest::from_der(request_der)
+                .map_err(invalid)?;
+        request.verify_signature().map_err(invalid)?;
+        let info = &request.certification_request_info;
+        let key = RequestKey::of(&info.subject_pki)?;
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(invalid)?;
+        for name in info.subject.iter_common_name() {
+            params
+                .distinguished_name
+                .push(DnType::CommonName, name.as_str().map_err(invalid)?);
+        }
+        for organization in info.subject.iter_organization() {
+            params.distinguished_name.push(
+                DnType::OrganizationName,
+                organization.as_str().map_err(invalid)?,
+            );
+        }
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let certificate = params.signed_by(&key, &self.issuer).map_err(invalid)?;
+        Ok(certificate.pem())
+    }
+
     /// Serves a certificate for `names` from the same CA from now on, when
     /// they differ from the current ones: a control plane restarted with
     /// other names (a vCluster chart's `controlPlane.proxy.extraSANs`
@@ -101,6 +132,34 @@ impl Authority {
         *self.acceptor.write().expect("lock") = acceptor;
         *current = names.to_vec();
         Ok(())
+    }
+}
+
+/// The public key of a certificate request.
+struct RequestKey(Vec<u8>);
+
+impl RequestKey {
+    fn of(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> std::io::Result<Self> {
+        use x509_parser::oid_registry::{OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY};
+        let curve = spki
+            .algorithm
+            .parameters
+            .as_ref()
+            .and_then(|p| p.as_oid().ok());
+        if spki.algorithm.algorithm != OID_KEY_TYPE_EC_PUBLIC_KEY || curve != Some(OID_EC_P256) {
+            return Err(invalid("only ECDSA P-256 keys are signed"));
+        }
+        Ok(Self(spki.subject_public_key.data.to_vec()))
+    }
+}
+
+impl rcgen::PublicKeyData for RequestKey {
+    fn der_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn algorithm(&self) -> &'static rcgen::SignatureAlgorithm {
+        &rcgen::PKCS_ECDSA_P256_SHA256
     }
 }
 

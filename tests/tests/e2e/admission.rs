@@ -77,7 +77,7 @@ impl Kubectl {
     }
 
     /// kubectl with `kubeconfig` (its text).
-    fn with(kubeconfig: &str) -> Self {
+    pub(crate) fn with(kubeconfig: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("admission-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("config");

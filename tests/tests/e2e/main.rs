@@ -28,6 +28,7 @@ mod idempotency;
 mod image;
 mod ingress;
 mod journey;
+mod kubeadm_join;
 mod kubeconfigs;
 mod labels;
 mod lambda;
