@@ -72,6 +72,30 @@ impl Machine {
         Self { dir }
     }
 
+    /// With kubeadm and the kubelet installed, as a Kamaji cluster's join
+    /// needs: `kubeadm` is `tests/stand-ins/kubeadm`, which does kubeadm's
+    /// token discovery and plays the kubelet's TLS bootstrap; `kubelet`
+    /// only answers its version.
+    pub fn with_kubeadm(self) -> Self {
+        let python = std::env::var("KUBEBYON_TEST_PYTHON").unwrap_or_else(|_| {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../target/test-venv/bin/python"
+            )
+            .to_string()
+        });
+        let stand_in = concat!(env!("CARGO_MANIFEST_DIR"), "/stand-ins/kubeadm");
+        executable(
+            &self.dir.0.join("bin/kubeadm"),
+            &format!("#!/bin/sh\nexec '{python}' '{stand_in}' \"$@\"\n"),
+        );
+        executable(
+            &self.dir.0.join("bin/kubelet"),
+            "#!/bin/sh\necho 'Kubernetes v1.33.5'\n",
+        );
+        self
+    }
+
     /// The directory: `bin/` (the shims) and `root/` (the files the checks read).
     pub fn dir(&self) -> &Path {
         &self.dir.0

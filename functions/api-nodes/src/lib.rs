@@ -39,5 +39,5 @@ struct ApiDoc;
 const PROBLEM_CODES: &[&str] = &[
     "node_removal_in_progress",
     "token_not_active",
-    "engine_cannot_join_yet",
+    "engine_cannot_join_here",
 ];

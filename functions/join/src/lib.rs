@@ -30,6 +30,7 @@ use shared::{
     billing::entitlements,
     clusters,
     domain::{JoinOutcome, JoinStepStatus},
+    host::{Join, engine},
     http::AppState,
     nodes::{
         approval::{self, Choice},
@@ -257,6 +258,8 @@ pub async fn script(State(state): State<AppState>, request: Request) -> Response
         endpoint: &endpoint,
         ca_pem: ca.as_deref(),
         max_clock_skew_secs: MAX_CLOCK_SKEW_SECS,
+        join: engine::of(cluster.engine).join(),
+        kubernetes_version: &cluster.kubernetes_version,
     });
     (
         [
@@ -476,6 +479,14 @@ struct ApprovalAsked {
 
 /// A client for the cluster's own API, as the platform's admin.
 async fn cluster_client(state: &AppState, cluster_id: Uuid) -> Result<kube::Client, String> {
+    Ok(cluster_and_client(state, cluster_id).await?.1)
+}
+
+/// The cluster, and a client for its own API as the platform's admin.
+async fn cluster_and_client(
+    state: &AppState,
+    cluster_id: Uuid,
+) -> Result<(clusters::Cluster, kube::Client), String> {
     let host = state.host.as_ref().ok_or("no host cluster is configured")?;
     let cluster = clusters::get(&state.pool, cluster_id)
         .await
@@ -485,9 +496,11 @@ async fn cluster_client(state: &AppState, cluster_id: Uuid) -> Result<kube::Clie
         .api_endpoint
         .as_deref()
         .ok_or("the cluster has no endpoint")?;
-    host.vcluster_client(&cluster, endpoint)
+    let client = host
+        .vcluster_client(&cluster, endpoint)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok((cluster, client))
 }
 
 /// Approves the kubelet's certificate request for the attempt's node, if
@@ -635,14 +648,23 @@ async fn hand_out(
 ) -> Response {
     let (token, expires_at) = bootstrap;
     let created = async {
-        let client = cluster_client(state, presented.cluster_id).await?;
-        // Only the platform approves a joining kubelet's certificate: a
-        // binding that lets the cluster approve it by itself goes first.
-        approval::remove_auto_approval(client.clone())
-            .await
-            .map_err(|e| e.to_string())?;
-        match jointoken::create_bootstrap_secret(client, &token.bootstrap_secret(expires_at)).await
-        {
+        let (cluster, client) = cluster_and_client(state, presented.cluster_id).await?;
+        // Only the platform approves a joining kubelet's certificate.
+        let join = engine::of(cluster.engine).join();
+        match join {
+            // A binding that lets the cluster approve it by itself goes first.
+            Join::VclusterEndpoint => approval::remove_auto_approval(client.clone())
+                .await
+                .map(|_| ()),
+            // The token's group of the platform's own may do what `kubeadm
+            // join` does, and nothing approves its requests by itself.
+            Join::Kubeadm => {
+                approval::grant_join_rights(client.clone(), join.bootstrap_group()).await
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let secret = token.bootstrap_secret(expires_at, join);
+        match jointoken::create_bootstrap_secret(client, &secret).await {
             Ok(true) => Ok(()),
             Ok(false) => Err("a bootstrap token of that id exists already".to_string()),
             Err(err) => Err(err.to_string()),

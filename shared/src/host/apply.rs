@@ -28,7 +28,7 @@ use super::{
         ApiServerFiles, NETWORK_POLICY, labels, network_policy, public_service_name, sni_host,
         tls_route,
     },
-    engine::{self, ControlPlaneState},
+    engine::{self, Advertised, ControlPlaneState, Join},
     error::ignore_not_found,
     haproxy::{Backend, Haproxy},
 };
@@ -259,7 +259,14 @@ impl HostCluster {
         }
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &cluster.namespace, &engine.kind());
-        let object = engine.object(cluster, &self.settings, api_server, public_hosts);
+        let advertised = self.advertised(cluster).await?;
+        let object = engine.object(
+            cluster,
+            &self.settings,
+            api_server,
+            public_hosts,
+            advertised.as_ref(),
+        );
         api.patch(
             &cluster.vcluster_name,
             &Self::apply_params(),
@@ -267,6 +274,32 @@ impl HostCluster {
         )
         .await?;
         Ok(())
+    }
+
+    /// What a [`Join::Kubeadm`] control plane advertises to nodes: for a
+    /// `nodeport` cluster, the host node's address and the node port its
+    /// Service was given; `None` before that, for other modes (whose
+    /// addresses are host names for SNI, or not the API server's port) and
+    /// for other engines.
+    pub async fn advertised(&self, cluster: &Cluster) -> Result<Option<Advertised>, HostError> {
+        if engine::of(cluster.engine).join() != Join::Kubeadm
+            || cluster.public_access_mode != PublicAccessMode::Nodeport
+        {
+            return Ok(None);
+        }
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        let name = public_service_name(cluster, PublicAccessMode::Nodeport);
+        let node_port = api
+            .get_opt(&name)
+            .await?
+            .and_then(|service| service.spec?.ports?.first()?.node_port);
+        let Some(port) = node_port else {
+            return Ok(None);
+        };
+        let address = self
+            .node_ip(u16::try_from(port).unwrap_or_default())
+            .await?;
+        Ok(Some(Advertised { address, port }))
     }
 
     /// The keys of the Secret `name` in the cluster's namespace, `None` when
@@ -356,14 +389,33 @@ impl HostCluster {
         };
         let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
         let name = public_service_name(cluster, mode);
-        let service = json!({"apiVersion": "v1", "kind": "Service",
+        let service = |target: i32| {
+            json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
             "spec": {"type": service_type,
                      "selector": engine.api_pods(cluster),
-                     "ports": [{"name": "https", "port": 443, "targetPort": engine.api_port(), "protocol": "TCP"}]}});
+                     "ports": [{"name": "https", "port": 443, "targetPort": target, "protocol": "TCP"}]}})
+        };
+        // An API server that advertises its node port listens on it too:
+        // the Service targets that port once it has one.
+        let target = match self.advertised(cluster).await? {
+            Some(advertised) => advertised.port,
+            None => engine.api_port(),
+        };
         services
-            .patch(&name, &Self::apply_params(), &Patch::Apply(service))
+            .patch(&name, &Self::apply_params(), &Patch::Apply(service(target)))
             .await?;
+        if let Some(advertised) = self.advertised(cluster).await?
+            && advertised.port != target
+        {
+            services
+                .patch(
+                    &name,
+                    &Self::apply_params(),
+                    &Patch::Apply(service(advertised.port)),
+                )
+                .await?;
+        }
         if let (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) =
             (mode, &self.settings.load_balancer)
         {

@@ -9,13 +9,20 @@ use crate::{clusters::Cluster, domain::PublicAccessMode};
 
 /// The NetworkPolicy that fences a control plane's namespace: its pods talk
 /// to each other; from outside, only the API server's port (`api_port`,
-/// behind the public endpoint) is open; out of it go DNS to `kube-system`,
+/// behind the public endpoint; for Kamaji, the node port range too, where
+/// an advertising API server listens) is open; out of it go DNS to `kube-system`,
 /// Kamaji's namespace (its DataStore) and anything outside the host's pod
 /// networks (the host API, the internet), never another tenant's pods.
 pub fn network_policy(cluster: &Cluster, settings: &HostSettings, api_port: i32) -> Value {
     let mut spec = isolation(&settings.pod_cidrs);
     spec["ingress"][1]["ports"][0]["port"] = json!(api_port);
     if cluster.engine == crate::domain::Engine::Kamaji {
+        // Its API server listens on the cluster's node port when it
+        // advertises one (the host's default node port range).
+        spec["ingress"][1]["ports"]
+            .as_array_mut()
+            .expect("ports")
+            .push(json!({"protocol": "TCP", "port": 30000, "endPort": 32767}));
         spec["egress"]
             .as_array_mut()
             .expect("rules")

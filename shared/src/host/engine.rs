@@ -45,15 +45,19 @@ fn chart_failure(chart: &Value) -> Option<String> {
 pub trait ControlPlaneEngine: Sync {
     /// The kind of the object its controller turns into a control plane.
     fn kind(&self) -> ApiResource;
-    /// That object for `cluster`, its API server started with `files` and
-    /// its certificate naming `public_hosts`.
+    /// That object for `cluster`, its API server started with `files`, its
+    /// certificate naming `public_hosts`, and, for a [`Join::Kubeadm`]
+    /// engine, listening on and advertising to nodes `advertised`.
     fn object(
         &self,
         cluster: &Cluster,
         settings: &HostSettings,
         files: Option<&ApiServerFiles>,
         public_hosts: &[String],
+        advertised: Option<&Advertised>,
     ) -> Value;
+    /// How nodes join its clusters.
+    fn join(&self) -> Join;
     /// Where the object stands, by its status alone.
     fn state(&self, object: &Value) -> ControlPlaneState;
     /// A StatefulSet that must have a ready replica too, when the object's
@@ -87,6 +91,44 @@ pub trait ControlPlaneEngine: Sync {
     fn quota(&self, cluster: &Cluster) -> Quota;
     /// Secrets the object names that the platform writes first.
     fn secrets(&self, settings: &HostSettings) -> Vec<(&'static str, Vec<(&'static str, String)>)>;
+}
+
+/// How nodes join a cluster's control plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Join {
+    /// vCluster's join endpoint (`/node/join`) hands out its own script,
+    /// which runs `kubeadm join`.
+    VclusterEndpoint,
+    /// The platform's script runs `kubeadm join` with token discovery: the
+    /// node reads `cluster-info` and then dials the server it names, the
+    /// endpoint the control plane advertises ([`Advertised`]).
+    Kubeadm,
+}
+
+impl Join {
+    /// The group the platform's bootstrap tokens put a joining kubelet in.
+    /// vCluster's private-node RBAC grants kubeadm's default node group,
+    /// whose auto-approval the platform deletes. Kamaji makes that
+    /// approval again whenever `cluster-info` changes (every new token
+    /// changes it), so there the tokens carry a group of the platform's,
+    /// granted what `kubeadm join` reads and never auto-approval.
+    pub fn bootstrap_group(self) -> &'static str {
+        match self {
+            Self::VclusterEndpoint => "system:bootstrappers:kubeadm:default-node-token",
+            Self::Kubeadm => "system:bootstrappers:kubebyon:join",
+        }
+    }
+}
+
+/// Where a control plane's API server listens and what it tells nodes to
+/// dial: the host node's address (an IP, as `--advertise-address` needs)
+/// and the cluster's node port, the same number, so that what the API
+/// server advertises (`cluster-info`, the tenant's `kubernetes` Service) is
+/// what nodes reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Advertised {
+    pub address: std::net::IpAddr,
+    pub port: i32,
 }
 
 /// A control plane's bounds on the host: CPU in millicores, memory in MiB.
@@ -144,6 +186,7 @@ impl ControlPlaneEngine for Kamaji {
         settings: &HostSettings,
         files: Option<&ApiServerFiles>,
         public_hosts: &[String],
+        advertised: Option<&Advertised>,
     ) -> Value {
         let sans = super::chart::certificate_names(public_hosts);
         let (pod_cidr, service_cidr) = super::chart::networks(cluster);
@@ -182,7 +225,7 @@ impl ControlPlaneEngine for Kamaji {
                 "kubelet": {"cgroupfs": "systemd"},
             },
             "networkProfile": {
-                "port": KAMAJI_PORT,
+                "port": advertised.map_or(KAMAJI_PORT, |a| a.port),
                 "certSANs": sans,
                 "podCidr": pod_cidr,
                 "serviceCidr": service_cidr,
@@ -195,12 +238,21 @@ impl ControlPlaneEngine for Kamaji {
                 "konnectivity": {"server": {"port": KONNECTIVITY_PORT, "resources": sidecar}},
             },
         });
+        if let Some(advertised) = advertised {
+            // Kamaji's `status.controlPlaneEndpoint`, and so kubeadm's
+            // `cluster-info` (internal/resources/k8s_service_resource.go).
+            spec["networkProfile"]["address"] = json!(advertised.address.to_string());
+        }
         if let Some(datastore) = &settings.engines.kamaji_datastore {
             spec["dataStore"] = json!(datastore);
         }
         json!({"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
             "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
             "spec": spec})
+    }
+
+    fn join(&self) -> Join {
+        Join::Kubeadm
     }
 
     fn state(&self, object: &Value) -> ControlPlaneState {
@@ -291,6 +343,7 @@ impl ControlPlaneEngine for Vcluster {
         settings: &HostSettings,
         files: Option<&ApiServerFiles>,
         public_hosts: &[String],
+        _advertised: Option<&Advertised>,
     ) -> Value {
         let values = vcluster_values(cluster, settings, files, public_hosts);
         json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
@@ -301,6 +354,10 @@ impl ControlPlaneEngine for Vcluster {
             // JSON is YAML: the helm controller reads it as vcluster.yaml.
             "valuesContent": values.to_string(),
         }})
+    }
+
+    fn join(&self) -> Join {
+        Join::VclusterEndpoint
     }
 
     fn state(&self, object: &Value) -> ControlPlaneState {

@@ -43,7 +43,7 @@ pub use chart::{
     ApiServerFiles, NETWORK_POLICY, kubernetes_image_tag, network_policy, public_service_name,
     sni_host, vcluster_values,
 };
-pub use engine::{ControlPlaneEngine, ControlPlaneState, KAMAJI_RELEASE};
+pub use engine::{Advertised, ControlPlaneEngine, ControlPlaneState, Join, KAMAJI_RELEASE};
 pub use error::HostError;
 pub use gateway::{Https, IssuerRef, WorkloadGateway};
 pub use metrics::{ContainerUsage, PodUsage};

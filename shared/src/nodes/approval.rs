@@ -13,9 +13,12 @@
 //! machines under any names, existing nodes' names included (kubeadm's docs,
 //! "Turning off auto-approval of node client certificates").
 //!
-//! So the platform removes every binding of that ClusterRole from the
-//! cluster ([`remove_auto_approval`]) and approves, for each attempt, exactly
-//! one request ([`choose`], [`approve`]): the first one filed with the attempt's own
+//! So on vCluster the platform removes every binding of that ClusterRole
+//! from the cluster ([`remove_auto_approval`]); on Kamaji, which makes that
+//! binding again whenever `cluster-info` changes, its tokens are in a group
+//! of its own that nothing auto-approves ([`grant_join_rights`]). Either
+//! way it approves, for each attempt, exactly one request ([`choose`],
+//! [`approve`]): the first one filed with the attempt's own
 //! bootstrap token for the host name the attempt reported, while no node of
 //! that name exists. Every other request filed with that token is denied.
 //! Renewals by nodes already joined (`selfnodeclient`) are left to the
@@ -63,6 +66,48 @@ pub async fn remove_auto_approval(client: Client) -> Result<Vec<String>, HostErr
         }
     }
     Ok(removed)
+}
+
+/// What `kubeadm join` reads with a bootstrap token, granted to `group`
+/// (kubeadm's own Roles and ClusterRoles, which Kamaji's bootstrap phase
+/// makes): the `kubeadm-config` and `kubelet-config` ConfigMaps, Nodes by
+/// name, and filing certificate requests (`system:node-bootstrapper`).
+/// Never `nodeclient`: the platform approves. Applied again before each
+/// join, so bindings the tenant deleted come back.
+pub async fn grant_join_rights(client: Client, group: &str) -> Result<(), HostError> {
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    let subjects = serde_json::json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]);
+    let params = PatchParams::apply("kubebyon").force();
+    let role_bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "kube-system");
+    for (name, role) in [
+        (
+            "kubebyon:join-kubeadm-config",
+            "kubeadm:nodes-kubeadm-config",
+        ),
+        ("kubebyon:join-kubelet-config", "kubeadm:kubelet-config"),
+    ] {
+        let binding = serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": "kube-system"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": subjects});
+        role_bindings
+            .patch(name, &params, &Patch::Apply(binding))
+            .await?;
+    }
+    let cluster_role_bindings: Api<ClusterRoleBinding> = Api::all(client);
+    for (name, role) in [
+        ("kubebyon:join-bootstrap", "system:node-bootstrapper"),
+        ("kubebyon:join-get-nodes", "kubeadm:get-nodes"),
+    ] {
+        let binding = serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": subjects});
+        cluster_role_bindings
+            .patch(name, &params, &Patch::Apply(binding))
+            .await?;
+    }
+    Ok(())
 }
 
 /// What an attempt's certificate requests come to.

@@ -2,8 +2,9 @@
 # KubeBYON join script for cluster @cluster_name@, made for one join attempt.
 #
 # It checks this machine first and stops with a clear message when a check
-# fails, then joins the cluster through its control plane's private-node join
-# endpoint. Every step is reported to the platform, where the console shows it.
+# fails, then joins the cluster: with kubeadm's token discovery (Kamaji
+# control planes), or through the control plane's private-node join endpoint
+# (vCluster). Every step is reported to the platform, where the console shows it.
 #
 # Usage: curl -sS -H 'Authorization: Bearer <token>' <join url> | sudo sh [-s -- --force-join]
 #   --force-join   leave the cluster this machine's kubelet is joined to, and
@@ -20,6 +21,9 @@ KB_REPORT_URL=@report_url@
 KB_ENDPOINT=@endpoint@
 KB_CA_PEM=@ca_pem@
 KB_MAX_SKEW=@max_clock_skew@
+KB_JOIN_METHOD=@join_method@
+KB_CA_HASH=@ca_hash@
+KB_KUBERNETES=@kubernetes_version@
 KB_ROOT="${KUBEBYON_JOIN_ROOT:-}"
 KB_FORCE_JOIN=0
 
@@ -179,6 +183,19 @@ done
 [ -z "$busy" ] || fail ports ports_busy "already in use:$busy; stop what listens there or use another machine" "ports=${busy# }"
 ok ports ports_free "10250 and 10256 are free"
 
+# kubeadm and the kubelet, which a kubeadm join needs installed -----------------
+if [ "$KB_JOIN_METHOD" = kubeadm ]; then
+    missing=""
+    for tool in kubeadm kubelet; do
+        command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+    done
+    [ -z "$missing" ] || fail kubeadm kubeadm_missing \
+        "not installed:$missing; install kubeadm, kubelet and containerd for Kubernetes $KB_KUBERNETES (https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/install-kubeadm/), then run the command again" \
+        "missing=${missing# }" "version=$KB_KUBERNETES"
+    version=$(kubeadm version -o short 2>/dev/null)
+    ok kubeadm kubeadm_found "kubeadm ${version:-of an unknown version}" "version=${version:-unknown}"
+fi
+
 # Clock -----------------------------------------------------------------------
 if [ -n "$KB_SERVER_EPOCH" ]; then
     now=$(date +%s)
@@ -243,20 +260,44 @@ case "$code" in
 esac
 KB_BOOTSTRAP=$(sed -n 's/.*"bootstrap_token":"\([a-z0-9]\{6\}\.[a-z0-9]\{16\}\)".*/\1/p' "$KB_TMP/response")
 [ -n "$KB_BOOTSTRAP" ] || fail join no_bootstrap_token "the platform did not hand out a bootstrap token for this attempt"
-# The URL goes through a file, so the token is not on a command line `ps` shows.
-printf 'url = "%s/node/join?token=%s"\n' "$KB_ENDPOINT" "$KB_BOOTSTRAP" > "$KB_TMP/fetch.conf"
-# shellcheck disable=SC2086
-curl -fsSL -m 60 $KB_CA_OPT -o "$KB_TMP/vcluster-join.sh" \
-    -K "$KB_TMP/fetch.conf" 2>"$KB_TMP/fetch.err" \
-    || { error=$(cat "$KB_TMP/fetch.err")
-         fail join join_script_unavailable "the control plane did not hand out its join script: $error" "error=$error"; }
-set --
-[ "$KB_FORCE_JOIN" = 1 ] && set -- --force-join
-# The control plane's script runs kubeadm join, which waits for the kubelet's
-# client certificate. The cluster approves none by itself: the platform
-# approves the one request this attempt's kubelet files, for this host name,
-# when asked below, and then deletes the attempt's bootstrap token.
-sh "$KB_TMP/vcluster-join.sh" "$@" > "$KB_TMP/join.log" 2>&1 &
+# kubeadm join waits for the kubelet's client certificate. The cluster
+# approves none by itself: the platform approves the one request this
+# attempt's kubelet files, for this host name, when asked below, and then
+# deletes the attempt's bootstrap token.
+if [ "$KB_JOIN_METHOD" = kubeadm ]; then
+    # kubeadm reads cluster-info at the endpoint, checks it is signed with the
+    # token and that its CA is the pinned one, then dials the server it names.
+    # The token goes through a file, so it is not on a command line `ps` shows.
+    cat > "$KB_TMP/join.yaml" <<KB_JOIN_CONFIGURATION
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: "$hostport"
+    token: "$KB_BOOTSTRAP"
+    caCertHashes:
+    - "$KB_CA_HASH"
+nodeRegistration:
+  name: "$KB_HOSTNAME"
+KB_JOIN_CONFIGURATION
+    if [ "$KB_FORCE_JOIN" = 1 ]; then
+        kubeadm reset -f > "$KB_TMP/reset.log" 2>&1 \
+            || warn join leaving_cluster "kubeadm reset did not finish cleanly: $(tail -n 1 "$KB_TMP/reset.log")" "server=$joined"
+    fi
+    kubeadm join --config "$KB_TMP/join.yaml" > "$KB_TMP/join.log" 2>&1 &
+else
+    # The URL goes through a file, so the token is not on a command line `ps` shows.
+    printf 'url = "%s/node/join?token=%s"\n' "$KB_ENDPOINT" "$KB_BOOTSTRAP" > "$KB_TMP/fetch.conf"
+    # shellcheck disable=SC2086
+    curl -fsSL -m 60 $KB_CA_OPT -o "$KB_TMP/vcluster-join.sh" \
+        -K "$KB_TMP/fetch.conf" 2>"$KB_TMP/fetch.err" \
+        || { error=$(cat "$KB_TMP/fetch.err")
+             fail join join_script_unavailable "the control plane did not hand out its join script: $error" "error=$error"; }
+    set --
+    [ "$KB_FORCE_JOIN" = 1 ] && set -- --force-join
+    # The control plane's script runs kubeadm join.
+    sh "$KB_TMP/vcluster-join.sh" "$@" > "$KB_TMP/join.log" 2>&1 &
+fi
 join_pid=$!
 approved=0
 tries=0
@@ -285,6 +326,9 @@ status=$?
 cat "$KB_TMP/join.log"
 if [ "$status" != 0 ]; then
     output=$(tail -n 3 "$KB_TMP/join.log" | tr '\n' ' ')
+    if [ "$KB_JOIN_METHOD" = kubeadm ]; then
+        fail join kubeadm_failed "kubeadm join failed ($status): $output" "status=$status" "output=$output"
+    fi
     fail join join_script_failed "the control plane's join script failed ($status): $output" "status=$status" "output=$output"
 fi
 [ "$approved" = 1 ] || fail approval approval_timeout "the platform did not approve this node in time"

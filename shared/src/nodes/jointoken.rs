@@ -8,7 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::api::ObjectMeta;
 
-use crate::domain;
+use crate::{domain, host::Join};
 
 const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -49,18 +49,15 @@ impl JoinToken {
         hash(&self.plaintext())
     }
 
-    /// The bootstrap token Secret vCluster's apiserver authenticates the
-    /// joining kubelet with, expiring with the token.
-    pub fn bootstrap_secret(&self, expires_at: DateTime<Utc>) -> Secret {
+    /// The bootstrap token Secret the control plane authenticates the
+    /// joining kubelet with, in `join`'s group, expiring with the token.
+    pub fn bootstrap_secret(&self, expires_at: DateTime<Utc>, join: Join) -> Secret {
         let data = [
             ("token-id", self.id.as_str()),
             ("token-secret", self.secret.as_str()),
             ("usage-bootstrap-authentication", "true"),
             ("usage-bootstrap-signing", "true"),
-            (
-                "auth-extra-groups",
-                "system:bootstrappers:kubeadm:default-node-token",
-            ),
+            ("auth-extra-groups", join.bootstrap_group()),
             (
                 "expiration",
                 &expires_at.to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -74,10 +71,17 @@ impl JoinToken {
             metadata: ObjectMeta {
                 name: Some(bootstrap_secret_name(&self.id)),
                 namespace: Some("kube-system".into()),
-                labels: Some(BTreeMap::from([
-                    ("vcluster.loft.sh/token".into(), "true".into()),
-                    ("app.kubernetes.io/managed-by".into(), "kubebyon".into()),
-                ])),
+                labels: Some(
+                    [
+                        // vCluster's join endpoint takes only tokens it knows by this label.
+                        (join == Join::VclusterEndpoint)
+                            .then(|| ("vcluster.loft.sh/token".to_string(), "true".to_string())),
+                        Some(("app.kubernetes.io/managed-by".into(), "kubebyon".into())),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+                ),
                 ..ObjectMeta::default()
             },
             type_: Some("bootstrap.kubernetes.io/token".into()),
@@ -197,6 +201,27 @@ pub struct ScriptParams<'a> {
     pub ca_pem: Option<&'a str>,
     /// Allowed clock difference with the platform, in seconds.
     pub max_clock_skew_secs: u64,
+    /// How the node joins.
+    pub join: Join,
+    /// The cluster's Kubernetes minor, which the node's kubeadm and kubelet match.
+    pub kubernetes_version: &'a str,
+}
+
+/// kubeadm's pin of a CA (`--discovery-token-ca-cert-hash`):
+/// `sha256:<hex>` of its certificate's SubjectPublicKeyInfo; `None` when
+/// `ca_pem` holds no certificate.
+pub fn ca_cert_hash(ca_pem: &str) -> Option<String> {
+    use sha2::Digest;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(ca_pem.as_bytes()).ok()?;
+    let certificate = pem.parse_x509().ok()?;
+    let digest = sha2::Sha256::digest(certificate.tbs_certificate.subject_pki.raw);
+    Some(format!(
+        "sha256:{}",
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ))
 }
 
 const SCRIPT: &str = include_str!("join.sh");
@@ -211,6 +236,18 @@ pub fn render_script(params: &ScriptParams<'_>) -> String {
         ("endpoint", quote(params.endpoint)),
         ("ca_pem", quote(params.ca_pem.unwrap_or_default())),
         ("max_clock_skew", params.max_clock_skew_secs.to_string()),
+        (
+            "join_method",
+            quote(match params.join {
+                Join::Kubeadm => "kubeadm",
+                Join::VclusterEndpoint => "vcluster",
+            }),
+        ),
+        (
+            "ca_hash",
+            quote(&params.ca_pem.and_then(ca_cert_hash).unwrap_or_default()),
+        ),
+        ("kubernetes_version", quote(params.kubernetes_version)),
     ];
     let mut script = SCRIPT.to_string();
     for (name, value) in vars {
@@ -259,7 +296,7 @@ mod tests {
         let expires = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
-        let secret = token.bootstrap_secret(expires);
+        let secret = token.bootstrap_secret(expires, Join::Kubeadm);
         assert_eq!(
             secret.metadata.name.unwrap(),
             format!("bootstrap-token-{}", token.id())
@@ -270,6 +307,17 @@ mod tests {
         assert_eq!(text("expiration"), "2026-11-29T12:00:00Z");
         assert_eq!(text("token-secret"), token.secret);
         assert_eq!(text("usage-bootstrap-authentication"), "true");
+        assert_eq!(
+            text("auth-extra-groups"),
+            "system:bootstrappers:kubebyon:join"
+        );
+        assert!(
+            !secret
+                .metadata
+                .labels
+                .unwrap()
+                .contains_key("vcluster.loft.sh/token")
+        );
     }
 
     #[test]
@@ -302,9 +350,13 @@ mod tests {
             endpoint: "http://127.0.0.1:2",
             ca_pem: None,
             max_clock_skew_secs: 60,
+            join: Join::Kubeadm,
+            kubernetes_version: "1.33",
         });
         assert!(script.contains("KB_TOKEN='abc123.0123456789abcdef'"));
         assert!(script.contains("KB_MAX_SKEW=60"));
+        assert!(script.contains("KB_JOIN_METHOD='kubeadm'"));
+        assert!(script.contains("KB_KUBERNETES='1.33'"));
         assert!(!script.contains("@token@") && !script.contains("@endpoint@"));
     }
 }

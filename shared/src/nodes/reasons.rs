@@ -65,6 +65,10 @@ text_enum! {
         ApiUntrusted => "api_untrusted",
         /// `endpoint`, `error`.
         ApiUnreachable => "api_unreachable",
+        /// `missing`, `version`.
+        KubeadmMissing => "kubeadm_missing",
+        /// `version`.
+        KubeadmFound => "kubeadm_found",
         JoinTakingUse => "join_taking_use",
         /// `message`.
         JoinRefused => "join_refused",
@@ -73,6 +77,8 @@ text_enum! {
         JoinScriptUnavailable => "join_script_unavailable",
         /// `status`, `output`.
         JoinScriptFailed => "join_script_failed",
+        /// `status`, `output`.
+        KubeadmFailed => "kubeadm_failed",
         ApprovalWaiting => "approval_waiting",
         /// `message`.
         ApprovalRefused => "approval_refused",

@@ -484,7 +484,6 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
     else {
         return;
     };
-    let port = child.addr().port();
     let kubeconfig = child.kubeconfig(Some(&format!("https://{name}.{target}:443")));
     shared
         .children
@@ -526,24 +525,6 @@ async fn install_chart(shared: Arc<Shared>, namespace: String, name: String) {
     let status = json!({"status": {"jobName": format!("helm-install-{name}"), "conditions": [
         {"type": "JobCreated", "status": "True", "reason": "", "message": ""}]}});
     let _ = store.merge_patch(charts, &namespace, &name, &status, true);
-    let services = store
-        .list(resource("v1", "Service"), Some(&target), None, None)
-        .unwrap_or_default();
-    for service in services {
-        let service_name = service
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        assign(
-            &shared,
-            &mut store,
-            &target,
-            &service_name,
-            &service,
-            Some(port),
-        );
-    }
 }
 
 fn uninstall_chart(shared: &Shared, namespace: &str, name: &str) {
@@ -577,24 +558,48 @@ fn uninstall_chart(shared: &Shared, namespace: &str, name: &str) {
 /// running vCluster is given a node port that forwards to that vCluster's
 /// API, as kube-proxy's would, so the public endpoint the platform computes
 /// really reaches it, and stops reaching it once the Service is gone.
-fn allocate_service_ports(shared: &Shared, store: &mut Store, namespace: &str, name: &str) {
+fn allocate_service_ports(shared: &Arc<Shared>, store: &mut Store, namespace: &str, name: &str) {
     let Ok(service) = store.get(resource("v1", "Service"), namespace, name) else {
         return;
     };
-    // A vCluster's pods by release, a Kamaji control plane's by name.
-    let release = service
+    assign(shared, store, namespace, name, &service);
+}
+
+/// The control plane whose pods a Service selects: a vCluster's by
+/// release, a Kamaji control plane's by name.
+fn control_plane_of(service: &Value) -> Option<&str> {
+    service
         .pointer("/spec/selector/release")
         .or_else(|| service.pointer("/spec/selector/kamaji.clastix.io~1name"))
-        .and_then(Value::as_str);
-    let child_port = release.and_then(|release| {
-        shared
-            .children
-            .lock()
-            .expect("lock")
-            .get(&(namespace.to_string(), release.to_string()))
-            .map(|c| c.addr().port())
-    });
-    assign(shared, store, namespace, name, &service, child_port);
+        .and_then(Value::as_str)
+}
+
+/// Where kube-proxy sends a connection to the node port of the Service
+/// `namespace`/`name` now: the API of the control plane it selects, once
+/// that runs, on the port the Service targets. A Kamaji API server listens
+/// on its TenantControlPlane's `networkProfile.port`: a Service targeting
+/// another port reaches nothing.
+fn forward_target(shared: &Shared, namespace: &str, name: &str) -> Option<u16> {
+    let service = shared
+        .store
+        .lock()
+        .expect("lock")
+        .get(resource("v1", "Service"), namespace, name)
+        .ok()?;
+    let release = control_plane_of(&service)?;
+    if service
+        .pointer("/spec/selector/kamaji.clastix.io~1name")
+        .is_some()
+        && !crate::kamaji::listens_on(shared, namespace, release, &service)
+    {
+        return None;
+    }
+    shared
+        .children
+        .lock()
+        .expect("lock")
+        .get(&(namespace.to_string(), release.to_string()))
+        .map(|c| c.addr().port())
 }
 
 /// A Service's node port as kube-proxy serves it: a listener of its own
@@ -610,10 +615,11 @@ impl Drop for NodePort {
     }
 }
 
-/// The node port of the vCluster Service `namespace`/`name`, whose API
-/// listens on `target`: the one it has, or a new one (a free port on
-/// every address, as a node port is open on every node address).
-fn node_port(shared: &Shared, namespace: &str, name: &str, target: u16) -> Option<u16> {
+/// The node port of the Service `namespace`/`name`, which selects a
+/// control plane: the one it has, or a new one (a free port on every
+/// address, as a node port is open on every node address), fixed from then
+/// on, forwarding each connection where [`forward_target`] says.
+fn node_port(shared: &Arc<Shared>, namespace: &str, name: &str) -> Option<u16> {
     let mut ports = shared.node_ports.lock().expect("lock");
     let key = (namespace.to_string(), name.to_string());
     if let Some(existing) = ports.get(&key) {
@@ -623,8 +629,18 @@ fn node_port(shared: &Shared, namespace: &str, name: &str, target: u16) -> Optio
     listener.set_nonblocking(true).ok()?;
     let port = listener.local_addr().ok()?.port();
     let listener = tokio::net::TcpListener::from_std(listener).ok()?;
+    let weak = Arc::downgrade(shared);
+    let (namespace, name) = key.clone();
     let forwarding = tokio::spawn(async move {
         while let Ok((mut inbound, _)) = listener.accept().await {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            let target = forward_target(&shared, &namespace, &name);
+            drop(shared);
+            let Some(target) = target else {
+                continue;
+            };
             tokio::spawn(async move {
                 if let Ok(mut outbound) =
                     tokio::net::TcpStream::connect(("127.0.0.1", target)).await
@@ -644,14 +660,9 @@ fn node_port(shared: &Shared, namespace: &str, name: &str, target: u16) -> Optio
     Some(port)
 }
 
-pub(crate) fn assign(
-    shared: &Shared,
-    store: &mut Store,
-    namespace: &str,
-    name: &str,
-    service: &Value,
-    child_port: Option<u16>,
-) {
+/// kube-proxy's and the service controllers' part for a NodePort or
+/// LoadBalancer Service: its node ports, and a load balancer's address.
+fn assign(shared: &Arc<Shared>, store: &mut Store, namespace: &str, name: &str, service: &Value) {
     let services = resource("v1", "Service");
     let service_type = service
         .pointer("/spec/type")
@@ -672,9 +683,10 @@ pub(crate) fn assign(
         .cloned()
         .unwrap_or_default();
     let mut changed = false;
-    // A vCluster's Service forwards its first port to the vCluster's API.
-    let forwarded =
-        child_port.and_then(|target| node_port(shared, namespace, name, target).map(i64::from));
+    // A control plane's Service forwards its first port to its API.
+    let forwarded = control_plane_of(service)
+        .and_then(|_| node_port(shared, namespace, name))
+        .map(i64::from);
     for (i, port) in ports.iter_mut().enumerate() {
         let wanted = forwarded.filter(|_| i == 0);
         let current = port.get("nodePort").and_then(Value::as_i64);

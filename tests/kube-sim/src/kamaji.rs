@@ -320,7 +320,6 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
     else {
         return;
     };
-    let child_port = child.addr().port();
     let endpoint = control_plane_endpoint(&tcp, &name, &namespace);
     child.start_kubeadm_phase(&endpoint);
     let kubeconfig = |server: &str, user: &str, groups: &[&str]| {
@@ -404,27 +403,20 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
         },
     }});
     let _ = store.merge_patch(tcps, &namespace, &name, &status, true);
-    // The Services that select the control plane's pods reach its API.
-    let services = store
-        .list(resource("v1", "Service"), Some(&namespace), None, None)
-        .unwrap_or_default();
-    for service in services {
-        if service.pointer("/spec/selector/kamaji.clastix.io~1name") == Some(&json!(name)) {
-            let service_name = service
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            crate::behaviour::assign(
-                &shared,
-                &mut store,
-                &namespace,
-                &service_name,
-                &service,
-                Some(child_port),
-            );
-        }
-    }
+}
+
+/// Whether the control plane `name` listens on the port `service` targets
+/// (its `networkProfile.port`, kube-apiserver's `--secure-port`).
+pub(crate) fn listens_on(shared: &Shared, namespace: &str, name: &str, service: &Value) -> bool {
+    let Ok(tcp) = shared.store.lock().expect("lock").get(
+        resource("kamaji.clastix.io/v1alpha1", "TenantControlPlane"),
+        namespace,
+        name,
+    ) else {
+        return false;
+    };
+    let target = service.pointer("/spec/ports/0/targetPort");
+    target.and_then(Value::as_i64) == Some(port(&tcp))
 }
 
 /// What the controller does when a TenantControlPlane is deleted: its

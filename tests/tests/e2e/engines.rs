@@ -118,8 +118,10 @@ async fn a_kamaji_cluster_is_a_tenant_control_plane_started_with_the_platforms_a
         !args.iter().any(|a| a.starts_with("--authorization-mode")),
         "{args:?}"
     );
-    // The public Service selects Kamaji's pods on its port; only that port
-    // is open into the namespace, whose control plane may reach Kamaji's.
+    // The public Service selects Kamaji's pods on the port they listen on
+    // (its node port, which the control plane advertises); only that port,
+    // or the node port range, is open into the namespace, whose control
+    // plane may reach Kamaji's.
     let service = sim
         .get("v1", "Service", &namespace, "kappa-public")
         .unwrap();
@@ -127,7 +129,10 @@ async fn a_kamaji_cluster_is_a_tenant_control_plane_started_with_the_platforms_a
         service["spec"]["selector"],
         json!({"kamaji.clastix.io/name": "kappa"})
     );
-    assert_eq!(service["spec"]["ports"][0]["targetPort"], 6443);
+    assert_eq!(
+        service["spec"]["ports"][0]["targetPort"],
+        service["spec"]["ports"][0]["nodePort"]
+    );
     let policy = sim
         .get(
             "networking.k8s.io/v1",
@@ -138,7 +143,8 @@ async fn a_kamaji_cluster_is_a_tenant_control_plane_started_with_the_platforms_a
         .unwrap();
     assert_eq!(
         policy["spec"]["ingress"][1],
-        json!({"ports": [{"protocol": "TCP", "port": 6443}]})
+        json!({"ports": [{"protocol": "TCP", "port": 6443},
+                         {"protocol": "TCP", "port": 30000, "endPort": 32767}]})
     );
     assert!(policy["spec"]["egress"].as_array().unwrap().iter().any(
         |rule| rule["to"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
@@ -160,20 +166,41 @@ async fn a_kamaji_cluster_is_a_tenant_control_plane_started_with_the_platforms_a
     assert!(!ok, "{out}");
     assert!(out.contains("denied the request"), "{out}");
 
-    // Its nodes would join with `kubeadm join`, which reads the endpoint from
-    // `cluster-info`: until the platform sets it, no token is made.
+    // Its nodes join with `kubeadm join`, which dials the server
+    // `cluster-info` names: Kamaji's endpoint, the host's address and the
+    // cluster's node port, on which the API server listens and the Service
+    // forwards. That endpoint stays: a switch away from it is refused.
+    let node_port = cluster["api_endpoint"]
+        .as_str()
+        .and_then(|e| e.rsplit(':').next())
+        .and_then(|p| p.parse::<i64>().ok())
+        .unwrap();
+    assert_eq!(tcp["spec"]["networkProfile"]["port"], node_port, "{tcp}");
+    assert_eq!(
+        tcp["status"]["controlPlaneEndpoint"],
+        format!("127.0.0.1:{node_port}")
+    );
+    let public = sim
+        .list("v1", "Service")
+        .into_iter()
+        .find(|s| {
+            s["metadata"]["namespace"] == namespace.as_str() && s["spec"]["type"] == "NodePort"
+        })
+        .unwrap();
+    assert_eq!(public["spec"]["ports"][0]["nodePort"], node_port);
+    assert_eq!(public["spec"]["ports"][0]["targetPort"], node_port);
     let (status, body) = platform
         .call(
-            "POST",
-            &format!("/api/console/clusters/{id}/tokens"),
-            Some(json!({})),
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({"public_access_mode": "loadbalancer"})),
         )
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (
             axum::http::StatusCode::CONFLICT,
-            Some("engine_cannot_join_yet")
+            Some("engine_cannot_switch_endpoint")
         ),
         "{body}"
     );

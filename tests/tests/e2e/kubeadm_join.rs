@@ -7,13 +7,15 @@
 //! and signed by the cluster's CA, and the Node registered with that
 //! certificate. The joining side is `tests/stand-ins/kubeadm`, written from
 //! kubeadm's discovery code, in Python: it shares no code with the simulator.
+//! Then the same through the platform: its join script runs that `kubeadm`
+//! against a Kamaji cluster, and the platform, not the cluster, approves.
 
 use std::{path::PathBuf, process::Stdio, sync::Arc, time::Duration};
 
 use kube_sim::{Options, Simulator};
 use serde_json::{Value, json};
 
-use crate::admission::Kubectl;
+use crate::{admission::Kubectl, harness::TestApp};
 
 const NAMESPACE: &str = "tenant-kappa";
 const NAME: &str = "kappa";
@@ -92,6 +94,13 @@ impl Tenant {
         tcp["spec"]["networkProfile"]["port"] = json!(node_port);
         tcp.as_object_mut().unwrap().remove("status");
         host.put(tcp).unwrap();
+        // The API server now listens on the node port: the Service targets it.
+        let mut service = host
+            .get("v1", "Service", NAMESPACE, "kappa-public")
+            .unwrap();
+        service["spec"]["ports"][0]["targetPort"] = json!(node_port);
+        service.as_object_mut().unwrap().remove("status");
+        host.put(service).unwrap();
         let endpoint = format!("127.0.0.1:{node_port}");
         eventually("cluster-info naming the endpoint", || {
             cluster_info(&control_plane)
@@ -339,4 +348,169 @@ async fn kamaji_brings_back_auto_approval_so_only_a_group_of_the_platforms_keeps
     let (tenant, (joined, output)) = joining.await.unwrap();
     assert!(joined, "{output}");
     assert!(tenant.node("worker-2").is_some());
+}
+
+#[tokio::test]
+async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the_platform_approves_it()
+ {
+    let platform = TestApp::builder("worker-kamaji-join")
+        .env("KUBEBYON_ENGINE", "kamaji")
+        .host()
+        .build()
+        .await;
+    let (id, namespace) = platform.create_ready("kappa", "nodeport").await;
+    let cluster = platform.cluster(&id).await;
+    let endpoint = cluster["api_endpoint"].as_str().unwrap().to_string();
+    let node_port = endpoint.rsplit(':').next().unwrap().to_string();
+    let token = |body: Value| {
+        let platform = &platform;
+        let id = id.clone();
+        async move {
+            platform
+                .call(
+                    "POST",
+                    &format!("/api/console/clusters/{id}/tokens"),
+                    Some(body),
+                )
+                .await
+        }
+    };
+
+    // A machine without kubeadm is told what to install, before the token's
+    // use is taken.
+    let (status, created) = token(json!({"max_uses": 2})).await;
+    assert_eq!(status, axum::http::StatusCode::CREATED, "{created}");
+    let command = created["join_command"].as_str().unwrap();
+    let bare = tests::machine::Machine::healthy("Worker-8");
+    let out = bare.run(command).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("not installed: kubeadm kubelet"),
+        "{stderr}"
+    );
+    let use_count = || {
+        let platform = &platform;
+        let id = id.clone();
+        let token_id = created["token"]["id"].clone();
+        async move {
+            let (_, tokens) = platform
+                .call("GET", &format!("/api/console/clusters/{id}/tokens"), None)
+                .await;
+            tokens
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["id"] == token_id)
+                .unwrap()["use_count"]
+                .clone()
+        }
+    };
+    assert_eq!(
+        use_count().await,
+        0,
+        "no use is taken before kubeadm is there"
+    );
+
+    let machine = tests::machine::Machine::healthy("Worker-9").with_kubeadm();
+    let out = machine.run(command).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("kubeadm v1.33.5"), "{stdout}");
+    assert!(
+        stdout.contains("This node has joined the cluster"),
+        "{stdout}"
+    );
+    // It dialled the endpoint the control plane advertises: the host's
+    // address by IP, on the cluster's node port.
+    assert!(
+        stdout.contains(&format!(
+            "will use API Server \"https://127.0.0.1:{node_port}\""
+        )),
+        "{stdout}"
+    );
+    let kubelet =
+        std::fs::read_to_string(machine.root().join("etc/kubernetes/kubelet.conf")).unwrap();
+    assert!(kubelet.contains(&format!("server: https://127.0.0.1:{node_port}")));
+
+    let control_plane = platform.sim().vcluster(&namespace, "kappa").unwrap();
+    let node = control_plane
+        .get("v1", "Node", "", "worker-9")
+        .expect("registered");
+    assert_eq!(node["status"]["conditions"][0]["status"], "True");
+    let (_, ledger) = platform
+        .call(
+            "GET",
+            &format!("/api/console/clusters/{id}/join-attempts"),
+            None,
+        )
+        .await;
+    let attempt = ledger
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["hostname"] == "worker-9")
+        .unwrap()
+        .clone();
+    assert_eq!(attempt["outcome"], "succeeded", "{attempt}");
+    assert_eq!(attempt["bootstrap_secret_deleted"], true);
+    assert_eq!(use_count().await, 1);
+
+    // The kubelet's request was the platform's to approve: Kamaji's
+    // auto-approval is in place, for kubeadm's group, and the token's group
+    // is another.
+    let id_of_token = attempt["bootstrap_secret_name"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("bootstrap-token-")
+        .to_string();
+    let csr = control_plane
+        .list("certificates.k8s.io/v1", "CertificateSigningRequest")
+        .into_iter()
+        .find(|c| c["spec"]["username"] == format!("system:bootstrap:{id_of_token}"))
+        .unwrap();
+    assert!(
+        csr["spec"]["groups"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("system:bootstrappers:kubebyon:join")),
+        "{csr}"
+    );
+    assert_eq!(
+        csr["status"]["conditions"][0]["reason"], "KubeBYONJoinApproved",
+        "{csr}"
+    );
+    assert!(
+        control_plane
+            .get(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "",
+                "kubeadm:node-autoapprove-bootstrap"
+            )
+            .is_some()
+    );
+
+    // A Kamaji cluster behind a load balancer advertises no address nodes
+    // reach: it takes no tokens.
+    let (lb, _) = platform.create_ready("lambda", "loadbalancer").await;
+    let (status, body) = platform
+        .call(
+            "POST",
+            &format!("/api/console/clusters/{lb}/tokens"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (
+            axum::http::StatusCode::CONFLICT,
+            Some("engine_cannot_join_here")
+        ),
+        "{body}"
+    );
 }
