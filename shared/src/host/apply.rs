@@ -340,6 +340,28 @@ impl HostCluster {
         Ok(())
     }
 
+    /// The TLSRoute version the host serves, newest first: `v1` (Gateway
+    /// API v1.5 and later, the standard channel's only one), else `v1alpha2`
+    /// (the experimental channel of every release); `None` without either.
+    pub async fn tls_route(&self) -> Result<Option<kube::core::ApiResource>, kube::Error> {
+        for version in ["v1", "v1alpha2"] {
+            let resource = tls_route(version);
+            if self.serves(&resource.api_version, &resource.plural).await? {
+                return Ok(Some(resource));
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`Self::tls_route`], or why there is none.
+    async fn served_tls_route(&self) -> Result<kube::core::ApiResource, HostError> {
+        self.tls_route().await?.ok_or_else(|| {
+            HostError::Invalid(
+                "the host serves no TLSRoute (gateway.networking.k8s.io v1 or v1alpha2): install the Gateway API".into(),
+            )
+        })
+    }
+
     /// What nodes dial: a NodePort or LoadBalancer Service by the cluster's mode,
     /// or, for `loadbalancer` behind the shared Gateway, a TLS-passthrough
     /// `TLSRoute`, or behind the shared HAProxy, a ClusterIP or NodePort
@@ -366,10 +388,11 @@ impl HostCluster {
                     base_domain,
                 },
             ) => {
+                let kind = self.served_tls_route().await?;
                 let routes: Api<DynamicObject> =
-                    Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
+                    Api::namespaced_with(self.client.clone(), &cluster.namespace, &kind);
                 let (backend, port) = engine.service(cluster);
-                let route = json!({"apiVersion": "gateway.networking.k8s.io/v1alpha2", "kind": "TLSRoute",
+                let route = json!({"apiVersion": kind.api_version, "kind": "TLSRoute",
                 "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
                 "spec": {
                     "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
@@ -438,8 +461,6 @@ impl HostCluster {
         keep: PublicAccessMode,
     ) -> Result<(), HostError> {
         let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        let routes: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
         let gateway = matches!(
             self.settings.load_balancer,
             LoadBalancerProvider::GatewayApi { .. }
@@ -459,7 +480,11 @@ impl HostCluster {
                     .map(|_| ()),
             )?;
         }
-        if keep != PublicAccessMode::Loadbalancer || !gateway {
+        if (keep != PublicAccessMode::Loadbalancer || !gateway)
+            && let Some(kind) = self.tls_route().await?
+        {
+            let routes: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &cluster.namespace, &kind);
             ignore_not_found(
                 routes
                     .delete(&cluster.vcluster_name, &DeleteParams::default())
@@ -605,8 +630,11 @@ impl HostCluster {
         ) = (cluster.public_access_mode, &self.settings.load_balancer)
         {
             // Ready once the Gateway accepted the route.
-            let routes: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &cluster.namespace, &tls_route());
+            let routes: Api<DynamicObject> = Api::namespaced_with(
+                self.client.clone(),
+                &cluster.namespace,
+                &self.served_tls_route().await?,
+            );
             let accepted = routes
                 .get_opt(&cluster.vcluster_name)
                 .await?

@@ -92,9 +92,12 @@ pub fn kubernetes_image_tag(minor: &str) -> String {
     format!("v{minor}.{patch}")
 }
 
-pub(super) fn tls_route() -> ApiResource {
+/// The TLSRoute kind at `version`: `v1` (Gateway API v1.5 and later; the
+/// only one the standard channel serves), or `v1alpha2` (served by every
+/// release's experimental channel, deprecated since v1.5).
+pub(super) fn tls_route(version: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1alpha2", "TLSRoute"),
+        &GroupVersionKind::gvk("gateway.networking.k8s.io", version, "TLSRoute"),
         "tlsroutes",
     )
 }

@@ -139,7 +139,11 @@ impl HostCluster {
     }
 
     /// Whether the API serves `resource` under `api_version`.
-    async fn serves(&self, api_version: &str, resource: &str) -> Result<bool, kube::Error> {
+    pub(super) async fn serves(
+        &self,
+        api_version: &str,
+        resource: &str,
+    ) -> Result<bool, kube::Error> {
         match self.client.list_api_group_resources(api_version).await {
             Ok(list) => Ok(list.resources.iter().any(|r| r.name == resource)),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
@@ -212,12 +216,11 @@ impl HostCluster {
         } = &self.settings.load_balancer
         {
             let (ok, detail) = served(
-                self.serves("gateway.networking.k8s.io/v1alpha2", "tlsroutes")
-                    .await,
-                "not served: install the Gateway API's experimental channel (TLSRoute) and a Gateway implementation that passes TLS through",
+                self.tls_route().await.map(|route| route.is_some()),
+                "not served: install the Gateway API (v1.5 or later: TLSRoute v1; before: its experimental channel, TLSRoute v1alpha2) and a Gateway implementation that passes TLS through",
             );
             findings.push(finding(
-                "TLSRoute (gateway.networking.k8s.io/v1alpha2)",
+                "TLSRoute (gateway.networking.k8s.io v1 or v1alpha2)",
                 ok,
                 detail,
             ));

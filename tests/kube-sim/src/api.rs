@@ -264,6 +264,15 @@ pub(crate) fn refuse(
     })
 }
 
+/// What a path the server does not serve answers.
+fn not_served() -> ApiError {
+    ApiError {
+        code: 404,
+        reason: "NotFound",
+        message: "the server could not find the requested resource".into(),
+    }
+}
+
 pub async fn handle(
     State(shared): State<Arc<Shared>>,
     client: Option<Extension<ClientCertificate>>,
@@ -294,11 +303,7 @@ pub async fn handle(
             .iter()
             .any(|g| g == group)
     {
-        return error(ApiError {
-            code: 404,
-            reason: "NotFound",
-            message: "the server could not find the requested resource".into(),
-        });
+        return error(not_served());
     }
     let target = match route(uri.path()) {
         Ok(Route::Json(mut value)) if method == Method::GET => {
@@ -308,6 +313,26 @@ pub async fn handle(
             {
                 let unserved = shared.faults.lock().expect("lock").unserved_groups.clone();
                 groups.retain(|g| !unserved.iter().any(|u| g["name"] == u.as_str()));
+            }
+            // A group version lists only the resources it serves, and is not
+            // there without any.
+            if let Some(group_version) = value["groupVersion"].as_str().map(str::to_string)
+                && let Some(resources) = value["resources"].as_array_mut()
+            {
+                let unserved = shared
+                    .faults
+                    .lock()
+                    .expect("lock")
+                    .unserved_resources
+                    .clone();
+                resources.retain(|r| {
+                    let plural = r["name"].as_str().unwrap_or_default();
+                    let plural = plural.split('/').next().unwrap_or_default();
+                    !unserved.contains(&format!("{group_version}/{plural}"))
+                });
+                if resources.is_empty() {
+                    return error(not_served());
+                }
             }
             return respond(StatusCode::OK, &value);
         }
@@ -321,6 +346,20 @@ pub async fn handle(
         Ok(Route::Resource(target)) => target,
         Err(err) => return error(err),
     };
+    let resource = target.resource;
+    let unserved = format!(
+        "{}/{}/{}",
+        resource.group, resource.version, resource.plural
+    );
+    if shared
+        .faults
+        .lock()
+        .expect("lock")
+        .unserved_resources
+        .contains(&unserved)
+    {
+        return error(not_served());
+    }
     let params = query(&uri);
     if let Some(denied) = authorize(
         &shared,

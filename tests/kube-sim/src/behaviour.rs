@@ -139,9 +139,10 @@ pub async fn run(
                     "parentRef": event.object.pointer("/spec/parentRefs/0").cloned().unwrap_or(Value::Null),
                     "controllerName": "kube-sim/gateway",
                     "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}]}]}});
+                let api_version = event.object["apiVersion"].as_str().unwrap_or_default();
                 let mut store = shared.store.lock().expect("lock");
                 let _ = store.merge_patch(
-                    resource("gateway.networking.k8s.io/v1alpha2", "TLSRoute"),
+                    resource(api_version, "TLSRoute"),
                     &namespace,
                     &name,
                     &status,

@@ -151,6 +151,11 @@ pub struct Faults {
     /// API groups the server does not serve (a CRD not installed, no
     /// metrics-server): their discovery and objects answer 404.
     pub unserved_groups: Vec<String>,
+    /// Resources of a group version the server does not serve,
+    /// `<group>/<version>/<plural>`: one release of a CRD serving some of its
+    /// versions (Gateway API v1.5's standard channel serves TLSRoute `v1`
+    /// and not `v1alpha2`; releases before v1.5 serve `v1alpha2` alone).
+    pub unserved_resources: Vec<String>,
 }
 
 pub(crate) struct Shared {

@@ -128,6 +128,13 @@ pub static RESOURCES: &[ResourceType] = &[
     resource!(
         "gateway.networking.k8s.io",
         "v1",
+        "TLSRoute",
+        "tlsroutes",
+        true
+    ),
+    resource!(
+        "gateway.networking.k8s.io",
+        "v1",
         "Gateway",
         "gateways",
         true

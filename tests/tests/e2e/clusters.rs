@@ -680,6 +680,52 @@ async fn observation_records_whether_each_control_plane_answers() {
 }
 
 #[tokio::test]
+async fn a_gateway_api_release_before_v1_5_gets_its_tlsroute_at_v1alpha2() {
+    let mut settings = host_settings();
+    settings.load_balancer = shared::host::LoadBalancerProvider::GatewayApi {
+        gateway_name: "kubebyon-edge".into(),
+        gateway_namespace: "kubebyon-system".into(),
+        base_domain: "clusters.example.test".into(),
+    };
+    let platform = TestApp::builder("worker-b")
+        .host_with(settings)
+        .build()
+        .await;
+    // v1.2–v1.4's experimental channel: TLSRoute v1alpha2 (and v1alpha3), no v1.
+    platform.sim().set_faults(kube_sim::Faults {
+        unserved_resources: vec!["gateway.networking.k8s.io/v1/tlsroutes".into()],
+        ..kube_sim::Faults::default()
+    });
+    let id = platform.create("kappa", "loadbalancer").await;
+    assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
+    let cluster = platform.cluster(&id).await;
+    assert_eq!(cluster["status"], "ready", "{cluster}");
+    let namespace = cluster["namespace"].as_str().unwrap();
+    assert!(
+        platform
+            .sim()
+            .get(
+                "gateway.networking.k8s.io/v1alpha2",
+                "TLSRoute",
+                namespace,
+                "kappa"
+            )
+            .is_some()
+    );
+    assert!(
+        platform
+            .sim()
+            .get(
+                "gateway.networking.k8s.io/v1",
+                "TLSRoute",
+                namespace,
+                "kappa"
+            )
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
     let mut settings = host_settings();
     settings.load_balancer = shared::host::LoadBalancerProvider::GatewayApi {
@@ -691,6 +737,12 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
         .host_with(settings)
         .build()
         .await;
+    // Gateway API v1.5's standard channel: TLSRoute v1, and v1alpha2 not
+    // served (its CRD's `served: false`).
+    platform.sim().set_faults(kube_sim::Faults {
+        unserved_resources: vec!["gateway.networking.k8s.io/v1alpha2/tlsroutes".into()],
+        ..kube_sim::Faults::default()
+    });
     let id = platform.create("iota", "loadbalancer").await;
     assert_eq!(platform.drive().await[0].1, Processed::Succeeded);
 
@@ -701,7 +753,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
     let route = platform
         .sim()
         .get(
-            "gateway.networking.k8s.io/v1alpha2",
+            "gateway.networking.k8s.io/v1",
             "TLSRoute",
             namespace,
             "iota",
@@ -745,7 +797,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
         platform
             .sim()
             .get(
-                "gateway.networking.k8s.io/v1alpha2",
+                "gateway.networking.k8s.io/v1",
                 "TLSRoute",
                 namespace,
                 "iota"

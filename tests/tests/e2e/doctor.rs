@@ -166,7 +166,7 @@ async fn the_doctor_names_each_missing_prerequisite_of_the_host() {
             "no Gateway API",
             Box::new(move |sim| sim.set_faults(unserved("gateway.networking.k8s.io"))),
             vec![
-                "TLSRoute (gateway.networking.k8s.io/v1alpha2)",
+                "TLSRoute (gateway.networking.k8s.io v1 or v1alpha2)",
                 "Gateway kubebyon-system/kubebyon-edge",
             ],
         ),
