@@ -483,6 +483,32 @@ pub async fn handle(
             message: format!("{method} is not supported on this path"),
         }),
     };
+    // kube-apiserver allocates a Service's node ports as it writes it: the
+    // answer, and any read after it, has them.
+    let result = match result {
+        Ok((code, object))
+            if target.resource.kind == "Service"
+                && matches!(method, Method::POST | Method::PUT | Method::PATCH) =>
+        {
+            let namespace = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let mut store = shared.store.lock().expect("lock");
+            crate::behaviour::allocate_service_ports(&shared, &mut store, &namespace, &name);
+            let allocated = store
+                .get(target.resource, &namespace, &name)
+                .unwrap_or(object);
+            Ok((code, allocated))
+        }
+        other => other,
+    };
     let table = method == Method::GET
         && crate::table::wanted(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     match result {

@@ -559,7 +559,12 @@ fn uninstall_chart(shared: &Shared, namespace: &str, name: &str) {
 /// running vCluster is given a node port that forwards to that vCluster's
 /// API, as kube-proxy's would, so the public endpoint the platform computes
 /// really reaches it, and stops reaching it once the Service is gone.
-fn allocate_service_ports(shared: &Arc<Shared>, store: &mut Store, namespace: &str, name: &str) {
+pub(crate) fn allocate_service_ports(
+    shared: &Arc<Shared>,
+    store: &mut Store,
+    namespace: &str,
+    name: &str,
+) {
     let Ok(service) = store.get(resource("v1", "Service"), namespace, name) else {
         return;
     };
