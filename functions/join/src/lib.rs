@@ -250,6 +250,20 @@ pub async fn script(State(state): State<AppState>, request: Request) -> Response
         Err(err) => return internal(err),
     };
     let report_url = format!("{}/join/steps", state.settings.join_base_url);
+    // What kubeadm writes into kubelet.conf: the advertised address.
+    let kubelet_server = match state.host.as_ref() {
+        Some(host) => match host.advertised(&cluster).await {
+            Ok(advertised) => advertised.map(|a| {
+                let port = u16::try_from(a.port).unwrap_or_default();
+                format!("https://{}", std::net::SocketAddr::new(a.address, port))
+            }),
+            Err(err) => {
+                tracing::warn!(cluster_id = %cluster.id, error = %err, "could not read the address the cluster advertises");
+                None
+            }
+        },
+        None => None,
+    };
     let body = jointoken::render_script(&ScriptParams {
         cluster_name: &presented.cluster_name,
         token: &token,
@@ -260,6 +274,7 @@ pub async fn script(State(state): State<AppState>, request: Request) -> Response
         max_clock_skew_secs: MAX_CLOCK_SKEW_SECS,
         join: engine::of(cluster.engine).join(),
         kubernetes_version: &cluster.kubernetes_version,
+        kubelet_server: kubelet_server.as_deref(),
     });
     (
         [

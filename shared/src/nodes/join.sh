@@ -24,6 +24,10 @@ KB_MAX_SKEW=@max_clock_skew@
 KB_JOIN_METHOD=@join_method@
 KB_CA_HASH=@ca_hash@
 KB_KUBERNETES=@kubernetes_version@
+# The server a kubelet joined here names: the endpoint, or the address the
+# control plane advertises to its nodes (kubeadm's cluster-info).
+KB_KUBELET_SERVER=@kubelet_server@
+[ -n "$KB_KUBELET_SERVER" ] || KB_KUBELET_SERVER=$KB_ENDPOINT
 KB_ROOT="${KUBEBYON_JOIN_ROOT:-}"
 KB_FORCE_JOIN=0
 
@@ -154,7 +158,7 @@ ok swap swap_off off
 # A kubelet already joined somewhere ------------------------------------------
 if [ -r "$KB_ROOT/etc/kubernetes/kubelet.conf" ]; then
     joined=$(sed -n 's/^ *server: *//p' "$KB_ROOT/etc/kubernetes/kubelet.conf" | head -n 1)
-    if [ "$joined" = "$KB_ENDPOINT" ]; then
+    if [ "$joined" = "$KB_ENDPOINT" ] || [ "$joined" = "$KB_KUBELET_SERVER" ]; then
         ok existing_kubelet already_node "this machine is already a node of $KB_CLUSTER" "cluster=$KB_CLUSTER"
         report done ok already_joined "already joined" >/dev/null || true
         say "Nothing to do: this machine is already a node of $KB_CLUSTER."
@@ -280,10 +284,8 @@ discovery:
 nodeRegistration:
   name: "$KB_HOSTNAME"
 KB_JOIN_CONFIGURATION
-    if [ "$KB_FORCE_JOIN" = 1 ]; then
-        kubeadm reset -f > "$KB_TMP/reset.log" 2>&1 \
-            || warn join leaving_cluster "kubeadm reset did not finish cleanly: $(tail -n 1 "$KB_TMP/reset.log")" "server=$joined"
-    fi
+    # What a reset leaves behind, kubeadm join's preflight names.
+    [ "$KB_FORCE_JOIN" = 1 ] && kubeadm reset -f > "$KB_TMP/reset.log" 2>&1
     kubeadm join --config "$KB_TMP/join.yaml" > "$KB_TMP/join.log" 2>&1 &
 else
     # The URL goes through a file, so the token is not on a command line `ps` shows.

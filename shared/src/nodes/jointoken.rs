@@ -205,6 +205,9 @@ pub struct ScriptParams<'a> {
     pub join: Join,
     /// The cluster's Kubernetes minor, which the node's kubeadm and kubelet match.
     pub kubernetes_version: &'a str,
+    /// The server a joined kubelet's `kubelet.conf` names, when it is not
+    /// `endpoint`: the address the control plane advertises to its nodes.
+    pub kubelet_server: Option<&'a str>,
 }
 
 /// kubeadm's pin of a CA (`--discovery-token-ca-cert-hash`):
@@ -248,6 +251,10 @@ pub fn render_script(params: &ScriptParams<'_>) -> String {
             quote(&params.ca_pem.and_then(ca_cert_hash).unwrap_or_default()),
         ),
         ("kubernetes_version", quote(params.kubernetes_version)),
+        (
+            "kubelet_server",
+            quote(params.kubelet_server.unwrap_or_default()),
+        ),
     ];
     let mut script = SCRIPT.to_string();
     for (name, value) in vars {
@@ -352,6 +359,7 @@ mod tests {
             max_clock_skew_secs: 60,
             join: Join::Kubeadm,
             kubernetes_version: "1.33",
+            kubelet_server: None,
         });
         assert!(script.contains("KB_TOKEN='abc123.0123456789abcdef'"));
         assert!(script.contains("KB_MAX_SKEW=60"));

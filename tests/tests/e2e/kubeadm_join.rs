@@ -436,6 +436,16 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
     let kubelet =
         std::fs::read_to_string(machine.root().join("etc/kubernetes/kubelet.conf")).unwrap();
     assert!(kubelet.contains(&format!("server: https://127.0.0.1:{node_port}")));
+    // The command run again on the joined machine knows it for a node of
+    // this cluster (its kubelet names the advertised address, not the
+    // endpoint's host name) and takes no use.
+    let again = machine.run(command).await;
+    let again_out = String::from_utf8_lossy(&again.stdout).to_string();
+    assert!(again.status.success(), "{again_out}");
+    assert!(
+        again_out.contains("Nothing to do: this machine is already a node of kappa"),
+        "{again_out}"
+    );
 
     let control_plane = platform.sim().vcluster(&namespace, "kappa").unwrap();
     let node = control_plane
@@ -453,7 +463,7 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
         .as_array()
         .unwrap()
         .iter()
-        .find(|a| a["hostname"] == "worker-9")
+        .find(|a| a["hostname"] == "worker-9" && a["counted_use"] == true)
         .unwrap()
         .clone();
     assert_eq!(attempt["outcome"], "succeeded", "{attempt}");
