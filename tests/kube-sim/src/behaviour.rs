@@ -39,7 +39,7 @@ pub fn seed(shared: &Shared) {
         // What kubeadm sets up for bootstrap tokens: the ClusterRole whose
         // holders' kubelet client certificates kube-controller-manager approves
         // by itself, bound to the group of kubeadm's default node tokens.
-        let role = "system:certificates.k8s.io:certificatesigningrequests:nodeclient";
+        let role = crate::bootstrap::NODE_CLIENT_ROLE;
         let _ = store.create(
             resource("rbac.authorization.k8s.io/v1", "ClusterRole"),
             "",
@@ -55,7 +55,7 @@ pub fn seed(shared: &Shared) {
             json!({"metadata": {"name": "kubeadm:node-autoapprove-bootstrap"},
                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                                 "name": "system:bootstrappers:kubeadm:default-node-token"}]}),
+                                 "name": crate::bootstrap::DEFAULT_NODE_TOKEN_GROUP}]}),
         );
     }
 }
@@ -172,7 +172,7 @@ pub async fn run(
                 crate::bootstrap::sign_cluster_info(&shared);
             }
             ("CertificateSigningRequest", "ADDED") if shared.options.role == Role::Kamaji => {
-                crate::bootstrap::approve(&shared, &name);
+                tokio::spawn(crate::bootstrap::approve(shared.clone(), name));
             }
             ("CertificateSigningRequest", "MODIFIED") if shared.options.role == Role::Kamaji => {
                 crate::bootstrap::sign(&shared, &name);

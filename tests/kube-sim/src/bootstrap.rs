@@ -35,7 +35,12 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::{Shared, registry, store::secret_text};
+use std::sync::Arc;
+
+use crate::{
+    Shared, registry,
+    store::{ApiError, secret_text},
+};
 
 fn resource(api_version: &str, kind: &str) -> &'static registry::ResourceType {
     registry::find_kind(api_version, kind).expect("registered kind")
@@ -349,13 +354,55 @@ fn condition(csr: &Value, kind: &str) -> bool {
         .is_some_and(|c| c.iter().any(|c| c["type"] == kind))
 }
 
+/// Whether kube-controller-manager's `csrapproving` controller approves a
+/// kubelet client request of `user` in `groups` by itself: they may `create
+/// certificatesigningrequests/nodeclient`, as its SubjectAccessReview asks
+/// the API server's authorizers (the webhook authorizer when there is one,
+/// then RBAC).
+pub(crate) async fn auto_approves(shared: &Shared, user: &str, groups: &[String]) -> bool {
+    if let Some(authorizer) = &shared.options.authorizer {
+        let attributes = json!({
+            "verb": "create", "group": "certificates.k8s.io", "version": "v1",
+            "resource": "certificatesigningrequests", "subresource": "nodeclient",
+            "namespace": "", "name": "",
+        });
+        if authorizer.denies(user, groups, attributes).await.is_some() {
+            return false;
+        }
+    }
+    let request = crate::rbac::Attributes {
+        verb: "create".into(),
+        group: "certificates.k8s.io".into(),
+        resource: "certificatesigningrequests".into(),
+        subresource: "nodeclient".into(),
+        namespace: String::new(),
+        name: String::new(),
+    };
+    crate::rbac::allows(&shared.store.lock().expect("lock"), user, groups, &request)
+}
+
+/// Writes the controller's approval of the request `name`.
+pub(crate) fn record_auto_approval(shared: &Shared, name: &str) -> Result<Value, ApiError> {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let approval = json!({"status": {"conditions": [{
+        "type": "Approved", "status": "True", "reason": "AutoApproved",
+        "message": "Auto approving kubelet client certificate after SubjectAccessReview.",
+        "lastUpdateTime": now, "lastTransitionTime": now,
+    }]}});
+    shared.store.lock().expect("lock").merge_patch(
+        resource("certificates.k8s.io/v1", "CertificateSigningRequest"),
+        "",
+        name,
+        &approval,
+        true,
+    )
+}
+
 /// csrapproving: a new kubelet client request is approved at once when its
-/// requester may `create certificatesigningrequests/nodeclient` (RBAC asked,
-/// as the controller's SubjectAccessReview asks the authorizers).
-pub(crate) fn approve(shared: &Shared, name: &str) {
+/// requester may be ([`auto_approves`]).
+pub(crate) async fn approve(shared: Arc<Shared>, name: String) {
     let csrs = resource("certificates.k8s.io/v1", "CertificateSigningRequest");
-    let mut store = shared.store.lock().expect("lock");
-    let Ok(csr) = store.get(csrs, "", name) else {
+    let Ok(csr) = shared.store.lock().expect("lock").get(csrs, "", &name) else {
         return;
     };
     if csr.pointer("/spec/signerName") != Some(&json!(KUBELET_CLIENT_SIGNER))
@@ -365,24 +412,9 @@ pub(crate) fn approve(shared: &Shared, name: &str) {
         return;
     }
     let (user, groups) = requester(&csr);
-    let request = crate::rbac::Attributes {
-        verb: "create".into(),
-        group: "certificates.k8s.io".into(),
-        resource: "certificatesigningrequests".into(),
-        subresource: "nodeclient".into(),
-        namespace: String::new(),
-        name: String::new(),
-    };
-    if !crate::rbac::allows(&store, &user, &groups, &request) {
-        return;
+    if auto_approves(&shared, &user, &groups).await {
+        let _ = record_auto_approval(&shared, &name);
     }
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let approval = json!({"status": {"conditions": [{
-        "type": "Approved", "status": "True", "reason": "AutoApproved",
-        "message": "Auto approving kubelet client certificate after SubjectAccessReview.",
-        "lastUpdateTime": now, "lastTransitionTime": now,
-    }]}});
-    let _ = store.merge_patch(csrs, "", name, &approval, true);
 }
 
 /// csrsigning: an approved kubelet client request gets its certificate

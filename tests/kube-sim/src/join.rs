@@ -105,53 +105,6 @@ fn condition(csr: &Value, kind: &str) -> Option<String> {
         .map(|c| c["message"].as_str().unwrap_or_default().to_string())
 }
 
-/// Whether kube-controller-manager's `csrapproving` controller approves a
-/// kubelet client request of `requester` by itself: the requester may
-/// `create certificatesigningrequests/nodeclient` (a SubjectAccessReview
-/// through the API server's authorizers: the webhook authorizer when there
-/// is one, then RBAC, here a ClusterRoleBinding to the ClusterRole that
-/// grants it).
-async fn auto_approved(shared: &Shared, requester: &Requester) -> bool {
-    if let Some(authorizer) = &shared.options.authorizer {
-        let attributes = json!({
-            "verb": "create", "group": "certificates.k8s.io", "version": "v1",
-            "resource": "certificatesigningrequests", "subresource": "nodeclient",
-            "namespace": "", "name": "",
-        });
-        if authorizer
-            .denies(&requester.username, &requester.groups, attributes)
-            .await
-            .is_some()
-        {
-            return false;
-        }
-    }
-    let bindings = registry::find_kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
-        .expect("registered");
-    let Ok(list) = shared
-        .store
-        .lock()
-        .expect("lock")
-        .list(bindings, None, None, None)
-    else {
-        return false;
-    };
-    list.iter().any(|binding| {
-        binding.pointer("/roleRef/name").and_then(Value::as_str)
-            == Some("system:certificates.k8s.io:certificatesigningrequests:nodeclient")
-            && binding["subjects"].as_array().is_some_and(|subjects| {
-                subjects.iter().any(|s| match s["kind"].as_str() {
-                    Some("Group") => requester
-                        .groups
-                        .iter()
-                        .any(|g| s["name"].as_str() == Some(g.as_str())),
-                    Some("User") => s["name"].as_str() == Some(requester.username.as_str()),
-                    _ => false,
-                })
-            })
-    })
-}
-
 /// The kubelet's TLS bootstrap: files the certificate request and waits for
 /// it to be approved (then issued) or denied.
 #[allow(clippy::result_large_err)]
@@ -192,7 +145,7 @@ async fn bootstrap_certificate(
                 "metadata": { "name": name },
                 "spec": {
                     "request": b64(request.as_bytes()),
-                    "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                    "signerName": crate::bootstrap::KUBELET_CLIENT_SIGNER,
                     "usages": ["digital signature", "client auth"],
                     "username": requester.username,
                     "groups": requester.groups,
@@ -207,7 +160,8 @@ async fn bootstrap_certificate(
         })?;
     shared.wake.notify_waiters();
     // The controller decides a request when it is filed.
-    let mut auto_approve = auto_approved(shared, requester).await;
+    let mut auto_approve =
+        crate::bootstrap::auto_approves(shared, &requester.username, &requester.groups).await;
     let deadline = tokio::time::Instant::now() + CERTIFICATE_WAIT;
     loop {
         let csr = shared
@@ -241,17 +195,7 @@ async fn bootstrap_certificate(
             return Ok(());
         }
         if std::mem::take(&mut auto_approve) {
-            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-            let approval = json!({ "status": { "conditions": [{
-                "type": "Approved", "status": "True", "reason": "AutoApproved",
-                "message": "Auto approving kubelet client certificate after SubjectAccessReview.",
-                "lastUpdateTime": now, "lastTransitionTime": now,
-            }]}});
-            shared
-                .store
-                .lock()
-                .expect("lock")
-                .merge_patch(resource, "", &name, &approval, true)
+            crate::bootstrap::record_auto_approval(shared, &name)
                 .map_err(|e| refused(StatusCode::CONFLICT, e.message))?;
             continue;
         }
