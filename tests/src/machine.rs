@@ -41,7 +41,11 @@ pub fn executable(path: &Path, text: &str) {
 }
 
 impl Machine {
-    /// A healthy amd64 Debian machine called `hostname`, running as root.
+    /// A healthy amd64 Debian machine called `hostname`, running as root,
+    /// with kubeadm and the kubelet installed, as a Kamaji cluster's join
+    /// needs: `kubeadm` is `tests/stand-ins/kubeadm`, which does kubeadm's
+    /// token discovery and plays the kubelet's TLS bootstrap; `kubelet`
+    /// only answers its version.
     pub fn healthy(hostname: &str) -> Self {
         let dir = tempdir::Dir::new();
         let root = dir.0.join("root");
@@ -69,14 +73,6 @@ impl Machine {
             ),
         );
         executable(&dir.0.join("bin/id"), "#!/bin/sh\necho 0\n");
-        Self { dir }
-    }
-
-    /// With kubeadm and the kubelet installed, as a Kamaji cluster's join
-    /// needs: `kubeadm` is `tests/stand-ins/kubeadm`, which does kubeadm's
-    /// token discovery and plays the kubelet's TLS bootstrap; `kubelet`
-    /// only answers its version.
-    pub fn with_kubeadm(self) -> Self {
         let python = std::env::var("KUBEBYON_TEST_PYTHON").unwrap_or_else(|_| {
             concat!(
                 env!("CARGO_MANIFEST_DIR"),
@@ -86,13 +82,21 @@ impl Machine {
         });
         let stand_in = concat!(env!("CARGO_MANIFEST_DIR"), "/stand-ins/kubeadm");
         executable(
-            &self.dir.0.join("bin/kubeadm"),
+            &dir.0.join("bin/kubeadm"),
             &format!("#!/bin/sh\nexec '{python}' '{stand_in}' \"$@\"\n"),
         );
         executable(
-            &self.dir.0.join("bin/kubelet"),
+            &dir.0.join("bin/kubelet"),
             "#!/bin/sh\necho 'Kubernetes v1.33.5'\n",
         );
+        Self { dir }
+    }
+
+    /// Without kubeadm and the kubelet.
+    pub fn without_kubeadm(self) -> Self {
+        for tool in ["kubeadm", "kubelet"] {
+            std::fs::remove_file(self.dir.0.join("bin").join(tool)).unwrap();
+        }
         self
     }
 

@@ -46,9 +46,9 @@ pub struct CreateClusterRequest {
     /// Control-plane memory request in MiB (256–32768, default 1024).
     #[schema(minimum = 256, maximum = 32_768)]
     pub control_plane_memory_request_mib: Option<i64>,
-    /// How nodes reach the control plane. Default: `nodeport` on the
-    /// `kamaji` engine (its nodes join only through a node port),
-    /// `loadbalancer` on `vcluster`.
+    /// How clients reach the control plane. Default: `nodeport` on the
+    /// `kamaji` engine (the node port its nodes dial in every mode serves
+    /// clients too), `loadbalancer` on `vcluster`.
     pub public_access_mode: Option<PublicAccessMode>,
     #[serde(default)]
     pub managed_workload_ingress_enabled: bool,

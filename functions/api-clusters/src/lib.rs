@@ -104,7 +104,6 @@ struct ApiDoc;
 /// its capabilities' come with `shared::problem_codes`).
 const PROBLEM_CODES: &[&str] = &[
     "api_key_required",
-    "engine_cannot_switch_endpoint",
     "cluster_unreachable",
     "kubeconfig_unavailable",
     "cluster_name_taken",

@@ -10,7 +10,6 @@ use shared::{
     domain::{ClusterStatus, PublicAccessMode},
     error::{ApiError, active_job_conflict},
     extract::AppJson,
-    host::{Join, engine},
     http::{AppState, Caller, OwnedCluster, operations, owned},
     organizations::Action,
 };
@@ -62,7 +61,7 @@ pub struct UpdateClusterRequest {
         (status = 202, body = OperationAccepted),
         (status = 403, description = "Raising a workload limit would pass the plan's CPU or memory limit (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Not ready (`cluster_not_ready`), another operation is active (`cluster_job_active`), or a switch of the endpoint of a cluster whose nodes dial its node port (`engine_cannot_switch_endpoint`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not ready (`cluster_not_ready`), or another operation is active (`cluster_job_active`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]
@@ -114,20 +113,6 @@ pub async fn update(
     };
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
-    }
-    // A kubeadm-joined cluster's nodes dial the node port its control plane
-    // advertises (`cluster-info`, their kubelet.conf): it stays.
-    if engine::of(cluster.engine).join() == Join::Kubeadm
-        && cluster.public_access_mode == PublicAccessMode::Nodeport
-        && changes.public_access_mode != PublicAccessMode::Nodeport
-    {
-        return Err(ApiError::Conflict {
-            code: "engine_cannot_switch_endpoint",
-            detail: format!(
-                "the nodes of a cluster on the {} engine dial the node port its control plane advertises; its public_access_mode stays nodeport",
-                cluster.engine
-            ),
-        });
     }
     // While an update runs, the row holds its target limits but still the
     // mode that serves the cluster (a switch records the new one when it is

@@ -36,8 +36,4 @@ struct ApiDoc;
 
 /// The problem codes of this function's own refusals (the platform's and
 /// its capabilities' come with `shared::problem_codes`).
-const PROBLEM_CODES: &[&str] = &[
-    "node_removal_in_progress",
-    "token_not_active",
-    "engine_cannot_join_here",
-];
+const PROBLEM_CODES: &[&str] = &["node_removal_in_progress", "token_not_active"];

@@ -14,10 +14,9 @@ use shared::{
     app::authority,
     audit::{self, AuditEvent},
     clusters::Cluster,
-    domain::{ClusterStatus, JoinTokenStatus, PublicAccessMode},
+    domain::{ClusterStatus, JoinTokenStatus},
     error::ApiError,
     extract::{AppJson, AppPath, AppQuery},
-    host::{Join, engine},
     http::{AppState, Caller, OwnedCluster, idempotency::IssuesSecret},
     nodes::{
         jointoken::{self, JoinToken},
@@ -62,24 +61,8 @@ pub struct CreatedToken {
     pub join_command: String,
 }
 
-/// Whether the cluster can take tokens now: ready, and exposed where its
-/// nodes can join. A `kubeadm join` dials the server the control plane
-/// advertises in `cluster-info`, which is the public endpoint only for a
-/// node port (an address by IP, the API server's own port): a Kamaji
-/// cluster behind a load balancer, the shared Gateway or HAProxy takes no
-/// nodes.
+/// Whether the cluster can take tokens now: ready, with an endpoint.
 fn ready(cluster: &Cluster) -> Result<(), ApiError> {
-    if engine::of(cluster.engine).join() == Join::Kubeadm
-        && cluster.public_access_mode != PublicAccessMode::Nodeport
-    {
-        return Err(ApiError::Conflict {
-            code: "engine_cannot_join_here",
-            detail: format!(
-                "nodes join clusters on the {} engine through a node port, and this cluster is exposed by {}: make a cluster with public_access_mode nodeport",
-                cluster.engine, cluster.public_access_mode
-            ),
-        });
-    }
     match (cluster.status, &cluster.api_endpoint) {
         (ClusterStatus::Ready, Some(_)) => Ok(()),
         (status, _) => Err(ApiError::Conflict {
@@ -130,7 +113,7 @@ fn join_command(url: &str, plaintext: &str) -> String {
         (status = 401, description = "Not signed in, or the session or key was ended while the token was made (`unauthenticated`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "`max_uses` is more nodes than the plan has left (`plan_limit_exceeded`, with `plan_limit`)", body = shared::billing::entitlements::PlanLimitProblem, content_type = "application/problem+json"),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The cluster is not ready (`cluster_not_ready`), or is exposed where nodes of its engine cannot join (`engine_cannot_join_here`)", body = shared::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The cluster is not ready (`cluster_not_ready`)", body = shared::error::Problem, content_type = "application/problem+json"),
         (status = 422, body = shared::error::Problem, content_type = "application/problem+json"),
     )
 )]

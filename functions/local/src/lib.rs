@@ -97,18 +97,6 @@ async fn simulated_host(port: u16) -> anyhow::Result<(Arc<HostCluster>, Simulate
     tracing::warn!(url = %simulator.url(), "KUBEBYON_HOST_KUBECONFIG not set: using the Kubernetes API simulator as the host cluster");
     let mut settings = shared::host::HostSettings::from_source(&shared::config::ProcessEnv)?;
     settings.node_address = "127.0.0.1".into();
-    if std::env::var_os("KUBEBYON_ENGINE").is_none() {
-        // Nodes join simulated clusters through vCluster's join endpoint; the
-        // simulator checks that a licence reaches vCluster, not the key.
-        tracing::warn!(
-            "KUBEBYON_ENGINE not set: the simulated host's clusters run on vCluster with a placeholder licence"
-        );
-        settings.engines.default = shared::domain::Engine::Vcluster;
-        settings.engines.vcluster_licence = Some(shared::host::engine::Licence {
-            host: "simulated.invalid".into(),
-            access_key: "simulated".into(),
-        });
-    }
     settings.poll_interval = settings
         .poll_interval
         .min(std::time::Duration::from_millis(200));

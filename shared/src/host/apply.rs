@@ -276,15 +276,12 @@ impl HostCluster {
         Ok(())
     }
 
-    /// What a [`Join::Kubeadm`] control plane advertises to nodes: for a
-    /// `nodeport` cluster, the host node's address and the node port its
-    /// Service was given; `None` before that, for other modes (whose
-    /// addresses are host names for SNI, or not the API server's port) and
-    /// for other engines.
+    /// What a [`Join::Kubeadm`] control plane advertises to nodes, whatever
+    /// the cluster's public access: the host node's address and the node
+    /// port of the cluster's node Service (the `nodeport` mode's Service,
+    /// kept in every mode); `None` before it has one, and for other engines.
     pub async fn advertised(&self, cluster: &Cluster) -> Result<Option<Advertised>, HostError> {
-        if engine::of(cluster.engine).join() != Join::Kubeadm
-            || cluster.public_access_mode != PublicAccessMode::Nodeport
-        {
+        if engine::of(cluster.engine).join() != Join::Kubeadm {
             return Ok(None);
         }
         let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
@@ -362,15 +359,29 @@ impl HostCluster {
         })
     }
 
-    /// What nodes dial: a NodePort or LoadBalancer Service by the cluster's mode,
-    /// or, for `loadbalancer` behind the shared Gateway, a TLS-passthrough
-    /// `TLSRoute`, or behind the shared HAProxy, a ClusterIP or NodePort
-    /// Service and the cluster's entry in HAProxy's map. What another mode
+    /// What clients dial: a NodePort or LoadBalancer Service by the
+    /// cluster's mode, or, for `loadbalancer` behind the shared Gateway, a
+    /// TLS-passthrough `TLSRoute`, or behind the shared HAProxy, a ClusterIP
+    /// or NodePort Service and the cluster's entry in HAProxy's map. A
+    /// [`Join::Kubeadm`] cluster has its node Service in every mode: its
+    /// nodes dial the node port it advertises, and its API server listens
+    /// on that port, which every other entry targets. What another mode
     /// made stays: an endpoint switch keeps it serving until
     /// [`Self::prune_public_entries`] removes it.
     pub async fn ensure_public_endpoint(&self, cluster: &Cluster) -> Result<(), HostError> {
         let mode = cluster.public_access_mode;
         let engine = engine::of(cluster.engine);
+        let kubeadm = engine.join() == Join::Kubeadm;
+        if kubeadm && mode != PublicAccessMode::Nodeport {
+            self.apply_public_service(cluster, PublicAccessMode::Nodeport, "NodePort")
+                .await?;
+        }
+        // Where the API server listens: the advertised node port, once the
+        // node Service has one.
+        let api_port = match self.advertised(cluster).await? {
+            Some(advertised) => advertised.port,
+            None => engine.api_port(),
+        };
         let service_type = match (mode, &self.settings.load_balancer) {
             (PublicAccessMode::Nodeport, _) => "NodePort",
             (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => "LoadBalancer",
@@ -391,7 +402,9 @@ impl HostCluster {
                 let kind = self.served_tls_route().await?;
                 let routes: Api<DynamicObject> =
                     Api::namespaced_with(self.client.clone(), &cluster.namespace, &kind);
+                // The engine's own Service, on the API server's port.
                 let (backend, port) = engine.service(cluster);
+                let port = if kubeadm { api_port } else { port };
                 let route = json!({"apiVersion": kind.api_version, "kind": "TLSRoute",
                 "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
                 "spec": {
@@ -410,6 +423,31 @@ impl HostCluster {
                 return Ok(());
             }
         };
+        self.apply_public_service(cluster, mode, service_type)
+            .await?;
+        if let (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) =
+            (mode, &self.settings.load_balancer)
+        {
+            // An address not given yet is written by the wait for the
+            // endpoint ([`Self::public_endpoint`]).
+            if let Some(target) = self.haproxy_target(cluster, haproxy).await? {
+                put_in_map(cluster, haproxy, target).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The Service of `mode` in front of the cluster's API server, on 443,
+    /// targeting the port the API server listens on: the engine's, or for
+    /// a [`Join::Kubeadm`] engine the node port it advertises, once the node
+    /// Service has one (applied again when that Service was just given it).
+    async fn apply_public_service(
+        &self,
+        cluster: &Cluster,
+        mode: PublicAccessMode,
+        service_type: &str,
+    ) -> Result<(), HostError> {
+        let engine = engine::of(cluster.engine);
         let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
         let name = public_service_name(cluster, mode);
         let service = |target: i32| {
@@ -419,8 +457,6 @@ impl HostCluster {
                      "selector": engine.api_pods(cluster),
                      "ports": [{"name": "https", "port": 443, "targetPort": target, "protocol": "TCP"}]}})
         };
-        // An API server that advertises its node port listens on it too:
-        // the Service targets that port once it has one.
         let target = match self.advertised(cluster).await? {
             Some(advertised) => advertised.port,
             None => engine.api_port(),
@@ -438,15 +474,6 @@ impl HostCluster {
                     &Patch::Apply(service(advertised.port)),
                 )
                 .await?;
-        }
-        if let (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) =
-            (mode, &self.settings.load_balancer)
-        {
-            // An address not given yet is written by the wait for the
-            // endpoint ([`Self::public_endpoint`]).
-            if let Some(target) = self.haproxy_target(cluster, haproxy).await? {
-                put_in_map(cluster, haproxy, target).await;
-            }
         }
         Ok(())
     }
@@ -466,7 +493,9 @@ impl HostCluster {
             LoadBalancerProvider::GatewayApi { .. }
         );
         let mut unused = vec![];
-        if keep != PublicAccessMode::Nodeport {
+        // A kubeadm engine's node Service is what its nodes dial: it stays.
+        if keep != PublicAccessMode::Nodeport && engine::of(cluster.engine).join() != Join::Kubeadm
+        {
             unused.push(public_service_name(cluster, PublicAccessMode::Nodeport));
         }
         if keep != PublicAccessMode::Loadbalancer || gateway {

@@ -24,8 +24,9 @@ KB_MAX_SKEW=@max_clock_skew@
 KB_JOIN_METHOD=@join_method@
 KB_CA_HASH=@ca_hash@
 KB_KUBERNETES=@kubernetes_version@
-# The server a kubelet joined here names: the endpoint, or the address the
-# control plane advertises to its nodes (kubeadm's cluster-info).
+# The server this machine dials and its kubelet names once joined: the
+# endpoint, or the address the control plane advertises to its nodes
+# (kubeadm's cluster-info), which may not be the one people use.
 KB_KUBELET_SERVER=@kubelet_server@
 [ -n "$KB_KUBELET_SERVER" ] || KB_KUBELET_SERVER=$KB_ENDPOINT
 KB_ROOT="${KUBEBYON_JOIN_ROOT:-}"
@@ -213,7 +214,7 @@ else
 fi
 
 # Reaching the control plane --------------------------------------------------
-hostport=${KB_ENDPOINT#*://}
+hostport=${KB_KUBELET_SERVER#*://}
 hostport=${hostport%%/*}
 host=${hostport%:*}
 case "$host" in
@@ -235,19 +236,19 @@ case "$host" in
 esac
 
 # shellcheck disable=SC2086
-curl -sS -o /dev/null -m 15 $KB_CA_OPT "$KB_ENDPOINT/version" 2>"$KB_TMP/api.err"
+curl -sS -o /dev/null -m 15 $KB_CA_OPT "$KB_KUBELET_SERVER/version" 2>"$KB_TMP/api.err"
 case $? in
-    0) ok api api_reached "reached $KB_ENDPOINT" "endpoint=$KB_ENDPOINT" ;;
-    6) fail api api_unresolved "cannot resolve the control plane host of $KB_ENDPOINT" "endpoint=$KB_ENDPOINT" ;;
-    7) fail api api_refused "the control plane at $KB_ENDPOINT refused the connection; is a firewall in the way?" "endpoint=$KB_ENDPOINT" ;;
-    28) fail api api_timeout "no answer from the control plane at $KB_ENDPOINT within 15s; is outbound traffic to it allowed?" "endpoint=$KB_ENDPOINT" ;;
+    0) ok api api_reached "reached $KB_KUBELET_SERVER" "endpoint=$KB_KUBELET_SERVER" ;;
+    6) fail api api_unresolved "cannot resolve the control plane host of $KB_KUBELET_SERVER" "endpoint=$KB_KUBELET_SERVER" ;;
+    7) fail api api_refused "the control plane at $KB_KUBELET_SERVER refused the connection; is a firewall in the way?" "endpoint=$KB_KUBELET_SERVER" ;;
+    28) fail api api_timeout "no answer from the control plane at $KB_KUBELET_SERVER within 15s; is outbound traffic to it allowed?" "endpoint=$KB_KUBELET_SERVER" ;;
     35 | 51 | 53 | 54 | 58 | 59 | 60 | 77 | 80 | 82 | 83 | 90 | 91)
         error=$(cat "$KB_TMP/api.err")
-        fail api api_untrusted "TLS with $KB_ENDPOINT failed: the server did not prove it is this cluster's control plane ($error)" \
-            "endpoint=$KB_ENDPOINT" "error=$error" ;;
+        fail api api_untrusted "TLS with $KB_KUBELET_SERVER failed: the server did not prove it is this cluster's control plane ($error)" \
+            "endpoint=$KB_KUBELET_SERVER" "error=$error" ;;
     *)
         error=$(cat "$KB_TMP/api.err")
-        fail api api_unreachable "could not reach $KB_ENDPOINT: $error" "endpoint=$KB_ENDPOINT" "error=$error" ;;
+        fail api api_unreachable "could not reach $KB_KUBELET_SERVER: $error" "endpoint=$KB_KUBELET_SERVER" "error=$error" ;;
 esac
 
 # Join ------------------------------------------------------------------------

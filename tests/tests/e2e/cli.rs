@@ -881,7 +881,9 @@ async fn device_codes_are_single_use_expire_slow_pollers_down_and_are_limited() 
 /// rely on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_goes_wrong_is_one_line_and_an_exit_code() {
+    // On vCluster, whose chart install fails at once (`chart_install_failed`).
     let app = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
         .host()
         .accounts()
         .smtp()

@@ -1,6 +1,7 @@
 //! The cluster lifecycle end to end: the HTTP API, real PostgreSQL, the job
 //! backbone, the host adapter (kube-rs) and the Kubernetes API simulator as the
-//! k3s host.
+//! k3s host. The tests that read vCluster's chart values run on vCluster;
+//! the Kamaji engine's own are in `engines.rs` and `kubeadm_join.rs`.
 
 use std::time::Duration;
 
@@ -29,7 +30,11 @@ async fn namespace_names(client: kube::Client) -> Vec<String> {
 
 #[tokio::test]
 async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
+        .host()
+        .build()
+        .await;
     let id = platform.create("alpha", "nodeport").await;
 
     let (status, body) = platform
@@ -188,7 +193,11 @@ async fn create_builds_the_control_plane_and_its_kubeconfig_reaches_the_vcluster
 
 #[tokio::test]
 async fn changing_the_public_access_mode_moves_the_endpoint_and_the_kubeconfig() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
+        .host()
+        .build()
+        .await;
     let id = platform.create("beta", "nodeport").await;
     platform.drive().await;
     let before = platform.cluster(&id).await;
@@ -329,7 +338,11 @@ async fn delete_removes_the_namespace_and_soft_deletes_the_cluster() {
 
 #[tokio::test]
 async fn a_failed_chart_install_fails_the_create_and_names_the_step() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
+        .host()
+        .build()
+        .await;
     platform.sim().set_faults(Faults {
         chart_install_error: Some(
             "Error: INSTALLATION FAILED: storageclass \"longhorn\" not found".into(),
@@ -364,7 +377,11 @@ async fn a_failed_chart_install_fails_the_create_and_names_the_step() {
 
 #[tokio::test]
 async fn a_user_retries_a_failed_create_whose_failure_may_pass_and_only_that() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
+        .host()
+        .build()
+        .await;
     platform.sim().set_faults(Faults {
         chart_install_error: Some("Error: INSTALLATION FAILED: image pull timed out".into()),
         ..Faults::default()
@@ -536,7 +553,11 @@ async fn an_unreachable_host_api_is_retried_not_failed() {
 
 #[tokio::test]
 async fn a_worker_killed_mid_create_is_resumed_by_another_and_the_cluster_becomes_ready_once() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
+        .host()
+        .build()
+        .await;
     platform.sim().set_faults(Faults {
         ready_delay: Some(Duration::from_millis(1500)),
         ..Faults::default()
@@ -688,6 +709,7 @@ async fn a_gateway_api_release_before_v1_5_gets_its_tlsroute_at_v1alpha2() {
         base_domain: "clusters.example.test".into(),
     };
     let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
         .host_with(settings)
         .build()
         .await;
@@ -734,6 +756,7 @@ async fn load_balanced_clusters_can_share_one_gateway_by_sni() {
         base_domain: "clusters.example.test".into(),
     };
     let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
         .host_with(settings)
         .build()
         .await;

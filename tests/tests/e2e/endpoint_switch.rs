@@ -71,9 +71,21 @@ async fn switch(app: &TestApp, id: &str, mode: &str) -> (StatusCode, Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_switched_endpoint_is_verified_recorded_and_the_old_one_served_until_its_grace_ends() {
+    switch_and_retire("vcluster").await;
+}
+
+/// On Kamaji the old node port is the nodes' endpoint: it outlives the
+/// grace period, its kubeconfigs listed stale.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kamaji_cluster_switches_its_endpoint_and_keeps_the_node_port_its_nodes_dial() {
+    switch_and_retire("kamaji").await;
+}
+
+async fn switch_and_retire(engine: &str) {
     let mut settings = host_settings();
     settings.endpoint_grace = Duration::from_secs(3600);
     let app = TestApp::builder("worker-switch")
+        .env("KUBEBYON_ENGINE", engine)
         .host_with(settings)
         .build()
         .await;
@@ -212,17 +224,18 @@ async fn a_switched_endpoint_is_verified_recorded_and_the_old_one_served_until_i
         )]
     );
     let namespace = after["namespace"].as_str().unwrap();
-    assert!(
-        app.sim()
-            .get("v1", "Service", namespace, "delta-public")
-            .is_none(),
-        "the old mode's Service is removed"
-    );
+    let node_service = app.sim().get("v1", "Service", namespace, "delta-public");
     let (ok, out) = old_kubeconfig.get_namespaces().await;
-    assert!(
-        !ok,
-        "the old address is refused after the grace period: {out}"
-    );
+    if engine == "kamaji" {
+        assert!(node_service.is_some(), "the nodes' Service stays");
+        assert!(ok, "the node port still serves: {out}");
+    } else {
+        assert!(node_service.is_none(), "the old mode's Service is removed");
+        assert!(
+            !ok,
+            "the old address is refused after the grace period: {out}"
+        );
+    }
     let (ok, out) = new_kubeconfig.get_namespaces().await;
     assert!(ok, "{out}");
     let retired = app.cluster(&id).await;

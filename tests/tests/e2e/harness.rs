@@ -153,10 +153,11 @@ impl Builder {
                 .default_env("KUBEBYON_SETTINGS_KEY", SETTINGS_KEY)
                 .default_env("KUBEBYON_ALLOW_PRIVATE_OUTBOUND", "true");
         }
-        // The suite's clusters run on vCluster, licensed, unless a test
-        // names another engine; the routes and the host read the same.
+        // The suite's clusters run on Kamaji, the platform's default, unless
+        // a test names vCluster, which is licensed; the routes and the host
+        // read the same.
         self = self
-            .default_env("KUBEBYON_ENGINE", "vcluster")
+            .default_env("KUBEBYON_ENGINE", "kamaji")
             .default_env("KUBEBYON_VCLUSTER_PLATFORM_HOST", VCLUSTER_PLATFORM_HOST)
             .default_env("KUBEBYON_VCLUSTER_ACCESS_KEY", VCLUSTER_ACCESS_KEY);
         let engines = {
@@ -361,7 +362,7 @@ pub struct TestApp {
     stripe: Option<StripeStub>,
 }
 
-/// The chart's engines for the suite's clusters (vCluster alone).
+/// The chart's engines for the suite's vCluster clusters (vCluster alone).
 pub const SUITE_ENGINES: &[&str] = &[
     "engines.kamaji=false",
     "engines.vcluster=true",
@@ -374,7 +375,7 @@ pub const VCLUSTER_ACCESS_KEY: &str = "test-vcluster-access-key";
 
 pub fn host_settings() -> HostSettings {
     let mut settings = HostSettings::from_source(&std::collections::HashMap::from([
-        ("KUBEBYON_ENGINE", "vcluster"),
+        ("KUBEBYON_ENGINE", "kamaji"),
         ("KUBEBYON_VCLUSTER_PLATFORM_HOST", VCLUSTER_PLATFORM_HOST),
         ("KUBEBYON_VCLUSTER_ACCESS_KEY", VCLUSTER_ACCESS_KEY),
     ]))

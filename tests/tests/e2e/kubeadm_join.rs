@@ -381,7 +381,7 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
     let (status, created) = token(json!({"max_uses": 2})).await;
     assert_eq!(status, axum::http::StatusCode::CREATED, "{created}");
     let command = created["join_command"].as_str().unwrap();
-    let bare = tests::machine::Machine::healthy("Worker-8");
+    let bare = tests::machine::Machine::healthy("Worker-8").without_kubeadm();
     let out = bare.run(command).await;
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!out.status.success());
@@ -412,7 +412,7 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
         "no use is taken before kubeadm is there"
     );
 
-    let machine = tests::machine::Machine::healthy("Worker-9").with_kubeadm();
+    let machine = tests::machine::Machine::healthy("Worker-9");
     let out = machine.run(command).await;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
@@ -505,22 +505,71 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
             .is_some()
     );
 
-    // A Kamaji cluster behind a load balancer advertises no address nodes
-    // reach: it takes no tokens.
-    let (lb, _) = platform.create_ready("lambda", "loadbalancer").await;
+    // The public endpoint moves to a load balancer: the node port the
+    // control plane advertises stays (its Service with it), so the joined
+    // node's kubelet keeps its server, and the next machine joins through
+    // the same one.
     let (status, body) = platform
+        .call(
+            "PATCH",
+            &format!("/api/console/clusters/{id}"),
+            Some(json!({"public_access_mode": "loadbalancer"})),
+        )
+        .await;
+    assert_eq!(status, axum::http::StatusCode::ACCEPTED, "{body}");
+    platform.drive().await;
+    let switched = platform.cluster(&id).await;
+    assert_eq!(switched["public_access_mode"], "loadbalancer", "{switched}");
+    assert!(
+        switched["api_endpoint"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("https://{}:", kube_sim::LOAD_BALANCER_IP)),
+        "{switched}"
+    );
+    let next = tests::machine::Machine::healthy("worker-10");
+    let out = next.run(command).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!(
+            "will use API Server \"https://127.0.0.1:{node_port}\""
+        )),
+        "{stdout}"
+    );
+    assert!(control_plane.get("v1", "Node", "", "worker-10").is_some());
+
+    // A Kamaji cluster made behind a load balancer has its node port too.
+    let (lb, lb_namespace) = platform.create_ready("lambda", "loadbalancer").await;
+    let (status, created) = platform
         .call(
             "POST",
             &format!("/api/console/clusters/{lb}/tokens"),
             Some(json!({})),
         )
         .await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (
-            axum::http::StatusCode::CONFLICT,
-            Some("engine_cannot_join_here")
-        ),
-        "{body}"
+    assert_eq!(status, axum::http::StatusCode::CREATED, "{created}");
+    let node_service = platform
+        .sim()
+        .get("v1", "Service", &lb_namespace, "lambda-public")
+        .expect("the node Service");
+    let lb_port = node_service["spec"]["ports"][0]["nodePort"].clone();
+    let machine = tests::machine::Machine::healthy("worker-11");
+    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!(
+            "will use API Server \"https://127.0.0.1:{lb_port}\""
+        )),
+        "{stdout}"
     );
 }

@@ -29,7 +29,7 @@ use tests::{broker::TestBroker, database::TestDb, eventually, free_port, smtp::S
 use tokio::process::{Child, Command};
 
 use crate::{
-    harness::{Client, SETTINGS_KEY, VCLUSTER_ACCESS_KEY, VCLUSTER_PLATFORM_HOST},
+    harness::{Client, SETTINGS_KEY},
     journey::Journey,
     lambda::{custom_resource, response_url, secrets_extension_for},
     routing::{ApiRoute, sam_backend, sam_routes, sam_template},
@@ -482,11 +482,6 @@ async fn the_journey_runs_through_the_sam_template_s_functions_under_the_lambda_
                     "PARAMETERS_SECRETS_EXTENSION_HTTP_PORT",
                     extension.to_string(),
                 )
-                // The journey joins a node: on vCluster, licensed (nodes
-                // cannot join Kamaji clusters yet).
-                .env("KUBEBYON_ENGINE", "vcluster")
-                .env("KUBEBYON_VCLUSTER_PLATFORM_HOST", VCLUSTER_PLATFORM_HOST)
-                .env("KUBEBYON_VCLUSTER_ACCESS_KEY", VCLUSTER_ACCESS_KEY)
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())
                 .kill_on_drop(true)

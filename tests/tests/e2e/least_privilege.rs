@@ -212,6 +212,7 @@ async fn edge_flow() -> Vec<kube_sim::Access> {
         resync: std::time::Duration::from_secs(300),
     });
     let edge = TestApp::builder("worker-lp-edge")
+        .env("KUBEBYON_ENGINE", "vcluster")
         .host_with(settings)
         .least_privilege()
         .build()
@@ -275,6 +276,7 @@ async fn each_host_identity_holds_exactly_the_rights_its_functions_use() {
     // The admission webhook too: the create job writes the API server's
     // files (the platform's authorizer) into a Secret.
     let platform = TestApp::builder("worker-lp")
+        .env("KUBEBYON_ENGINE", "vcluster")
         .admission()
         .least_privilege()
         .build()
@@ -291,6 +293,7 @@ async fn each_host_identity_holds_exactly_the_rights_its_functions_use() {
     // makes its route, fails to verify it, and removes it again; soon.
     settings.ready_timeout = std::time::Duration::from_secs(3);
     let gateway = TestApp::builder("worker-lp-gw")
+        .env("KUBEBYON_ENGINE", "vcluster")
         .host_with(settings)
         .least_privilege()
         .build()
@@ -372,6 +375,7 @@ async fn each_host_identity_holds_exactly_the_rights_its_functions_use() {
 #[tokio::test(flavor = "multi_thread")]
 async fn neither_host_identity_reaches_past_the_platforms_namespaces() {
     let platform = TestApp::builder("worker-lp-hostile")
+        .env("KUBEBYON_ENGINE", "vcluster")
         .least_privilege()
         .build()
         .await;

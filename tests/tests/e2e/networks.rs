@@ -145,15 +145,21 @@ async fn an_exhausted_pool_is_refused_whole_and_a_deleted_cluster_s_networks_are
     assert_eq!(cluster["pod_cidr"], "10.64.0.0/19");
     assert_eq!(cluster["service_cidr"], "10.128.0.0/21");
     // The control plane is made with them.
-    let chart = app
+    let tcp = app
         .sim()
-        .get("helm.cattle.io/v1", "HelmChart", &namespace, "first")
+        .get(
+            "kamaji.clastix.io/v1alpha1",
+            "TenantControlPlane",
+            &namespace,
+            "first",
+        )
         .unwrap();
-    let values: serde_json::Value =
-        serde_json::from_str(chart["spec"]["valuesContent"].as_str().unwrap()).unwrap();
     assert_eq!(
-        values["networking"],
-        json!({"podCIDR": "10.64.0.0/19", "serviceCIDR": "10.128.0.0/21"})
+        (
+            &tcp["spec"]["networkProfile"]["podCidr"],
+            &tcp["spec"]["networkProfile"]["serviceCidr"]
+        ),
+        (&json!("10.64.0.0/19"), &json!("10.128.0.0/21"))
     );
 
     // Both pools are full: refused with its code, and nothing written.

@@ -17,6 +17,18 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A platform whose clusters run on vCluster: the tests that call vCluster's
+/// own join endpoint (`/node/join`) or its auto-approval directly, as an
+/// attacker holding a token would. The platform's side is the same for both
+/// engines; `kubeadm_join.rs` joins Kamaji clusters.
+async fn on_vcluster() -> TestApp {
+    TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
+        .host()
+        .build()
+        .await
+}
+
 async fn ready_cluster(
     platform: &TestApp,
     name: &str,
@@ -133,7 +145,7 @@ async fn direct_join_status(vcluster: &kube_sim::Simulator, token: &str) -> u16 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_machine_joins_with_the_script_and_the_node_is_linked_to_its_token() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = on_vcluster().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "nu").await;
 
     let created = create_token(
@@ -618,7 +630,7 @@ async fn a_failing_check_stops_the_script_with_its_reason_and_keeps_the_token() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_control_plane_that_cannot_prove_itself_against_the_pinned_ca_is_not_joined() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = on_vcluster().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "omicron").await;
     let created = create_token(&platform, &cluster_id, json!({})).await;
     // The platform pins another CA than the one that signed the endpoint's
@@ -664,7 +676,7 @@ async fn a_control_plane_that_cannot_prove_itself_against_the_pinned_ca_is_not_j
 
 #[tokio::test(flavor = "multi_thread")]
 async fn revoked_and_expired_tokens_are_refused_and_their_secrets_go() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = on_vcluster().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "omicron").await;
     let fetch = |plaintext: String| {
         let machine = platform.machine(&plaintext);
@@ -1429,7 +1441,7 @@ async fn a_join_token_never_reaches_the_logs() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_use_the_cluster_could_not_serve_is_given_back_and_revocation_catches_up() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = on_vcluster().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "upsilon").await;
     // Tokens are the platform's: making one does not need the cluster.
     vcluster.set_faults(kube_sim::Faults {
@@ -1593,7 +1605,7 @@ async fn ask_approval(platform: &TestApp, plaintext: &str, attempt: &str) -> (u1
 /// request; the platform approves one node per attempt.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_join_attempt_joins_one_node_under_the_name_it_reported() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    let platform = on_vcluster().await;
     let (cluster_id, vcluster) = ready_cluster(&platform, "pi").await;
     assert!(
         vcluster

@@ -46,7 +46,7 @@ use tokio::{
 
 use crate::{
     haproxy::HostsEntry,
-    harness::{Client, SETTINGS_KEY, VCLUSTER_ACCESS_KEY, VCLUSTER_PLATFORM_HOST},
+    harness::{Client, SETTINGS_KEY},
     journey::Journey,
     routing::{PathMatch, backend_of, httproute_rules, rendered},
 };
@@ -525,11 +525,6 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
         // held about 70 of the server's connections, at two about 50,
         // inside the suite's budget (README).
         "config.DATABASE_MAX_CONNECTIONS=2",
-        // The journey joins a node: on vCluster, licensed (nodes cannot
-        // join Kamaji clusters yet), the chart granting its rights.
-        "engines.vcluster=true",
-        "config.KUBEBYON_ENGINE=vcluster",
-        &format!("config.KUBEBYON_VCLUSTER_PLATFORM_HOST={VCLUSTER_PLATFORM_HOST}"),
     ]);
     let secret = HashMap::from([
         ("DATABASE_URL".to_string(), db.url.clone()),
@@ -539,10 +534,6 @@ async fn the_chart_s_workloads_run_a_user_s_journey_with_every_job_run_once() {
             SETTINGS_KEY.to_string(),
         ),
         ("SMTP_URL".to_string(), mail.url()),
-        (
-            "KUBEBYON_VCLUSTER_ACCESS_KEY".to_string(),
-            VCLUSTER_ACCESS_KEY.to_string(),
-        ),
     ]);
     let mounted = HashMap::from([(HOST_SECRET.to_string(), host_dir.clone())]);
     let workloads = workloads(&documents, &secret, &mounted);
