@@ -6,7 +6,7 @@ use shared::{
     domain::{ClusterName, KubernetesVersion, PublicAccessMode},
     error::{ApiError, FieldError, FieldErrorCode, unique_violation},
     extract::AppJson,
-    host::{Join, engine},
+    host::engine,
     http::{AppState, Caller, InOrganization, accepted, operations},
     jobs::Operation,
     networks::{self, AllocationError},
@@ -46,9 +46,7 @@ pub struct CreateClusterRequest {
     /// Control-plane memory request in MiB (256–32768, default 1024).
     #[schema(minimum = 256, maximum = 32_768)]
     pub control_plane_memory_request_mib: Option<i64>,
-    /// How clients reach the control plane. Default: `nodeport` on the
-    /// `kamaji` engine (the node port its nodes dial in every mode serves
-    /// clients too), `loadbalancer` on `vcluster`.
+    /// How clients reach the control plane (default `loadbalancer`).
     pub public_access_mode: Option<PublicAccessMode>,
     #[serde(default)]
     pub managed_workload_ingress_enabled: bool,
@@ -69,8 +67,7 @@ struct ValidCluster {
     workload_memory: i32,
     control_plane_cpu: i32,
     control_plane_memory: i32,
-    /// `None`: the engine's default.
-    public_access_mode: Option<PublicAccessMode>,
+    public_access_mode: PublicAccessMode,
 }
 
 pub(crate) fn in_range(
@@ -141,7 +138,9 @@ impl CreateClusterRequest {
                 workload_memory,
                 control_plane_cpu,
                 control_plane_memory,
-                public_access_mode: self.public_access_mode,
+                public_access_mode: self
+                    .public_access_mode
+                    .unwrap_or(PublicAccessMode::Loadbalancer),
             }),
             _ => Err(ApiError::Validation(errors)),
         }
@@ -180,18 +179,6 @@ pub async fn create(
     let valid = request.validate()?;
     let id = Uuid::new_v4();
     let namespace = format!("kb-{}", id.simple());
-    // The host's engine settings when this function has a host (the
-    // process that makes clusters reads the same), else its own.
-    let engine = match &state.host {
-        Some(host) => host.settings().engines.default,
-        None => state.settings.part::<engine::Config>()?.default,
-    };
-    let public_access_mode = valid
-        .public_access_mode
-        .unwrap_or(match engine::of(engine).join() {
-            Join::Kubeadm => PublicAccessMode::Nodeport,
-            Join::VclusterEndpoint => PublicAccessMode::Loadbalancer,
-        });
     let mut new = NewCluster {
         id,
         owner_user_id: caller.user_id,
@@ -204,10 +191,15 @@ pub async fn create(
         workload_memory_limit_mib: valid.workload_memory,
         control_plane_cpu_request_milli_cores: valid.control_plane_cpu,
         control_plane_memory_request_mib: valid.control_plane_memory,
-        public_access_mode,
+        public_access_mode: valid.public_access_mode,
         managed_workload_ingress_enabled: request.managed_workload_ingress_enabled,
         tailscale_enabled: request.tailscale_enabled,
-        engine,
+        // The host's engine settings when this function has a host (the
+        // process that makes clusters reads the same), else its own.
+        engine: match &state.host {
+            Some(host) => host.settings().engines.default,
+            None => state.settings.part::<engine::Config>()?.default,
+        },
         networks: None,
     };
     let tx = state.pool.begin().await?;
@@ -313,6 +305,6 @@ mod tests {
         );
         assert_eq!(valid.control_plane_cpu, 500);
         assert_eq!(valid.control_plane_memory, 1024);
-        assert_eq!(valid.public_access_mode, None);
+        assert_eq!(valid.public_access_mode, PublicAccessMode::Loadbalancer);
     }
 }

@@ -38,6 +38,9 @@ use crate::{
     error::Transient,
 };
 
+/// The name of the node Service's port for the engine's tunnel server.
+const TUNNEL: &str = "konnectivity";
+
 /// A host and port the control plane is reachable on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -286,17 +289,26 @@ impl HostCluster {
         }
         let api: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
         let name = public_service_name(cluster, PublicAccessMode::Nodeport);
-        let node_port = api
+        let ports = api
             .get_opt(&name)
             .await?
-            .and_then(|service| service.spec?.ports?.first()?.node_port);
-        let Some(port) = node_port else {
+            .and_then(|service| service.spec?.ports)
+            .unwrap_or_default();
+        let Some(port) = ports.first().and_then(|p| p.node_port) else {
             return Ok(None);
         };
+        let tunnel_port = ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some(TUNNEL))
+            .and_then(|p| p.node_port);
         let address = self
             .node_ip(u16::try_from(port).unwrap_or_default())
             .await?;
-        Ok(Some(Advertised { address, port }))
+        Ok(Some(Advertised {
+            address,
+            port,
+            tunnel_port,
+        }))
     }
 
     /// The keys of the Secret `name` in the cluster's namespace, `None` when
@@ -441,6 +453,7 @@ impl HostCluster {
     /// targeting the port the API server listens on: the engine's, or for
     /// a [`Join::Kubeadm`] engine the node port it advertises, once the node
     /// Service has one (applied again when that Service was just given it).
+    /// The node Service carries the engine's tunnel too, likewise.
     async fn apply_public_service(
         &self,
         cluster: &Cluster,
@@ -450,28 +463,32 @@ impl HostCluster {
         let engine = engine::of(cluster.engine);
         let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
         let name = public_service_name(cluster, mode);
-        let service = |target: i32| {
+        let service = |advertised: Option<&Advertised>| {
+            let mut ports = vec![json!({"name": "https", "port": 443, "protocol": "TCP",
+                "targetPort": advertised.map_or(engine.api_port(), |a| a.port)})];
+            if let (PublicAccessMode::Nodeport, Some(tunnel)) = (mode, engine.tunnel_port()) {
+                ports.push(json!({"name": TUNNEL, "port": tunnel, "protocol": "TCP",
+                    "targetPort": advertised.and_then(|a| a.tunnel_port).unwrap_or(tunnel)}));
+            }
             json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
-            "spec": {"type": service_type,
-                     "selector": engine.api_pods(cluster),
-                     "ports": [{"name": "https", "port": 443, "targetPort": target, "protocol": "TCP"}]}})
+            "spec": {"type": service_type, "selector": engine.api_pods(cluster), "ports": ports}})
         };
-        let target = match self.advertised(cluster).await? {
-            Some(advertised) => advertised.port,
-            None => engine.api_port(),
-        };
+        let before = self.advertised(cluster).await?;
         services
-            .patch(&name, &Self::apply_params(), &Patch::Apply(service(target)))
+            .patch(
+                &name,
+                &Self::apply_params(),
+                &Patch::Apply(service(before.as_ref())),
+            )
             .await?;
-        if let Some(advertised) = self.advertised(cluster).await?
-            && advertised.port != target
-        {
+        let after = self.advertised(cluster).await?;
+        if after != before {
             services
                 .patch(
                     &name,
                     &Self::apply_params(),
-                    &Patch::Apply(service(advertised.port)),
+                    &Patch::Apply(service(after.as_ref())),
                 )
                 .await?;
         }

@@ -80,6 +80,9 @@ pub trait ControlPlaneEngine: Sync {
     }
     /// The port the API server listens on in those pods.
     fn api_port(&self) -> i32;
+    /// The port of the tunnel server nodes' agents dial besides the API
+    /// server (Konnectivity's), when the engine runs one.
+    fn tunnel_port(&self) -> Option<i32>;
     /// The container of those pods whose `/proc` shows the control plane.
     fn api_container(&self) -> &'static str;
     /// The name of a control-plane pod, when it is known without asking.
@@ -124,11 +127,13 @@ impl Join {
 /// dial: the host node's address (an IP, as `--advertise-address` needs)
 /// and the cluster's node port, the same number, so that what the API
 /// server advertises (`cluster-info`, the tenant's `kubernetes` Service) is
-/// what nodes reach.
+/// what nodes reach; and likewise the node port of its tunnel server
+/// (Konnectivity), once it has one, on which the nodes' agents dial it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Advertised {
     pub address: std::net::IpAddr,
     pub port: i32,
+    pub tunnel_port: Option<i32>,
 }
 
 /// A control plane's bounds on the host: CPU in millicores, memory in MiB.
@@ -235,7 +240,10 @@ impl ControlPlaneEngine for Kamaji {
                 "kubeProxy": {},
                 // Nodes dial the control plane; logs and exec come back
                 // over the agent's connection.
-                "konnectivity": {"server": {"port": KONNECTIVITY_PORT, "resources": sidecar}},
+                "konnectivity": {"server": {
+                    "port": advertised.and_then(|a| a.tunnel_port).unwrap_or(KONNECTIVITY_PORT),
+                    "resources": sidecar,
+                }},
             },
         });
         if let Some(advertised) = advertised {
@@ -287,6 +295,10 @@ impl ControlPlaneEngine for Kamaji {
 
     fn api_port(&self) -> i32 {
         KAMAJI_PORT
+    }
+
+    fn tunnel_port(&self) -> Option<i32> {
+        Some(KONNECTIVITY_PORT)
     }
 
     fn api_container(&self) -> &'static str {
@@ -382,6 +394,10 @@ impl ControlPlaneEngine for Vcluster {
 
     fn api_port(&self) -> i32 {
         8443
+    }
+
+    fn tunnel_port(&self) -> Option<i32> {
+        None
     }
 
     fn api_container(&self) -> &'static str {

@@ -146,6 +146,59 @@ fn control_plane_endpoint(tcp: &Value, name: &str, namespace: &str) -> String {
     }
 }
 
+/// Kamaji's Service of a control plane: the API server's port, and
+/// Konnectivity's second when the addon is on
+/// (`internal/resources/konnectivity/service_resource.go`).
+fn service_ports(tcp: &Value) -> Value {
+    let api_port = port(tcp);
+    let mut ports = vec![
+        json!({"name": "kube-apiserver", "port": api_port, "targetPort": api_port, "protocol": "TCP"}),
+    ];
+    if let Some(tunnel) = konnectivity_port(tcp) {
+        ports.push(
+            json!({"name": "konnectivity-server", "port": tunnel, "targetPort": tunnel, "protocol": "TCP"}),
+        );
+    }
+    json!(ports)
+}
+
+/// `spec.addons.konnectivity.server.port` (8132 by the CRD's default) when
+/// the addon is on.
+fn konnectivity_port(tcp: &Value) -> Option<i64> {
+    let addon = tcp.pointer("/spec/addons/konnectivity")?;
+    Some(
+        addon
+            .pointer("/server/port")
+            .and_then(Value::as_i64)
+            .unwrap_or(8132),
+    )
+}
+
+/// Kamaji's Konnectivity agent in the tenant
+/// (`internal/resources/konnectivity/agent.go`): the DaemonSet
+/// `kube-system/konnectivity-agent`, whose `/proxy-agent` on every node
+/// dials the advertised address (`AdvertisedControlPlaneAddress`) on the
+/// server's port; none without the addon.
+fn konnectivity_agent(child: &Simulator, tcp: &Value, endpoint: &str) {
+    let Some(port) = konnectivity_port(tcp) else {
+        return;
+    };
+    let host = endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host);
+    let address = host.trim_start_matches('[').trim_end_matches(']');
+    let labels = json!({"k8s-app": "konnectivity-agent"});
+    let _ = child.put(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+    "metadata": {"name": "konnectivity-agent", "namespace": "kube-system"},
+    "spec": {"selector": {"matchLabels": labels},
+             "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
+                 "name": "konnectivity-agent", "command": ["/proxy-agent"],
+                 "args": [
+                     format!("--proxy-server-host={address}"),
+                     format!("--proxy-server-port={port}"),
+                     "--admin-server-port=8133".to_string(),
+                     "--health-server-port=8134".to_string(),
+                 ]}]}}}}));
+}
+
 fn port(tcp: &Value) -> i64 {
     tcp.pointer("/spec/networkProfile/port")
         .and_then(Value::as_i64)
@@ -181,6 +234,14 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
         let _ = child.reissue_certificate(&certificate_names(&tcp, &name, &namespace));
         let endpoint = control_plane_endpoint(&tcp, &name, &namespace);
         child.start_kubeadm_phase(&endpoint);
+        konnectivity_agent(&child, &tcp, &endpoint);
+        let _ = shared.store.lock().expect("lock").merge_patch(
+            resource("v1", "Service"),
+            &namespace,
+            &name,
+            &json!({"spec": {"ports": service_ports(&tcp)}}),
+            false,
+        );
         if tcp.pointer("/status/controlPlaneEndpoint") != Some(&json!(endpoint)) {
             let status = json!({"status": {"controlPlaneEndpoint": endpoint}});
             let _ = shared
@@ -272,8 +333,7 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
                              {"name": "kube-controller-manager"}, {"name": "kube-scheduler"}]}}}}),
             json!({"apiVersion": "v1", "kind": "Service",
                 "metadata": {"name": name, "namespace": namespace, "labels": labels},
-                "spec": {"type": service_type, "selector": labels,
-                         "ports": [{"name": "kube-apiserver", "port": api_port, "targetPort": api_port, "protocol": "TCP"}]}}),
+                "spec": {"type": service_type, "selector": labels, "ports": service_ports(&tcp)}}),
         ];
         for object in objects {
             let r = resource(
@@ -322,6 +382,7 @@ pub(crate) async fn reconcile(shared: Arc<Shared>, namespace: String, name: Stri
     };
     let endpoint = control_plane_endpoint(&tcp, &name, &namespace);
     child.start_kubeadm_phase(&endpoint);
+    konnectivity_agent(&child, &tcp, &endpoint);
     let kubeconfig = |server: &str, user: &str, groups: &[&str]| {
         child
             .kubeconfig_with_certificate(server, user, groups)

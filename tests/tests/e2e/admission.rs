@@ -937,16 +937,7 @@ async fn a_nodes_certificate_on_the_tenants_machine_is_no_key_to_the_platforms_l
     assert!(!ok, "{out}");
     // A request for a certificate a controller would be taken for, filed by
     // the tenant's cluster-admin; the node may not approve it.
-    let csr = rcgen::CertificateParams::new(Vec::<String>::new())
-        .and_then(|mut params| {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, "system:kube-controller-manager");
-            params
-                .serialize_request(&rcgen::KeyPair::generate()?)?
-                .pem()
-        })
-        .unwrap();
+    let csr = certificate_request("system:kube-controller-manager", None);
     use base64::Engine;
     let tenant = Kubectl::for_cluster(&platform, &id).await;
     let (ok, out) = tenant
@@ -1214,19 +1205,7 @@ async fn the_tenants_cluster_admin_cannot_switch_the_platforms_limits_off() {
         .unwrap();
     // The kubelet's TLS bootstrap with that token: a request for a node's
     // client certificate, filed with the token as its credential.
-    let request = rcgen::CertificateParams::new(Vec::<String>::new())
-        .and_then(|mut params| {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, "system:node:intruder");
-            params
-                .distinguished_name
-                .push(rcgen::DnType::OrganizationName, "system:nodes");
-            params
-                .serialize_request(&rcgen::KeyPair::generate()?)?
-                .pem()
-        })
-        .unwrap();
+    let request = certificate_request("system:node:intruder", Some("system:nodes"));
     let filed = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(vcluster.ca_pem().as_bytes()).unwrap())
         .build()
@@ -1496,4 +1475,24 @@ async fn the_sync_keeps_the_webhook_and_tells_owners_past_their_plan() {
     assert_eq!(told[0]["requested"], 0);
     assert_eq!(told[0]["upgrade_url"], "https://console.example/billing");
     assert_eq!(platform.cluster(&id).await["status"], "ready");
+}
+
+/// A certificate request (PEM) for the user `common_name`, in the group
+/// `organization` when given, with a key of its own.
+fn certificate_request(common_name: &str, organization: Option<&str>) -> String {
+    rcgen::CertificateParams::new(Vec::<String>::new())
+        .and_then(|mut params| {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, common_name);
+            if let Some(organization) = organization {
+                params
+                    .distinguished_name
+                    .push(rcgen::DnType::OrganizationName, organization);
+            }
+            params
+                .serialize_request(&rcgen::KeyPair::generate()?)?
+                .pem()
+        })
+        .unwrap()
 }

@@ -708,8 +708,9 @@ async fn a_gateway_api_release_before_v1_5_gets_its_tlsroute_at_v1alpha2() {
         gateway_namespace: "kubebyon-system".into(),
         base_domain: "clusters.example.test".into(),
     };
+    // On Kamaji: the route's backend is Kamaji's Service on the node port
+    // the API server listens on, which its nodes dial.
     let platform = TestApp::builder("worker-b")
-        .env("KUBEBYON_ENGINE", "vcluster")
         .host_with(settings)
         .build()
         .await;
@@ -723,16 +724,34 @@ async fn a_gateway_api_release_before_v1_5_gets_its_tlsroute_at_v1alpha2() {
     let cluster = platform.cluster(&id).await;
     assert_eq!(cluster["status"], "ready", "{cluster}");
     let namespace = cluster["namespace"].as_str().unwrap();
-    assert!(
-        platform
-            .sim()
-            .get(
-                "gateway.networking.k8s.io/v1alpha2",
-                "TLSRoute",
-                namespace,
-                "kappa"
-            )
-            .is_some()
+    let route = platform
+        .sim()
+        .get(
+            "gateway.networking.k8s.io/v1alpha2",
+            "TLSRoute",
+            namespace,
+            "kappa",
+        )
+        .expect("the route at v1alpha2");
+    let node_port = platform
+        .sim()
+        .get("v1", "Service", namespace, "kappa-public")
+        .expect("the nodes' Service")["spec"]["ports"][0]["nodePort"]
+        .clone();
+    let tcp = platform
+        .sim()
+        .get(
+            "kamaji.clastix.io/v1alpha1",
+            "TenantControlPlane",
+            namespace,
+            "kappa",
+        )
+        .unwrap();
+    assert_eq!(tcp["spec"]["networkProfile"]["port"], node_port, "{tcp}");
+    assert_eq!(
+        route["spec"]["rules"][0]["backendRefs"][0],
+        serde_json::json!({"name": "kappa", "port": node_port}),
+        "{route}"
     );
     assert!(
         platform

@@ -60,7 +60,8 @@ impl Drop for Kubeconfig {
     }
 }
 
-async fn switch(app: &TestApp, id: &str, mode: &str) -> (StatusCode, Value) {
+/// A change of the cluster's public access mode, as the console asks it.
+pub(crate) async fn switch(app: &TestApp, id: &str, mode: &str) -> (StatusCode, Value) {
     app.call(
         "PATCH",
         &format!("/api/console/clusters/{id}"),

@@ -189,6 +189,28 @@ async fn a_kamaji_cluster_is_a_tenant_control_plane_started_with_the_platforms_a
         .unwrap();
     assert_eq!(public["spec"]["ports"][0]["nodePort"], node_port);
     assert_eq!(public["spec"]["ports"][0]["targetPort"], node_port);
+    // Konnectivity's agents on the nodes dial the same address on the node
+    // port of the Service's second port, on which the server listens: the
+    // way back for `kubectl logs` and `exec` to nodes the host cannot route to.
+    let tunnel = &public["spec"]["ports"][1];
+    assert_eq!(tunnel["name"], "konnectivity", "{public}");
+    assert_eq!(tunnel["targetPort"], tunnel["nodePort"], "{public}");
+    assert_eq!(
+        tcp["spec"]["addons"]["konnectivity"]["server"]["port"], tunnel["nodePort"],
+        "{tcp}"
+    );
+    let agent = sim
+        .vcluster(&namespace, "kappa")
+        .unwrap()
+        .get("apps/v1", "DaemonSet", "kube-system", "konnectivity-agent")
+        .expect("Kamaji's agent in the cluster");
+    let args = agent["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    for arg in [
+        "--proxy-server-host=127.0.0.1".to_string(),
+        format!("--proxy-server-port={}", tunnel["nodePort"]),
+    ] {
+        assert!(args.as_array().unwrap().contains(&json!(arg)), "{agent}");
+    }
 
     // Deleting removes the namespace and everything in it.
     let (status, body) = platform

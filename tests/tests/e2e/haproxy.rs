@@ -465,13 +465,7 @@ async fn a_switch_to_a_stopped_haproxy_leaves_the_cluster_on_its_old_endpoint() 
     let _resolved = HostsEntry::add(&sni);
     proxy.child.kill().await.unwrap();
 
-    let (status, body) = app
-        .call(
-            "PATCH",
-            &format!("/api/console/clusters/{id}"),
-            Some(json!({"public_access_mode": "loadbalancer"})),
-        )
-        .await;
+    let (status, body) = crate::endpoint_switch::switch(&app, &id, "loadbalancer").await;
     assert_eq!(status, axum::http::StatusCode::ACCEPTED, "{body}");
     let operation = body["operation"]["id"].as_str().unwrap().to_string();
     let done = app.drive().await;

@@ -412,25 +412,13 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
         "no use is taken before kubeadm is there"
     );
 
+    // It dials the endpoint the control plane advertises: the host's
+    // address by IP, on the cluster's node port.
     let machine = tests::machine::Machine::healthy("Worker-9");
-    let out = machine.run(command).await;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = joins_through(&machine, command, &node_port).await;
     assert!(stdout.contains("kubeadm v1.33.5"), "{stdout}");
     assert!(
         stdout.contains("This node has joined the cluster"),
-        "{stdout}"
-    );
-    // It dialled the endpoint the control plane advertises: the host's
-    // address by IP, on the cluster's node port.
-    assert!(
-        stdout.contains(&format!(
-            "will use API Server \"https://127.0.0.1:{node_port}\""
-        )),
         "{stdout}"
     );
     let kubelet =
@@ -509,13 +497,7 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
     // control plane advertises stays (its Service with it), so the joined
     // node's kubelet keeps its server, and the next machine joins through
     // the same one.
-    let (status, body) = platform
-        .call(
-            "PATCH",
-            &format!("/api/console/clusters/{id}"),
-            Some(json!({"public_access_mode": "loadbalancer"})),
-        )
-        .await;
+    let (status, body) = crate::endpoint_switch::switch(&platform, &id, "loadbalancer").await;
     assert_eq!(status, axum::http::StatusCode::ACCEPTED, "{body}");
     platform.drive().await;
     let switched = platform.cluster(&id).await;
@@ -528,19 +510,7 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
         "{switched}"
     );
     let next = tests::machine::Machine::healthy("worker-10");
-    let out = next.run(command).await;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains(&format!(
-            "will use API Server \"https://127.0.0.1:{node_port}\""
-        )),
-        "{stdout}"
-    );
+    joins_through(&next, command, &node_port).await;
     assert!(control_plane.get("v1", "Node", "", "worker-10").is_some());
 
     // A Kamaji cluster made behind a load balancer has its node port too.
@@ -559,7 +529,22 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
         .expect("the node Service");
     let lb_port = node_service["spec"]["ports"][0]["nodePort"].clone();
     let machine = tests::machine::Machine::healthy("worker-11");
-    let out = machine.run(created["join_command"].as_str().unwrap()).await;
+    joins_through(
+        &machine,
+        created["join_command"].as_str().unwrap(),
+        &lb_port,
+    )
+    .await;
+}
+
+/// Runs `command` on `machine`, which joins through the host's node port
+/// `port` (what kubeadm says it dials); what it printed.
+async fn joins_through(
+    machine: &tests::machine::Machine,
+    command: &str,
+    port: &dyn std::fmt::Display,
+) -> String {
+    let out = machine.run(command).await;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
@@ -567,9 +552,8 @@ async fn a_machine_joins_a_kamaji_cluster_with_the_platforms_script_and_only_the
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains(&format!(
-            "will use API Server \"https://127.0.0.1:{lb_port}\""
-        )),
+        stdout.contains(&format!("will use API Server \"https://127.0.0.1:{port}\"")),
         "{stdout}"
     );
+    stdout
 }

@@ -25,7 +25,12 @@ fn pod_metrics(namespace: &str, release: &str, containers: serde_json::Value) ->
 
 #[tokio::test]
 async fn snapshots_are_taken_pruned_and_downsampled() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    // vCluster's StatefulSet pod, `<release>-0`.
+    let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
+        .host()
+        .build()
+        .await;
     let (id, namespace) = platform.create_ready("psi", "nodeport").await;
 
     // metrics-server's view of the control-plane pod.
@@ -348,7 +353,12 @@ struct Snapshot {
 
 #[tokio::test]
 async fn load_and_process_memory_come_from_the_pods_proc() {
-    let platform = TestApp::builder("worker-b").host().build().await;
+    // vCluster's StatefulSet pod, whose name is known without asking.
+    let platform = TestApp::builder("worker-b")
+        .env("KUBEBYON_ENGINE", "vcluster")
+        .host()
+        .build()
+        .await;
     let (_, namespace) = platform.create_ready("tau", "nodeport").await;
     let latest = || async {
         sqlx::query_as::<_, Snapshot>(
