@@ -6,8 +6,9 @@
 //! - the host's metrics API (metrics-server): CPU and memory working set per
 //!   container;
 //! - the pod's own `/proc`, read by a POSIX shell command run through the
-//!   `pods/exec` subresource in the `syncer` container (the vCluster image is
-//!   Alpine, so `sh` and `cat` are there): the load averages (the node's, as
+//!   `pods/exec` subresource in the engine's container with a shell (vCluster's
+//!   `syncer`, Alpine, so `sh` and `cat` are there; Kamaji's images are
+//!   distroless, so not there): the load averages (the node's, as
 //!   every container sees them) and, per process of the control plane
 //!   (vcluster, kube-apiserver, kube-controller-manager, etcd or kine…), its
 //!   resident and virtual memory.
@@ -129,9 +130,21 @@ async fn observe(host: &HostCluster, cluster: &clusters::Cluster) -> Observation
         .control_plane_metrics(cluster)
         .await
         .map_err(|e| format!("the host's metrics API: {e}"));
+    let engine = shared::host::engine::of(cluster.engine);
+    let Some(container) = engine.shell_container() else {
+        return Observation {
+            usage,
+            proc: (
+                String::new(),
+                Err(format!(
+                    "/proc is not read: the {} engine's control-plane images have no shell",
+                    cluster.engine
+                )),
+            ),
+        };
+    };
     // The pod the metrics API named, else one the engine names (vCluster's
     // StatefulSet's first pod).
-    let engine = shared::host::engine::of(cluster.engine);
     let pod = match usage.as_deref() {
         Ok([first, ..]) => Some(first.pod.clone()),
         _ => engine.first_pod(cluster),
@@ -145,13 +158,7 @@ async fn observe(host: &HostCluster, cluster: &clusters::Cluster) -> Observation
             ),
         };
     };
-    let read = host.exec_output(
-        cluster,
-        &pod,
-        engine.api_container(),
-        &PROC_COMMAND,
-        PROC_OUTPUT_LIMIT,
-    );
+    let read = host.exec_output(cluster, &pod, container, &PROC_COMMAND, PROC_OUTPUT_LIMIT);
     let proc = match tokio::time::timeout(PROC_TIMEOUT, read).await {
         Ok(Ok(output)) => parse_proc(&output),
         Ok(Err(e)) => Err(e.to_string()),

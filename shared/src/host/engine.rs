@@ -83,8 +83,10 @@ pub trait ControlPlaneEngine: Sync {
     /// The port of the tunnel server nodes' agents dial besides the API
     /// server (Konnectivity's), when the engine runs one.
     fn tunnel_port(&self) -> Option<i32>;
-    /// The container of those pods whose `/proc` shows the control plane.
-    fn api_container(&self) -> &'static str;
+    /// The container of those pods whose `/proc` shows the control plane,
+    /// with a shell to read it by; `None` when the engine's images have no
+    /// shell.
+    fn shell_container(&self) -> Option<&'static str>;
     /// The name of a control-plane pod, when it is known without asking.
     fn first_pod(&self, cluster: &Cluster) -> Option<String>;
     /// The engine's own Service in front of the API server, and its port.
@@ -301,8 +303,10 @@ impl ControlPlaneEngine for Kamaji {
         Some(KONNECTIVITY_PORT)
     }
 
-    fn api_container(&self) -> &'static str {
-        "kube-apiserver"
+    fn shell_container(&self) -> Option<&'static str> {
+        // kube-apiserver and its neighbours run the upstream images, built
+        // on go-runner (distroless/static): nothing to run a command with.
+        None
     }
 
     fn first_pod(&self, _cluster: &Cluster) -> Option<String> {
@@ -400,9 +404,10 @@ impl ControlPlaneEngine for Vcluster {
         None
     }
 
-    fn api_container(&self) -> &'static str {
-        // vCluster's one container runs the API server beside the syncer.
-        "syncer"
+    fn shell_container(&self) -> Option<&'static str> {
+        // vCluster's one container (Alpine) runs the API server beside the
+        // syncer.
+        Some("syncer")
     }
 
     fn first_pod(&self, cluster: &Cluster) -> Option<String> {

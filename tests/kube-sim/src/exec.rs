@@ -37,6 +37,9 @@ pub struct ExecRequest {
     pub pod: String,
     pub container: String,
     pub command: Vec<String>,
+    /// The container's image has no executable but its component's (a
+    /// Kamaji control plane's): the handler is not asked.
+    pub distroless: bool,
 }
 
 /// What the command wrote and how it ended.
@@ -101,12 +104,18 @@ fn exec_request(
             )));
         }
     };
+    // Kamaji's control-plane containers run the upstream images, built on
+    // go-runner (distroless/static): no shell, nothing but the component.
+    let distroless = object
+        .pointer("/metadata/labels/kamaji.clastix.io~1name")
+        .is_some();
     Ok((
         ExecRequest {
             namespace,
             pod,
             container,
             command,
+            distroless,
         },
         stdout,
         stderr,
@@ -184,7 +193,12 @@ pub async fn handle(
         ));
     };
     let on_upgrade = hyper::upgrade::on(&mut request);
-    let handler = shared.exec.lock().expect("lock").clone();
+    let handler = shared
+        .exec
+        .lock()
+        .expect("lock")
+        .clone()
+        .filter(|_| !exec.distroless);
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else {
             return;

@@ -504,7 +504,10 @@ async fn the_charts_kamaji_rights_carry_a_kamaji_cluster_and_grant_no_helm_chart
     .await
     .unwrap();
     assert_eq!(metrics.collected + metrics.unavailable, 1, "{metrics:?}");
-    assert_eq!(*asked.lock().unwrap(), ["kube-apiserver"]);
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "nothing is run in a distroless control plane"
+    );
     let (status, reply) = platform
         .call("DELETE", &format!("/api/console/clusters/{id}"), None)
         .await;
@@ -539,5 +542,10 @@ async fn the_charts_kamaji_rights_carry_a_kamaji_cluster_and_grant_no_helm_chart
             .any(|(_, group, _)| group == "helm.cattle.io"),
         "{granted:?}"
     );
-    assert!(granted.contains(&("get".into(), "".into(), "pods/exec".into())));
+    assert!(
+        !granted
+            .iter()
+            .any(|(_, _, resource)| resource == "pods/exec"),
+        "no exec where only Kamaji runs: {granted:?}"
+    );
 }

@@ -537,3 +537,78 @@ async fn load_and_process_memory_come_from_the_pods_proc() {
         "{error}"
     );
 }
+
+/// A Kamaji control plane runs the upstream images, distroless: the
+/// metrics API's figures are its snapshot, and `/proc` is not read, with
+/// the reason; a command run in its pod finds no shell, as `kubectl exec`
+/// shows.
+#[tokio::test]
+async fn a_kamaji_control_plane_is_measured_by_the_metrics_api_alone() {
+    let platform = TestApp::builder("worker-b").host().build().await;
+    let (_, namespace) = platform.create_ready("chi", "nodeport").await;
+    let pod = platform
+        .sim()
+        .list("v1", "Pod")
+        .into_iter()
+        .find(|p| {
+            p["metadata"]["namespace"] == namespace.as_str()
+                && p["metadata"]["labels"]["kamaji.clastix.io/name"] == "chi"
+        })
+        .expect("Kamaji's pod")["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    platform
+        .sim()
+        .put(json!({
+            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+            "metadata": { "name": pod, "namespace": namespace,
+                          "labels": { "kamaji.clastix.io/name": "chi" } },
+            "timestamp": "2026-11-29T12:00:00Z", "window": "30s",
+            "containers": [{ "name": "kube-apiserver", "usage": { "cpu": "200m", "memory": "300Mi" } }],
+        }))
+        .unwrap();
+    // Whatever a handler would answer, the image has no shell.
+    platform.sim().set_exec(run_in(Some(fixture_proc())));
+    let report = collect_all(&platform.db.pool, platform.host(), 4, WEEK)
+        .await
+        .unwrap();
+    assert_eq!((report.collected, report.unavailable), (1, 0));
+    let (cpu, rss, load, pod_name, error): (f64, i64, Option<f64>, String, Option<String>) =
+        sqlx::query_as(
+            "SELECT total_cpu_percent, total_memory_rss_bytes, load_average_1, pod_name, error_message
+             FROM control_plane_metrics_snapshots",
+        )
+        .fetch_one(&platform.db.pool)
+        .await
+        .unwrap();
+    assert!((cpu - 20.0).abs() < 1e-9, "{cpu}");
+    assert_eq!(
+        (rss, load, pod_name.as_str()),
+        (300 * 1024 * 1024, None, pod.as_str())
+    );
+    let error = error.unwrap();
+    assert!(
+        error.contains("the kamaji engine's control-plane images have no shell"),
+        "{error}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("kb-exec-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config"), platform.sim().kubeconfig(None)).unwrap();
+    let exec = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(dir.join("config"))
+        .args(["-n", &namespace, "exec", &pod, "-c", "kube-apiserver"])
+        .args(["--", "sh", "-c", "cat /proc/loadavg"])
+        .env("HOME", &dir)
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let said = String::from_utf8_lossy(&exec.stderr);
+    assert!(
+        !exec.status.success() && said.contains("executable file not found"),
+        "{said}"
+    );
+}
