@@ -476,13 +476,12 @@ async fn the_charts_kamaji_rights_carry_a_kamaji_cluster_and_grant_no_helm_chart
         .expect("Kamaji's Deployment runs a pod");
     platform
         .sim()
-        .put(json!({
-            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-            "metadata": {"name": pod, "namespace": namespace,
-                         "labels": {"kamaji.clastix.io/name": "lp-kamaji"}},
-            "timestamp": chrono::Utc::now().to_rfc3339(), "window": "30s",
-            "containers": [{"name": "kube-apiserver", "usage": {"cpu": "10m", "memory": "64Mi"}}],
-        }))
+        .put(crate::metrics::metrics_of(
+            &namespace,
+            &pod,
+            json!({"kamaji.clastix.io/name": "lp-kamaji"}),
+            json!([{"name": "kube-apiserver", "usage": {"cpu": "10m", "memory": "64Mi"}}]),
+        ))
         .unwrap();
     let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = asked.clone();

@@ -14,10 +14,24 @@ const WEEK: Duration = Duration::from_secs(7 * 86_400);
 
 /// metrics-server's view of a release's control-plane pod `<release>-0`.
 fn pod_metrics(namespace: &str, release: &str, containers: serde_json::Value) -> serde_json::Value {
+    metrics_of(
+        namespace,
+        &format!("{release}-0"),
+        json!({ "app": "vcluster", "release": release }),
+        containers,
+    )
+}
+
+/// metrics-server's view of the pod `pod`, labelled as it is.
+pub(crate) fn metrics_of(
+    namespace: &str,
+    pod: &str,
+    labels: serde_json::Value,
+    containers: serde_json::Value,
+) -> serde_json::Value {
     json!({
         "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-        "metadata": { "name": format!("{release}-0"), "namespace": namespace,
-                      "labels": { "app": "vcluster", "release": release } },
+        "metadata": { "name": pod, "namespace": namespace, "labels": labels },
         "timestamp": "2026-11-29T12:00:00Z", "window": "30s",
         "containers": containers,
     })
@@ -560,13 +574,12 @@ async fn a_kamaji_control_plane_is_measured_by_the_metrics_api_alone() {
         .to_string();
     platform
         .sim()
-        .put(json!({
-            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-            "metadata": { "name": pod, "namespace": namespace,
-                          "labels": { "kamaji.clastix.io/name": "chi" } },
-            "timestamp": "2026-11-29T12:00:00Z", "window": "30s",
-            "containers": [{ "name": "kube-apiserver", "usage": { "cpu": "200m", "memory": "300Mi" } }],
-        }))
+        .put(metrics_of(
+            &namespace,
+            &pod,
+            json!({ "kamaji.clastix.io/name": "chi" }),
+            json!([{ "name": "kube-apiserver", "usage": { "cpu": "200m", "memory": "300Mi" } }]),
+        ))
         .unwrap();
     // Whatever a handler would answer, the image has no shell.
     platform.sim().set_exec(run_in(Some(fixture_proc())));
