@@ -383,19 +383,14 @@ impl HostCluster {
     pub async fn ensure_public_endpoint(&self, cluster: &Cluster) -> Result<(), HostError> {
         let mode = cluster.public_access_mode;
         let engine = engine::of(cluster.engine);
-        let kubeadm = engine.join() == Join::Kubeadm;
-        if kubeadm && mode != PublicAccessMode::Nodeport {
-            self.apply_public_service(cluster, PublicAccessMode::Nodeport, "NodePort")
-                .await?;
-        }
-        // Where the API server listens: the advertised node port, once the
-        // node Service has one.
-        let api_port = match self.advertised(cluster).await? {
-            Some(advertised) => advertised.port,
-            None => engine.api_port(),
+        let advertised = match (engine.join(), mode) {
+            (Join::Kubeadm, _) | (_, PublicAccessMode::Nodeport) => {
+                self.apply_node_service(cluster).await?
+            }
+            _ => None,
         };
         let service_type = match (mode, &self.settings.load_balancer) {
-            (PublicAccessMode::Nodeport, _) => "NodePort",
+            (PublicAccessMode::Nodeport, _) => return Ok(()),
             (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Service) => "LoadBalancer",
             (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) => {
                 match haproxy.backend {
@@ -414,9 +409,10 @@ impl HostCluster {
                 let kind = self.served_tls_route().await?;
                 let routes: Api<DynamicObject> =
                     Api::namespaced_with(self.client.clone(), &cluster.namespace, &kind);
-                // The engine's own Service, on the API server's port.
+                // The engine's own Service, on the port the API server
+                // listens on.
                 let (backend, port) = engine.service(cluster);
-                let port = if kubeadm { api_port } else { port };
+                let port = advertised.map_or(port, |a| a.port);
                 let route = json!({"apiVersion": kind.api_version, "kind": "TLSRoute",
                 "metadata": {"name": cluster.vcluster_name, "namespace": cluster.namespace, "labels": labels(cluster)},
                 "spec": {
@@ -435,11 +431,9 @@ impl HostCluster {
                 return Ok(());
             }
         };
-        self.apply_public_service(cluster, mode, service_type)
+        self.apply_service(cluster, mode, service_type, advertised.as_ref())
             .await?;
-        if let (PublicAccessMode::Loadbalancer, LoadBalancerProvider::Haproxy(haproxy)) =
-            (mode, &self.settings.load_balancer)
-        {
+        if let LoadBalancerProvider::Haproxy(haproxy) = &self.settings.load_balancer {
             // An address not given yet is written by the wait for the
             // endpoint ([`Self::public_endpoint`]).
             if let Some(target) = self.haproxy_target(cluster, haproxy).await? {
@@ -449,49 +443,48 @@ impl HostCluster {
         Ok(())
     }
 
+    /// The `nodeport` mode's Service, which a [`Join::Kubeadm`] engine's
+    /// nodes dial: applied, and applied again when it was just given the
+    /// node ports its API server (and tunnel) now listen on. What the
+    /// control plane advertises from then on.
+    async fn apply_node_service(&self, cluster: &Cluster) -> Result<Option<Advertised>, HostError> {
+        let mode = PublicAccessMode::Nodeport;
+        let before = self.advertised(cluster).await?;
+        self.apply_service(cluster, mode, "NodePort", before.as_ref())
+            .await?;
+        let after = self.advertised(cluster).await?;
+        if after != before {
+            self.apply_service(cluster, mode, "NodePort", after.as_ref())
+                .await?;
+        }
+        Ok(after)
+    }
+
     /// The Service of `mode` in front of the cluster's API server, on 443,
-    /// targeting the port the API server listens on: the engine's, or for
-    /// a [`Join::Kubeadm`] engine the node port it advertises, once the node
-    /// Service has one (applied again when that Service was just given it).
-    /// The node Service carries the engine's tunnel too, likewise.
-    async fn apply_public_service(
+    /// targeting the port the API server listens on: the advertised one, or
+    /// the engine's. The node Service carries the engine's tunnel too.
+    async fn apply_service(
         &self,
         cluster: &Cluster,
         mode: PublicAccessMode,
         service_type: &str,
+        advertised: Option<&Advertised>,
     ) -> Result<(), HostError> {
         let engine = engine::of(cluster.engine);
-        let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
-        let name = public_service_name(cluster, mode);
-        let service = |advertised: Option<&Advertised>| {
-            let mut ports = vec![json!({"name": "https", "port": 443, "protocol": "TCP",
-                "targetPort": advertised.map_or(engine.api_port(), |a| a.port)})];
-            if let (PublicAccessMode::Nodeport, Some(tunnel)) = (mode, engine.tunnel_port()) {
-                ports.push(json!({"name": TUNNEL, "port": tunnel, "protocol": "TCP",
-                    "targetPort": advertised.and_then(|a| a.tunnel_port).unwrap_or(tunnel)}));
-            }
-            json!({"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
-            "spec": {"type": service_type, "selector": engine.api_pods(cluster), "ports": ports}})
-        };
-        let before = self.advertised(cluster).await?;
-        services
-            .patch(
-                &name,
-                &Self::apply_params(),
-                &Patch::Apply(service(before.as_ref())),
-            )
-            .await?;
-        let after = self.advertised(cluster).await?;
-        if after != before {
-            services
-                .patch(
-                    &name,
-                    &Self::apply_params(),
-                    &Patch::Apply(service(after.as_ref())),
-                )
-                .await?;
+        let mut ports = vec![json!({"name": "https", "port": 443, "protocol": "TCP",
+            "targetPort": advertised.map_or(engine.api_port(), |a| a.port)})];
+        if let (PublicAccessMode::Nodeport, Some(tunnel)) = (mode, engine.tunnel_port()) {
+            ports.push(json!({"name": TUNNEL, "port": tunnel, "protocol": "TCP",
+                "targetPort": advertised.and_then(|a| a.tunnel_port).unwrap_or(tunnel)}));
         }
+        let name = public_service_name(cluster, mode);
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
+            "spec": {"type": service_type, "selector": engine.api_pods(cluster), "ports": ports}});
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &cluster.namespace);
+        services
+            .patch(&name, &Self::apply_params(), &Patch::Apply(service))
+            .await?;
         Ok(())
     }
 
