@@ -22,8 +22,9 @@ Checked against it (the check names the file to change):
 - the AWS template: one function per entry that runs on Lambda (its
   `Binary`), a schedule run at its interval or once a minute, the
   scheduler's floor;
-- each job function's job type (`JobType` in shared/src/domain.rs) and each
-  schedule's interval (its `SCHEDULE`'s `Millis`, in its crate);
+- each job function's job type (a `JobKind` a capability declares under
+  shared/src) and each schedule's interval (its `SCHEDULE`'s `Millis`, in
+  its crate);
 - docs/architecture.md's table of functions.
 
 Routes: `[METHOD ]PATH`, the method `ANY` when left out; a path ending in
@@ -529,10 +530,16 @@ def check(root):
             say("infra/aws/template.yaml",
                 f"{name}'s Timeout {timeout} s leaves no room after KUBEBYON_CONTROL_PLANE_READY_TIMEOUT_MS "
                 f"{ready.group(1) if ready else 'unset (900000)'}")
-    domain = read(root, "shared/src/domain.rs")
+    declared = set()
+    for base, _, files in os.walk(os.path.join(root, "shared", "src")):
+        for file in files:
+            if file.endswith(".rs"):
+                with open(os.path.join(base, file), encoding="utf-8") as source:
+                    declared.update(re.findall(
+                        r'JobKind::(?:new|moving_the_cluster)\(\s*"([a-z0-9_]+)"', source.read()))
     for name, f in sorted(of_kind(manifest, "job").items()):
-        if f'=> "{f.get("job_type")}"' not in domain:
-            say("shared/src/domain.rs", f"{name}'s job type {f.get('job_type')!r} is not a JobType")
+        if f.get("job_type") not in declared:
+            say("shared/src", f"{name}'s job type {f.get('job_type')!r} is no JobKind a capability declares")
 
     for name, f in sorted(of_kind(manifest, "schedule").items()):
         source = f"functions/{name}/src/lib.rs"
@@ -576,7 +583,7 @@ def self_test():
             "Resources:\n" + marked("http functions") +
             "  C:\n    Metadata:\n      BuildProperties:\n        Binary: sync-c\n"
             "    Properties:\n      Events:\n        E:\n          Properties:\n            ScheduleExpression: rate(1 minute)\n")
-        put("shared/src/domain.rs", 'Self::B => "b_job",\n')
+        put("shared/src/b/mod.rs", 'const KIND: JobKind = JobKind::new("b_job", "b");\n')
         put("functions/sync-c/src/lib.rs", '    interval: Millis::new("C_MS", 60_000),\n')
         put("docs/architecture.md", "| `functions/api-a` | |\n| `functions/job-a`, `-b` | |\n| `functions/local` | |\n")
         for path in ["functions/local/src/registry.rs", "functions/console/src/pages.rs",
@@ -598,6 +605,7 @@ def self_test():
                 "        Binary: sync-c\n    Properties:\n      Environment:\n        Variables:\n"
                 "          KUBEBYON_HOST_KUBECONFIG_SECRET_ARN: !Ref HostKubeconfigSecretArn\n"
                 "          SMTP_URL_SECRET_ARN: !If [HasSmtp, !Ref SmtpUrlSecretArn, !Ref AWS::NoValue]\n"))
+        put("shared/src/b/mod.rs", 'const KIND: JobKind = JobKind::new("b_jobs", "b");\n')
         found = "\n".join(check(root))
         put("functions.toml", manifest.replace('handler = "B"\n', "") + '[gone]\nkind = "tool"\n')
         found_manifest = "\n".join(check(root))
@@ -620,6 +628,7 @@ def self_test():
         "infra/aws/template.yaml: sync-c is given SMTP_URL_SECRET_ARN or ReadSmtp; functions.toml's secrets: []",
         "functions/sync-c/src/lib.rs: sync-c's interval is `Millis::new('C_MS', 60000)`, functions.toml says 120000",
         "docs/architecture.md: the table of functions has no row for functions/sync-c",
+        "shared/src: job-b's job type 'b_job' is no JobKind a capability declares",
     ]
     expected_manifest = [
         "functions.toml: gone has no crate under functions/",
@@ -627,7 +636,7 @@ def self_test():
     ]
     missing = [e for e in expected if e not in found] + [e for e in expected_manifest if e not in found_manifest]
     wrong = [
-        any("stale" in p for p in clean),  # what --write wrote is current
+        any("stale" in p or "JobKind" in p for p in clean),  # what --write wrote is current
         "no row for functions/job-b" in found or "no row for functions/api-a" in found,
         '- function: api-a\n  match: RegularExpression\n  value: "/api/x/[^/]+"\n  ingress: "/api/x/[^/]+$"' not in routes,
         '- function: api-a\n  match: PathPrefix\n  value: "/api/a"\n  ingress: "/api/a(/.*)?$"' not in routes,

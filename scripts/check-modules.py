@@ -14,10 +14,12 @@ module and the inline modules (`mod tests { ... }`) around them. Exits 1
 naming every violation. `--self-test` checks that planted violations are
 caught.
 
-Also keeps the module lists that follow the folders: the capabilities in
-shared/src/lib.rs (every root module no fixed part claims) and the modules
-of the end-to-end suite in tests/tests/e2e/main.rs (one file each). A stale
-list fails the check; `--write` writes them.
+Also keeps the lists that follow the folders: the capabilities in
+shared/src/lib.rs (every root module no fixed part claims), their
+declarations collected in shared/src/app/capabilities.rs (each capability's
+`CAPABILITY`), and the modules of the end-to-end suite in
+tests/tests/e2e/main.rs (one file each). A stale list fails the check;
+`--write` writes them.
 """
 
 import os
@@ -30,7 +32,7 @@ import tempfile
 # the crate's root is a capability: no list names them (lib.rs's `capabilities`
 # region is written from the folders by `--write`). The capabilities may use
 # what lies below them, never each other.
-BELOW_CAPABILITIES = ["kernel", "backbone", "tenancy", "clusters", "kubernetes"]
+BELOW_CAPABILITIES = ["kernel", "backbone", "tenancy", "clusters", "kubernetes", "declaration"]
 FIXED = {
     "kernel": ([], ["lib", "config", "error", "extract", "domain", "secretbox", "outbound",
                     "telemetry", "openapi", "runtime", "db", "settings", "audit", "mail"]),
@@ -40,6 +42,9 @@ FIXED = {
     "clusters": (["kernel", "tenancy"], ["clusters", "networks"]),
     # The Kubernetes adapter returns its own errors: it never builds job errors.
     "kubernetes": (["kernel", "clusters"], ["host"]),
+    # What a capability may declare (`Capability`): it names what lies below
+    # the capabilities, and none of them.
+    "declaration": (["kernel", "backbone", "tenancy", "clusters", "kubernetes"], ["capability"]),
 }
 ABOVE = ["app", "http"]
 COMMAND = "python3 scripts/check-modules.py --write"
@@ -263,8 +268,11 @@ def module_lists(root):
     src = os.path.join(root, "shared", "src")
     e2e = os.path.join(root, "tests", "tests", "e2e")
     tests = sorted(n[:-3] for n in os.listdir(e2e) if n.endswith(".rs") and n != "main.rs")
+    caps = capabilities(src)
     return {
-        "shared/src/lib.rs": ("capabilities", [f"pub mod {c};" for c in capabilities(src)]),
+        "shared/src/lib.rs": ("capabilities", [f"pub mod {c};" for c in caps]),
+        "shared/src/app/capabilities.rs": (
+            "capabilities", [f"    &crate::{c}::CAPABILITY," for c in caps]),
         "tests/tests/e2e/main.rs": ("modules", [f"mod {t};" for t in tests]),
     }
 
@@ -275,7 +283,8 @@ def with_region(text, region, lines, path):
         raise SystemExit(f"error: {path} has no `{begin}` … `{end}` region")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
-    return head + begin + "\n" + "".join(line + "\n" for line in lines) + end + tail
+    indent = head[len(head.rstrip(" ")):]
+    return head + begin + "\n" + "".join(line + "\n" for line in lines) + indent + end + tail
 
 
 def stale_lists(root, write):
@@ -346,6 +355,8 @@ def self_test():
             "shared/src/lib.rs": f"pub mod config;\n// >>> capabilities: {HEADER}\npub mod gone;\n// <<< capabilities\n",
             "shared/src/config.rs": "",
             "shared/src/labels/mod.rs": "",
+            "shared/src/app/capabilities.rs":
+                f"const ALL: &[&C] = &[\n    // >>> capabilities: {HEADER}\n    // <<< capabilities\n];\n",
             "tests/tests/e2e/main.rs": f"// >>> modules: {HEADER}\nmod labels;\n// <<< modules\n",
             "tests/tests/e2e/labels.rs": "",
         }.items():
@@ -356,8 +367,12 @@ def self_test():
         stale_lists(root, write=True)
         with open(os.path.join(root, "shared/src/lib.rs"), encoding="utf-8") as f:
             written = f.read()
-        if stale != [f"shared/src/lib.rs: its `capabilities` region is stale (run {COMMAND})"] \
+        with open(os.path.join(root, "shared/src/app/capabilities.rs"), encoding="utf-8") as f:
+            collected = f.read()
+        if stale != [f"shared/src/lib.rs: its `capabilities` region is stale (run {COMMAND})",
+                     f"shared/src/app/capabilities.rs: its `capabilities` region is stale (run {COMMAND})"] \
                 or "pub mod labels;\n// <<<" not in written or "gone" in written \
+                or "    &crate::labels::CAPABILITY,\n    // <<< capabilities\n];" not in collected \
                 or stale_lists(root, write=False):
             print(f"self-test failed: stale lists {stale}, lib.rs written:\n{written}", file=sys.stderr)
             sys.exit(1)

@@ -51,7 +51,8 @@ END = re.compile(r"<<< [\w -]+$")
 
 
 def git(args, cwd):
-    return subprocess.run(["git", *args], check=True, capture_output=True, text=True, cwd=cwd).stdout
+    out = subprocess.run(["git", *args], check=True, capture_output=True, cwd=cwd).stdout
+    return out.decode("utf-8", errors="replace")
 
 
 def text_at(rev, path, cwd):
@@ -61,11 +62,15 @@ def text_at(rev, path, cwd):
         return None
 
 
+HEAD_MARK = re.compile(r"do not edit|Regenerate with|^\W*generated (from|by)\b", re.I)
+
+
 def generated_lines(text):
     """The 1-based numbers of the lines inside a text's generated regions;
-    every line when its head says it is generated."""
+    every line when its head says it is generated (`do not edit`,
+    `Regenerate with`, or a first words `Generated from`/`by`)."""
     lines = text.splitlines()
-    if any("do not edit" in line or "Regenerate with" in line for line in lines[:3]):
+    if any(HEAD_MARK.search(line) for line in lines[:3]):
         return set(range(1, len(lines) + 1))
     inside, numbers = False, set()
     for n, line in enumerate(lines, 1):
@@ -78,9 +83,16 @@ def generated_lines(text):
     return numbers
 
 
+def binary(commits, path, cwd):
+    """Whether git sees `path`'s change as binary (no line counts)."""
+    return git(["diff", "--numstat", "--no-renames", commits, "--", path], cwd).startswith("-\t-\t")
+
+
 def only_generated(commits, path, cwd):
     """Whether every line the range changed in `path` lies in a generated
-    region, on its side of the change."""
+    region, on its side of the change; never for a binary file."""
+    if binary(commits, path, cwd):
+        return False
     base, head = commits.split("..")
     old, new = text_at(base, path, cwd), text_at(head or "HEAD", path, cwd)
     if new is None:
@@ -136,12 +148,14 @@ def self_test():
         def commit(files, message):
             for path, text in files.items():
                 os.makedirs(os.path.dirname(os.path.join(repo, path)) or repo, exist_ok=True)
-                with open(os.path.join(repo, path), "w", encoding="utf-8") as f:
-                    f.write(text)
+                with open(os.path.join(repo, path), "wb") as f:
+                    f.write(text if isinstance(text, bytes) else text.encode())
             git("add", "-A")
             git("-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", message)
 
         commit({"Cargo.toml": region, "infra/helm/values.yaml": region, "shared/src/error.rs": "x\n",
+                "infra/k8s/all.yaml": "# Generated from infra/helm with its defaults\na\n",
+                "docs/shot.png": b"\x89PNG\r\n\x1a\n\xff\xfe\x00",
                 "functions/local/src/registry.rs": "// generated: do not edit\na\n", "functions.toml": ""},
                "base")
         commit({"shared/src/labels/mod.rs": "x\n", "functions/api-labels/src/lib.rs": "x\n",
@@ -149,16 +163,19 @@ def self_test():
                 "infra/helm/values.yaml": region.replace("[x]", "[y]").replace("a\n", "a\nb\n"),
                 "functions/local/src/registry.rs": "// generated: do not edit\na\nb\n",
                 "functions.toml": "[api-labels]\n", "migrations/1_labels.sql": "x\n", "docs/labels.md": "x\n",
-                "shared/src/error.rs": "y\n", "tests/tests/e2e/labels.rs": "x\n", ".sqlx/query-1.json": "x\n"},
+                "shared/src/error.rs": "y\n", "tests/tests/e2e/labels.rs": "x\n", ".sqlx/query-1.json": "x\n",
+                "infra/k8s/all.yaml": "# Generated from infra/helm with its defaults\na\nb\n",
+                "docs/shot.png": b"\x89PNG\r\n\x1a\n\xff\xfd\x00\x01"},
                "labels")
         text = report("HEAD~1..HEAD", ["shared/src/labels", "functions/api-labels"], cwd=repo)
     expected = [
-        "11 files changed, 2 in the capability's own folders, 9 outside them",
+        "13 files changed, 2 in the capability's own folders, 11 outside them",
         "  manifest (1):\n    functions.toml\n",
-        "  generated (3):\n    .sqlx/query-1.json (new)\n    Cargo.toml\n    functions/local/src/registry.rs\n",
+        "  generated (4):\n    .sqlx/query-1.json (new)\n    Cargo.toml\n    functions/local/src/registry.rs\n"
+        "    infra/k8s/all.yaml\n",
         "  registration (1):\n    infra/helm/values.yaml\n",
         "  migration (1):\n    migrations/1_labels.sql (new)",
-        "  docs (1):\n    docs/labels.md (new)",
+        "  docs (2):\n    docs/labels.md (new)\n    docs/shot.png\n",
         "  tests (1):\n    tests/tests/e2e/labels.rs (new)",
         "  product code (1):\n    shared/src/error.rs",
     ]

@@ -57,8 +57,8 @@ impl Topology {
         format!("{}.{}", self.exchange, job_type.as_str())
     }
 
-    /// Declares the durable direct exchange and one durable queue per job type,
-    /// bound by the job type. Idempotent.
+    /// Declares the durable direct exchange and one durable queue per job type
+    /// (every kind the capabilities declare), bound by the job type. Idempotent.
     pub async fn declare(&self, channel: &Channel) -> lapin::Result<()> {
         channel
             .exchange_declare(
@@ -71,7 +71,8 @@ impl Topology {
                 FieldTable::default(),
             )
             .await?;
-        for job_type in JobType::ALL {
+        for kind in shared::app::capabilities::job_kinds().iter() {
+            let job_type = kind.job_type;
             let queue = self.queue(job_type);
             channel
                 .queue_declare(

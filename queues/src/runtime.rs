@@ -96,7 +96,9 @@ pub async fn serve_metrics(
             async move {
                 let metrics = shared::telemetry::metrics::metrics();
                 match jobs::backlog(&pool).await {
-                    Ok(backlog) => metrics.set_backlog(&backlog),
+                    Ok(backlog) => {
+                        metrics.set_backlog(&shared::app::capabilities::job_kinds(), &backlog)
+                    }
                     Err(err) => {
                         tracing::warn!(error = %err, "the job backlog cannot be read; its figures are the last read")
                     }

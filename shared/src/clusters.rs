@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use crate::{
     domain::{
-        ClusterName, ClusterStatus, ConnectionStatus, Engine, IngressStatus, JobPayload, JobType,
-        PublicAccessMode, text_enum,
+        ClusterName, ClusterStatus, ConnectionStatus, Engine, IngressStatus, JobKind, JobPayload,
+        Lifecycle, PublicAccessMode, text_enum,
     },
     error::ApiError,
     organizations::Role,
@@ -636,7 +636,16 @@ pub struct ClusterChanges {
 }
 
 impl JobPayload for ClusterChanges {
-    const JOB_TYPE: JobType = JobType::ClusterUpdate;
+    const KIND: JobKind = JobKind::moving_the_cluster(
+        "cluster_update",
+        "update",
+        Lifecycle {
+            retried: ClusterStatus::Updating,
+            promoted: None,
+            failed: ClusterStatus::Ready,
+            cancelled: ClusterStatus::Ready,
+        },
+    );
 }
 
 impl ClusterChanges {
@@ -677,7 +686,16 @@ pub struct ClusterCreation {
 }
 
 impl JobPayload for ClusterCreation {
-    const JOB_TYPE: JobType = JobType::ClusterCreate;
+    const KIND: JobKind = JobKind::moving_the_cluster(
+        "cluster_create",
+        "create",
+        Lifecycle {
+            retried: ClusterStatus::Provisioning,
+            promoted: None,
+            failed: ClusterStatus::Failed,
+            cancelled: ClusterStatus::Failed,
+        },
+    );
 }
 
 impl ClusterCreation {
@@ -714,7 +732,16 @@ pub struct ClusterDeletion {
 }
 
 impl JobPayload for ClusterDeletion {
-    const JOB_TYPE: JobType = JobType::ClusterDelete;
+    const KIND: JobKind = JobKind::moving_the_cluster(
+        "cluster_delete",
+        "delete",
+        Lifecycle {
+            retried: ClusterStatus::Deleting,
+            promoted: Some(ClusterStatus::Deleting),
+            failed: ClusterStatus::Failed,
+            cancelled: ClusterStatus::Ready,
+        },
+    );
 }
 
 impl ClusterDeletion {
@@ -841,7 +868,7 @@ pub struct EndpointRetirement {
 }
 
 impl JobPayload for EndpointRetirement {
-    const JOB_TYPE: JobType = JobType::EndpointRetire;
+    const KIND: JobKind = JobKind::new("endpoint_retire", "endpoint_retire");
 }
 
 /// Clusters whose control plane should answer: ready or being updated.
@@ -1015,7 +1042,7 @@ pub async fn follow_ingress_availability(
 }
 
 /// The problem codes this module's refusals answer with (the OpenAPI
-/// document's `ProblemCode`, through [`crate::problem_codes`]).
+/// document's `ProblemCode`, through `app::capabilities::problem_codes`).
 pub const PROBLEM_CODES: &[&str] = &["invalid_cursor"];
 
 #[cfg(test)]

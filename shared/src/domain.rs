@@ -3,7 +3,6 @@
 use std::{fmt, str::FromStr};
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// A cluster name: an RFC 1123 label of at most 40 characters, starting with a letter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -565,77 +564,192 @@ impl FromStr for PublicAccessMode {
     }
 }
 
-/// What one job type carries, from its producer to its handler: a job of
-/// [`JobPayload::JOB_TYPE`] is enqueued with it (`jobs::encode`) and read
-/// back by its handler (`JobContext::payload`), so the two cannot drift.
+/// What one kind of job carries, from its producer to its handler: a job of
+/// [`JobPayload::KIND`] is enqueued with it (`jobs::encode`) and read back by
+/// its handler (`JobContext::payload`), so the two cannot drift.
 pub trait JobPayload: Serialize + serde::de::DeserializeOwned {
-    const JOB_TYPE: JobType;
+    const KIND: JobKind;
 }
 
-/// The kinds of work on the job backbone; each has its own queue and function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum JobType {
-    ClusterCreate,
-    ClusterUpdate,
-    ClusterDelete,
-    NodeRemove,
-    IngressConverge,
-    EndpointRetire,
-    DatabaseConverge,
-}
+/// A job's type: its `cluster_jobs.type` and the name of its queue. Open:
+/// each kind of work declares its own beside its payload type
+/// ([`JobPayload::KIND`], as River's `Kind()`), its capability lists it
+/// (`capability::Capability::job_kinds`), and the backbone names none. A
+/// name read back (a row's `type`, a queue's wake-up) is interned: each
+/// distinct name is kept once per process, so a job type is `Copy` on the
+/// backbone's hot path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct JobType(&'static str);
 
 impl JobType {
-    pub const ALL: [JobType; 7] = [
-        Self::ClusterCreate,
-        Self::ClusterUpdate,
-        Self::ClusterDelete,
-        Self::NodeRemove,
-        Self::IngressConverge,
-        Self::EndpointRetire,
-        Self::DatabaseConverge,
-    ];
+    /// A job type declared in code; [`JobKind::check`] holds its syntax.
+    pub const fn of(name: &'static str) -> Self {
+        Self(name)
+    }
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ClusterCreate => "cluster_create",
-            Self::ClusterUpdate => "cluster_update",
-            Self::ClusterDelete => "cluster_delete",
-            Self::NodeRemove => "node_remove",
-            Self::IngressConverge => "ingress_converge",
-            Self::EndpointRetire => "endpoint_retire",
-            Self::DatabaseConverge => "database_converge",
+    /// A job type read back, by name: which ones a process handles is its
+    /// handlers' business.
+    pub fn named(name: &str) -> Self {
+        static NAMES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+            std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+        match names.get(name) {
+            Some(known) => Self(known),
+            None => {
+                let kept: &'static str = Box::leak(name.into());
+                names.insert(kept);
+                Self(kept)
+            }
         }
     }
 
-    /// The operation a job of this type carries out.
-    pub fn operation(self) -> &'static str {
-        match self {
-            Self::ClusterCreate => "create",
-            Self::ClusterUpdate => "update",
-            Self::ClusterDelete => "delete",
-            Self::NodeRemove => "node_remove",
-            Self::IngressConverge => "ingress_converge",
-            Self::EndpointRetire => "endpoint_retire",
-            Self::DatabaseConverge => "database_converge",
-        }
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for JobType {
+    /// A wake-up's type: the syntax a kind declares, or it is refused (no
+    /// name that no kind could have is kept).
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        JobKind::check_name("job type", &name).map_err(serde::de::Error::custom)?;
+        Ok(Self::named(&name))
     }
 }
 
 impl fmt::Display for JobType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.write_str(self.0)
     }
 }
 
-impl FromStr for JobType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("unknown job type {s:?}"))
+/// One kind of work on the job backbone, declared by the capability that
+/// does it: its type (and queue), the operation its jobs carry out
+/// (`cluster_operations.type`), and, for the kinds that move a cluster
+/// through its life, what the backbone does to the cluster's status when it
+/// retries, promotes, fails or cancels one of its jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobKind {
+    pub job_type: JobType,
+    pub operation: &'static str,
+    pub lifecycle: Option<Lifecycle>,
+}
+
+/// What the backbone does to a cluster's status for the jobs of a kind that
+/// moves it through its life (created, changed, deleted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// While a retried job waits and runs again.
+    pub retried: ClusterStatus,
+    /// When a queued operation's job is created, if it changes then.
+    pub promoted: Option<ClusterStatus>,
+    /// When the job fails: its error, its last attempt's lost lease.
+    pub failed: ClusterStatus,
+    /// When its pending job is cancelled, for a cluster that has a
+    /// kubeconfig; one without is `failed`.
+    pub cancelled: ClusterStatus,
+}
+
+impl JobKind {
+    /// A kind of work that leaves its cluster's status alone.
+    pub const fn new(job_type: &'static str, operation: &'static str) -> Self {
+        Self {
+            job_type: JobType::of(job_type),
+            operation,
+            lifecycle: None,
+        }
     }
+
+    /// A kind that moves its cluster through its life.
+    pub const fn moving_the_cluster(
+        job_type: &'static str,
+        operation: &'static str,
+        lifecycle: Lifecycle,
+    ) -> Self {
+        Self {
+            job_type: JobType::of(job_type),
+            operation,
+            lifecycle: Some(lifecycle),
+        }
+    }
+
+    /// The declaration's syntax: a type and an operation of 1–40 lowercase
+    /// letters, digits and `_` (a queue's name, a row's `type`), starting
+    /// with a letter.
+    pub fn check(&self) -> Result<(), String> {
+        Self::check_name("job type", self.job_type.as_str())?;
+        Self::check_name("operation", self.operation)
+    }
+
+    fn check_name(what: &str, name: &str) -> Result<(), String> {
+        let ok = (1..=40).contains(&name.len())
+            && name.as_bytes()[0].is_ascii_lowercase()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} {name:?} must be 1 to 40 lowercase letters, digits and '_', starting with a letter"
+            ))
+        }
+    }
+}
+
+/// Every kind of work a process knows, with the columns the backbone's
+/// statements take them as.
+#[derive(Debug, Clone, Default)]
+pub struct JobKinds(Vec<JobKind>);
+
+impl JobKinds {
+    pub fn new(kinds: impl IntoIterator<Item = JobKind>) -> Self {
+        Self(kinds.into_iter().collect())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &JobKind> {
+        self.0.iter()
+    }
+
+    pub fn get(&self, job_type: &str) -> Option<&JobKind> {
+        self.0.iter().find(|k| k.job_type.as_str() == job_type)
+    }
+
+    /// The kinds as columns (type, operation, and each lifecycle status,
+    /// `None` for a kind without one), for `unnest` in one statement.
+    pub fn columns(&self) -> KindColumns {
+        let status = |pick: fn(&Lifecycle) -> Option<ClusterStatus>| {
+            self.0
+                .iter()
+                .map(|k| {
+                    k.lifecycle
+                        .as_ref()
+                        .and_then(pick)
+                        .map(ClusterStatus::as_str)
+                })
+                .collect()
+        };
+        KindColumns {
+            job_types: self.0.iter().map(|k| k.job_type.as_str()).collect(),
+            operations: self.0.iter().map(|k| k.operation).collect(),
+            retried: status(|l| Some(l.retried)),
+            promoted: status(|l| l.promoted),
+            failed: status(|l| Some(l.failed)),
+            cancelled: status(|l| Some(l.cancelled)),
+        }
+    }
+}
+
+/// [`JobKinds::columns`].
+pub struct KindColumns {
+    pub job_types: Vec<&'static str>,
+    pub operations: Vec<&'static str>,
+    pub retried: Vec<Option<&'static str>>,
+    pub promoted: Vec<Option<&'static str>>,
+    pub failed: Vec<Option<&'static str>>,
+    pub cancelled: Vec<Option<&'static str>>,
 }
 
 /// The prefix (before `/`, when there is one) and the name of a label key
@@ -809,11 +923,60 @@ mod tests {
     }
 
     #[test]
-    fn job_types_round_trip_through_their_names() {
-        for t in JobType::ALL {
-            assert_eq!(t.as_str().parse::<JobType>().unwrap(), t);
+    fn a_job_kind_declares_a_queue_name_and_nothing_looking_like_one() {
+        assert_eq!(JobKind::new("backup_take", "backup").check(), Ok(()));
+        for bad in [
+            "",
+            "Backup",
+            "backup-take",
+            "backup.take",
+            "1backup",
+            "b\u{0430}ckup",
+            "backup take",
+            &"b".repeat(41),
+        ] {
+            let bad: &'static str = Box::leak(bad.to_string().into_boxed_str());
+            assert!(JobKind::new(bad, "backup").check().is_err(), "{bad:?}");
+            assert!(JobKind::new("backup", bad).check().is_err(), "{bad:?}");
         }
-        assert!("node_sync".parse::<JobType>().is_err());
+    }
+
+    #[test]
+    fn job_kinds_are_columns_the_backbone_joins_on() {
+        let kinds = JobKinds::new([
+            JobKind::new("report", "report"),
+            JobKind::moving_the_cluster(
+                "grow",
+                "grow",
+                Lifecycle {
+                    retried: ClusterStatus::Updating,
+                    promoted: None,
+                    failed: ClusterStatus::Ready,
+                    cancelled: ClusterStatus::Ready,
+                },
+            ),
+        ]);
+        let columns = kinds.columns();
+        assert_eq!(columns.job_types, ["report", "grow"]);
+        assert_eq!(columns.retried, [None, Some("updating")]);
+        assert_eq!(columns.promoted, [None, None]);
+        assert_eq!(columns.failed, [None, Some("ready")]);
+        assert_eq!(kinds.get("grow").unwrap().operation, "grow");
+        assert!(kinds.get("Grow").is_none());
+        let read_back = JobType::named(&String::from("grow"));
+        assert_eq!(read_back, kinds.iter().nth(1).unwrap().job_type);
+        assert_eq!(serde_json::to_value(read_back).unwrap(), "grow");
+        assert_eq!(
+            serde_json::from_value::<JobType>("grow".into()).unwrap(),
+            read_back
+        );
+        // A wake-up naming no type a kind could have is refused, not kept.
+        for bad in ["", "Grow", "gr\u{043e}w", "grow-1", "x".repeat(41).as_str()] {
+            assert!(
+                serde_json::from_value::<JobType>(bad.into()).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

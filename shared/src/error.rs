@@ -396,7 +396,7 @@ pub trait Transient: std::fmt::Display {
 }
 
 /// The problem codes this module's refusals answer with (the OpenAPI
-/// document's `ProblemCode`, through [`crate::problem_codes`]).
+/// document's `ProblemCode`, through `app::capabilities::problem_codes`).
 pub const PROBLEM_CODES: &[&str] = &[
     "validation_failed",
     "unauthenticated",

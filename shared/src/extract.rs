@@ -300,7 +300,7 @@ pub fn time_range(
 }
 
 /// The problem codes this module's refusals answer with (the OpenAPI
-/// document's `ProblemCode`, through [`crate::problem_codes`]).
+/// document's `ProblemCode`, through `app::capabilities::problem_codes`).
 pub const PROBLEM_CODES: &[&str] = &[
     "invalid_body",
     "invalid_path",

@@ -10,13 +10,16 @@
 //! - the clusters every capability hangs off: `clusters`, and their
 //!   networks, `networks`;
 //! - the Kubernetes adapter: `host`;
+//! - what a capability declares of itself: `capability`;
 //! - the capabilities, each with its SQL beside its logic and none using a
 //!   sibling: every other module, listed below from the folders;
-//! - the rules that span capabilities, written once: `app`;
+//! - the rules that span capabilities, written once, and the capabilities'
+//!   declarations collected: `app`;
 //! - the HTTP application layer over them: `http`.
 
 pub mod app;
 pub mod audit;
+pub mod capability;
 pub mod clusters;
 pub mod config;
 pub mod db;
@@ -50,21 +53,3 @@ pub mod notifications;
 // <<< capabilities
 
 pub use db::MIGRATOR;
-
-/// The problem codes the shared modules answer with, which any function
-/// serving them may send: with those each function names
-/// (`openapi::answering`), the OpenAPI document's `ProblemCode`.
-pub fn problem_codes() -> impl Iterator<Item = &'static str> {
-    [
-        error::PROBLEM_CODES,
-        extract::PROBLEM_CODES,
-        http::idempotency::PROBLEM_CODES,
-        clusters::PROBLEM_CODES,
-        app::membership::PROBLEM_CODES,
-        billing::entitlements::PROBLEM_CODES,
-        billing::stripe::PROBLEM_CODES,
-    ]
-    .into_iter()
-    .flatten()
-    .copied()
-}

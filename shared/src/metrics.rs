@@ -280,6 +280,12 @@ pub async fn series(
     .await
 }
 
+/// What metrics brings to the platform: the retention of the control planes' metrics.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    settings: &[crate::capability::setting::<Config>],
+    ..crate::capability::Capability::named("metrics")
+};
+
 #[cfg(test)]
 mod tests {
     use chrono::{DateTime, TimeDelta, Utc};

@@ -7,8 +7,8 @@ use utoipa::openapi::{InfoBuilder, OpenApi};
 const CODES_EXTENSION: &str = "x-problem-codes";
 
 /// `part` (a function's part of the document) naming the problem `codes`
-/// of its own refusals; those of the platform and the shared modules come
-/// from [`crate::problem_codes`].
+/// of its own refusals; those of the platform and the shared modules are
+/// given to [`document`].
 pub fn answering(mut part: OpenApi, codes: &[&str]) -> OpenApi {
     let mut extensions = part.extensions.take().unwrap_or_default();
     extensions.insert(CODES_EXTENSION.into(), serde_json::json!(codes));
@@ -16,10 +16,14 @@ pub fn answering(mut part: OpenApi, codes: &[&str]) -> OpenApi {
     part
 }
 
-/// Merges the functions' documents under one title.
-pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
+/// Merges the functions' documents under one title; `shared_codes` are the
+/// problem codes the shared modules answer with, which any function may.
+pub fn document(
+    parts: impl IntoIterator<Item = OpenApi>,
+    shared_codes: impl IntoIterator<Item = &'static str>,
+) -> OpenApi {
     let mut codes: std::collections::BTreeSet<String> =
-        crate::problem_codes().map(String::from).collect();
+        shared_codes.into_iter().map(String::from).collect();
     let mut parts = parts.into_iter().map(|mut part| {
         if let Some(extensions) = part.extensions.as_mut()
             && let Some(named) = extensions.remove(CODES_EXTENSION)

@@ -1,7 +1,7 @@
 use lapin::{Connection, ConnectionProperties, options::QueueDeclareOptions, types::FieldTable};
 use queues::Topology;
 use secrecy::SecretString;
-use shared::domain::JobType;
+use shared::domain::{JobKind, JobType};
 use uuid::Uuid;
 
 pub fn amqp_url() -> String {
@@ -41,14 +41,14 @@ impl TestBroker {
         }
     }
 
-    /// Messages ready in a job type's queue (declares it if absent).
-    pub async fn ready_messages(&self, job_type: JobType) -> u32 {
-        self.queue_counts(job_type).await.0
+    /// Messages ready in a job kind's queue (declares it if absent).
+    pub async fn ready_messages(&self, kind: &JobKind) -> u32 {
+        self.queue_counts(kind.job_type).await.0
     }
 
-    /// Consumers of a job type's queue (declares it if absent).
-    pub async fn consumers(&self, job_type: JobType) -> u32 {
-        self.queue_counts(job_type).await.1
+    /// Consumers of a job kind's queue (declares it if absent).
+    pub async fn consumers(&self, kind: &JobKind) -> u32 {
+        self.queue_counts(kind.job_type).await.1
     }
 
     async fn queue_counts(&self, job_type: JobType) -> (u32, u32) {
@@ -95,9 +95,12 @@ impl Drop for TestBroker {
                     .await
                     .ok()?;
                 let channel = connection.create_channel().await.ok()?;
-                for job_type in JobType::ALL {
+                for kind in shared::app::capabilities::job_kinds().iter() {
                     let _ = channel
-                        .queue_delete(topology.queue(job_type).as_str().into(), Default::default())
+                        .queue_delete(
+                            topology.queue(kind.job_type).as_str().into(),
+                            Default::default(),
+                        )
                         .await;
                 }
                 let _ = channel

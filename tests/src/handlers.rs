@@ -8,13 +8,13 @@ use std::sync::{
 use async_trait::async_trait;
 use shared::{
     accounts::users,
-    clusters::{
-        self, ClusterChanges, ClusterCreation, ClusterDeletion, EndpointRetirement, NewCluster,
+    clusters::{self, Cluster, ClusterCreation, NewCluster},
+    config::JobSettings,
+    domain::{FailureCode, JobKind, JobPayload},
+    jobs::{
+        self, Finished, JobContext, JobError, JobHandler, JobMessage, JobPublisher, NewJob, Stage,
+        SweepReport,
     },
-    databases::records::DatabaseConvergence,
-    domain::{FailureCode, JobType},
-    ingress::IngressConvergence,
-    jobs::{self, Finished, JobContext, JobError, JobHandler, JobMessage, NewJob, Stage},
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -38,15 +38,15 @@ pub enum Behaviour {
 
 /// Counts its runs and does what it was told.
 pub struct ScriptedHandler {
-    pub job_type: JobType,
+    pub kind: JobKind,
     pub behaviour: Behaviour,
     pub runs: Arc<AtomicU32>,
 }
 
 impl ScriptedHandler {
-    pub fn new(job_type: JobType, behaviour: Behaviour) -> Arc<Self> {
+    pub fn new(kind: JobKind, behaviour: Behaviour) -> Arc<Self> {
         Arc::new(Self {
-            job_type,
+            kind,
             behaviour,
             runs: Arc::new(AtomicU32::new(0)),
         })
@@ -63,8 +63,8 @@ shared::stages! {
 
 #[async_trait]
 impl JobHandler for ScriptedHandler {
-    fn job_type(&self) -> JobType {
-        self.job_type
+    fn kind(&self) -> JobKind {
+        self.kind.clone()
     }
 
     fn stages(&self) -> Vec<Stage> {
@@ -165,36 +165,41 @@ pub async fn enqueue_and_publish(
     enqueued
 }
 
+/// One sweep of the backbone (`jobs::sweep`) with every kind of work the
+/// capabilities declare.
+pub async fn sweep(
+    pool: &PgPool,
+    publisher: &dyn JobPublisher,
+    settings: &JobSettings,
+) -> Result<SweepReport, sqlx::Error> {
+    jobs::sweep(
+        pool,
+        publisher,
+        settings,
+        &shared::app::capabilities::job_kinds(),
+    )
+    .await
+}
+
 /// Enqueues and commits a job for the cluster, without publishing it, with
-/// the payload its type carries.
-pub async fn enqueue(
+/// the payload `payload` makes of the cluster (`ClusterCreation::of`).
+pub async fn enqueue<P: JobPayload>(
     pool: &PgPool,
     cluster_id: Uuid,
-    job_type: JobType,
+    payload: impl FnOnce(&Cluster) -> P,
     max_attempts: i32,
 ) -> JobMessage {
     let cluster = clusters::get(pool, cluster_id)
         .await
         .expect("read cluster")
         .expect("seeded cluster");
-    let (_, payload) = match job_type {
-        JobType::ClusterCreate => jobs::encode(&ClusterCreation::of(&cluster)),
-        JobType::ClusterUpdate => jobs::encode(&ClusterChanges::of(&cluster)),
-        JobType::ClusterDelete => jobs::encode(&ClusterDeletion::of(&cluster)),
-        JobType::NodeRemove => panic!("a node removal names its node: request it through the API"),
-        JobType::IngressConverge => jobs::encode(&IngressConvergence::of(&cluster)),
-        JobType::DatabaseConverge => jobs::encode(&DatabaseConvergence {}),
-        JobType::EndpointRetire => jobs::encode(&EndpointRetirement {
-            api_endpoint: cluster.api_endpoint.clone().unwrap_or_default(),
-        }),
-    }
-    .expect("encode payload");
+    let (kind, payload) = jobs::encode(&payload(&cluster)).expect("encode payload");
     let mut tx = pool.begin().await.expect("tx");
     let enqueued = jobs::enqueue(
         &mut tx,
         NewJob {
             cluster_id,
-            job_type,
+            kind,
             requested_by: None,
             payload: &payload,
             max_attempts,
@@ -211,7 +216,7 @@ pub async fn create_jobs(pool: &PgPool, count: usize) -> Vec<JobMessage> {
     let mut messages = Vec::with_capacity(count);
     for _ in 0..count {
         let cluster = seed_cluster(pool).await;
-        messages.push(enqueue(pool, cluster, JobType::ClusterCreate, 3).await);
+        messages.push(enqueue(pool, cluster, ClusterCreation::of, 3).await);
     }
     messages
 }

@@ -635,7 +635,7 @@ mod document {
 }
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &[
     "invalid_access_review",
     "invalid_admission_review",

@@ -83,7 +83,8 @@ pub async fn retry(
 ) -> Result<AppJson<JobRecord>, ApiError> {
     let job = job_or_404(&state, job_id).await?;
     let mut tx = state.pool.begin().await?;
-    let message = jobs::retry_failed(&mut tx, job_id, state.settings.jobs.max_attempts)
+    let kinds = shared::app::capabilities::job_kinds();
+    let message = jobs::retry_failed(&mut tx, job_id, state.settings.jobs.max_attempts, &kinds)
         .await
         .map_err(active_job_conflict)?
         .ok_or_else(|| ApiError::Conflict {
@@ -119,7 +120,8 @@ pub async fn cancel(
 ) -> Result<AppJson<JobRecord>, ApiError> {
     let job = job_or_404(&state, job_id).await?;
     let mut tx = state.pool.begin().await?;
-    if !jobs::cancel_pending(&mut tx, job_id, "cancelled by an administrator").await? {
+    let kinds = shared::app::capabilities::job_kinds();
+    if !jobs::cancel_pending(&mut tx, job_id, "cancelled by an administrator", &kinds).await? {
         return Err(ApiError::Conflict {
             code: "job_not_pending",
             detail: format!(

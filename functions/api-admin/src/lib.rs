@@ -47,7 +47,7 @@ pub fn router() -> Router<AppState> {
 struct ApiDoc;
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &[
     "settings_key_missing",
     "plan_in_use",

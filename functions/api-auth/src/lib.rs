@@ -87,7 +87,7 @@ pub(crate) fn validation(errors: Vec<(&str, String)>) -> Result<(), ApiError> {
 }
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &[
     "captcha_failed",
     "captcha_not_configured",

@@ -50,7 +50,7 @@ pub async fn plans(
 }
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &[
     "invalid_event",
     "invalid_signature",

@@ -1,7 +1,7 @@
 use axum::{extract::State, response::Response};
 use shared::{
     clusters::{self, ClusterDeletion},
-    domain::JobType,
+    domain::JobPayload,
     error::{ApiError, active_job_conflict},
     http::{AppState, Caller, OwnedCluster, operations, owned},
     jobs,
@@ -40,9 +40,7 @@ pub async fn delete(
         .await?
         .ok_or(ApiError::NotFound { what: "cluster" })?;
     let activity = jobs::activity(&mut tx, cluster.id).await?;
-    if activity.active_job.as_deref() == Some(JobType::ClusterDelete.as_str())
-        || activity.queued_operation.as_deref() == Some(JobType::ClusterDelete.operation())
-    {
+    if activity.has(&ClusterDeletion::KIND) {
         return Err(ApiError::Conflict {
             code: "cluster_delete_in_progress",
             detail: "this cluster is already being deleted".into(),

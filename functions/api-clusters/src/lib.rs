@@ -101,7 +101,7 @@ pub(crate) async fn accepted_operation(
 struct ApiDoc;
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &[
     "api_key_required",
     "cluster_unreachable",

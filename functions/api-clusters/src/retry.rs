@@ -67,7 +67,8 @@ pub async fn retry(
                 .into(),
         });
     }
-    let message = jobs::retry_failed(&mut tx, job.id, state.settings.jobs.max_attempts)
+    let kinds = shared::app::capabilities::job_kinds();
+    let message = jobs::retry_failed(&mut tx, job.id, state.settings.jobs.max_attempts, &kinds)
         .await
         .map_err(active_job_conflict)?
         .ok_or_else(not_failed)?;

@@ -17,7 +17,7 @@ use shared::{
         instances::{self, Instance},
         records::{self, DatabaseConvergence, DeletionPolicy, NewDatabase, TenantDatabase},
     },
-    domain::JobType,
+    domain::JobPayload,
     error::{ApiError, FieldError, unique_violation},
     extract::{AppJson, AppPath},
     http::{AppState, Caller, OwnedCluster, operations, owned, plan},
@@ -141,7 +141,7 @@ async fn converge(
         // One convergence already waiting serves this change too: it reads
         // every record when it runs.
         if let Some(queued) =
-            jobs::queued_operation_of(&mut tx, cluster.id, JobType::DatabaseConverge).await?
+            jobs::queued_operation_of(&mut tx, cluster.id, &DatabaseConvergence::KIND).await?
         {
             tx.commit().await?;
             return Ok(queued);

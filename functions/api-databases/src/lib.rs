@@ -37,7 +37,7 @@ pub fn router() -> Router<AppState> {
 struct ApiDoc;
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &[
     "database_instance_in_use",
     "database_instance_name_taken",

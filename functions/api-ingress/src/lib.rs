@@ -369,11 +369,11 @@ async fn converge_edge(state: &AppState, cluster: &Cluster) -> Result<(), ApiErr
     if !edge || !cluster.managed_workload_ingress_enabled {
         return Ok(());
     }
-    let (job_type, payload) =
+    let (kind, payload) =
         jobs::encode(&IngressConvergence::of(cluster)).map_err(|e| ApiError::Internal(e.into()))?;
     let new = NewJob {
         cluster_id: cluster.id,
-        job_type,
+        kind,
         requested_by: None,
         payload: &payload,
         max_attempts: state.settings.jobs.max_attempts,
@@ -435,7 +435,7 @@ mod properties {
 }
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &[
     "hostname_not_verified",
     "hostname_reserved",

@@ -35,5 +35,5 @@ pub fn router() -> Router<AppState> {
 struct ApiDoc;
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &["node_removal_in_progress", "token_not_active"];

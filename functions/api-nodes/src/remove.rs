@@ -4,8 +4,8 @@ use axum::{extract::State, response::Response};
 use serde::{Deserialize, Serialize};
 use shared::{
     audit::{self, AuditEvent},
-    clusters,
-    domain::JobType,
+    clusters::{self, ClusterDeletion},
+    domain::JobPayload,
     error::{ApiError, active_job_conflict, unique_violation},
     extract::{AppPath, AppQuery},
     http::{AppState, Caller, OwnedCluster, accepted, operations},
@@ -95,9 +95,7 @@ pub async fn remove(
         });
     }
     let activity = jobs::activity(&mut tx, cluster_id).await?;
-    if activity.active_job.as_deref() == Some(JobType::ClusterDelete.as_str())
-        || activity.queued_operation.as_deref() == Some(JobType::ClusterDelete.operation())
-    {
+    if activity.has(&ClusterDeletion::KIND) {
         return Err(ApiError::Conflict {
             code: "cluster_not_ready",
             detail: "the cluster is being deleted, and its nodes with it".into(),

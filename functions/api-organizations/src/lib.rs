@@ -594,5 +594,5 @@ pub async fn activity(
 }
 
 /// The problem codes of this function's own refusals (the platform's and
-/// its capabilities' come with `shared::problem_codes`).
+/// its capabilities' come with `shared::http::problem_codes`).
 const PROBLEM_CODES: &[&str] = &["already_invited"];

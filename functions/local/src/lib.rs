@@ -40,7 +40,8 @@ pub use registry::{ROUTERS, handlers, schedules};
 /// The OpenAPI document of every HTTP function, with every stage a job
 /// records as the `JobStage` enum.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let mut document = shared::openapi::document(registry::documents());
+    let mut document =
+        shared::openapi::document(registry::documents(), shared::http::problem_codes());
     let stages = handlers(None, None)
         .iter()
         .flat_map(|h| h.stages())

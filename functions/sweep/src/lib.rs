@@ -27,7 +27,7 @@ pub const SCHEDULE: Schedule = Schedule {
 };
 
 /// What one sweep did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct Report {
     #[serde(flatten)]
     pub jobs: SweepReport,
@@ -44,7 +44,8 @@ pub struct Report {
 /// Every statement on one connection, taken once (see [`jobs::sweep_on`]).
 pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
     let mut conn = ctx.pool.acquire().await?;
-    let jobs = jobs::sweep_on(&mut conn, ctx.publisher()?, &ctx.settings.jobs).await?;
+    let kinds = shared::app::capabilities::job_kinds();
+    let jobs = jobs::sweep_on(&mut conn, ctx.publisher()?, &ctx.settings.jobs, &kinds).await?;
     let report = Report {
         jobs,
         tokens_expired: tokens::expire_due(&mut *conn).await?,
@@ -63,17 +64,14 @@ pub async fn run(ctx: &ScheduleContext) -> anyhow::Result<Report> {
     // written every run; a scrape reads them itself.
     let metrics = shared::telemetry::metrics::metrics();
     if metrics.writes_lines() {
-        metrics.set_backlog(&jobs::backlog(&mut *conn).await?);
+        metrics.set_backlog(&kinds, &jobs::backlog(&mut *conn).await?);
     }
     // The backbone's part is logged by `sweep_on`.
     if report.tokens_expired + report.pruned + report.retention.total() > 0 {
         tracing::info!(
             tokens_expired = report.tokens_expired,
             pruned = report.pruned,
-            node_events = report.retention.node_events,
-            audit_events = report.retention.audit_events,
-            login_events = report.retention.login_events,
-            finished_jobs = report.retention.finished_jobs,
+            retention = ?report.retention.0,
             "sweep pruned"
         );
     }

@@ -352,10 +352,10 @@ async fn enqueue_when_idle(
     cluster: &Cluster,
     payload: &impl JobPayload,
 ) -> Result<bool, String> {
-    let (job_type, payload) = jobs::encode(payload).map_err(|e| e.to_string())?;
+    let (kind, payload) = jobs::encode(payload).map_err(|e| e.to_string())?;
     let new = NewJob {
         cluster_id: cluster.id,
-        job_type,
+        kind,
         requested_by: None,
         payload: &payload,
         max_attempts: enqueuing.max_attempts,

@@ -247,10 +247,10 @@ pub async fn reproject_missing(
         if missing.is_empty() {
             continue;
         }
-        let (job_type, payload) = jobs::encode(&DatabaseConvergence {})?;
+        let (kind, payload) = jobs::encode(&DatabaseConvergence {})?;
         let new = NewJob {
             cluster_id,
-            job_type,
+            kind,
             requested_by: None,
             payload: &payload,
             max_attempts: enqueuing.max_attempts,

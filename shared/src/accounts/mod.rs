@@ -1063,3 +1063,16 @@ pub async fn create_oauth_user(
     .fetch_one(tx)
     .await
 }
+
+/// What accounts brings to the platform: the sign-in settings and the sealed secrets of its identity providers.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    settings: &[crate::capability::setting::<config::Config>],
+    reseal: Some(|tx, key| Box::pin(settings::reseal(tx, key))),
+    histories: &[crate::capability::History {
+        name: "login_events",
+        variable: "LOGIN_EVENTS_RETENTION_MS",
+        default_days: 180,
+        prune: |conn, age, batch| Box::pin(prune_logins(conn, age, batch)),
+    }],
+    ..crate::capability::Capability::named("accounts")
+};

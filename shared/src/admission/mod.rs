@@ -101,6 +101,10 @@ pub fn weigh(limits: Requests, in_use: Requests, requested: Requests) -> Option<
     })
 }
 
+/// What admission brings to the platform: nothing the platform lists yet: its webhook is its own function.
+pub const CAPABILITY: crate::capability::Capability =
+    crate::capability::Capability::named("admission");
+
 #[cfg(test)]
 mod tests {
     use super::*;

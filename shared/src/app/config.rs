@@ -1,25 +1,20 @@
 //! Every capability's own settings, read as a process starts: a missing or
 //! malformed variable of any of them stops it there, naming the variable,
-//! as the platform's own settings do. A capability with variables of its
-//! own adds its [`crate::config::Part`] here.
+//! as the platform's own settings do. A capability's parts are those its
+//! declaration lists (`Capability::settings`).
 
-use crate::{
-    accounts,
-    config::{ConfigError, Settings},
-    ingress, kubeconfigs, metrics, networks, nodes, notifications,
-};
+use crate::config::{ConfigError, Settings};
 
-/// Reads (and keeps, in `settings`) every capability's part.
+/// Reads (and keeps, in `settings`) the engine's and retention's parts and
+/// every capability's.
 pub fn check(settings: &Settings) -> Result<(), ConfigError> {
-    settings.part::<accounts::config::Config>()?;
-    settings.part::<nodes::config::Config>()?;
-    settings.part::<kubeconfigs::config::Config>()?;
-    settings.part::<ingress::config::Config>()?;
-    settings.part::<metrics::Config>()?;
-    settings.part::<networks::Config>()?;
     settings.part::<crate::host::engine::Config>()?;
-    settings.part::<notifications::Retries>()?;
     settings.part::<super::retention::Config>()?;
+    for capability in super::capabilities::ALL {
+        for check in capability.settings {
+            check(settings)?;
+        }
+    }
     Ok(())
 }
 
@@ -28,6 +23,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::nodes;
 
     #[test]
     fn a_malformed_variable_of_any_capability_stops_the_check_naming_it() {

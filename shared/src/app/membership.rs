@@ -228,7 +228,7 @@ async fn keep_an_owner(
 }
 
 /// The problem codes this module's refusals answer with (the OpenAPI
-/// document's `ProblemCode`, through [`crate::problem_codes`]).
+/// document's `ProblemCode`, through `http::problem_codes`).
 pub const PROBLEM_CODES: &[&str] = &[
     "already_member",
     "invitation_answered",

@@ -2,6 +2,8 @@
 //! shared crate"): this layer sits above the capability modules, which never
 //! use each other, and below the HTTP application layer and the functions.
 //!
+//! - [`capabilities`]: every capability's declaration, collected (its job
+//!   kinds, problem codes, settings parts and sealed secrets);
 //! - [`plan`]: the plan check every addition to a limited resource goes
 //!   through (billing's entitlements, notifications' notice of a refusal);
 //! - [`authority`]: the one rule between issuing a credential and revoking
@@ -21,6 +23,7 @@
 //!   health (clusters, nodes).
 
 pub mod authority;
+pub mod capabilities;
 pub mod config;
 pub mod credentials;
 pub mod health;

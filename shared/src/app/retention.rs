@@ -1,39 +1,29 @@
 //! How long the platform keeps its histories, and their pruning. Each
-//! capability deletes its own rows past their age, oldest first, a bounded
-//! batch per statement (short transactions, no long lock, no table rewrite);
-//! `sweep` runs [`prune`] every few seconds, a few batches a table each time,
+//! capability declares its histories (`Capability::histories`) and deletes
+//! its own rows past their age, oldest first, a bounded batch per statement
+//! (short transactions, no long lock, no table rewrite); `sweep` runs [`prune`] every few seconds, a few batches a table each time,
 //! so a backlog drains over successive runs. Control-plane metrics keep their
 //! own retention (`METRICS_RETENTION_MS`), pruned the same way by
 //! `sync-metrics`.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use serde::Serialize;
 use sqlx::PgConnection;
 
-use crate::{
-    accounts, audit,
-    config::{ConfigError, Millis, Part, Source, parse_or},
-    jobs, nodes,
-};
+use crate::config::{ConfigError, Millis, Part, Source, parse_or};
 
-/// The ages past which histories are deleted.
+/// The ages past which histories are deleted: one for each history a
+/// capability declares (`Capability::histories`), from its variable.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `NODE_EVENTS_RETENTION_MS` (default 90 days, the longest timeline a
-    /// node's page shows).
-    pub node_events: Duration,
-    /// `AUDIT_EVENTS_RETENTION_MS` (default 400 days).
-    pub audit_events: Duration,
-    /// `LOGIN_EVENTS_RETENTION_MS` (default 180 days).
-    pub login_events: Duration,
-    /// `FINISHED_JOBS_RETENTION_MS` (default 30 days): succeeded and failed
-    /// jobs; their operations (a cluster's history) stay.
-    pub finished_jobs: Duration,
+    /// Each history's age, by name (`node_events`: `NODE_EVENTS_RETENTION_MS`,
+    /// 90 days unless set).
+    pub ages: BTreeMap<&'static str, Duration>,
     /// `RETENTION_BATCH` (default 1,000): rows one statement deletes.
     pub batch: i64,
-    /// `RETENTION_BATCHES` (default 10): batches a table gets per run, while
-    /// each is full.
+    /// `RETENTION_BATCHES` (default 10): batches a history gets per run,
+    /// while each is full.
     pub batches: u32,
 }
 
@@ -51,11 +41,13 @@ impl Part for Config {
                 })
             }
         };
+        let mut ages = BTreeMap::new();
+        for history in super::capabilities::histories() {
+            let age = Millis::new(history.variable, history.default_days * DAY).read(source)?;
+            ages.insert(history.name, age);
+        }
         Ok(Self {
-            node_events: Millis::new("NODE_EVENTS_RETENTION_MS", 90 * DAY).read(source)?,
-            audit_events: Millis::new("AUDIT_EVENTS_RETENTION_MS", 400 * DAY).read(source)?,
-            login_events: Millis::new("LOGIN_EVENTS_RETENTION_MS", 180 * DAY).read(source)?,
-            finished_jobs: Millis::new("FINISHED_JOBS_RETENTION_MS", 30 * DAY).read(source)?,
+            ages,
             batch: count("RETENTION_BATCH", 1_000)?.into(),
             batches: count("RETENTION_BATCHES", 10)?,
         })
@@ -63,56 +55,38 @@ impl Part for Config {
 }
 
 /// Rows one run deleted, by history.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Pruned {
-    pub node_events: u64,
-    pub audit_events: u64,
-    pub login_events: u64,
-    pub finished_jobs: u64,
-}
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Pruned(pub BTreeMap<&'static str, u64>);
 
 impl Pruned {
     pub fn total(&self) -> u64 {
-        self.node_events + self.audit_events + self.login_events + self.finished_jobs
+        self.0.values().sum()
+    }
+
+    /// The rows deleted from `history` (0 when it was not pruned).
+    pub fn of(&self, history: &str) -> u64 {
+        self.0.get(history).copied().unwrap_or_default()
     }
 }
 
-/// Runs a pruning statement (deleting at most `config.batch` rows) again
-/// while it deletes a full batch, at most `config.batches` times; how many
-/// rows it deleted in all.
-macro_rules! drain {
-    ($config:expr, $statement:expr) => {{
+/// Deletes, from each history with an age in `config`, the rows past it:
+/// batches while each is full, at most `config.batches` of them a history.
+pub async fn prune(conn: &mut PgConnection, config: &Config) -> Result<Pruned, sqlx::Error> {
+    let mut pruned = Pruned::default();
+    for history in super::capabilities::histories() {
+        let Some(&age) = config.ages.get(history.name) else {
+            continue;
+        };
         let mut deleted = 0;
-        for _ in 0..$config.batches {
-            let n = $statement.await?;
+        for _ in 0..config.batches {
+            let n = (history.prune)(&mut *conn, age, config.batch).await?;
             deleted += n;
-            if n < $config.batch.unsigned_abs() {
+            if n < config.batch.unsigned_abs() {
                 break;
             }
         }
-        deleted
-    }};
-}
-
-/// Deletes, from each history, the rows past its age: batches while each is
-/// full, at most `config.batches` of them a history.
-pub async fn prune(conn: &mut PgConnection, config: &Config) -> Result<Pruned, sqlx::Error> {
-    Ok(Pruned {
-        node_events: drain!(
-            config,
-            nodes::prune_events(&mut *conn, config.node_events, config.batch)
-        ),
-        audit_events: drain!(
-            config,
-            audit::prune(&mut *conn, config.audit_events, config.batch)
-        ),
-        login_events: drain!(
-            config,
-            accounts::prune_logins(&mut *conn, config.login_events, config.batch)
-        ),
-        finished_jobs: drain!(
-            config,
-            jobs::prune_finished(&mut *conn, config.finished_jobs, config.batch)
-        ),
-    })
+        pruned.0.insert(history.name, deleted);
+    }
+    Ok(pruned)
 }

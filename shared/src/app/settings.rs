@@ -5,18 +5,18 @@
 use sqlx::PgConnection;
 
 use crate::{
-    accounts, billing, databases, ingress, notifications,
     secretbox::SecretBox,
     settings::{self, ResealError, Resealed},
 };
 
 /// Re-seals every stored secret under `key`'s current key, in the caller's
-/// transaction: all of them or, when one opens under none of the keys, none.
+/// transaction: the platform's part, then each capability's (its
+/// declaration's `reseal`); all of them or, when one opens under none of
+/// the keys, none.
 pub async fn reseal(tx: &mut PgConnection, key: &SecretBox) -> Result<Resealed, ResealError> {
-    Ok(settings::reseal(tx, key).await?
-        + accounts::settings::reseal(tx, key).await?
-        + ingress::settings::reseal(tx, key).await?
-        + notifications::settings::reseal(tx, key).await?
-        + billing::settings::reseal(tx, key).await?
-        + databases::reseal(tx, key).await?)
+    let mut resealed = settings::reseal(tx, key).await?;
+    for reseal in super::capabilities::ALL.iter().filter_map(|c| c.reseal) {
+        resealed = resealed + reseal(tx, key).await?;
+    }
+    Ok(resealed)
 }

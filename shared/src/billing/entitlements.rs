@@ -363,10 +363,6 @@ pub async fn read(
     })
 }
 
-/// The problem codes this module's refusals answer with (the OpenAPI
-/// document's `ProblemCode`, through [`crate::problem_codes`]).
-pub const PROBLEM_CODES: &[&str] = &["plan_limit_exceeded"];
-
 #[cfg(test)]
 mod tests {
     use super::*;

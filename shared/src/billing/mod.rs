@@ -193,3 +193,23 @@ pub async fn delete_plan(tx: &mut PgConnection, id: Uuid) -> Result<PlanDeletion
         .await?;
     Ok(PlanDeletion::Deleted(plan))
 }
+
+/// What billing brings to the platform: its refusals' problem codes and its payment provider's sealed secrets.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    // A plan's limit reached (`entitlements`); Stripe unset, refusing or
+    // unreachable, or an order it has taken payment for (`stripe`).
+    problem_codes: &[
+        "plan_limit_exceeded",
+        "billing_not_configured",
+        "order_paid_in_stripe",
+        "stripe_refused",
+        "stripe_unavailable",
+    ],
+    reseal: Some(|tx, key| Box::pin(settings::reseal(tx, key))),
+    organization_key_routes: &[
+        "/api/console/account/entitlements",
+        "/api/console/billing/plans",
+        "/api/console/billing/orders",
+    ],
+    ..crate::capability::Capability::named("billing")
+};

@@ -542,15 +542,6 @@ pub struct EventData {
     pub object: serde_json::Value,
 }
 
-/// The problem codes this module's refusals answer with (the OpenAPI
-/// document's `ProblemCode`, through [`crate::problem_codes`]).
-pub const PROBLEM_CODES: &[&str] = &[
-    "billing_not_configured",
-    "order_paid_in_stripe",
-    "stripe_refused",
-    "stripe_unavailable",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,6 +66,40 @@ pub fn secret_name(name: &str) -> String {
     format!("{}-postgres", name.replace('_', "-"))
 }
 
+/// What databases brings to the platform: the kind of work that converges a cluster's databases, and the instances' and databases' sealed passwords.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    job_kinds: &[<records::DatabaseConvergence as crate::domain::JobPayload>::KIND],
+    reseal: Some(|tx, key| Box::pin(reseal(tx, key))),
+    cluster_routes: &[
+        crate::capability::ClusterRoute::new(
+            "POST",
+            "/databases",
+            crate::organizations::Action::Operate,
+        ),
+        crate::capability::ClusterRoute::new(
+            "PATCH",
+            "/databases/{database_id}",
+            crate::organizations::Action::Operate,
+        ),
+        crate::capability::ClusterRoute::new(
+            "DELETE",
+            "/databases/{database_id}",
+            crate::organizations::Action::Operate,
+        ),
+        crate::capability::ClusterRoute::new(
+            "POST",
+            "/databases/{database_id}/retry",
+            crate::organizations::Action::Operate,
+        ),
+        crate::capability::ClusterRoute::new(
+            "POST",
+            "/databases/{database_id}/rotate",
+            crate::organizations::Action::Operate,
+        ),
+    ],
+    ..crate::capability::Capability::named("databases")
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::{
-    domain::{JobPayload, JobType},
+    domain::{JobKind, JobPayload},
     jobs::ClaimedJob,
     secretbox::SecretBox,
     settings::{ResealError, Resealed, Resealer},
@@ -531,5 +531,5 @@ pub async fn install_id(db: impl PgExecutor<'_>) -> Result<Uuid, sqlx::Error> {
 pub struct DatabaseConvergence {}
 
 impl JobPayload for DatabaseConvergence {
-    const JOB_TYPE: JobType = JobType::DatabaseConverge;
+    const KIND: JobKind = JobKind::new("database_converge", "database_converge");
 }

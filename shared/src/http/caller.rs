@@ -54,24 +54,14 @@ pub struct KeyOrganization {
     pub role: Role,
 }
 
-/// The routes an organisation's API key may call: its organisation's
-/// clusters, their labels and node events, its plan and its orders. Everything else (an
-/// account's own routes, the organisations' members, the back office) is
-/// its makers' and answers 403; a new route is closed to such keys until it
-/// is named here.
-const ORGANIZATION_KEY_ROUTES: &[&str] = &[
-    "/api/console/clusters",
-    "/api/console/cluster-labels",
-    "/api/console/node-events",
-    "/api/console/account/entitlements",
-    "/api/console/billing/plans",
-    "/api/console/billing/orders",
-];
-
-/// Whether an organisation's API key may call `path`: one of the routes
-/// above or one under it.
+/// Whether an organisation's API key may call `path`: one of the routes a
+/// capability opens to such keys (`Capability::organization_key_routes`:
+/// its organisation's clusters, their labels and node events, its plan and
+/// its orders) or one under it. Everything else (an account's own routes,
+/// the organisations' members, the back office) is its makers' and answers
+/// 403; a new route is closed to such keys until its capability names it.
 fn open_to_organization_keys(path: &str) -> bool {
-    ORGANIZATION_KEY_ROUTES.iter().any(|route| {
+    crate::app::capabilities::organization_key_routes().any(|route| {
         path.strip_prefix(route)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     })

@@ -362,7 +362,7 @@ pub async fn prune_expired(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> 
 }
 
 /// The problem codes this module's refusals answer with (the OpenAPI
-/// document's `ProblemCode`, through [`crate::problem_codes`]).
+/// document's `ProblemCode`, through `http::problem_codes`).
 pub const PROBLEM_CODES: &[&str] = &[
     "body_unreadable",
     "idempotency_answer_not_kept",

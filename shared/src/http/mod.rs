@@ -23,6 +23,13 @@ use axum::{
     routing::get,
 };
 
+/// The problem codes the shared modules answer with, which any function
+/// serving them may send: with those each function names
+/// (`openapi::answering`), the OpenAPI document's `ProblemCode`.
+pub fn problem_codes() -> impl Iterator<Item = &'static str> {
+    crate::app::capabilities::problem_codes().chain(idempotency::PROBLEM_CODES.iter().copied())
+}
+
 /// Wraps a function's routes with one span per request, and adds the health
 /// routes outside it: probes come every few seconds and would only fill the
 /// logs (and cost a span each). Around everything but `/livez`: an

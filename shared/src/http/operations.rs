@@ -35,10 +35,10 @@ pub async fn enqueue<P: JobPayload>(
     requested_by: Uuid,
     payload: &P,
 ) -> Result<Written, sqlx::Error> {
-    let (job_type, payload) = jobs::encode(payload).map_err(|e| sqlx::Error::Encode(e.into()))?;
+    let (kind, payload) = jobs::encode(payload).map_err(|e| sqlx::Error::Encode(e.into()))?;
     let new = NewJob {
         cluster_id,
-        job_type,
+        kind,
         requested_by: Some(requested_by),
         payload: &payload,
         max_attempts: state.settings.jobs.max_attempts,
@@ -58,9 +58,9 @@ pub async fn queue_behind<P: JobPayload>(
     requested_by: Uuid,
     payload: &P,
 ) -> Result<Written, sqlx::Error> {
-    let (job_type, payload) = jobs::encode(payload).map_err(|e| sqlx::Error::Encode(e.into()))?;
+    let (kind, payload) = jobs::encode(payload).map_err(|e| sqlx::Error::Encode(e.into()))?;
     let operation_id =
-        jobs::queue_operation(tx, cluster_id, job_type, Some(requested_by), &payload).await?;
+        jobs::queue_operation(tx, cluster_id, &kind, Some(requested_by), &payload).await?;
     Ok(Written {
         operation_id,
         wake_up: None,

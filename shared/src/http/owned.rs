@@ -3,8 +3,8 @@
 //! ([`Role::allows`], the matrix in docs/organizations.md).
 //!
 //! Every cluster route takes [`OwnedCluster`], which reads what the route
-//! does from its method and route ([`action_of`], the one table) and
-//! authorizes it; a route that decides under the cluster's row lock checks
+//! does from its method and route ([`action_of`]: the rules each capability
+//! declares beside its routes, collected) and authorizes it; a route that decides under the cluster's row lock checks
 //! again there with [`lock`] or [`authorize`] and its own action.
 //!
 //! A cluster that does not exist, a deleted one and one in an organisation
@@ -63,9 +63,10 @@ impl FromRequestParts<AppState> for OwnedCluster {
 }
 
 /// What a cluster route does. Reading is [`Action::Read`]; every route that
-/// changes something is named here. A route missing from the table is
-/// [`Action::Own`]: only owners pass until it is given its rule, and the
-/// route × role test (tests/e2e/organizations.rs) fails.
+/// changes something has its rule in its capability's declaration
+/// (`Capability::cluster_routes`). A route without one is [`Action::Own`]:
+/// only owners pass until it is given its rule, and the route × role test
+/// (tests/e2e/organizations.rs) fails.
 pub fn action_of(method: &Method, route: &str) -> Action {
     if method == Method::GET || method == Method::HEAD {
         return Action::Read;
@@ -73,34 +74,11 @@ pub fn action_of(method: &Method, route: &str) -> Action {
     let rule = route
         .strip_prefix("/api/console/clusters/{cluster_id}")
         .and_then(|rest| {
-            RULES
-                .iter()
-                .find(|(m, r, _)| *m == method.as_str() && *r == rest)
+            crate::app::capabilities::cluster_routes()
+                .find(|r| r.method == method.as_str() && r.route == rest)
         });
-    rule.map_or(Action::Own, |(_, _, action)| *action)
+    rule.map_or(Action::Own, |r| r.action)
 }
-
-/// Method, route under `/api/console/clusters/{cluster_id}`, action.
-const RULES: &[(&str, &str, Action)] = &[
-    ("PATCH", "", Action::Operate),
-    ("DELETE", "", Action::DeleteCluster),
-    ("POST", "/hostnames", Action::Operate),
-    ("DELETE", "/hostnames/{binding_id}", Action::Operate),
-    ("POST", "/hostnames/{binding_id}/verify", Action::Operate),
-    ("POST", "/kubeconfigs", Action::IssueCredential),
-    ("POST", "/exec-credentials", Action::IssueCredential),
-    ("DELETE", "/kubeconfigs/{credential_id}", Action::Operate),
-    ("PUT", "/labels", Action::Operate),
-    ("POST", "/databases", Action::Operate),
-    ("PATCH", "/databases/{database_id}", Action::Operate),
-    ("DELETE", "/databases/{database_id}", Action::Operate),
-    ("POST", "/databases/{database_id}/retry", Action::Operate),
-    ("POST", "/databases/{database_id}/rotate", Action::Operate),
-    ("DELETE", "/nodes/{node_id}", Action::Operate),
-    ("POST", "/operations/{operation_id}/retry", Action::Operate),
-    ("POST", "/tokens", Action::Operate),
-    ("DELETE", "/tokens/{token_id}", Action::Operate),
-];
 
 /// Who a cluster route asks about: a member, or an organisation's key.
 fn acting(caller: &Caller) -> clusters::Acting {

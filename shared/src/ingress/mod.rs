@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::{
     clusters::Cluster,
-    domain::{IngressStatus, JobPayload, JobType},
+    domain::{IngressStatus, JobKind, JobPayload},
     host::HostError,
 };
 
@@ -241,7 +241,7 @@ pub struct IngressConvergence {
 }
 
 impl JobPayload for IngressConvergence {
-    const JOB_TYPE: JobType = JobType::IngressConverge;
+    const KIND: JobKind = JobKind::new("ingress_converge", "ingress_converge");
 }
 
 impl IngressConvergence {
@@ -269,3 +269,28 @@ pub fn needs_convergence(cluster: &Cluster) -> bool {
         IngressStatus::Provisioning | IngressStatus::Ready => !enabled,
     }
 }
+
+/// What ingress brings to the platform: the kind of work that converges a cluster's managed ingress, its settings and its DNS provider's sealed secrets.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    job_kinds: &[IngressConvergence::KIND],
+    settings: &[crate::capability::setting::<config::Config>],
+    reseal: Some(|tx, key| Box::pin(settings::reseal(tx, key))),
+    cluster_routes: &[
+        crate::capability::ClusterRoute::new(
+            "POST",
+            "/hostnames",
+            crate::organizations::Action::Operate,
+        ),
+        crate::capability::ClusterRoute::new(
+            "DELETE",
+            "/hostnames/{binding_id}",
+            crate::organizations::Action::Operate,
+        ),
+        crate::capability::ClusterRoute::new(
+            "POST",
+            "/hostnames/{binding_id}/verify",
+            crate::organizations::Action::Operate,
+        ),
+    ],
+    ..crate::capability::Capability::named("ingress")
+};

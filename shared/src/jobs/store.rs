@@ -25,7 +25,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::{Failure, stage};
-use crate::domain::{FailureCode, JobPayload, JobType};
+use crate::domain::{ClusterStatus, FailureCode, JobKind, JobKinds, JobPayload, JobType};
 
 /// What travels on the queue: only the id and the type. The row is the truth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -38,18 +38,18 @@ pub struct JobMessage {
 #[derive(Debug)]
 pub struct NewJob<'a> {
     pub cluster_id: Uuid,
-    pub job_type: JobType,
+    pub kind: JobKind,
     pub requested_by: Option<Uuid>,
     pub payload: &'a serde_json::Value,
     pub max_attempts: i32,
 }
 
-/// `payload` as a job of its type carries it: the job type and the JSON for
+/// `payload` as a job of its kind carries it: the kind and the JSON for
 /// [`NewJob`] or [`queue_operation`].
 pub fn encode<P: JobPayload>(
     payload: &P,
-) -> Result<(JobType, serde_json::Value), serde_json::Error> {
-    Ok((P::JOB_TYPE, serde_json::to_value(payload)?))
+) -> Result<(JobKind, serde_json::Value), serde_json::Error> {
+    Ok((P::KIND, serde_json::to_value(payload)?))
 }
 
 /// The identifiers of an enqueued job and its operation.
@@ -104,10 +104,10 @@ async fn insert_job(
            SELECT $1, operation.id, $5, $4, $6, $8 FROM operation
            RETURNING id, operation_id"#,
         new.cluster_id,
-        new.job_type.operation(),
+        new.kind.operation,
         new.requested_by,
         new.payload,
-        new.job_type.as_str(),
+        new.kind.job_type.as_str(),
         new.max_attempts,
         only_if_idle,
         crate::telemetry::trace::current_traceparent(),
@@ -117,7 +117,7 @@ async fn insert_job(
     Ok(row.map(|row| Enqueued {
         job: JobMessage {
             job_id: row.id,
-            job_type: new.job_type,
+            job_type: new.kind.job_type,
         },
         operation_id: row.operation_id,
     }))
@@ -267,25 +267,33 @@ pub async fn claim_many(
         .fetch_all(db)
         .await?
     };
-    rows.into_iter()
-        .map(|r| {
-            Ok(ClaimedJob {
-                id: r.id,
-                cluster_id: r.cluster_id,
-                operation_id: r.operation_id,
-                job_type: r
-                    .job_type
-                    .parse()
-                    .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-                payload: r.payload,
-                attempt: r.attempt_count,
-                max_attempts: r.max_attempts,
-                worker_id: worker_id.to_string(),
-                due_for: Duration::from_secs_f64(r.due_for_seconds.max(0.0)),
-                trace_parent: r.trace_parent,
-            })
+    // A claimed row is of the type its wake-up names (the claim matches on
+    // both): that one, with no name to look up.
+    let named: std::collections::HashMap<(Uuid, &str), JobType> = messages
+        .iter()
+        .map(|m| ((m.job_id, m.job_type.as_str()), m.job_type))
+        .collect();
+    let type_of = |id: Uuid, name: &str| {
+        named
+            .get(&(id, name))
+            .copied()
+            .unwrap_or_else(|| JobType::named(name))
+    };
+    Ok(rows
+        .into_iter()
+        .map(|r| ClaimedJob {
+            id: r.id,
+            cluster_id: r.cluster_id,
+            operation_id: r.operation_id,
+            job_type: type_of(r.id, &r.job_type),
+            payload: r.payload,
+            attempt: r.attempt_count,
+            max_attempts: r.max_attempts,
+            worker_id: worker_id.to_string(),
+            due_for: Duration::from_secs_f64(r.due_for_seconds.max(0.0)),
+            trace_parent: r.trace_parent,
         })
-        .collect()
+        .collect())
 }
 
 /// A row the claim returns.
@@ -316,12 +324,10 @@ pub async fn backlog(
     .await?;
     Ok(rows
         .into_iter()
-        .filter_map(|r| {
-            Some(crate::telemetry::metrics::Backlog {
-                job_type: r.job_type.parse().ok()?,
-                pending: r.pending,
-                oldest_due_seconds: r.oldest_due_seconds,
-            })
+        .map(|r| crate::telemetry::metrics::Backlog {
+            job_type: JobType::named(&r.job_type),
+            pending: r.pending,
+            oldest_due_seconds: r.oldest_due_seconds,
         })
         .collect())
 }
@@ -463,13 +469,15 @@ pub async fn schedule_retry(
 }
 
 /// Ends the job as failed with a failure written for the user, and moves the
-/// operation and, for a job of the cluster's own lifecycle, the cluster with
-/// it (a failed node removal or ingress convergence leaves the cluster as it
-/// is). `false` means the lease was lost.
+/// operation and, for a kind of job that moves its cluster through its life,
+/// the cluster to `cluster_failed` (its [`crate::domain::Lifecycle`]; a
+/// failed node removal or ingress convergence leaves the cluster as it is).
+/// `false` means the lease was lost.
 pub async fn fail(
     db: impl PgExecutor<'_>,
     job: &ClaimedJob,
     failure: &Failure,
+    cluster_failed: Option<ClusterStatus>,
 ) -> Result<bool, sqlx::Error> {
     let row = sqlx::query_scalar!(
         r#"WITH failed AS (
@@ -488,17 +496,16 @@ pub async fn fail(
                FROM failed WHERE o.id = failed.operation_id
            ), cluster AS (
                UPDATE clusters c
-               SET status = CASE WHEN failed.type = 'cluster_update' THEN 'ready' ELSE 'failed' END,
-                   last_error_message = $3
+               SET status = $5, last_error_message = $3
                FROM failed
-               WHERE c.id = failed.cluster_id AND c.deleted_at IS NULL
-                 AND failed.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
+               WHERE c.id = failed.cluster_id AND c.deleted_at IS NULL AND $5::text IS NOT NULL
            )
            SELECT id FROM failed"#,
         job.id,
         job.attempt,
         failure.message,
         failure.code.as_str(),
+        cluster_failed.map(ClusterStatus::as_str),
     )
     .fetch_optional(db)
     .await?;
@@ -515,8 +522,13 @@ pub struct Rescued {
 }
 
 /// Returns running jobs whose lease expired to pending (or to failed when that was
-/// their last attempt), recording the lost attempt in the history.
-pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Error> {
+/// their last attempt, moving the cluster as its kind says), recording the
+/// lost attempt in the history.
+pub async fn rescue_expired(
+    db: impl PgExecutor<'_>,
+    kinds: &JobKinds,
+) -> Result<Rescued, sqlx::Error> {
+    let kinds = kinds.columns();
     let rows = sqlx::query!(
         r#"WITH expired AS (
                SELECT id FROM cluster_jobs
@@ -546,14 +558,16 @@ pub async fn rescue_expired(db: impl PgExecutor<'_>) -> Result<Rescued, sqlx::Er
                FROM rescued WHERE o.id = rescued.operation_id
            ), cluster AS (
                UPDATE clusters c
-               SET status = CASE WHEN rescued.type = 'cluster_update' THEN 'ready' ELSE 'failed' END,
-                   last_error_message = rescued.last_error
+               SET status = kind.failed, last_error_message = rescued.last_error
                FROM rescued
+               JOIN unnest($2::text[], $3::text[]) AS kind (job_type, failed)
+                 ON kind.job_type = rescued.type AND kind.failed IS NOT NULL
                WHERE rescued.status = 'failed' AND c.id = rescued.cluster_id AND c.deleted_at IS NULL
-                 AND rescued.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
            )
            SELECT status AS "status!" FROM rescued"#,
         stage::WAITING_TO_RETRY.as_str(),
+        &kinds.job_types as &[&str],
+        &kinds.failed as &[Option<&str>],
     )
     .fetch_all(db)
     .await?;
@@ -588,17 +602,13 @@ pub async fn take_due_unpublished(
     )
     .fetch_all(db)
     .await?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(JobMessage {
-                job_id: r.id,
-                job_type: r
-                    .r#type
-                    .parse()
-                    .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|r| JobMessage {
+            job_id: r.id,
+            job_type: JobType::named(&r.r#type),
         })
-        .collect()
+        .collect())
 }
 
 /// Clears `published_at` of jobs whose wake-up could not be delivered.
@@ -883,14 +893,16 @@ pub async fn list_all(
 }
 
 /// Gives a failed job `extra_attempts` more attempts, due now, and moves its
-/// operation back in progress, and its cluster too when the job is one of the
-/// cluster's own lifecycle. `None` when the job is not failed.
+/// operation back in progress, and its cluster too when its kind moves the
+/// cluster through its life (`kinds`). `None` when the job is not failed.
 /// Fails with `idx_cluster_jobs_active_cluster` when the cluster has another active job.
 pub async fn retry_failed(
     tx: &mut PgConnection,
     job_id: Uuid,
     extra_attempts: i32,
+    kinds: &JobKinds,
 ) -> Result<Option<JobMessage>, sqlx::Error> {
+    let kinds = kinds.columns();
     let row = sqlx::query!(
         r#"WITH retried AS (
                UPDATE cluster_jobs
@@ -906,39 +918,38 @@ pub async fn retry_failed(
                FROM retried WHERE o.id = retried.operation_id
            ), cluster AS (
                UPDATE clusters c
-               SET status = CASE retried.type WHEN 'cluster_create' THEN 'provisioning'
-                                              WHEN 'cluster_update' THEN 'updating'
-                                              ELSE 'deleting' END
-               FROM retried WHERE c.id = retried.cluster_id AND c.deleted_at IS NULL
-                 AND retried.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
+               SET status = kind.retried
+               FROM retried
+               JOIN unnest($4::text[], $5::text[]) AS kind (job_type, retried)
+                 ON kind.job_type = retried.type AND kind.retried IS NOT NULL
+               WHERE c.id = retried.cluster_id AND c.deleted_at IS NULL
            )
            SELECT id, type FROM retried"#,
         job_id,
         extra_attempts,
         stage::QUEUED_FOR_RETRY.as_str(),
+        &kinds.job_types as &[&str],
+        &kinds.retried as &[Option<&str>],
     )
     .fetch_optional(&mut *tx)
     .await?;
-    row.map(|r| {
-        Ok(JobMessage {
-            job_id: r.id,
-            job_type: r
-                .r#type
-                .parse()
-                .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-        })
-    })
-    .transpose()
+    Ok(row.map(|r| JobMessage {
+        job_id: r.id,
+        job_type: JobType::named(&r.r#type),
+    }))
 }
 
-/// Cancels a pending job; its operation is cancelled and the cluster goes back
-/// to what it was (`failed` for a create that never ran). `false` when the job
-/// is not pending.
+/// Cancels a pending job; its operation is cancelled and, when its kind
+/// moves the cluster through its life (`kinds`), the cluster goes back to
+/// what it was (`failed` for a create that never ran, or a cluster without
+/// a kubeconfig). `false` when the job is not pending.
 pub async fn cancel_pending(
     tx: &mut PgConnection,
     job_id: Uuid,
     reason: &str,
+    kinds: &JobKinds,
 ) -> Result<bool, sqlx::Error> {
+    let kinds = kinds.columns();
     let row = sqlx::query_scalar!(
         r#"WITH cancelled AS (
                UPDATE cluster_jobs
@@ -953,16 +964,18 @@ pub async fn cancel_pending(
                FROM cancelled WHERE o.id = cancelled.operation_id
            ), cluster AS (
                UPDATE clusters c
-               SET status = CASE WHEN cancelled.type <> 'cluster_create' AND c.kubeconfig_available
-                                 THEN 'ready' ELSE 'failed' END,
+               SET status = CASE WHEN c.kubeconfig_available THEN kind.cancelled ELSE 'failed' END,
                    last_error_message = $2
                FROM cancelled
+               JOIN unnest($3::text[], $4::text[]) AS kind (job_type, cancelled)
+                 ON kind.job_type = cancelled.type AND kind.cancelled IS NOT NULL
                WHERE c.id = cancelled.cluster_id AND c.deleted_at IS NULL
-                 AND cancelled.type IN ('cluster_create', 'cluster_update', 'cluster_delete')
            )
            SELECT id FROM cancelled"#,
         job_id,
         reason,
+        &kinds.job_types as &[&str],
+        &kinds.cancelled as &[Option<&str>],
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -976,6 +989,14 @@ pub async fn cancel_pending(
 pub struct Activity {
     pub active_job: Option<String>,
     pub queued_operation: Option<String>,
+}
+
+impl Activity {
+    /// Whether its active job, or the operation queued behind it, is of `kind`.
+    pub fn has(&self, kind: &JobKind) -> bool {
+        self.active_job.as_deref() == Some(kind.job_type.as_str())
+            || self.queued_operation.as_deref() == Some(kind.operation)
+    }
 }
 
 pub async fn activity(tx: &mut PgConnection, cluster_id: Uuid) -> Result<Activity, sqlx::Error> {
@@ -997,13 +1018,13 @@ pub async fn activity(tx: &mut PgConnection, cluster_id: Uuid) -> Result<Activit
     })
 }
 
-/// The oldest operation of `job_type` queued behind the cluster's active
-/// job (accepted, without a job yet), if there is one: a request it would
-/// serve as well joins it instead of queueing another.
+/// The oldest operation of `kind` queued behind the cluster's active job
+/// (accepted, without a job yet), if there is one: a request it would serve
+/// as well joins it instead of queueing another.
 pub async fn queued_operation_of(
     tx: &mut PgConnection,
     cluster_id: Uuid,
-    job_type: JobType,
+    kind: &JobKind,
 ) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT o.id FROM cluster_operations o
@@ -1011,7 +1032,7 @@ pub async fn queued_operation_of(
              AND NOT EXISTS (SELECT 1 FROM cluster_jobs j WHERE j.operation_id = o.id)
            ORDER BY o.created_at LIMIT 1"#,
         cluster_id,
-        job_type.operation(),
+        kind.operation,
     )
     .fetch_optional(tx)
     .await
@@ -1023,7 +1044,7 @@ pub async fn queued_operation_of(
 pub async fn queue_operation(
     tx: &mut PgConnection,
     cluster_id: Uuid,
-    job_type: JobType,
+    kind: &JobKind,
     requested_by: Option<Uuid>,
     payload: &serde_json::Value,
 ) -> Result<Uuid, sqlx::Error> {
@@ -1031,7 +1052,7 @@ pub async fn queue_operation(
         r#"INSERT INTO cluster_operations (cluster_id, type, requested_by_user_id, stage, payload)
            VALUES ($1, $2, $3, $5, $4) RETURNING id"#,
         cluster_id,
-        job_type.operation(),
+        kind.operation,
         requested_by,
         payload,
         stage::QUEUED_BEHIND.as_str(),
@@ -1041,18 +1062,16 @@ pub async fn queue_operation(
 }
 
 /// Creates the job of every queued operation whose cluster has no active job
-/// (oldest first, one per cluster; the active-job index settles races). A queued
-/// delete moves its cluster to `deleting`. Returns how many jobs were created;
-/// they are unpublished, so the same sweep publishes them.
+/// (oldest first, one per cluster; the active-job index settles races), of
+/// the kind (`kinds`) whose operation it is. A kind that moves its cluster
+/// when promoted (a queued delete: `deleting`) does. Returns how many jobs
+/// were created; they are unpublished, so the same sweep publishes them.
 pub async fn promote_queued(
     db: impl PgExecutor<'_>,
     max_attempts: i32,
+    kinds: &JobKinds,
 ) -> Result<u64, sqlx::Error> {
-    // The job type of each operation, from `JobType::operation`: one mapping.
-    let (operations, job_types): (Vec<&str>, Vec<&str>) = JobType::ALL
-        .iter()
-        .map(|t| (t.operation(), t.as_str()))
-        .unzip();
+    let kinds = kinds.columns();
     let rows = sqlx::query_scalar!(
         r#"WITH promoted AS (
                INSERT INTO cluster_jobs (cluster_id, operation_id, type, payload, max_attempts)
@@ -1071,15 +1090,18 @@ pub async fn promote_queued(
                SET stage = $4, stages = operation_stages_append(o.stages, $4), updated_at = now()
                FROM promoted WHERE o.id = promoted.operation_id
            ), cluster AS (
-               UPDATE clusters c SET status = 'deleting'
+               UPDATE clusters c SET status = kind.promoted
                FROM promoted
-               WHERE promoted.type = 'cluster_delete' AND c.id = promoted.cluster_id AND c.deleted_at IS NULL
+               JOIN unnest($3::text[], $5::text[]) AS kind (job_type, promoted)
+                 ON kind.job_type = promoted.type AND kind.promoted IS NOT NULL
+               WHERE c.id = promoted.cluster_id AND c.deleted_at IS NULL
            )
            SELECT operation_id AS "operation_id!" FROM promoted"#,
         max_attempts,
-        &operations as &[&str],
-        &job_types as &[&str],
+        &kinds.operations as &[&str],
+        &kinds.job_types as &[&str],
         stage::QUEUED.as_str(),
+        &kinds.promoted as &[Option<&str>],
     )
     .fetch_all(db)
     .await?;

@@ -1,7 +1,7 @@
 use sqlx::{PgConnection, PgPool};
 
 use super::JobPublisher;
-use crate::{config::JobSettings, jobs};
+use crate::{config::JobSettings, domain::JobKinds, jobs};
 
 /// What one sweep did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -18,13 +18,16 @@ const PUBLISH_BATCH: i64 = 500;
 
 /// Rescues expired leases, creates the jobs of operations queued behind a
 /// finished job, then publishes every due job that has no live wake-up.
-/// Safe to run from several places at once (`SKIP LOCKED`, idempotent claims).
+/// `kinds` are every kind of work the platform knows (what a lost or
+/// promoted job does to its cluster). Safe to run from several places at
+/// once (`SKIP LOCKED`, idempotent claims).
 pub async fn sweep(
     pool: &PgPool,
     publisher: &dyn JobPublisher,
     settings: &JobSettings,
+    kinds: &JobKinds,
 ) -> Result<SweepReport, sqlx::Error> {
-    sweep_on(&mut *pool.acquire().await?, publisher, settings).await
+    sweep_on(&mut *pool.acquire().await?, publisher, settings, kinds).await
 }
 
 /// [`sweep`] on one connection the caller took. Every statement runs on it:
@@ -35,12 +38,13 @@ pub async fn sweep_on(
     conn: &mut PgConnection,
     publisher: &dyn JobPublisher,
     settings: &JobSettings,
+    kinds: &JobKinds,
 ) -> Result<SweepReport, sqlx::Error> {
-    let rescued = jobs::rescue_expired(&mut *conn).await?;
+    let rescued = jobs::rescue_expired(&mut *conn, kinds).await?;
     let mut report = SweepReport {
         requeued: rescued.requeued,
         failed: rescued.failed,
-        promoted: jobs::promote_queued(&mut *conn, settings.max_attempts).await?,
+        promoted: jobs::promote_queued(&mut *conn, settings.max_attempts, kinds).await?,
         ..SweepReport::default()
     };
     loop {

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{Failure, JobError, Stage, Unavailable, retry_delay};
 use crate::{
     config::JobSettings,
-    domain::{FailureCode, JobPayload, JobType},
+    domain::{FailureCode, JobKind, JobPayload, JobType},
     jobs::{self, ClaimedJob, JobMessage, JobPublisher},
     telemetry::metrics::AttemptOutcome,
 };
@@ -40,7 +40,8 @@ enum Verdict {
 /// [`JobContext::complete`] in one transaction.
 #[async_trait]
 pub trait JobHandler: Send + Sync + 'static {
-    fn job_type(&self) -> JobType;
+    /// The kind of work it does.
+    fn kind(&self) -> JobKind;
     /// Every stage the handler may record, beyond the backbone's own
     /// (`jobs::STAGES`): recording another is a bug a debug build stops at.
     fn stages(&self) -> Vec<Stage>;
@@ -48,7 +49,7 @@ pub trait JobHandler: Send + Sync + 'static {
 }
 
 /// A handler of one job type, by its payload type: the job type is the
-/// payload's ([`JobPayload::JOB_TYPE`]), and `run` gets the payload parsed
+/// payload's ([`JobPayload::KIND`]), and `run` gets the payload parsed
 /// (a job of another type or a malformed payload fails as fatal before it).
 /// Every such handler is a [`JobHandler`].
 #[async_trait]
@@ -61,8 +62,8 @@ pub trait TypedJobHandler: Send + Sync + 'static {
 
 #[async_trait]
 impl<H: TypedJobHandler> JobHandler for H {
-    fn job_type(&self) -> JobType {
-        H::Payload::JOB_TYPE
+    fn kind(&self) -> JobKind {
+        H::Payload::KIND
     }
 
     fn stages(&self) -> Vec<Stage> {
@@ -79,6 +80,8 @@ impl<H: TypedJobHandler> JobHandler for H {
 pub struct JobContext {
     pub pool: PgPool,
     pub job: ClaimedJob,
+    /// What its handler declares of the job's kind.
+    kind: JobKind,
     completions: Completions,
     max_attempts: i32,
     follow_ups: std::sync::Mutex<Vec<JobMessage>>,
@@ -108,13 +111,13 @@ impl JobContext {
     /// The job's payload as its type defines it. A job of another type, or a
     /// payload that does not parse, fails the job: no attempt would read it.
     pub fn payload<P: JobPayload>(&self) -> Result<P, JobError> {
-        if self.job.job_type != P::JOB_TYPE {
+        if self.job.job_type != P::KIND.job_type {
             return Err(JobError::fatal(
                 FailureCode::InvalidConfiguration,
                 format!(
                     "a {} job does not carry a {} payload",
                     self.job.job_type,
-                    P::JOB_TYPE
+                    P::KIND.job_type
                 ),
             ));
         }
@@ -171,7 +174,14 @@ impl JobContext {
         tx: &mut PgConnection,
         failure: &Failure,
     ) -> Result<Finished, JobError> {
-        if jobs::fail(tx, &self.job, failure).await? {
+        if jobs::fail(
+            tx,
+            &self.job,
+            failure,
+            self.kind.lifecycle.map(|l| l.failed),
+        )
+        .await?
+        {
             tracing::warn!(reason = failure.message, code = %failure.code, "job failed");
             Ok(Finished(Verdict::Failed))
         } else {
@@ -190,7 +200,7 @@ impl JobContext {
         tx: &mut PgConnection,
         payload: &P,
     ) -> Result<bool, JobError> {
-        let (job_type, payload) = jobs::encode(payload).map_err(|e| {
+        let (kind, payload) = jobs::encode(payload).map_err(|e| {
             JobError::fatal(
                 FailureCode::InvalidConfiguration,
                 format!("the follow-up job's payload: {e}"),
@@ -200,7 +210,7 @@ impl JobContext {
             tx,
             jobs::NewJob {
                 cluster_id: self.job.cluster_id,
-                job_type,
+                kind,
                 requested_by: None,
                 payload: &payload,
                 max_attempts: self.max_attempts,
@@ -502,7 +512,10 @@ impl Worker {
         worker_id: impl Into<Arc<str>>,
         handlers: Vec<Arc<dyn JobHandler>>,
     ) -> Self {
-        let handlers = handlers.into_iter().map(|h| (h.job_type(), h)).collect();
+        let handlers = handlers
+            .into_iter()
+            .map(|h| (h.kind().job_type, h))
+            .collect();
         Self {
             claims: Claims {
                 claimer: Claimer {
@@ -535,7 +548,7 @@ impl Worker {
 
     pub fn job_types(&self) -> Vec<JobType> {
         let mut types: Vec<_> = self.handlers.keys().copied().collect();
-        types.sort_by_key(|t| t.as_str());
+        types.sort();
         types
     }
 
@@ -645,9 +658,11 @@ impl Worker {
         let started = Instant::now();
         let metrics = crate::telemetry::metrics::metrics();
         metrics.job_claimed(job.job_type, job.due_for);
+        let kind = handler.kind();
         let ctx = JobContext {
             pool: self.pool.clone(),
             job: job.clone(),
+            kind: kind.clone(),
             completions: self.completions.clone(),
             max_attempts: self.settings.max_attempts,
             follow_ups: Default::default(),
@@ -699,9 +714,9 @@ impl Worker {
                     code: failure.code,
                     message: format!("gave up after {} attempts: {failure}", job.attempt),
                 };
-                self.fail(&job, &given_up).await?
+                self.fail(&job, &given_up, &kind).await?
             }
-            Err(JobError::Fatal(failure)) => self.fail(&job, &failure).await?,
+            Err(JobError::Fatal(failure)) => self.fail(&job, &failure, &kind).await?,
         };
         let elapsed = started.elapsed();
         if let Some(counted) = outcome.attempt_outcome() {
@@ -715,8 +730,13 @@ impl Worker {
         Ok(outcome)
     }
 
-    async fn fail(&self, job: &ClaimedJob, failure: &Failure) -> Result<Processed, Unavailable> {
-        if jobs::fail(&self.pool, job, failure).await? {
+    async fn fail(
+        &self,
+        job: &ClaimedJob,
+        failure: &Failure,
+        kind: &JobKind,
+    ) -> Result<Processed, Unavailable> {
+        if jobs::fail(&self.pool, job, failure, kind.lifecycle.map(|l| l.failed)).await? {
             tracing::warn!(reason = failure.message, code = %failure.code, "job failed");
             Ok(Processed::Failed)
         } else {

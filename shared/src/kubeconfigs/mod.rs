@@ -395,3 +395,26 @@ pub async fn mark_removed(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx:
     .await?;
     Ok(())
 }
+
+/// What kubeconfigs brings to the platform: the limits of the kubeconfigs it issues.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    settings: &[crate::capability::setting::<config::Config>],
+    cluster_routes: &[
+        crate::capability::ClusterRoute::new(
+            "POST",
+            "/kubeconfigs",
+            crate::organizations::Action::IssueCredential,
+        ),
+        crate::capability::ClusterRoute::new(
+            "POST",
+            "/exec-credentials",
+            crate::organizations::Action::IssueCredential,
+        ),
+        crate::capability::ClusterRoute::new(
+            "DELETE",
+            "/kubeconfigs/{credential_id}",
+            crate::organizations::Action::Operate,
+        ),
+    ],
+    ..crate::capability::Capability::named("kubeconfigs")
+};

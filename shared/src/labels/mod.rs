@@ -95,6 +95,18 @@ pub fn check(labels: &Labels) -> Result<(), ApiError> {
     }
 }
 
+/// What labels brings to the platform: its route that sets a cluster's
+/// labels, and the labels an organisation's API key may read.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    cluster_routes: &[crate::capability::ClusterRoute::new(
+        "PUT",
+        "/labels",
+        crate::organizations::Action::Operate,
+    )],
+    organization_key_routes: &["/api/console/cluster-labels"],
+    ..crate::capability::Capability::named("labels")
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::{JobPayload, JobType, NodeEventType, NodeStatus};
+use crate::domain::{JobKind, JobPayload, NodeEventType, NodeStatus};
 
 /// A node-remove job's payload: which node, and how to drain it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,7 +25,7 @@ pub struct NodeRemoval {
 }
 
 impl JobPayload for NodeRemoval {
-    const JOB_TYPE: JobType = JobType::NodeRemove;
+    const KIND: JobKind = JobKind::new("node_remove", "node_remove");
 }
 
 /// What the platform last saw of one node.
@@ -522,3 +522,35 @@ pub async fn counted(
     .fetch_one(db)
     .await
 }
+
+/// What nodes brings to the platform: the kind of work that removes a node, and the join tokens' settings.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    job_kinds: &[NodeRemoval::KIND],
+    settings: &[crate::capability::setting::<config::Config>],
+    // The longest timeline a node's page shows.
+    histories: &[crate::capability::History {
+        name: "node_events",
+        variable: "NODE_EVENTS_RETENTION_MS",
+        default_days: 90,
+        prune: |conn, age, batch| Box::pin(prune_events(conn, age, batch)),
+    }],
+    cluster_routes: &[
+        crate::capability::ClusterRoute::new(
+            "DELETE",
+            "/nodes/{node_id}",
+            crate::organizations::Action::Operate,
+        ),
+        crate::capability::ClusterRoute::new(
+            "POST",
+            "/tokens",
+            crate::organizations::Action::Operate,
+        ),
+        crate::capability::ClusterRoute::new(
+            "DELETE",
+            "/tokens/{token_id}",
+            crate::organizations::Action::Operate,
+        ),
+    ],
+    organization_key_routes: &["/api/console/node-events"],
+    ..crate::capability::Capability::named("nodes")
+};

@@ -441,6 +441,13 @@ pub fn email_text(delivery: &Claimed) -> (String, String) {
     )
 }
 
+/// What notifications brings to the platform: its deliveries' retries and its mail and webhook settings' sealed secrets.
+pub const CAPABILITY: crate::capability::Capability = crate::capability::Capability {
+    settings: &[crate::capability::setting::<Retries>],
+    reseal: Some(|tx, key| Box::pin(settings::reseal(tx, key))),
+    ..crate::capability::Capability::named("notifications")
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::domain::JobType;
+use crate::domain::{JobKinds, JobType};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Request {
@@ -361,10 +361,10 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// Sets the backlog gauges: every job type, those without pending jobs
-    /// at 0. As EMF, by type and in total (the oldest age across types:
-    /// what an alarm on stuck jobs watches).
-    pub fn set_backlog(&self, backlog: &[Backlog]) {
+    /// Sets the backlog gauges: every kind of job (`kinds`), those without
+    /// pending jobs at 0. As EMF, by type and in total (the oldest age
+    /// across types: what an alarm on stuck jobs watches).
+    pub fn set_backlog(&self, kinds: &JobKinds, backlog: &[Backlog]) {
         for b in backlog {
             self.emit(
                 &[("job_type", b.job_type.as_str())],
@@ -394,7 +394,7 @@ impl Metrics {
                 ),
             ],
         );
-        for job_type in JobType::ALL {
+        for job_type in kinds.iter().map(|k| k.job_type) {
             let kind = Kind {
                 job_type: job_type.as_str(),
             };
@@ -445,29 +445,36 @@ mod tests {
             404,
             Duration::from_millis(3),
         );
-        m.job_claimed(JobType::ClusterCreate, Duration::from_millis(40));
+        let kinds = JobKinds::new([
+            crate::domain::JobKind::new("sample_grow", "grow"),
+            crate::domain::JobKind::new("sample_shrink", "shrink"),
+        ]);
+        m.job_claimed(JobType::of("sample_grow"), Duration::from_millis(40));
         m.job_attempt(
-            JobType::ClusterCreate,
+            JobType::of("sample_grow"),
             AttemptOutcome::Retried,
             Duration::from_secs(2),
         );
         m.schedule_run("sweep", RunResult::Skipped, Duration::from_millis(1));
-        m.set_backlog(&[Backlog {
-            job_type: JobType::ClusterDelete,
-            pending: 7,
-            oldest_due_seconds: 12.5,
-        }]);
+        m.set_backlog(
+            &kinds,
+            &[Backlog {
+                job_type: JobType::of("sample_shrink"),
+                pending: 7,
+                oldest_due_seconds: 12.5,
+            }],
+        );
         let text = m.encode();
         for line in [
             r#"kubebyon_http_requests_total{route="/api/console/clusters/{id}",method="GET",status="200"} 1"#,
             r#"kubebyon_http_requests_total{route="/api/console/clusters/{id}",method="GET",status="404"} 1"#,
             r#"kubebyon_http_request_duration_seconds_count{route="/api/console/clusters/{id}",method="GET"} 2"#,
-            r#"kubebyon_jobs_claimed_total{job_type="cluster_create"} 1"#,
-            r#"kubebyon_job_attempts_total{job_type="cluster_create",outcome="retried"} 1"#,
+            r#"kubebyon_jobs_claimed_total{job_type="sample_grow"} 1"#,
+            r#"kubebyon_job_attempts_total{job_type="sample_grow",outcome="retried"} 1"#,
             r#"kubebyon_schedule_runs_total{schedule="sweep",result="skipped"} 1"#,
-            r#"kubebyon_jobs_pending{job_type="cluster_delete"} 7"#,
-            r#"kubebyon_jobs_pending{job_type="cluster_create"} 0"#,
-            r#"kubebyon_jobs_oldest_pending_age_seconds{job_type="cluster_delete"} 12.5"#,
+            r#"kubebyon_jobs_pending{job_type="sample_shrink"} 7"#,
+            r#"kubebyon_jobs_pending{job_type="sample_grow"} 0"#,
+            r#"kubebyon_jobs_oldest_pending_age_seconds{job_type="sample_shrink"} 12.5"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }
@@ -478,7 +485,7 @@ mod tests {
     fn an_emf_line_names_its_metrics_dimensions_and_values() {
         let line: serde_json::Value = serde_json::from_str(&emf_line(
             1_700_000_000_000,
-            &[("job_type", "cluster_create"), ("outcome", "failed")],
+            &[("job_type", "sample_grow"), ("outcome", "failed")],
             &[&["job_type", "outcome"], &["outcome"]],
             &[
                 ("JobAttempts", "Count", 1.0),
@@ -500,7 +507,7 @@ mod tests {
                         ]
                     }]
                 },
-                "job_type": "cluster_create",
+                "job_type": "sample_grow",
                 "outcome": "failed",
                 "JobAttempts": 1.0,
                 "JobAttemptDuration": 2.5

@@ -1,6 +1,7 @@
 //! The cluster routes through the router, as the gateway would call them, with
 //! real PostgreSQL behind them.
 
+use shared::domain::JobPayload;
 use std::sync::Arc;
 
 use axum::{
@@ -277,7 +278,7 @@ async fn a_delete_during_a_create_waits_its_turn_and_a_second_delete_is_409() {
 
     // The create runs (and fails: no host here); the sweep then starts the delete.
     assert_eq!(api.runner.run_until_idle().await.len(), 1);
-    let report = shared::jobs::sweep(
+    let report = tests::handlers::sweep(
         &api.db.pool,
         api.state.publisher.as_ref(),
         &JobSettings::default(),
@@ -291,7 +292,10 @@ async fn a_delete_during_a_create_waits_its_turn_and_a_second_delete_is_409() {
     assert_eq!(fetched["status"], "deleting");
     let done = api.runner.run_until_idle().await;
     assert_eq!(done.len(), 1);
-    assert_eq!(done[0].0.job_type, shared::domain::JobType::ClusterDelete);
+    assert_eq!(
+        done[0].0.job_type,
+        shared::clusters::ClusterDeletion::KIND.job_type
+    );
 
     let (_, operations) = api
         .call(

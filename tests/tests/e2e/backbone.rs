@@ -1,6 +1,9 @@
 //! The job backbone against real PostgreSQL, with the in-process transport:
 //! enqueue, claim, lease, fencing, retries and the sweep.
 
+use shared::clusters::ClusterChanges;
+use shared::clusters::ClusterCreation;
+use shared::clusters::ClusterDeletion;
 use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
@@ -8,13 +11,14 @@ use queues::inprocess;
 use shared::{
     config::JobSettings,
     db,
-    domain::{FailureCode, JobType},
-    jobs::{self, JobPublisher, Processed, Worker, sweep},
+    domain::{FailureCode, JobPayload},
+    jobs::{self, JobPublisher, Processed, Worker},
 };
 use tests::{
     database::TestDb,
     handlers::{
         Behaviour, ScriptedHandler, claims_run, create_jobs, enqueue, job_status, seed_cluster,
+        sweep,
     },
 };
 
@@ -43,7 +47,7 @@ pub(crate) fn worker_on_one_connection(
 ) -> (sqlx::PgPool, Worker) {
     let url = secrecy::SecretString::from(db.url.clone());
     let pool = db::lazy_pool(&url, 1, workload).unwrap();
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, behaviour);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, behaviour);
     let worker = Worker::new(pool.clone(), settings(), id, vec![handler]);
     (pool, worker)
 }
@@ -70,7 +74,7 @@ pub(crate) async fn job_of_a_dead_worker(
     max_attempts: i32,
 ) -> (uuid::Uuid, jobs::JobMessage, jobs::ClaimedJob) {
     let cluster = seed_cluster(&db.pool).await;
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, max_attempts).await;
+    let message = enqueue(&db.pool, cluster, ClusterCreation::of, max_attempts).await;
     let dead = claim_one(&db.pool, message, "worker-a", Duration::from_millis(1)).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     (cluster, message, dead)
@@ -80,7 +84,7 @@ pub(crate) async fn job_of_a_dead_worker(
 async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_delivered_once() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let (dispatcher, runner) = inprocess::channel(worker(&db, "w1", handler.clone()), 1);
 
     let mut tx = db.pool.begin().await.unwrap();
@@ -88,7 +92,7 @@ async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_deliver
         &mut tx,
         jobs::NewJob {
             cluster_id: cluster,
-            job_type: JobType::ClusterCreate,
+            kind: shared::clusters::ClusterCreation::KIND,
             requested_by: None,
             payload: &serde_json::json!({}),
             max_attempts: 3,
@@ -119,7 +123,7 @@ async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_deliver
         &dispatcher,
         jobs::NewJob {
             cluster_id: cluster,
-            job_type: JobType::ClusterCreate,
+            kind: shared::clusters::ClusterCreation::KIND,
             requested_by: None,
             payload: &serde_json::json!({}),
             max_attempts: 3,
@@ -170,9 +174,9 @@ async fn a_rolled_back_enqueue_is_never_delivered_and_a_committed_one_is_deliver
 async fn the_same_wake_up_delivered_twice_runs_the_handler_once() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let (dispatcher, runner) = inprocess::channel(worker(&db, "w1", handler.clone()), 1);
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let message = enqueue(&db.pool, cluster, ClusterCreation::of, 3).await;
     dispatcher.publish(&[message, message]).await.unwrap();
     let done = runner.run_until_idle().await;
     assert_eq!(
@@ -188,19 +192,19 @@ async fn the_same_wake_up_delivered_twice_runs_the_handler_once() {
 #[tokio::test]
 async fn a_batch_of_wake_ups_claims_each_claimable_job_once_and_skips_the_rest() {
     let db = TestDb::new().await;
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let worker = worker(&db, "w1", handler.clone());
     let fresh = create_jobs(&db.pool, 3).await;
     let done = enqueue(
         &db.pool,
         seed_cluster(&db.pool).await,
-        JobType::ClusterCreate,
+        ClusterCreation::of,
         3,
     )
     .await;
     assert_eq!(worker.process(done).await.unwrap(), Processed::Succeeded);
     let wrong_type = jobs::JobMessage {
-        job_type: JobType::ClusterDelete,
+        job_type: shared::clusters::ClusterDeletion::KIND.job_type,
         ..fresh[2]
     };
 
@@ -234,12 +238,12 @@ async fn a_batch_of_wake_ups_claims_each_claimable_job_once_and_skips_the_rest()
     let other = enqueue(
         &db.pool,
         seed_cluster(&db.pool).await,
-        JobType::ClusterCreate,
+        ClusterCreation::of,
         3,
     )
     .await;
     let mislabelled = jobs::JobMessage {
-        job_type: JobType::ClusterDelete,
+        job_type: shared::clusters::ClusterDeletion::KIND.job_type,
         ..other
     };
     let claimed = jobs::claim_many(&db.pool, &[mislabelled], "w2", Duration::from_secs(30))
@@ -252,12 +256,12 @@ async fn a_batch_of_wake_ups_claims_each_claimable_job_once_and_skips_the_rest()
 #[tokio::test]
 async fn completions_with_nothing_else_to_write_are_grouped_and_still_fenced() {
     let db = TestDb::new().await;
-    let alone = ScriptedHandler::new(JobType::ClusterUpdate, Behaviour::CompleteAlone);
+    let alone = ScriptedHandler::new(ClusterChanges::KIND, Behaviour::CompleteAlone);
     let worker_a = worker(&db, "w1", alone.clone());
     let mut batch = Vec::new();
     for _ in 0..20 {
         let cluster = seed_cluster(&db.pool).await;
-        batch.push(enqueue(&db.pool, cluster, JobType::ClusterUpdate, 3).await);
+        batch.push(enqueue(&db.pool, cluster, ClusterChanges::of, 3).await);
     }
     let outcomes = worker_a.process_batch(&batch).await.unwrap();
     assert_eq!(outcomes, vec![Processed::Succeeded; 20]);
@@ -275,14 +279,11 @@ async fn completions_with_nothing_else_to_write_are_grouped_and_still_fenced() {
     assert_eq!(operations_done, 20, "each job's operation ends with it");
 
     // A handler whose lease was taken over cannot complete, even alone.
-    let stolen = ScriptedHandler::new(
-        JobType::ClusterUpdate,
-        Behaviour::LoseLeaseThenCompleteAlone,
-    );
+    let stolen = ScriptedHandler::new(ClusterChanges::KIND, Behaviour::LoseLeaseThenCompleteAlone);
     let message = enqueue(
         &db.pool,
         seed_cluster(&db.pool).await,
-        JobType::ClusterUpdate,
+        ClusterChanges::of,
         3,
     )
     .await;
@@ -300,7 +301,7 @@ async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused(
     let (_, message, dead) = job_of_a_dead_worker(&db, 3).await;
     assert_eq!(dead.attempt, 1);
 
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let (dispatcher, runner) = inprocess::channel(worker(&db, "worker-b", handler.clone()), 1);
     let report = sweep(&db.pool, &dispatcher, &settings()).await.unwrap();
     assert_eq!(
@@ -324,9 +325,14 @@ async fn a_dead_workers_job_is_rescued_by_sweep_and_its_late_writes_are_refused(
     assert!(!jobs::complete(&mut tx, &dead).await.unwrap());
     tx.rollback().await.unwrap();
     assert!(
-        !jobs::fail(&db.pool, &dead, &failure("late failure"))
-            .await
-            .unwrap()
+        !jobs::fail(
+            &db.pool,
+            &dead,
+            &failure("late failure"),
+            ClusterCreation::KIND.lifecycle.map(|l| l.failed)
+        )
+        .await
+        .unwrap()
     );
     assert!(
         jobs::schedule_retry(&db.pool, &dead, &failure("late"), Duration::ZERO)
@@ -360,7 +366,7 @@ async fn a_lease_that_expires_on_the_last_attempt_fails_the_job() {
         worker(
             &db,
             "w",
-            ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed),
+            ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed),
         ),
         1,
     );
@@ -406,9 +412,9 @@ fn at(value: &serde_json::Value) -> DateTime<Utc> {
 async fn retryable_failures_back_off_and_end_failed_with_every_error_kept() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Retryable);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Retryable);
     let worker = worker(&db, "w1", handler.clone());
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 4).await;
+    let message = enqueue(&db.pool, cluster, ClusterCreation::of, 4).await;
 
     for attempt in 1..=3 {
         assert_eq!(
@@ -487,9 +493,9 @@ async fn retryable_failures_back_off_and_end_failed_with_every_error_kept() {
 async fn a_fatal_failure_fails_at_once_and_tells_the_user_why() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Fatal);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Fatal);
     let worker = worker(&db, "w1", handler.clone());
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 5).await;
+    let message = enqueue(&db.pool, cluster, ClusterCreation::of, 5).await;
     assert_eq!(worker.process(message).await.unwrap(), Processed::Failed);
     assert_eq!(handler.runs(), 1);
     let record = jobs::get(&db.pool, message.job_id).await.unwrap().unwrap();
@@ -520,9 +526,9 @@ async fn a_wake_up_for_a_type_this_worker_does_not_run_is_left_alone() {
     let worker = worker(
         &db,
         "w1",
-        ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed),
+        ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed),
     );
-    let message = enqueue(&db.pool, cluster, JobType::ClusterDelete, 3).await;
+    let message = enqueue(&db.pool, cluster, ClusterDeletion::of, 3).await;
     assert_eq!(worker.process(message).await.unwrap(), Processed::NoHandler);
     assert_eq!(job_status(&db.pool, message.job_id).await, "pending");
 }
@@ -532,20 +538,20 @@ async fn each_run_of_a_claimed_batch_ends_on_its_own() {
     let db = TestDb::new().await;
     // The first job to run works for 3 s, the other ends at once.
     let handler = ScriptedHandler::new(
-        JobType::ClusterCreate,
+        ClusterCreation::KIND,
         Behaviour::SlowFirstCompleteAlone(Duration::from_secs(3)),
     );
     let slow = enqueue(
         &db.pool,
         seed_cluster(&db.pool).await,
-        JobType::ClusterCreate,
+        ClusterCreation::of,
         3,
     )
     .await;
     let quick = enqueue(
         &db.pool,
         seed_cluster(&db.pool).await,
-        JobType::ClusterCreate,
+        ClusterCreation::of,
         3,
     )
     .await;
@@ -627,10 +633,10 @@ async fn a_dropped_worker_lets_go_of_its_connections() {
     let db = TestDb::new().await;
     let url = secrecy::SecretString::from(db.url.clone());
     let pool = db::lazy_pool(&url, 2, db::Workload::Jobs).unwrap();
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::CompleteAlone);
     let worker = Worker::new(pool, settings(), "short-lived", vec![handler]);
     let cluster = seed_cluster(&db.pool).await;
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let message = enqueue(&db.pool, cluster, ClusterCreation::of, 3).await;
     assert_eq!(worker.process(message).await.unwrap(), Processed::Succeeded);
     let open = || async {
         sqlx::query_scalar::<_, i64>(
@@ -680,7 +686,7 @@ async fn an_operation_runs_from_its_jobs_first_stage() {
     // A job of a new cluster, enqueued and claimed.
     let claimed = || async {
         let cluster = seed_cluster(&db.pool).await;
-        let message = enqueue(&db.pool, cluster, JobType::ClusterUpdate, 3).await;
+        let message = enqueue(&db.pool, cluster, ClusterChanges::of, 3).await;
         claim_one(&db.pool, message, "w1", Duration::from_secs(30)).await
     };
 
@@ -719,7 +725,12 @@ async fn an_operation_runs_from_its_jobs_first_stage() {
     assert!(started.is_some());
     assert_eq!(started, job_start(job.id).await);
     let job = claimed().await;
-    assert!(jobs::fail(&db.pool, &job, &failure("no")).await.unwrap());
+    let failed = ClusterChanges::KIND.lifecycle.map(|l| l.failed);
+    assert!(
+        jobs::fail(&db.pool, &job, &failure("no"), failed)
+            .await
+            .unwrap()
+    );
     let (status, _, started) = operation(job.id).await;
     assert_eq!(status, "failed");
     assert_eq!(started, job_start(job.id).await);
@@ -731,7 +742,7 @@ async fn an_operation_runs_from_its_jobs_first_stage() {
 #[tokio::test]
 async fn grouping_tasks_keep_their_connections_and_replace_cut_ones() {
     let db = TestDb::new().await;
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::CompleteAlone);
     let worker = worker(&db, "keeper", handler);
     let checked_out = || db.pool.size() - u32::try_from(db.pool.num_idle()).unwrap();
     let settled = |want: u32, within: Duration| async move {
@@ -745,7 +756,7 @@ async fn grouping_tasks_keep_their_connections_and_replace_cut_ones() {
         enqueue(
             &db.pool,
             seed_cluster(&db.pool).await,
-            JobType::ClusterCreate,
+            ClusterCreation::of,
             3,
         )
         .await
@@ -797,7 +808,7 @@ async fn grouping_tasks_keep_their_connections_and_replace_cut_ones() {
 async fn a_handler_working_past_its_lease_keeps_it() {
     let db = TestDb::new().await;
     let handler = ScriptedHandler::new(
-        JobType::ClusterCreate,
+        ClusterCreation::KIND,
         Behaviour::SlowFirstCompleteAlone(Duration::from_millis(1500)),
     );
     let settings = JobSettings {
@@ -809,7 +820,10 @@ async fn a_handler_working_past_its_lease_keeps_it() {
     let run = tokio::spawn(async move { worker.process(message).await });
     let mut rescued = 0;
     while !run.is_finished() {
-        rescued += jobs::rescue_expired(&db.pool).await.unwrap().requeued;
+        rescued += jobs::rescue_expired(&db.pool, &shared::app::capabilities::job_kinds())
+            .await
+            .unwrap()
+            .requeued;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(run.await.unwrap().unwrap(), Processed::Succeeded);
@@ -828,7 +842,7 @@ async fn a_schedule_run_steps_aside_while_another_run_holds_its_lock() {
         worker(
             &db,
             "w",
-            ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed),
+            ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed),
         ),
         4,
     );
@@ -928,7 +942,7 @@ async fn the_backlog_counts_pending_jobs_and_the_oldest_due_ones_wait() {
     assert_eq!(backlog.len(), 1, "{backlog:?}");
     assert_eq!(
         (backlog[0].job_type, backlog[0].pending),
-        (JobType::ClusterCreate, 3)
+        (shared::clusters::ClusterCreation::KIND.job_type, 3)
     );
     assert!(
         (90.0..120.0).contains(&backlog[0].oldest_due_seconds),

@@ -1,19 +1,20 @@
 //! The backbone through a real RabbitMQ: publisher confirms, the consumer with
 //! manual ack, duplicate deliveries, an outage after commit, and reconnection.
 
+use shared::clusters::ClusterCreation;
 use std::{sync::Arc, time::Duration};
 
 use queues::{AmqpPublisher, Consumer};
 use secrecy::SecretString;
 use shared::{
     config::JobSettings,
-    domain::JobType,
-    jobs::{self, JobMessage, JobPublisher, NewJob, Processed, Worker, sweep},
+    domain::JobPayload,
+    jobs::{self, JobMessage, JobPublisher, NewJob, Processed, Worker},
 };
 use tests::{
     broker::TestBroker,
     database::TestDb,
-    handlers::{Behaviour, ScriptedHandler, create_jobs, enqueue, job_status, seed_cluster},
+    handlers::{Behaviour, ScriptedHandler, create_jobs, enqueue, job_status, seed_cluster, sweep},
     proxy::TcpProxy,
 };
 use tokio::sync::{mpsc, oneshot};
@@ -38,7 +39,7 @@ fn start_consumer(
 /// of `cluster_create` (a consumer subscribing, or going away).
 async fn until_consumers(broker: &TestBroker, wanted: u32) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while broker.consumers(JobType::ClusterCreate).await != wanted {
+    while broker.consumers(&ClusterCreation::KIND).await != wanted {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the broker counts {wanted} consumer(s)"
@@ -68,7 +69,7 @@ fn new_job(cluster_id: uuid::Uuid) -> NewJob<'static> {
         std::sync::LazyLock::new(|| serde_json::json!({}));
     NewJob {
         cluster_id,
-        job_type: JobType::ClusterCreate,
+        kind: shared::clusters::ClusterCreation::KIND,
         requested_by: None,
         payload: &PAYLOAD,
         max_attempts: 3,
@@ -80,7 +81,7 @@ async fn a_committed_job_is_delivered_once_through_rabbitmq_and_a_rolled_back_on
     let db = TestDb::new().await;
     let broker = TestBroker::new();
     let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let (mut outcomes, _stop) =
         start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
 
@@ -105,7 +106,7 @@ async fn a_committed_job_is_delivered_once_through_rabbitmq_and_a_rolled_back_on
         .await
         .unwrap();
     assert_eq!(report.published, 0);
-    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 0);
+    assert_eq!(broker.ready_messages(&ClusterCreation::KIND).await, 0);
     assert!(
         tokio::time::timeout(Duration::from_millis(300), outcomes.recv())
             .await
@@ -120,11 +121,11 @@ async fn the_same_message_delivered_twice_by_rabbitmq_runs_the_handler_once() {
     let db = TestDb::new().await;
     let broker = TestBroker::new();
     let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let cluster = seed_cluster(&db.pool).await;
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let message = enqueue(&db.pool, cluster, ClusterCreation::of, 3).await;
     publisher.publish(&[message, message]).await.unwrap();
-    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 2);
+    assert_eq!(broker.ready_messages(&ClusterCreation::KIND).await, 2);
 
     let (mut outcomes, _stop) =
         start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
@@ -148,7 +149,7 @@ async fn a_publish_lost_to_a_broker_outage_after_commit_is_published_by_sweep_wh
     );
     // Connect once through the proxy so the outage cuts a live connection.
     let warm_cluster = seed_cluster(&db.pool).await;
-    let warm = enqueue(&db.pool, warm_cluster, JobType::ClusterCreate, 3).await;
+    let warm = enqueue(&db.pool, warm_cluster, ClusterCreation::of, 3).await;
     publisher
         .publish(&[warm])
         .await
@@ -189,7 +190,7 @@ async fn a_publish_lost_to_a_broker_outage_after_commit_is_published_by_sweep_wh
         .unwrap();
     assert_eq!(report.published, 1);
 
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let (mut outcomes, _stop) =
         start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
     let mut results = [
@@ -215,13 +216,13 @@ async fn a_publisher_connected_ahead_publishes_on_the_connection_it_opened() {
     proxy.refuse_new();
     let message = JobMessage {
         job_id: uuid::Uuid::new_v4(),
-        job_type: JobType::ClusterCreate,
+        job_type: shared::clusters::ClusterCreation::KIND.job_type,
     };
     publisher
         .publish(&[message])
         .await
         .expect("published on the connection opened ahead");
-    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
+    assert_eq!(broker.ready_messages(&ClusterCreation::KIND).await, 1);
 }
 
 #[tokio::test]
@@ -230,7 +231,7 @@ async fn the_consumer_reconnects_after_the_broker_goes_away_and_comes_back() {
     let broker = TestBroker::new();
     let proxy = TcpProxy::start(tests::broker::addr()).await;
     let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let (mut outcomes, _stop) = start_consumer(
         SecretString::from(proxy.amqp_url()),
         &broker,
@@ -240,7 +241,7 @@ async fn the_consumer_reconnects_after_the_broker_goes_away_and_comes_back() {
     let first = enqueue(
         &db.pool,
         seed_cluster(&db.pool).await,
-        JobType::ClusterCreate,
+        ClusterCreation::of,
         3,
     )
     .await;
@@ -254,7 +255,7 @@ async fn the_consumer_reconnects_after_the_broker_goes_away_and_comes_back() {
     let second = enqueue(
         &db.pool,
         seed_cluster(&db.pool).await,
-        JobType::ClusterCreate,
+        ClusterCreation::of,
         3,
     )
     .await;
@@ -279,7 +280,7 @@ async fn every_delivery_is_acknowledged_once_its_job_is_done() {
     let publisher = AmqpPublisher::new(broker.url.clone(), broker.topology.clone());
     // Jobs whose completions share commits end together: their acks go
     // together, as one ack of many deliveries where it can.
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::CompleteAlone);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::CompleteAlone);
     let messages = create_jobs(&db.pool, 24).await;
     publisher.publish(&messages).await.unwrap();
     let (mut outcomes, _stop) = start_consumer(
@@ -297,7 +298,7 @@ async fn every_delivery_is_acknowledged_once_its_job_is_done() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     proxy.down();
     until_consumers(&broker, 0).await;
-    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 0);
+    assert_eq!(broker.ready_messages(&ClusterCreation::KIND).await, 0);
     assert_eq!(handler.runs(), 24);
 }
 
@@ -310,7 +311,7 @@ async fn a_consumer_connects_to_the_database_before_it_consumes() {
     let broker = TestBroker::new();
     let url = SecretString::from(db.url.clone());
     let pool = shared::db::lazy_pool(&url, 8, shared::db::Workload::Jobs).unwrap();
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let worker = Worker::new(pool.clone(), JobSettings::default(), "early", vec![handler]);
     assert_eq!(pool.size(), 0, "a lazy pool opens nothing by itself");
 
@@ -329,7 +330,7 @@ async fn a_consumer_connects_to_the_database_before_it_consumes() {
 async fn a_stopped_consumer_leaves_the_broker_and_takes_nothing_more() {
     let db = TestDb::new().await;
     let broker = TestBroker::new();
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let (_outcomes, stop) =
         start_consumer(broker.url.clone(), &broker, worker(&db, handler.clone()));
     until_consumers(&broker, 1).await;
@@ -342,6 +343,6 @@ async fn a_stopped_consumer_leaves_the_broker_and_takes_nothing_more() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
+    assert_eq!(broker.ready_messages(&ClusterCreation::KIND).await, 1);
     assert_eq!(handler.runs(), 0);
 }

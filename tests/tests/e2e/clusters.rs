@@ -10,11 +10,12 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube_sim::Faults;
 use shared::{
-    domain::JobType,
-    jobs::{self, JobMessage, Processed, sweep},
+    domain::JobPayload,
+    jobs::{self, JobMessage, Processed},
 };
 
 use crate::harness::{TestApp, host_settings, job_settings, node};
+use tests::handlers::sweep;
 
 async fn namespace_names(client: kube::Client) -> Vec<String> {
     let namespaces: Api<Namespace> = Api::all(client);
@@ -571,7 +572,7 @@ async fn a_worker_killed_mid_create_is_resumed_by_another_and_the_cluster_become
             .unwrap();
     let message = JobMessage {
         job_id,
-        job_type: JobType::ClusterCreate,
+        job_type: shared::clusters::ClusterCreation::KIND.job_type,
     };
 
     // Worker A gets as far as waiting for the control plane, then dies.

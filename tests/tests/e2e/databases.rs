@@ -9,6 +9,8 @@
 //! is the platform's is a conflict, untouched; `retain` keeps the data,
 //! `delete` drops it.
 
+use shared::databases::records::DatabaseConvergence;
+use shared::domain::JobPayload;
 use std::path::PathBuf;
 
 use axum::http::StatusCode;
@@ -540,7 +542,7 @@ async fn a_database_is_made_owned_and_projected_and_its_credential_logs_in_alone
     let again = tests::handlers::enqueue(
         &app.db.pool,
         cluster.parse().unwrap(),
-        shared::domain::JobType::DatabaseConverge,
+        |_| DatabaseConvergence {},
         3,
     )
     .await;
@@ -1093,7 +1095,7 @@ async fn a_crash_between_each_write_and_its_checkpoint_resumes_to_one_of_each() 
     .unwrap();
     let job = shared::jobs::JobMessage {
         job_id,
-        job_type: shared::domain::JobType::DatabaseConverge,
+        job_type: shared::databases::records::DatabaseConvergence::KIND.job_type,
     };
     let worker = app.worker("worker-db-crash");
     let run = || async {
@@ -1213,7 +1215,7 @@ async fn a_crash_between_each_write_and_its_checkpoint_resumes_to_one_of_each() 
         id: job_id,
         cluster_id: cluster.parse().unwrap(),
         operation_id: reply["operation_id"].as_str().unwrap().parse().unwrap(),
-        job_type: shared::domain::JobType::DatabaseConverge,
+        job_type: shared::databases::records::DatabaseConvergence::KIND.job_type,
         payload: json!({}),
         attempt: 1,
         max_attempts: 20,
@@ -1341,7 +1343,7 @@ async fn a_refusing_or_silent_server_fails_the_database_in_words_and_a_retry_res
 async fn settle(app: &TestApp) {
     loop {
         app.drive().await;
-        let report = shared::jobs::sweep(
+        let report = tests::handlers::sweep(
             &app.db.pool,
             app.state.publisher.as_ref(),
             &shared::config::JobSettings::default(),

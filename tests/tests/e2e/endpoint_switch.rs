@@ -7,6 +7,7 @@
 //! once: one is accepted, the other refused while it runs. (The failed
 //! verification, with HAProxy stopped, is in `haproxy.rs`.)
 
+use shared::domain::JobPayload;
 use std::{path::PathBuf, time::Duration};
 
 use axum::http::StatusCode;
@@ -220,7 +221,7 @@ async fn switch_and_retire(engine: &str) {
             .map(|(m, p)| (m.job_type, p.clone()))
             .collect::<Vec<_>>(),
         [(
-            shared::domain::JobType::EndpointRetire,
+            shared::clusters::EndpointRetirement::KIND.job_type,
             Processed::Succeeded
         )]
     );
@@ -350,7 +351,7 @@ async fn a_changed_node_address_moves_the_clusters_through_a_switch() {
     let processed = worker
         .process(shared::jobs::JobMessage {
             job_id: job.0,
-            job_type: shared::domain::JobType::ClusterUpdate,
+            job_type: shared::clusters::ClusterChanges::KIND.job_type,
         })
         .await
         .unwrap();

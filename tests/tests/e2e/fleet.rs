@@ -317,11 +317,15 @@ async fn split(db: &TestDb, table: &str, column: &str, days: i64) -> (i64, i64) 
 async fn histories_are_pruned_by_age_in_bounded_batches() {
     let db = TestDb::new().await;
     generate(&db, &SIZES);
+    let days = |n: u64| std::time::Duration::from_secs(n * 86_400);
     let config = shared::app::retention::Config {
-        node_events: std::time::Duration::from_secs(30 * 86_400),
-        audit_events: std::time::Duration::from_secs(30 * 86_400),
-        login_events: std::time::Duration::from_secs(10 * 86_400),
-        finished_jobs: std::time::Duration::from_secs(20 * 86_400),
+        ages: [
+            ("node_events", days(30)),
+            ("audit_events", days(30)),
+            ("login_events", days(10)),
+            ("finished_jobs", days(20)),
+        ]
+        .into(),
         batch: 40,
         batches: 3,
     };
@@ -344,10 +348,10 @@ async fn histories_are_pruned_by_age_in_bounded_batches() {
         .unwrap();
     assert_eq!(
         [
-            first.node_events,
-            first.audit_events,
-            first.login_events,
-            first.finished_jobs
+            first.of("node_events"),
+            first.of("audit_events"),
+            first.of("login_events"),
+            first.of("finished_jobs")
         ],
         [120; 4],
         "one run: three full batches of each"

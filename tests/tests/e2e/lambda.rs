@@ -1,13 +1,14 @@
 //! The function binaries under their real Lambda adapters, fed recorded events
 //! through a loopback Lambda Runtime API.
 
+use shared::clusters::ClusterCreation;
 use std::process::Stdio;
 
 use base64::Engine;
 use shared::{
     config::JobSettings,
     db,
-    domain::JobType,
+    domain::JobPayload,
     jobs::{self, Worker},
 };
 use tests::{
@@ -85,7 +86,7 @@ async fn api_clusters_answers_a_recorded_api_gateway_http_api_event() {
         record.published_at.is_some(),
         "the wake-up went to RabbitMQ after commit"
     );
-    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
+    assert_eq!(broker.ready_messages(&ClusterCreation::KIND).await, 1);
 
     // A malformed body through the same path gets problem+json.
     let mut bad = event;
@@ -103,7 +104,7 @@ async fn job_cluster_create_handles_a_recorded_amazon_mq_batch() {
     let db = TestDb::new().await;
     let api = RuntimeApi::start().await;
     let cluster = seed_cluster(&db.pool).await;
-    let message = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let message = enqueue(&db.pool, cluster, ClusterCreation::of, 3).await;
     let _function = spawn_function("job-cluster-create", &api, &[("DATABASE_URL", &db.url)]);
 
     let mut event = fixture("amazon-mq-rabbitmq-batch.json");
@@ -152,7 +153,7 @@ async fn the_jobs_of_an_amazon_mq_batch_run_together() {
     // One connection, so the count of claims below is every claim's.
     let pool = db::lazy_pool(&url, 1, db::Workload::Jobs).unwrap();
     let handler = ScriptedHandler::new(
-        JobType::ClusterCreate,
+        ClusterCreation::KIND,
         Behaviour::SlowFirstCompleteAlone(std::time::Duration::from_secs(2)),
     );
     let worker = Worker::new(
@@ -387,7 +388,7 @@ async fn a_function_fetches_its_secrets_at_start_from_the_arns_it_is_given() {
         answer["statusCode"], 202,
         "the database and the broker were reached: {answer}"
     );
-    assert_eq!(broker.ready_messages(JobType::ClusterCreate).await, 1);
+    assert_eq!(broker.ready_messages(&ClusterCreation::KIND).await, 1);
     assert_eq!(
         *asked.lock().unwrap(),
         [DB_ARN, MQ_ARN],
@@ -507,7 +508,7 @@ async fn migrate_as_a_cloudformation_custom_resource_prepares_the_database_and_t
             ("AMQP_EXCHANGE", &broker.topology.exchange),
         ],
     );
-    let queue = broker.topology.queue(JobType::ClusterCreate);
+    let queue = broker.topology.queue(ClusterCreation::KIND.job_type);
     assert!(!queue_exists(&queue).await);
 
     let event = custom_resource("Create", &url);
@@ -629,7 +630,7 @@ async fn under_lambda_a_sweep_writes_the_backlog_as_embedded_metric_format_lines
     let db = TestDb::new().await;
     let broker = TestBroker::new();
     let cluster = seed_cluster(&db.pool).await;
-    let pending = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let pending = enqueue(&db.pool, cluster, ClusterCreation::of, 3).await;
     sqlx::query("UPDATE cluster_jobs SET run_after = now() - interval '45 seconds' WHERE id = $1")
         .bind(pending.job_id)
         .execute(&db.pool)

@@ -1352,7 +1352,7 @@ async fn a_removal_asked_during_an_update_waits_its_turn() {
         "not before its turn"
     );
 
-    let report = shared::jobs::sweep(
+    let report = tests::handlers::sweep(
         &platform.db.pool,
         &platform.dispatcher,
         &shared::config::JobSettings::default(),

@@ -3,14 +3,15 @@
 //! fails one is not a wrong result but a cost that came back.
 
 use queues::inprocess;
+use shared::clusters::ClusterCreation;
 use shared::{
     db::{self},
-    domain::JobType,
-    jobs::{Processed, sweep},
+    domain::JobPayload,
+    jobs::Processed,
 };
 use tests::{
     database::TestDb,
-    handlers::{Behaviour, CLAIM_OF_A_SET, CLAIM_OF_ONE, ScriptedHandler, create_jobs},
+    handlers::{Behaviour, CLAIM_OF_A_SET, CLAIM_OF_ONE, ScriptedHandler, create_jobs, sweep},
 };
 
 use crate::backbone::{job_of_a_dead_worker, settings, worker, worker_on_one_connection};
@@ -34,7 +35,7 @@ async fn a_sweep_on_a_cold_pool_opens_one_connection() {
 
     let url = secrecy::SecretString::from(db.url.clone());
     let cold = db::lazy_pool(&url, 4, db::Workload::Requests).unwrap();
-    let handler = ScriptedHandler::new(JobType::ClusterCreate, Behaviour::Succeed);
+    let handler = ScriptedHandler::new(ClusterCreation::KIND, Behaviour::Succeed);
     let (dispatcher, _runner) = inprocess::channel(worker(&db, "worker-b", handler), 1);
     let report = sweep(&cold, &dispatcher, &settings()).await.unwrap();
     assert_eq!((report.requeued, report.published), (1, 1));

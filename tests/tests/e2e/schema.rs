@@ -1,9 +1,10 @@
 //! The migrations apply to an empty database and the database enforces the
 //! invariants the application relies on.
 
+use shared::clusters::ClusterCreation;
 use std::path::{Path, PathBuf};
 
-use shared::domain::JobType;
+use shared::domain::JobPayload;
 use tests::{
     database::TestDb,
     handlers::{enqueue, seed_cluster},
@@ -96,13 +97,13 @@ async fn migrations_create_every_table_and_named_index_on_an_empty_database() {
 async fn a_second_active_job_for_one_cluster_is_rejected() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
-    enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    enqueue(&db.pool, cluster, ClusterCreation::of, 3).await;
     let mut tx = db.pool.begin().await.unwrap();
     let err = shared::jobs::enqueue(
         &mut tx,
         shared::jobs::NewJob {
             cluster_id: cluster,
-            job_type: JobType::ClusterDelete,
+            kind: shared::clusters::ClusterDeletion::KIND,
             requested_by: None,
             payload: &serde_json::json!({}),
             max_attempts: 3,
@@ -196,7 +197,7 @@ async fn every_cluster_state_the_code_names_is_one_the_database_takes_and_reads_
 async fn status_columns_only_take_known_values() {
     let db = TestDb::new().await;
     let cluster = seed_cluster(&db.pool).await;
-    let job = enqueue(&db.pool, cluster, JobType::ClusterCreate, 3).await;
+    let job = enqueue(&db.pool, cluster, ClusterCreation::of, 3).await;
     let err = sqlx::query("UPDATE cluster_jobs SET status = 'exploded' WHERE id = $1")
         .bind(job.job_id)
         .execute(&db.pool)

@@ -52,9 +52,10 @@ use queues::{AmqpPublisher, Consumer, Topology};
 use secrecy::ExposeSecret;
 use serde_json::json;
 use shared::{
+    clusters::ClusterChanges,
     config::Settings,
     db,
-    domain::JobType,
+    domain::{JobKind, JobPayload},
     jobs::{
         self, Finished, JobContext, JobError, JobHandler, JobMessage, JobPublisher, NewJob, Stage,
         Worker, publish_after_commit,
@@ -63,8 +64,8 @@ use shared::{
 use sqlx::{PgPool, Postgres, pool::PoolConnection, postgres::PgListener};
 use uuid::Uuid;
 
-/// The job type the benchmark's jobs carry: the one with no payload rules.
-const JOB_TYPE: JobType = JobType::ClusterUpdate;
+/// The kind of job the benchmark's jobs are (their handler reads no payload).
+const KIND: JobKind = ClusterChanges::KIND;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -223,8 +224,8 @@ struct NoOp {
 
 #[async_trait]
 impl JobHandler for NoOp {
-    fn job_type(&self) -> JobType {
-        JOB_TYPE
+    fn kind(&self) -> JobKind {
+        KIND
     }
 
     fn stages(&self) -> Vec<Stage> {
@@ -252,7 +253,7 @@ async fn prepare(
     topology.declare(&channel).await?;
     channel
         .queue_purge(
-            topology.queue(JOB_TYPE).as_str().into(),
+            topology.queue(KIND.job_type).as_str().into(),
             QueuePurgeOptions::default(),
         )
         .await?;
@@ -274,7 +275,7 @@ async fn enqueue_one(
         &mut tx,
         NewJob {
             cluster_id,
-            job_type: JOB_TYPE,
+            kind: KIND,
             requested_by: None,
             payload: &payload,
             max_attempts: 5,
@@ -396,7 +397,7 @@ async fn wake_send(mut wake: Wake, rate: usize, seconds: usize, sent: &Log) -> a
             Wake::Amqp(publisher) => {
                 let message = JobMessage {
                     job_id: id,
-                    job_type: JOB_TYPE,
+                    job_type: KIND.job_type,
                 };
                 publisher.publish(&[message]).await?;
             }
@@ -434,7 +435,7 @@ async fn receive_amqp(
     channel.basic_qos(16, BasicQosOptions::default()).await?;
     let mut consumer = channel
         .basic_consume(
-            topology.queue(JOB_TYPE).as_str().into(),
+            topology.queue(KIND.job_type).as_str().into(),
             "".into(),
             BasicConsumeOptions::default(),
             FieldTable::default(),

@@ -24,10 +24,13 @@ async fn main() -> anyhow::Result<()> {
     let pool = sqlx::PgPool::connect(&url).await?;
     let age = |days: u64| Duration::from_secs(days * DAY);
     let config = retention::Config {
-        node_events: age(30),
-        audit_events: age(200),
-        login_events: age(30),
-        finished_jobs: age(30),
+        ages: [
+            ("node_events", age(30)),
+            ("audit_events", age(200)),
+            ("login_events", age(30)),
+            ("finished_jobs", age(30)),
+        ]
+        .into(),
         batch,
         batches: 10,
     };
@@ -43,22 +46,16 @@ async fn main() -> anyhow::Result<()> {
             let mut tx = pool.begin().await?;
             let started = Instant::now();
             let deleted = match history {
-                "node_events" => {
-                    shared::nodes::prune_events(&mut *tx, config.node_events, batch).await?
-                }
-                "audit_events" => {
-                    shared::audit::prune(&mut *tx, config.audit_events, batch).await?
-                }
-                "login_events" => {
-                    shared::accounts::prune_logins(&mut *tx, config.login_events, batch).await?
-                }
-                "finished_jobs" => {
-                    shared::jobs::prune_finished(&mut *tx, config.finished_jobs, batch).await?
-                }
-                _ => {
+                "metrics" => {
                     shared::metrics::prune(&mut *tx, age(3), batch)
                         .await?
                         .samples
+                }
+                name => {
+                    let declared = shared::app::capabilities::histories()
+                        .find(|h| h.name == name)
+                        .context("a declared history")?;
+                    (declared.prune)(&mut tx, config.ages[name], batch).await?
                 }
             };
             times.push(started.elapsed().as_secs_f64() * 1000.0);
