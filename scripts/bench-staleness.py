@@ -12,6 +12,10 @@ touched one of those paths.
                                                   top of docs/benchmarks.md
     python3 scripts/bench-staleness.py --self-test
 
+Commits listed in `.git-blame-ignore-revs` (ones that only moved what the
+page names, such as its results folder) are looked through, as `git blame
+--ignore-revs-file` does.
+
 Nothing fails when a figure is stale: benchmarks are not tests. A section
 without its `Code measured:` line is an error, so each names its code.
 """
@@ -50,7 +54,11 @@ def measured_at(root, first, last):
     """The newest commit that changed a line of the range (blank lines and
     its `Code measured:` line aside: naming the code is not measuring it)."""
     newest, commit, when = None, None, None
-    for line in git(root, "blame", "--line-porcelain", "-L", f"{first},{last}", "--", DOC).split("\n"):
+    # Commits that only moved or renamed what the page names (a results
+    # folder, a path) measured nothing: blame looks through them.
+    ignore = os.path.join(root, ".git-blame-ignore-revs")
+    skip = ["--ignore-revs-file", ignore] if os.path.exists(ignore) else []
+    for line in git(root, "blame", *skip, "--line-porcelain", "-L", f"{first},{last}", "--", DOC).split("\n"):
         if re.match(r"^[0-9a-f]{40} ", line):
             commit = line.split()[0]
         elif line.startswith("committer-time "):
