@@ -193,6 +193,24 @@ where
     }
 }
 
+/// The query of a listing read a bounded page at a time, newest first, with
+/// nothing else to choose: `?limit=`.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+}
+
+impl PageQuery {
+    /// The page's size ([`page_limit`]).
+    pub fn limit(&self) -> Result<i64, ApiError> {
+        page_limit(self.limit)
+    }
+}
+
 /// The `limit` of a listing: 1–500, default 100.
 pub fn page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
     limit_within(raw, 100, 500)

@@ -16,12 +16,12 @@ use shared::{
     audit::{self, AuditEvent},
     clusters::Cluster,
     error::ApiError,
-    extract::{AppJson, AppPath, AppQuery},
+    extract::{AppJson, AppPath, AppQuery, PageQuery},
     http::{AppState, Caller, Origin, OwnedCluster, idempotency::IssuesSecret},
     kubeconfigs::{self, Credential, Kind, NewCredential, credential},
     organizations::Action,
 };
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// What a new kubeconfig is for.
@@ -129,15 +129,6 @@ pub async fn issue(
         .into_response())
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// 1–500, default 100.
-    #[param(minimum = 1, maximum = 500)]
-    pub limit: Option<i64>,
-}
-
 /// List the cluster's kubeconfig credentials
 ///
 /// Newest first, whatever their status; tokens are never shown again.
@@ -145,7 +136,7 @@ pub struct ListQuery {
     get,
     path = "/api/console/clusters/{cluster_id}/kubeconfigs",
     tag = "clusters",
-    params(("cluster_id" = Uuid, Path), ListQuery),
+    params(("cluster_id" = Uuid, Path), PageQuery),
     responses(
         (status = 200, body = Vec<Credential>),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -154,10 +145,10 @@ pub struct ListQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
-    AppQuery(query): AppQuery<ListQuery>,
+    AppQuery(query): AppQuery<PageQuery>,
     OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Credential>>, ApiError> {
-    let limit = shared::extract::page_limit(query.limit)?;
+    let limit = query.limit()?;
     Ok(AppJson(
         kubeconfigs::list(&state.pool, cluster.id, limit).await?,
     ))

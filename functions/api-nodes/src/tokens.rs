@@ -16,7 +16,7 @@ use shared::{
     clusters::Cluster,
     domain::{ClusterStatus, JoinTokenStatus},
     error::ApiError,
-    extract::{AppJson, AppPath, AppQuery},
+    extract::{AppJson, AppPath, AppQuery, PageQuery},
     http::{AppState, Caller, OwnedCluster, idempotency::IssuesSecret},
     nodes::{
         jointoken::{self, JoinToken},
@@ -222,15 +222,6 @@ pub async fn create(
         .into_response())
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// 1–500, default 100.
-    #[param(minimum = 1, maximum = 500)]
-    pub limit: Option<i64>,
-}
-
 /// List a cluster's join tokens
 ///
 /// Newest first. The plaintext is never returned again.
@@ -238,7 +229,7 @@ pub struct ListQuery {
     get,
     path = "/api/console/clusters/{cluster_id}/tokens",
     tag = "nodes",
-    params(("cluster_id" = Uuid, Path), ListQuery),
+    params(("cluster_id" = Uuid, Path), PageQuery),
     responses(
         (status = 200, body = Vec<Token>),
         (status = 404, body = shared::error::Problem, content_type = "application/problem+json"),
@@ -247,10 +238,10 @@ pub struct ListQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
-    AppQuery(query): AppQuery<ListQuery>,
+    AppQuery(query): AppQuery<PageQuery>,
     OwnedCluster(cluster): OwnedCluster,
 ) -> Result<AppJson<Vec<Token>>, ApiError> {
-    let limit = shared::extract::page_limit(query.limit)?;
+    let limit = query.limit()?;
     Ok(AppJson(tokens::list(&state.pool, cluster.id, limit).await?))
 }
 
