@@ -15,12 +15,16 @@ for migration in migrations/*.sql; do
 done
 
 out=$(mktemp -d)
-# A target directory of its own: the main one keeps its offline build cached.
+# A target directory of its own by default: the main one keeps its offline
+# build cached. CI, which builds nothing after this, checks in the main one
+# (SQLX_PREPARE_TARGET_DIR=target), where clippy has just checked every
+# dependency: only the workspace's crates are checked again.
 # The workspace's own crates are checked again every time: cargo does not see
 # SQLX_OFFLINE_DIR change, and a crate it holds fresh writes no query file.
-CARGO_TARGET_DIR=target/sqlx-prepare cargo clean --workspace --quiet
+target_dir=${SQLX_PREPARE_TARGET_DIR:-target/sqlx-prepare}
+CARGO_TARGET_DIR=$target_dir cargo clean --workspace --quiet
 DATABASE_URL="$url" SQLX_OFFLINE=false SQLX_OFFLINE_DIR="$out" \
-    CARGO_TARGET_DIR=target/sqlx-prepare cargo check --workspace --all-targets --locked --quiet
+    CARGO_TARGET_DIR=$target_dir cargo check --workspace --all-targets --locked --quiet
 
 if [ "${1:-}" = "--check" ]; then
     if ! diff -r -q "$out" .sqlx >/dev/null; then
