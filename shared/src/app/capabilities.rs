@@ -7,7 +7,7 @@ use crate::{
     audit,
     capability::{Capability, ClusterRoute, History, setting},
     clusters::{self, ClusterChanges, ClusterCreation, ClusterDeletion, EndpointRetirement},
-    domain::{JobKind, JobKinds, JobPayload},
+    domain::{JobKinds, JobPayload},
     error, extract, jobs, networks,
     organizations::Action,
 };
@@ -78,13 +78,6 @@ pub fn job_kinds() -> JobKinds {
     JobKinds::new(ALL.iter().flat_map(|c| c.job_kinds).cloned())
 }
 
-/// The kind of `job_type`, if a capability declares it.
-pub fn job_kind(job_type: &str) -> Option<&'static JobKind> {
-    ALL.iter()
-        .flat_map(|c| c.job_kinds)
-        .find(|k| k.job_type.as_str() == job_type)
-}
-
 /// Every history kept, each pruned past its age.
 pub fn histories() -> impl Iterator<Item = &'static History> {
     ALL.iter().flat_map(|c| c.histories)
@@ -137,9 +130,11 @@ mod tests {
             );
         }
         assert_eq!(job_kinds().iter().count(), types.len());
-        assert!(job_kind("cluster_create").is_some_and(|k| k.lifecycle.is_some()));
-        assert!(job_kind("node_remove").is_some_and(|k| k.lifecycle.is_none()));
-        assert!(job_kind("cluster_creat").is_none());
+        let kinds = job_kinds();
+        let kind = |name: &str| kinds.iter().find(|k| k.job_type.as_str() == name);
+        assert!(kind("cluster_create").is_some_and(|k| k.lifecycle.is_some()));
+        assert!(kind("node_remove").is_some_and(|k| k.lifecycle.is_none()));
+        assert!(kind("cluster_creat").is_none());
     }
 
     #[test]

@@ -63,11 +63,6 @@ impl Pruned {
     pub fn total(&self) -> u64 {
         self.0.values().sum()
     }
-
-    /// The rows deleted from `history` (0 when it was not pruned).
-    pub fn of(&self, history: &str) -> u64 {
-        self.0.get(history).copied().unwrap_or_default()
-    }
 }
 
 /// Deletes, from each history with an age in `config`, the rows past it:

@@ -348,10 +348,10 @@ async fn histories_are_pruned_by_age_in_bounded_batches() {
         .unwrap();
     assert_eq!(
         [
-            first.of("node_events"),
-            first.of("audit_events"),
-            first.of("login_events"),
-            first.of("finished_jobs")
+            first.0["node_events"],
+            first.0["audit_events"],
+            first.0["login_events"],
+            first.0["finished_jobs"]
         ],
         [120; 4],
         "one run: three full batches of each"
