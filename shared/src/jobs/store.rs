@@ -267,25 +267,13 @@ pub async fn claim_many(
         .fetch_all(db)
         .await?
     };
-    // A claimed row is of the type its wake-up names (the claim matches on
-    // both): that one, with no name to look up.
-    let named: std::collections::HashMap<(Uuid, &str), JobType> = messages
-        .iter()
-        .map(|m| ((m.job_id, m.job_type.as_str()), m.job_type))
-        .collect();
-    let type_of = |id: Uuid, name: &str| {
-        named
-            .get(&(id, name))
-            .copied()
-            .unwrap_or_else(|| JobType::named(name))
-    };
     Ok(rows
         .into_iter()
         .map(|r| ClaimedJob {
             id: r.id,
             cluster_id: r.cluster_id,
             operation_id: r.operation_id,
-            job_type: type_of(r.id, &r.job_type),
+            job_type: JobType::named(&r.job_type),
             payload: r.payload,
             attempt: r.attempt_count,
             max_attempts: r.max_attempts,
